@@ -1,0 +1,83 @@
+"""Commands an operator sends to a live run, and their validated bounds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from leyline.enums import CommandAction, CommandStatus
+from leyline.events import RunId
+from leyline.payloads import Scalar
+
+MAX_DEBUG_EPOCHS = 1000
+MAX_PROFILE_BATCHES = 500
+MAX_REASON_CHARS = 500
+
+DebugEpochs = Annotated[int, msgspec.Meta(ge=1, le=MAX_DEBUG_EPOCHS)]
+ProfileBatches = Annotated[int, msgspec.Meta(ge=1, le=MAX_PROFILE_BATCHES)]
+Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
+
+
+class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``POST /escalate``: a debug window of ``epochs`` or a profile window of ``batches``."""
+
+    run_id: RunId
+    action: CommandAction
+    epochs: DebugEpochs | None = None
+    batches: ProfileBatches | None = None
+    through_update: bool = False
+    reason: Reason | None = None
+
+    def __post_init__(self) -> None:
+        if self.action is CommandAction.DEBUG:
+            if self.batches is not None:
+                raise ValueError("'batches' belongs to action 'profile', not 'debug'")
+            if self.epochs is None and not self.through_update:
+                raise ValueError("action 'debug' needs 'epochs' (1..%d) or 'through_update'" % MAX_DEBUG_EPOCHS)
+        else:
+            if self.epochs is not None or self.through_update:
+                raise ValueError("action 'profile' takes 'batches', not 'epochs' or 'through_update'")
+            if self.batches is None:
+                raise ValueError("action 'profile' needs 'batches' (1..%d)" % MAX_PROFILE_BATCHES)
+
+
+class Command(msgspec.Struct, kw_only=True):
+    """A command as delivered to the trainer."""
+
+    command_id: str
+    run_id: str
+    action: CommandAction
+    epochs: int | None = None
+    batches: int | None = None
+    through_update: bool = False
+    reason: str | None = None
+    created_at: float = 0.0
+
+
+class StatusChange(msgspec.Struct, kw_only=True):
+    """One step of a command's history."""
+
+    status: CommandStatus
+    ts: float
+    step: int | None = None
+    message: str = ""
+
+
+class CommandRecord(msgspec.Struct, kw_only=True):
+    """A command as ``GET /commands/{id}`` shows it."""
+
+    command_id: str
+    run_id: str
+    action: CommandAction
+    status: CommandStatus
+    created_at: float
+    updated_at: float
+    epochs: int | None = None
+    batches: int | None = None
+    through_update: bool = False
+    reason: str | None = None
+    applied_step: int | None = None
+    result: dict[str, Scalar] | None = None
+    message: str = ""
+    history: list[StatusChange] = []

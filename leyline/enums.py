@@ -1,0 +1,127 @@
+"""Enumerations shared by every package: event kinds, severities, stages, levels, commands."""
+
+from __future__ import annotations
+
+import enum
+
+
+class EventKind(str, enum.Enum):
+    """What an event reports; each kind has exactly one payload type (see ``payloads``)."""
+
+    RUN_STARTED = "run_started"
+    RUN_FINISHED = "run_finished"
+    EPOCH_COMPLETED = "epoch_completed"
+    SEED_GERMINATED = "seed_germinated"
+    SEED_STAGE_CHANGED = "seed_stage_changed"
+    SEED_GATE_EVALUATED = "seed_gate_evaluated"
+    SEED_FOSSILIZED = "seed_fossilized"
+    SEED_PRUNED = "seed_pruned"
+    PPO_UPDATE = "ppo_update"
+    GRADIENT_HEALTH = "gradient_health"
+    LSTM_HEALTH = "lstm_health"
+    ANOMALY_DETECTED = "anomaly_detected"
+    TELEMETRY_LEVEL_CHANGED = "telemetry_level_changed"
+    DEBUG_LAYER_STATS = "debug_layer_stats"
+    PROFILE_STARTED = "profile_started"
+    PROFILE_COMPLETED = "profile_completed"
+    PHASE_TIMING = "phase_timing"
+    COMMAND_STATUS = "command_status"
+    EVENTS_DROPPED = "events_dropped"
+    HUB_HEALTH = "hub_health"
+    HEARTBEAT = "heartbeat"
+
+
+class Severity(str, enum.Enum):
+    """How much an event matters to an operator; ordered by ``rank``."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_ORDER[self]
+
+
+_SEVERITY_ORDER = {s: i for i, s in enumerate(Severity)}
+
+
+class SeedStage(str, enum.Enum):
+    """Lifecycle stage of a seed in a slot (legal transitions live in ``trainer.kasmina``)."""
+
+    DORMANT = "DORMANT"
+    GERMINATED = "GERMINATED"
+    TRAINING = "TRAINING"
+    BLENDING = "BLENDING"
+    HOLDING = "HOLDING"
+    FOSSILIZED = "FOSSILIZED"
+    PRUNED = "PRUNED"
+    EMBARGOED = "EMBARGOED"
+    RESETTING = "RESETTING"
+
+
+class TelemetryLevel(str, enum.Enum):
+    """How much the trainer measures; DEBUG is what an escalation opens."""
+
+    OFF = "OFF"
+    MINIMAL = "MINIMAL"
+    NORMAL = "NORMAL"
+    DEBUG = "DEBUG"
+
+    @property
+    def rank(self) -> int:
+        return _LEVEL_ORDER[self]
+
+
+_LEVEL_ORDER = {lv: i for i, lv in enumerate(TelemetryLevel)}
+
+
+class CommandAction(str, enum.Enum):
+    """What an escalation asks of a live run."""
+
+    DEBUG = "debug"
+    PROFILE = "profile"
+
+
+class CommandStatus(str, enum.Enum):
+    """Life of a command: queued → delivered → applied → completed | failed | expired | rejected."""
+
+    QUEUED = "queued"
+    DELIVERED = "delivered"
+    APPLIED = "applied"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    REJECTED = "rejected"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL_STATUSES
+
+
+_TERMINAL_STATUSES = frozenset(
+    {CommandStatus.COMPLETED, CommandStatus.FAILED, CommandStatus.EXPIRED, CommandStatus.REJECTED}
+)
+
+
+class RunStatus(str, enum.Enum):
+    """A run as the server sees it: live (heartbeats arrive), finished, or lost (silent past a timeout)."""
+
+    LIVE = "live"
+    FINISHED = "finished"
+    LOST = "lost"
+
+
+# Static order of the policy's factored action heads; every tensor of heads follows it.
+HEAD_NAMES: tuple[str, ...] = (
+    "op",
+    "slot",
+    "blueprint",
+    "style",
+    "tempo",
+    "alpha_target",
+    "alpha_speed",
+    "alpha_curve",
+)

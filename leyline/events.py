@@ -1,0 +1,140 @@
+"""The event envelope, the kind → payload table, and the codec every package uses.
+
+On the wire an event is one JSON object::
+
+    {"run_id": "...", "rank": 0, "seq": 1, "ts": 1700000000.0, "step": 0, "epoch": 0,
+     "env": null, "kind": "run_started", "severity": "info", "payload": {...}, "v": 1}
+
+``seq`` counts 1, 2, 3 … per (run_id, rank); the server's own events use rank ``SERVER_RANK``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+import msgspec
+
+from leyline.enums import EventKind, Severity
+from leyline.payloads import (
+    EpochCompleted,
+    Payload,
+    RunFinished,
+    RunStarted,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStageChanged,
+)
+from leyline.payloads_ops import (
+    CommandStatusChanged,
+    EventsDropped,
+    Heartbeat,
+    HubHealth,
+    PhaseTiming,
+    ProfileCompleted,
+    ProfileStarted,
+    TelemetryLevelChanged,
+)
+from leyline.payloads_policy import (
+    AnomalyDetected,
+    DebugLayerStats,
+    GradientHealth,
+    LSTMHealth,
+    PPOUpdate,
+)
+
+SCHEMA_VERSION = 1
+SERVER_RANK = -1  # events the server itself authors (command queued/expired) use this rank
+
+PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {
+    cls.KIND: cls
+    for cls in (
+        RunStarted, RunFinished, EpochCompleted, SeedGerminated, SeedStageChanged,
+        SeedGateEvaluated, SeedFossilized, SeedPruned, PPOUpdate, GradientHealth, LSTMHealth,
+        AnomalyDetected, TelemetryLevelChanged, DebugLayerStats, ProfileStarted,
+        ProfileCompleted, PhaseTiming, CommandStatusChanged, EventsDropped, HubHealth, Heartbeat,
+    )
+}
+assert set(PAYLOAD_TYPES) == set(EventKind), "every kind needs exactly one payload type"
+
+AnyPayload = Union[tuple(PAYLOAD_TYPES.values())]  # type: ignore[valid-type]
+
+# Kinds the hub may drop under overload (each drop counted); every other kind is critical.
+METRIC_KINDS: frozenset[EventKind] = frozenset(
+    {
+        EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE, EventKind.GRADIENT_HEALTH,
+        EventKind.LSTM_HEALTH, EventKind.DEBUG_LAYER_STATS, EventKind.PHASE_TIMING,
+        EventKind.HUB_HEALTH, EventKind.HEARTBEAT,
+    }
+)
+CRITICAL_KINDS: frozenset[EventKind] = frozenset(EventKind) - METRIC_KINDS
+
+DEFAULT_SEVERITY: dict[EventKind, Severity] = {
+    **{k: Severity.INFO for k in EventKind},
+    EventKind.HEARTBEAT: Severity.DEBUG,
+    EventKind.HUB_HEALTH: Severity.DEBUG,
+    EventKind.DEBUG_LAYER_STATS: Severity.DEBUG,
+    EventKind.GRADIENT_HEALTH: Severity.DEBUG,
+    EventKind.LSTM_HEALTH: Severity.DEBUG,
+    EventKind.PHASE_TIMING: Severity.DEBUG,
+    EventKind.ANOMALY_DETECTED: Severity.WARNING,
+    EventKind.EVENTS_DROPPED: Severity.WARNING,
+}
+
+RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+Seq = Annotated[int, msgspec.Meta(ge=1)]
+Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
+NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Event(msgspec.Struct, kw_only=True):
+    """The envelope every event travels in; ``payload``'s type is fixed by ``kind``."""
+
+    run_id: RunId
+    rank: Rank = 0
+    seq: Seq
+    ts: float
+    step: NonNeg = 0
+    epoch: NonNeg = 0
+    env: NonNeg | None = None
+    kind: EventKind
+    severity: Severity = Severity.INFO
+    payload: AnyPayload  # type: ignore[valid-type]
+    v: int = SCHEMA_VERSION
+
+
+class _WireEvent(msgspec.Struct, kw_only=True):
+    """An envelope whose payload is still raw JSON, decoded in a second step by kind."""
+
+    run_id: RunId
+    rank: Rank = 0
+    seq: Seq
+    ts: float
+    step: NonNeg = 0
+    epoch: NonNeg = 0
+    env: NonNeg | None = None
+    kind: EventKind
+    severity: Severity = Severity.INFO
+    payload: msgspec.Raw
+    v: int = SCHEMA_VERSION
+
+
+def make_event(
+    payload: Payload,
+    *,
+    run_id: str,
+    seq: int,
+    ts: float,
+    rank: int = 0,
+    step: int = 0,
+    epoch: int = 0,
+    env: int | None = None,
+    severity: Severity | None = None,
+) -> Event:
+    """Wrap a payload in its envelope; the kind and default severity follow the payload type."""
+    kind = payload.KIND
+    return Event(
+        run_id=run_id, rank=rank, seq=seq, ts=ts, step=step, epoch=epoch, env=env, kind=kind,
+        severity=severity or DEFAULT_SEVERITY[kind], payload=payload,
+    )

@@ -1,0 +1,130 @@
+"""One typed payload per event kind. ``None`` in a measured field means "not measured", never 0.0."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+from leyline.enums import EventKind, SeedStage
+
+# Flat, JSON-safe values: what a config entry or a command result may hold.
+Scalar = str | int | float | bool | None
+
+
+class Payload(msgspec.Struct, kw_only=True, frozen=True):
+    """Base of every payload; ``KIND`` ties a payload type to its event kind."""
+
+    KIND: ClassVar[EventKind]
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+class RunStarted(Payload, kw_only=True, frozen=True):
+    """A run began: its name, full configuration and where it runs."""
+
+    KIND: ClassVar[EventKind] = EventKind.RUN_STARTED
+    name: str
+    config: dict[str, Scalar]
+    host: str = ""
+    pid: int = 0
+    device: str = "cpu"
+    torch_version: str = ""
+    log_dir: str = ""
+
+
+class RunFinished(Payload, kw_only=True, frozen=True):
+    """A run ended, cleanly or not, with a summary of what it achieved."""
+
+    KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
+    status: Literal["completed", "failed", "interrupted"]
+    duration_s: float
+    epochs: int = 0
+    rounds: int = 0
+    final_accuracy: float | None = None
+    best_accuracy: float | None = None
+    fossilized: int = 0
+    pruned: int = 0
+    error: str | None = None
+
+
+class SlotSnapshot(msgspec.Struct, kw_only=True, frozen=True):
+    """One slot of one env at the end of an epoch; ``stage`` None means the slot is empty."""
+
+    slot: str
+    stage: SeedStage | None = None
+    seed_id: str | None = None
+    blueprint: str | None = None
+    alpha: float = 0.0
+    contribution: float | None = None
+
+
+class EpochCompleted(Payload, kw_only=True, frozen=True):
+    """One env finished one epoch: its validation accuracy and loss, and each slot's seed."""
+
+    KIND: ClassVar[EventKind] = EventKind.EPOCH_COMPLETED
+    round: int = 0
+    accuracy: float
+    val_loss: float
+    train_loss: float | None = None
+    reward: float | None = None
+    action: str | None = None
+    seeds: list[SlotSnapshot] = []
+
+
+# --- seed lifecycle --------------------------------------------------------------------------
+
+
+class SeedGerminated(Payload, kw_only=True, frozen=True):
+    """A seed module was created in an empty slot."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEED_GERMINATED
+    slot: str
+    seed_id: str
+    blueprint: str
+    params: int
+
+
+class SeedStageChanged(Payload, kw_only=True, frozen=True):
+    """A seed moved along a legal lifecycle transition."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEED_STAGE_CHANGED
+    slot: str
+    seed_id: str
+    from_stage: SeedStage
+    to_stage: SeedStage
+    reason: str = ""
+
+
+class SeedGateEvaluated(Payload, kw_only=True, frozen=True):
+    """A lifecycle gate (G1, G2, G3, G5) was checked for a seed."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEED_GATE_EVALUATED
+    slot: str
+    seed_id: str
+    gate: Literal["G1", "G2", "G3", "G5"]
+    passed: bool
+    reason: str = ""
+
+
+class SeedFossilized(Payload, kw_only=True, frozen=True):
+    """A seed was kept for good."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEED_FOSSILIZED
+    slot: str
+    seed_id: str
+    blueprint: str
+    params: int
+    contribution: float | None = None
+
+
+class SeedPruned(Payload, kw_only=True, frozen=True):
+    """A seed was removed; its slot goes through embargo before it can be used again."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEED_PRUNED
+    slot: str
+    seed_id: str
+    blueprint: str
+    reason: str = ""
+    contribution: float | None = None

@@ -1,0 +1,95 @@
+"""One realistic example payload per event kind: for docs, OpenAPI examples, tests and benchmarks."""
+
+from __future__ import annotations
+
+from leyline.enums import CommandAction, CommandStatus, EventKind, SeedStage, TelemetryLevel
+from leyline.events import PAYLOAD_TYPES, Event, make_event
+from leyline.payloads import (
+    EpochCompleted,
+    Payload,
+    RunFinished,
+    RunStarted,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStageChanged,
+    SlotSnapshot,
+)
+from leyline.payloads_ops import (
+    CommandStatusChanged,
+    EventsDropped,
+    Heartbeat,
+    HubHealth,
+    PhaseTime,
+    PhaseTiming,
+    ProfileCompleted,
+    ProfileStarted,
+    TelemetryLevelChanged,
+    TopOp,
+)
+from leyline.payloads_policy import (
+    AnomalyDetected,
+    DebugLayerStats,
+    GradientHealth,
+    LayerStat,
+    LSTMHealth,
+    PPOUpdate,
+)
+
+_SLOTS = [
+    SlotSnapshot(slot="r0c0", stage=SeedStage.BLENDING, seed_id="s3", blueprint="attention",
+                 alpha=0.6, contribution=0.012),
+    SlotSnapshot(slot="r0c1"),
+]
+
+SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
+    p.KIND: p
+    for p in (
+        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}),
+        RunFinished(status="completed", duration_s=12.5, epochs=40, rounds=4, final_accuracy=0.61),
+        EpochCompleted(round=1, accuracy=0.55, val_loss=1.31, train_loss=1.4, reward=0.02,
+                       action="GERMINATE", seeds=_SLOTS),
+        SeedGerminated(slot="r0c0", seed_id="s3", blueprint="attention", params=2210),
+        SeedStageChanged(slot="r0c0", seed_id="s3", from_stage=SeedStage.TRAINING,
+                         to_stage=SeedStage.BLENDING, reason="G2 passed"),
+        SeedGateEvaluated(slot="r0c0", seed_id="s3", gate="G2", passed=True, reason="healthy"),
+        SeedFossilized(slot="r0c0", seed_id="s3", blueprint="attention", params=2210,
+                       contribution=0.02),
+        SeedPruned(slot="r0c1", seed_id="s4", blueprint="conv_heavy", reason="hurts accuracy",
+                   contribution=-0.01),
+        PPOUpdate(round=1, policy_loss=-0.01, value_loss=0.4, entropy={"op": 1.6, "slot": 0.6},
+                  approx_kl=0.004, clip_fraction=0.12, explained_variance=None, ratio_min=0.8,
+                  ratio_max=1.25, grad_norm=0.9, update_epochs=4),
+        GradientHealth(scope="host", global_norm=1.2, max_tensor_norm=0.7, n_tensors=12,
+                       ema_norm=1.1, drift=0.09),
+        LSTMHealth(h_norm=3.1, c_norm=5.2, h_max=0.9, c_max=2.4),
+        AnomalyDetected(anomaly="kl_spike", detail="approx KL 0.09 > 0.0225",
+                        evidence={"approx_kl": 0.09, "threshold": 0.0225}, auto_escalated=True),
+        TelemetryLevelChanged(level=TelemetryLevel.DEBUG, previous=TelemetryLevel.NORMAL,
+                              reason="command", until_epoch=12, command_id="c1"),
+        DebugLayerStats(model="host", layers=[LayerStat(name="blocks.0.conv.weight", grad_norm=0.3,
+                        grad_mean=0.0, grad_std=0.01, grad_abs_max=0.05, weight_norm=4.2)]),
+        ProfileStarted(window="w1", batches=5, trace_dir="runs/r/profiles/w1", activities=["CPU"]),
+        ProfileCompleted(window="w1", batches=5, trace_path="runs/r/profiles/w1/trace.json",
+                         wall_s=0.8, top_ops=[TopOp(name="aten::conv2d", calls=20,
+                         cpu_time_us=1500.0, self_cpu_time_us=90.0)]),
+        PhaseTiming(round=1, phases=[PhaseTime(phase="train", wall_ms=120.0, cpu_ms=230.0)],
+                    env_epochs_per_s=8.0),
+        CommandStatusChanged(command_id="c1", action=CommandAction.DEBUG,
+                             status=CommandStatus.APPLIED, applied_step=120),
+        EventsDropped(counts={"gradient_health": 3}, total=3),
+        HubHealth(queue_depth=2, logged=100, sent=98, acked=97, dropped={}, reconnects=0,
+                  connected=True),
+        Heartbeat(uptime_s=30.0),
+    )
+}
+assert set(SAMPLE_PAYLOADS) == set(PAYLOAD_TYPES)
+
+
+def sample_events(run_id: str = "sample-run", start_seq: int = 1, ts: float = 1.7e9) -> list[Event]:
+    """One event of every kind, seq contiguous from ``start_seq``."""
+    return [
+        make_event(p, run_id=run_id, seq=start_seq + i, ts=ts + i, step=i, epoch=i // 4)
+        for i, p in enumerate(SAMPLE_PAYLOADS.values())
+    ]

@@ -1,0 +1,91 @@
+import msgspec
+import pytest
+
+from leyline import (
+    CommandAction,
+    DecodeError,
+    EscalateRequest,
+    EventKind,
+    decode_event,
+    decode_events,
+    decode_frame,
+    encode,
+    encode_event,
+)
+from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
+from leyline.commands import Command
+from leyline.samples import SAMPLE_PAYLOADS, sample_events
+
+
+@pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.kind.value)
+def test_every_kind_round_trips(event):
+    data = encode_event(event)
+    back = decode_event(data)
+    assert back == event
+    assert type(back.payload) is type(event.payload)
+    assert encode_event(back) == data
+
+
+def test_sample_covers_every_kind():
+    assert set(SAMPLE_PAYLOADS) == set(EventKind)
+
+
+def test_none_means_not_measured_and_survives():
+    ev = [e for e in sample_events() if e.kind is EventKind.PPO_UPDATE][0]
+    back = decode_event(encode_event(ev))
+    assert back.payload.explained_variance is None
+
+
+def test_batch_round_trip_and_frames():
+    events = sample_events()
+    assert decode_events(encode(events)) == events
+    batch = decode_frame(encode(EventBatch(events=events, cursor=7)))
+    assert isinstance(batch, EventBatch) and batch.events == events and batch.cursor == 7
+    for frame in (Hello(run_id="r", rank=2, last_seq=9), Welcome(last_seq=3), Ack(seq=4),
+                  CommandFrame(command=Command(command_id="c", run_id="r", action=CommandAction.DEBUG, epochs=2))):
+        assert decode_frame(encode(frame)) == frame
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.replace(b'"seq":1,', b'"seq":0,'), "seq"),
+        (lambda d: d.replace(b'"kind":"run_started"', b'"kind":"nope"'), "kind"),
+        (lambda d: d.replace(b'"run_id":"sample-run"', b'"run_id":"bad id/.."'), "run_id"),
+        (lambda d: d.replace(b'"name":"demo"', b'"name":5'), "payload"),
+        (lambda d: d.replace(b'"v":1', b'"v":99'), "schema"),
+    ],
+)
+def test_invalid_events_are_rejected_with_a_reason(mutate, message):
+    data = encode_event(sample_events()[0])
+    with pytest.raises(DecodeError) as err:
+        decode_event(mutate(data))
+    assert message in str(err.value)
+
+
+def test_payload_must_match_kind():
+    data = encode_event(sample_events()[0]).replace(b'"kind":"run_started"', b'"kind":"heartbeat"')
+    with pytest.raises(DecodeError):
+        decode_event(data)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"run_id": "r", "action": "debug"},
+        {"run_id": "r", "action": "debug", "epochs": 0},
+        {"run_id": "r", "action": "debug", "epochs": 5, "batches": 3},
+        {"run_id": "r", "action": "profile"},
+        {"run_id": "r", "action": "profile", "batches": 100000},
+        {"run_id": "r", "action": "explode", "epochs": 1},
+        {"run_id": "r", "action": "debug", "epochs": 1, "extra": True},
+    ],
+)
+def test_escalate_request_validation(body):
+    with pytest.raises((msgspec.ValidationError, ValueError)):
+        msgspec.json.decode(msgspec.json.encode(body), type=EscalateRequest)
+
+
+def test_escalate_request_valid():
+    req = msgspec.json.decode(b'{"run_id":"r","action":"profile","batches":5}', type=EscalateRequest)
+    assert req.batches == 5 and req.action is CommandAction.PROFILE

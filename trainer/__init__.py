@@ -1,0 +1,1 @@
+"""trainer: esper-train, the Esper loop and the NissaHub that streams its events."""

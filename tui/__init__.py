@@ -1,0 +1,1 @@
+"""tui: esper-watch, the operator console."""
