@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m tui.demo
+	$(BIN)/python scripts/demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

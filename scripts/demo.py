@@ -1,0 +1,96 @@
+"""A short live run you can watch: nissa-server, esper-train and esper-watch together.
+
+Starts the server on a free loopback port, starts a short training run that streams to it, and opens
+the console on that run in this terminal. Quit the console with `q`; the trainer and the server are
+stopped with it. Without a terminal (CI, a pipe) it waits for the run to finish and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LISTENING = re.compile(r"listening on (http://\S+)")
+
+
+def _script(name: str) -> str:
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if not found:
+        sys.exit(f"demo: {name} is not installed; run `make install` first")
+    return found
+
+
+def _start_server(db: pathlib.Path) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [_script("nissa-server"), "--host", "127.0.0.1", "--port", "0", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            sys.exit("demo: nissa-server exited before it was listening")
+        match = LISTENING.search(line)
+        if match:
+            return proc, match.group(1)
+    proc.kill()
+    sys.exit("demo: nissa-server did not start within 30 s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _summary(url: str) -> None:
+    with urllib.request.urlopen(f"{url}/runs", timeout=10) as resp:
+        runs = json.load(resp)
+    for run in runs:
+        print(f"run {run['run_id']} ({run.get('name', '')}): {run['status']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=str(ROOT / "runs" / "demo"), help="where the db and run logs go")
+    parser.add_argument("train_args", nargs="*", help="extra esper-train flags (after --)")
+    args = parser.parse_args()
+    work = pathlib.Path(args.dir)
+    work.mkdir(parents=True, exist_ok=True)
+    server, url = _start_server(work / "nissa.db")
+    print(f"demo: nissa-server at {url}", flush=True)
+    trainer = subprocess.Popen(
+        [_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", "demo", *args.train_args],
+        stdout=subprocess.PIPE if not sys.stdin.isatty() else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if not sys.stdin.isatty() else subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            subprocess.run([_script("esper-watch"), "--server", url])
+        else:
+            out, _ = trainer.communicate(timeout=600)
+            print(out, end="")
+            _summary(url)
+    finally:
+        _stop(trainer)
+        _stop(server)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
