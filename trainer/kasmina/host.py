@@ -1,0 +1,112 @@
+"""The host network: conv blocks with a seed slot after each block (``r0c{i}``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Shape of the CNN host."""
+
+    n_blocks: int = 3
+    """Conv blocks; block i has ``base_channels * 2**i`` channels and a slot ``r0c{i}`` after it."""
+    base_channels: int = 16
+    """Channels of the first block."""
+    n_classes: int = 10
+    """Classifier outputs."""
+    in_channels: int = 3
+    """Input image channels."""
+    image_size: int = 32
+    """Input image height and width (square)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n_blocks <= 5:
+            raise ValueError(f"n_blocks must be in 1..5, got {self.n_blocks}")
+        if self.base_channels < 1 or self.n_classes < 2:
+            raise ValueError("base_channels must be >= 1 and n_classes >= 2")
+        if self.image_size % (2**self.n_blocks):
+            raise ValueError(f"image_size {self.image_size} not divisible by 2**{self.n_blocks}")
+
+    @property
+    def slot_ids(self) -> tuple[str, ...]:
+        return tuple(slot_id(i) for i in range(self.n_blocks))
+
+    def channels(self, block: int) -> int:
+        return self.base_channels * 2**block
+
+
+def slot_id(block: int) -> str:
+    """The id of the slot after ``block`` (row 0, column ``block``)."""
+    return f"r0c{block}"
+
+
+def slot_index(slot: str) -> int:
+    """Inverse of ``slot_id``; a ValueError for anything else."""
+    if not slot.startswith("r0c") or not slot[3:].isdigit():
+        raise ValueError(f"not a slot id: {slot!r} (expected r0c0, r0c1, ...)")
+    return int(slot[3:])
+
+
+class ConvBlock(nn.Module):
+    """conv3×3 (no bias) → BatchNorm → ReLU → 2×2 max-pool."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(c_out)
+        self.pool = nn.MaxPool2d(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(torch.relu(self.bn(self.conv(x))))
+
+
+class CNNHost(nn.Module):
+    """Blocks of conv-BN-ReLU-pool and a linear classifier; seeds attach between blocks.
+
+    ``forward_to(x, slot)`` runs the blocks up to and including the slot's block;
+    ``forward_from(h, slot)`` continues from that slot to the logits. A model with seeds
+    routes ``forward_to(slot) → seed slot → forward_to(next slot, from_slot=slot) → …``.
+    """
+
+    def __init__(self, config: HostConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or HostConfig()
+        cfg = self.config
+        chans = [cfg.in_channels] + [cfg.channels(i) for i in range(cfg.n_blocks)]
+        self.blocks = nn.ModuleList(ConvBlock(chans[i], chans[i + 1]) for i in range(cfg.n_blocks))
+        side = cfg.image_size // 2**cfg.n_blocks
+        self.classifier = nn.Linear(chans[-1] * side * side, cfg.n_classes)
+
+    @property
+    def slot_ids(self) -> tuple[str, ...]:
+        return self.config.slot_ids
+
+    def slot_channels(self, slot: str) -> int:
+        """Channels of the features at ``slot`` (what a seed there must keep)."""
+        return self.config.channels(slot_index(slot))
+
+    def forward_to(self, x: torch.Tensor, slot: str, from_slot: str | None = None) -> torch.Tensor:
+        """Features after ``slot``'s block, starting from the input or from ``from_slot``'s features."""
+        start = 0 if from_slot is None else slot_index(from_slot) + 1
+        for block in self.blocks[start: slot_index(slot) + 1]:
+            x = block(x)
+        return x
+
+    def forward_from(self, h: torch.Tensor, slot: str | None) -> torch.Tensor:
+        """Logits from ``slot``'s features (``None``: from the input image)."""
+        start = 0 if slot is None else slot_index(slot) + 1
+        for block in self.blocks[start:]:
+            h = block(h)
+        return self.classifier(h.flatten(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_from(x, None)
+
+    def compile_blocks(self, mode: str) -> None:
+        """Compile each block on its own: seeds change the model's topology, blocks never do."""
+        for i, block in enumerate(self.blocks):
+            self.blocks[i] = torch.compile(block, mode=mode, dynamic=False)  # type: ignore[assignment]

@@ -1,0 +1,208 @@
+"""``TrainConfig``: every knob of a training run, validated on construction, and its CLI flags.
+
+Figures in the field docs marked "GPU scale" are the original system's defaults; the defaults
+here are sized so that a short PPO run finishes in seconds on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from leyline.payloads import Scalar
+
+from trainer.kasmina.host import HostConfig, slot_id, slot_index
+
+Policy = Literal["ppo", "heuristic"]
+AmpDtype = Literal["auto", "float16", "bfloat16", "off"]
+CompileMode = Literal["off", "default", "max-autotune"]
+Task = Literal["synthetic", "cifar10"]
+
+POLICIES: tuple[str, ...] = ("ppo", "heuristic")
+AMP_DTYPES: tuple[str, ...] = ("auto", "float16", "bfloat16", "off")
+COMPILE_MODES: tuple[str, ...] = ("off", "default", "max-autotune")
+TASKS: tuple[str, ...] = ("synthetic", "cifar10")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the command-line flag."""
+
+
+def _need(ok: bool, flag: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{flag}: {message}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A training run: the policy, the envs, the data, the host, the lifecycle and PPO."""
+
+    policy: Policy = "ppo"
+    """Who picks lifecycle actions: the LSTM actor-critic trained by PPO, or the heuristic."""
+    n_envs: int = 2
+    """Environments (each its own host and seeds) trained side by side."""
+    rounds: int = 4
+    """Rounds; one round is one episode per env on fresh hosts, then one PPO update."""
+    episode_length: int = 8
+    """Epochs per episode (the policy acts after every epoch but the last)."""
+    slots: tuple[str, ...] = ("r0c0", "r0c1")
+    """Seed slots in use (``r0c{i}`` sits after host block i)."""
+    device: str = "auto"
+    """Torch device: cpu, cuda, cuda:N, or auto (cuda when available)."""
+    seed: int = 0
+    """Seed of every random generator in the run (data, hosts, seeds, policy)."""
+    amp_dtype: AmpDtype = "auto"
+    """Autocast dtype on CUDA: auto (bfloat16 where supported, else float16), float16, bfloat16, off."""
+    compile_mode: CompileMode = "off"
+    """torch.compile mode for the host blocks: off, default, max-autotune."""
+    gradient_telemetry_stride: int = 10
+    """Measure seed/host gradient norms every this many batches."""
+    task: Task = "synthetic"
+    """Data: the built-in synthetic task or CIFAR-10 from ``data_dir``."""
+    data_dir: str | None = None
+    """Directory with CIFAR-10's python-pickle batches (``--task cifar10`` only)."""
+    train_size: int = 1024
+    """Training images per epoch (the synthetic task generates this many)."""
+    val_size: int = 512
+    """Validation images (the fused counterfactual pass runs over all of them)."""
+    batch_size: int = 128
+    """Training batch size."""
+    base_channels: int = 8
+    """Channels of the host's first block (doubling per block)."""
+    host_blocks: int = 3
+    """Host conv blocks (and so available slots)."""
+    min_training_epochs: int = 2
+    """Epochs a seed must spend in TRAINING before gate G2 can pass [GPU scale: 10]."""
+    embargo_epochs: int = 2
+    """Epochs a pruned slot stays embargoed before it resets [GPU scale: 5]."""
+    min_prune_age: int = 2
+    """Epochs a seed must have lived before it may be pruned [GPU scale: 5]."""
+    lstm_hidden: int = 64
+    """Width of the policy's feature net and LSTM [GPU scale: 512]."""
+    ppo_epochs: int = 4
+    """Update epochs over each round's rollout."""
+    ppo_lr: float = 3e-4
+    """Adam learning rate of the policy."""
+    entropy_coef: float = 0.01
+    """Entropy bonus weight (per head, causally masked)."""
+    host_lr: float = 0.01
+    """SGD learning rate of the host and of each seed."""
+    log_every: int = 1
+    """Progress line every this many rounds (0: none)."""
+    extra: dict[str, Scalar] = field(default_factory=dict, compare=False, repr=False)
+    """Anything a caller wants recorded in ``run_started`` next to the config."""
+
+    def __post_init__(self) -> None:
+        _need(self.policy in POLICIES, "--policy", f"must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        _need(self.amp_dtype in AMP_DTYPES, "--amp-dtype", f"must be one of {', '.join(AMP_DTYPES)}")
+        _need(self.compile_mode in COMPILE_MODES, "--compile-mode", f"must be one of {', '.join(COMPILE_MODES)}")
+        _need(self.task in TASKS, "--task", f"must be one of {', '.join(TASKS)}")
+        _need(self.task != "cifar10" or bool(self.data_dir), "--data-dir", "required with --task cifar10")
+        for flag, value, low in (("--n-envs", self.n_envs, 1), ("--rounds", self.rounds, 1),
+                                 ("--episode-length", self.episode_length, 2),
+                                 ("--gradient-telemetry-stride", self.gradient_telemetry_stride, 1),
+                                 ("--train-size", self.train_size, 1), ("--val-size", self.val_size, 1),
+                                 ("--batch-size", self.batch_size, 1), ("--base-channels", self.base_channels, 1),
+                                 ("--min-training-epochs", self.min_training_epochs, 0),
+                                 ("--embargo-epochs", self.embargo_epochs, 0), ("--min-prune-age", self.min_prune_age, 0),
+                                 ("--lstm-hidden", self.lstm_hidden, 4), ("--ppo-epochs", self.ppo_epochs, 1)):
+            _need(isinstance(value, int) and value >= low, flag, f"must be an integer >= {low}, got {value!r}")
+        _need(1 <= self.host_blocks <= 5, "--host-blocks", f"must be in 1..5, got {self.host_blocks}")
+        for flag, value in (("--ppo-lr", self.ppo_lr), ("--host-lr", self.host_lr)):
+            _need(value > 0, flag, f"must be > 0, got {value}")
+        _need(self.entropy_coef >= 0, "--entropy-coef", "must be >= 0")
+        self._check_slots()
+        self._check_device()
+
+    def _check_slots(self) -> None:
+        _need(len(self.slots) >= 1, "--slots", "at least one slot is needed")
+        _need(len(set(self.slots)) == len(self.slots), "--slots", f"duplicate slot in {self.slots}")
+        for s in self.slots:
+            try:
+                index = slot_index(s)
+            except ValueError as exc:
+                raise ConfigError(f"--slots: {exc}") from None
+            _need(index < self.host_blocks, "--slots",
+                  f"{s} needs a host block {index}, the host has {self.host_blocks} (--host-blocks)")
+
+    def _check_device(self) -> None:
+        d = self.device
+        ok = d in ("auto", "cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())
+        _need(ok, "--device", f"must be auto, cpu, cuda or cuda:N, got {d!r}")
+
+    # --- derived -----------------------------------------------------------------------------
+
+    @property
+    def host_config(self) -> HostConfig:
+        return HostConfig(n_blocks=self.host_blocks, base_channels=self.base_channels)
+
+    @property
+    def ordered_slots(self) -> tuple[str, ...]:
+        """Slots in network order (the policy's slot head follows it)."""
+        return tuple(sorted(self.slots, key=slot_index))
+
+    def as_flat_dict(self) -> dict[str, Scalar]:
+        """Flat str → scalar view for the ``run_started`` event."""
+        flat: dict[str, Scalar] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            flat[f.name] = ",".join(value) if isinstance(value, tuple) else value
+        flat.update(self.extra)
+        return flat
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> TrainConfig:
+        """The config from flags added by ``add_training_args``; a ConfigError names a bad flag."""
+        values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)
+                  if f.name != "extra" and getattr(ns, f.name, None) is not None}
+        if "slots" in values:
+            values["slots"] = parse_slots(values["slots"], values.get("host_blocks", cls.host_blocks))
+        return cls(**values)
+
+
+def parse_slots(text: str | tuple[str, ...], host_blocks: int) -> tuple[str, ...]:
+    """``"r0c0,r0c2"`` → ids; a bare number N → the first N slots."""
+    if isinstance(text, tuple):
+        return text
+    text = text.strip()
+    if text.isdigit():
+        n = int(text)
+        _need(1 <= n <= host_blocks, "--slots", f"a count must be in 1..{host_blocks}, got {n}")
+        return tuple(slot_id(i) for i in range(n))
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def add_training_args(parser: argparse.ArgumentParser) -> None:
+    """Add every ``TrainConfig`` flag (defaults left to the dataclass: unset flags stay None)."""
+    d = TrainConfig()
+    g = parser.add_argument_group("training")
+    g.add_argument("--policy", choices=POLICIES, help=f"ppo or heuristic (default {d.policy})")
+    g.add_argument("--n-envs", type=int, help=f"environments side by side (default {d.n_envs})")
+    g.add_argument("--rounds", type=int, help=f"rounds of one episode + one update (default {d.rounds})")
+    g.add_argument("--episode-length", type=int, help=f"epochs per episode (default {d.episode_length})")
+    g.add_argument("--slots", help=f"slot ids, comma-separated, or a count (default {','.join(d.slots)})")
+    g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
+    g.add_argument("--seed", type=int, help=f"random seed (default {d.seed})")
+    g.add_argument("--amp-dtype", choices=AMP_DTYPES, help="autocast dtype on CUDA (default auto)")
+    g.add_argument("--compile-mode", choices=COMPILE_MODES, help="torch.compile the host blocks (default off)")
+    g.add_argument("--gradient-telemetry-stride", type=int,
+                   help=f"gradient norms every N batches (default {d.gradient_telemetry_stride})")
+    g.add_argument("--task", choices=TASKS, help="synthetic (built in) or cifar10 (default synthetic)")
+    g.add_argument("--data-dir", help="directory with CIFAR-10 python-pickle batches")
+    g.add_argument("--train-size", type=int, help=f"training images (default {d.train_size})")
+    g.add_argument("--val-size", type=int, help=f"validation images (default {d.val_size})")
+    g.add_argument("--batch-size", type=int, help=f"batch size (default {d.batch_size})")
+    g.add_argument("--base-channels", type=int, help=f"host width (default {d.base_channels})")
+    g.add_argument("--host-blocks", type=int, help=f"host conv blocks (default {d.host_blocks})")
+    g.add_argument("--min-training-epochs", type=int, help=f"G2 minimum (default {d.min_training_epochs})")
+    g.add_argument("--embargo-epochs", type=int, help=f"embargo after a prune (default {d.embargo_epochs})")
+    g.add_argument("--min-prune-age", type=int, help=f"youngest prunable seed (default {d.min_prune_age})")
+    g.add_argument("--lstm-hidden", type=int, help=f"policy width (default {d.lstm_hidden})")
+    g.add_argument("--ppo-epochs", type=int, help=f"PPO update epochs (default {d.ppo_epochs})")
+    g.add_argument("--ppo-lr", type=float, help=f"policy learning rate (default {d.ppo_lr})")
+    g.add_argument("--entropy-coef", type=float, help=f"entropy bonus (default {d.entropy_coef})")
+    g.add_argument("--host-lr", type=float, help=f"host and seed learning rate (default {d.host_lr})")
