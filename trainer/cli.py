@@ -1,0 +1,162 @@
+"""``esper-train``: train with live telemetry, or upload a finished run's log."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import pathlib
+import platform
+import re
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+import torch
+
+from leyline import RunFinished, RunStarted, TelemetryLevel
+
+from trainer.hub import HubConfig
+from trainer.hub.runlog import LogCorrupt
+from trainer.hub.upload import upload_run
+from trainer.runtime import Runtime, RuntimeConfig, build_runtime
+from trainer.simic.config import ConfigError, TrainConfig, add_training_args
+from trainer.simic.run import resolve_device, run_training
+
+logger = logging.getLogger(__name__)
+
+EPILOG = """\
+Every event goes first to LOG_DIR/<run_id>/events.jsonl and is streamed from there; if the
+server is away, training goes on and the events are re-sent when it comes back.
+
+A run whose server never came back is uploaded later (idempotent, safe to repeat):
+  esper-train upload LOG_DIR/<run_id> --server http://127.0.0.1:8765
+"""
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def new_run_id(name: str) -> str:
+    """``<name>-<utc time>-<random>``: unique, sortable, and a valid leyline RunId."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:64] or "run"
+    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="esper-train", description="Train an Esper run and stream its events to nissa-server.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("telemetry")
+    g.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+                   help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER; none: log only)")
+    g.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+    g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
+    g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
+    g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
+                   choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
+    g.add_argument("--hub-queue", type=int, default=10_000, help="events held in memory before metrics drop")
+    g.add_argument("--close-timeout", type=float, default=15.0,
+                   help="seconds to deliver what is left when the run ends (default 15)")
+    g.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    add_training_args(p)
+    return p
+
+
+def _upload_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="esper-train upload",
+                                description="Upload a run's local log to nissa-server (idempotent).")
+    p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
+    p.add_argument("--server", default=os.environ.get("NISSA_SERVER"), help="nissa-server URL (default $NISSA_SERVER)")
+    p.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+    p.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (default 120)")
+    return p
+
+
+def _interrupt_on_sigterm() -> None:
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argparse.Namespace) -> RunStarted:
+    flat = config.as_flat_dict()
+    flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
+    return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
+                      device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
+                      log_dir=str(pathlib.Path(args.log_dir).resolve()))
+
+
+def _train(argv: Sequence[str]) -> int:
+    parser = _train_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = TrainConfig.from_args(args)
+        run_id = new_run_id(args.run_name)
+        hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
+                        name=args.run_name, queue_size=args.hub_queue)
+    except (ConfigError, ValueError) as err:
+        parser.error(str(err))
+    runtime = build_runtime(RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level)))
+    _say(f"run id: {run_id}")
+    _say(f"run log: {hub.log_path}")
+    _interrupt_on_sigterm()
+    start = time.monotonic()
+    summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
+    try:
+        runtime.emit(_run_started(runtime, args.run_name, config, args))
+        summary = run_training(config, runtime)
+    except KeyboardInterrupt:
+        summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
+    except Exception as err:  # the run failed: record why in run_finished, then re-raise nothing silently
+        logger.exception("training failed")
+        summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
+                              error=f"{type(err).__name__}: {err}"[:2000])
+    finally:
+        report = runtime.finish(summary, timeout=args.close_timeout)
+    _say(f"run {run_id} {summary.status}: {report.describe()}")
+    if not report.complete:
+        if report.unsent:
+            _say(f"not delivered: {report.unsent} events; upload later with: "
+                 f"esper-train upload {hub.run_dir} --server URL", err=True)
+        if report.pending or report.lost:
+            _say(f"not logged: {report.pending + report.lost} events", err=True)
+    return {"completed": 0, "interrupted": 130}.get(summary.status, 1)
+
+
+def _upload(argv: Sequence[str]) -> int:
+    parser = _upload_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.server:
+        parser.error("--server is required (or set NISSA_SERVER)")
+    try:
+        HubConfig(run_id="check", log_dir=args.run_dir, server=args.server)
+        results = upload_run(args.run_dir, args.server, args.token, timeout=args.timeout)
+    except (ValueError, FileNotFoundError, LogCorrupt) as err:
+        parser.error(str(err))
+    ok = True
+    for r in results:
+        state = "complete" if r.complete else f"INCOMPLETE ({r.error or 'timed out'})"
+        _say(f"{r.path}: run {r.run_id} rank {r.rank}: {r.events} events, {r.sent} sent, "
+             f"server holds {r.stored}: {state}")
+        ok = ok and r.complete
+    return 0 if ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "upload":
+        return _upload(argv[1:])
+    return _train(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

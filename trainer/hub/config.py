@@ -1,0 +1,126 @@
+"""``HubConfig``: where a hub logs, where it sends, and how hard it tries."""
+
+from __future__ import annotations
+
+import pathlib
+import urllib.parse
+from dataclasses import dataclass
+
+from leyline.events import SERVER_RANK
+
+INGEST_PATH = "/ws/ingest"
+
+
+def ingest_url(server: str) -> str:
+    """``http://host:port`` (or ``ws://…``) → ``ws://host:port/ws/ingest``; ValueError names the problem."""
+    parts = urllib.parse.urlsplit(server.strip())
+    schemes = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+    if parts.scheme not in schemes:
+        raise ValueError(f"--server: expected http://host:port, got {server!r}")
+    if not parts.hostname:
+        raise ValueError(f"--server: no host in {server!r}")
+    try:
+        parts.port  # noqa: B018 - urllib validates the port lazily
+    except ValueError:
+        raise ValueError(f"--server: bad port in {server!r}") from None
+    path = parts.path.rstrip("/")
+    if not path.endswith(INGEST_PATH):
+        path = f"{path}{INGEST_PATH}"
+    return urllib.parse.urlunsplit((schemes[parts.scheme], parts.netloc, path, "", ""))
+
+
+def log_file_name(rank: int) -> str:
+    """Rank 0 writes ``events.jsonl``; other ranks ``events.rank{N}.jsonl`` beside it."""
+    return "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
+
+
+@dataclass(frozen=True)
+class BackoffConfig:
+    """Reconnect delays: exponential from ``initial_s`` to ``max_s``, each jittered."""
+
+    initial_s: float = 0.2
+    """First delay after a failed connection."""
+    max_s: float = 5.0
+    """Cap of the delay, however long the server stays away."""
+    factor: float = 2.0
+    """Growth of the delay per consecutive failure."""
+    jitter: float = 0.5
+    """Each delay is drawn uniformly from [delay * (1 - jitter), delay]."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial_s <= self.max_s:
+            raise ValueError("backoff: need 0 < initial_s <= max_s")
+        if self.factor < 1.0:
+            raise ValueError("backoff: factor must be >= 1")
+        if not 0.0 <= self.jitter < 1.0:
+            raise ValueError("backoff: jitter must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """One hub: a run and rank, its local log, and optionally a server to stream to."""
+
+    run_id: str
+    """The run this hub speaks for (a leyline ``RunId``)."""
+    log_dir: pathlib.Path
+    """Parent of the run directory; the log is ``log_dir/run_id/events.jsonl``."""
+    server: str | None = None
+    """``http://host:port`` of nissa-server; None keeps the run local (upload it later)."""
+    token: str | None = None
+    """Bearer token for the server's ingest endpoint."""
+    rank: int = 0
+    """This process's rank (torch.distributed); each rank has its own log and seq."""
+    name: str = ""
+    """Human name of the run, sent in the hello frame."""
+    queue_size: int = 10_000
+    """Metric events waiting for the worker beyond this many are dropped (and counted)."""
+    batch_events: int = 2_000
+    """Most events per websocket frame."""
+    batch_bytes: int = 1_000_000
+    """Most bytes of events per websocket frame."""
+    window_events: int = 50_000
+    """Most events sent and not yet acknowledged."""
+    heartbeat_s: float = 5.0
+    """A ``heartbeat`` event this often."""
+    health_s: float = 10.0
+    """A ``hub_health`` event this often."""
+    drop_report_s: float = 1.0
+    """Drops are reported as ``events_dropped`` at most this often."""
+    connect_timeout_s: float = 5.0
+    """How long a connection (and its welcome) may take before it counts as failed."""
+    ack_timeout_s: float = 15.0
+    """A connection with unacknowledged events and no ack for this long is dropped and redone."""
+    backoff: BackoffConfig = BackoffConfig()
+    """Reconnect delays."""
+    offline_grace_s: float = 3.0
+    """At close, how long to keep trying a server that is away before leaving the rest in the log."""
+    validate: bool = True
+    """Check each encoded event against the contract before logging it: a malformed event is
+    refused alone instead of making the server refuse every batch it sits in."""
+
+    def __post_init__(self) -> None:
+        if not self.run_id:
+            raise ValueError("run_id must not be empty")
+        if self.rank < 0 or self.rank == SERVER_RANK:
+            raise ValueError(f"rank must be >= 0, got {self.rank}")
+        if self.server is not None:
+            ingest_url(self.server)
+        for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        for name in ("heartbeat_s", "health_s", "drop_report_s", "connect_timeout_s", "ack_timeout_s",
+                     "offline_grace_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.log_dir) / self.run_id
+
+    @property
+    def log_path(self) -> pathlib.Path:
+        return self.run_dir / log_file_name(self.rank)
+
+    @property
+    def ws_url(self) -> str | None:
+        return ingest_url(self.server) if self.server is not None else None

@@ -1,0 +1,253 @@
+"""The hub's websocket sender: streams the run log to ``/ws/ingest`` and reconnects forever.
+
+One session: ``hello`` → ``welcome(last_seq)`` → events from ``last_seq + 1`` straight out
+of the log (lines are already encoded envelopes, so a frame is a join, not a re-encode) →
+``ack(seq)`` frames move the acknowledged mark. A receiver thread per session reads acks and
+commands, and drops a connection whose acks have stalled. Any failure ends the session;
+the next one starts after a capped, jittered exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import msgspec
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.sync.client import ClientConnection, connect
+
+from leyline import Command, decode_frame, encode
+from leyline.frames import MAX_FRAME_BYTES, Ack, CommandFrame, Hello, Welcome
+
+from trainer.hub.config import BackoffConfig, HubConfig
+from trainer.hub.ratelog import RateLimitedLog
+from trainer.hub.runlog import LogReader
+from trainer.hub.stats import HubStats
+
+logger = logging.getLogger(__name__)
+
+_FRAME_HEAD = b'{"type":"events","events":['
+_FRAME_TAIL = b"]}"
+_RECV_TICK_S = 0.5
+
+
+class ProtocolViolation(Exception):
+    """The server answered with a frame the protocol does not allow at that point."""
+
+
+class LogSource(Protocol):
+    """What the sender reads: a log's path, sparse index and committed (last seq, end offset)."""
+
+    path: object
+    index: list[int]
+    committed: tuple[int, int]
+
+
+def backoff_delay(cfg: BackoffConfig, failures: int, rng: random.Random) -> float:
+    """Delay before attempt ``failures + 1``: exponential, capped, jittered downwards."""
+    delay = min(cfg.max_s, cfg.initial_s * cfg.factor ** min(failures, 64))
+    return delay * (1.0 - cfg.jitter * rng.random())
+
+
+def describe_error(err: BaseException) -> str:
+    if isinstance(err, ConnectionClosed) and err.rcvd is not None:
+        return f"closed by server: {err.rcvd.code} {err.rcvd.reason}".strip()
+    if isinstance(err, InvalidStatus):
+        return f"handshake refused: HTTP {err.response.status_code}"
+    return f"{type(err).__name__}: {err}"
+
+
+class Sender:
+    """Streams one log to the server in a named daemon thread until stopped."""
+
+    def __init__(self, config: HubConfig, source: LogSource, stats: HubStats, cv: threading.Condition,
+                 on_command: Callable[[Command], None]) -> None:
+        assert config.ws_url is not None
+        self._cfg = config
+        self._url = config.ws_url
+        self._source = source
+        self._stats = stats
+        self._cv = cv
+        self._on_command = on_command
+        self._stop = threading.Event()
+        self._nudge = threading.Event()  # cuts a backoff wait short (stop, or a final drain)
+        self._rng = random.Random()
+        self._ratelog = RateLimitedLog(logger)
+        self._thread = threading.Thread(target=self._run, name=f"nissa-hub-sender-r{config.rank}", daemon=True)
+        self._conn: ClientConnection | None = None
+        self._session_error: BaseException | None = None
+        self._unacked_since = 0.0
+        self._sent_upto = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # --- called from other threads --------------------------------------------------------------
+
+    def wait_acked(self, seq: int, timeout: float) -> bool:
+        """Block until the server has stored everything up to ``seq``, or ``timeout`` passes."""
+        with self._cv:
+            return self._cv.wait_for(lambda: self._stats.acked >= seq, timeout=max(0.0, timeout))
+
+    def drain(self, seq: int, timeout: float, offline_grace: float) -> bool:
+        """Like ``wait_acked``, but gives up once the server has stayed away for ``offline_grace``."""
+        deadline = time.monotonic() + timeout
+        offline_since: float | None = None
+        self._nudge.set()
+        while True:
+            now = time.monotonic()
+            if self._stats.acked >= seq:
+                return True
+            if self._stats.connected:
+                offline_since = None
+            elif offline_since is None:
+                offline_since = now
+            elif now - offline_since > offline_grace:
+                return False
+            if now >= deadline:
+                return False
+            self.wait_acked(seq, min(0.2, deadline - now))
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        self._nudge.set()
+        with self._cv:
+            self._cv.notify_all()
+        conn = self._conn
+        if conn is not None:
+            self._abort(conn)
+        self._thread.join(max(0.0, timeout))
+
+    # --- the sender thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0
+        reader = LogReader(self._source.path, self._source.index)  # type: ignore[arg-type]
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._session(reader)
+                except (OSError, TimeoutError, WebSocketException, msgspec.DecodeError, ProtocolViolation) as err:
+                    if self._stats.connected:
+                        failures = 0  # the session had worked: start the backoff over
+                    self._stats.last_error = describe_error(err)
+                    if not self._stop.is_set():
+                        self._ratelog.warning("session", "nissa hub: %s: %s; retrying (events stay in %s)",
+                                              self._url, self._stats.last_error, self._source.path)
+                finally:
+                    self._stats.connected = False
+                    self._conn = None
+                self._nudge.wait(backoff_delay(self._cfg.backoff, failures, self._rng))
+                self._nudge.clear()
+                if self._stop.is_set():
+                    break
+                failures += 1
+                self._stats.reconnects += 1
+        finally:
+            reader.close()
+
+    def _connect(self) -> ClientConnection:
+        headers = {"Authorization": f"Bearer {self._cfg.token}"} if self._cfg.token else None
+        return connect(self._url, additional_headers=headers, open_timeout=self._cfg.connect_timeout_s,
+                       close_timeout=1.0, proxy=None, compression=None, max_size=MAX_FRAME_BYTES,
+                       ping_interval=None)
+
+    def _handshake(self, conn: ClientConnection) -> int:
+        cfg = self._cfg
+        hello = Hello(run_id=cfg.run_id, rank=cfg.rank, name=cfg.name, last_seq=self._source.committed[0])
+        conn.send(encode(hello).decode())
+        frame = decode_frame(conn.recv(timeout=cfg.connect_timeout_s))
+        if not isinstance(frame, Welcome):
+            raise ProtocolViolation(f"expected welcome, got {type(frame).__name__}")
+        return frame.last_seq
+
+    def _session(self, reader: LogReader) -> None:
+        conn = self._connect()
+        self._conn = conn
+        self._session_error = None
+        with conn:
+            server_last = self._handshake(conn)
+            logged = self._source.committed[0]
+            if server_last > logged:
+                logger.warning("server holds seq %d but the log ends at %d; sending from %d",
+                               server_last, logged, logged + 1)
+            next_seq = min(server_last, logged) + 1
+            self._sent_upto = next_seq - 1
+            with self._cv:
+                self._stats.acked = server_last
+                self._stats.connected = True
+                self._cv.notify_all()
+            receiver = threading.Thread(target=self._receive, args=(conn,), daemon=True,
+                                        name=f"nissa-hub-recv-r{self._cfg.rank}")
+            receiver.start()
+            try:
+                self._stream(conn, reader, next_seq)
+            finally:
+                self._abort(conn)
+                receiver.join(timeout=5.0)
+        if self._session_error is not None and not self._stop.is_set():
+            raise self._session_error
+
+    def _stream(self, conn: ClientConnection, reader: LogReader, next_seq: int) -> None:
+        cfg = self._cfg
+        while not self._stop.is_set() and self._session_error is None:
+            committed = self._source.committed
+            if next_seq <= committed[0] and next_seq - 1 - self._stats.acked < cfg.window_events:
+                lines = reader.read(next_seq, committed, cfg.batch_events, cfg.batch_bytes)
+                if next_seq - 1 <= self._stats.acked:
+                    self._unacked_since = time.monotonic()
+                conn.send(b"".join((_FRAME_HEAD, b",".join(lines), _FRAME_TAIL)), text=True)
+                next_seq += len(lines)
+                self._sent_upto = next_seq - 1
+                self._stats.sent += len(lines)
+                continue
+            with self._cv:
+                self._cv.wait_for(lambda: self._has_work(next_seq), timeout=1.0)
+
+    def _has_work(self, next_seq: int) -> bool:
+        if self._stop.is_set() or self._session_error is not None:
+            return True
+        return next_seq <= self._source.committed[0] and next_seq - 1 - self._stats.acked < self._cfg.window_events
+
+    def _receive(self, conn: ClientConnection) -> None:
+        try:
+            while True:
+                try:
+                    raw = conn.recv(timeout=_RECV_TICK_S)
+                except TimeoutError:
+                    self._check_ack_stall()
+                    continue
+                self._handle(decode_frame(raw))
+        except (OSError, WebSocketException, msgspec.DecodeError, ProtocolViolation) as err:
+            self._session_error = err
+        finally:
+            with self._cv:
+                self._cv.notify_all()
+
+    def _handle(self, frame: object) -> None:
+        if isinstance(frame, Ack):
+            with self._cv:
+                if frame.seq > self._stats.acked:
+                    self._stats.acked = frame.seq
+                    self._unacked_since = time.monotonic()
+                    self._cv.notify_all()
+        elif isinstance(frame, CommandFrame):
+            self._on_command(frame.command)
+        else:
+            raise ProtocolViolation(f"unexpected {type(frame).__name__} frame on ingest")
+
+    def _check_ack_stall(self) -> None:
+        if self._sent_upto > self._stats.acked and time.monotonic() - self._unacked_since > self._cfg.ack_timeout_s:
+            raise TimeoutError(f"no ack for {self._cfg.ack_timeout_s:.0f} s")
+
+    def _abort(self, conn: ClientConnection) -> None:
+        # shutdown() unblocks a send stuck on a peer that stopped reading; close() alone would wait.
+        try:
+            conn.socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: nothing left to unblock

@@ -1,0 +1,76 @@
+"""Late upload: send a finished run's local log to a server, idempotently.
+
+The same sender as a live run: hello, the server's welcome says what it already holds,
+only the rest is sent, and the server de-duplicates on (run_id, rank, seq) anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import threading
+from dataclasses import dataclass
+
+from leyline import Command, RunStarted
+
+from trainer.hub.config import HubConfig
+from trainer.hub.runlog import LogFile
+from trainer.hub.sender import Sender
+from trainer.hub.stats import HubStats
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    """One log file's upload."""
+
+    path: pathlib.Path
+    run_id: str
+    rank: int
+    events: int
+    """Events in the log."""
+    sent: int
+    """Events sent by this upload (0 when the server already had them all)."""
+    stored: int
+    """Highest seq the server confirmed; ``stored == events`` means complete."""
+    error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.stored >= self.events
+
+
+def run_logs(run_dir: pathlib.Path) -> list[pathlib.Path]:
+    """The log files of a run directory (one per rank)."""
+    return sorted(pathlib.Path(run_dir).glob("events*.jsonl"))
+
+
+def _ignore_command(command: Command) -> None:
+    logger.info("ignoring command %s sent to a run being uploaded", command.command_id)
+
+
+def upload_log(path: pathlib.Path, server: str, token: str | None, timeout: float) -> UploadResult:
+    """Send one log until the server has stored all of it, or ``timeout`` passes."""
+    log = LogFile(path)
+    name = log.first.payload.name if isinstance(log.first.payload, RunStarted) else ""
+    config = HubConfig(run_id=log.run_id, log_dir=path.parent.parent, server=server, token=token,
+                       rank=log.rank, name=name)
+    stats = HubStats(logged=log.committed[0])
+    sender = Sender(config, log, stats, threading.Condition(), _ignore_command)
+    sender.start()
+    try:
+        sender.wait_acked(log.committed[0], timeout)
+    finally:
+        sender.stop(timeout=2.0)
+    return UploadResult(path=path, run_id=log.run_id, rank=log.rank, events=log.committed[0], sent=stats.sent,
+                        stored=stats.acked, error=stats.last_error if stats.acked < log.committed[0] else None)
+
+
+def upload_run(run_dir: pathlib.Path, server: str, token: str | None = None,
+               timeout: float = 60.0) -> list[UploadResult]:
+    """Upload every rank's log of ``run_dir``; FileNotFoundError when it holds none."""
+    logs = run_logs(run_dir)
+    if not logs:
+        raise FileNotFoundError(f"no events*.jsonl in {run_dir}")
+    return [upload_log(p, server, token, timeout) for p in logs]
