@@ -80,6 +80,9 @@ class HubConfig:
     """Most bytes of events per websocket frame."""
     window_events: int = 50_000
     """Most events sent and not yet acknowledged."""
+    linger_s: float = 0.002
+    """The worker lets events gather this long before logging a batch: fewer, larger writes,
+    and fewer moments where it competes with the training thread for the interpreter."""
     heartbeat_s: float = 5.0
     """A ``heartbeat`` event this often."""
     health_s: float = 10.0
@@ -108,6 +111,8 @@ class HubConfig:
         for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if not 0.0 <= self.linger_s <= 1.0:
+            raise ValueError("linger_s must be in [0, 1]")
         for name in ("heartbeat_s", "health_s", "drop_report_s", "connect_timeout_s", "ack_timeout_s",
                      "offline_grace_s"):
             if getattr(self, name) <= 0:

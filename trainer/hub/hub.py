@@ -104,6 +104,7 @@ class NissaHub:
             return
         queue.append((payload, step, epoch, env, severity, time.time()))
         if self._idle:
+            self._idle = False  # one wake-up per idle period, not one lock round-trip per event
             self._wake.set()
 
     def mark_position(self, step: int, epoch: int) -> None:
@@ -183,6 +184,7 @@ class NissaHub:
         cfg = self.config
         now = time.monotonic()
         due = {"drops": now + cfg.drop_report_s, "heartbeat": now + cfg.heartbeat_s, "health": now + cfg.health_s}
+        linger = cfg.linger_s
         while True:
             items = self._take()
             if items and self._process(items):
@@ -190,7 +192,10 @@ class NissaHub:
             now = time.monotonic()
             self._periodic(now, due)
             if not items:
-                self._sleep(min(min(due.values()) - now, _IDLE_TICK_S))
+                if self._sleep(min(min(due.values()) - now, _IDLE_TICK_S)) and linger:
+                    time.sleep(linger)  # let a burst gather: one write, one GIL stint
+            elif len(items) < _MAX_TAKE and linger:
+                time.sleep(linger)
 
     def _take(self) -> list:
         queue = self._queue
@@ -199,13 +204,14 @@ class NissaHub:
             items.append(queue.popleft())
         return items
 
-    def _sleep(self, timeout: float) -> None:
-        # emit() sets the event only while the worker says it is idle: the hot path stays lock-free.
+    def _sleep(self, timeout: float) -> bool:
+        """Wait for work; True when woken by an emit. emit() sets the event only while the
+        worker says it is idle, so the hot path takes no lock."""
         self._idle = True
-        if not self._queue:
-            self._wake.wait(max(0.0, timeout))
+        woken = bool(self._queue) or self._wake.wait(max(0.0, timeout))
         self._idle = False
         self._wake.clear()
+        return woken
 
     def _process(self, items: list) -> bool:
         """Log a batch; handle markers in order. True when the stop marker was reached."""
