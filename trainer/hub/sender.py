@@ -135,7 +135,8 @@ class Sender:
                 except (OSError, TimeoutError, WebSocketException, msgspec.DecodeError, ProtocolViolation) as err:
                     if self._stats.connected:
                         failures = 0  # the session had worked: start the backoff over
-                    self._stats.last_error = describe_error(err)
+                    # The receiver's diagnosis (an ack stall, a close code) beats the send's echo of it.
+                    self._stats.last_error = describe_error(self._session_error or err)
                     if not self._stop.is_set():
                         self._ratelog.warning("session", "nissa hub: %s: %s; retrying (events stay in %s)",
                                               self._url, self._stats.last_error, self._source.path)
@@ -225,6 +226,7 @@ class Sender:
                 self._handle(decode_frame(raw))
         except (OSError, WebSocketException, msgspec.DecodeError, ProtocolViolation) as err:
             self._session_error = err
+            self._abort(conn)  # the sender may be stuck in a send to this very peer
         finally:
             with self._cv:
                 self._cv.notify_all()

@@ -1,0 +1,226 @@
+"""Sustained ingest: events/s from a NissaHub through nissa-server into SQLite, one watcher attached.
+
+Baseline, in the same invocation: raw websocket throughput on loopback, the same frames
+(same events, same batch size) sent by a sync websockets client to a bare asyncio
+websockets sink in its own process that only acknowledges frames. The hub's figure runs
+from the first ``emit`` until the server has acknowledged the last event as stored;
+the watcher's from the first ``emit`` until it has received the last one.
+
+    python bench/ingest.py [--events 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+import msgspec
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from leyline import EpochCompleted, RunStarted, SlotSnapshot
+from trainer.hub import HubConfig, NissaHub
+
+BATCH = 2000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{what} did not start")
+
+
+class Server:
+    """``nissa-server`` as a subprocess on a free loopback port, stopped when the block ends."""
+
+    def __init__(self, db: pathlib.Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = shutil.which("nissa-server", path=os.path.dirname(sys.executable)) or "nissa-server"
+        self.proc = subprocess.Popen([exe, "--host", "127.0.0.1", "--port", str(self.port), "--db", str(db)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_http(f"{self.url}/healthz", self.proc, "nissa-server")
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class _Stamp(msgspec.Struct):
+    seq: int
+    ts: float
+
+
+class _Frame(msgspec.Struct):
+    events: list[_Stamp] = []
+
+
+class Watcher:
+    """A ``/ws/watch`` client thread: tracks the highest seq received; ``on_event(seq, ts, arrival)``."""
+
+    def __init__(self, url: str, run_id: str, on_event: Callable[[int, float, float], None] | None = None) -> None:
+        ws = url.replace("http://", "ws://") + f"/ws/watch?run_id={run_id}&after_seq=0"
+        self._conn = connect(ws, proxy=None, compression=None, max_size=None, open_timeout=10)
+        self.count = 0
+        self.last_seq = 0
+        self._on_event = on_event
+        self._dec = msgspec.json.Decoder(_Frame)
+        self._thread = threading.Thread(target=self._run, daemon=True, name="bench-watcher")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                raw = self._conn.recv()
+                now = time.time()
+                for e in self._dec.decode(raw).events:
+                    if self._on_event is not None:
+                        self._on_event(e.seq, e.ts, now)
+                    self.last_seq = max(self.last_seq, e.seq)
+                    self.count += 1
+        except ConnectionClosed:
+            return
+
+    def wait_seq(self, seq: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.last_seq < seq and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        return self.last_seq >= seq
+
+    def close(self) -> None:
+        self._conn.close()
+        self._thread.join(5)
+
+
+# --- the raw baseline -----------------------------------------------------------------------------
+
+
+def _raw_sink(port: int) -> None:
+    """A bare websocket server: answers every frame with a tiny ack, parses nothing."""
+    from websockets.asyncio.server import serve
+
+    async def handler(ws) -> None:
+        async for _ in ws:
+            await ws.send('{"type":"ack"}')
+
+    async def main() -> None:
+        async with serve(handler, "127.0.0.1", port, compression=None, max_size=None):
+            await asyncio.Future()
+
+    asyncio.run(main())
+
+
+def raw_events_per_s(frames: list[bytes], events: int) -> float:
+    port = free_port()
+    sink = subprocess.Popen([sys.executable, __file__, "--raw-sink", str(port)])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = connect(f"ws://127.0.0.1:{port}", proxy=None, compression=None, max_size=None)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        with conn:
+            acks = threading.Thread(target=lambda: [conn.recv() for _ in frames], daemon=True)
+            t0 = time.perf_counter()
+            acks.start()
+            for frame in frames:
+                conn.send(frame, text=True)
+            acks.join(120)
+            return events / (time.perf_counter() - t0)
+    finally:
+        sink.kill()
+        sink.wait()
+
+
+# --- the hub through the server ------------------------------------------------------------------
+
+
+def _payload(i: int) -> EpochCompleted:
+    return EpochCompleted(round=i // 1000, accuracy=0.5, val_loss=1.25, train_loss=1.3, reward=0.01,
+                          action="WAIT", seeds=[SlotSnapshot(slot="r0c0"), SlotSnapshot(slot="r0c1")])
+
+
+def hub_through_server(root: pathlib.Path, events: int) -> tuple[float, float, pathlib.Path]:
+    with Server(root / "nissa.db") as server:
+        hub = NissaHub(HubConfig(run_id="ingest", log_dir=root, server=server.url, queue_size=events * 2,
+                                 batch_events=BATCH, window_events=200_000)).start()
+        hub.emit(RunStarted(name="ingest", config={}), step=0, epoch=0)
+        hub.flush(timeout=30)
+        watcher = Watcher(server.url, "ingest")
+        t0 = time.perf_counter()
+        for i in range(events):
+            hub.emit(_payload(i), step=i, epoch=i // 1000)
+        report = hub.flush(timeout=300)
+        stored_s = time.perf_counter() - t0
+        ok = watcher.wait_seq(report.logged, timeout=120)
+        watched_s = time.perf_counter() - t0
+        watcher.close()
+        hub.close(timeout=10)
+        if report.acked < report.logged or not ok:
+            raise RuntimeError(f"incomplete: {report} watcher at {watcher.last_seq}")
+        return events / stored_s, events / watched_s, hub.log_path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--raw-sink", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.raw_sink:
+        _raw_sink(args.raw_sink)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        stored, watched, log = hub_through_server(root, args.events)
+        lines = log.read_bytes().splitlines()[1:]
+        frames = [b'{"type":"events","events":[' + b",".join(lines[i:i + BATCH]) + b"]}"
+                  for i in range(0, len(lines), BATCH)]
+        raw = raw_events_per_s(frames, len(lines))
+    size = sum(len(x) for x in lines) / max(1, len(lines))
+    print(f"hub -> server -> sqlite (acked): {stored:10,.0f} events/s")
+    print(f"hub -> server -> watcher:       {watched:10,.0f} events/s")
+    print(f"raw websocket frames, loopback:  {raw:10,.0f} events/s  ({size:.0f} bytes/event, {BATCH}/frame)")
+    print(f"events={args.events} stored_events_per_s={stored:.0f} watched_events_per_s={watched:.0f} "
+          f"raw_events_per_s={raw:.0f} bytes_per_event={size:.0f} ratio={stored / raw:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

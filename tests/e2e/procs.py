@@ -1,0 +1,135 @@
+"""The console scripts as real subprocesses on loopback, for end-to-end and fault tests."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+
+
+def script(name: str) -> str:
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    assert found, f"{name} is not installed in this environment"
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("NISSA_TOKEN", None)
+    env.pop("NISSA_SERVER", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class ServerProcess:
+    """``nissa-server`` on a fixed loopback port (so that a restart comes back at the same URL)."""
+
+    def __init__(self, db: pathlib.Path, port: int | None = None, log: pathlib.Path | None = None) -> None:
+        self.db = db
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log or db.with_suffix(".server.log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [script("nissa-server"), "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db)],
+            stdout=out, stderr=subprocess.STDOUT, env=_env())
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nissa-server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass  # not listening yet
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"nissa-server did not answer within {timeout} s")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class TrainerProcess:
+    """``esper-train`` with its stdout collected line by line (the first line names the run)."""
+
+    def __init__(self, args: list[str], log_dir: pathlib.Path) -> None:
+        self.log_dir = log_dir
+        self.lines: list[str] = []
+        self._run_id = threading.Event()
+        self.run_id = ""
+        self.proc = subprocess.Popen([script("esper-train"), "--log-dir", str(log_dir), *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        self.stderr = ""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("run id: ") and not self.run_id:
+                self.run_id = line.split(": ", 1)[1].strip()
+                self._run_id.set()
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def wait_run_id(self, timeout: float = 60.0) -> str:
+        assert self._run_id.wait(timeout), f"esper-train printed no run id: {self.lines}"
+        return self.run_id
+
+    def wait(self, timeout: float = 120.0) -> int:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        self._reader.join(10)
+        self._err_reader.join(10)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    @property
+    def log_path(self) -> pathlib.Path:
+        return self.log_dir / self.run_id / "events.jsonl"
+
+
+def log_lines(path: pathlib.Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
