@@ -114,14 +114,17 @@ class Sender:
             self.wait_acked(seq, min(0.2, deadline - now))
 
     def stop(self, timeout: float) -> None:
+        """Close the connection cleanly if it allows, else cut it; wait up to ``timeout`` for the thread."""
+        deadline = time.monotonic() + timeout
         self._stop.set()
         self._nudge.set()
         with self._cv:
             self._cv.notify_all()
+        self._thread.join(max(0.0, min(timeout / 2, 2.0)))
         conn = self._conn
-        if conn is not None:
+        if self._thread.is_alive() and conn is not None:
             self._abort(conn)
-        self._thread.join(max(0.0, timeout))
+        self._thread.join(max(0.0, deadline - time.monotonic()))
 
     # --- the sender thread -----------------------------------------------------------------------
 
@@ -189,7 +192,10 @@ class Sender:
             try:
                 self._stream(conn, reader, next_seq)
             finally:
-                self._abort(conn)
+                if self._stop.is_set() and self._session_error is None:
+                    conn.close()  # a clean goodbye: the server sees a normal closure
+                else:
+                    self._abort(conn)
                 receiver.join(timeout=5.0)
         if self._session_error is not None and not self._stop.is_set():
             raise self._session_error
