@@ -1,0 +1,35 @@
+"""Simic telemetry: gradient, LSTM and per-layer health, anomalies, phase timing, profile windows.
+
+Every collector reads the device once per collection and is cheap when the level says
+it should not run. ``trainer.control`` owns levels and commands; the profile handler
+here plugs into its command processor.
+"""
+
+from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
+from trainer.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
+from trainer.telemetry.ema import BiasCorrectedEMA, Drift, EMAConfig, GradientEMATracker
+from trainer.telemetry.gradients import (
+    GradientStats,
+    GradientThresholds,
+    PendingGradients,
+    collect_gradients,
+    seed_gradient_ratio,
+)
+from trainer.telemetry.lstm import LSTMThresholds, lstm_health
+from trainer.telemetry.phases import PHASES, PhaseTimer
+from trainer.telemetry.profile_handler import (
+    ArtifactUploader,
+    ProfileHandler,
+    UploadConfig,
+    artifact_url,
+    profile_at_start,
+)
+from trainer.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
+
+__all__ = [
+    "AnomalyConfig", "AnomalyDetector", "ArtifactUploader", "BiasCorrectedEMA", "Drift", "EMAConfig",
+    "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PHASES", "PendingGradients",
+    "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "UploadConfig", "WindowResult",
+    "artifact_url", "collect_gradients", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
+    "profile_activities", "profile_at_start", "seed_gradient_ratio",
+]
