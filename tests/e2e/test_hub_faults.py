@@ -113,7 +113,7 @@ def test_a_server_that_never_reads_does_not_hold_training_or_grow_memory(tmp_pat
     lines = log_lines(trainer.log_path)
     assert b'"kind":"run_finished"' in lines[-1]
     assert not any(b'"kind":"events_dropped"' in line for line in lines)
-    summary = next(line for line in trainer.lines if line.startswith("run "))
+    summary = next(line for line in trainer.lines if line.startswith(f"run {trainer.run_id} "))
     assert "completed" in summary and f"{len(lines)} not sent" in summary
 
 

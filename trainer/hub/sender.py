@@ -14,6 +14,7 @@ import random
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Protocol
 
@@ -79,7 +80,7 @@ class Sender:
         self._rng = random.Random()
         self._ratelog = RateLimitedLog(logger)
         self._thread = threading.Thread(target=self._run, name=f"nissa-hub-sender-r{config.rank}", daemon=True)
-        self._conn: ClientConnection | None = None
+        self._sock: socket.socket | None = None  # held from the TCP connect on, so stop() can cut a handshake
         self._session_error: BaseException | None = None
         self._unacked_since = 0.0
         self._sent_upto = 0
@@ -121,9 +122,9 @@ class Sender:
         with self._cv:
             self._cv.notify_all()
         self._thread.join(max(0.0, min(timeout / 2, 2.0)))
-        conn = self._conn
-        if self._thread.is_alive() and conn is not None:
-            self._abort(conn)
+        sock = self._sock
+        if self._thread.is_alive() and sock is not None:
+            _shutdown(sock)
         self._thread.join(max(0.0, deadline - time.monotonic()))
 
     # --- the sender thread -----------------------------------------------------------------------
@@ -145,7 +146,7 @@ class Sender:
                                               self._url, self._stats.last_error, self._source.path)
                 finally:
                     self._stats.connected = False
-                    self._conn = None
+                    self._sock = None
                 self._nudge.wait(backoff_delay(self._cfg.backoff, failures, self._rng))
                 self._nudge.clear()
                 if self._stop.is_set():
@@ -156,10 +157,18 @@ class Sender:
             reader.close()
 
     def _connect(self) -> ClientConnection:
+        parts = urllib.parse.urlsplit(self._url)
+        port = parts.port or (443 if parts.scheme == "wss" else 80)
+        sock = socket.create_connection((parts.hostname, port), timeout=self._cfg.connect_timeout_s)
+        self._sock = sock
         headers = {"Authorization": f"Bearer {self._cfg.token}"} if self._cfg.token else None
-        return connect(self._url, additional_headers=headers, open_timeout=self._cfg.connect_timeout_s,
-                       close_timeout=1.0, proxy=None, compression=None, max_size=MAX_FRAME_BYTES,
-                       ping_interval=None)
+        try:
+            return connect(self._url, sock=sock, additional_headers=headers,
+                           open_timeout=self._cfg.connect_timeout_s, close_timeout=1.0, compression=None,
+                           max_size=MAX_FRAME_BYTES, ping_interval=None)
+        except BaseException:
+            sock.close()
+            raise
 
     def _handshake(self, conn: ClientConnection) -> int:
         cfg = self._cfg
@@ -172,7 +181,6 @@ class Sender:
 
     def _session(self, reader: LogReader) -> None:
         conn = self._connect()
-        self._conn = conn
         self._session_error = None
         with conn:
             server_last = self._handshake(conn)
@@ -254,8 +262,12 @@ class Sender:
             raise TimeoutError(f"no ack for {self._cfg.ack_timeout_s:.0f} s")
 
     def _abort(self, conn: ClientConnection) -> None:
-        # shutdown() unblocks a send stuck on a peer that stopped reading; close() alone would wait.
-        try:
-            conn.socket.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed: nothing left to unblock
+        _shutdown(conn.socket)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # shutdown() unblocks a send stuck on a peer that stopped reading; close() alone would wait.
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed: nothing left to unblock
