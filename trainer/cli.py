@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
-from leyline import RunFinished, RunStarted, TelemetryLevel
+from leyline import CommandAction, RunFinished, RunStarted, TelemetryLevel
+from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.hub import HubConfig
 from trainer.hub.runlog import LogCorrupt
@@ -24,6 +25,7 @@ from trainer.hub.upload import upload_run
 from trainer.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.simic.config import ConfigError, TrainConfig, add_training_args
 from trainer.simic.run import resolve_device, run_training
+from trainer.telemetry import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ def _train_parser() -> argparse.ArgumentParser:
     g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
                    choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
     g.add_argument("--hub-queue", type=int, default=10_000, help="events held in memory before metrics drop")
+    g.add_argument("--profile", type=int, metavar="BATCHES",
+                   help="open a torch.profiler window over the first BATCHES training batches")
     g.add_argument("--close-timeout", type=float, default=15.0,
                    help="seconds to deliver what is left when the run ends (default 15)")
     g.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -84,6 +88,14 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _plug_profiling(runtime: Runtime, hub: HubConfig) -> None:
+    """Profile windows on command, their traces uploaded as server artifacts."""
+    uploader = (ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token))
+                if hub.server else None)
+    runtime.commands.register(CommandAction.PROFILE, ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id,
+                                                                    emit=runtime.emit, uploader=uploader))
+
+
 def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argparse.Namespace) -> RunStarted:
     flat = config.as_flat_dict()
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
@@ -104,7 +116,10 @@ def _train(argv: Sequence[str]) -> int:
                         name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
         parser.error(str(err))
+    if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:
+        parser.error(f"--profile: must be in 1..{MAX_PROFILE_BATCHES}, got {args.profile}")
     runtime = build_runtime(RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level)))
+    _plug_profiling(runtime, hub)
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
     _interrupt_on_sigterm()
@@ -112,10 +127,12 @@ def _train(argv: Sequence[str]) -> int:
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     try:
         runtime.emit(_run_started(runtime, args.run_name, config, args))
+        if args.profile is not None:
+            profile_at_start(runtime.commands, run_id, args.profile)
         summary = run_training(config, runtime)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
-    except Exception as err:  # the run failed: record why in run_finished, then re-raise nothing silently
+    except Exception as err:  # a failed run still ends its log with run_finished, and exits non-zero
         logger.exception("training failed")
         summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
                               error=f"{type(err).__name__}: {err}"[:2000])
