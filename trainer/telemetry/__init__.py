@@ -13,6 +13,7 @@ from trainer.telemetry.gradients import (
     GradientThresholds,
     PendingGradients,
     collect_gradients,
+    resolve_all,
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
@@ -25,11 +26,13 @@ from trainer.telemetry.profile_handler import (
     profile_at_start,
 )
 from trainer.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
+from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 __all__ = [
     "AnomalyConfig", "AnomalyDetector", "ArtifactUploader", "BiasCorrectedEMA", "Drift", "EMAConfig",
     "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PHASES", "PendingGradients",
-    "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "UploadConfig", "WindowResult",
+    "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "SimicTelemetry", "TelemetryConfig",
+    "UploadConfig", "WindowResult",
     "artifact_url", "collect_gradients", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
-    "profile_activities", "profile_at_start", "seed_gradient_ratio",
+    "profile_activities", "profile_at_start", "resolve_all", "seed_gradient_ratio",
 ]

@@ -162,3 +162,17 @@ def seed_gradient_ratio(seed: GradientStats, host: GradientStats, *, clamp: floa
         return None
     ratio = (seed.global_norm / host.global_norm) * math.sqrt(host.n_params / seed.n_params)
     return min(ratio, clamp)
+
+
+def resolve_all(pending: list[PendingGradients]) -> list[GradientStats]:
+    """Resolve many collections with ONE transfer: their norms are concatenated on the device first."""
+    live = [p for p in pending if p._resolved is None and p._norms is not None]
+    if len(live) > 1 and len({p._norms.device for p in live}) == 1:
+        values = torch.cat([p._norms.to(torch.float64) for p in live]).tolist()
+        offset = 0
+        for p in live:
+            n = p._norms.numel()
+            p._resolved = p._summarise(p._redo_overflowed(values[offset: offset + n]))
+            p._grads, p._norms = [], None
+            offset += n
+    return [p.resolve() for p in pending]

@@ -162,3 +162,21 @@ def test_no_temporary_the_size_of_all_gradients(dtype):
     largest = max(e.cpu_memory_usage for e in prof.events())
     # At most one tensor's worth in float32 (an upcast of one bf16 gradient), never all of them.
     assert largest <= 4 * 100_000 < total_bytes
+
+
+def test_resolve_all_reads_many_collections_in_one_transfer(monkeypatch):
+    from trainer.telemetry.gradients import resolve_all
+
+    sets = [[torch.randn(7), torch.randn(3, 3)], [torch.full((5,), 2.0)], []]
+    pendings = [collect_gradients(f"s{i}", _params(*g)) for i, g in enumerate(sets)]
+    calls = []
+    original = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(1) or original(self))
+    stats = resolve_all(pendings)
+    assert len(calls) == 1
+    for s, grads in zip(stats, sets):
+        if grads:
+            assert s.global_norm == pytest.approx(_reference(grads)[0], rel=1e-6)
+        else:
+            assert s.global_norm is None
+    assert [s.scope for s in stats] == ["s0", "s1", "s2"]

@@ -1,0 +1,149 @@
+"""The loop-facing telemetry object: what each level measures, one transfer per batch, anomalies emitted."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+import pytest
+import torch
+
+from leyline import (
+    AnomalyDetected,
+    DebugLayerStats,
+    GradientHealth,
+    LSTMHealth,
+    PhaseTiming,
+    PPOUpdate,
+    Severity,
+    TelemetryLevel,
+)
+from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
+
+
+class Recorder:
+    """``RunHooks`` that keep what is emitted, at a level the test sets."""
+
+    def __init__(self, level: TelemetryLevel) -> None:
+        self.level = level
+        self.events: list[tuple[object, int | None, Severity | None]] = []
+
+    def emit(self, payload, *, env=None, severity=None) -> None:
+        self.events.append((payload, env, severity))
+
+    def of(self, kind: type) -> list:
+        return [p for p, _, _ in self.events if isinstance(p, kind)]
+
+
+def _env_modules(seed: int) -> dict[str, torch.nn.Module]:
+    torch.manual_seed(seed)
+    host = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    seed_mod = torch.nn.Linear(16, 16)
+    x = host[1](host[0](torch.randn(5, 8)))
+    host[2](x + seed_mod(x)).sum().backward()
+    return {"host": host, "r0c0": seed_mod}
+
+
+UPDATE = PPOUpdate(round=1, policy_loss=-0.01, value_loss=0.4, entropy={"op": 1.5}, approx_kl=0.01,
+                   clip_fraction=0.1, explained_variance=0.5, ratio_min=0.8, ratio_max=1.2, grad_norm=0.9,
+                   update_epochs=4)
+
+
+def test_gradient_health_per_scope_with_ratio_and_one_transfer(monkeypatch):
+    hooks = Recorder(TelemetryLevel.NORMAL)
+    tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=5))
+    assert tel.gradients_due(0) and not tel.gradients_due(3) and tel.gradients_due(10)
+    envs = [_env_modules(0), _env_modules(1)]
+    for env, modules in enumerate(envs):
+        tel.collect_env(env, modules)
+    calls = []
+    original = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(1) or original(self))
+    tel.flush_gradients()
+    assert len(calls) == 1, "every env and scope of a batch in one transfer"
+    health = [(p, env) for p, env, _ in hooks.events if isinstance(p, GradientHealth)]
+    assert [(p.scope, env) for p, env in health] == [("host", 0), ("r0c0", 0), ("host", 1), ("r0c0", 1)]
+    host0, seed0 = health[0][0], health[1][0]
+    expected = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in envs[0]["host"].parameters()))
+    assert host0.global_norm == pytest.approx(expected, rel=1e-6) and host0.ratio is None
+    assert seed0.ratio is not None and seed0.ratio > 0
+    assert not hooks.of(DebugLayerStats), "per-layer stats only at DEBUG"
+
+
+def test_debug_collects_every_batch_and_adds_layer_stats():
+    hooks = Recorder(TelemetryLevel.DEBUG)
+    tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=10))
+    assert all(tel.gradients_due(b) for b in range(1, 10))
+    tel.collect_env(0, _env_modules(0))
+    tel.flush_gradients()
+    layers = hooks.of(DebugLayerStats)
+    assert [p.model for p in layers] == ["host", "r0c0"] and len(layers[0].layers) == 4
+
+
+@pytest.mark.parametrize("level", [TelemetryLevel.OFF, TelemetryLevel.MINIMAL])
+def test_no_gradient_collection_below_normal(level):
+    tel = SimicTelemetry(Recorder(level))
+    assert not any(tel.gradients_due(b) for b in range(20))
+
+
+def test_after_update_runs_every_check_and_reports_health():
+    hooks = Recorder(TelemetryLevel.NORMAL)
+    tel = SimicTelemetry(hooks, TelemetryConfig(head_sizes={"op": 6}))
+    lstm = torch.nn.LSTM(4, 8)
+    _, (h, c) = lstm(torch.randn(3, 2, 4))
+    assert tel.after_update(UPDATE, progress=0.5, lstm_state=(h.detach(), c.detach())) == []
+    assert len(hooks.of(LSTMHealth)) == 1
+    (policy,) = hooks.of(GradientHealth)
+    assert policy.scope == "policy" and policy.global_norm == pytest.approx(0.9)
+    bad = msgspec.structs.replace(UPDATE, approx_kl=0.5, value_loss=math.nan)
+    found = tel.after_update(bad, progress=0.5)
+    assert [f.anomaly for f in found] == ["nan_inf", "kl_spike"]
+    emitted = [(p.anomaly, sev) for p, _, sev in hooks.events if isinstance(p, AnomalyDetected)]
+    assert emitted == [("nan_inf", Severity.ERROR), ("kl_spike", None)]
+
+
+def test_gradient_drift_reaches_check_all_from_the_update_grad_norm():
+    hooks = Recorder(TelemetryLevel.MINIMAL)
+    tel = SimicTelemetry(hooks)
+    for _ in range(10):
+        assert tel.after_update(UPDATE, progress=0.5) == []
+    found = tel.after_update(msgspec.structs.replace(UPDATE, grad_norm=50.0), progress=0.5)
+    assert [f.anomaly for f in found] == ["gradient_drift"]
+    assert not hooks.of(LSTMHealth) and not hooks.of(GradientHealth), "MINIMAL: anomalies, no health events"
+
+
+def test_auto_escalation_callback_is_used():
+    opened: list[tuple[str, int]] = []
+    tel = SimicTelemetry(Recorder(TelemetryLevel.NORMAL),
+                         escalate=lambda reason, epochs: opened.append((reason, epochs)) or "auto-1")
+    (finding,) = tel.after_update(msgspec.structs.replace(UPDATE, ratio_max=9.0), progress=0.5)
+    assert finding.auto_escalated and opened == [("auto: ratio_explosion", 2)]
+
+
+def test_policy_layer_stats_once_per_update_at_debug():
+    hooks = Recorder(TelemetryLevel.DEBUG)
+    tel = SimicTelemetry(hooks)
+    policy = torch.nn.Linear(3, 2)
+    policy(torch.randn(4, 3)).sum().backward()
+    tel.update_begin()
+    for _ in range(3):
+        tel.policy_backward(policy)
+    tel.after_update(UPDATE, progress=0.5)
+    tel.policy_backward(policy)
+    assert [p.model for p in hooks.of(DebugLayerStats)] == ["policy", "policy"]
+
+
+def test_phase_timing_each_epoch_and_nothing_at_off():
+    hooks = Recorder(TelemetryLevel.MINIMAL)
+    tel = SimicTelemetry(hooks)
+    with tel.phases.phase("train"):
+        pass
+    tel.epoch_end(round_=1, env_epochs=2)
+    (timing,) = hooks.of(PhaseTiming)
+    assert [p.phase for p in timing.phases] == ["train"] and timing.env_epochs_per_s > 0
+    hooks.level = TelemetryLevel.OFF
+    with tel.phases.phase("train"):
+        pass
+    tel.epoch_end(round_=1, env_epochs=2)
+    assert len(hooks.of(PhaseTiming)) == 1
+    assert tel.after_update(msgspec.structs.replace(UPDATE, approx_kl=9.0), progress=0.5) == []

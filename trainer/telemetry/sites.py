@@ -1,0 +1,183 @@
+"""The telemetry sites of the training loop, behind one object the loop calls.
+
+Where the loop calls it (and what each level adds):
+
+- after each env's backward on a training batch, ``if tel.gradients_due(batch):
+  tel.collect_env(env, {"host": host, slot: seed, ...})``; then once per batch, after
+  every env, ``tel.flush_gradients()``: gradient health per scope (host and each live
+  seed, with EMA drift and the seed's gradient ratio), every ``gradient_stride``
+  batches at NORMAL and every batch at DEBUG, all envs read in ONE transfer. DEBUG adds
+  per-layer stats of each module (one transfer per module).
+- inside the PPO update, after a backward: ``tel.policy_backward(policy)`` (DEBUG: the
+  policy's per-layer stats, once per update);
+- after the PPO update: ``tel.after_update(update, progress=..., lstm_state=(h, c))``:
+  LSTM health (NORMAL), policy gradient health with drift (NORMAL), and every anomaly
+  check on the update's numbers (MINIMAL and up), auto-escalating through the command
+  path when one fires;
+- ``with tel.phases.phase("train"): ...`` around each phase, and ``tel.epoch_end(round_,
+  env_epochs)`` at the end of each epoch: phase timing (MINIMAL and up).
+
+At OFF nothing is measured; the loop runs the same code either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, TelemetryLevel
+
+from trainer.hooks import RunHooks
+from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
+from trainer.telemetry.debug_stats import debug_layer_payloads
+from trainer.telemetry.ema import EMAConfig, GradientEMATracker
+from trainer.telemetry.gradients import (
+    GradientThresholds,
+    PendingGradients,
+    collect_gradients,
+    resolve_all,
+    seed_gradient_ratio,
+)
+from trainer.telemetry.lstm import LSTMThresholds, lstm_health
+from trainer.telemetry.phases import PhaseTimer
+
+logger = logging.getLogger(__name__)
+
+HOST_SCOPE = "host"
+POLICY_SCOPE = "policy"
+_OFF, _MINIMAL, _NORMAL, _DEBUG = (TelemetryLevel.OFF, TelemetryLevel.MINIMAL, TelemetryLevel.NORMAL,
+                                   TelemetryLevel.DEBUG)
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """Thresholds and cadence of the loop's collectors."""
+
+    gradient_stride: int = 10
+    """Gradient health every N training batches at NORMAL (every batch at DEBUG)."""
+    head_sizes: Mapping[str, int] = field(default_factory=dict)
+    """Choices per policy action head, to normalise entropy (heads of size 1 are never judged)."""
+    gradients: GradientThresholds = field(default_factory=GradientThresholds)
+    """When a scope's gradients vanish or explode."""
+    lstm: LSTMThresholds = field(default_factory=LSTMThresholds)
+    """When the policy's LSTM state vanishes or explodes."""
+    ema: EMAConfig = field(default_factory=EMAConfig)
+    """Gradient-norm averages behind drift."""
+    anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
+    """Anomaly thresholds and auto-escalation."""
+
+    def __post_init__(self) -> None:
+        if self.gradient_stride < 1:
+            raise ValueError(f"gradient_stride must be >= 1, got {self.gradient_stride}")
+        if any(n < 1 for n in self.head_sizes.values()):
+            raise ValueError("head sizes must be >= 1")
+
+
+def _drift_scope(env: int, scope: str) -> str:
+    return f"env{env}/{scope}"
+
+
+class SimicTelemetry:
+    """The loop's collectors, gated by the run's effective level; see the module docstring."""
+
+    def __init__(self, hooks: RunHooks, config: TelemetryConfig | None = None,
+                 escalate: Callable[[str, int], str | None] | None = None) -> None:
+        """``escalate(reason, epochs)`` opens a DEBUG window covering the next update (auto-escalation)."""
+        self.hooks = hooks
+        self.config = config or TelemetryConfig()
+        self.phases = PhaseTimer()
+        self.ema = GradientEMATracker(self.config.ema)
+        self.detector = AnomalyDetector(self.config.anomaly, escalate)
+        self._pending: list[tuple[int, PendingGradients]] = []
+        self._policy_layers_done = False
+
+    # --- training batches ------------------------------------------------------------------------
+
+    def gradients_due(self, batch: int) -> bool:
+        """Whether to collect gradient health after this batch's backward (``batch`` counts from 0)."""
+        level = self.hooks.level
+        if level.rank < _NORMAL.rank:
+            return False
+        return level is _DEBUG or batch % self.config.gradient_stride == 0
+
+    @torch.compiler.disable
+    def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
+        """Launch the gradient norms of one env's scopes ("host" and live seed slots); no sync."""
+        for scope, module in modules.items():
+            self._pending.append((env, collect_gradients(scope, module.parameters(), self.config.gradients)))
+        level = self.hooks.level
+        if level is _DEBUG:
+            for scope, module in modules.items():
+                for payload in debug_layer_payloads(scope, module.named_parameters(), level):
+                    self.hooks.emit(payload, env=env)
+
+    def flush_gradients(self) -> None:
+        """Read every collection of this batch in one transfer and emit ``gradient_health`` per scope."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        stats = resolve_all([p for _, p in pending])
+        hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
+        for (env, _), s in zip(pending, stats):
+            drift = self.ema.update(_drift_scope(env, s.scope), s.global_norm if s.finite else None)
+            host = hosts.get(env)
+            ratio = seed_gradient_ratio(s, host) if host is not None and s.scope != HOST_SCOPE else None
+            severity = Severity.WARNING if (s.nonfinite or s.exploding or s.vanishing) else None
+            self.hooks.emit(s.payload(ema_norm=drift.ema_norm, drift=drift.drift, ratio=ratio), env=env,
+                            severity=severity)
+
+    def forget_scope(self, env: int, scope: str) -> None:
+        """A seed left its slot: the next one there starts a fresh gradient average."""
+        self.ema.forget(_drift_scope(env, scope))
+
+    # --- the PPO update --------------------------------------------------------------------------
+
+    def update_begin(self) -> None:
+        self._policy_layers_done = False
+
+    def policy_backward(self, policy: nn.Module) -> None:
+        """After a backward of the PPO update: at DEBUG, the policy's per-layer stats (first one per update)."""
+        level = self.hooks.level
+        if level is not _DEBUG or self._policy_layers_done:
+            return
+        self._policy_layers_done = True
+        for payload in debug_layer_payloads(POLICY_SCOPE, policy.named_parameters(), level):
+            self.hooks.emit(payload)
+
+    def after_update(self, update: PPOUpdate, *, progress: float,
+                     lstm_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> list[AnomalyDetected]:
+        """Health and anomaly checks of one PPO update; returns the anomalies it emitted."""
+        level = self.hooks.level
+        self._policy_layers_done = False
+        if level is _OFF:
+            return []
+        lstm = lstm_health(*lstm_state, self.config.lstm) if lstm_state is not None else None
+        drift = self.ema.update(POLICY_SCOPE, update.grad_norm)
+        if level.rank >= _NORMAL.rank:
+            if lstm is not None:
+                self.hooks.emit(lstm)
+            self.hooks.emit(GradientHealth(scope=POLICY_SCOPE, global_norm=_finite(update.grad_norm),
+                                           ema_norm=drift.ema_norm, drift=drift.drift,
+                                           nonfinite=0 if _finite(update.grad_norm) is not None else 1,
+                                           exploding=update.grad_norm > self.config.gradients.exploding))
+        found = self.detector.check_all(update, progress=progress, head_sizes=self.config.head_sizes,
+                                        drift=drift, lstm=lstm)
+        for anomaly in found:
+            self.hooks.emit(anomaly, severity=Severity.ERROR if anomaly.anomaly == "nan_inf" else None)
+        return found
+
+    # --- epochs ----------------------------------------------------------------------------------
+
+    def epoch_end(self, round_: int, env_epochs: int) -> None:
+        """Phase timing of the epoch just ended (and of an update that ran since the last report)."""
+        report = self.phases.report(round_, env_epochs)
+        if report is not None and self.hooks.level is not _OFF:
+            self.hooks.emit(report)
+
+
+def _finite(x: float) -> float | None:
+    return x if x == x and abs(x) != float("inf") else None
