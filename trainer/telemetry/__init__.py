@@ -8,6 +8,7 @@ here plugs into its command processor.
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
 from trainer.telemetry.ema import BiasCorrectedEMA, Drift, EMAConfig, GradientEMATracker
+from trainer.telemetry.install import install_profiling
 from trainer.telemetry.gradients import (
     GradientStats,
     GradientThresholds,
@@ -33,6 +34,6 @@ __all__ = [
     "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PHASES", "PendingGradients",
     "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "SimicTelemetry", "TelemetryConfig",
     "UploadConfig", "WindowResult",
-    "artifact_url", "collect_gradients", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
+    "artifact_url", "collect_gradients", "install_profiling", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
     "profile_activities", "profile_at_start", "resolve_all", "seed_gradient_ratio",
 ]

@@ -95,6 +95,16 @@ class SimicTelemetry:
         self._pending: list[tuple[int, PendingGradients]] = []
         self._policy_layers_done = False
 
+    @classmethod
+    def for_run(cls, hooks: RunHooks, config: TelemetryConfig | None = None) -> SimicTelemetry:
+        """Telemetry over ``hooks``; auto-escalation goes through ``hooks.escalate`` where the hooks have it."""
+        escalate_fn = getattr(hooks, "escalate", None)
+        escalate = None
+        if callable(escalate_fn):
+            def escalate(reason: str, epochs: int) -> str | None:
+                return escalate_fn(epochs=epochs, through_update=True, reason=reason)
+        return cls(hooks, config, escalate)
+
     # --- training batches ------------------------------------------------------------------------
 
     def gradients_due(self, batch: int) -> bool:
