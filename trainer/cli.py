@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from leyline import CommandAction, RunFinished, RunStarted, TelemetryLevel
+from leyline import RunFinished, RunStarted, TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.hub import HubConfig
@@ -25,7 +25,7 @@ from trainer.hub.upload import upload_run
 from trainer.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.simic.config import ConfigError, TrainConfig, add_training_args
 from trainer.simic.run import resolve_device, run_training
-from trainer.telemetry import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
+from trainer.telemetry import install_profiling
 
 logger = logging.getLogger(__name__)
 
@@ -88,14 +88,6 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def _plug_profiling(runtime: Runtime, hub: HubConfig) -> None:
-    """Profile windows on command, their traces uploaded as server artifacts."""
-    uploader = (ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token))
-                if hub.server else None)
-    runtime.commands.register(CommandAction.PROFILE, ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id,
-                                                                    emit=runtime.emit, uploader=uploader))
-
-
 def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argparse.Namespace) -> RunStarted:
     flat = config.as_flat_dict()
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
@@ -119,7 +111,6 @@ def _train(argv: Sequence[str]) -> int:
     if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:
         parser.error(f"--profile: must be in 1..{MAX_PROFILE_BATCHES}, got {args.profile}")
     runtime = build_runtime(RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level)))
-    _plug_profiling(runtime, hub)
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
     _interrupt_on_sigterm()
@@ -127,8 +118,7 @@ def _train(argv: Sequence[str]) -> int:
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     try:
         runtime.emit(_run_started(runtime, args.run_name, config, args))
-        if args.profile is not None:
-            profile_at_start(runtime.commands, run_id, args.profile)
+        install_profiling(runtime, profile_batches=args.profile)  # after run_started: it may open a window
         summary = run_training(config, runtime)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
