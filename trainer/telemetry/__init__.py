@@ -8,7 +8,6 @@ here plugs into its command processor.
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
 from trainer.telemetry.ema import BiasCorrectedEMA, Drift, EMAConfig, GradientEMATracker
-from trainer.telemetry.install import install_profiling
 from trainer.telemetry.gradients import (
     GradientStats,
     GradientThresholds,
@@ -17,6 +16,7 @@ from trainer.telemetry.gradients import (
     resolve_all,
     seed_gradient_ratio,
 )
+from trainer.telemetry.install import install_profiling
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.phases import PHASES, PhaseTimer
 from trainer.telemetry.profile_handler import (
