@@ -97,7 +97,11 @@ class NissaHub:
 
     def emit(self, payload: Payload, *, step: int, epoch: int, env: int | None = None,
              severity: Severity | None = None) -> None:
-        """Queue one event; drops it (counted) only if it is a metric kind and the queue is full."""
+        """Queue one event; drops it (counted) only if it is a metric kind and the queue is full.
+
+        Critical kinds are queued even past ``queue_size``: they are rare by nature (lifecycle,
+        commands, anomalies), and losing one is worse than a little memory.
+        """
         queue = self._queue
         if len(queue) >= self._capacity and type(payload) in _METRIC_TYPES:
             self._drops[type(payload)] += 1
@@ -148,6 +152,8 @@ class NissaHub:
         if self._forked:
             return self.report()
         deadline = time.monotonic() + timeout
+        if self._worker.ident is None:
+            self.start()  # never started: what was emitted still belongs in the log
         self.emit = self._emit_after_close  # type: ignore[method-assign]
         self._queue.append(_STOP)
         self._wake.set()

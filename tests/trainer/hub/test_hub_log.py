@@ -151,3 +151,10 @@ def test_hub_survives_fork_and_the_child_never_writes_the_parents_log(tmp_path):
     hub.emit(_critical(2), step=3, epoch=0)
     hub.close(timeout=10)
     assert [e.payload.seed_id for e in read_log(hub.log_path)] == ["s1", "s2"]
+
+
+def test_closing_a_hub_that_never_started_still_logs_what_was_emitted(tmp_path):
+    hub = NissaHub(_config(tmp_path))
+    hub.emit(_critical(1), step=1, epoch=0)
+    report = hub.close(timeout=10)
+    assert report.logged == 1 and [e.payload.seed_id for e in read_log(hub.log_path)] == ["s1"]
