@@ -29,19 +29,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env() -> dict[str, str]:
+def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("NISSA_TOKEN", None)
     env.pop("NISSA_SERVER", None)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
     return env
 
 
 class ServerProcess:
     """``nissa-server`` on a fixed loopback port (so that a restart comes back at the same URL)."""
 
-    def __init__(self, db: pathlib.Path, port: int | None = None, log: pathlib.Path | None = None) -> None:
+    def __init__(self, db: pathlib.Path, port: int | None = None, log: pathlib.Path | None = None,
+                 token: str | None = None) -> None:
         self.db = db
+        self.token = token
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log or db.with_suffix(".server.log")
@@ -53,7 +56,7 @@ class ServerProcess:
         out = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [script("nissa-server"), "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db)],
-            stdout=out, stderr=subprocess.STDOUT, env=_env())
+            stdout=out, stderr=subprocess.STDOUT, env=_env(NISSA_TOKEN=self.token) if self.token else _env())
         out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -136,3 +136,20 @@ def test_event_storm_keeps_every_critical_event_and_counts_every_drop(tmp_path):
     assert missing > 0, "40,000 events into a 50-event queue should overflow it"
     reported = sum(e.payload.counts.get("epoch_completed", 0) for e in stored if e.kind is EventKind.EVENTS_DROPPED)
     assert reported == missing
+
+
+def test_with_a_token_only_the_right_bearer_gets_in(tmp_path):
+    server = ServerProcess(tmp_path / "nissa.db", token="s3cret").start()
+    trainer = TrainerProcess(["--server", server.url, "--token", "s3cret", "--run-name", "tok", *SHORT],
+                             tmp_path / "runs")
+    try:
+        run_id = trainer.wait_run_id()
+        assert trainer.wait(timeout=120) == 0, trainer.stderr
+        _assert_exactly_the_log(server.url, run_id, trainer.log_path)
+        wrong = subprocess.run([script("esper-train"), "upload", str(trainer.log_path.parent), "--server", server.url,
+                                "--token", "wrong", "--timeout", "3"], capture_output=True, text=True, timeout=60)
+        assert wrong.returncode == 1 and "INCOMPLETE" in wrong.stdout
+        assert "401" in wrong.stdout or "4401" in wrong.stdout, wrong.stdout
+    finally:
+        trainer.kill()
+        server.stop()
