@@ -8,12 +8,17 @@ Wall time is ``time.perf_counter``; CPU time is ``time.process_time``, the whole
 process's CPU (the hub's thread included), so CPU above wall means several threads were
 busy. On CUDA, wall time of a phase only includes device work if the phase ends with a
 sync (the loop syncs once per phase); otherwise it measures launches.
+
+While a profile window records, each phase is also a ``record_function`` range, so the
+trace shows train / validation / rollout / action / ppo_update spans around the ops.
 """
 
 from __future__ import annotations
 
 import time
 from types import TracebackType
+
+import torch
 
 from leyline import PhaseTime, PhaseTiming
 
@@ -28,7 +33,7 @@ PHASES: tuple[str, ...] = (TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE)
 class _Phase:
     """A reusable context manager accumulating one phase's wall and CPU seconds."""
 
-    __slots__ = ("name", "wall", "cpu", "entries", "_w0", "_c0")
+    __slots__ = ("name", "wall", "cpu", "entries", "_w0", "_c0", "_range")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -37,8 +42,12 @@ class _Phase:
         self.entries = 0
         self._w0 = 0.0
         self._c0 = 0.0
+        self._range: torch.profiler.record_function | None = None
 
     def __enter__(self) -> _Phase:
+        if torch.autograd.profiler._is_profiler_enabled:  # a flag read: free when no window is open
+            self._range = torch.profiler.record_function(self.name)
+            self._range.__enter__()
         self._w0 = time.perf_counter()
         self._c0 = time.process_time()
         return self
@@ -48,6 +57,9 @@ class _Phase:
         self.wall += time.perf_counter() - self._w0
         self.cpu += time.process_time() - self._c0
         self.entries += 1
+        if self._range is not None:
+            self._range.__exit__(exc_type, exc, tb)
+            self._range = None
 
     def reset(self) -> None:
         self.wall = self.cpu = 0.0

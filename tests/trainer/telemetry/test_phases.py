@@ -60,3 +60,20 @@ def test_unknown_phase_and_bad_names():
         PhaseTimer().phase("lunch")
     with pytest.raises(ValueError):
         PhaseTimer(("a", "a"))
+
+
+def test_phases_are_named_ranges_in_a_profile_window(tmp_path):
+    import torch
+
+    from trainer.telemetry.profiler import ProfileWindow
+
+    timer = PhaseTimer()
+    window = ProfileWindow("w", batches=1, trace_dir=tmp_path)
+    window.start()
+    for _ in range(2):
+        with timer.phase("validation"):
+            torch.randn(64, 64).matmul(torch.randn(64, 64))
+        window.step()
+    assert window.done
+    assert "validation" in window.result.trace_path.read_text()
+    assert "validation" in [op.name for op in window.result.top_ops]
