@@ -1,0 +1,109 @@
+"""``esper-watch``: the operator console, in the terminal or (``--web``) in a browser."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from platformdirs import user_log_dir
+
+from tui.client import ClientConfig
+
+DEFAULT_SERVER = "http://127.0.0.1:8765"
+
+
+def _out(message: str) -> None:
+    """The CLI's own voice; the app itself owns the terminal and logs to a file."""
+    sys.stderr.write(message + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="esper-watch", description="Watch and steer Esper runs live.")
+    p.add_argument("--server", default=None,
+                   help=f"nissa-server base URL (default {DEFAULT_SERVER}, or $NISSA_SERVER)")
+    p.add_argument("--token", default=None, help="bearer token for escalations (default $NISSA_TOKEN)")
+    p.add_argument("--run", dest="run_id", default=None, help="open this run directly")
+    p.add_argument("--replay", type=Path, default=None, metavar="EVENTS_JSONL",
+                   help="replay a local run log (<log-dir>/<run_id>/events.jsonl) without a server")
+    p.add_argument("--web", action="store_true", help="serve the console in a browser (textual-serve)")
+    p.add_argument("--web-host", default="127.0.0.1", help="address --web listens on (default 127.0.0.1)")
+    p.add_argument("--web-port", type=int, default=8766, help="port --web listens on (default 8766)")
+    p.add_argument("--web-public-url", default=None, help="URL browsers reach --web at, if proxied")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="let --web listen on a non-loopback address (anyone who reaches it can escalate)")
+    p.add_argument("--refresh-hz", type=float, default=4.0, help="most redraws per second (default 4)")
+    p.add_argument("--debug-epochs", type=int, default=3, help="length of the debug window d asks for")
+    p.add_argument("--profile-batches", type=int, default=5, help="default batches of the p form")
+    p.add_argument("--log-file", type=Path, default=None,
+                   help="where the console logs (default: the per-user log dir)")
+    return p
+
+
+def _configure_logging(path: Path | None) -> Path:
+    path = path or Path(user_log_dir("esper-watch", appauthor=False)) / "esper-watch.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(filename=path, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return path
+
+
+def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
+    from textual_serve.server import Server
+
+    try:
+        loopback = ipaddress.ip_address(args.web_host).is_loopback
+    except ValueError:
+        loopback = args.web_host == "localhost"
+    if not loopback and not args.allow_remote:
+        _out(f"esper-watch: --web-host {args.web_host} is not loopback; add --allow-remote to mean it")
+        return 2
+    child = [a for a in argv if a != "--web"]
+    for flag in ("--web-host", "--web-port", "--web-public-url", "--token"):
+        # The token travels in the environment: a command line is visible to every local user.
+        while flag in child:
+            i = child.index(flag)
+            del child[i:i + 2]
+    if args.token:
+        os.environ["NISSA_TOKEN"] = args.token
+    command = shlex.join([sys.executable, "-m", "tui", *child])
+    _out(f"esper-watch: serving on http://{args.web_host}:{args.web_port}")
+    Server(command, host=args.web_host, port=args.web_port, title="esper-watch",
+           public_url=args.web_public_url).serve()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.web:
+        return _serve_web(args, argv)
+    from tui.app import build_app
+    from tui.config import WatchConfig
+
+    token = args.token or os.environ.get("NISSA_TOKEN") or None
+    try:
+        server = args.server or os.environ.get("NISSA_SERVER") or DEFAULT_SERVER
+        client = None if args.replay and not args.server else ClientConfig(server, token)
+        config = WatchConfig(client=client, run_id=args.run_id, replay_file=args.replay,
+                             refresh_hz=args.refresh_hz, debug_epochs=args.debug_epochs,
+                             profile_batches=args.profile_batches)
+    except ValueError as err:
+        _out(f"esper-watch: {err}")
+        return 2
+    if args.replay and not args.replay.is_file():
+        _out(f"esper-watch: --replay {args.replay}: no such file")
+        return 2
+    log_path = _configure_logging(args.log_file)
+    logging.getLogger(__name__).info("esper-watch starting against %s", client.base if client else args.replay)
+    build_app(config).run()
+    _out(f"esper-watch: log at {log_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,269 @@
+"""The console's view of nissa-server: REST through httpx, the live stream through websockets.
+
+``WatchStream`` yields event batches and connection-state changes; after any disconnect it
+reconnects with capped exponential backoff and resumes after the server cursor of the last
+batch it delivered, so a watcher sees every event exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import httpx
+import msgspec
+import websockets
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+
+from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
+from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where the server is and how patiently to talk to it."""
+
+    server: str
+    """Base URL, e.g. ``http://127.0.0.1:8765``."""
+    token: str | None = None
+    """Bearer token sent with every request (the server needs it for escalations)."""
+    timeout_s: float = 10.0
+    """Timeout of one REST request and of opening the websocket."""
+    backoff_initial_s: float = 0.25
+    """First reconnect delay; doubles per failed attempt."""
+    backoff_max_s: float = 5.0
+    """Cap on the reconnect delay."""
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.server)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"--server must be an http(s) URL like http://127.0.0.1:8765, got {self.server!r}")
+        if not 0 < self.backoff_initial_s <= self.backoff_max_s:
+            raise ValueError("need 0 < backoff_initial_s <= backoff_max_s")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+
+    @property
+    def base(self) -> str:
+        return self.server.rstrip("/")
+
+    @property
+    def ws_base(self) -> str:
+        parts = urlsplit(self.base)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        return urlunsplit((scheme, parts.netloc, parts.path, "", ""))
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+class ApiError(Exception):
+    """The server said no (``status`` is its HTTP code) or could not be reached (``status`` 0)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status}: {reason}" if status else reason)
+        self.status = status
+        self.reason = reason
+
+
+class RunSummary(msgspec.Struct, kw_only=True):
+    """A run as ``GET /runs`` lists it; fields the server adds later are ignored."""
+
+    run_id: str
+    name: str = ""
+    status: str = "live"
+    started_at: float | None = None
+    ended_at: float | None = None
+    last_seq: dict[str, int] | int | None = None
+    counts: dict[str, int] | None = None
+
+    @property
+    def events(self) -> int:
+        if isinstance(self.last_seq, dict):
+            return sum(v for k, v in self.last_seq.items() if not k.startswith("-"))
+        if isinstance(self.last_seq, int):
+            return self.last_seq
+        return sum(self.counts.values()) if self.counts else 0
+
+
+_runs_decoder = msgspec.json.Decoder(list[RunSummary])
+_run_decoder = msgspec.json.Decoder(RunSummary)
+_command_decoder = msgspec.json.Decoder(CommandRecord)
+
+
+def _reason(response: httpx.Response) -> str:
+    """The server's own words for a refusal: FastAPI puts them in ``detail``."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200] or response.reason_phrase
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    if isinstance(detail, list):  # a validation error list: keep the messages
+        detail = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+    return str(detail)[:300]
+
+
+class NissaClient:
+    """REST calls of the console; every failure surfaces as ``ApiError`` with a readable reason."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self._http = httpx.AsyncClient(base_url=config.base, headers=config.headers,
+                                       timeout=config.timeout_s)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, **kwargs)  # type: ignore[arg-type]
+        except httpx.TransportError as err:
+            raise ApiError(0, f"cannot reach {self.config.base}: {err or type(err).__name__}") from err
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, _reason(response))
+        return response
+
+    async def list_runs(self) -> list[RunSummary]:
+        return _runs_decoder.decode((await self._request("GET", "/runs")).content)
+
+    async def get_run(self, run_id: str) -> RunSummary:
+        return _run_decoder.decode((await self._request("GET", f"/runs/{run_id}")).content)
+
+    async def events(self, run_id: str, after_seq: int = 0, limit: int = 1000,
+                     rank: int | None = None) -> list[Event]:
+        params: dict[str, int] = {"after_seq": after_seq, "limit": limit}
+        if rank is not None:
+            params["rank"] = rank
+        response = await self._request("GET", f"/runs/{run_id}/events", params=params)
+        return decode_events(response.content)
+
+    async def all_events(self, run_id: str, max_events: int, page: int = 1000) -> list[Event]:
+        """Every stored event of the run's rank 0 (then the server's own), up to ``max_events``."""
+        out: list[Event] = []
+        for rank in (0, -1):
+            after = 0
+            while len(out) < max_events:
+                batch = await self.events(run_id, after_seq=after, limit=page, rank=rank)
+                out.extend(batch[: max_events - len(out)])
+                if len(batch) < page:
+                    break
+                after = batch[-1].seq
+        out.sort(key=lambda e: (e.ts, e.rank < 0, e.seq))
+        return out
+
+    async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
+                       batches: int | None = None, reason: str | None = None) -> str:
+        """``POST /escalate``; returns the new command's id."""
+        body: dict[str, object] = {"run_id": run_id, "action": action.value}
+        for key, value in (("epochs", epochs), ("batches", batches), ("reason", reason)):
+            if value is not None:
+                body[key] = value
+        response = await self._request("POST", "/escalate", json=body)
+        return str(response.json()["command_id"])
+
+    async def command(self, command_id: str) -> CommandRecord:
+        return _command_decoder.decode((await self._request("GET", f"/commands/{command_id}")).content)
+
+    def artifact_url(self, run_id: str, artifact: str) -> str:
+        if artifact.startswith(("http://", "https://")):
+            return artifact
+        if artifact.startswith("/"):
+            return self.config.base + artifact
+        return f"{self.config.base}/runs/{run_id}/artifacts/{artifact}"
+
+
+ConnState = Literal["connecting", "connected", "reconnecting", "unauthorized"]
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A change of the stream's connection: what it is now, and why."""
+
+    state: ConnState
+    attempt: int = 0
+    delay_s: float = 0.0
+    detail: str = ""
+
+
+class WatchStream:
+    """``ws /ws/watch`` as an endless async iterator of ``EventBatch`` and ``Connection`` items."""
+
+    def __init__(self, config: ClientConfig, run_id: str | None, after_seq: int = 0) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.after_seq = after_seq
+        self.cursor: int | None = None  # server id of the last event delivered; None until one is
+        self.reconnects = 0
+
+    def url(self) -> str:
+        params: dict[str, str | int] = {}
+        if self.run_id:
+            params["run_id"] = self.run_id
+        if self.cursor is not None:
+            params["after_id"] = self.cursor
+        else:
+            params["after_seq"] = self.after_seq
+        return f"{self.config.ws_base}/ws/watch?{urlencode(params)}"
+
+    def _delay(self, attempt: int) -> float:
+        base = min(self.config.backoff_max_s, self.config.backoff_initial_s * 2 ** max(attempt - 1, 0))
+        return base * random.uniform(0.8, 1.0)  # jitter so many consoles do not reconnect in step
+
+    async def __aiter__(self) -> AsyncIterator[EventBatch | Connection]:
+        attempt = 0
+        while True:
+            yield Connection("connecting" if attempt == 0 else "reconnecting", attempt)
+            try:
+                async with connect(self.url(), additional_headers=self.config.headers,
+                                   open_timeout=self.config.timeout_s, max_size=2 * MAX_FRAME_BYTES,
+                                   ping_interval=10, ping_timeout=20) as ws:
+                    attempt = 0
+                    yield Connection("connected")
+                    async for raw in ws:
+                        batch = self._decode(raw)
+                        if batch is not None:
+                            yield batch
+                    detail = "server closed the stream"
+            except ConnectionClosed as err:
+                code = err.rcvd.code if err.rcvd else None
+                detail = f"closed ({code}: {err.rcvd.reason if err.rcvd else 'no close frame'})"
+                if code == CLOSE_UNAUTHORIZED:
+                    yield Connection("unauthorized", attempt, 0.0, detail)
+                    return
+            except InvalidStatus as err:
+                status = err.response.status_code
+                detail = f"handshake refused with HTTP {status}"
+                if status in (401, 403):
+                    yield Connection("unauthorized", attempt, 0.0, detail)
+                    return
+            except (OSError, TimeoutError, InvalidHandshake, InvalidURI, websockets.WebSocketException) as err:
+                detail = f"{type(err).__name__}: {err}"
+            attempt += 1
+            self.reconnects += 1
+            delay = self._delay(attempt)
+            logger.info("watch %s: %s; reconnecting in %.2fs (cursor %s)", self.run_id, detail, delay, self.cursor)
+            yield Connection("reconnecting", attempt, delay, detail)
+            await asyncio.sleep(delay)
+
+    def _decode(self, raw: str | bytes) -> EventBatch | None:
+        try:
+            frame = decode_frame(raw)
+        except DecodeError as err:
+            # A frame we cannot read is the server's bug; skip it and say so rather than loop on it.
+            logger.warning("watch %s: undecodable frame skipped: %s", self.run_id, err)
+            return None
+        if not isinstance(frame, EventBatch):
+            logger.debug("watch %s: ignoring %s frame", self.run_id, type(frame).__name__)
+            return None
+        if frame.events:
+            self.cursor = frame.cursor
+        return frame

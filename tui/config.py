@@ -1,0 +1,60 @@
+"""Configuration of esper-watch, validated on construction; the CLI and the tests build the same."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
+
+from tui.client import ClientConfig
+from tui.state import Limits
+from tui.views import StaleThresholds
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """Everything the app needs; ``client`` is None only when replaying a local run log."""
+
+    client: ClientConfig | None
+    """How to reach nissa-server."""
+    run_id: str | None = None
+    """Open this run directly instead of the run picker."""
+    replay_file: Path | None = None
+    """Replay a local run log (``events.jsonl``) without a server."""
+    refresh_hz: float = 4.0
+    """How often panels re-render at most; events between two renders are coalesced."""
+    limits: Limits = field(default_factory=Limits)
+    """Bounds on what is kept per run."""
+    stale: StaleThresholds = field(default_factory=StaleThresholds)
+    """When a live run shows SLOW and STALE."""
+    debug_epochs: int = 3
+    """Length of the debug window ``d`` asks for."""
+    profile_batches: int = 5
+    """Default length of the profile window the ``p`` form offers."""
+    command_poll_s: float = 1.0
+    """How often a command this console issued is polled until it ends."""
+    runs_poll_s: float = 2.0
+    """How often the run picker refreshes."""
+    max_inflight_events: int = 20_000
+    """Events received but not yet folded in before the stream stops reading (backpressure)."""
+    max_replay_events: int = 200_000
+    """Most events loaded for a replay."""
+
+    def __post_init__(self) -> None:
+        if self.client is None and self.replay_file is None:
+            raise ValueError("need --server URL (or --replay FILE)")
+        if not 0.5 <= self.refresh_hz <= 60:
+            raise ValueError(f"refresh_hz must be in 0.5..60, got {self.refresh_hz}")
+        if not 1 <= self.debug_epochs <= MAX_DEBUG_EPOCHS:
+            raise ValueError(f"--debug-epochs must be in 1..{MAX_DEBUG_EPOCHS}")
+        if not 1 <= self.profile_batches <= MAX_PROFILE_BATCHES:
+            raise ValueError(f"--profile-batches must be in 1..{MAX_PROFILE_BATCHES}")
+        if self.command_poll_s <= 0 or self.runs_poll_s <= 0:
+            raise ValueError("poll intervals must be > 0")
+        if self.max_inflight_events < 1 or self.max_replay_events < 1:
+            raise ValueError("event bounds must be >= 1")
+
+    @property
+    def refresh_s(self) -> float:
+        return 1.0 / self.refresh_hz

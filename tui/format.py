@@ -1,0 +1,208 @@
+"""Pure text helpers: one line per event, sparklines, numbers, and the event-log filter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from leyline import (
+    AnomalyDetected,
+    CommandStatusChanged,
+    DebugLayerStats,
+    EpochCompleted,
+    Event,
+    EventKind,
+    EventsDropped,
+    GradientHealth,
+    Heartbeat,
+    HubHealth,
+    LSTMHealth,
+    PhaseTiming,
+    PPOUpdate,
+    ProfileCompleted,
+    ProfileStarted,
+    RunFinished,
+    RunStarted,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStageChanged,
+    Severity,
+    TelemetryLevelChanged,
+)
+
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+
+# Seven characters of log prefix per kind: the text after it is what an operator reads.
+SHORT_KIND: dict[EventKind, str] = {
+    EventKind.RUN_STARTED: "run", EventKind.RUN_FINISHED: "run", EventKind.EPOCH_COMPLETED: "epoch",
+    EventKind.SEED_GERMINATED: "seed", EventKind.SEED_STAGE_CHANGED: "seed", EventKind.SEED_GATE_EVALUATED: "gate",
+    EventKind.SEED_FOSSILIZED: "seed", EventKind.SEED_PRUNED: "seed", EventKind.PPO_UPDATE: "ppo",
+    EventKind.GRADIENT_HEALTH: "grad", EventKind.LSTM_HEALTH: "lstm", EventKind.ANOMALY_DETECTED: "ANOMALY",
+    EventKind.TELEMETRY_LEVEL_CHANGED: "level", EventKind.DEBUG_LAYER_STATS: "layers",
+    EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
+    EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
+    EventKind.HEARTBEAT: "beat",
+}
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    """A measured number, or an em dash where it was not measured (``None`` is never 0.0)."""
+    if value is None:
+        return "—"
+    if value != value:  # NaN: show it, it is the interesting case
+        return "nan"
+    if abs(value) >= 1e4 or (value != 0 and abs(value) < 10 ** -digits):
+        return f"{value:.{max(digits - 1, 1)}e}"
+    return f"{value:.{digits}f}"
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:5.1f}%"
+
+
+def sparkline(values: Sequence[float | None], width: int) -> str:
+    """The last ``width`` values as block characters scaled to their own min..max; gaps as spaces."""
+    tail = list(values)[-width:] if width > 0 else []
+    finite = [v for v in tail if v is not None and v == v]
+    if not finite:
+        return " " * len(tail)
+    lo, hi = min(finite), max(finite)
+    span = hi - lo
+    top = len(SPARK_CHARS) - 1
+    out = []
+    for v in tail:
+        if v is None or v != v:
+            out.append(" ")
+        elif span == 0:
+            out.append(SPARK_CHARS[top // 2])
+        else:
+            out.append(SPARK_CHARS[round((v - lo) / span * top)])
+    return "".join(out)
+
+
+def _run_started(p: RunStarted) -> str:
+    return f"run {p.name!r} started on {p.device}"
+
+
+def _run_finished(p: RunFinished) -> str:
+    return f"run {p.status} after {p.duration_s:.1f}s, {p.epochs} epochs, acc {pct(p.final_accuracy)}"
+
+
+def _epoch(p: EpochCompleted) -> str:
+    action = f" action={p.action}" if p.action else ""
+    return f"acc {pct(p.accuracy)} val_loss {num(p.val_loss)} reward {num(p.reward)}{action}"
+
+
+def _stage(p: SeedStageChanged) -> str:
+    why = f" ({p.reason})" if p.reason else ""
+    return f"{p.slot} {p.seed_id} {p.from_stage.value} → {p.to_stage.value}{why}"
+
+
+def _gate(p: SeedGateEvaluated) -> str:
+    return f"{p.slot} {p.seed_id} gate {p.gate} {'passed' if p.passed else 'FAILED'} {p.reason}".rstrip()
+
+
+def _ppo(p: PPOUpdate) -> str:
+    return (f"round {p.round} pi {num(p.policy_loss)} v {num(p.value_loss)} kl {num(p.approx_kl, 4)} "
+            f"clip {num(p.clip_fraction, 2)} ev {num(p.explained_variance, 2)}")
+
+
+def _command(p: CommandStatusChanged) -> str:
+    at = f" at step {p.applied_step}" if p.applied_step is not None else ""
+    msg = f": {p.message}" if p.message else ""
+    return f"{p.action.value} {p.command_id} {p.status.value}{at}{msg}"
+
+
+def _level(p: TelemetryLevelChanged) -> str:
+    until = f" until epoch {p.until_epoch}" if p.until_epoch is not None else ""
+    return f"telemetry {p.previous.value} → {p.level.value}{until} {p.reason}".rstrip()
+
+
+def _hub(p: HubHealth) -> str:
+    return (f"hub queue {p.queue_depth} sent {p.sent} acked {p.acked} "
+            f"dropped {sum(p.dropped.values())} reconnects {p.reconnects}")
+
+
+_DESCRIBE: dict[type, Callable[[object], str]] = {
+    RunStarted: _run_started,  # type: ignore[dict-item]
+    RunFinished: _run_finished,  # type: ignore[dict-item]
+    EpochCompleted: _epoch,  # type: ignore[dict-item]
+    SeedGerminated: lambda p: f"{p.slot} {p.seed_id} germinated {p.blueprint} ({p.params} params)",
+    SeedStageChanged: _stage,  # type: ignore[dict-item]
+    SeedGateEvaluated: _gate,  # type: ignore[dict-item]
+    SeedFossilized: lambda p: f"{p.slot} {p.seed_id} fossilized {p.blueprint} contrib {num(p.contribution)}",
+    SeedPruned: lambda p: f"{p.slot} {p.seed_id} pruned {p.blueprint}: {p.reason}",
+    PPOUpdate: _ppo,  # type: ignore[dict-item]
+    GradientHealth: lambda p: f"{p.scope} grad norm {num(p.global_norm)} nonfinite {p.nonfinite}",
+    LSTMHealth: lambda p: f"lstm h {num(p.h_norm)} c {num(p.c_norm)}{' NONFINITE' if p.nonfinite else ''}",
+    AnomalyDetected: lambda p: f"{p.anomaly}: {p.detail}{' (auto-escalated)' if p.auto_escalated else ''}",
+    TelemetryLevelChanged: _level,  # type: ignore[dict-item]
+    DebugLayerStats: lambda p: f"{p.model} layer stats ({len(p.layers)} tensors)",
+    ProfileStarted: lambda p: f"profile {p.window} started for {p.batches} batches",
+    ProfileCompleted: lambda p: f"profile {p.window} done in {p.wall_s:.2f}s: {p.trace_path}",
+    PhaseTiming: lambda p: f"round {p.round} env-epochs/s {num(p.env_epochs_per_s, 1)}",
+    CommandStatusChanged: _command,  # type: ignore[dict-item]
+    EventsDropped: lambda p: f"hub dropped {p.total} events: {p.counts}",
+    HubHealth: _hub,  # type: ignore[dict-item]
+    Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
+}
+
+
+def describe(event: Event) -> str:
+    """A short human sentence for one event's payload."""
+    fmt = _DESCRIBE.get(type(event.payload))
+    return fmt(event.payload) if fmt else event.kind.value
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One event as the log shows it; kept instead of the event so the log's memory is small."""
+
+    rank: int
+    seq: int
+    epoch: int
+    env: int | None
+    kind: EventKind
+    severity: Severity
+    text: str
+
+    @classmethod
+    def of(cls, event: Event) -> LogLine:
+        return cls(event.rank, event.seq, event.epoch, event.env, event.kind, event.severity,
+                   describe(event))
+
+    @property
+    def plain(self) -> str:
+        env = f"env{self.env}" if self.env is not None else ""
+        return f"e{self.epoch:<3d} {env:<5} {SHORT_KIND[self.kind]:<7} {self.text}"
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """Space-separated terms that must all match: ``word`` (substring), ``!word`` (absent),
+    ``kind:ppo`` (kind contains), ``sev:warning`` (at least this severity), ``env:2``."""
+
+    text: str = ""
+
+    def matches(self, line: LogLine) -> bool:
+        return all(_term_matches(term, line) for term in self.text.lower().split())
+
+
+def _term_matches(term: str, line: LogLine) -> bool:
+    if term.startswith("!") and len(term) > 1:
+        return not _term_matches(term[1:], line)
+    key, sep, value = term.partition(":")
+    if sep and key == "kind":
+        return value in line.kind.value or value in SHORT_KIND[line.kind]
+    if sep and key == "sev":
+        wanted = next((s for s in Severity if s.value.startswith(value)), None)
+        return wanted is not None and line.severity.rank >= wanted.rank
+    if sep and key == "env":
+        return line.env is not None and str(line.env) == value
+    return term in line.plain.lower() or term in line.kind.value
+
+
+def filtered(lines: Iterable[LogLine], log_filter: LogFilter) -> list[LogLine]:
+    return [line for line in lines if log_filter.matches(line)]

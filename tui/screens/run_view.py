@@ -1,0 +1,195 @@
+"""The live run view: the watch stream in a worker, folded into a ``RunState``, drawn by a timer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from leyline import CommandAction
+from leyline.frames import EventBatch
+
+from tui.client import ApiError, Connection, WatchStream
+from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived
+from tui.screens.forms import EscalateForm
+from tui.state import RunState
+from tui.views import staleness
+from tui.widgets.dashboard import RunDashboard, StreamInfo
+
+if TYPE_CHECKING:
+    from tui.app import EsperWatch
+
+logger = logging.getLogger(__name__)
+
+
+class RunViewScreen(Screen[None]):
+    """One run, live: header, panels, event log; ``d``/``p`` escalate through ``POST /escalate``."""
+
+    BINDINGS = [
+        Binding("d", "debug", "debug window"),
+        Binding("D", "debug_form", "debug…", show=False),
+        Binding("p", "profile", "profile…"),
+        Binding("slash", "filter", "filter"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
+    ]
+
+    def __init__(self, run_id: str, status: str = "") -> None:
+        super().__init__(name=f"run:{run_id}")
+        self.run_id = run_id
+        self.state = RunState(run_id, self.watch_app.config.limits)
+        self.state.status = status
+        self.connection = Connection("connecting")
+        self.reconnects = 0
+        self.last_arrival: float | None = None
+        self._inflight = 0
+        self._drained = asyncio.Event()
+
+    @property
+    def watch_app(self) -> EsperWatch:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield RunDashboard(self.watch_app.config.limits.log_lines, id="dashboard")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.run_id
+        self.stream_events()
+        self.set_interval(self.watch_app.config.refresh_s, self.render_tick)
+        self.render_tick()
+
+    # --- network: the watch stream, with backpressure -----------------------------------------
+
+    @work(exclusive=True, group="watch")
+    async def stream_events(self) -> None:
+        stream = WatchStream(self.watch_app.require_client().config, self.run_id)
+        limit = self.watch_app.config.max_inflight_events
+        async for item in stream:
+            if isinstance(item, EventBatch):
+                if item.events:
+                    self._inflight += len(item.events)
+                    self.post_message(EventsArrived(item.events))
+                # Not reading the socket while the screen is behind bounds our memory; the
+                # server then drops a lagging watcher and we resume from the cursor.
+                while self._inflight > limit:
+                    self._drained.clear()
+                    await self._drained.wait()
+            else:
+                self.post_message(ConnectionChanged(item, stream.reconnects))
+
+    def on_events_arrived(self, message: EventsArrived) -> None:
+        self.state.apply_all(message.events)
+        self.last_arrival = time.monotonic()
+        self._inflight -= len(message.events)
+        if self._inflight <= self.watch_app.config.max_inflight_events:
+            self._drained.set()
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        previous, self.connection = self.connection, message.connection
+        self.reconnects = message.reconnects
+        if message.connection.state == "unauthorized":
+            self.notify(f"the server refused the stream: {message.connection.detail}; pass --token",
+                        title="not authorized", severity="error", timeout=10)
+        elif message.connection.state == "reconnecting" and previous.state == "connected":
+            self.notify(f"stream lost ({message.connection.detail}); reconnecting", severity="warning")
+
+    # --- drawing --------------------------------------------------------------------------------
+
+    def stream_info(self) -> StreamInfo:
+        silence = None if self.last_arrival is None else time.monotonic() - self.last_arrival
+        conn = self.connection
+        label = conn.state if conn.state != "reconnecting" else f"reconnecting (try {conn.attempt})"
+        profile = self.state.profile
+        url = None
+        if profile is not None and profile.artifact and self.watch_app.client is not None:
+            url = self.watch_app.client.artifact_url(self.run_id, profile.artifact)
+        return StreamInfo(label, staleness(silence, self.state.status, self.watch_app.config.stale),
+                          self.reconnects, url)
+
+    def render_tick(self) -> None:
+        self.query_one(RunDashboard).show(self.state, self.stream_info())
+
+    # --- escalation -----------------------------------------------------------------------------
+
+    def action_debug(self) -> None:
+        self.escalate(CommandAction.DEBUG, self.watch_app.config.debug_epochs)
+
+    def action_debug_form(self) -> None:
+        self._ask(CommandAction.DEBUG, self.watch_app.config.debug_epochs)
+
+    def action_profile(self) -> None:
+        self._ask(CommandAction.PROFILE, self.watch_app.config.profile_batches)
+
+    def _ask(self, action: CommandAction, default: int) -> None:
+        def chosen(amount: int | None) -> None:
+            if amount is not None:
+                self.escalate(action, amount)
+
+        self.app.push_screen(EscalateForm(action, default), chosen)
+
+    @work(group="escalate")
+    async def escalate(self, action: CommandAction, amount: int) -> None:
+        """POST the command, then follow it at ``GET /commands/{id}`` until it ends."""
+        client = self.watch_app.require_client()
+        what = f"{action.value} window"
+        try:
+            if action is CommandAction.DEBUG:
+                command_id = await client.escalate(self.run_id, action, epochs=amount, reason="esper-watch")
+            else:
+                command_id = await client.escalate(self.run_id, action, batches=amount, reason="esper-watch")
+        except ApiError as err:
+            self.post_message(ApiFailed(what, err))
+            return
+        self.state.command_issued(command_id, action)
+        self.notify(f"{what} requested: {command_id} queued", title=action.value)
+        poll_s = self.watch_app.config.command_poll_s
+        while True:
+            await asyncio.sleep(poll_s)
+            try:
+                record = await client.command(command_id)
+            except ApiError as err:
+                if err.status == 0:
+                    continue  # the server is away; the stream reconnects and so do we
+                self.post_message(ApiFailed(f"following {command_id}", err))
+                return
+            self.post_message(CommandPolled(record))
+            if record.status.terminal:
+                return
+
+    def on_command_polled(self, message: CommandPolled) -> None:
+        r = message.record
+        self.state.command_polled(r.command_id, r.action, r.status, r.applied_step,
+                                  dict(r.result) if r.result is not None else None, r.message)
+
+    def on_api_failed(self, message: ApiFailed) -> None:
+        err = message.error
+        title = f"HTTP {err.status}" if err.status else "server unreachable"
+        self.notify(f"{message.what}: {err.reason}", title=title, severity="error", timeout=8)
+
+    # --- filter ---------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        self.query_one(RunDashboard).toggle_filter(True).focus()
+
+    def action_clear_filter(self) -> None:
+        dash = self.query_one(RunDashboard)
+        box = dash.toggle_filter(False)
+        box.value = ""
+        dash.set_filter("", self.state)
+
+    @on(Input.Changed, "#filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        self.query_one(RunDashboard).set_filter(event.value, self.state)
+
+    @on(Input.Submitted, "#filter")
+    def filter_done(self, event: Input.Submitted) -> None:
+        if not event.value:
+            self.action_clear_filter()
+        self.set_focus(None)

@@ -1,0 +1,344 @@
+"""What the console knows about one run, folded from its events; every buffer is bounded.
+
+``RunState.apply`` is pure bookkeeping (no Textual): the screens apply whole batches and render
+at a bounded rate from whatever panels the batch marked dirty.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from leyline import (
+    AnomalyDetected,
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
+    EpochCompleted,
+    Event,
+    EventsDropped,
+    GradientHealth,
+    HubHealth,
+    LSTMHealth,
+    PhaseTiming,
+    PPOUpdate,
+    ProfileCompleted,
+    ProfileStarted,
+    RunFinished,
+    RunStarted,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStageChanged,
+    SlotSnapshot,
+    TelemetryLevel,
+    TelemetryLevelChanged,
+)
+
+from tui.format import LogLine, describe
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what the console keeps per run, so an event storm cannot grow its memory."""
+
+    log_lines: int = 2000
+    """Event-log lines kept (the filter searches these)."""
+    history: int = 120
+    """Points kept per sparkline series."""
+    timeline: int = 300
+    """Seed lifecycle entries kept."""
+    anomalies: int = 50
+    """Anomalies kept for the strip."""
+    commands: int = 30
+    """Commands followed; the oldest finished ones are forgotten first."""
+    envs: int = 64
+    """Envs shown in the grid."""
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if value < 1:
+                raise ValueError(f"Limits.{name} must be >= 1, got {value}")
+
+
+@dataclass
+class EnvView:
+    """One env: its accuracy history and the seed in each of its slots."""
+
+    accuracy: deque[float]
+    val_loss: float | None = None
+    reward: float | None = None
+    action: str | None = None
+    epoch: int = 0
+    seeds: tuple[SlotSnapshot, ...] = ()
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    epoch: int
+    env: int | None
+    slot: str
+    seed_id: str
+    what: str
+
+
+@dataclass
+class CommandView:
+    """One command as the console follows it, from its POST to a terminal status."""
+
+    command_id: str
+    action: CommandAction
+    status: CommandStatus
+    history: list[tuple[CommandStatus, int | None]] = field(default_factory=list)
+    applied_step: int | None = None
+    result: dict[str, object] | None = None
+    message: str = ""
+
+    def advance(self, status: CommandStatus, step: int | None, message: str = "") -> bool:
+        """Record a status; a stale report (e.g. delivered after completed) does not go back."""
+        if any(s is status for s, _ in self.history):
+            return False
+        self.history.append((status, step))
+        if not self.status.terminal or status.terminal:
+            self.status = status
+        if message:
+            self.message = message
+        return True
+
+
+@dataclass(frozen=True)
+class AnomalyView:
+    epoch: int
+    env: int | None
+    payload: AnomalyDetected
+
+
+class RunState:
+    """The folded state of one run plus bookkeeping of what the last batch changed."""
+
+    def __init__(self, run_id: str, limits: Limits | None = None) -> None:
+        self.run_id = run_id
+        self.limits = limits or Limits()
+        lim = self.limits
+        self.name = ""
+        self.status = ""
+        self.config: dict[str, object] = {}
+        self.epoch = 0
+        self.round = 0
+        self.step = 0
+        self.last_ts: float | None = None
+        self.level: TelemetryLevel | None = None
+        self.level_until: int | None = None
+        self.env_epochs_per_s: float | None = None
+        self._epoch_ts: deque[float] = deque(maxlen=64)
+        self.hub: HubHealth | None = None
+        self.dropped_reported = 0
+        self.envs: dict[int, EnvView] = {}
+        self.timeline: deque[TimelineEntry] = deque(maxlen=lim.timeline)
+        self.ppo: deque[PPOUpdate] = deque(maxlen=lim.history)
+        self.grad: dict[str, deque[GradientHealth]] = {}
+        self.lstm: deque[LSTMHealth] = deque(maxlen=lim.history)
+        self.anomalies: deque[AnomalyView] = deque(maxlen=lim.anomalies)
+        self.commands: OrderedDict[str, CommandView] = OrderedDict()
+        self.profile_running: ProfileStarted | None = None
+        self.profile: ProfileCompleted | None = None
+        self.log: deque[LogLine] = deque(maxlen=lim.log_lines)
+        self.logged_total = 0
+        self.events_total = 0
+        self.last_seq: dict[int, int] = {}
+        self.gaps = 0
+        self.duplicates = 0
+        self.dirty: set[str] = set()
+
+    # --- folding ---------------------------------------------------------------------------
+
+    def apply_all(self, events: list[Event]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def apply(self, event: Event) -> None:
+        """Fold one event in; a duplicate (same rank and seq seen already) is counted and skipped."""
+        last = self.last_seq.get(event.rank, 0)
+        if event.seq <= last:
+            self.duplicates += 1
+            return
+        if event.seq > last + 1:
+            self.gaps += event.seq - last - 1
+        self.last_seq[event.rank] = event.seq
+        self.events_total += 1
+        if event.rank >= 0:
+            self.step = max(self.step, event.step)
+            self.epoch = max(self.epoch, event.epoch)
+            self.last_ts = event.ts
+        self.log.append(LogLine.of(event))
+        self.logged_total += 1
+        self.dirty.update(("log", "header"))
+        handler = _HANDLERS.get(type(event.payload))
+        if handler is not None:
+            handler(self, event)
+
+    def take_dirty(self) -> set[str]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    # --- commands issued by this console -----------------------------------------------------
+
+    def command_issued(self, command_id: str, action: CommandAction) -> CommandView:
+        view = self.commands.get(command_id)
+        if view is None:
+            view = CommandView(command_id, action, CommandStatus.QUEUED, [(CommandStatus.QUEUED, None)])
+            self._add_command(view)
+        self.dirty.add("commands")
+        return view
+
+    def command_polled(self, command_id: str, action: CommandAction, status: CommandStatus,
+                       applied_step: int | None, result: dict[str, object] | None, message: str) -> None:
+        view = self.commands.get(command_id) or self.command_issued(command_id, action)
+        view.advance(status, applied_step, message)
+        view.applied_step = applied_step if applied_step is not None else view.applied_step
+        view.result = result if result is not None else view.result
+        self.dirty.add("commands")
+
+    def _add_command(self, view: CommandView) -> None:
+        self.commands[view.command_id] = view
+        while len(self.commands) > self.limits.commands:
+            victim = next((k for k, v in self.commands.items() if v.status.terminal), None)
+            self.commands.pop(victim if victim is not None else next(iter(self.commands)))
+
+    # --- derived -----------------------------------------------------------------------------
+
+    @property
+    def hub_drops(self) -> int:
+        reported = sum(self.hub.dropped.values()) if self.hub else 0
+        return max(reported, self.dropped_reported)
+
+    @property
+    def pending_commands(self) -> list[CommandView]:
+        return [c for c in self.commands.values() if not c.status.terminal]
+
+
+def _on_run_started(state: RunState, event: Event) -> None:
+    p: RunStarted = event.payload  # type: ignore[assignment]
+    state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
+    state.dirty.add("header")
+
+
+def _on_run_finished(state: RunState, event: Event) -> None:
+    p: RunFinished = event.payload  # type: ignore[assignment]
+    state.status = "finished" if p.status == "completed" else p.status
+    state.dirty.add("header")
+
+
+def _on_epoch(state: RunState, event: Event) -> None:
+    p: EpochCompleted = event.payload  # type: ignore[assignment]
+    state.round = max(state.round, p.round)
+    env_id = event.env if event.env is not None else 0
+    view = state.envs.get(env_id)
+    if view is None:
+        if len(state.envs) >= state.limits.envs:
+            return
+        view = state.envs[env_id] = EnvView(accuracy=deque(maxlen=state.limits.history))
+    view.accuracy.append(p.accuracy)
+    view.val_loss, view.reward, view.action = p.val_loss, p.reward, p.action
+    view.epoch, view.seeds = event.epoch, tuple(p.seeds)
+    state._epoch_ts.append(event.ts)
+    span = state._epoch_ts[-1] - state._epoch_ts[0]
+    if span > 0 and len(state._epoch_ts) > 1:
+        state.env_epochs_per_s = (len(state._epoch_ts) - 1) / span
+    state.dirty.add("envs")
+
+
+def _on_seed(state: RunState, event: Event) -> None:
+    p = event.payload
+    what = describe(event).split(" ", 2)[-1]  # drop "slot seed_id": the columns say them
+    state.timeline.append(TimelineEntry(event.epoch, event.env, p.slot, p.seed_id, what))  # type: ignore[attr-defined]
+    state.dirty.add("timeline")
+
+
+def _on_ppo(state: RunState, event: Event) -> None:
+    state.ppo.append(event.payload)  # type: ignore[arg-type]
+    state.dirty.add("ppo")
+
+
+def _on_grad(state: RunState, event: Event) -> None:
+    p: GradientHealth = event.payload  # type: ignore[assignment]
+    series = state.grad.get(p.scope)
+    if series is None:
+        if len(state.grad) >= 16:  # scopes are few (host, slots, policy); refuse a runaway set
+            return
+        series = state.grad[p.scope] = deque(maxlen=state.limits.history)
+    series.append(p)
+    state.dirty.add("health")
+
+
+def _on_lstm(state: RunState, event: Event) -> None:
+    state.lstm.append(event.payload)  # type: ignore[arg-type]
+    state.dirty.add("health")
+
+
+def _on_anomaly(state: RunState, event: Event) -> None:
+    state.anomalies.append(AnomalyView(event.epoch, event.env, event.payload))  # type: ignore[arg-type]
+    state.dirty.add("anomalies")
+
+
+def _on_level(state: RunState, event: Event) -> None:
+    p: TelemetryLevelChanged = event.payload  # type: ignore[assignment]
+    state.level, state.level_until = p.level, p.until_epoch
+    state.dirty.add("header")
+
+
+def _on_phase(state: RunState, event: Event) -> None:
+    p: PhaseTiming = event.payload  # type: ignore[assignment]
+    if p.env_epochs_per_s is not None:
+        state.env_epochs_per_s = p.env_epochs_per_s
+        state._epoch_ts.clear()  # the trainer's own figure wins over our estimate
+
+
+def _on_command(state: RunState, event: Event) -> None:
+    p: CommandStatusChanged = event.payload  # type: ignore[assignment]
+    state.command_polled(p.command_id, p.action, p.status, p.applied_step,
+                         dict(p.result) if p.result is not None else None, p.message)
+
+
+def _on_profile_started(state: RunState, event: Event) -> None:
+    state.profile_running = event.payload  # type: ignore[assignment]
+    state.dirty.add("profile")
+
+
+def _on_profile_completed(state: RunState, event: Event) -> None:
+    state.profile_running = None
+    state.profile = event.payload  # type: ignore[assignment]
+    state.dirty.add("profile")
+
+
+def _on_hub(state: RunState, event: Event) -> None:
+    state.hub = event.payload  # type: ignore[assignment]
+
+
+def _on_dropped(state: RunState, event: Event) -> None:
+    p: EventsDropped = event.payload  # type: ignore[assignment]
+    state.dropped_reported += p.total
+
+
+_HANDLERS = {
+    RunStarted: _on_run_started,
+    RunFinished: _on_run_finished,
+    EpochCompleted: _on_epoch,
+    SeedGerminated: _on_seed,
+    SeedStageChanged: _on_seed,
+    SeedGateEvaluated: _on_seed,
+    SeedFossilized: _on_seed,
+    SeedPruned: _on_seed,
+    PPOUpdate: _on_ppo,
+    GradientHealth: _on_grad,
+    LSTMHealth: _on_lstm,
+    AnomalyDetected: _on_anomaly,
+    TelemetryLevelChanged: _on_level,
+    PhaseTiming: _on_phase,
+    CommandStatusChanged: _on_command,
+    ProfileStarted: _on_profile_started,
+    ProfileCompleted: _on_profile_completed,
+    HubHealth: _on_hub,
+    EventsDropped: _on_dropped,
+}

@@ -1,0 +1,231 @@
+"""Immutable per-panel views built from a ``RunState``; a panel re-renders only when its view changes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from leyline import HEAD_NAMES, CommandStatus, SlotSnapshot, TopOp
+
+from tui.state import RunState
+
+Staleness = Literal["LIVE", "SLOW", "STALE", "FINISHED", "REPLAY", "WAITING"]
+
+
+@dataclass(frozen=True)
+class StaleThresholds:
+    """How long without an event before a live run shows SLOW, then STALE."""
+
+    slow_s: float = 5.0
+    """Seconds of silence before SLOW (heartbeats normally arrive well within this)."""
+    stale_s: float = 15.0
+    """Seconds of silence before STALE."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.slow_s < self.stale_s:
+            raise ValueError("need 0 < slow_s < stale_s")
+
+
+def staleness(silence_s: float | None, status: str, thresholds: StaleThresholds) -> Staleness:
+    """LIVE / SLOW / STALE from the seconds since the last event arrived; finished runs say so."""
+    if status in ("finished", "failed", "interrupted"):
+        return "FINISHED"
+    if silence_s is None:
+        return "WAITING"
+    if silence_s < thresholds.slow_s:
+        return "LIVE"
+    return "SLOW" if silence_s < thresholds.stale_s else "STALE"
+
+
+@dataclass(frozen=True)
+class HeaderView:
+    run_id: str
+    name: str = ""
+    status: str = ""
+    round: int = 0
+    epoch: int = 0
+    step: int = 0
+    rate: float | None = None
+    level: str = "—"
+    level_until: int | None = None
+    hub_queue: int | None = None
+    hub_drops: int = 0
+    hub_reconnects: int | None = None
+    hub_connected: bool | None = None
+    connection: str = "connecting"
+    staleness: Staleness = "WAITING"
+    events: int = 0
+    gaps: int = 0
+    watch_reconnects: int = 0
+
+
+def header_view(state: RunState, connection: str, stale: Staleness, watch_reconnects: int) -> HeaderView:
+    hub = state.hub
+    return HeaderView(
+        run_id=state.run_id, name=state.name, status=state.status, round=state.round,
+        epoch=state.epoch, step=state.step,
+        rate=None if state.env_epochs_per_s is None else round(state.env_epochs_per_s, 1),
+        level=state.level.value if state.level else "—", level_until=state.level_until,
+        hub_queue=hub.queue_depth if hub else None, hub_drops=state.hub_drops,
+        hub_reconnects=hub.reconnects if hub else None, hub_connected=hub.connected if hub else None,
+        connection=connection, staleness=stale, events=state.events_total, gaps=state.gaps,
+        watch_reconnects=watch_reconnects,
+    )
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    env: int
+    epoch: int
+    accuracy: tuple[float, ...]
+    val_loss: float | None
+    reward: float | None
+    action: str | None
+    seeds: tuple[SlotSnapshot, ...]
+
+
+def env_rows(state: RunState) -> tuple[EnvRow, ...]:
+    return tuple(
+        EnvRow(env, v.epoch, tuple(v.accuracy), v.val_loss, v.reward, v.action, v.seeds)
+        for env, v in sorted(state.envs.items())
+    )
+
+
+@dataclass(frozen=True)
+class Series:
+    """One named metric: its history (None = not measured) for a sparkline, latest value first."""
+
+    name: str
+    values: tuple[float | None, ...]
+    flag: str = ""
+
+    @property
+    def latest(self) -> float | None:
+        return self.values[-1] if self.values else None
+
+
+def _mean(values: list[float]) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+@dataclass(frozen=True)
+class PPOView:
+    round: int
+    series: tuple[Series, ...]
+    heads: tuple[tuple[str, float], ...]
+    early_stopped: bool
+
+
+def ppo_view(state: RunState) -> PPOView:
+    ups = list(state.ppo)
+    def col(name: str, get) -> Series:  # noqa: ANN001 - a one-line accessor
+        return Series(name, tuple(get(u) for u in ups))
+    series = (
+        col("policy loss", lambda u: u.policy_loss),
+        col("value loss", lambda u: u.value_loss),
+        col("approx KL", lambda u: u.approx_kl),
+        col("clip frac", lambda u: u.clip_fraction),
+        col("expl. var", lambda u: u.explained_variance),
+        col("grad norm", lambda u: u.grad_norm),
+        col("entropy", lambda u: _mean(list(u.entropy.values()))),
+    )
+    last = ups[-1] if ups else None
+    order = {h: i for i, h in enumerate(HEAD_NAMES)}
+    heads = tuple(sorted(last.entropy.items(), key=lambda kv: order.get(kv[0], 99))) if last else ()
+    return PPOView(last.round if last else 0, series, heads, bool(last and last.early_stopped))
+
+
+@dataclass(frozen=True)
+class HealthView:
+    grads: tuple[Series, ...]
+    lstm: tuple[Series, ...]
+
+
+def _grad_flag(nonfinite: int, vanishing: bool, exploding: bool) -> str:
+    return "NONFINITE" if nonfinite else "EXPLODING" if exploding else "VANISHING" if vanishing else ""
+
+
+def health_view(state: RunState) -> HealthView:
+    grads = []
+    for scope, hist in sorted(state.grad.items()):
+        last = hist[-1]
+        grads.append(Series(scope, tuple(g.global_norm for g in hist),
+                            _grad_flag(last.nonfinite, last.vanishing, last.exploding)))
+    lstm: tuple[Series, ...] = ()
+    if state.lstm:
+        last = state.lstm[-1]
+        flag = _grad_flag(int(last.nonfinite), last.vanishing, last.exploding)
+        lstm = (Series("lstm h", tuple(x.h_norm for x in state.lstm), flag),
+                Series("lstm c", tuple(x.c_norm for x in state.lstm), flag))
+    return HealthView(tuple(grads), lstm)
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    epoch: int
+    env: int | None
+    slot: str
+    seed_id: str
+    what: str
+
+
+def timeline_rows(state: RunState, limit: int) -> tuple[TimelineRow, ...]:
+    tail = list(state.timeline)[-limit:]
+    return tuple(TimelineRow(t.epoch, t.env, t.slot, t.seed_id, t.what) for t in reversed(tail))
+
+
+@dataclass(frozen=True)
+class AnomalyRow:
+    epoch: int
+    env: int | None
+    anomaly: str
+    detail: str
+    auto: bool
+
+
+def anomaly_rows(state: RunState) -> tuple[AnomalyRow, ...]:
+    return tuple(AnomalyRow(a.epoch, a.env, a.payload.anomaly, a.payload.detail, a.payload.auto_escalated)
+                 for a in reversed(state.anomalies))
+
+
+@dataclass(frozen=True)
+class CommandRow:
+    command_id: str
+    action: str
+    status: CommandStatus
+    path: tuple[tuple[str, int | None], ...]
+    result: str
+    message: str
+
+
+def command_rows(state: RunState) -> tuple[CommandRow, ...]:
+    rows = []
+    for c in reversed(state.commands.values()):
+        result = ", ".join(f"{k}={v}" for k, v in (c.result or {}).items())
+        rows.append(CommandRow(c.command_id, c.action.value, c.status,
+                               tuple((s.value, step) for s, step in c.history), result, c.message))
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    state: Literal["none", "running", "completed"]
+    window: str = ""
+    batches: int = 0
+    wall_s: float | None = None
+    trace_path: str = ""
+    artifact_url: str | None = None
+    top_ops: tuple[TopOp, ...] = ()
+
+
+def profile_view(state: RunState, artifact_url: str | None) -> ProfileView:
+    if state.profile_running is not None:
+        p = state.profile_running
+        return ProfileView("running", p.window, p.batches, trace_path=p.trace_dir)
+    if state.profile is not None:
+        c = state.profile
+        return ProfileView("completed", c.window, c.batches, c.wall_s, c.trace_path, artifact_url,
+                           tuple(c.top_ops))
+    return ProfileView("none")

@@ -1,0 +1,1 @@
+"""The panels of the run view; each renders an immutable view held in a reactive attribute."""

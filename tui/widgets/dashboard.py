@@ -1,0 +1,132 @@
+"""The run dashboard: every panel of one run, laid out for a 120×40 terminal and up.
+
+``show`` is called by a timer, never per event: it pushes fresh views only into the panels the
+folded events marked dirty, and the log receives only the lines that arrived since last time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Input
+
+from tui.format import LogFilter
+from tui.state import RunState
+from tui.views import (
+    Staleness,
+    anomaly_rows,
+    command_rows,
+    env_rows,
+    header_view,
+    health_view,
+    ppo_view,
+    profile_view,
+    timeline_rows,
+)
+from tui.widgets.event_log import EventLog
+from tui.widgets.header import AnomalyStrip, RunHeader
+from tui.widgets.lifecycle import CommandPanel, ProfilePanel, SeedTimeline
+from tui.widgets.metrics import EnvGrid, HealthPanel, PPOPanel
+
+TIMELINE_ROWS = 40
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the screen knows about its source of events, for the header."""
+
+    connection: str
+    staleness: Staleness
+    reconnects: int = 0
+    artifact_url: str | None = None
+
+
+def _boxed(widget: Widget, title: str) -> Widget:
+    widget.border_title = title
+    widget.add_class("panel")
+    return widget
+
+
+class RunDashboard(Vertical):
+    """Header, anomalies strip, env grid, seed timeline, event log, PPO/health/commands/profile."""
+
+    DEFAULT_CSS = """
+    RunDashboard { height: 1fr; }
+    RunDashboard .panel { border: round $primary-background-lighten-2; border-title-color: $text-accent; padding: 0 1; }
+    RunDashboard #columns { height: 1fr; }
+    RunDashboard #left { width: 1fr; }
+    RunDashboard #right { width: 46; }
+    RunDashboard #envs { height: auto; max-height: 16; }
+    RunDashboard #timeline { height: 1fr; min-height: 5; }
+    RunDashboard #log { height: 2fr; min-height: 6; }
+    RunDashboard #filter { display: none; height: 3; }
+    RunDashboard #filter.-shown { display: block; }
+    RunDashboard #ppo, RunDashboard #health, RunDashboard #commands { height: auto; }
+    RunDashboard #profile { height: auto; min-height: 4; }
+    """
+
+    def __init__(self, log_lines: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.log_lines = log_lines
+        self._rendered_total = 0
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        yield AnomalyStrip(id="anomalies")
+        with Horizontal(id="columns"):
+            with Vertical(id="left"):
+                yield _boxed(EnvGrid(id="envs"), "envs")
+                with VerticalScroll(id="timeline") as timeline:
+                    timeline.border_title = "seed lifecycle"
+                    timeline.add_class("panel")
+                    yield SeedTimeline(id="timeline-body")
+                yield Input(placeholder="filter: words, !word, kind:ppo, sev:warning, env:2 (esc clears)",
+                            id="filter")
+                yield _boxed(EventLog(self.log_lines, id="log"), "events")
+            with VerticalScroll(id="right"):
+                yield _boxed(PPOPanel(id="ppo"), "PPO health")
+                yield _boxed(HealthPanel(id="health"), "gradients & LSTM")
+                yield _boxed(CommandPanel(id="commands"), "commands")
+                yield _boxed(ProfilePanel(id="profile"), "profile")
+
+    def show(self, state: RunState, stream: StreamInfo, everything: bool = False) -> None:
+        """Push the views of the dirty panels (all of them with ``everything``)."""
+        dirty = state.take_dirty()
+        q = self.query_one
+        q(RunHeader).view = header_view(state, stream.connection, stream.staleness, stream.reconnects)
+        if everything or "envs" in dirty:
+            q(EnvGrid).rows = env_rows(state)
+        if everything or "timeline" in dirty:
+            q(SeedTimeline).rows = timeline_rows(state, TIMELINE_ROWS)
+        if everything or "anomalies" in dirty:
+            q(AnomalyStrip).rows = anomaly_rows(state)
+        if everything or "ppo" in dirty:
+            q(PPOPanel).view = ppo_view(state)
+        if everything or "health" in dirty:
+            q(HealthPanel).view = health_view(state)
+        if everything or "commands" in dirty:
+            q(CommandPanel).rows = command_rows(state)
+        if everything or "profile" in dirty:
+            q(ProfilePanel).view = profile_view(state, stream.artifact_url)
+        log = q(EventLog)
+        if everything or self._rendered_total > state.logged_total:
+            log.refilter(log.log_filter, state.log)
+        else:
+            fresh = min(state.logged_total - self._rendered_total, len(state.log))
+            if fresh:
+                log.add(list(state.log)[-fresh:])
+        self._rendered_total = state.logged_total
+        log.border_title = f"events ({state.events_total:,})" + (
+            f" filter: {log.log_filter.text}" if log.log_filter.text else "")
+
+    def set_filter(self, text: str, state: RunState) -> None:
+        self.query_one(EventLog).refilter(LogFilter(text), state.log)
+        self._rendered_total = state.logged_total
+
+    def toggle_filter(self, show: bool) -> Input:
+        box = self.query_one("#filter", Input)
+        box.set_class(show, "-shown")
+        return box

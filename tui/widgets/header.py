@@ -1,0 +1,89 @@
+"""The run header and the anomalies strip: the two lines an operator reads first."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from tui.format import num
+from tui.views import AnomalyRow, HeaderView
+
+STALENESS_STYLE = {
+    "LIVE": "bold black on green",
+    "SLOW": "bold black on yellow",
+    "STALE": "bold white on red",
+    "FINISHED": "bold white on blue",
+    "REPLAY": "bold white on magenta",
+    "WAITING": "bold white on grey37",
+}
+LEVEL_STYLE = {"DEBUG": "bold magenta", "OFF": "dim", "MINIMAL": "cyan", "NORMAL": "green"}
+CONNECTION_STYLE = {"connected": "green", "replay": "magenta", "unauthorized": "bold red"}
+
+
+class RunHeader(Static):
+    """Run, status, round and epoch, rate, telemetry level, hub health, stream staleness."""
+
+    DEFAULT_CSS = """
+    RunHeader { height: 3; padding: 0 1; background: $boost; }
+    """
+
+    view: reactive[HeaderView | None] = reactive(None)
+
+    def render(self) -> RenderableType:
+        v = self.view
+        if v is None:
+            return Text("no run selected", style="dim")
+        first = Text()
+        first.append(f" {v.staleness} ", style=STALENESS_STYLE.get(v.staleness, "bold"))
+        first.append(f"  {v.run_id}", style="bold")
+        if v.name:
+            first.append(f" ({v.name})")
+        first.append(f"   status {v.status or '—'}   round {v.round}   epoch {v.epoch}   step {v.step}")
+        first.append(f"   {num(v.rate, 1)} env-epochs/s")
+        second = Text("telemetry ")
+        second.append(v.level, style=LEVEL_STYLE.get(v.level, ""))
+        if v.level_until is not None and v.level == "DEBUG":
+            second.append(f" until epoch {v.level_until}")
+        if v.hub_queue is None:
+            second.append("   hub —")
+        else:
+            second.append(f"   hub queue {v.hub_queue}  drops ")
+            second.append(str(v.hub_drops), style="bold red" if v.hub_drops else "")
+            second.append(f"  reconnects {v.hub_reconnects}")
+            if v.hub_connected is False:
+                second.append("  (trainer offline)", style="yellow")
+        third = Text("stream ")
+        third.append(v.connection, style=CONNECTION_STYLE.get(v.connection, "yellow"))
+        third.append(f"   {v.events:,} events   reconnects {v.watch_reconnects}")
+        if v.gaps:
+            third.append(f"   gaps {v.gaps}", style="bold red")
+        return Text("\n").join([first, second, third])
+
+
+class AnomalyStrip(Static):
+    """The latest anomalies on one line, newest first; quiet when there are none."""
+
+    DEFAULT_CSS = """
+    AnomalyStrip { height: 1; padding: 0 1; }
+    AnomalyStrip.-alert { background: $error 30%; }
+    """
+
+    rows: reactive[tuple[AnomalyRow, ...]] = reactive(())
+
+    def watch_rows(self, rows: tuple[AnomalyRow, ...]) -> None:
+        self.set_class(bool(rows), "-alert")
+
+    def render(self) -> RenderableType:
+        if not self.rows:
+            return Text("no anomalies", style="dim")
+        out = Text(f"⚠ {len(self.rows)} anomalies: ", style="bold")
+        for i, a in enumerate(self.rows[:4]):
+            if i:
+                out.append("  │  ", style="dim")
+            where = f"e{a.epoch}" + (f"/env{a.env}" if a.env is not None else "")
+            out.append(f"{a.anomaly}", style="bold yellow")
+            out.append(f" {where} {a.detail}" + (" [auto-escalated]" if a.auto else ""))
+        out.truncate(max(self.size.width, 20), overflow="ellipsis")
+        return out

@@ -1,0 +1,100 @@
+"""Panels that follow things through their lives: seeds, commands, profiler windows."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from leyline import CommandStatus
+
+from tui.views import CommandRow, ProfileView, TimelineRow
+
+STATUS_STYLE = {
+    CommandStatus.QUEUED: "yellow",
+    CommandStatus.DELIVERED: "cyan",
+    CommandStatus.APPLIED: "bold cyan",
+    CommandStatus.COMPLETED: "bold green",
+    CommandStatus.FAILED: "bold red",
+    CommandStatus.EXPIRED: "red",
+    CommandStatus.REJECTED: "bold red",
+}
+
+
+def _grid(*columns: str) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
+    for i, name in enumerate(columns):
+        table.add_column(name, no_wrap=i < len(columns) - 1, overflow="ellipsis")
+    return table
+
+
+class SeedTimeline(Static):
+    """Seed lifecycle events, newest first: germinated, stage changes, gates, fossilized, pruned."""
+
+    rows: reactive[tuple[TimelineRow, ...]] = reactive(())
+
+    def render(self) -> RenderableType:
+        if not self.rows:
+            return Text("no seed activity yet", style="dim")
+        table = _grid("epoch", "env", "slot", "seed", "what")
+        for r in self.rows:
+            style = "green" if "fossilized" in r.what else "red" if "pruned" in r.what or "FAILED" in r.what else ""
+            table.add_row(str(r.epoch), "—" if r.env is None else str(r.env), r.slot, r.seed_id,
+                          Text(r.what, style=style))
+        return table
+
+
+def command_path(row: CommandRow) -> Text:
+    """The current status in bold color, then the way it came there: ``completed ← applied@120 ← …``."""
+    text = Text(row.status.value, style=STATUS_STYLE.get(row.status, "bold"))
+    earlier = [(s, step) for s, step in row.path if s != row.status.value]
+    for status, step in reversed(earlier):
+        text.append(" ← ", style="dim")
+        text.append(status + (f"@{step}" if step is not None and status == "applied" else ""), style="dim")
+    return text
+
+
+class CommandPanel(Static):
+    """Each command this run received, through queued → delivered → applied → completed."""
+
+    rows: reactive[tuple[CommandRow, ...]] = reactive(())
+
+    def render(self) -> RenderableType:
+        if not self.rows:
+            return Text("no commands yet: d opens a debug window, p a profile window", style="dim")
+        table = _grid("command", "action", "lifecycle")
+        for r in self.rows:
+            path = command_path(r)
+            detail = r.result or r.message
+            if detail:
+                path.append(f"  {detail}", style="dim")
+            table.add_row(r.command_id[-10:], r.action, path)
+        return table
+
+
+class ProfilePanel(Static):
+    """The last profiler window: where its trace is and the operators that cost most."""
+
+    view: reactive[ProfileView] = reactive(ProfileView("none"))
+
+    def render(self) -> RenderableType:
+        v = self.view
+        if v.state == "none":
+            return Text("no profile window yet: press p", style="dim")
+        if v.state == "running":
+            return Text(f"profiling window {v.window}: {v.batches} batches…", style="yellow")
+        head = Text(f"window {v.window}: {v.batches} batches in {v.wall_s:.2f}s\n")
+        head.append("trace ", style="dim")
+        head.append(v.trace_path)
+        if v.artifact_url:
+            head.append("\nartifact ", style="dim")
+            head.append(v.artifact_url, style=f"underline link {v.artifact_url}")
+        table = _grid("op", "calls", "cpu ms", "self ms", "cuda ms")
+        for op in v.top_ops:
+            cuda = "—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}"
+            table.add_row(op.name, str(op.calls), f"{op.cpu_time_us / 1e3:.2f}",
+                          f"{op.self_cpu_time_us / 1e3:.2f}", cuda)
+        return Group(head, table)

@@ -1,0 +1,117 @@
+"""Numeric panels: the env grid, PPO health, gradient and LSTM health."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from leyline import SeedStage, SlotSnapshot
+
+from tui.format import num, pct, sparkline
+from tui.views import EnvRow, HealthView, PPOView, Series
+
+SPARK_WIDTH = 14
+SLOT_WIDTH = 15
+HEAD_LABEL = {"blueprint": "bp", "alpha_target": "α-tgt", "alpha_speed": "α-spd", "alpha_curve": "α-crv"}
+STAGE_STYLE = {
+    SeedStage.GERMINATED: ("GERM", "cyan"),
+    SeedStage.TRAINING: ("TRAIN", "blue"),
+    SeedStage.BLENDING: ("BLEND", "magenta"),
+    SeedStage.HOLDING: ("HOLD", "yellow"),
+    SeedStage.FOSSILIZED: ("FOSSL", "bold green"),
+    SeedStage.PRUNED: ("PRUNE", "red"),
+    SeedStage.EMBARGOED: ("EMBGO", "dim red"),
+    SeedStage.RESETTING: ("RESET", "dim"),
+    SeedStage.DORMANT: ("DORM", "dim"),
+}
+
+
+def _table(*columns: str) -> Table:
+    # One space between columns: the grid must fit three slots in a 120-column terminal.
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
+    for name in columns:
+        table.add_column(name, no_wrap=True, overflow="ellipsis")
+    return table
+
+
+def slot_cell(seed: SlotSnapshot) -> Text:
+    """``BLEND atten .60``: stage (colored), blueprint, and alpha while it is blending in."""
+    if seed.stage is None:
+        return Text("·", style="dim")
+    code, style = STAGE_STYLE.get(seed.stage, (seed.stage.value[:5], ""))
+    text = Text(f"{code:<5}", style=style)
+    if seed.blueprint:
+        text.append(f" {seed.blueprint[:5]:<5}")
+    if seed.stage in (SeedStage.BLENDING, SeedStage.HOLDING) or 0 < seed.alpha < 1:
+        text.append(f" {seed.alpha:.2f}".replace("0.", ".").replace("1.00", "1.0"), style="dim")
+    return text
+
+
+class EnvGrid(Static):
+    """Per env: accuracy with its sparkline, the last reward, and each slot's seed."""
+
+    rows: reactive[tuple[EnvRow, ...]] = reactive(())
+
+    def render(self) -> RenderableType:
+        if not self.rows:
+            return Text("waiting for the first epoch…", style="dim")
+        widest = max(self.rows, key=lambda r: len(r.seeds))
+        # The sparkline takes whatever the fixed columns leave; reward goes first when narrow.
+        room = self.content_size.width - (SLOT_WIDTH + 1) * len(widest.seeds)
+        with_reward = room - 4 - 6 - 7 >= 8
+        trend = max(4, min(SPARK_WIDTH * 2, room - 4 - 6 - 1 - (7 if with_reward else 0)))
+        table = _table("env", "acc", "trend", *(("reward",) if with_reward else ()),
+                       *(s.slot for s in widest.seeds))
+        for r in self.rows:
+            acc = r.accuracy[-1] if r.accuracy else None
+            cells: list[RenderableType] = [str(r.env), pct(acc).strip(),
+                                           Text(sparkline(r.accuracy, trend), style="green")]
+            if with_reward:
+                cells.append(num(r.reward))
+            table.add_row(*cells, *(slot_cell(s) for s in r.seeds))
+        return table
+
+
+def _series_table(series: tuple[Series, ...], title: str) -> Table:
+    flags = any(s.flag for s in series)
+    table = _table(title, "last", "trend", *(("",) if flags else ()))
+    for s in series:
+        cells: list[RenderableType] = [s.name, num(s.latest, 4),
+                                       Text(sparkline(s.values, SPARK_WIDTH), style="cyan")]
+        if flags:
+            cells.append(Text(s.flag, style="bold red"))
+        table.add_row(*cells)
+    return table
+
+
+class PPOPanel(Static):
+    """Losses, KL, clip fraction, explained variance, grad norm and entropy (mean and per head)."""
+
+    view: reactive[PPOView | None] = reactive(None)
+
+    def render(self) -> RenderableType:
+        v = self.view
+        if v is None or not v.series[0].values:
+            return Text("no PPO update yet (heuristic policy, or before the first round)", style="dim")
+        table = _series_table(v.series, f"round {v.round}" + (" early-stop" if v.early_stopped else ""))
+        heads = Text("entropy/head ", style="dim")
+        for name, value in v.heads:
+            heads.append(f"{HEAD_LABEL.get(name, name)} ", style="dim")
+            heads.append(f"{value:.2f}  ")
+        return Group(table, heads)
+
+
+class HealthPanel(Static):
+    """Gradient norm per scope and the policy LSTM's state norms, flagged when unhealthy."""
+
+    view: reactive[HealthView | None] = reactive(None)
+
+    def render(self) -> RenderableType:
+        v = self.view
+        if v is None or not (v.grads or v.lstm):
+            return Text("no gradient or LSTM health yet", style="dim")
+        return _series_table(v.grads + v.lstm, "scope")
