@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
-
 from rich.console import RenderableType
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
 from leyline import Event
 
 from tui.client import ApiError
 from tui.messages import ApiFailed, ReplayLoaded
+from tui.screens.base import DashboardScreen
 from tui.state import RunState
 from tui.widgets.dashboard import RunDashboard, StreamInfo
-
-if TYPE_CHECKING:
-    from tui.app import EsperWatch
 
 
 class Scrubber(Widget):
@@ -53,37 +48,39 @@ class Scrubber(Widget):
             screen.seek(round(fraction * self.total))
 
 
-class ReplayScreen(Screen[None]):
+class ReplayScreen(DashboardScreen):
     """A finished run from its stored events (or a local run log); nothing here talks to the trainer."""
 
+    # Priority: the log would otherwise take arrows and home/end for scrolling. ``check_action``
+    # hands them back to the filter box while it is being typed in.
     BINDINGS = [
-        Binding("right", "step(1)", "+1 event"),
-        Binding("left", "step(-1)", "-1 event"),
-        Binding("right_square_bracket", "epoch(1)", "+1 epoch"),
-        Binding("left_square_bracket", "epoch(-1)", "-1 epoch"),
-        Binding("home", "seek_to(0)", "start", show=False),
-        Binding("end", "seek_end", "end", show=False),
-        Binding("space", "play", "play/pause"),
+        Binding("right", "step(1)", "+1 event", priority=True),
+        Binding("left", "step(-1)", "-1 event", priority=True),
+        Binding("right_square_bracket", "epoch(1)", "+1 epoch", priority=True),
+        Binding("left_square_bracket", "epoch(-1)", "-1 epoch", priority=True),
+        Binding("home", "seek_to(0)", "start", show=False, priority=True),
+        Binding("end", "seek_end", "end", show=False, priority=True),
+        Binding("space", "play", "play/pause", priority=True),
     ]
+    REPLAY_ACTIONS = frozenset({"step", "epoch", "seek_to", "seek_end", "play"})
 
     def __init__(self, run_id: str, events: list[Event] | None = None) -> None:
-        super().__init__(name=f"replay:{run_id}")
-        self.run_id = run_id
+        super().__init__(run_id, name=f"replay:{run_id}")
         self.events: list[Event] = events or []
         self.epochs: list[int] = []  # running max of the epoch up to each event: sorted, for [ and ]
         self.position = 0
-        self.state = RunState(run_id, self.watch_app.config.limits)
         self._player: Timer | None = None
         self._loaded = events is not None
-
-    @property
-    def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield RunDashboard(self.watch_app.config.limits.log_lines, id="dashboard")
         yield Scrubber(id="scrubber")
         yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.REPLAY_ACTIONS and isinstance(self.focused, Input):
+            return False
+        return True
 
     def on_mount(self) -> None:
         if self._loaded:
@@ -128,7 +125,7 @@ class ReplayScreen(Screen[None]):
         scrub.position = target
         current = self.events[target - 1] if target else None
         scrub.label = f"epoch {current.epoch} seq {current.seq}" if current else "start"
-        self.query_one(RunDashboard).show(self.state, StreamInfo("replay", "REPLAY"), everything=True)
+        self.dashboard.show(self.state, StreamInfo("replay", "REPLAY", artifact_url=self.artifact_url()), everything=True)
 
     def action_step(self, delta: int) -> None:
         self.seek(self.position + delta)

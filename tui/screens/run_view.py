@@ -5,55 +5,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
-
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
 from leyline import CommandAction
 from leyline.frames import EventBatch
 
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived
+from tui.screens.base import DashboardScreen
 from tui.screens.forms import EscalateForm
-from tui.state import RunState
 from tui.views import staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
-
-if TYPE_CHECKING:
-    from tui.app import EsperWatch
 
 logger = logging.getLogger(__name__)
 
 
-class RunViewScreen(Screen[None]):
+class RunViewScreen(DashboardScreen):
     """One run, live: header, panels, event log; ``d``/``p`` escalate through ``POST /escalate``."""
 
     BINDINGS = [
         Binding("d", "debug", "debug window"),
         Binding("D", "debug_form", "debug…", show=False),
         Binding("p", "profile", "profile…"),
-        Binding("slash", "filter", "filter"),
-        Binding("escape", "clear_filter", "clear filter", show=False),
     ]
 
     def __init__(self, run_id: str, status: str = "") -> None:
-        super().__init__(name=f"run:{run_id}")
-        self.run_id = run_id
-        self.state = RunState(run_id, self.watch_app.config.limits)
+        super().__init__(run_id, name=f"run:{run_id}")
         self.state.status = status
         self.connection = Connection("connecting")
         self.reconnects = 0
         self.last_arrival: float | None = None
         self._inflight = 0
         self._drained = asyncio.Event()
-
-    @property
-    def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield RunDashboard(self.watch_app.config.limits.log_lines, id="dashboard")
@@ -106,15 +92,11 @@ class RunViewScreen(Screen[None]):
         silence = None if self.last_arrival is None else time.monotonic() - self.last_arrival
         conn = self.connection
         label = conn.state if conn.state != "reconnecting" else f"reconnecting (try {conn.attempt})"
-        profile = self.state.profile
-        url = None
-        if profile is not None and profile.artifact and self.watch_app.client is not None:
-            url = self.watch_app.client.artifact_url(self.run_id, profile.artifact)
         return StreamInfo(label, staleness(silence, self.state.status, self.watch_app.config.stale),
-                          self.reconnects, url)
+                          self.reconnects, self.artifact_url())
 
     def render_tick(self) -> None:
-        self.query_one(RunDashboard).show(self.state, self.stream_info())
+        self.dashboard.show(self.state, self.stream_info())
 
     # --- escalation -----------------------------------------------------------------------------
 
@@ -172,24 +154,3 @@ class RunViewScreen(Screen[None]):
         err = message.error
         title = f"HTTP {err.status}" if err.status else "server unreachable"
         self.notify(f"{message.what}: {err.reason}", title=title, severity="error", timeout=8)
-
-    # --- filter ---------------------------------------------------------------------------------
-
-    def action_filter(self) -> None:
-        self.query_one(RunDashboard).toggle_filter(True).focus()
-
-    def action_clear_filter(self) -> None:
-        dash = self.query_one(RunDashboard)
-        box = dash.toggle_filter(False)
-        box.value = ""
-        dash.set_filter("", self.state)
-
-    @on(Input.Changed, "#filter")
-    def filter_changed(self, event: Input.Changed) -> None:
-        self.query_one(RunDashboard).set_filter(event.value, self.state)
-
-    @on(Input.Submitted, "#filter")
-    def filter_done(self, event: Input.Submitted) -> None:
-        if not event.value:
-            self.action_clear_filter()
-        self.set_focus(None)

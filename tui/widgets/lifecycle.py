@@ -47,32 +47,37 @@ class SeedTimeline(Static):
         return table
 
 
-def command_path(row: CommandRow) -> Text:
-    """The current status in bold color, then the way it came there: ``completed ← applied@120 ← …``."""
-    text = Text(row.status.value, style=STATUS_STYLE.get(row.status, "bold"))
-    earlier = [(s, step) for s, step in row.path if s != row.status.value]
-    for status, step in reversed(earlier):
-        text.append(" ← ", style="dim")
-        text.append(status + (f"@{step}" if step is not None and status == "applied" else ""), style="dim")
+def command_lines(row: CommandRow) -> Text:
+    """Two lines: id, action and the current status; then the way it came there and the result."""
+    text = Text(f"{row.command_id[-10:]:<10} {row.action:<7} ")
+    text.append(row.status.value, style=STATUS_STYLE.get(row.status, "bold"))
+    applied = next((step for s, step in row.path if s == "applied" and step is not None), None)
+    if applied is not None:
+        text.append(f" @ step {applied}")
+    trail = Text("\n  " + " › ".join(s for s, _ in row.path), style="dim")
+    detail = row.result or row.message
+    if detail:
+        trail.append(f"  {detail}")
+    text.append_text(trail)
     return text
 
 
 class CommandPanel(Static):
     """Each command this run received, through queued → delivered → applied → completed."""
 
+    DEFAULT_CSS = "CommandPanel { text-wrap: nowrap; text-overflow: ellipsis; }"
+
     rows: reactive[tuple[CommandRow, ...]] = reactive(())
 
     def render(self) -> RenderableType:
         if not self.rows:
             return Text("no commands yet: d opens a debug window, p a profile window", style="dim")
-        table = _grid("command", "action", "lifecycle")
-        for r in self.rows:
-            path = command_path(r)
-            detail = r.result or r.message
-            if detail:
-                path.append(f"  {detail}", style="dim")
-            table.add_row(r.command_id[-10:], r.action, path)
-        return table
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for i, r in enumerate(self.rows):
+            if i:
+                out.append("\n")
+            out.append_text(command_lines(r))
+        return out
 
 
 class ProfilePanel(Static):
@@ -92,7 +97,10 @@ class ProfilePanel(Static):
         if v.artifact_url:
             head.append("\nartifact ", style="dim")
             head.append(v.artifact_url, style=f"underline link {v.artifact_url}")
-        table = _grid("op", "calls", "cpu ms", "self ms", "cuda ms")
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
+        table.add_column("op", ratio=1, no_wrap=True, overflow="ellipsis")
+        for name in ("calls", "cpu ms", "self ms", "cuda ms"):
+            table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
         for op in v.top_ops:
             cuda = "—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}"
             table.add_row(op.name, str(op.calls), f"{op.cpu_time_us / 1e3:.2f}",

@@ -1,0 +1,33 @@
+"""Snapshots of the main screens from a scripted run replayed from its local log (deterministic).
+
+Update after an intended change with ``pytest tests/tui/test_snapshots.py --snapshot-update``
+and look at the SVGs in ``__snapshots__`` before committing them.
+"""
+
+from textual.widgets import Input
+
+SIZE = (120, 40)
+
+
+def test_run_view(snap_compare, replay_app):
+    assert snap_compare(replay_app, terminal_size=SIZE)
+
+
+def test_run_view_mid_run_during_debug_window(snap_compare, replay_app):
+    # Twelve epochs back from the end: the auto-escalated DEBUG window is open.
+    assert snap_compare(replay_app, terminal_size=SIZE, press=["left_square_bracket"] * 11)
+
+
+def test_event_log_filter(snap_compare, replay_app):
+    async def type_filter(pilot):
+        await pilot.press("slash")
+        box = pilot.app.screen.query_one("#filter", Input)
+        box.cursor_blink = False
+        await pilot.press(*"kind:seed !epoch")
+        await pilot.press("enter")
+
+    assert snap_compare(replay_app, terminal_size=SIZE, run_before=type_filter)
+
+
+def test_help(snap_compare, replay_app):
+    assert snap_compare(replay_app, terminal_size=SIZE, press=["question_mark"])

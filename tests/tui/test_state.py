@@ -1,0 +1,101 @@
+"""RunState folds events into bounded panels; views change only when their data does."""
+
+import pytest
+
+from leyline import (
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
+    EpochCompleted,
+    Heartbeat,
+    TelemetryLevel,
+    make_event,
+)
+
+from tests.tui.scenario import scripted_run
+from tui.state import Limits, RunState
+from tui.views import StaleThresholds, command_rows, env_rows, header_view, ppo_view, staleness
+
+
+def test_scripted_run_fills_every_panel():
+    state = RunState("demo-run")
+    state.apply_all(scripted_run())
+    assert state.name == "cifar-esper" and state.status == "finished"
+    assert state.epoch == 24 and state.round == 6
+    assert sorted(state.envs) == [0, 1, 2, 3]
+    assert len(state.ppo) == 6 and set(state.grad) == {"host", "policy"}
+    assert state.anomalies[0].payload.anomaly == "kl_spike"
+    assert state.level is TelemetryLevel.NORMAL  # the DEBUG window went back by itself
+    assert state.profile is not None and state.profile.top_ops[0].name == "aten::conv2d"
+    cmd = state.commands["cmd-7f3a"]
+    assert cmd.status is CommandStatus.COMPLETED and cmd.applied_step is not None
+    assert state.gaps == 0 and state.duplicates == 0
+    assert state.env_epochs_per_s is not None
+
+
+def test_duplicates_are_skipped_and_gaps_counted():
+    events = scripted_run(epochs=2, finish=False)
+    state = RunState("demo-run")
+    state.apply_all(events[:5] + events[3:5] + events[7:])
+    assert state.duplicates == 2
+    assert state.gaps == 2
+    assert state.events_total == len(events) - 2
+
+
+def test_buffers_stay_within_their_limits_under_a_long_run():
+    limits = Limits(log_lines=50, history=10, timeline=7, anomalies=3, commands=2, envs=2)
+    state = RunState("demo-run", limits)
+    state.apply_all(scripted_run(epochs=80, envs=4))
+    assert len(state.log) == 50 and state.logged_total > 50
+    assert len(state.timeline) == 7 and len(state.envs) == 2
+    assert all(len(v.accuracy) <= 10 for v in state.envs.values())
+    assert len(state.ppo) == 10 and len(state.lstm) == 10
+    for i in range(5):
+        state.command_issued(f"c{i}", CommandAction.DEBUG)
+    assert len(state.commands) <= 2
+
+
+def test_a_late_report_does_not_move_a_command_backwards():
+    state = RunState("r")
+    state.command_issued("c1", CommandAction.DEBUG)
+    for seq, status in enumerate((CommandStatus.APPLIED, CommandStatus.COMPLETED, CommandStatus.DELIVERED), 1):
+        state.apply(make_event(CommandStatusChanged(command_id="c1", action=CommandAction.DEBUG, status=status,
+                                                    applied_step=40 if status is CommandStatus.APPLIED else None),
+                               run_id="r", seq=seq, ts=1.0, rank=-1))
+    view = state.commands["c1"]
+    assert view.status is CommandStatus.COMPLETED and view.applied_step == 40
+    row = command_rows(state)[0]
+    assert [s for s, _ in row.path] == ["queued", "applied", "completed", "delivered"]
+
+
+def test_views_compare_equal_when_nothing_changed():
+    state = RunState("demo-run")
+    state.apply_all(scripted_run(epochs=8))
+    assert env_rows(state) == env_rows(state) and ppo_view(state) == ppo_view(state)
+    before = env_rows(state)
+    state.apply(make_event(Heartbeat(uptime_s=9.0), run_id="demo-run", seq=10_000, ts=2e9))
+    assert env_rows(state) == before
+    state.apply(make_event(EpochCompleted(accuracy=0.99, val_loss=0.1), run_id="demo-run", seq=10_001, ts=2e9, env=0))
+    assert env_rows(state) != before
+
+
+@pytest.mark.parametrize(("silence", "status", "expected"), [
+    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"),
+    (60.0, "finished", "FINISHED"),
+])
+def test_staleness(silence, status, expected):
+    assert staleness(silence, status, StaleThresholds(slow_s=5, stale_s=15)) == expected
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        Limits(log_lines=0)
+    with pytest.raises(ValueError):
+        StaleThresholds(slow_s=10, stale_s=5)
+
+
+def test_header_view_reports_hub_health():
+    state = RunState("demo-run")
+    state.apply_all(scripted_run(epochs=8))
+    view = header_view(state, "connected", "LIVE", 0)
+    assert view.hub_queue is not None and view.hub_reconnects == 0 and view.rate is not None
