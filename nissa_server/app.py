@@ -1,0 +1,58 @@
+"""``create_app(settings)``: the FastAPI application, shared by the CLI and the tests."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from nissa_server import __version__, openapi
+from nissa_server.routes import artifacts, commands, ops, runs, ws
+from nissa_server.settings import Settings
+from nissa_server.state import Nissa
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION = """Stores the events of Esper training runs, streams them live to watchers and routes
+operator commands (debug and profile windows) back to the running trainer.
+
+Websockets (not in this document): `/ws/ingest` (a trainer rank streams `events` frames after a
+`hello`; the server answers `welcome`, `ack` and `command` frames) and
+`/ws/watch?run_id=…&after_seq=N` (also `after_id`, `kind=a,b`, `min_severity`): stored events
+after the cursor, then live ones, as `events` frames with a `cursor` to resume from. Frames and
+close codes are defined in `leyline.frames`."""
+
+
+def create_app(settings: Settings) -> FastAPI:
+    nissa = Nissa(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await nissa.start()
+        try:
+            yield
+        finally:
+            await nissa.stop()
+
+    app = FastAPI(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.nissa = nissa
+    for router in (runs.router, commands.router, artifacts.router, ops.router, ws.router):
+        app.include_router(router)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # One readable line instead of pydantic's nested error list.
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse({"detail": f"{where}: {first.get('msg', 'invalid request')}"}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    openapi.install(app)
+    return app

@@ -1,0 +1,36 @@
+"""Bearer-token checks shared by HTTP routes and websockets."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import HTTPException, Request
+
+
+def bearer_ok(header: str | None, token: str | None) -> bool:
+    """True if no token is configured, or ``header`` is ``Bearer <token>`` (compared in constant time)."""
+    if token is None:
+        return True
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def require(request: Request, token: str | None) -> None:
+    if not bearer_ok(request.headers.get("authorization"), token):
+        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
+def require_write(request: Request) -> None:
+    """Dependency of ingest-side and command routes: the token if one is configured."""
+    require(request, request.app.state.nissa.settings.token)
+
+
+def require_read(request: Request) -> None:
+    """Dependency of read routes: the token only when reads are protected too."""
+    settings = request.app.state.nissa.settings
+    if settings.read_auth:
+        require(request, settings.token)

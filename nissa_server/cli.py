@@ -1,0 +1,118 @@
+"""``nissa-server``: serve the API on one address until SIGINT/SIGTERM.
+
+With ``--port 0`` the kernel picks a free port; once the server is ready, exactly one line
+``nissa-server listening on http://HOST:PORT`` goes to stdout so scripts learn where it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import pathlib
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+import uvicorn
+
+from nissa_server.app import create_app
+from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
+
+logger = logging.getLogger(__name__)
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer Esper training runs.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (non-loopback needs a token)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one")
+    p.add_argument("--db", type=pathlib.Path, default=None,
+                   help=f"SQLite database file (default: {default_db_path()})")
+    p.add_argument("--token", default=None, help=f"bearer token for ingest, uploads and /escalate "
+                                                 f"(default: ${TOKEN_ENV})")
+    p.add_argument("--read-auth", action="store_true", help="require the token on reads and /ws/watch too")
+    p.add_argument("--artifact-dir", type=pathlib.Path, default=None,
+                   help="where uploaded artifacts go (default: next to the database)")
+    p.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
+                   help="mark a run lost after this long with no connection and no event")
+    p.add_argument("--command-ttl", type=float, default=300.0, metavar="SECONDS",
+                   help="expire commands still undelivered after this long")
+    p.add_argument("--max-open-commands", type=int, default=8, help="open commands per run before 429")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    return Settings(
+        host=args.host, port=args.port, db_path=args.db or default_db_path(),
+        token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
+        lost_after_s=args.lost_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
+    )
+
+
+class _Server(uvicorn.Server):
+    """Calls ``on_ready`` once the lifespan has started and the socket is accepting."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            # uvicorn re-raises the signal after a graceful stop; a clean stop on request exits 0.
+            self._captured_signals.clear()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_ready()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as err:
+        parser.error(str(err))
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        sock = bind(settings.host, settings.port)
+    except OSError as err:
+        parser.error(f"--host/--port: cannot bind {settings.host}:{settings.port}: {err.strerror}")
+    url = url_of(sock)
+    config = uvicorn.Config(
+        create_app(settings), log_config=None, access_log=args.access_log, log_level=args.log_level,
+        ws_max_size=settings.ws_max_size, timeout_graceful_shutdown=5,
+    )
+    server = _Server(config, on_ready=lambda: _out(f"nissa-server listening on {url}"))
+    logger.info("database %s", settings.db_path)
+    server.run(sockets=[sock])
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""SQLite schema, migrations and connections. The schema version lives in ``PRAGMA user_version``."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import sqlite3
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    # Not executescript(): it commits first, and a migration must stay one transaction.
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    _run_script(
+        conn,
+        """
+        CREATE TABLE runs (
+            run_key INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL DEFAULT 'live',
+            created_at REAL NOT NULL,
+            started_at REAL,
+            ended_at REAL,
+            last_seen_at REAL NOT NULL,
+            last_step INTEGER NOT NULL DEFAULT 0,
+            last_epoch INTEGER NOT NULL DEFAULT 0,
+            config BLOB,
+            finish BLOB,
+            hub_health BLOB
+        );
+        -- id is the global ingest order and the watch cursor.
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            run_key INTEGER NOT NULL,
+            rank INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            severity INTEGER NOT NULL,
+            ts REAL NOT NULL,
+            body BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX events_stream ON events (run_key, rank, seq);
+        CREATE INDEX events_kind ON events (run_key, kind, seq);
+        CREATE TABLE streams (
+            run_key INTEGER NOT NULL,
+            rank INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            contiguous INTEGER NOT NULL,
+            PRIMARY KEY (run_key, rank)
+        ) WITHOUT ROWID;
+        CREATE TABLE kind_counts (
+            run_key INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            PRIMARY KEY (run_key, kind)
+        ) WITHOUT ROWID;
+        CREATE TABLE commands (
+            command_id TEXT PRIMARY KEY,
+            run_key INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            request BLOB NOT NULL,
+            applied_step INTEGER,
+            result BLOB,
+            message TEXT NOT NULL DEFAULT '',
+            history BLOB NOT NULL,
+            idempotency_key TEXT UNIQUE
+        );
+        CREATE INDEX commands_run ON commands (run_key, status);
+        CREATE TABLE artifacts (
+            run_key INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (run_key, name)
+        ) WITHOUT ROWID;
+        """
+    )
+
+
+def _v2(conn: sqlite3.Connection) -> None:
+    # Watch replay of one run walks events in id order; an index on run_key alone is
+    # (run_key, rowid) inside SQLite, so it serves exactly that.
+    conn.execute("CREATE INDEX events_run ON events (run_key)")
+
+
+# Append only: migration N takes a database from version N-1 to N.
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _tune(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL in WAL mode: a commit survives a crash of this process; only a power cut may lose the last ones.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA foreign_keys=OFF")
+
+
+def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
+    """The one writing connection; creates the file and brings the schema up to date."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    _tune(conn)
+    conn.execute("PRAGMA wal_autocheckpoint=4000")
+    migrate(conn)
+    return conn
+
+
+def connect_reader(path: pathlib.Path) -> sqlite3.Connection:
+    """A read-only connection for one reader thread; WAL lets it read while the writer commits."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA query_only=ON")
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every migration newer than the file's version, each in its own transaction."""
+    current = schema_version(conn)
+    if current > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"database schema v{current} is newer than this nissa-server (v{SCHEMA_VERSION}); upgrade the server"
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        logger.info("migrating database to schema v%d", version)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[version - 1](conn)
+            conn.execute(f"PRAGMA user_version={version}")
+        except sqlite3.Error:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return SCHEMA_VERSION

@@ -1,0 +1,218 @@
+"""``/ws/ingest``: one trainer rank streams its events; acks and commands go back down.
+
+Frames are checked at the edge: a bad, oversized or unknown frame closes that connection with a
+code from ``leyline.frames`` and a reason; other connections never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+import msgspec
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from leyline import SERVER_RANK, Command, decode_frame, encode
+from leyline.frames import (
+    CLOSE_BAD_FRAME,
+    CLOSE_SUPERSEDED,
+    CLOSE_TOO_LARGE,
+    CLOSE_UNAUTHORIZED,
+    CLOSE_UNSUPPORTED,
+    Ack,
+    CommandFrame,
+    EventBatch,
+    Hello,
+    Welcome,
+)
+from nissa_server import __version__, batches, writes
+from nissa_server.auth import bearer_ok
+from nissa_server.runs import RunState
+from nissa_server.state import Nissa
+
+logger = logging.getLogger(__name__)
+
+
+class FrameRejected(Exception):
+    def __init__(self, code: int, reason: str, label: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason, self.label = code, reason, label
+
+
+def close_reason(text: str) -> str:
+    """A close reason fits in 123 bytes of UTF-8."""
+    data = text.encode()[:123]
+    return data.decode(errors="ignore")
+
+
+def _decode_error(err: msgspec.DecodeError) -> FrameRejected:
+    text = str(err)
+    if ("Invalid enum value" in text and "kind`" in text) or "is newer than" in text:
+        return FrameRejected(CLOSE_UNSUPPORTED, f"unsupported: {text}", "unsupported")
+    return FrameRejected(CLOSE_BAD_FRAME, f"bad frame: {text}", "bad_frame")
+
+
+class IngestSession:
+    """One ingest connection: a sender task writes acks and commands while the handler reads."""
+
+    def __init__(self, ws: WebSocket, nissa: Nissa) -> None:
+        self.ws = ws
+        self.nissa = nissa
+        self.rank = 0
+        self.run: RunState | None = None
+        self._outbox: deque[str] = deque()
+        self._ack = 0
+        self._sent_ack = 0
+        self._closing: tuple[int, str] | None = None
+        self._wake = asyncio.Event()
+
+    # --- called from elsewhere on the loop (never blocks) ---------------------------------
+
+    def acked(self, seq: int) -> None:
+        if seq > self._ack:
+            self._ack = seq
+            self._wake.set()
+
+    def send_command(self, command: Command) -> None:
+        self._outbox.append(encode(CommandFrame(command=command)).decode())
+        self._wake.set()
+
+    def supersede(self) -> None:
+        run_id = self.run.run_id if self.run else "?"
+        self._closing = (CLOSE_SUPERSEDED, f"a newer connection took over run {run_id} rank {self.rank}")
+        self._wake.set()
+
+    async def sender(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._outbox:
+                await self.ws.send_text(self._outbox.popleft())
+            if self._ack > self._sent_ack:
+                self._sent_ack = self._ack
+                await self.ws.send_text(encode(Ack(seq=self._sent_ack)).decode())
+            if self._closing is not None:
+                code, reason = self._closing
+                await self.ws.close(code, close_reason(reason))
+                return
+
+    # --- the connection -------------------------------------------------------------------
+
+    async def receive(self) -> object | None:
+        """The next decoded frame, or None once the client is gone."""
+        message = await self.ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return None
+        data = message.get("text")
+        if data is None:
+            data = message.get("bytes") or b""
+        limit = self.nissa.settings.max_frame_bytes
+        if len(data) > limit:
+            raise FrameRejected(CLOSE_TOO_LARGE, f"frame of {len(data)} bytes exceeds {limit}", "too_large")
+        try:
+            return decode_frame(data)
+        except msgspec.DecodeError as err:
+            raise _decode_error(err) from None
+
+    async def hello(self) -> Hello | None:
+        frame = await asyncio.wait_for(self.receive(), self.nissa.settings.hello_timeout_s)
+        if frame is None:
+            return None
+        if not isinstance(frame, Hello):
+            raise FrameRejected(CLOSE_BAD_FRAME, f"first frame must be hello, not {type(frame).__name__}",
+                                "bad_frame")
+        if frame.rank == SERVER_RANK:
+            raise FrameRejected(CLOSE_BAD_FRAME, f"rank {SERVER_RANK} is reserved for the server", "bad_frame")
+        return frame
+
+    async def open(self, hello: Hello) -> RunState:
+        nissa = self.nissa
+        run = nissa.run(hello.run_id)
+        if run is None:
+            run = nissa.store.registry.create(hello.run_id, hello.name)
+        self.rank, self.run = hello.rank, run
+        run.touch()
+        await nissa.store.call(lambda conn: _open_run(conn, run))
+        run.attach(self)
+        await self.ws.send_text(encode(Welcome(last_seq=run.stream(self.rank).stored,
+                                               server_version=__version__)).decode())
+        nissa.commands.dispatch(run)
+        return run
+
+    async def pump(self, run: RunState) -> None:
+        settings, store, metrics = self.nissa.settings, self.nissa.store, self.nissa.metrics
+        while True:
+            frame = await self.receive()
+            if frame is None:
+                return
+            if not isinstance(frame, EventBatch):
+                raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
+                                    "bad_frame")
+            try:
+                batches.check_batch(frame.events, run.run_id, self.rank, settings.max_batch_events)
+                write, duplicates = batches.build_write(store, run, self.rank, frame.events,
+                                                        settings.max_event_bytes)
+            except batches.BatchRejected as err:
+                code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
+                raise FrameRejected(code, str(err), "too_large" if err.too_large else "bad_event") from None
+            if duplicates:
+                metrics.duplicates.inc(duplicates)
+            if not write.rows:
+                self.acked(run.stream(self.rank).stored)
+                continue
+            metrics.ingested.inc(len(write.rows))
+            write.on_stored = self.acked
+            write.on_failed = self._store_failed
+            await store.submit(write)
+
+    def _store_failed(self, err: BaseException) -> None:
+        self._closing = (1011, f"store failed: {err}")
+        self._wake.set()
+
+
+def _open_run(conn, run: RunState) -> None:
+    writes.insert_run(conn, run)
+    writes.touch_run(conn, run)
+
+
+async def serve_ingest(ws: WebSocket, nissa: Nissa) -> None:
+    """The whole life of one ingest connection."""
+    await ws.accept()
+    if not bearer_ok(ws.headers.get("authorization"), nissa.settings.token):
+        nissa.metrics.rejected.labels("unauthorized").inc()
+        await ws.close(CLOSE_UNAUTHORIZED, "missing or wrong bearer token")
+        return
+    session = IngestSession(ws, nissa)
+    sender: asyncio.Task | None = None
+    nissa.metrics.ingest_connections.inc()
+    try:
+        hello = await session.hello()
+        if hello is None:
+            return
+        run = await session.open(hello)
+        sender = asyncio.create_task(session.sender(), name=f"ingest-send-{run.run_id}-{hello.rank}")
+        await session.pump(run)
+    except FrameRejected as err:
+        nissa.metrics.rejected.labels(err.label).inc()
+        logger.info("ingest closed: %s", err.reason)
+        await _close(ws, err.code, err.reason)
+    except TimeoutError:
+        await _close(ws, CLOSE_BAD_FRAME, "no hello frame in time")
+    except WebSocketDisconnect:
+        pass
+    finally:
+        nissa.metrics.ingest_connections.dec()
+        if sender is not None:
+            sender.cancel()
+        if session.run is not None:
+            session.run.detach(session)
+            session.run.touch()
+
+
+async def _close(ws: WebSocket, code: int, reason: str) -> None:
+    try:
+        await ws.close(code, close_reason(reason))
+    except (RuntimeError, WebSocketDisconnect):
+        # Already closed by the client or by a superseding connection.
+        pass

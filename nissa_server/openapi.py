@@ -1,0 +1,82 @@
+"""The OpenAPI document: leyline's and the server's msgspec types as components, with examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from leyline import CommandRecord, CommandStatus, EscalateRequest, Event, StatusChange, to_builtins
+from leyline.enums import CommandAction
+from leyline.samples import sample_events
+from nissa_server.schemas import ArtifactInfo, ErrorBody, EscalateAccepted, Health, RunInfo
+
+REF = "#/components/schemas/{name}"
+TYPES = (RunInfo, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody, Event)
+
+
+def ref(tp: type) -> dict[str, str]:
+    return {"$ref": REF.format(name=tp.__name__)}
+
+
+def _examples() -> dict[str, Any]:
+    events = [to_builtins(e) for e in sample_events(run_id="r-20250101-abc")]
+    started = next(e for e in events if e["kind"] == "run_started")
+    command = CommandRecord(
+        command_id="4f1c2a", run_id="r-20250101-abc", action=CommandAction.DEBUG, status=CommandStatus.APPLIED,
+        created_at=1.7e9, updated_at=1.7e9 + 2, epochs=3, applied_step=120,
+        history=[StatusChange(status=CommandStatus.QUEUED, ts=1.7e9),
+                 StatusChange(status=CommandStatus.DELIVERED, ts=1.7e9 + 1, step=118),
+                 StatusChange(status=CommandStatus.APPLIED, ts=1.7e9 + 2, step=120)],
+    )
+    run = RunInfo(run_id="r-20250101-abc", name="demo", status="live", connected=True, created_at=1.7e9,
+                  started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
+                  last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
+                  config=started["payload"]["config"], host="trainer-1", device="cpu")
+    return {
+        "events": events,
+        "run": to_builtins(run),
+        "runs": [to_builtins(run)],
+        "command": to_builtins(command),
+        "commands": [to_builtins(command)],
+        "accepted": {"command_id": "4f1c2a", "status": "queued"},
+        "artifact": {"name": "trace.json", "size": 183211, "sha256": "9f86d0…", "created_at": 1.7e9,
+                     "url": "/runs/r-20250101-abc/artifacts/trace.json"},
+        "health": {"status": "ok", "version": "0.1.0", "schema_version": 2, "runs": 1, "watchers": 0},
+        "escalate_debug": {"run_id": "r-20250101-abc", "action": "debug", "epochs": 3, "reason": "loss spike"},
+        "escalate_profile": {"run_id": "r-20250101-abc", "action": "profile", "batches": 20},
+    }
+
+
+EXAMPLES = _examples()
+
+
+def json_content(schema: dict[str, Any], example: Any) -> dict[str, Any]:
+    return {"application/json": {"schema": schema, "example": example}}
+
+
+def ok(schema: dict[str, Any], example: Any, description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": json_content(schema, example)}
+
+
+def error(description: str, detail: str) -> dict[str, Any]:
+    return {"description": description, "content": json_content(ref(ErrorBody), {"detail": detail})}
+
+
+def install(app: FastAPI) -> None:
+    """Replace the generated document with one that also carries our msgspec component schemas."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                              routes=app.routes)
+            _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
+            doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
+            if app.state.nissa.settings.token:
+                doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

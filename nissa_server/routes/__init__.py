@@ -1,0 +1,1 @@
+"""HTTP and websocket routes, one module per area."""

@@ -1,0 +1,93 @@
+"""``POST /escalate`` and ``GET /commands/{command_id}``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+
+from leyline import CommandRecord, CommandStatus, EscalateRequest
+from nissa_server import queries
+from nissa_server.auth import require_read, require_write
+from nissa_server.commands import CommandError
+from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.routes.common import json_response, nissa
+from nissa_server.schemas import EscalateAccepted
+
+router = APIRouter(tags=["commands"])
+_decoder = msgspec.json.Decoder(EscalateRequest)
+
+_ESCALATE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": ref(EscalateRequest),
+            "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
+                         "profile": {"value": EXAMPLES["escalate_profile"]}},
+        }},
+    }
+}
+
+
+async def _body(request: Request) -> bytes:
+    limit = nissa(request).settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"body over {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, f"body over {limit} bytes")
+    return bytes(body)
+
+
+@router.post(
+    "/escalate", status_code=202, summary="Ask a live run for a debug or profile window",
+    dependencies=[Depends(require_write)], response_class=Response, openapi_extra=_ESCALATE_BODY,
+    responses={
+        202: ok(ref(EscalateAccepted), EXAMPLES["accepted"], "Queued (or, for a retried Idempotency-Key, "
+                "the command the first request created)"),
+        401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
+        404: error("No such run", "unknown run 'r-x'"),
+        409: error("The run is not live", "run 'r-x' is finished, not live"),
+        413: error("Body too large", "body over 65536 bytes"),
+        422: error("Invalid request", "action 'profile' needs 'batches' (1..500)"),
+        429: error("Too many open commands for this run", "run 'r-x' already has 8 open commands"),
+    },
+)
+async def escalate(
+    request: Request,
+    idempotency_key: Annotated[str | None, Header(max_length=200, description="Retries with the same key "
+                                                  "return the same command")] = None,
+) -> Response:
+    n = nissa(request)
+    try:
+        req = _decoder.decode(await _body(request))
+    except msgspec.DecodeError as err:
+        raise HTTPException(422, f"invalid escalation: {err}") from None
+    try:
+        command_id, _ = await n.commands.escalate(req, n.run(req.run_id), idempotency_key)
+    except CommandError as err:
+        raise HTTPException(err.status_code, err.detail) from None
+    open_ = n.commands.open.get(command_id)
+    status = open_.status if open_ is not None else None
+    if status is None:
+        record = await n.store.read(queries.get_command, command_id)
+        status = record.status if record is not None else CommandStatus.QUEUED
+    return json_response(EscalateAccepted(command_id=command_id, status=status), status_code=202)
+
+
+@router.get("/commands/{command_id}", summary="A command: status, applied step, result, history",
+            dependencies=[Depends(require_read)], response_class=Response,
+            responses={200: ok(ref(CommandRecord), EXAMPLES["command"]),
+                       401: error("Reads need the bearer token", "missing or wrong bearer token"),
+                       404: error("No such command", "unknown command 'c-x'")})
+async def get_command(request: Request, command_id: str) -> Response:
+    record: CommandRecord | None = await nissa(request).store.read(queries.get_command, command_id)
+    if record is None:
+        raise HTTPException(404, f"unknown command {command_id!r}")
+    return json_response(record)
+
+

@@ -1,0 +1,27 @@
+"""Small helpers shared by the routers."""
+
+from __future__ import annotations
+
+import msgspec
+from fastapi import HTTPException, Request, Response
+
+from nissa_server.runs import RunState
+from nissa_server.state import Nissa
+
+_encoder = msgspec.json.Encoder()
+
+
+def nissa(request: Request) -> Nissa:
+    return request.app.state.nissa
+
+
+def json_response(obj: object, status_code: int = 200) -> Response:
+    """Encode with msgspec: the response types are msgspec structs, not pydantic models."""
+    return Response(_encoder.encode(obj), status_code=status_code, media_type="application/json")
+
+
+def run_or_404(n: Nissa, run_id: str) -> RunState:
+    run = n.run(run_id)
+    if run is None:
+        raise HTTPException(404, f"unknown run {run_id!r}")
+    return run

@@ -1,0 +1,36 @@
+"""``GET /healthz`` and ``GET /metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Depends, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from nissa_server import __version__, db
+from nissa_server.auth import require_read
+from nissa_server.openapi import EXAMPLES, ok, ref
+from nissa_server.routes.common import json_response, nissa
+from nissa_server.schemas import Health
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="Liveness (never needs a token)", response_class=Response,
+            responses={200: ok(ref(Health), EXAMPLES["health"])})
+async def healthz(request: Request) -> Response:
+    n = nissa(request)
+    return json_response(Health(status="ok", version=__version__, schema_version=db.SCHEMA_VERSION,
+                                runs=len(n.store.registry), watchers=len(n.fanout.watchers)))
+
+
+@router.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(require_read)],
+            response_class=Response,
+            responses={200: {"description": "Prometheus text format",
+                             "content": {"text/plain": {"schema": {"type": "string"},
+                                                        "example": "nissa_events_ingested_total 1234.0\n"}}}})
+async def metrics(request: Request) -> Response:
+    registry = nissa(request).metrics.registry
+    # The commands collector reads SQLite: off the event loop.
+    body = await asyncio.to_thread(generate_latest, registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,84 @@
+"""Reads about runs: the list, one run, its stored events, its commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+
+from leyline import CommandRecord, Event, EventKind
+from nissa_server import queries
+from nissa_server.auth import require_read
+from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.schemas import RunInfo
+
+router = APIRouter(dependencies=[Depends(require_read)], tags=["runs"])
+MAX_PAGE = 10_000
+UNAUTHORIZED = {401: error("Reads need the bearer token (server started with read auth)", "missing or wrong bearer token")}
+NOT_FOUND = {404: error("No such run", "unknown run 'r-x'")}
+
+
+def _with_live_state(request: Request, info: RunInfo) -> RunInfo:
+    run = nissa(request).run(info.run_id)
+    if run is not None:
+        info.status, info.connected = run.status, run.connected
+    return info
+
+
+@router.get("/runs", summary="Every run, newest first", response_class=Response,
+            responses={200: ok({"type": "array", "items": ref(RunInfo)}, EXAMPLES["runs"]), **UNAUTHORIZED})
+async def list_runs(request: Request) -> Response:
+    infos = await nissa(request).store.read(queries.list_runs)
+    return json_response([_with_live_state(request, info) for info in infos])
+
+
+@router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind",
+            response_class=Response,
+            responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED})
+async def get_run(request: Request, run_id: str) -> Response:
+    n = nissa(request)
+    run = run_or_404(n, run_id)
+    info = await n.store.read(queries.get_run, run.run_key)
+    if info is None:  # created a moment ago, its row not yet committed
+        raise HTTPException(404, f"unknown run {run_id!r}")
+    return json_response(_with_live_state(request, info))
+
+
+def _kinds(kind: str | None) -> list[str] | None:
+    if not kind:
+        return None
+    names = [k.strip() for k in kind.split(",") if k.strip()]
+    for name in names:
+        if name not in EventKind._value2member_map_:
+            raise HTTPException(422, f"unknown kind {name!r}")
+    return names or None
+
+
+@router.get("/runs/{run_id}/events", summary="Stored events after a seq, in (seq, rank) order",
+            response_class=Response,
+            responses={200: ok({"type": "array", "items": ref(Event)}, EXAMPLES["events"][:3]),
+                       **NOT_FOUND, **UNAUTHORIZED})
+async def list_events(
+    request: Request,
+    run_id: str,
+    after_seq: Annotated[int, Query(ge=0, description="Only events with a larger seq (the paging cursor)")] = 0,
+    kind: Annotated[str | None, Query(description="Event kind, or several separated by commas")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most events in this page")] = 1000,
+    rank: Annotated[int | None, Query(ge=-1, le=65535, description="Only this rank (-1: the server's)")] = None,
+) -> Response:
+    n = nissa(request)
+    run = run_or_404(n, run_id)
+    bodies = await n.store.read(queries.events_page, run.run_key, after_seq, limit, _kinds(kind), rank)
+    # Stored bodies are already validated JSON envelopes: join them, no re-encoding.
+    return Response(b"[" + b",".join(bodies) + b"]", media_type="application/json")
+
+
+@router.get("/runs/{run_id}/commands", summary="Every command sent to a run, oldest first",
+            response_class=Response,
+            responses={200: ok({"type": "array", "items": ref(CommandRecord)}, EXAMPLES["commands"]),
+                       **NOT_FOUND, **UNAUTHORIZED})
+async def list_commands(request: Request, run_id: str) -> Response:
+    n = nissa(request)
+    run = run_or_404(n, run_id)
+    return json_response(await n.store.read(queries.list_commands, run.run_key))

@@ -1,0 +1,65 @@
+"""Response bodies of the REST API (request bodies and events are leyline's own types)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from leyline import CommandStatus, HubHealth, RunFinished, RunStatus
+from leyline.payloads import Scalar
+
+
+class RunInfo(msgspec.Struct, kw_only=True):
+    """A run as ``GET /runs`` and ``GET /runs/{run_id}`` show it."""
+
+    run_id: str
+    name: str
+    status: RunStatus
+    connected: bool
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    last_seen_at: float
+    last_step: int = 0
+    last_epoch: int = 0
+    last_seq: dict[str, int] = {}
+    """Highest seq stored per rank (rank as a string; "-1" is the server's own events)."""
+    counts: dict[str, int] = {}
+    """Stored events per kind."""
+    config: dict[str, Scalar] | None = None
+    host: str | None = None
+    device: str | None = None
+    finish: RunFinished | None = None
+    hub_health: HubHealth | None = None
+
+
+class EscalateAccepted(msgspec.Struct, kw_only=True):
+    """Answer to ``POST /escalate``."""
+
+    command_id: str
+    status: CommandStatus
+
+
+class ArtifactInfo(msgspec.Struct, kw_only=True):
+    """One stored artifact of a run."""
+
+    name: str
+    size: int
+    sha256: str
+    created_at: float
+    url: str
+
+
+class Health(msgspec.Struct, kw_only=True):
+    """Answer to ``GET /healthz``."""
+
+    status: str
+    version: str
+    schema_version: int
+    runs: int
+    watchers: int
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    """Every 4xx answer: why the request was refused."""
+
+    detail: str

@@ -1,0 +1,159 @@
+"""``/ws/watch``: replay what is stored after the client's cursor, then stream live events.
+
+The seam: the watcher's live queue is registered *before* the replay's upper bound is read, and live
+items at or below that bound are dropped, so nothing is missed or sent twice while ingest goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from leyline import EventKind, Severity
+from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_UNAUTHORIZED
+from nissa_server import queries
+from nissa_server.auth import bearer_ok
+from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
+from nissa_server.ingest import close_reason
+from nissa_server.state import Nissa
+
+logger = logging.getLogger(__name__)
+REPLAY_PAGE = 2000
+
+
+@dataclass(frozen=True)
+class WatchQuery:
+    filter: WatchFilter
+    after_seq: int | None
+    after_id: int | None
+
+
+def parse_query(params) -> WatchQuery:
+    """The query string of a watch request; raises ``ValueError`` with a reason."""
+    def _int(name: str) -> int | None:
+        raw = params.get(name)
+        if raw is None or raw == "":
+            return None
+        value = int(raw)
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0")
+        return value
+
+    try:
+        after_seq, after_id = _int("after_seq"), _int("after_id")
+    except ValueError as err:
+        raise ValueError(f"bad cursor: {err}") from None
+    kinds = None
+    if params.get("kind"):
+        names = [k.strip() for k in params["kind"].split(",") if k.strip()]
+        unknown = [k for k in names if k not in EventKind._value2member_map_]
+        if unknown:
+            raise ValueError(f"unknown kind {unknown[0]!r}")
+        kinds = frozenset(names)
+    severity = Severity.DEBUG
+    if params.get("min_severity"):
+        try:
+            severity = Severity(params["min_severity"])
+        except ValueError:
+            raise ValueError(f"unknown severity {params['min_severity']!r}") from None
+    flt = WatchFilter(run_id=params.get("run_id") or None, kinds=kinds, min_severity=severity)
+    return WatchQuery(filter=flt, after_seq=after_seq, after_id=after_id)
+
+
+class WatchStream:
+    """Sends replay then live frames; ``cursor`` is the id of the last event sent."""
+
+    def __init__(self, ws: WebSocket, nissa: Nissa, watcher: Watcher, query: WatchQuery) -> None:
+        self.ws, self.nissa, self.watcher, self.query = ws, nissa, watcher, query
+        self.cursor = 0
+
+    async def _send(self, items) -> None:
+        for text, last_id in frames(items):
+            await self.ws.send_text(text)
+            self.cursor = last_id
+
+    async def _start_cursor(self) -> tuple[int, int | None]:
+        """(cursor, run key to replay, or None for every run); a run not seen yet has nothing stored."""
+        q, store = self.query, self.nissa.store
+        run = self.nissa.run(q.filter.run_id) if q.filter.run_id else None
+        if q.filter.run_id and run is None:
+            return store.committed_max_id, None
+        run_key = run.run_key if run else None
+        if q.after_id is not None:
+            return q.after_id, run_key
+        if run is not None and q.after_seq is not None:
+            return await store.read(queries.seq_to_id, run.run_key, q.after_seq), run_key
+        return 0, run_key
+
+    async def run(self) -> None:
+        store, flt = self.nissa.store, self.query.filter
+        upto = store.committed_max_id  # read after the watcher is registered: the seam
+        self.cursor, run_key = await self._start_cursor()
+        kinds = sorted(flt.kinds) if flt.kinds else None
+        while self.cursor < upto:
+            page = await store.read(queries.replay_page, run_key, self.cursor, upto, REPLAY_PAGE, kinds,
+                                    flt.min_severity.rank)
+            if not page:
+                break
+            await self._send(page)
+            if len(page) < REPLAY_PAGE:
+                break
+        floor = max(upto, self.cursor)
+        while True:
+            items = await self.watcher.take()
+            if items[0][0] <= floor:
+                items = [item for item in items if item[0] > floor]
+                if not items:
+                    continue
+            await self._send(items)
+            floor = items[-1][0]
+
+
+async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
+    await ws.accept()
+    settings = nissa.settings
+    if settings.read_auth and not bearer_ok(ws.headers.get("authorization"), settings.token):
+        await ws.close(CLOSE_UNAUTHORIZED, "missing or wrong bearer token")
+        return
+    try:
+        query = parse_query(ws.query_params)
+    except ValueError as err:
+        await ws.close(CLOSE_BAD_FRAME, close_reason(str(err)))
+        return
+    watcher = Watcher(query.filter, settings.watcher_max_pending)
+    nissa.fanout.add(watcher)
+    stream = WatchStream(ws, nissa, watcher, query)
+    tasks = [asyncio.create_task(stream.run(), name="watch-send"),
+             asyncio.create_task(_drain(ws), name="watch-receive"),
+             asyncio.create_task(watcher.lagged.wait(), name="watch-lagged")]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            task.cancel()
+        if watcher.lagging:
+            nissa.metrics.lagged.inc()
+            reason = f"fell over {watcher.max_pending} events behind; resume with after_id={stream.cursor}"
+            logger.info("watcher closed: %s", reason)
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+                await ws.close(CLOSE_LAGGING, close_reason(reason))
+        for task in done:
+            if not task.cancelled() and task.exception() is not None and not isinstance(
+                task.exception(), (Lagging, WebSocketDisconnect, OSError)
+            ):
+                logger.error("watch stream failed", exc_info=task.exception())
+    finally:
+        for task in tasks:
+            task.cancel()
+        nissa.fanout.remove(watcher)
+
+
+async def _drain(ws: WebSocket) -> None:
+    """Read (and ignore) what the client sends, to notice when it goes away."""
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return

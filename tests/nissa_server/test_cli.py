@@ -1,0 +1,41 @@
+"""The console script: listening line, port 0, refusal to listen openly without a token, shutdown."""
+
+import signal
+import subprocess
+
+import httpx
+import pytest
+
+from tests.support import start_server_process, stop_process
+
+
+def test_port_zero_prints_one_listening_line_and_serves(server_process):
+    proc, url = server_process
+    assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
+    assert httpx.get(f"{url}/healthz", timeout=30).json()["status"] == "ok"
+
+
+def test_sigterm_shuts_down_cleanly(tmp_path):
+    proc, url = start_server_process(tmp_path / "n.db")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert proc.stdout.read() == ""  # nothing but the one listening line on stdout
+    stop_process(proc)
+
+
+def test_restart_keeps_runs(tmp_path):
+    proc, url = start_server_process(tmp_path / "n.db")
+    try:
+        assert httpx.get(f"{url}/runs", timeout=30).json() == []
+    finally:
+        assert stop_process(proc) == 0
+    assert (tmp_path / "n.db").exists()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1"])
+def test_refuses_non_loopback_without_token(tmp_path, host):
+    out = subprocess.run(["nissa-server", "--host", host, "--port", "0", "--db", str(tmp_path / "n.db")],
+                         capture_output=True, text=True, timeout=60, env={"PATH": __import__("os").environ["PATH"]})
+    assert out.returncode == 2
+    assert "refusing to listen" in out.stderr and "--token" in out.stderr
+    assert out.stdout == ""

@@ -1,0 +1,15 @@
+"""Shared test harness: real servers on loopback (in-process or as a subprocess), clients, waiting."""
+
+from tests.support.clients import IngestClient, collect_watch, events_for, ingest_events
+from tests.support.server import (
+    ServerUrl,
+    running_server,
+    start_server_process,
+    stop_process,
+)
+from tests.support.waiting import async_wait_for, wait_for
+
+__all__ = [
+    "IngestClient", "ServerUrl", "async_wait_for", "collect_watch", "events_for", "ingest_events",
+    "running_server", "start_server_process", "stop_process", "wait_for",
+]

@@ -1,0 +1,117 @@
+"""Real nissa-server instances on 127.0.0.1 with a kernel-chosen port.
+
+``running_server``: in-process uvicorn on a background thread (uvicorn's own test pattern).
+``start_server_process``: the ``nissa-server`` console script as a subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from nissa_server.app import create_app
+from nissa_server.cli import bind, url_of
+from nissa_server.settings import Settings
+from tests.support.waiting import wait_for
+
+LISTENING = re.compile(r"^nissa-server listening on (http://\S+)$")
+
+
+class ServerUrl(str):
+    """The server's base URL (a plain ``str``), with the app and settings for white-box checks."""
+
+    app: FastAPI
+    settings: Settings
+
+    @property
+    def ws(self) -> str:
+        return "ws" + self[len("http"):]
+
+
+@contextlib.contextmanager
+def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerUrl]:
+    """Serve ``create_app`` on 127.0.0.1:0 in a thread; yields its URL, stops it on exit.
+
+    ``overrides`` are ``Settings`` fields (``token=``, ``lost_after_s=``, ...); ``db_path`` defaults to
+    ``tmp_path / "nissa.db"``.
+    """
+    overrides.setdefault("db_path", tmp_path / "nissa.db")
+    settings = Settings(host="127.0.0.1", port=0, **overrides)
+    app = create_app(settings)
+    sock = bind("127.0.0.1", 0)
+    config = uvicorn.Config(app, log_config=None, ws_max_size=settings.ws_max_size, lifespan="on",
+                            timeout_graceful_shutdown=3)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="nissa-test-server",
+                              daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started or not thread.is_alive(), timeout=60, message="server start")
+        if not server.started:
+            raise RuntimeError("nissa-server failed to start (see the log above)")
+        url = ServerUrl(url_of(sock))
+        url.app, url.settings = app, settings
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def _script(name: str) -> str:
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if not found:
+        raise RuntimeError(f"{name} is not installed in this environment")
+    return found
+
+
+def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None = None,
+                         extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
+                         timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
+    """Start ``nissa-server`` and wait for its listening line; returns (process, base URL).
+
+    Its stderr goes to ``<db_path>.log`` so a chatty server can never block on a full pipe.
+    """
+    args = [_script("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
+            *extra_args]
+    if token is not None:
+        args += ["--token", token]
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(db_path.with_name(db_path.name + ".log"), "ab")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    log.close()
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    match = LISTENING.match(lines[0].strip()) if lines else None
+    if match is None:
+        stop_process(proc)
+        raise RuntimeError(f"nissa-server did not report listening within {timeout:g} s: {lines!r}")
+    return proc, match.group(1)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> int:
+    """SIGINT, then SIGKILL if it does not exit in time; returns the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return proc.returncode
