@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import pathlib
+import platform
+import re
 import time
 import urllib.parse
 import uuid
@@ -41,6 +44,12 @@ def artifact_url(server: str, run_id: str, name: str) -> str:
         path = path[: -len("/ws/ingest")]
     quoted = f"{path}/runs/{urllib.parse.quote(run_id, safe='')}/artifacts/{urllib.parse.quote(name, safe='')}"
     return urllib.parse.urlunsplit((scheme, parts.netloc, quoted, "", ""))
+
+
+def artifact_name(window: str) -> str:
+    """``profile-<window>-<host>-<pid>.pt.trace.json``: unique across ranks, safe as a server file name."""
+    host = re.sub(r"[^A-Za-z0-9_-]+", "-", platform.node() or "host")[:40]
+    return f"profile-{window}-{host}-{os.getpid()}.pt.trace.json"[:128]
 
 
 @dataclass(frozen=True)
@@ -181,7 +190,7 @@ class ProfileHandler:
         if self._uploader is None:
             self._complete(current)
         else:
-            current.upload = self._uploader.submit(result.trace_path, f"profile-{result.trace_path.name}")
+            current.upload = self._uploader.submit(result.trace_path, artifact_name(result.window))
 
     def _complete(self, current: _Open) -> None:
         result = current.result
