@@ -56,7 +56,10 @@ class ScriptedTrainer:
         for i in range(0, len(events), batch):
             await self.ws.send(encode(EventBatch(events=events[i:i + batch])).decode())
         if events:
-            await self.wait_acked(events[-1].seq)
+            last = events[-1]
+            self.seq, self.step = max(self.seq, last.seq), max(self.step, last.step)
+            self.epoch = max(self.epoch, last.epoch)
+            await self.wait_acked(last.seq)
 
     async def emit(self, *payloads: Payload) -> None:
         await self.send([self.event(p) for p in payloads])

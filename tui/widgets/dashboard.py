@@ -72,6 +72,7 @@ class RunDashboard(Vertical):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.log_lines = log_lines
         self._rendered_total = 0
+        self.renders = 0  # how many times ``show`` ran: the coalescing is visible in tests
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -95,6 +96,7 @@ class RunDashboard(Vertical):
     def show(self, state: RunState, stream: StreamInfo, everything: bool = False) -> None:
         """Push the views of the dirty panels (all of them with ``everything``)."""
         dirty = state.take_dirty()
+        self.renders += 1
         q = self.query_one
         q(RunHeader).view = header_view(state, stream.connection, stream.staleness, stream.reconnects)
         if everything or "envs" in dirty:

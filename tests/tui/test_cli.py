@@ -1,0 +1,60 @@
+"""The esper-watch command line: flag errors, a replay without a server, and --web in a browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import httpx
+
+from tests.support.waiting import wait_for
+from tui.cli import main
+
+
+def test_bad_flags_name_the_flag(capsys, tmp_path):
+    assert main(["--server", "localhost:8765"]) == 2
+    assert "--server must be an http(s) URL" in capsys.readouterr().err
+    assert main(["--replay", str(tmp_path / "missing.jsonl")]) == 2
+    assert "--replay" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--debug-epochs", "0"]) == 2
+    assert "--debug-epochs" in capsys.readouterr().err
+    assert main(["--web", "--web-host", "0.0.0.0"]) == 2
+    assert "--allow-remote" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_web_serves_the_console_over_http(tmp_path):
+    script = shutil.which("esper-watch", path=os.path.dirname(sys.executable))
+    assert script, "esper-watch is not installed"
+    port = _free_port()
+    proc = subprocess.Popen([script, "--web", "--web-port", str(port), "--server", "http://127.0.0.1:9",
+                             "--token", "hidden-token"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=tmp_path)
+    try:
+        def page() -> str | None:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+                return None
+            return response.text if response.status_code == 200 else None
+
+        html = wait_for(page, timeout=30, message="the web console")
+        assert "esper-watch" in html and "textual" in html.lower()
+        assert "hidden-token" not in html  # the token reaches the app by environment, never the page
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
