@@ -76,6 +76,17 @@ class _Server(uvicorn.Server):
             self._on_ready()
 
 
+def uvicorn_config(settings: Settings, **overrides: object) -> uvicorn.Config:
+    """The uvicorn configuration for ``settings``; the CLI and the test harness share it."""
+    options: dict[str, object] = dict(
+        log_config=None, access_log=False, ws_max_size=settings.ws_max_size, timeout_graceful_shutdown=5,
+        # Compression costs more CPU than it saves on loopback and LAN links.
+        ws_per_message_deflate=False, lifespan="on",
+    )
+    options.update(overrides)
+    return uvicorn.Config(create_app(settings), **options)  # type: ignore[arg-type]
+
+
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -104,10 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         parser.error(f"--host/--port: cannot bind {settings.host}:{settings.port}: {err.strerror}")
     url = url_of(sock)
-    config = uvicorn.Config(
-        create_app(settings), log_config=None, access_log=args.access_log, log_level=args.log_level,
-        ws_max_size=settings.ws_max_size, timeout_graceful_shutdown=5,
-    )
+    config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
     server = _Server(config, on_ready=lambda: _out(f"nissa-server listening on {url}"))
     logger.info("database %s", settings.db_path)
     server.run(sockets=[sock])

@@ -21,8 +21,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from nissa_server.app import create_app
-from nissa_server.cli import bind, url_of
+from nissa_server.cli import bind, url_of, uvicorn_config
 from nissa_server.settings import Settings
 from tests.support.waiting import wait_for
 
@@ -49,10 +48,9 @@ def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerU
     """
     overrides.setdefault("db_path", tmp_path / "nissa.db")
     settings = Settings(host="127.0.0.1", port=0, **overrides)
-    app = create_app(settings)
+    config = uvicorn_config(settings, timeout_graceful_shutdown=3)
+    app = config.app
     sock = bind("127.0.0.1", 0)
-    config = uvicorn.Config(app, log_config=None, ws_max_size=settings.ws_max_size, lifespan="on",
-                            timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="nissa-test-server",
                               daemon=True)
