@@ -8,13 +8,26 @@ import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from leyline import CommandRecord, CommandStatus, EscalateRequest, Event, StatusChange, to_builtins
+from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, Event, StatusChange, to_builtins
+from leyline.events import _WireEvent
 from leyline.enums import CommandAction
 from leyline.samples import sample_events
 from nissa_server.schemas import ArtifactInfo, ErrorBody, EscalateAccepted, Health, RunInfo
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody, Event)
+TYPES = (RunInfo, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody, _WireEvent,
+         *PAYLOAD_TYPES.values())
+
+
+def _components() -> dict[str, Any]:
+    """Component schemas; the envelope's payload is one of the payload types, chosen by ``kind``."""
+    _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
+    event = components.pop(_WireEvent.__name__)
+    event["title"] = "Event"
+    event["description"] = "The envelope every event travels in; the payload's type is fixed by `kind`."
+    event["properties"]["payload"] = {"anyOf": [ref(tp) for tp in PAYLOAD_TYPES.values()]}
+    components["Event"] = event
+    return components
 
 
 def ref(tp: type) -> dict[str, str]:
@@ -65,6 +78,19 @@ def error(description: str, detail: str) -> dict[str, Any]:
     return {"description": description, "content": json_content(ref(ErrorBody), {"detail": detail})}
 
 
+def _use_error_body_for_422(doc: dict[str, Any]) -> None:
+    """Our 422s carry one readable ``detail`` line (see ``app``), not FastAPI's list of errors."""
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            if "422" in responses and "HTTPValidationError" in str(responses["422"]):
+                responses["422"] = error("Invalid parameter", "query.limit: Input should be less than or "
+                                         "equal to 10000")
+    schemas = doc.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+
+
 def install(app: FastAPI) -> None:
     """Replace the generated document with one that also carries our msgspec component schemas."""
 
@@ -72,8 +98,8 @@ def install(app: FastAPI) -> None:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, description=app.description,
                               routes=app.routes)
-            _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
-            doc.setdefault("components", {}).setdefault("schemas", {}).update(components)
+            _use_error_body_for_422(doc)
+            doc.setdefault("components", {}).setdefault("schemas", {}).update(_components())
             if app.state.nissa.settings.token:
                 doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             app.openapi_schema = doc

@@ -110,3 +110,15 @@ async def collect_watch(base: str, count: int, timeout: float = 30.0, token: str
             events.extend(frame["events"])
             cursor = frame["cursor"]
     return events, cursor
+
+
+async def close_of(ws: ClientConnection, timeout: float = 30.0) -> tuple[int, str]:
+    """Read until the server closes ``ws``; returns its close (code, reason)."""
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), timeout)
+    except ConnectionClosed as closed:
+        assert closed.rcvd is not None, "connection dropped without a close frame"
+        return closed.rcvd.code, closed.rcvd.reason

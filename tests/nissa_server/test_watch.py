@@ -1,0 +1,137 @@
+"""/ws/watch against a real server: replay then live, filters, the seam under concurrent ingest,
+and a stalled watcher that is closed (and resumes from its cursor) while everyone else keeps going."""
+
+import asyncio
+import json
+import re
+import socket
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from leyline import EventKind
+from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING
+from tests.support import (
+    IngestClient,
+    async_wait_for,
+    close_of,
+    collect_watch,
+    events_for,
+    ingest_events,
+    running_server,
+    ws_url,
+)
+
+MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.ANOMALY_DETECTED)
+
+
+async def test_replay_then_live_with_cursors(server_url):
+    async with IngestClient(server_url, "rl") as client:
+        await client.send(events_for("rl", 20))
+        await client.wait_ack(20)
+        watch = asyncio.create_task(collect_watch(server_url, 30, run_id="rl", after_seq=5))
+        await asyncio.sleep(0.2)
+        await client.send(events_for("rl", 15, start_seq=21))
+        events, cursor = await watch
+        assert [e["seq"] for e in events] == list(range(6, 36))
+        # Resuming from a cursor returns exactly what came after it.
+        more = asyncio.create_task(collect_watch(server_url, 5, run_id="rl", after_id=cursor))
+        await client.send(events_for("rl", 5, start_seq=36))
+        events, _ = await more
+        assert [e["seq"] for e in events] == list(range(36, 41))
+
+
+async def test_filters_by_kind_and_severity(server_url):
+    await ingest_events(server_url, events_for("flt", 30, kinds=MIXED))
+    events, _ = await collect_watch(server_url, 10, run_id="flt", kind="epoch_completed")
+    assert {e["kind"] for e in events} == {"epoch_completed"} and len(events) == 10
+    events, _ = await collect_watch(server_url, 10, run_id="flt", min_severity="warning")
+    assert {e["kind"] for e in events} == {"anomaly_detected"}
+    events, _ = await collect_watch(server_url, 20, run_id="flt", kind="heartbeat,anomaly_detected")
+    assert [e["seq"] for e in events] == [s for s in range(1, 31) if s % 3 != 2]
+
+
+async def test_no_run_id_watches_every_run(server_url):
+    watch = asyncio.create_task(collect_watch(server_url, 20))
+    await ingest_events(server_url, events_for("all-a", 10))
+    await ingest_events(server_url, events_for("all-b", 10))
+    events, _ = await watch
+    assert sorted({e["run_id"] for e in events}) == ["all-a", "all-b"]
+
+
+async def test_watching_a_run_before_it_exists(server_url):
+    watch = asyncio.create_task(collect_watch(server_url, 10, run_id="later"))
+    await asyncio.sleep(0.2)
+    await ingest_events(server_url, events_for("other", 5))
+    await ingest_events(server_url, events_for("later", 10))
+    events, _ = await watch
+    assert [e["seq"] for e in events] == list(range(1, 11)) and {e["run_id"] for e in events} == {"later"}
+
+
+async def test_no_gap_or_duplicate_at_the_seam_under_concurrent_ingest(server_url):
+    total, batch = 6000, 150
+
+    async def ingest():
+        async with IngestClient(server_url, "seam") as client:
+            for start in range(1, total + 1, batch):
+                await client.send(events_for("seam", batch, start_seq=start))
+                await asyncio.sleep(0.005)
+            await client.wait_ack(total)
+
+    feeder = asyncio.create_task(ingest())
+    watchers = []
+    for _ in range(6):  # join at different points of the stream
+        await asyncio.sleep(0.05)
+        watchers.append(asyncio.create_task(collect_watch(server_url, total, timeout=60, run_id="seam")))
+    await feeder
+    for watch in watchers:
+        events, _ = await watch
+        assert [e["seq"] for e in events] == list(range(1, total + 1))
+
+
+async def _read_until_closed(ws):
+    seqs, cursor = [], 0
+    try:
+        while True:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            seqs += [e["seq"] for e in frame["events"]]
+            cursor = frame["cursor"]
+    except ConnectionClosed as closed:
+        return seqs, cursor, closed.rcvd.code, closed.rcvd.reason
+
+
+async def test_stalled_watcher_is_closed_and_resumes_from_its_cursor(tmp_path):
+    with running_server(tmp_path, watcher_max_pending=3000) as url:
+        fanout = url.app.state.nissa.fanout
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fill up quickly when not read
+        sock.connect((url.split("//")[1].split(":")[0], int(url.rsplit(":", 1)[1])))
+        async with connect(ws_url(url, "/ws/watch", run_id="stall"), sock=sock, max_queue=1,
+                           max_size=None) as stalled:
+            healthy = asyncio.create_task(collect_watch(url, 1, run_id="stall"))
+            seq = 0
+            async with IngestClient(url, "stall") as client:
+                while fanout.lagged == 0 and seq < 400_000:
+                    await client.send(events_for("stall", 500, start_seq=seq + 1))
+                    seq += 500
+                    await client.wait_ack(seq)
+                assert fanout.lagged == 1, "the stalled watcher was never closed"
+                await client.send(events_for("stall", 100, start_seq=seq + 1))
+                seq += 100
+                await client.wait_ack(seq)
+            got, cursor, code, reason = await _read_until_closed(stalled)
+        assert code == CLOSE_LAGGING and f"after_id={cursor}" in reason
+        await healthy
+        everything, _ = await collect_watch(url, seq, run_id="stall")
+        assert [e["seq"] for e in everything] == list(range(1, seq + 1))
+        rest, _ = await collect_watch(url, seq - len(got), after_id=int(re.search(r"after_id=(\d+)", reason)[1]),
+                                      run_id="stall")
+        assert got + [e["seq"] for e in rest] == list(range(1, seq + 1))
+        await async_wait_for(lambda: not fanout.watchers, message="watchers gone")
+
+
+async def test_bad_query_is_refused_with_a_reason(server_url):
+    for query in ({"after_seq": "-1"}, {"after_id": "x"}, {"kind": "weather"}, {"min_severity": "loud"}):
+        async with connect(ws_url(server_url, "/ws/watch", **query)) as ws:
+            code, reason = await close_of(ws)
+        assert code == CLOSE_BAD_FRAME and reason, query
