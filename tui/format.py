@@ -62,6 +62,11 @@ def pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:5.1f}%"
 
 
+def short_id(command_id: str) -> str:
+    """Enough of a command id to tell commands apart on screen (the filter still finds it)."""
+    return command_id[:8]
+
+
 def sparkline(values: Sequence[float | None], width: int) -> str:
     """The last ``width`` values as block characters scaled to their own min..max; gaps as spaces."""
     tail = list(values)[-width:] if width > 0 else []
@@ -112,7 +117,7 @@ def _ppo(p: PPOUpdate) -> str:
 def _command(p: CommandStatusChanged) -> str:
     at = f" at step {p.applied_step}" if p.applied_step is not None else ""
     msg = f": {p.message}" if p.message else ""
-    return f"{p.action.value} {p.command_id} {p.status.value}{at}{msg}"
+    return f"{p.action.value} {short_id(p.command_id)} {p.status.value}{at}{msg}"
 
 
 def _level(p: TelemetryLevelChanged) -> str:

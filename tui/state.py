@@ -221,6 +221,9 @@ class RunState:
 def _on_run_started(state: RunState, event: Event) -> None:
     p: RunStarted = event.payload  # type: ignore[assignment]
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
+    level = p.config.get("telemetry_level")
+    if state.level is None and isinstance(level, str) and level.upper() in TelemetryLevel.__members__:
+        state.level = TelemetryLevel[level.upper()]  # the starting level, until a change says otherwise
     state.dirty.add("header")
 
 

@@ -150,7 +150,7 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
     """A whole run as events, seq 1..N."""
     rng = random.Random(seed)
     run = _Run(run_id, ts0)
-    run.emit(RunStarted(name="cifar-esper", config={"policy": "ppo", "n_envs": envs, "lr": 3e-4}), 0)
+    run.emit(RunStarted(name="cifar-esper", config={"policy": "ppo", "n_envs": envs, "lr": 3e-4, "telemetry_level": "NORMAL"}), 0)
     seeds: dict = {}
     acc = [0.1 + 0.02 * e for e in range(envs)]
     for epoch in range(1, epochs + 1):

@@ -8,6 +8,8 @@ from tests.support.server import running_server
 from tests.support.waiting import async_wait_for
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
+from textual.widgets import DataTable
+
 from tui.app import EsperWatch
 from tui.client import ClientConfig
 from tui.config import WatchConfig
@@ -153,7 +155,15 @@ async def test_finished_run_opens_as_a_replay(tmp_path):
                 await until(pilot, lambda: {"run-old", "run-new"} <= set(picker.runs)
                             and picker.runs["run-old"].status == "finished", "both runs")
                 assert picker.selected_run().run_id == "run-new"  # live runs sort first
-                await pilot.press("down", "enter")
+                table = picker.query_one(DataTable)
+                await pilot.click(DataTable, offset=(12, 0))  # the "run" header: by run id
+                await pilot.click(DataTable, offset=(12, 0))  # again: reversed
+                assert picker.sort_field == "run_id" and picker.sort_reverse
+                assert table.get_row_at(0)[1] == "run-old"
+                await pilot.press("s")  # next column: name
+                assert picker.sort_field == "name"
+                table.move_cursor(row=table.get_row_index("run-old"))
+                await pilot.press("enter")
                 replay = await until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen, "replay")
                 await until(pilot, lambda: replay.events, "stored events loaded")
                 assert len(replay.events) == len(events)

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from leyline import CommandStatus
 
+from tui.format import short_id
 from tui.views import CommandRow, ProfileView, TimelineRow
 
 STATUS_STYLE = {
@@ -34,7 +35,7 @@ def _grid(*columns: str) -> Table:
 class SeedTimeline(Static):
     """Seed lifecycle events, newest first: germinated, stage changes, gates, fossilized, pruned."""
 
-    rows: reactive[tuple[TimelineRow, ...]] = reactive(())
+    rows: reactive[tuple[TimelineRow, ...]] = reactive((), layout=True)
 
     def render(self) -> RenderableType:
         if not self.rows:
@@ -49,7 +50,7 @@ class SeedTimeline(Static):
 
 def command_lines(row: CommandRow) -> Text:
     """Two lines: id, action and the current status; then the way it came there and the result."""
-    text = Text(f"{row.command_id[-10:]:<10} {row.action:<7} ")
+    text = Text(f"{short_id(row.command_id):<8} {row.action:<7} ")
     text.append(row.status.value, style=STATUS_STYLE.get(row.status, "bold"))
     applied = next((step for s, step in row.path if s == "applied" and step is not None), None)
     if applied is not None:
@@ -67,7 +68,7 @@ class CommandPanel(Static):
 
     DEFAULT_CSS = "CommandPanel { text-wrap: nowrap; text-overflow: ellipsis; }"
 
-    rows: reactive[tuple[CommandRow, ...]] = reactive(())
+    rows: reactive[tuple[CommandRow, ...]] = reactive((), layout=True)
 
     def render(self) -> RenderableType:
         if not self.rows:
@@ -83,7 +84,7 @@ class CommandPanel(Static):
 class ProfilePanel(Static):
     """The last profiler window: where its trace is and the operators that cost most."""
 
-    view: reactive[ProfileView] = reactive(ProfileView("none"))
+    view: reactive[ProfileView] = reactive(ProfileView("none"), layout=True)
 
     def render(self) -> RenderableType:
         v = self.view

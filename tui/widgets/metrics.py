@@ -54,7 +54,7 @@ def slot_cell(seed: SlotSnapshot) -> Text:
 class EnvGrid(Static):
     """Per env: accuracy with its sparkline, the last reward, and each slot's seed."""
 
-    rows: reactive[tuple[EnvRow, ...]] = reactive(())
+    rows: reactive[tuple[EnvRow, ...]] = reactive((), layout=True)
 
     def render(self) -> RenderableType:
         if not self.rows:
@@ -91,7 +91,7 @@ def _series_table(series: tuple[Series, ...], title: str) -> Table:
 class PPOPanel(Static):
     """Losses, KL, clip fraction, explained variance, grad norm and entropy (mean and per head)."""
 
-    view: reactive[PPOView | None] = reactive(None)
+    view: reactive[PPOView | None] = reactive(None, layout=True)
 
     def render(self) -> RenderableType:
         v = self.view
@@ -108,7 +108,7 @@ class PPOPanel(Static):
 class HealthPanel(Static):
     """Gradient norm per scope and the policy LSTM's state norms, flagged when unhealthy."""
 
-    view: reactive[HealthView | None] = reactive(None)
+    view: reactive[HealthView | None] = reactive(None, layout=True)
 
     def render(self) -> RenderableType:
         v = self.view
