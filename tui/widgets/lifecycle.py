@@ -97,7 +97,9 @@ class ProfilePanel(Static):
         head.append(v.trace_path)
         if v.artifact_url:
             head.append("\nartifact ", style="dim")
-            head.append(v.artifact_url, style=f"underline link {v.artifact_url}")
+            # The name on screen, the whole URL behind it (a click opens it where terminals allow).
+            link = f" link {v.artifact_url}" if "://" in v.artifact_url else ""
+            head.append(v.artifact_url.rsplit("/", 1)[-1], style=f"underline{link}")
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
         table.add_column("op", ratio=1, no_wrap=True, overflow="ellipsis")
         for name in ("calls", "cpu ms", "self ms", "cuda ms"):
