@@ -27,7 +27,33 @@ def _components() -> dict[str, Any]:
     event["description"] = "The envelope every event travels in; the payload's type is fixed by `kind`."
     event["properties"]["payload"] = {"anyOf": [ref(tp) for tp in PAYLOAD_TYPES.values()]}
     components["Event"] = event
+    components["EscalateRequest"] = _escalate_schema(components["EscalateRequest"])
     return components
+
+
+def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
+    """The body's cross-field rules (checked in ``EscalateRequest.__post_init__``) spelled out as variants."""
+    props = generated["properties"]
+    common = {"run_id": props["run_id"], "reason": props["reason"]}
+    epochs, batches = props["epochs"]["anyOf"][0], props["batches"]["anyOf"][0]
+    null = {"type": "null"}
+
+    def variant(title: str, required: list[str], **fields: Any) -> dict[str, Any]:
+        return {"title": title, "type": "object", "required": ["run_id", "action", *required],
+                "properties": {**common, **fields}, "additionalProperties": False}
+
+    return {
+        "title": "EscalateRequest",
+        "description": generated.get("description", ""),
+        "anyOf": [
+            variant("Debug window of N epochs", ["epochs"], action={"enum": ["debug"]}, epochs=epochs,
+                    through_update={"type": "boolean"}, batches=null),
+            variant("Debug window through the next PPO update", ["through_update"], action={"enum": ["debug"]},
+                    through_update={"enum": [True]}, epochs={"anyOf": [epochs, null]}, batches=null),
+            variant("Profile window of N batches", ["batches"], action={"enum": ["profile"]}, batches=batches,
+                    epochs=null, through_update={"enum": [False]}),
+        ],
+    }
 
 
 def ref(tp: type) -> dict[str, str]:

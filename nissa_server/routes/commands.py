@@ -16,7 +16,8 @@ from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import EscalateAccepted
 
 router = APIRouter(tags=["commands"])
-_decoder = msgspec.json.Decoder(EscalateRequest)
+# Lax: JSON Schema calls 3.0 an integer, and curl users write "3"; bounds and rules still apply.
+_decoder = msgspec.json.Decoder(EscalateRequest, strict=False)
 
 _ESCALATE_BODY = {
     "requestBody": {

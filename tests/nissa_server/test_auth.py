@@ -1,0 +1,57 @@
+"""The auth matrix: which endpoints need the bearer token, with and without read protection."""
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from leyline.frames import CLOSE_UNAUTHORIZED
+from tests.support import IngestClient, close_of, collect_watch, events_for, running_server, ws_url
+
+TOKEN = "s3cret-token"
+GOOD = {"Authorization": f"Bearer {TOKEN}"}
+BAD_HEADERS = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": "Basic abc"}]
+READS = ["/runs", "/runs/sec", "/runs/sec/events", "/runs/sec/commands", "/runs/sec/artifacts", "/metrics"]
+
+
+@pytest.fixture(params=[False, True], ids=["open-reads", "read-auth"])
+def secured(request, tmp_path):
+    with running_server(tmp_path, token=TOKEN, read_auth=request.param) as url:
+        yield url, request.param
+
+
+async def _ingest_refused(url, headers):
+    async with connect(ws_url(url, "/ws/ingest"), additional_headers=headers) as ws:
+        return await close_of(ws)
+
+
+async def test_matrix(secured):
+    url, read_auth = secured
+    for headers in BAD_HEADERS:
+        code, reason = await _ingest_refused(url, headers)
+        assert code == CLOSE_UNAUTHORIZED and "token" in reason
+    async with IngestClient(url, "sec", token=TOKEN) as client:
+        await client.send(events_for("sec", 3))
+        await client.wait_ack(3)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            body = {"run_id": "sec", "action": "debug", "epochs": 1}
+            for headers in BAD_HEADERS:
+                resp = await http.post("/escalate", json=body, headers=headers)
+                assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
+                assert (await http.put("/runs/sec/artifacts/a.txt", content=b"x", headers=headers)).status_code == 401
+            assert (await http.post("/escalate", json=body, headers=GOOD)).status_code == 202
+            assert (await http.put("/runs/sec/artifacts/a.txt", content=b"x", headers=GOOD)).status_code == 201
+            for path in READS + ["/runs/sec/artifacts/a.txt"]:
+                assert (await http.get(path, headers=GOOD)).status_code == 200, path
+                assert (await http.get(path)).status_code == (401 if read_auth else 200), path
+            assert (await http.get("/healthz")).status_code == 200  # health checks never need the token
+    if read_auth:
+        async with connect(ws_url(url, "/ws/watch", run_id="sec")) as ws:
+            assert (await close_of(ws))[0] == CLOSE_UNAUTHORIZED
+    events, _ = await collect_watch(url, 3, run_id="sec", token=TOKEN)
+    assert [e["seq"] for e in events if e["rank"] == 0] == [1, 2, 3]
+
+
+async def test_without_a_token_everything_is_open(server_url):
+    async with IngestClient(server_url, "open") as client:
+        await client.send(events_for("open", 1))
+        assert await client.wait_ack(1) == 1

@@ -1,0 +1,92 @@
+"""REST reads against a real server: runs, events paging and filters, health, metrics."""
+
+import httpx
+import pytest
+
+from leyline import EventKind, HubHealth, make_event
+from tests.support import IngestClient, events_for, ingest_events
+
+MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED)
+
+
+@pytest.fixture
+async def http(server_url):
+    async with httpx.AsyncClient(base_url=server_url, timeout=30) as client:
+        yield client
+
+
+async def test_runs_list_and_detail(server_url, http):
+    assert (await http.get("/runs")).json() == []
+    events = events_for("rest", 9, started=True, kinds=MIXED)
+    events.append(make_event(HubHealth(queue_depth=1, logged=10, sent=10, acked=9, dropped={}, reconnects=0,
+                                       connected=True), run_id="rest", seq=10, ts=1.7e9))
+    async with IngestClient(server_url, "rest", name="first") as client:
+        await client.send(events)
+        await client.wait_ack(10)
+        runs = (await http.get("/runs")).json()
+        run = (await http.get("/runs/rest")).json()
+    assert [r["run_id"] for r in runs] == ["rest"]
+    assert run["status"] == "live" and run["connected"] is True and run["name"] == "demo"
+    assert run["config"] == {"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}
+    assert run["last_seq"] == {"0": 10} and run["hub_health"]["acked"] == 9
+    assert run["counts"] == {"run_started": 1, "heartbeat": 4, "epoch_completed": 4, "hub_health": 1}
+    assert run["started_at"] == 1.7e9 + 1 and run["ended_at"] is None
+    assert (await http.get("/runs/rest")).json()["connected"] is False
+    assert (await http.get("/runs/nope")).status_code == 404
+
+
+async def test_events_paging_and_filters(server_url, http):
+    await ingest_events(server_url, events_for("page", 25, kinds=MIXED))
+    await ingest_events(server_url, events_for("page", 5, rank=1))
+    seqs, after = [], 0
+    while True:
+        page = (await http.get("/runs/page/events", params={"after_seq": after, "limit": 7, "rank": 0})).json()
+        if not page:
+            break
+        seqs += [e["seq"] for e in page]
+        after = page[-1]["seq"]
+    assert seqs == list(range(1, 26))
+    both = (await http.get("/runs/page/events", params={"limit": 4})).json()
+    assert [(e["seq"], e["rank"]) for e in both] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    beats = (await http.get("/runs/page/events", params={"kind": "heartbeat", "rank": 0})).json()
+    assert [e["seq"] for e in beats] == list(range(1, 26, 2))
+    assert {e["kind"] for e in beats} == {"heartbeat"}
+
+
+@pytest.mark.parametrize("params", [{"after_seq": -1}, {"limit": 0}, {"limit": 10001}, {"kind": "weather"},
+                                    {"rank": -2}, {"after_seq": "x"}])
+async def test_bad_event_queries_are_422(server_url, http, params):
+    await ingest_events(server_url, events_for("q", 1))
+    resp = await http.get("/runs/q/events", params=params)
+    assert resp.status_code == 422 and resp.json()["detail"]
+
+
+async def test_events_of_unknown_run_is_404(http):
+    assert (await http.get("/runs/nope/events")).status_code == 404
+    assert (await http.get("/runs/nope/commands")).status_code == 404
+
+
+async def test_healthz_and_metrics(server_url, http):
+    await ingest_events(server_url, events_for("m", 12))
+    health = (await http.get("/healthz")).json()
+    assert health["status"] == "ok" and health["runs"] == 1 and health["schema_version"] >= 2
+    text = (await http.get("/metrics")).text
+    for series in ("nissa_events_ingested_total 12.0", "nissa_watchers 0.0", "nissa_writer_queue_batches",
+                   "nissa_watcher_queue_events", "nissa_ingest_connections", "nissa_frames_rejected"):
+        assert series in text, series
+
+
+async def test_openapi_documents_every_endpoint_with_examples(http):
+    doc = (await http.get("/openapi.json")).json()
+    paths = doc["paths"]
+    for path in ("/runs", "/runs/{run_id}", "/runs/{run_id}/events", "/runs/{run_id}/commands", "/escalate",
+                 "/commands/{command_id}", "/runs/{run_id}/artifacts", "/runs/{run_id}/artifacts/{name}",
+                 "/healthz", "/metrics"):
+        assert path in paths, path
+    for path, operations in paths.items():
+        for method, op in operations.items():
+            ok = op["responses"].get("200") or op["responses"].get("201") or op["responses"].get("202")
+            content = ok["content"]
+            media = next(iter(content.values()))
+            assert "example" in media or "examples" in media or "format" in media.get("schema", {}), (path, method)
+    assert "payload" in doc["components"]["schemas"]["Event"]["properties"]

@@ -1,0 +1,32 @@
+"""Property-based checks of the OpenAPI document against a real server: no 5xx, responses conform."""
+
+import asyncio
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi import checks
+
+from tests.support import events_for, ingest_events, running_server
+
+TOKEN = "fuzz-token"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    with running_server(tmp_path_factory.mktemp("fuzz"), token=TOKEN) as url:
+        # Something to find: a run (so some generated paths hit real rows).
+        asyncio.run(ingest_events(url, events_for("r1", 5, started=True), token=TOKEN))
+        yield schemathesis.openapi.from_url(f"{url}/openapi.json")
+
+
+schema = schemathesis.pytest.from_fixture("api")
+
+
+@schema.parametrize()
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_no_server_errors_and_responses_match_the_schema(case):
+    case.headers = {**(case.headers or {}), "Authorization": f"Bearer {TOKEN}"}
+    # Starlette answers 405 with the Allow header of the first route on a path, so a path served by two
+    # routes (PUT and GET of an artifact) lists one method; that is a framework limit, not ours.
+    case.call_and_validate(excluded_checks=[checks.unsupported_method, checks.allow_header_conformance])

@@ -1,0 +1,71 @@
+"""The SQLite file: schema version and migrations, WAL, indexes, and readers that do not block the writer."""
+
+import sqlite3
+
+import pytest
+
+from nissa_server import db
+from nissa_server.settings import Settings
+from tests.support import events_for, ingest_events, running_server
+
+
+def test_fresh_database_is_at_the_current_version_in_wal_mode(tmp_path):
+    conn = db.connect_writer(tmp_path / "n.db")
+    assert db.schema_version(conn) == db.SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    indexes = {row[1]: row[2] for row in conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
+                                                        "WHERE type = 'index' AND sql IS NOT NULL")}
+    assert {"events_stream", "events_kind", "events_run"} <= set(indexes)
+    columns = [r[2] for r in conn.execute("PRAGMA index_info(events_stream)")]
+    assert columns == ["run_key", "rank", "seq"]
+    assert [r[2] for r in conn.execute("PRAGMA index_info(events_kind)")] == ["run_key", "kind", "seq"]
+
+
+def test_old_database_is_migrated_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    db.MIGRATIONS[0](conn)  # a v1 file, as the first release wrote it
+    conn.execute("PRAGMA user_version=1")
+    conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at) VALUES (1, 'old', 0, 0)")
+    conn.close()
+    conn = db.connect_writer(path)
+    assert db.schema_version(conn) == db.SCHEMA_VERSION
+    assert conn.execute("SELECT run_id FROM runs").fetchall() == [("old",)]
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'events_run'").fetchone()
+
+
+def test_newer_database_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={db.SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(RuntimeError, match="newer"):
+        db.connect_writer(path)
+
+
+def test_unique_run_rank_seq(tmp_path):
+    conn = db.connect_writer(tmp_path / "n.db")
+    row = (1, 1, 0, 1, "heartbeat", 0, 0.0, b"{}")
+    conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", row)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", (2, *row[1:]))
+
+
+async def test_an_open_read_transaction_does_not_block_ingest(tmp_path):
+    with running_server(tmp_path) as url:
+        await ingest_events(url, events_for("rd", 10))
+        reader = db.connect_reader(url.settings.db_path)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 10  # snapshot held open
+        await ingest_events(url, events_for("rd", 500, start_seq=11))
+        assert reader.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 10
+        reader.execute("COMMIT")
+        assert reader.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 510
+        reader.close()
+
+
+def test_default_database_lives_in_the_user_data_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    settings = Settings()
+    assert str(settings.db_path).startswith(str(tmp_path)) and settings.db_path.name == "nissa.db"
+    assert settings.artifacts_root == settings.db_path.with_name("nissa.db.artifacts")
