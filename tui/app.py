@@ -56,8 +56,8 @@ class EsperWatch(App[None]):
         if self.client is not None:
             await self.client.aclose()
 
-    def open_run(self, run_id: str, status: str, replay: bool) -> None:
-        self.push_screen(ReplayScreen(run_id) if replay else RunViewScreen(run_id, status))
+    def open_run(self, run_id: str, status: str, replay: bool, then: str | None = None) -> None:
+        self.push_screen(ReplayScreen(run_id) if replay else RunViewScreen(run_id, status, then))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

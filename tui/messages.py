@@ -57,3 +57,11 @@ class ReplayLoaded(Message):
     def __init__(self, events: list[Event]) -> None:
         super().__init__()
         self.events = events
+
+
+class RunStatusPolled(Message):
+    """``GET /runs/{id}`` said what the run's status is now."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__()
+        self.status = status

@@ -14,6 +14,7 @@ from tui.app import EsperWatch
 from tui.client import ClientConfig
 from tui.config import WatchConfig
 from tui.screens.forms import EscalateForm
+from tui.views import StaleThresholds
 from tui.screens.replay import ReplayScreen
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
@@ -172,3 +173,33 @@ async def test_finished_run_opens_as_a_replay(tmp_path):
                 assert replay.state.epoch == 5 and replay.state.status == "live"
                 await pilot.press("r")
                 assert app.screen is picker
+
+
+async def test_a_silent_run_shows_lost_and_stale(tmp_path):
+    with running_server(tmp_path, lost_after_s=1.0, maintenance_interval_s=0.1) as url:
+        app = console(url, run_id="run-gone", stale=StaleThresholds(slow_s=0.2, stale_s=0.5))
+        async with scripted_trainer(url, "run-gone") as trainer:
+            await trainer.send(scripted_run("run-gone", epochs=1, finish=False))
+            async with app.run_test(size=SIZE) as pilot:
+                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+                header = view.query_one(RunHeader)
+                await until(pilot, lambda: header.view and header.view.status == "live", "live")
+                await trainer.ws.close()  # the trainer vanishes without run_finished
+                await until(pilot, lambda: header.view.status == "lost", "lost", timeout=60)
+                assert header.view.staleness == "STALE"
+
+
+async def test_d_in_the_picker_escalates_the_selected_run(tmp_path):
+    with running_server(tmp_path) as url:
+        async with scripted_trainer(url, "run-pick") as trainer:
+            await trainer.send(scripted_run("run-pick", epochs=1, finish=False))
+            app = console(url)
+            async with app.run_test(size=SIZE) as pilot:
+                picker = await until(pilot, lambda: isinstance(app.screen, RunPickerScreen) and app.screen, "picker")
+                await until(pilot, lambda: "run-pick" in picker.runs, "run listed")
+                await pilot.press("d")
+                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+                assert view.run_id == "run-pick"
+                await until(pilot, lambda: trainer.commands, "command reached the trainer")
+                await until(pilot, lambda: any(c.status is CommandStatus.COMPLETED for c in view.state.commands.values()),
+                            "completed in view")

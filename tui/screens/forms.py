@@ -75,6 +75,7 @@ class EscalateForm(ModalScreen[int | None]):
 
 HELP = (
     ("r", "run picker: choose a run (enter opens it; a finished run opens as a replay)"),
+    ("s", "run picker: sort by the next column (or click a column header)"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose"),
     ("p", "profile window: choose how many batches to profile"),

@@ -47,6 +47,8 @@ class RunPickerScreen(Screen[None]):
         Binding("w", "watch", "watch live"),
         Binding("v", "replay", "replay"),
         Binding("s", "cycle_sort", "sort"),
+        Binding("d", "escalate('debug')", "debug window"),
+        Binding("p", "escalate('profile')", "profile…"),
     ]
     DEFAULT_CSS = """
     RunPickerScreen #title { height: 1; padding: 0 1; background: $boost; }
@@ -147,6 +149,12 @@ class RunPickerScreen(Screen[None]):
         run = self.selected_run()
         if run is not None:
             self.watch_app.open_run(run.run_id, run.status, replay=False)
+
+    def action_escalate(self, action: str) -> None:
+        """Open the selected run live and ask there, so the command's status is in view."""
+        run = self.selected_run()
+        if run is not None:
+            self.watch_app.open_run(run.run_id, run.status, replay=False, then=action)
 
     def action_replay(self) -> None:
         run = self.selected_run()

@@ -14,7 +14,7 @@ from leyline import CommandAction
 from leyline.frames import EventBatch
 
 from tui.client import ApiError, Connection, WatchStream
-from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived
+from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
 from tui.screens.base import DashboardScreen
 from tui.screens.forms import EscalateForm
 from tui.views import staleness
@@ -32,9 +32,10 @@ class RunViewScreen(DashboardScreen):
         Binding("p", "profile", "profile…"),
     ]
 
-    def __init__(self, run_id: str, status: str = "") -> None:
+    def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
         super().__init__(run_id, name=f"run:{run_id}")
         self.state.status = status
+        self.then = then  # an action to run once shown: ``d``/``p`` pressed in the run picker
         self.connection = Connection("connecting")
         self.reconnects = 0
         self.last_arrival: float | None = None
@@ -48,8 +49,11 @@ class RunViewScreen(DashboardScreen):
     def on_mount(self) -> None:
         self.sub_title = self.run_id
         self.stream_events()
+        self.poll_status()
         self.set_interval(self.watch_app.config.refresh_s, self.render_tick)
         self.render_tick()
+        if self.then is not None:
+            self.call_later(self.run_action, self.then)
 
     # --- network: the watch stream, with backpressure -----------------------------------------
 
@@ -69,6 +73,29 @@ class RunViewScreen(DashboardScreen):
                     await self._drained.wait()
             else:
                 self.post_message(ConnectionChanged(item, stream.reconnects))
+
+    @work(exclusive=True, group="status")
+    async def poll_status(self) -> None:
+        """The server's word on the run (live, lost, finished): a silent trainer cannot say it is lost."""
+        client = self.watch_app.require_client()
+        last_error: int | None = None
+        while True:
+            try:
+                run = await client.get_run(self.run_id)
+            except ApiError as err:
+                if err.status != last_error and err.status:  # say it once, not every poll
+                    self.post_message(ApiFailed(f"run {self.run_id}", err))
+                last_error = err.status
+            else:
+                last_error = None
+                self.post_message(RunStatusPolled(run.status))
+            await asyncio.sleep(self.watch_app.config.runs_poll_s)
+
+    def on_run_status_polled(self, message: RunStatusPolled) -> None:
+        keeps_detail = message.status == "finished" and self.state.status in ("failed", "interrupted")
+        if message.status != self.state.status and not keeps_detail:
+            self.state.status = message.status
+            self.state.dirty.add("header")
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         self.state.apply_all(message.events)
