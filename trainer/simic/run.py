@@ -1,4 +1,4 @@
-"""``run_training``: the entry point the CLI and the tests share."""
+"""``run_training``: builds the loop from a ``TrainConfig`` and runs its rounds (shared by the CLI and tests)."""
 
 from __future__ import annotations
 
@@ -6,63 +6,75 @@ import logging
 import time
 
 import torch
-import torch.nn.functional as F
 
-from leyline import EpochCompleted, RunFinished
+from leyline import RunFinished
 
-from trainer.data import load_task
+from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
-from trainer.kasmina.host import CNNHost
+from trainer.kasmina.lifecycle import LifecycleConfig
+from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig
+from trainer.simic.env import EnvConfig
+from trainer.simic.ppo import PPOConfig
+from trainer.simic.progress import Progress
+from trainer.simic.reward import RewardConfig
+from trainer.simic.runtime import DeviceRuntime, resolve_device
+from trainer.simic.sites import LoopSites, NullSites
+from trainer.simic.vectorized import RoundResult, VectorizedTrainer
+from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
 
 logger = logging.getLogger(__name__)
 
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` → cuda when available, else cpu."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+__all__ = ["build_trainer", "resolve_device", "run_training"]
 
 
-def run_training(config: TrainConfig, hooks: RunHooks) -> RunFinished:
-    """Train ``config.rounds`` rounds and return the summary.
+def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
+    return LifecycleConfig(min_training_epochs=config.min_training_epochs, embargo_epochs=config.embargo_epochs,
+                           min_prune_age=config.min_prune_age)
 
-    Emits every event between ``run_started`` and ``run_finished``: the caller emits those
-    two (it knows the run's name and how it ended).
+
+def build_agent(config: TrainConfig, device: torch.device) -> Agent:
+    if config.policy == "heuristic":
+        return HeuristicAgent(HeuristicPolicy(HeuristicConfig(), lifecycle_config(config)))
+    ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
+    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device, config.seed)
+
+
+def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None = None,
+                  data: TaskData | None = None, progress: Progress | None = None) -> VectorizedTrainer:
+    """Everything a run needs, wired; ``data`` may be given to share one task between runs."""
+    runtime = DeviceRuntime.create(config.device, config.amp_dtype, config.n_envs)
+    torch.manual_seed(config.seed)
+    if data is None:
+        data = load_task(config.task, seed=config.seed, n_train=config.train_size, n_val=config.val_size,
+                         data_dir=config.data_dir)
+    env_cfg = EnvConfig(host=config.host_config, slots=config.ordered_slots, lifecycle=lifecycle_config(config),
+                        episode_length=config.episode_length, lr=config.host_lr, compile_mode=config.compile_mode)
+    return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device), runtime,
+                             build_agent(config, runtime.device), hooks, sites or NullSites(),
+                             n_envs=config.n_envs, batch_size=config.batch_size,
+                             gradient_stride=config.gradient_telemetry_stride, seed=config.seed,
+                             on_epoch=None if progress is None else progress.epoch)
+
+
+def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
+                 data: TaskData | None = None) -> RunFinished:
+    """Train ``config.rounds`` rounds; returns the summary.
+
+    Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
+    (it names the run and knows how it ended). Progress goes to stderr unless ``log_every`` is 0.
     """
     start = time.perf_counter()
-    device = resolve_device(config.device)
-    torch.manual_seed(config.seed)
-    data = load_task(config.task, seed=config.seed, n_train=config.train_size, n_val=config.val_size,
-                     data_dir=config.data_dir).to(device)
-    step = epoch = 0
-    acc = best = 0.0
+    progress = Progress(config.rounds, config.log_every) if config.log_every > 0 else None
+    trainer = build_trainer(config, hooks, sites, data, progress)
+    results: list[RoundResult] = []
     for round_ in range(1, config.rounds + 1):
-        hosts = [CNNHost(config.host_config).to(device) for _ in range(config.n_envs)]
-        opts = [torch.optim.SGD(h.parameters(), lr=config.host_lr, momentum=0.9, weight_decay=5e-4)
-                for h in hosts]
-        for _ in range(config.episode_length):
-            epoch += 1
-            perm = torch.randperm(data.n_train, device=device)
-            for i in range(0, data.n_train, config.batch_size):
-                idx = perm[i: i + config.batch_size]
-                for host, opt in zip(hosts, opts):
-                    host.train()
-                    loss = F.cross_entropy(host(data.train_x[idx]), data.train_y[idx])
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                step += 1
-                hooks.step_boundary(step, epoch)
-            for env, host in enumerate(hosts):
-                host.eval()
-                with torch.no_grad():
-                    logits = host(data.val_x)
-                acc = float((logits.argmax(1) == data.val_y).float().mean())
-                best = max(best, acc)
-                hooks.emit(EpochCompleted(round=round_, accuracy=acc,
-                                          val_loss=float(F.cross_entropy(logits, data.val_y))), env=env)
-            hooks.epoch_end(epoch)
-    return RunFinished(status="completed", duration_s=time.perf_counter() - start, epochs=epoch,
-                       rounds=config.rounds, final_accuracy=acc, best_accuracy=best)
+        result = trainer.run_round(round_)
+        results.append(result)
+        if progress is not None:
+            progress.round(result)
+    last = results[-1]
+    return RunFinished(status="completed", duration_s=time.perf_counter() - start, epochs=trainer.epoch,
+                       rounds=len(results), final_accuracy=sum(last.final_accuracy) / len(last.final_accuracy),
+                       best_accuracy=trainer.best_accuracy, fossilized=sum(r.fossilized for r in results),
+                       pruned=sum(r.pruned for r in results))

@@ -1,0 +1,47 @@
+"""The host plus its seed slots, routed ``forward_to(slot) → slot → forward_to(next) → … → logits``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from trainer.kasmina.blueprints import param_count
+from trainer.kasmina.host import CNNHost, slot_index
+from trainer.kasmina.lifecycle import LifecycleConfig
+from trainer.kasmina.slot import SeedSlot
+
+
+class MorphogeneticModel(nn.Module):
+    """A ``CNNHost`` with a ``SeedSlot`` after each block named in ``slots``."""
+
+    def __init__(self, host: CNNHost, slots: tuple[str, ...], lifecycle: LifecycleConfig) -> None:
+        super().__init__()
+        unknown = [s for s in slots if s not in host.slot_ids]
+        if unknown:
+            raise ValueError(f"slots {unknown} do not exist in a host with slots {host.slot_ids}")
+        self.host = host
+        self.slot_order: tuple[str, ...] = tuple(sorted(slots, key=slot_index))
+        self.seed_slots = nn.ModuleDict(
+            {s: SeedSlot(s, host.slot_channels(s), lifecycle) for s in self.slot_order})
+        self.host_params = param_count(host)
+
+    def slot(self, slot_id: str) -> SeedSlot:
+        return self.seed_slots[slot_id]  # type: ignore[return-value]
+
+    @property
+    def slots(self) -> list[SeedSlot]:
+        """Slots in network order (the order of every per-slot tensor)."""
+        return [self.slot(s) for s in self.slot_order]
+
+    def forward(self, x: torch.Tensor, alpha_scales: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits; ``alpha_scales[i]`` (shape N×1×1×1) scales slot i's alpha per sample."""
+        h, prev = x, None
+        for i, slot in enumerate(self.slots):
+            h = self.host.forward_to(h, slot.slot_id, prev)
+            h = slot(h, None if alpha_scales is None else alpha_scales[i])
+            prev = slot.slot_id
+        return self.host.forward_from(h, prev)
+
+    def extra_params(self) -> int:
+        """Parameters of every seed still attached (live or fossilized)."""
+        return sum(s.params for s in self.slots if s.seed is not None)

@@ -1,0 +1,105 @@
+"""Who decides: the PPO agent (LSTM actor-critic, rollout buffer, update) or the heuristic.
+
+Both see every env at once: one batched decision per epoch, returned as ONE CPU tensor of head
+indices [n_envs, n_heads] (for PPO, a single stacked device→host copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import torch
+
+from leyline import HEAD_NAMES
+
+from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
+from trainer.simic.reward import RewardNormalizer
+from trainer.simic.rollout import RolloutBuffer
+from trainer.tamiyo.features import EnvSignals, RunningNormalizer, build_observations, obs_dim
+from trainer.tamiyo.heuristic import HeuristicPolicy
+from trainer.tamiyo.policy import ActorCritic, LSTMState, PolicyConfig
+
+
+class Agent(Protocol):
+    def begin_round(self, n_envs: int) -> None: ...
+
+    def act(self, t: int, envs: Sequence[EnvSignals], op_mask: torch.Tensor,
+            slot_mask: torch.Tensor) -> torch.Tensor:
+        """Decision ``t`` of the episode for every env: [n_envs, n_heads] long, on the CPU."""
+        ...
+
+    def record_rewards(self, t: int, rewards: torch.Tensor) -> None: ...
+
+    def update(self) -> tuple[PPOMetrics, LSTMState] | None:
+        """End of round: learn from the episode (None: nothing to learn)."""
+        ...
+
+
+class HeuristicAgent:
+    def __init__(self, policy: HeuristicPolicy) -> None:
+        self.policy = policy
+
+    def begin_round(self, n_envs: int) -> None:
+        return None
+
+    def act(self, t: int, envs: Sequence[EnvSignals], op_mask: torch.Tensor,
+            slot_mask: torch.Tensor) -> torch.Tensor:
+        return self.policy.act(envs, op_mask, slot_mask)
+
+    def record_rewards(self, t: int, rewards: torch.Tensor) -> None:
+        return None
+
+    def update(self) -> tuple[PPOMetrics, LSTMState] | None:
+        return None
+
+
+class PPOAgent:
+    """The learned policy: acts from normalized features, stores the rollout, updates once per round."""
+
+    def __init__(self, n_slots: int, hidden: int, cfg: PPOConfig, episode_length: int,
+                 device: torch.device, seed: int, reward_clip: float = 10.0) -> None:
+        self.cfg, self.device, self.n_slots = cfg, device, n_slots
+        self.n_steps = episode_length - 1  # no decision after the last epoch
+        self.policy = ActorCritic(PolicyConfig(obs_dim(n_slots), n_slots, hidden)).to(device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
+        self.obs_norm = RunningNormalizer(obs_dim(n_slots))
+        self.reward_norm = RewardNormalizer(reward_clip)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.buffer: RolloutBuffer | None = None
+        self.state: LSTMState | None = None
+        self._raw_obs: list[torch.Tensor] = []
+
+    def begin_round(self, n_envs: int) -> None:
+        self.buffer = RolloutBuffer(n_envs, self.n_steps, obs_dim(self.n_slots), self.n_slots,
+                                    len(HEAD_NAMES), self.device)
+        self.state = self.policy.initial_state(n_envs, self.device)
+        self._raw_obs = []
+
+    def act(self, t: int, envs: Sequence[EnvSignals], op_mask: torch.Tensor,
+            slot_mask: torch.Tensor) -> torch.Tensor:
+        assert self.buffer is not None and self.state is not None, "begin_round first"
+        raw = build_observations(envs)
+        self._raw_obs.append(raw)
+        # The normalizer is frozen for the whole rollout; it learns from it after the update.
+        obs = self.obs_norm(raw).to(self.device, non_blocking=True)
+        om, sm = op_mask.to(self.device, non_blocking=True), slot_mask.to(self.device, non_blocking=True)
+        out = self.policy.act(obs, self.state, om, sm, self.generator)
+        self.state = out.state
+        self.buffer.add(t, obs, om, sm, out)
+        return out.actions.cpu()  # the one device→host copy of all heads of all envs
+
+    def record_rewards(self, t: int, rewards: torch.Tensor) -> None:
+        assert self.buffer is not None
+        self.buffer.set_rewards(t, rewards)
+
+    def update(self) -> tuple[PPOMetrics, LSTMState] | None:
+        buf, state = self.buffer, self.state
+        if buf is None or state is None or buf.filled == 0:
+            return None
+        self.reward_norm.update(buf.rewards[:, : buf.filled])
+        rewards = self.reward_norm(buf.rewards)
+        batch = buf.batch(rewards, self.cfg.gamma, self.cfg.gae_lambda)
+        metrics = ppo_update(self.policy, self.optimizer, batch, self.cfg)
+        self.obs_norm.update(torch.stack(self._raw_obs))
+        return metrics, state

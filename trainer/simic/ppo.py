@@ -1,0 +1,122 @@
+"""PPO for the factored policy: ratio against rollout log-probs, clipped per head, KL early stop,
+entropy per head, whole-episode truncated BPTT from each env's initial state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from leyline import HEAD_NAMES
+
+from trainer.simic.rollout import RolloutBatch
+from trainer.tamiyo.policy import ActorCritic
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Hyper-parameters of the policy update."""
+
+    lr: float = 3e-4
+    """Adam learning rate."""
+    update_epochs: int = 4
+    """Passes over the round's rollout."""
+    clip: float = 0.2
+    """Surrogate clip range, applied to every head's ratio."""
+    target_kl: float = 0.015
+    """KL target; the update stops once the approx KL exceeds ``kl_stop_factor`` × this."""
+    kl_stop_factor: float = 1.5
+    gamma: float = 0.995
+    gae_lambda: float = 0.95
+    entropy_coef: float = 0.01
+    """Entropy bonus per head (heads an op did not use do not count)."""
+    value_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.update_epochs < 1 or not 0 < self.clip < 1:
+            raise ValueError("lr must be > 0, update_epochs >= 1 and clip in (0, 1)")
+        if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
+            raise ValueError("gamma must be in (0, 1] and gae_lambda in [0, 1]")
+
+    @property
+    def kl_limit(self) -> float:
+        return self.kl_stop_factor * self.target_kl
+
+
+@dataclass(frozen=True)
+class PPOMetrics:
+    """What one update did, averaged over the update epochs that ran."""
+
+    policy_loss: float
+    value_loss: float
+    entropy: dict[str, float]
+    approx_kl: float
+    clip_fraction: float
+    explained_variance: float | None
+    ratio_min: float
+    ratio_max: float
+    grad_norm: float
+    update_epochs: int
+    early_stopped: bool
+    losses: tuple[float, ...]
+    """Total loss at the start of each update epoch (before its step)."""
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float | None:
+    var = returns.var(unbiased=False)
+    if float(var) < 1e-12:
+        return None
+    return float(1.0 - (returns - values).var(unbiased=False) / var)
+
+
+def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
+               cfg: PPOConfig) -> PPOMetrics:
+    """Several epochs over one round's rollout; one sync per epoch for the KL check."""
+    adv = batch.advantages
+    if cfg.normalize_advantages and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    used = policy.causal[batch.actions[..., 0]].float()
+    state0 = policy.initial_state(batch.obs.shape[0], batch.obs.device)
+    rows: list[torch.Tensor] = []
+    early = False
+    for _ in range(cfg.update_epochs):
+        log_probs, entropy, values = policy.evaluate(batch.obs, batch.op_mask, batch.slot_mask,
+                                                     batch.actions, state0)
+        log_ratio = log_probs - batch.log_probs
+        ratio = log_ratio.exp()
+        joint = log_ratio.sum(-1)
+        approx_kl = ((joint.exp() - 1) - joint).mean().detach()
+        if rows and float(approx_kl) > cfg.kl_limit:
+            early = True
+            break
+        surrogate = torch.minimum(ratio * adv[..., None], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[..., None])
+        head_counts = used.sum(dim=(0, 1)).clamp_min(1.0)
+        policy_loss = -((surrogate * used).sum(dim=(0, 1)) / head_counts).sum()
+        head_entropy = (entropy * used).sum(dim=(0, 1)) / head_counts
+        value_loss = 0.5 * (values - batch.returns).pow(2).mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * head_entropy.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        clipped = _masked_mean(((ratio - 1).abs() > cfg.clip).float(), used)
+        big = torch.finfo(ratio.dtype).max
+        ratio_min = ratio.masked_fill(used == 0, big).min()
+        ratio_max = ratio.masked_fill(used == 0, -big).max()
+        rows.append(torch.cat([torch.stack([loss, policy_loss, value_loss, approx_kl, clipped, ratio_min,
+                                            ratio_max, grad_norm]).detach(), head_entropy.detach()]))
+    stats = torch.stack(rows).cpu()  # one transfer for every epoch's figures
+    mean = stats.mean(0).tolist()
+    return PPOMetrics(
+        policy_loss=mean[1], value_loss=mean[2],
+        entropy={name: mean[8 + i] for i, name in enumerate(HEAD_NAMES)},
+        approx_kl=mean[3], clip_fraction=mean[4],
+        explained_variance=explained_variance(batch.values.detach().cpu(), batch.returns.detach().cpu()),
+        ratio_min=float(stats[:, 5].min()), ratio_max=float(stats[:, 6].max()), grad_norm=mean[7],
+        update_epochs=len(rows), early_stopped=early, losses=tuple(stats[:, 0].tolist()))

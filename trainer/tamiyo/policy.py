@@ -1,0 +1,115 @@
+"""The LSTM actor-critic: feature net → LSTM → one head per action head, and a critic.
+
+Sampling is op-first: the op is drawn under its mask, the slot under the chosen op's slot mask,
+then the other heads. Heads the op does not use take index 0 and log-prob 0 (causal masks),
+so only the heads an action really used get credit in the PPO loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from trainer.tamiyo.actions import CAUSAL_HEADS, head_sizes
+
+_MASKED = -1e9  # finite so that masked entries give p·log p = 0, never NaN
+LSTMState = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Shape of the actor-critic."""
+
+    obs_dim: int
+    """Observation features."""
+    n_slots: int
+    """Size of the slot head."""
+    hidden: int = 64
+    """Width of the feature net and the LSTM [GPU scale: 512]."""
+
+    def __post_init__(self) -> None:
+        if self.obs_dim < 1 or self.n_slots < 1 or self.hidden < 4:
+            raise ValueError(f"invalid policy shape: {self}")
+
+
+@dataclass(frozen=True)
+class ActOutput:
+    """One batched step for all envs; every tensor stays on the policy's device."""
+
+    actions: torch.Tensor
+    """[B, n_heads] head indices (``HEAD_NAMES`` order)."""
+    log_probs: torch.Tensor
+    """[B, n_heads] log-probabilities of the chosen indices (0 for heads the op does not use)."""
+    value: torch.Tensor
+    """[B] critic estimate."""
+    state: LSTMState
+
+
+def masked_log_softmax(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(logits.masked_fill(~mask, _MASKED), dim=-1)
+
+
+def _mlp(d_in: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, max(d_in // 2, 4)), nn.ReLU(), nn.Linear(max(d_in // 2, 4), d_out))
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, config: PolicyConfig) -> None:
+        super().__init__()
+        self.config = config
+        h = config.hidden
+        self.feature = nn.Sequential(nn.Linear(config.obs_dim, h), nn.LayerNorm(h), nn.ReLU())
+        self.lstm = nn.LSTM(h, h, batch_first=True)
+        self.heads = nn.ModuleList(_mlp(h, size) for size in head_sizes(config.n_slots))
+        self.critic = _mlp(h, 1)
+        self.register_buffer("causal", CAUSAL_HEADS.clone(), persistent=False)
+
+    def initial_state(self, batch: int, device: torch.device | None = None) -> LSTMState:
+        zeros = torch.zeros(1, batch, self.config.hidden, device=device)
+        return zeros, zeros.clone()
+
+    def _trunk(self, obs: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, LSTMState]:
+        z, new_state = self.lstm(self.feature(obs), state)
+        return z, (new_state[0], new_state[1])
+
+    def _log_probs(self, z: torch.Tensor, op_mask: torch.Tensor, slot_mask: torch.Tensor,
+                   op: torch.Tensor | None) -> list[torch.Tensor]:
+        """Per-head log-softmax; the slot head is masked by the slot mask of ``op``."""
+        logits = [head(z) for head in self.heads]
+        op_lp = masked_log_softmax(logits[0], op_mask)
+        if op is None:  # sampling: the op is drawn first, then the slot under its mask
+            return [op_lp]
+        n_slots = slot_mask.shape[-1]
+        index = op[..., None, None].expand(*op.shape, 1, n_slots)
+        allowed = slot_mask.gather(-2, index).squeeze(-2)
+        return [op_lp, masked_log_softmax(logits[1], allowed),
+                *(torch.log_softmax(lg, dim=-1) for lg in logits[2:])]
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, state: LSTMState, op_mask: torch.Tensor, slot_mask: torch.Tensor,
+            generator: torch.Generator | None = None) -> ActOutput:
+        """Sample one action per env from obs [B, D] and masks [B, n_ops], [B, n_ops, n_slots]."""
+        z, new_state = self._trunk(obs[:, None], state)
+        z = z[:, 0]
+        op = torch.multinomial(self._log_probs(z, op_mask, slot_mask, None)[0].exp(), 1, generator=generator)[:, 0]
+        lps = self._log_probs(z, op_mask, slot_mask, op)
+        picks = [op] + [torch.multinomial(lp.exp(), 1, generator=generator)[:, 0] for lp in lps[1:]]
+        actions = torch.stack(picks, dim=1)
+        chosen = torch.stack([lp.gather(-1, a[:, None])[:, 0] for lp, a in zip(lps, picks)], dim=1)
+        used = self.causal[op]
+        value = self.critic(z)[:, 0]
+        return ActOutput(actions.where(used, 0), chosen.where(used, 0.0), value, new_state)
+
+    def evaluate(self, obs: torch.Tensor, op_mask: torch.Tensor, slot_mask: torch.Tensor,
+                 actions: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Whole sequences [B, T, …] from ``state``: (log_probs, entropy) [B, T, n_heads] masked
+        causally, and values [B, T]."""
+        z, _ = self._trunk(obs, state)
+        op = actions[..., 0]
+        lps = self._log_probs(z, op_mask, slot_mask, op)
+        chosen = torch.stack([lp.gather(-1, actions[..., i: i + 1])[..., 0] for i, lp in enumerate(lps)], dim=-1)
+        entropy = torch.stack([-(lp.exp() * lp).sum(-1) for lp in lps], dim=-1)
+        used = self.causal[op].to(chosen.dtype)
+        return chosen * used, entropy * used, self.critic(z)[..., 0]
