@@ -98,7 +98,8 @@ async def test_profile_form_and_refusals_are_shown(tmp_path):
                 await pilot.press(*["backspace"] * 3, *"999", "enter")  # past the bound: the form says so
                 assert isinstance(app.screen, EscalateForm)
                 assert str(form.query_one("#error").render()).strip()
-                await pilot.press(*["backspace"] * 3, "7", "enter")
+                await pilot.press(*["backspace"] * 3, "7")
+                await pilot.click("#ok")  # the mouse works in the form too
                 await until(pilot, lambda: not isinstance(app.screen, EscalateForm), "form closed")
                 await until(pilot, lambda: trainer.commands, "profile command delivered")
                 assert trainer.commands[0].action.value == "profile" and trainer.commands[0].batches == 7

@@ -6,6 +6,9 @@ and look at the SVGs in ``__snapshots__`` before committing them.
 
 from textual.widgets import Input
 
+from leyline import CommandAction
+from tui.screens.forms import EscalateForm
+
 SIZE = (120, 40)
 
 
@@ -31,3 +34,12 @@ def test_event_log_filter(snap_compare, replay_app):
 
 def test_help(snap_compare, replay_app):
     assert snap_compare(replay_app, terminal_size=SIZE, press=["question_mark"])
+
+
+def test_profile_form(snap_compare, replay_app):
+    async def open_form(pilot):
+        await pilot.app.push_screen(EscalateForm(CommandAction.PROFILE, 5))
+        pilot.app.screen.query_one("#amount", Input).cursor_blink = False
+        await pilot.press("backspace", *"900", "enter")  # out of bounds: the form says why
+
+    assert snap_compare(replay_app, terminal_size=SIZE, run_before=open_form)
