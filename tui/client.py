@@ -147,9 +147,11 @@ class NissaClient:
         return decode_events(response.content)
 
     async def all_events(self, run_id: str, max_events: int, page: int = 1000) -> list[Event]:
-        """Every stored event of the run's rank 0 (then the server's own), up to ``max_events``."""
+        """Every stored event of every rank (the server's own included), up to ``max_events``."""
+        run = await self.get_run(run_id)
+        ranks = {0, -1} | {int(r) for r in (run.last_seq if isinstance(run.last_seq, dict) else {})}
         out: list[Event] = []
-        for rank in (0, -1):
+        for rank in sorted(ranks, key=lambda r: (r < 0, r)):
             after = 0
             while len(out) < max_events:
                 batch = await self.events(run_id, after_seq=after, limit=page, rank=rank)
@@ -157,7 +159,8 @@ class NissaClient:
                 if len(batch) < page:
                     break
                 after = batch[-1].seq
-        out.sort(key=lambda e: (e.ts, e.rank < 0, e.seq))
+        # Ranks interleave by time; the server's own events (rank -1) after a trainer's at equal ts.
+        out.sort(key=lambda e: (e.ts, e.rank < 0, e.rank, e.seq))
         return out
 
     async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,

@@ -32,11 +32,12 @@ from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
 
 
 class ScriptedTrainer:
-    """One run, rank 0: seq counts up from 1 across everything it sends."""
+    """One run and rank: seq counts up from 1 across everything it sends."""
 
-    def __init__(self, ws: ClientConnection, run_id: str, answer_commands: bool) -> None:
+    def __init__(self, ws: ClientConnection, run_id: str, answer_commands: bool, rank: int = 0) -> None:
         self.ws = ws
         self.run_id = run_id
+        self.rank = rank
         self.answer_commands = answer_commands
         self.seq = 0
         self.step = 0
@@ -49,7 +50,7 @@ class ScriptedTrainer:
     def event(self, payload: Payload, env: int | None = None) -> Event:
         self.seq += 1
         return make_event(payload, run_id=self.run_id, seq=self.seq, ts=time.time(), step=self.step,
-                          epoch=self.epoch, env=env)
+                          epoch=self.epoch, env=env, rank=self.rank)
 
     async def send(self, events: list[Event], batch: int = 500) -> None:
         """Send events (their seq must continue this trainer's) and wait until the server stored them."""
@@ -106,15 +107,15 @@ class ScriptedTrainer:
 
 @contextlib.asynccontextmanager
 async def scripted_trainer(server_url: str, run_id: str, *, name: str = "scripted", token: str | None = None,
-                           answer_commands: bool = True) -> AsyncIterator[ScriptedTrainer]:
+                           answer_commands: bool = True, rank: int = 0) -> AsyncIterator[ScriptedTrainer]:
     """Connect, say hello, and keep reading acks and commands until the block ends."""
     ws_url = server_url.replace("http://", "ws://", 1).rstrip("/") + "/ws/ingest"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with connect(ws_url, additional_headers=headers, max_size=None) as ws:
-        await ws.send(encode(Hello(run_id=run_id, name=name, last_seq=0)).decode())
+        await ws.send(encode(Hello(run_id=run_id, rank=rank, name=name, last_seq=0)).decode())
         welcome = decode_frame(await asyncio.wait_for(ws.recv(), 30))
         assert isinstance(welcome, Welcome), welcome
-        trainer = ScriptedTrainer(ws, run_id, answer_commands)
+        trainer = ScriptedTrainer(ws, run_id, answer_commands, rank)
         trainer.seq = welcome.last_seq
         trainer._reader = asyncio.create_task(trainer._read())
         try:

@@ -1,0 +1,54 @@
+"""The console's REST client against a real server: paging across ranks, refusals with reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from leyline import CommandAction, Heartbeat
+
+from tests.support.server import running_server
+from tests.tui.producer import scripted_trainer
+from tui.client import ApiError, ClientConfig, NissaClient
+
+
+async def test_all_events_pages_through_every_rank(tmp_path):
+    with running_server(tmp_path) as url:
+        async with scripted_trainer(url, "run-mr", rank=0) as r0, scripted_trainer(url, "run-mr", rank=1) as r1:
+            await r0.emit(*(Heartbeat(uptime_s=float(i)) for i in range(60)))
+            await r1.emit(*(Heartbeat(uptime_s=float(i)) for i in range(45)))
+            client = NissaClient(ClientConfig(url))
+            try:
+                events = await client.all_events("run-mr", max_events=10_000, page=25)
+                assert sorted((e.rank, e.seq) for e in events) == sorted(
+                    [(0, s) for s in range(1, 61)] + [(1, s) for s in range(1, 46)])
+                assert len(await client.all_events("run-mr", max_events=70, page=25)) == 70
+            finally:
+                await client.aclose()
+
+
+async def test_refusals_carry_the_servers_reason(tmp_path):
+    with running_server(tmp_path) as url:
+        client = NissaClient(ClientConfig(url))
+        try:
+            with pytest.raises(ApiError) as info:
+                await client.escalate("nope", CommandAction.DEBUG, epochs=2)
+            assert info.value.status == 404 and info.value.reason
+            with pytest.raises(ApiError) as info:
+                await client.escalate("nope", CommandAction.DEBUG, epochs=100_000)
+            assert info.value.status == 422 and "epochs" in info.value.reason
+        finally:
+            await client.aclose()
+    unreachable = NissaClient(ClientConfig("http://127.0.0.1:9", timeout_s=2))
+    try:
+        with pytest.raises(ApiError) as info:
+            await unreachable.list_runs()
+        assert info.value.status == 0 and "cannot reach" in info.value.reason
+    finally:
+        await unreachable.aclose()
+
+
+def test_client_config_is_validated():
+    with pytest.raises(ValueError, match="--server"):
+        ClientConfig("127.0.0.1:8765")
+    cfg = ClientConfig("https://nissa.example:8443/", token="t")
+    assert cfg.ws_base == "wss://nissa.example:8443" and cfg.headers == {"Authorization": "Bearer t"}
