@@ -10,12 +10,12 @@ import httpx
 from leyline import Event, decode_events
 
 
-def server_events(url: str, run_id: str, *, kind: str | None = None, page: int = 1000) -> list[Event]:
-    """Every stored event of a run, following the ``after_seq`` cursor page by page."""
+def server_events(url: str, run_id: str, *, rank: int, kind: str | None = None, page: int = 1000) -> list[Event]:
+    """Every stored event of one rank of a run, following the ``after_seq`` cursor page by page."""
     events: list[Event] = []
     after = 0
     while True:
-        params: dict[str, str | int] = {"after_seq": after, "limit": page}
+        params: dict[str, str | int] = {"after_seq": after, "limit": page, "rank": rank}
         if kind:
             params["kind"] = kind
         resp = httpx.get(f"{url}/runs/{run_id}/events", params=params, timeout=30)
@@ -29,7 +29,9 @@ def server_events(url: str, run_id: str, *, kind: str | None = None, page: int =
 
 
 def trainer_events(url: str, run_id: str, rank: int = 0, **kw) -> list[Event]:
-    return [e for e in server_events(url, run_id, **kw) if e.rank == rank]
+    events = server_events(url, run_id, rank=rank, **kw)
+    assert all(e.rank == rank for e in events)
+    return events
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: float = 0.1) -> object:

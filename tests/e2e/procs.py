@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 
-import httpx
-import pytest
+from tests.support.server import start_server_process, stop_process
 
 
 def script(name: str) -> str:
@@ -29,47 +25,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(**extra: str) -> dict[str, str]:
+def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("NISSA_TOKEN", None)
     env.pop("NISSA_SERVER", None)
     env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
     return env
 
 
 class ServerProcess:
     """``nissa-server`` on a fixed loopback port (so that a restart comes back at the same URL)."""
 
-    def __init__(self, db: pathlib.Path, port: int | None = None, log: pathlib.Path | None = None,
-                 token: str | None = None) -> None:
+    def __init__(self, db: pathlib.Path, port: int | None = None, token: str | None = None) -> None:
         self.db = db
         self.token = token
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log or db.with_suffix(".server.log")
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60.0) -> ServerProcess:
-        if importlib.util.find_spec("nissa_server.cli") is None:
-            pytest.skip("nissa-server is not installed in this tree yet")
-        out = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [script("nissa-server"), "--host", "127.0.0.1", "--port", str(self.port), "--db", str(self.db)],
-            stdout=out, stderr=subprocess.STDOUT, env=_env(NISSA_TOKEN=self.token) if self.token else _env())
-        out.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nissa-server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2.0).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass  # not listening yet
-            time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"nissa-server did not answer within {timeout} s")
+    def start(self) -> ServerProcess:
+        self.proc, url = start_server_process(self.db, port=self.port, token=self.token, env=_env())
+        assert url == self.url, f"nissa-server listens on {url}, not {self.url}"
+        return self
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, as in a crash."""
@@ -78,12 +55,8 @@ class ServerProcess:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 class TrainerProcess:
