@@ -3,7 +3,8 @@
 Checks (all run by ``check_all``, every PPO update, on the update's real numbers):
 ratio explosion and collapse, value collapse (explained variance under a threshold
 that tightens as training progresses: early on a critic may still be anti-correlated),
-entropy collapse (per head, normalised by the head's size), KL spike, NaN/Inf in any
+entropy collapse (per head, normalised by the head's size; a head that reports exactly 0
+had no choice to make in the update and is skipped), KL spike, NaN/Inf in any
 update metric, gradient norm, or LSTM state, gradient drift from the bias-corrected EMA,
 and LSTM explosion and vanishing.
 
@@ -133,6 +134,10 @@ class AnomalyDetector:
         collapsed: dict[str, float] = {}
         for head, value in entropy.items():
             size = head_sizes.get(head, 0)
+            # Exactly 0.0 means no step gave the head a choice (no op used it, or masks left one
+            # legal action): nothing was learned there, so there is nothing to judge.
+            if value == 0.0:
+                continue
             if size > 1 and math.isfinite(value) and value / math.log(size) < self.config.entropy_collapse:
                 collapsed[head] = value / math.log(size)
         if not collapsed:

@@ -1,22 +1,29 @@
-"""Plugging profiling into a live run: what ``esper-train`` calls once its runtime is built.
+"""Plugging telemetry into a live run: what ``esper-train`` calls once its runtime is built.
 
     handler = install_profiling(runtime, profile_batches=args.profile)  # --profile N, or None
+    summary = run_training(config, runtime, sites=telemetry_for_training(runtime, config))
 
 registers the ``profile`` command handler with the runtime's command processor (so
 ``POST /escalate {"action": "profile", "batches": N}`` opens a window on the live run)
 and, with ``profile_batches``, asks for one window from the start of the run through the
 same command path. Traces go under ``<log-dir>/<run_id>/profiles/`` and, when the run
-has a server, are uploaded to it as artifacts.
+has a server, are uploaded to it as artifacts. ``telemetry_for_training`` builds the
+loop's collectors for a training config (stride, policy head sizes), escalating through
+the runtime's command path.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from leyline import CommandAction
+from leyline import HEAD_NAMES, CommandAction
 
+from trainer.hooks import RunHooks
+from trainer.simic.config import TrainConfig
+from trainer.tamiyo.actions import head_sizes
 from trainer.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
 from trainer.telemetry.profiler import ProfileConfig
+from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 if TYPE_CHECKING:
     from trainer.runtime import Runtime
@@ -35,3 +42,10 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None,
     if profile_batches is not None:
         profile_at_start(runtime.commands, hub.run_id, profile_batches)
     return handler
+
+
+def telemetry_for_training(hooks: RunHooks, config: TrainConfig) -> SimicTelemetry:
+    """The loop's collectors for ``config``: its gradient stride and its policy's head sizes."""
+    sizes = dict(zip(HEAD_NAMES, head_sizes(len(config.slots)), strict=True))
+    return SimicTelemetry.for_run(hooks, TelemetryConfig(gradient_stride=config.gradient_telemetry_stride,
+                                                         head_sizes=sizes))

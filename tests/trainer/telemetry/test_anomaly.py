@@ -83,6 +83,7 @@ def test_entropy_is_normalised_by_head_size_and_single_choice_heads_are_skipped(
     assert d.check_entropy({"tempo": 0.2}, {"tempo": 3}) is None  # 0.2 / ln 3 = 0.18
     found = d.check_entropy({"tempo": 0.05, "op": 1.2}, {"tempo": 3, "op": 6})
     assert found is not None and set(found.evidence) == {"threshold", "entropy_tempo"}
+    assert d.check_entropy({"blueprint": 0.0}, {"blueprint": 7}) is None  # no op used the head this update
 
 
 def test_gradient_drift_is_part_of_check_all():
