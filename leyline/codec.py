@@ -25,7 +25,8 @@ def encode(obj: object) -> bytes:
     return _encoder.encode(obj)
 
 
-def _finish(wire: _WireEvent) -> Event:
+def payload_of(wire: _WireEvent) -> Payload:
+    """Validate and decode the raw payload of a ``WireEvent`` (and its schema version)."""
     if wire.v > SCHEMA_VERSION:
         raise msgspec.ValidationError(f"schema v{wire.v} is newer than this side's v{SCHEMA_VERSION}")
     try:
@@ -36,6 +37,11 @@ def _finish(wire: _WireEvent) -> Event:
         if "at `$" not in where:
             where = f"{where} - at `$.payload`"
         raise msgspec.ValidationError(f"{wire.kind.value}: {where}") from None
+    return payload
+
+
+def _finish(wire: _WireEvent) -> Event:
+    payload = payload_of(wire)
     return Event(
         run_id=wire.run_id, rank=wire.rank, seq=wire.seq, ts=wire.ts, step=wire.step,
         epoch=wire.epoch, env=wire.env, kind=wire.kind, severity=wire.severity,
@@ -72,14 +78,33 @@ def _frame_decoder() -> msgspec.json.Decoder:
 _frame_dec: msgspec.json.Decoder | None = None
 
 
-def decode_frame(data: bytes | str) -> object:
-    """Decode and validate any websocket frame; an ``events`` frame yields an ``EventBatch``."""
+def _decode_any_frame(data: bytes | str) -> object:
     global _frame_dec
     if _frame_dec is None:
         _frame_dec = _frame_decoder()
-    frame = _frame_dec.decode(data)
+    return _frame_dec.decode(data)
+
+
+def decode_frame(data: bytes | str) -> object:
+    """Decode and validate any websocket frame; an ``events`` frame yields an ``EventBatch``."""
+    frame = _decode_any_frame(data)
     if isinstance(frame, _WireBatch):
         from leyline.frames import EventBatch
 
         return EventBatch(events=[_finish(w) for w in frame.events], cursor=frame.cursor)
+    return frame
+
+
+# Public names for relays that store or forward events without rebuilding them (the server).
+WireEvent = _WireEvent
+WireBatch = _WireBatch
+
+
+def decode_frame_wire(data: bytes | str) -> object:
+    """Like ``decode_frame`` and exactly as strict, but an ``events`` frame stays a ``WireBatch``:
+    every envelope and payload is validated, and each payload is kept as its raw JSON."""
+    frame = _decode_any_frame(data)
+    if isinstance(frame, _WireBatch):
+        for wire in frame.events:
+            payload_of(wire)
     return frame
