@@ -6,14 +6,17 @@ import time
 
 import msgspec
 
-from leyline import SERVER_RANK, Event, Payload, RunStatus, Severity, make_event
+from leyline import SERVER_RANK, Event, Payload, RunStatus, Severity, decode_event, make_event
+from leyline.codec import WireEvent
 from leyline.enums import EventKind
 from nissa_server.runs import RunState
 from nissa_server.store import EventWrite, Row, Store
 from nissa_server.writes import EFFECT_KINDS
 
 _encoder = msgspec.json.Encoder()
-_SEVERITY = {s: s.rank for s in Severity}
+_wire = msgspec.json.Decoder(WireEvent)
+_SEVERITY = {s.value: s.rank for s in Severity}
+_EFFECT_KINDS = frozenset(k.value for k in EFFECT_KINDS)
 
 
 class BatchRejected(ValueError):
@@ -24,7 +27,7 @@ class BatchRejected(ValueError):
         self.too_large = too_large
 
 
-def check_batch(events: list[Event], run_id: str, rank: int, max_events: int) -> None:
+def check_batch(events: list[WireEvent], run_id: str, rank: int, max_events: int) -> None:
     if len(events) > max_events:
         raise BatchRejected(f"batch of {len(events)} events exceeds the limit of {max_events}", too_large=True)
     for event in events:
@@ -34,43 +37,55 @@ def check_batch(events: list[Event], run_id: str, rank: int, max_events: int) ->
             )
 
 
-def build_write(store: Store, run: RunState, rank: int, events: list[Event], max_event_bytes: int,
+def _encode_checked(events: list[WireEvent], max_event_bytes: int) -> list[bytes]:
+    bodies = [_encoder.encode(e) for e in events]
+    if bodies and max(map(len, bodies)) > max_event_bytes:
+        seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
+        raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)
+    return bodies
+
+
+def build_write(store: Store, run: RunState, rank: int, events: list[WireEvent], max_event_bytes: int,
                 *, touch: bool = True) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 
-    Nothing changes if any event is too large, so a rejected batch leaves the stream as it was.
+    ``events`` are validated already (payloads included); each is stored as the canonical envelope
+    around its payload's JSON. Nothing changes if any event is too large, so a rejected batch leaves
+    the stream as it was. This loop is the server's per-event hot path: locals, no enum hashing.
     """
-    bodies = [_encoder.encode(e) for e in events]
-    for event, body in zip(events, bodies):
-        if len(body) > max_event_bytes:
-            raise BatchRejected(
-                f"event seq {event.seq} is {len(body)} bytes, over the limit of {max_event_bytes}", too_large=True
-            )
+    bodies = _encode_checked(events, max_event_bytes)
     stream = run.stream(rank)
-    key = run.run_key
-    next_id = store.next_id
+    key, ahead = run.run_key, stream.ahead
+    contiguous, last, next_id = stream.contiguous, stream.last_seq, store.next_id
     rows: list[Row] = []
     kinds: dict[str, int] = {}
     effects: list[Event] = []
     for event, body in zip(events, bodies):
-        if not stream.accept(event.seq):
-            continue
-        kind = event.kind.value
-        rows.append((next_id, key, rank, event.seq, kind, _SEVERITY[event.severity], event.ts, body))
+        seq = event.seq
+        if seq == contiguous + 1 and not ahead:
+            contiguous = seq
+            last = seq if seq > last else last
+        else:
+            stream.contiguous, stream.last_seq = contiguous, last
+            if not stream.accept(seq):
+                continue
+            contiguous, last = stream.contiguous, stream.last_seq
+        kind = event.kind._value_
+        rows.append((next_id, key, rank, seq, kind, _SEVERITY[event.severity._value_], event.ts, body))
         next_id += 1
         kinds[kind] = kinds.get(kind, 0) + 1
-        if event.kind in EFFECT_KINDS:
-            effects.append(event)
-    store.next_id = next_id
-    if rows and touch:
-        last = events[-1]
-        run.last_step, run.last_epoch = max(run.last_step, last.step), max(run.last_epoch, last.epoch)
+        if kind in _EFFECT_KINDS:
+            effects.append(decode_event(body))
+    stream.contiguous, stream.last_seq, store.next_id = contiguous, last, next_id
     if touch:
+        if rows:
+            final = events[-1]
+            run.last_step, run.last_epoch = max(run.last_step, final.step), max(run.last_epoch, final.epoch)
         run.touch()
     if any(e.kind is EventKind.RUN_FINISHED for e in effects):
         run.status = RunStatus.FINISHED
-    write = EventWrite(run=run, rank=rank, rows=rows, contiguous=stream.contiguous, last_seq=stream.last_seq,
-                       kinds=kinds, effects=effects, touch=touch)
+    write = EventWrite(run=run, rank=rank, rows=rows, contiguous=contiguous, last_seq=last, kinds=kinds,
+                       effects=effects, touch=touch)
     return write, len(events) - len(rows)
 
 
@@ -79,5 +94,6 @@ def server_event(store: Store, run: RunState, payload: Payload, severity: Severi
     seq = run.stream(SERVER_RANK).last_seq + 1
     event = make_event(payload, run_id=run.run_id, seq=seq, ts=time.time(), rank=SERVER_RANK,
                        step=run.last_step, epoch=run.last_epoch, severity=severity)
-    write, _ = build_write(store, run, SERVER_RANK, [event], max_event_bytes=1 << 30, touch=False)
+    wire = _wire.decode(_encoder.encode(event))
+    write, _ = build_write(store, run, SERVER_RANK, [wire], max_event_bytes=1 << 30, touch=False)
     return write

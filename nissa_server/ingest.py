@@ -13,7 +13,8 @@ from collections import deque
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from leyline import SERVER_RANK, Command, decode_frame, encode
+from leyline import SERVER_RANK, Command, encode
+from leyline.codec import WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_SUPERSEDED,
@@ -22,7 +23,6 @@ from leyline.frames import (
     CLOSE_UNSUPPORTED,
     Ack,
     CommandFrame,
-    EventBatch,
     Hello,
     Welcome,
 )
@@ -111,7 +111,7 @@ class IngestSession:
         if len(data) > limit:
             raise FrameRejected(CLOSE_TOO_LARGE, f"frame of {len(data)} bytes exceeds {limit}", "too_large")
         try:
-            return decode_frame(data)
+            return decode_frame_wire(data)
         except msgspec.DecodeError as err:
             raise _decode_error(err) from None
 
@@ -146,7 +146,7 @@ class IngestSession:
             frame = await self.receive()
             if frame is None:
                 return
-            if not isinstance(frame, EventBatch):
+            if not isinstance(frame, WireBatch):
                 raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
                                     "bad_frame")
             try:

@@ -62,7 +62,7 @@ class Settings:
     """Largest JSON request body (``/escalate``)."""
     max_artifact_bytes: int = 512 * 1024 * 1024
     """Largest artifact upload."""
-    watcher_max_pending: int = 50_000
+    watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     writer_queue_batches: int = 256
     """Batches waiting for the store writer before ingest stops reading (backpressure)."""
