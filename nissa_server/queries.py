@@ -49,6 +49,8 @@ def get_run(conn: sqlite3.Connection, run_key: int) -> RunInfo | None:
 def events_page(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: int,
                 kinds: list[str] | None = None, rank: int | None = None) -> list[bytes]:
     """Stored events with ``seq > after_seq`` in (seq, rank) order, at most ``limit``."""
+    if rank is None and not kinds:
+        return _merge_ranks(conn, run_key, after_seq, limit)
     where, args = ["run_key = ?", "seq > ?"], [run_key, after_seq]
     if rank is not None:
         where.append("rank = ?")
@@ -58,6 +60,18 @@ def events_page(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: i
         args.extend(kinds)
     sql = f"SELECT body FROM events WHERE {' AND '.join(where)} ORDER BY seq, rank LIMIT ?"
     return [body for (body,) in conn.execute(sql, (*args, limit))]
+
+
+def _merge_ranks(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: int) -> list[bytes]:
+    # One index range per rank, merged here: SQLite would otherwise sort the whole run for every page.
+    rows: list[tuple[int, int, bytes]] = []
+    for (rank,) in conn.execute("SELECT rank FROM streams WHERE run_key = ?", (run_key,)).fetchall():
+        rows += conn.execute(
+            "SELECT seq, rank, body FROM events WHERE run_key = ? AND rank = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (run_key, rank, after_seq, limit),
+        ).fetchall()
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return [body for _, _, body in rows[:limit]]
 
 
 def replay_page(conn: sqlite3.Connection, run_key: int | None, after_id: int, upto_id: int, limit: int,

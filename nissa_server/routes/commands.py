@@ -69,9 +69,11 @@ async def escalate(
     except msgspec.DecodeError as err:
         raise HTTPException(422, f"invalid escalation: {err}") from None
     try:
-        command_id, _ = await n.commands.escalate(req, n.run(req.run_id), idempotency_key)
+        command_id, created = await n.commands.escalate(req, n.run(req.run_id), idempotency_key)
     except CommandError as err:
         raise HTTPException(err.status_code, err.detail) from None
+    if created:
+        n.metrics.commands_created.inc()
     open_ = n.commands.open.get(command_id)
     status = open_.status if open_ is not None else None
     if status is None:

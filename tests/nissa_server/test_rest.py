@@ -4,7 +4,9 @@ import httpx
 import pytest
 
 from leyline import EventKind, HubHealth, make_event
-from tests.support import IngestClient, events_for, ingest_events
+from websockets.asyncio.client import connect
+
+from tests.support import IngestClient, close_of, events_for, ingest_events, ws_url
 
 MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED)
 
@@ -68,11 +70,17 @@ async def test_events_of_unknown_run_is_404(http):
 
 async def test_healthz_and_metrics(server_url, http):
     await ingest_events(server_url, events_for("m", 12))
+    async with IngestClient(server_url, "m"):
+        assert (await http.post("/escalate", json={"run_id": "m", "action": "debug", "epochs": 1})).status_code == 202
+    async with connect(ws_url(server_url, "/ws/ingest")) as bad:
+        await bad.send("{nope")
+        await close_of(bad)
     health = (await http.get("/healthz")).json()
     assert health["status"] == "ok" and health["runs"] == 1 and health["schema_version"] >= 2
     text = (await http.get("/metrics")).text
     for series in ("nissa_events_ingested_total 12.0", "nissa_watchers 0.0", "nissa_writer_queue_batches",
-                   "nissa_watcher_queue_events", "nissa_ingest_connections", "nissa_frames_rejected"):
+                   "nissa_watcher_queue_events", "nissa_ingest_connections 0.0", 'nissa_commands{status="queued"} 1.0',
+                   'nissa_frames_rejected_total{reason="bad_frame"} 1.0', "nissa_commands_created_total 1.0"):
         assert series in text, series
 
 
