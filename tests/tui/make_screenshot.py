@@ -20,20 +20,20 @@ from leyline import Event, RunFinished
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import SIZE, console, until
+from tests.tui.test_live import console, until
 from tui.app import read_run_log
 from tui.screens.run_view import RunViewScreen
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "run-view.svg"
 
 
-async def _shoot(url: str, events: list[Event], out: Path) -> None:
+async def _shoot(url: str, events: list[Event], out: Path, size: tuple[int, int]) -> None:
     run_id = events[0].run_id
     live = [e for e in events if not isinstance(e.payload, RunFinished) and e.rank == 0]
     async with scripted_trainer(url, run_id) as trainer:
         await trainer.send(live)
         app = console(url, run_id=run_id)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
             await until(pilot, lambda: view.state.events_total >= len(live), "events")
             await pilot.pause(0.5)
@@ -44,11 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-log", type=Path, default=None, help="a run log written by esper-train")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--size", default="140x50", help="terminal COLUMNSxROWS (default 140x50)")
     args = parser.parse_args(argv)
     events = read_run_log(args.from_log, 200_000) if args.from_log else scripted_run(finish=False)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, running_server(Path(tmp)) as url:
-        asyncio.run(_shoot(url, events, args.out))
+        cols, rows = (int(n) for n in args.size.lower().split("x"))
+        asyncio.run(_shoot(url, events, args.out, (cols, rows)))
     sys.stdout.write(f"wrote {args.out}\n")
     return 0
 

@@ -57,8 +57,8 @@ class RunDashboard(Vertical):
     RunDashboard { height: 1fr; }
     RunDashboard .panel { border: round $primary-background-lighten-2; border-title-color: $text-accent; padding: 0 1; }
     RunDashboard #columns { height: 1fr; }
-    RunDashboard #left { width: 1fr; }
-    RunDashboard #right { width: 46; }
+    RunDashboard #left { width: 3fr; }
+    RunDashboard #right { width: 2fr; min-width: 46; max-width: 72; }
     RunDashboard #envs { height: auto; max-height: 16; }
     RunDashboard #timeline { height: 1fr; min-height: 5; }
     RunDashboard #log { height: 2fr; min-height: 6; }

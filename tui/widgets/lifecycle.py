@@ -94,7 +94,9 @@ class ProfilePanel(Static):
             return Text(f"profiling window {v.window}: {v.batches} batches…", style="yellow")
         head = Text(f"window {v.window}: {v.batches} batches in {v.wall_s:.2f}s\n")
         head.append("trace ", style="dim")
-        head.append(v.trace_path)
+        room = max(self.content_size.width - 6, 12)
+        # The end of a long path says which file it is; its start is the run's log dir.
+        head.append(v.trace_path if len(v.trace_path) <= room else "…" + v.trace_path[-(room - 1):])
         if v.artifact_url:
             head.append("\nartifact ", style="dim")
             # The name on screen, the whole URL behind it (a click opens it where terminals allow).
@@ -102,10 +104,12 @@ class ProfilePanel(Static):
             head.append(v.artifact_url.rsplit("/", 1)[-1], style=f"underline{link}")
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
         table.add_column("op", ratio=1, no_wrap=True, overflow="ellipsis")
-        for name in ("calls", "cpu ms", "self ms", "cuda ms"):
+        cuda = any(op.cuda_time_us is not None for op in v.top_ops)  # a CPU-only run has no column
+        for name in ("calls", "cpu ms", "self ms", *(("cuda ms",) if cuda else ())):
             table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
         for op in v.top_ops:
-            cuda = "—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}"
-            table.add_row(op.name, str(op.calls), f"{op.cpu_time_us / 1e3:.2f}",
-                          f"{op.self_cpu_time_us / 1e3:.2f}", cuda)
+            cells = [op.name, str(op.calls), f"{op.cpu_time_us / 1e3:.2f}", f"{op.self_cpu_time_us / 1e3:.2f}"]
+            if cuda:
+                cells.append("—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}")
+            table.add_row(*cells)
         return Group(head, table)
