@@ -22,6 +22,7 @@ from leyline import (
     CommandStatusChanged,
     EscalateRequest,
     RunStatus,
+    SERVER_RANK,
     Severity,
 )
 from nissa_server import batches, writes
@@ -94,6 +95,7 @@ class CommandService:
             raise CommandError(409, f"run {req.run_id!r} is {run.status.value}, not live")
         if len(self.open_for(run.run_id)) >= self._max_open:
             raise CommandError(429, f"run {req.run_id!r} already has {self._max_open} open commands")
+        await self._store.resync(run, SERVER_RANK)
         now = time.time()
         command = Command(command_id=uuid.uuid4().hex, run_id=run.run_id, action=req.action, epochs=req.epochs,
                           batches=req.batches, through_update=req.through_update, reason=req.reason,
@@ -154,6 +156,7 @@ class CommandService:
             run = registry_get(open_.command.run_id)
             if run is None:
                 continue
+            await self._store.resync(run, SERVER_RANK)
             message = f"not delivered within {self._ttl_s:g} s"
             write = self._status_event(run, open_.command, CommandStatus.EXPIRED, message)
             # Leave the open set now so the next sweep does not expire it twice.

@@ -132,6 +132,7 @@ class IngestSession:
         if run is None:
             run = nissa.store.registry.create(hello.run_id, hello.name)
         self.rank, self.run = hello.rank, run
+        await nissa.store.resync(run, self.rank)
         run.touch()
         await nissa.store.call(lambda conn: _open_run(conn, run))
         run.attach(self)

@@ -70,6 +70,8 @@ class RunState:
     last_epoch: int = 0
     streams: dict[int, Stream] = field(default_factory=dict)
     connections: dict[int, Connection] = field(default_factory=dict)
+    dirty: set[int] = field(default_factory=set)
+    """Ranks whose last write failed; their stream is reloaded from the store before next use."""
 
     def stream(self, rank: int) -> Stream:
         found = self.streams.get(rank)

@@ -62,6 +62,8 @@ class EventWrite:
             self.on_stored(stream.stored)
 
     def fail(self, err: BaseException) -> None:
+        # Memory now claims seqs the file lacks: reload this stream before it is used again.
+        self.run.dirty.add(self.rank)
         if self.on_failed is not None:
             self.on_failed(err)
 
@@ -180,6 +182,12 @@ class Store:
         await self.submit(CallWrite(fn=fn, future=future))
         return await future
 
+    async def resync(self, run: RunState, rank: int) -> None:
+        """Reload a stream whose write failed, once every write queued before this call has settled."""
+        if rank in run.dirty:
+            run.streams[rank] = await self.call(lambda conn: writes.load_stream(conn, run.run_key, rank))
+            run.dirty.discard(rank)
+
     def published(self, write: EventWrite) -> None:
         self.on_publish(write)
 
@@ -204,13 +212,12 @@ class Store:
 
     def _commit(self, batch: list[Write]) -> list[BaseException | None]:
         """One transaction for the whole batch; if it fails, retry each write alone to isolate the bad one."""
-        assert self._conn is not None
         try:
             self._transaction(batch)
             return [None] * len(batch)
-        except sqlite3.Error as err:
+        except Exception as err:  # noqa: BLE001 - any failure fails its writes; the writer must live on
             if len(batch) == 1:
-                logger.error("store write failed: %s", err)
+                logger.error("store write failed: %s", err, exc_info=not isinstance(err, sqlite3.Error))
                 return [err]
         return [self._commit([write])[0] for write in batch]
 

@@ -140,19 +140,24 @@ def load_runs(conn: sqlite3.Connection) -> list[RunState]:
     ):
         runs[key] = RunState(run_key=key, run_id=run_id, name=name, status=RunStatus(status),
                              last_seen=last_seen, last_step=step, last_epoch=epoch)
-    for key, rank, last_seq, contiguous in conn.execute(
-        "SELECT run_key, rank, last_seq, contiguous FROM streams"
-    ):
-        stream = Stream(contiguous=contiguous, last_seq=last_seq, stored=contiguous)
-        if last_seq > contiguous:
-            stream.ahead = {
-                seq for (seq,) in conn.execute(
-                    "SELECT seq FROM events WHERE run_key = ? AND rank = ? AND seq > ?", (key, rank, contiguous)
-                )
-            }
+    for key, rank in conn.execute("SELECT run_key, rank FROM streams").fetchall():
         if key in runs:
-            runs[key].streams[rank] = stream
+            runs[key].streams[rank] = load_stream(conn, key, rank)
     return list(runs.values())
+
+
+def load_stream(conn: sqlite3.Connection, run_key: int, rank: int) -> Stream:
+    """One (run, rank) as stored: contiguous prefix, highest seq, and the seqs stored past a gap."""
+    row = conn.execute("SELECT last_seq, contiguous FROM streams WHERE run_key = ? AND rank = ?",
+                       (run_key, rank)).fetchone()
+    if row is None:
+        return Stream()
+    last_seq, contiguous = row
+    stream = Stream(contiguous=contiguous, last_seq=last_seq, stored=contiguous)
+    if last_seq > contiguous:
+        stream.ahead = {seq for (seq,) in conn.execute(
+            "SELECT seq FROM events WHERE run_key = ? AND rank = ? AND seq > ?", (run_key, rank, contiguous))}
+    return stream
 
 
 def touch_run(conn: sqlite3.Connection, run: RunState) -> None:

@@ -3,6 +3,7 @@ can be refused, each closing only its own connection while a neighbour keeps str
 
 import asyncio
 import json
+import sqlite3
 
 import httpx
 import pytest
@@ -138,3 +139,26 @@ async def test_many_connections_stream_concurrently(server_url):
             return await client.wait_ack(400)
 
     assert await asyncio.gather(*(one(i) for i in range(8))) == [400] * 8
+
+
+async def test_a_failed_write_closes_the_connection_and_a_reconnect_resends_without_loss(tmp_path):
+    with running_server(tmp_path) as url:
+        async with IngestClient(url, "fault") as client:
+            await client.send(events_for("fault", 10))
+            await client.wait_ack(10)
+        side = sqlite3.connect(url.settings.db_path, isolation_level=None)
+        side.execute("CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 15 "
+                     "BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+        async with IngestClient(url, "fault") as client:
+            await client.send(events_for("fault", 10, start_seq=11))
+            code, reason = await close_of(client.ws)
+        assert code == 1011 and "disk says no" in reason
+        side.execute("DROP TRIGGER refuse")
+        side.close()
+        async with IngestClient(url, "fault") as client:
+            assert client.welcome.last_seq == 10
+            await client.send(events_for("fault", 10, start_seq=11))
+            assert await client.wait_ack(20) == 20
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            events = (await http.get("/runs/fault/events")).json()
+        assert [e["seq"] for e in events] == list(range(1, 21))
