@@ -1,12 +1,15 @@
 """The console script: listening line, port 0, refusal to listen openly without a token, shutdown."""
 
+import asyncio
+import os
 import signal
 import subprocess
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
-from tests.support import start_server_process, stop_process
+from tests.support import IngestClient, events_for, start_server_process, stop_process, ws_url
 
 
 def test_port_zero_prints_one_listening_line_and_serves(server_process):
@@ -35,7 +38,23 @@ def test_restart_keeps_runs(tmp_path):
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1"])
 def test_refuses_non_loopback_without_token(tmp_path, host):
     out = subprocess.run(["nissa-server", "--host", host, "--port", "0", "--db", str(tmp_path / "n.db")],
-                         capture_output=True, text=True, timeout=60, env={"PATH": __import__("os").environ["PATH"]})
+                         capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 2
     assert "refusing to listen" in out.stderr and "--token" in out.stderr
     assert out.stdout == ""
+
+
+async def test_shutdown_with_open_connections_commits_and_exits(tmp_path):
+    proc, url = start_server_process(tmp_path / "n.db")
+    async with IngestClient(url, "open-at-exit") as client, connect(ws_url(url, "/ws/watch")):
+        await client.send(events_for("open-at-exit", 100))
+        await client.wait_ack(100)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+    stop_process(proc)
+    proc, url = start_server_process(tmp_path / "n.db")
+    try:
+        run = httpx.get(f"{url}/runs/open-at-exit", timeout=30).json()
+        assert run["last_seq"] == {"0": 100}
+    finally:
+        stop_process(proc)
