@@ -120,7 +120,9 @@ def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
 
 def connect_reader(path: pathlib.Path) -> sqlite3.Connection:
     """A read-only connection for one reader thread; WAL lets it read while the writer commits."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    # Thread-local in use; closed from the store's thread at shutdown, hence check_same_thread=False.
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                           check_same_thread=False)
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute("PRAGMA query_only=ON")
     return conn

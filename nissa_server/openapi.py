@@ -8,21 +8,21 @@ import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, Event, StatusChange, to_builtins
-from leyline.events import _WireEvent
+from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
+from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.samples import sample_events
 from nissa_server.schemas import ArtifactInfo, ErrorBody, EscalateAccepted, Health, RunInfo
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody, _WireEvent,
+TYPES = (RunInfo, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody, WireEvent,
          *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
     """Component schemas; the envelope's payload is one of the payload types, chosen by ``kind``."""
     _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
-    event = components.pop(_WireEvent.__name__)
+    event = components.pop(WireEvent.__name__)
     event["title"] = "Event"
     event["description"] = "The envelope every event travels in; the payload's type is fixed by `kind`."
     event["properties"]["payload"] = {"anyOf": [ref(tp) for tp in PAYLOAD_TYPES.values()]}

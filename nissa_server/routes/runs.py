@@ -15,7 +15,8 @@ from nissa_server.schemas import RunInfo
 
 router = APIRouter(dependencies=[Depends(require_read)], tags=["runs"])
 MAX_PAGE = 10_000
-UNAUTHORIZED = {401: error("Reads need the bearer token (server started with read auth)", "missing or wrong bearer token")}
+UNAUTHORIZED = {401: error("Reads need the bearer token (server started with --read-auth)",
+                           "missing or wrong bearer token")}
 NOT_FOUND = {404: error("No such run", "unknown run 'r-x'")}
 
 

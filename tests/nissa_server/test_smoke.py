@@ -3,7 +3,7 @@
 import httpx
 
 from leyline import CommandStatus, CommandStatusChanged, make_event
-from tests.support import IngestClient, async_wait_for, collect_watch, events_for
+from tests.support import IngestClient, collect_watch, events_for
 
 
 async def test_ingest_watch_rest_escalate(server_url):

@@ -91,7 +91,9 @@ def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     log.close()
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    stdout = proc.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     match = LISTENING.match(lines[0].strip()) if lines else None
