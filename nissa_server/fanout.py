@@ -37,17 +37,32 @@ class WatchFilter:
     def selects_all_of_a_run(self) -> bool:
         return self.kinds is None and self.min_severity is Severity.DEBUG
 
-    def select(self, write: EventWrite) -> list[Item] | None:
-        """The items of ``write`` this watcher wants, or None for none of them."""
-        if self.run_id is not None and self.run_id != write.run.run_id:
-            return None
-        rows = write.rows
-        if self.selects_all_of_a_run:
-            return write.items
-        floor = self.min_severity.rank
-        kinds = self.kinds
-        picked = [(r[0], r[7]) for r in rows if r[5] >= floor and (kinds is None or r[4] in kinds)]
-        return picked or None
+    def wants_run(self, run_id: str) -> bool:
+        return self.run_id is None or self.run_id == run_id
+
+    def pick(self, write: EventWrite) -> list[Item]:
+        """The items of ``write`` that pass the kind and severity filters."""
+        floor, kinds = self.min_severity.rank, self.kinds
+        return [(r[0], r[7]) for r in write.rows if r[5] >= floor and (kinds is None or r[4] in kinds)]
+
+
+class Chunk:
+    """Items queued together; the frames built from them are cached, so a batch every watcher takes
+    whole is turned into JSON text once, not once per watcher."""
+
+    __slots__ = ("items", "_frames")
+
+    def __init__(self, items: list[Item]) -> None:
+        self.items = items
+        self._frames: list[tuple[str, int]] | None = None
+
+    def frames(self) -> list[tuple[str, int]]:
+        if self._frames is None:
+            self._frames = frames(self.items)
+        return self._frames
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 class Watcher:
@@ -58,27 +73,27 @@ class Watcher:
         self.max_pending = max_pending
         self.pending = 0
         self.lagging = False
-        self._chunks: deque[list[Item]] = deque()
+        self._chunks: deque[Chunk] = deque()
         self._wake = asyncio.Event()
         self.lagged = asyncio.Event()
         """Set once lagging, so the connection can be closed even while a send is stuck."""
 
-    def offer(self, items: list[Item]) -> None:
+    def offer(self, chunk: Chunk) -> None:
         if self.lagging:
             return
-        if self.pending + len(items) > self.max_pending:
+        if self.pending + len(chunk) > self.max_pending:
             # Drop everything: the client resumes from the cursor it last received.
             self.lagging = True
             self._chunks.clear()
             self.pending = 0
             self.lagged.set()
         else:
-            self._chunks.append(items)
-            self.pending += len(items)
+            self._chunks.append(chunk)
+            self.pending += len(chunk)
         self._wake.set()
 
-    async def take(self) -> list[Item]:
-        """Everything queued so far (at least one item); raises ``Lagging`` once too far behind."""
+    async def take(self) -> list[Chunk]:
+        """Everything queued so far (at least one chunk); raises ``Lagging`` once too far behind."""
         while not self._chunks:
             if self.lagging:
                 raise Lagging
@@ -86,11 +101,10 @@ class Watcher:
             await self._wake.wait()
         if self.lagging:
             raise Lagging
-        items: list[Item] = []
-        while self._chunks:
-            items.extend(self._chunks.popleft())
+        chunks = list(self._chunks)
+        self._chunks.clear()
         self.pending = 0
-        return items
+        return chunks
 
 
 def frame(items: list[Item]) -> str:
@@ -129,13 +143,22 @@ class FanOut:
     def publish(self, write: EventWrite) -> None:
         if not write.rows:
             return
+        run_id, whole = write.run.run_id, None
         for watcher in self.watchers:
-            items = watcher.filter.select(write)
-            if items:
-                was_lagging = watcher.lagging
-                watcher.offer(items)
-                if watcher.lagging and not was_lagging:
-                    self.lagged += 1
+            flt = watcher.filter
+            if not flt.wants_run(run_id):
+                continue
+            if flt.selects_all_of_a_run:
+                chunk = whole = whole or Chunk(write.items)
+            else:
+                picked = flt.pick(write)
+                if not picked:
+                    continue
+                chunk = Chunk(picked)
+            was_lagging = watcher.lagging
+            watcher.offer(chunk)
+            if watcher.lagging and not was_lagging:
+                self.lagged += 1
 
     @property
     def pending(self) -> int:

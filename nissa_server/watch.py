@@ -104,13 +104,17 @@ class WatchStream:
                 break
         floor = max(upto, self.cursor)
         while True:
-            items = await self.watcher.take()
-            if items[0][0] <= floor:
-                items = [item for item in items if item[0] > floor]
-                if not items:
+            for chunk in await self.watcher.take():
+                items = chunk.items
+                if items[-1][0] <= floor:
                     continue
-            await self._send(items)
-            floor = items[-1][0]
+                if items[0][0] <= floor:  # straddles the seam: send only what replay did not
+                    await self._send([item for item in items if item[0] > floor])
+                else:
+                    for text, last_id in chunk.frames():
+                        await self.ws.send_text(text)
+                        self.cursor = last_id
+                floor = items[-1][0]
 
 
 async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
