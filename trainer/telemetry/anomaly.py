@@ -8,8 +8,8 @@ had no choice to make in the update and is skipped), KL spike, NaN/Inf in any
 update metric, gradient norm, or LSTM state, gradient drift from the bias-corrected EMA,
 and LSTM explosion and vanishing.
 
-Auto-escalation: when ``check_all`` finds something and an ``escalate`` callback is
-given, it opens a DEBUG window through the run's command path (a locally submitted
+Auto-escalation: when ``check_all`` finds an anomaly of ``escalate_on`` and an ``escalate``
+callback is given, it opens a DEBUG window through the run's command path (a locally submitted
 command, reported like any other) and marks the finding ``auto_escalated``. A cooldown
 in PPO updates keeps a persistent anomaly from re-opening windows every update.
 """
@@ -32,6 +32,12 @@ logger = logging.getLogger(__name__)
 
 # (training progress up to, lowest acceptable explained variance): warm-up, early, mid, late.
 DEFAULT_EV_SCHEDULE: tuple[tuple[float, float], ...] = ((0.1, -0.5), (0.25, -0.2), (0.75, 0.0), (1.0, 0.1))
+ANOMALIES: frozenset[str] = frozenset({"ratio_explosion", "ratio_collapse", "value_collapse", "entropy_collapse",
+                                       "kl_spike", "nan_inf", "gradient_drift", "lstm_explosion", "lstm_vanishing"})
+# A DEBUG window shows gradients, per-layer stats and the LSTM state around the next update: it
+# helps with sudden numerical trouble. A critic that fits badly or a policy losing entropy is a
+# slow trend the events already show; escalating on it would keep short runs at DEBUG.
+ESCALATING: frozenset[str] = ANOMALIES - {"value_collapse", "entropy_collapse"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,8 @@ class AnomalyConfig:
     """EMA updates needed before drift is judged (the average must exist first)."""
     auto_escalate: bool = True
     """Open a DEBUG window when an anomaly is found (if the run gave an escalation path)."""
+    escalate_on: frozenset[str] = ESCALATING
+    """Anomalies that open a window; slow learning-quality signals (value, entropy) only report."""
     escalate_epochs: int = 2
     """Epochs the auto-opened window lasts (it also covers the next PPO update)."""
     cooldown_updates: int = 3
@@ -69,6 +77,8 @@ class AnomalyConfig:
             raise ValueError("entropy_collapse must be >= 0, kl_spike and drift_max > 0")
         if self.drift_min_updates < 1 or self.escalate_epochs < 1 or self.cooldown_updates < 0:
             raise ValueError("drift_min_updates and escalate_epochs must be >= 1, cooldown_updates >= 0")
+        if not self.escalate_on <= ANOMALIES:
+            raise ValueError(f"escalate_on: unknown anomalies {sorted(self.escalate_on - ANOMALIES)}")
 
     def ev_threshold(self, progress: float) -> float:
         """Lowest acceptable explained variance at ``progress`` (0 = start, 1 = end of training)."""
@@ -206,8 +216,9 @@ class AnomalyDetector:
             self.check_gradient_drift(drift),
             self.check_lstm(lstm),
         ) if f is not None]
-        if found and self._escalate is not None and self._may_escalate():
-            found[0] = self._escalate_for(found[0], self._escalate)
+        urgent = [i for i, f in enumerate(found) if f.anomaly in self.config.escalate_on]
+        if urgent and self._escalate is not None and self._may_escalate():
+            found[urgent[0]] = self._escalate_for(found[urgent[0]], self._escalate)
         return found
 
     def _may_escalate(self) -> bool:

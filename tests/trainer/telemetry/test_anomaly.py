@@ -162,8 +162,17 @@ def test_escalation_cooldown_and_switch():
     assert len(calls) == 2
 
 
+def test_slow_trends_report_without_escalating():
+    opened: list[str] = []
+    detector = AnomalyDetector(escalate=lambda reason, epochs: opened.append(reason) or "auto-x")
+    found = detector.check_all(_update(explained_variance=-0.9, approx_kl=0.4), progress=0.5, head_sizes=HEADS)
+    assert [(f.anomaly, f.auto_escalated) for f in found] == [("value_collapse", False), ("kl_spike", True)]
+    assert not detector.check_all(_update(explained_variance=-0.9), progress=0.9, head_sizes=HEADS)[0].auto_escalated
+    assert opened == ["auto: kl_spike"]
+
+
 @pytest.mark.parametrize("kwargs", [{"ratio_collapse": 1.5}, {"ev_schedule": ((0.5, 0.0),)}, {"kl_spike": 0.0},
-                                    {"escalate_epochs": 0}])
+                                    {"escalate_epochs": 0}, {"escalate_on": frozenset({"typo"})}])
 def test_config_is_validated(kwargs):
     with pytest.raises(ValueError):
         AnomalyConfig(**kwargs)
