@@ -23,6 +23,7 @@ from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
+CLOSE_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,10 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
             nissa.metrics.lagged.inc()
             reason = f"fell over {watcher.max_pending} events behind; resume with after_id={stream.cursor}"
             logger.info("watcher closed: %s", reason)
-            with contextlib.suppress(RuntimeError, WebSocketDisconnect):
-                await ws.close(CLOSE_LAGGING, close_reason(reason))
+            # A peer that reads nothing may never take the close frame either; the keepalive ping
+            # then drops the connection, and this handler must not wait for that.
+            with contextlib.suppress(RuntimeError, WebSocketDisconnect, TimeoutError):
+                await asyncio.wait_for(ws.close(CLOSE_LAGGING, close_reason(reason)), CLOSE_WAIT_S)
         for task in done:
             if not task.cancelled() and task.exception() is not None and not isinstance(
                 task.exception(), (Lagging, WebSocketDisconnect, OSError)
