@@ -1,4 +1,4 @@
-"""Small helpers shared by the routers."""
+"""Small functions shared by the routers."""
 
 from __future__ import annotations
 
