@@ -19,9 +19,9 @@ from .procs import ServerProcess, TrainerProcess, free_port, log_lines, script
 
 pytestmark = pytest.mark.e2e
 
-SHORT = ["--rounds", "1", "--episode-length", "4", "--n-envs", "1", "--train-size", "512", "--val-size", "128",
+SHORT = ["--rounds", "1", "--episode-length", "2", "--n-envs", "1", "--train-size", "256", "--val-size", "64",
          "--batch-size", "64", "--policy", "heuristic"]
-LONGER = ["--rounds", "2", "--episode-length", "8", "--n-envs", "1", "--train-size", "2048", "--val-size", "256",
+LONGER = ["--rounds", "1", "--episode-length", "6", "--n-envs", "1", "--train-size", "256", "--val-size", "128",
           "--batch-size", "64", "--policy", "heuristic"]
 
 
@@ -39,12 +39,14 @@ def test_server_killed_mid_run_and_restarted_loses_nothing(tmp_path):
         run_id = trainer.wait_run_id()
         wait_for(lambda: run_known(server.url, run_id) and len(trainer_events(server.url, run_id)) >= 2,
                  60, "some events stored")
+        logged_at_kill = len(log_lines(trainer.log_path))
         server.kill()
-        wait_for(lambda: len(log_lines(trainer.log_path)) >= 6, 60, "the run to go on logging while the server is down")
+        wait_for(lambda: len(log_lines(trainer.log_path)) >= logged_at_kill + 2, 60,
+                 "the run to go on logging while the server is down")
         server.start()  # same port, same database
         assert trainer.wait(timeout=120) == 0, trainer.stderr
         n = _assert_exactly_the_log(server.url, run_id, trainer.log_path)
-        assert log_lines(trainer.log_path)[-1].find(b'"kind":"run_finished"') > 0 and n > 6
+        assert b'"kind":"run_finished"' in log_lines(trainer.log_path)[-1] and n >= logged_at_kill + 2
     finally:
         trainer.kill()
         server.stop()
@@ -52,20 +54,27 @@ def test_server_killed_mid_run_and_restarted_loses_nothing(tmp_path):
 
 def test_server_absent_for_the_whole_run_then_upload_completes_it_idempotently(tmp_path):
     port = free_port()
-    trainer = TrainerProcess(["--server", f"http://127.0.0.1:{port}", "--run-name", "offline", *SHORT],
-                             tmp_path / "runs")
+    trainer = TrainerProcess(["--server", f"http://127.0.0.1:{port}", "--token", "s3cret", "--run-name", "offline",
+                              *SHORT], tmp_path / "runs")
     try:
         run_id = trainer.wait_run_id()
         assert trainer.wait(timeout=120) == 0, trainer.stderr
     finally:
         trainer.kill()
     assert "esper-train upload" in trainer.stderr  # it says how to deliver the rest
-    server = ServerProcess(tmp_path / "nissa.db", port=port).start()
+    server = ServerProcess(tmp_path / "nissa.db", port=port, token="s3cret").start()
+    run_dir = str(trainer.log_path.parent)
+
+    def upload(token: str) -> subprocess.CompletedProcess:
+        return subprocess.run([script("esper-train"), "upload", run_dir, "--server", server.url, "--token", token,
+                               "--timeout", "30"], capture_output=True, text=True, timeout=120)
+
     try:
-        run_dir = trainer.log_path.parent
+        refused = upload("wrong")
+        assert refused.returncode == 1 and "INCOMPLETE" in refused.stdout and "401" in refused.stdout, refused.stdout
+        assert not run_known(server.url, run_id)
         for attempt in (1, 2):
-            done = subprocess.run([script("esper-train"), "upload", str(run_dir), "--server", server.url, "--timeout", "60"],
-                                  capture_output=True, text=True, timeout=120)
+            done = upload("s3cret")
             assert done.returncode == 0, done.stdout + done.stderr
             assert "complete" in done.stdout
             if attempt == 2:
@@ -137,19 +146,3 @@ def test_event_storm_keeps_every_critical_event_and_counts_every_drop(tmp_path):
     reported = sum(e.payload.counts.get("epoch_completed", 0) for e in stored if e.kind is EventKind.EVENTS_DROPPED)
     assert reported == missing
 
-
-def test_with_a_token_only_the_right_bearer_gets_in(tmp_path):
-    server = ServerProcess(tmp_path / "nissa.db", token="s3cret").start()
-    trainer = TrainerProcess(["--server", server.url, "--token", "s3cret", "--run-name", "tok", *SHORT],
-                             tmp_path / "runs")
-    try:
-        run_id = trainer.wait_run_id()
-        assert trainer.wait(timeout=120) == 0, trainer.stderr
-        _assert_exactly_the_log(server.url, run_id, trainer.log_path)
-        wrong = subprocess.run([script("esper-train"), "upload", str(trainer.log_path.parent), "--server", server.url,
-                                "--token", "wrong", "--timeout", "3"], capture_output=True, text=True, timeout=60)
-        assert wrong.returncode == 1 and "INCOMPLETE" in wrong.stdout
-        assert "401" in wrong.stdout or "4401" in wrong.stdout, wrong.stdout
-    finally:
-        trainer.kill()
-        server.stop()

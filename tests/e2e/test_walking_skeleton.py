@@ -12,8 +12,8 @@ from .procs import ServerProcess, TrainerProcess, log_lines
 pytestmark = pytest.mark.e2e
 
 # Long enough to escalate mid-run on a loaded machine, short enough for CI (a few seconds).
-TRAIN_ARGS = ["--rounds", "2", "--episode-length", "8", "--n-envs", "1", "--train-size", "2048",
-              "--val-size", "256", "--batch-size", "64", "--policy", "heuristic", "--seed", "3"]
+TRAIN_ARGS = ["--rounds", "1", "--episode-length", "6", "--n-envs", "1", "--train-size", "256",
+              "--val-size", "128", "--batch-size", "64", "--policy", "heuristic", "--seed", "3"]
 
 
 def test_live_run_escalation_and_gap_free_store(tmp_path):

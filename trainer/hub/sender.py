@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import ClientConnection, connect
 
 from leyline import Command, decode_frame, encode
-from leyline.frames import MAX_FRAME_BYTES, Ack, CommandFrame, Hello, Welcome
+from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, Ack, CommandFrame, Hello, Welcome
 
 from trainer.hub.config import BackoffConfig, HubConfig
 from trainer.hub.ratelog import RateLimitedLog
@@ -55,6 +55,13 @@ def backoff_delay(cfg: BackoffConfig, failures: int, rng: random.Random) -> floa
     return delay * (1.0 - cfg.jitter * rng.random())
 
 
+def is_refusal(err: BaseException) -> bool:
+    """The server said no to this client (auth), not "not now": retrying will not help."""
+    if isinstance(err, InvalidStatus):
+        return err.response.status_code in (401, 403)
+    return isinstance(err, ConnectionClosed) and err.rcvd is not None and err.rcvd.code == CLOSE_UNAUTHORIZED
+
+
 def describe_error(err: BaseException) -> str:
     if isinstance(err, ConnectionClosed) and err.rcvd is not None:
         return f"closed by server: {err.rcvd.code} {err.rcvd.reason}".strip()
@@ -67,7 +74,7 @@ class Sender:
     """Streams one log to the server in a named daemon thread until stopped."""
 
     def __init__(self, config: HubConfig, source: LogSource, stats: HubStats, cv: threading.Condition,
-                 on_command: Callable[[Command], None]) -> None:
+                 on_command: Callable[[Command], None], *, give_up_when_refused: bool = False) -> None:
         assert config.ws_url is not None
         self._cfg = config
         self._url = config.ws_url
@@ -84,6 +91,9 @@ class Sender:
         self._session_error: BaseException | None = None
         self._unacked_since = 0.0
         self._sent_upto = 0
+        self._give_up_when_refused = give_up_when_refused
+        self.refused: str | None = None
+        """Why the server refused this hub (a bad token), once it has."""
 
     def start(self) -> None:
         self._thread.start()
@@ -141,6 +151,11 @@ class Sender:
                         failures = 0  # the session had worked: start the backoff over
                     # The receiver's diagnosis (an ack stall, a close code) beats the send's echo of it.
                     self._stats.last_error = describe_error(self._session_error or err)
+                    if is_refusal(self._session_error or err):
+                        self.refused = self._stats.last_error
+                        if self._give_up_when_refused:
+                            logger.error("nissa hub: %s refused: %s", self._url, self.refused)
+                            break
                     if not self._stop.is_set():
                         self._ratelog.warning("session", "nissa hub: %s: %s; retrying (events stay in %s)",
                                               self._url, self._stats.last_error, self._source.path)

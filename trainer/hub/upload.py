@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import pathlib
 import threading
+import time
 from dataclasses import dataclass
 
 from leyline import Command, RunStarted
@@ -57,10 +58,13 @@ def upload_log(path: pathlib.Path, server: str, token: str | None, timeout: floa
     config = HubConfig(run_id=log.run_id, log_dir=path.parent.parent, server=server, token=token,
                        rank=log.rank, name=name)
     stats = HubStats(logged=log.committed[0])
-    sender = Sender(config, log, stats, threading.Condition(), _ignore_command)
+    sender = Sender(config, log, stats, threading.Condition(), _ignore_command, give_up_when_refused=True)
     sender.start()
     try:
-        sender.wait_acked(log.committed[0], timeout)
+        deadline = time.monotonic() + timeout
+        while not sender.wait_acked(log.committed[0], 0.2) and sender.refused is None:
+            if time.monotonic() >= deadline:
+                break
     finally:
         sender.stop(timeout=2.0)
     return UploadResult(path=path, run_id=log.run_id, rank=log.rank, events=log.committed[0], sent=stats.sent,
