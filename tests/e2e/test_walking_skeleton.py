@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from leyline import EventKind, TelemetryLevel
@@ -40,6 +41,8 @@ def test_live_run_escalation_and_gap_free_store(tmp_path):
                   if e.kind is EventKind.TELEMETRY_LEVEL_CHANGED]
         assert levels == [(TelemetryLevel.NORMAL, TelemetryLevel.DEBUG), (TelemetryLevel.DEBUG, TelemetryLevel.NORMAL)]
         assert any(line.startswith(f"run {run_id} completed") for line in trainer.lines)
+        health = httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json()["hub_health"]
+        assert health["logged"] >= 1 and health["connected"] is True and health["dropped"] == {}
     finally:
         trainer.kill()
         server.stop()

@@ -231,6 +231,7 @@ class NissaHub:
             self._report_drops()
             if item is _STOP:
                 return True
+            self._own(self._health())  # a flush is a moment worth a snapshot (the run's end, say)
             item.logged_seq = self.stats.logged
             item.done.set()
         self._commit(run)

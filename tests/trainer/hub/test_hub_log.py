@@ -89,12 +89,15 @@ def test_invalid_event_is_refused_alone_and_leaves_no_gap(tmp_path):
 def test_flush_close_and_late_emit_never_raise(tmp_path):
     hub = NissaHub(_config(tmp_path)).start()
     hub.emit(_critical(1), step=1, epoch=0)
-    assert hub.flush(timeout=10).logged == 1
+    flushed = hub.flush(timeout=10)
+    events = read_log(hub.log_path)
+    assert kinds(events) == [EventKind.SEED_GERMINATED, EventKind.HUB_HEALTH]  # a flush snapshots health
+    assert flushed.logged == 2 and events[1].payload.logged == 1
     first = hub.close(timeout=10)
     hub.emit(_critical(2), step=2, epoch=0)
     assert hub.close(timeout=1) is first
-    assert hub.flush(timeout=1).logged == 1
-    assert len(read_log(hub.log_path)) == 1
+    assert hub.flush(timeout=1).logged == first.logged
+    assert [e.payload.seed_id for e in read_log(hub.log_path) if e.kind is EventKind.SEED_GERMINATED] == ["s1"]
 
 
 def test_heartbeat_and_health_are_emitted_periodically(tmp_path):
@@ -150,7 +153,8 @@ def test_hub_survives_fork_and_the_child_never_writes_the_parents_log(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     hub.emit(_critical(2), step=3, epoch=0)
     hub.close(timeout=10)
-    assert [e.payload.seed_id for e in read_log(hub.log_path)] == ["s1", "s2"]
+    seeds = [e.payload.seed_id for e in read_log(hub.log_path) if e.kind is EventKind.SEED_GERMINATED]
+    assert seeds == ["s1", "s2"]
 
 
 def test_closing_a_hub_that_never_started_still_logs_what_was_emitted(tmp_path):
