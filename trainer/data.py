@@ -68,50 +68,69 @@ class SyntheticSpec:
 
     modes_per_class: int = 4
     """Distinct texture prototypes per class (more modes need more capacity)."""
-    max_shift: int = 6
-    """Random translation in pixels, so a classifier must be shift-tolerant."""
-    distractor: float = 0.7
-    """Weight of a second, random-class texture mixed into every image."""
-    noise: float = 0.6
+    components: int = 5
+    """Coloured plane waves summed into each prototype."""
+    max_frequency: int = 10
+    """Highest spatial frequency (cycles per image) of a wave."""
+    distractor: float = 0.6
+    """Weight of a second, random-prototype texture mixed into every image."""
+    jitter: float = 0.3
+    """Per-sample relative jitter of each wave's amplitude."""
+    noise: float = 0.8
     """Standard deviation of the additive pixel noise."""
 
     def __post_init__(self) -> None:
-        if self.modes_per_class < 1 or self.max_shift < 0 or self.noise < 0 or self.distractor < 0:
+        if self.modes_per_class < 1 or self.components < 1 or not 1 <= self.max_frequency <= 15:
+            raise ValueError(f"invalid synthetic spec: {self}")
+        if min(self.distractor, self.jitter, self.noise) < 0:
             raise ValueError(f"invalid synthetic spec: {self}")
 
 
-def _templates(gen: torch.Generator, n: int, size: int) -> torch.Tensor:
-    """``n`` smooth colour textures on a ``size``² canvas, each of unit standard deviation."""
-    coarse = F.interpolate(torch.randn(n, 3, 5, 5, generator=gen), size=(size, size),
-                           mode="bilinear", align_corners=False)
-    fine = F.interpolate(torch.randn(n, 3, 12, 12, generator=gen), size=(size, size),
-                         mode="bilinear", align_corners=False)
-    t = coarse + 0.8 * fine
-    t = t - t.mean(dim=(1, 2, 3), keepdim=True)
-    return t / t.std(dim=(1, 2, 3), keepdim=True)
+@dataclass(frozen=True)
+class _Prototypes:
+    """Per prototype and wave: integer frequencies (ky, kx), phase, and an RGB amplitude."""
 
+    freq: torch.Tensor
+    phase: torch.Tensor
+    colour: torch.Tensor
 
-def _crops(canvas: torch.Tensor, which: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
-    """One 32×32 window per sample from ``canvas[which]`` at offsets (dy, dx), in one gather."""
-    h, w = IMAGE_SHAPE[1:]
-    rows = (dy[:, None] + torch.arange(h))[:, None, :, None]
-    cols = (dx[:, None] + torch.arange(w))[:, None, None, :]
-    chans = torch.arange(3)[None, :, None, None]
-    return canvas[which[:, None, None, None], chans, rows, cols]
+    @classmethod
+    def draw(cls, gen: torch.Generator, n: int, spec: SyntheticSpec) -> _Prototypes:
+        k = spec.max_frequency
+        freq = torch.randint(-k, k + 1, (n, spec.components, 2), generator=gen)
+        freq[..., 1] = torch.where((freq[..., 0] == 0) & (freq[..., 1] == 0), 1, freq[..., 1])
+        phase = 2 * math.pi * torch.rand(n, spec.components, generator=gen)
+        colour = torch.randn(n, spec.components, 3, generator=gen)
+        return cls(freq.float(), phase, colour / colour.norm(dim=(1, 2), keepdim=True))
+
+    def render(self, which: torch.Tensor, shift: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        """Images of prototypes ``which``, circularly shifted by ``shift`` (N, 2) pixels, waves
+        scaled by ``gain`` (N, components): a shift is only a phase change of each wave."""
+        h, w = IMAGE_SHAPE[1:]
+        freq = self.freq[which]
+        phase = self.phase[which] + 2 * math.pi * (freq * shift[:, None, :].float() / h).sum(-1)
+        grid = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).float() / h
+        angle = 2 * math.pi * torch.einsum("ncd,dyx->ncyx", freq, grid) + phase[..., None, None]
+        amp = self.colour[which] * gain[..., None]
+        return torch.einsum("nck,ncyx->nkyx", amp, torch.cos(angle)) * math.sqrt(2.0)
 
 
 def make_synthetic(seed: int, n_train: int, n_val: int, spec: SyntheticSpec | None = None,
-                   chunk: int = 8192) -> TaskData:
-    """The built-in task: shifted class textures plus a distractor texture and noise.
+                   chunk: int = 4096) -> TaskData:
+    """The built-in task: per class a few textures of coloured plane waves at random positions,
+    mixed with a distractor texture and noise.
 
-    Deterministic in ``seed`` (a private generator; global RNG state is untouched).
+    Every image is shifted by a uniformly random circular offset, so the class is in the local
+    texture (frequencies, orientations, colours), not in any pixel: a linear probe stays near
+    chance while a CNN learns it, and a wider one learns it better. Deterministic in ``seed``
+    (a private generator; the global RNG is untouched).
     """
     if n_train < 1 or n_val < 1:
         raise DataError(f"--train-size and --val-size must be >= 1, got {n_train} and {n_val}")
     spec = spec or SyntheticSpec()
     gen = torch.Generator().manual_seed(seed)
     n_proto = N_CLASSES * spec.modes_per_class
-    canvas = _templates(gen, n_proto, IMAGE_SHAPE[1] + spec.max_shift)
+    protos = _Prototypes.draw(gen, n_proto, spec)
     total = n_train + n_val
     xs, ys = [], []
     for start in range(0, total, chunk):
@@ -119,10 +138,10 @@ def make_synthetic(seed: int, n_train: int, n_val: int, spec: SyntheticSpec | No
         y = torch.randint(0, N_CLASSES, (n,), generator=gen)
         proto = y * spec.modes_per_class + torch.randint(0, spec.modes_per_class, (n,), generator=gen)
         other = torch.randint(0, n_proto, (n,), generator=gen)
-        shifts = torch.randint(0, spec.max_shift + 1, (4, n), generator=gen)
-        gain = 0.75 + 0.5 * torch.rand(n, 1, 1, 1, generator=gen)
-        x = gain * _crops(canvas, proto, shifts[0], shifts[1])
-        x = x + spec.distractor * _crops(canvas, other, shifts[2], shifts[3])
+        shifts = torch.randint(0, IMAGE_SHAPE[1], (2, n, 2), generator=gen)
+        gains = 1.0 + spec.jitter * torch.randn(2, n, spec.components, generator=gen)
+        x = protos.render(proto, shifts[0], gains[0])
+        x = x + spec.distractor * protos.render(other, shifts[1], gains[1])
         x = x + spec.noise * torch.randn(n, *IMAGE_SHAPE, generator=gen)
         xs.append(x / math.sqrt(1.0 + spec.distractor**2 + spec.noise**2))
         ys.append(y)

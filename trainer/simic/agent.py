@@ -6,10 +6,11 @@ indices [n_envs, n_heads] (for PPO, a single stacked device→host copy).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
+from torch import nn
 
 from leyline import HEAD_NAMES
 
@@ -31,8 +32,10 @@ class Agent(Protocol):
 
     def record_rewards(self, t: int, rewards: torch.Tensor) -> None: ...
 
-    def update(self) -> tuple[PPOMetrics, LSTMState] | None:
-        """End of round: learn from the episode (None: nothing to learn)."""
+    def update(self, after_backward: Callable[[nn.Module], None] | None = None
+               ) -> tuple[PPOMetrics, LSTMState] | None:
+        """End of round: learn from the episode (None: nothing to learn); returns the update's
+        figures and the LSTM state at the end of the rollout."""
         ...
 
 
@@ -50,7 +53,8 @@ class HeuristicAgent:
     def record_rewards(self, t: int, rewards: torch.Tensor) -> None:
         return None
 
-    def update(self) -> tuple[PPOMetrics, LSTMState] | None:
+    def update(self, after_backward: Callable[[nn.Module], None] | None = None
+               ) -> tuple[PPOMetrics, LSTMState] | None:
         return None
 
 
@@ -93,13 +97,14 @@ class PPOAgent:
         assert self.buffer is not None
         self.buffer.set_rewards(t, rewards)
 
-    def update(self) -> tuple[PPOMetrics, LSTMState] | None:
+    def update(self, after_backward: Callable[[nn.Module], None] | None = None
+               ) -> tuple[PPOMetrics, LSTMState] | None:
         buf, state = self.buffer, self.state
         if buf is None or state is None or buf.filled == 0:
             return None
         self.reward_norm.update(buf.rewards[:, : buf.filled])
         rewards = self.reward_norm(buf.rewards)
         batch = buf.batch(rewards, self.cfg.gamma, self.cfg.gae_lambda)
-        metrics = ppo_update(self.policy, self.optimizer, batch, self.cfg)
+        metrics = ppo_update(self.policy, self.optimizer, batch, self.cfg, after_backward)
         self.obs_norm.update(torch.stack(self._raw_obs))
         return metrics, state

@@ -43,9 +43,9 @@ class TrainConfig:
     """Who picks lifecycle actions: the LSTM actor-critic trained by PPO, or the heuristic."""
     n_envs: int = 2
     """Environments (each its own host and seeds) trained side by side."""
-    rounds: int = 4
+    rounds: int = 3
     """Rounds; one round is one episode per env on fresh hosts, then one PPO update."""
-    episode_length: int = 8
+    episode_length: int = 10
     """Epochs per episode (the policy acts after every epoch but the last)."""
     slots: tuple[str, ...] = ("r0c0", "r0c1")
     """Seed slots in use (``r0c{i}`` sits after host block i)."""
@@ -89,6 +89,9 @@ class TrainConfig:
     """Entropy bonus weight (per head, causally masked)."""
     host_lr: float = 0.01
     """SGD learning rate of the host and of each seed."""
+    cpu_threads: int = 1
+    """Torch intra-op threads for the run (0: torch's default). One thread: these small convolutions
+    gain little from more, and on a shared machine spinning OpenMP threads cost several times over."""
     log_every: int = 1
     """Progress line every this many rounds (0: none)."""
     extra: dict[str, Scalar] = field(default_factory=dict, compare=False, repr=False)
@@ -107,7 +110,8 @@ class TrainConfig:
                                  ("--batch-size", self.batch_size, 1), ("--base-channels", self.base_channels, 1),
                                  ("--min-training-epochs", self.min_training_epochs, 0),
                                  ("--embargo-epochs", self.embargo_epochs, 0), ("--min-prune-age", self.min_prune_age, 0),
-                                 ("--lstm-hidden", self.lstm_hidden, 4), ("--ppo-epochs", self.ppo_epochs, 1)):
+                                 ("--lstm-hidden", self.lstm_hidden, 4), ("--ppo-epochs", self.ppo_epochs, 1),
+                                 ("--cpu-threads", self.cpu_threads, 0)):
             _need(isinstance(value, int) and value >= low, flag, f"must be an integer >= {low}, got {value!r}")
         _need(1 <= self.host_blocks <= 5, "--host-blocks", f"must be in 1..5, got {self.host_blocks}")
         for flag, value in (("--ppo-lr", self.ppo_lr), ("--host-lr", self.host_lr)):
@@ -206,3 +210,4 @@ def add_training_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ppo-lr", type=float, help=f"policy learning rate (default {d.ppo_lr})")
     g.add_argument("--entropy-coef", type=float, help=f"entropy bonus (default {d.entropy_coef})")
     g.add_argument("--host-lr", type=float, help=f"host and seed learning rate (default {d.host_lr})")
+    g.add_argument("--cpu-threads", type=int, help=f"torch CPU threads, 0: torch's default (default {d.cpu_threads})")

@@ -75,8 +75,11 @@ class Env:
 
     # --- training ------------------------------------------------------------------------
 
-    def train_step(self, x: torch.Tensor, y: torch.Tensor, measure: bool, step: int, sites: LoopSites) -> None:
-        """One batch: forward under autocast, backward outside it, clip host and seeds apart, step."""
+    def train_step(self, x: torch.Tensor, y: torch.Tensor, measure: bool, telemetry: bool, sites: LoopSites) -> None:
+        """One batch: forward under autocast, backward outside it, clip host and seeds apart, step.
+
+        ``measure``: fold this batch's seed/host gradient ratio into the seeds' EMAs (feeds G2);
+        ``telemetry``: hand the gradients to the telemetry site first."""
         opts = [self.host_opt, *(opt for _, _, opt in self._trainable)]
         for opt in opts:
             opt.zero_grad(set_to_none=True)
@@ -89,8 +92,8 @@ class Env:
             scaler.scale(loss).backward()
             for opt in opts:
                 scaler.unscale_(opt)
-        if measure:
-            sites.after_backward(self.index, step, self.model)
+        if telemetry:
+            sites.collect_env(self.index, self.gradient_scopes())
         host_norm = nn.utils.clip_grad_norm_(self.host_params, self.cfg.grad_clip, foreach=True)
         for slot, params, _ in self._trainable:
             seed_norm = nn.utils.clip_grad_norm_(params, self.cfg.grad_clip, foreach=True)
@@ -196,6 +199,14 @@ class Env:
                 self._trainable.append((slot, params, self.seed_opts[slot.slot_id]))
 
     # --- views ---------------------------------------------------------------------------
+
+    def gradient_scopes(self) -> dict[str, nn.Module]:
+        """The host and every training seed, by scope name ("host" or the slot id)."""
+        scopes: dict[str, nn.Module] = {"host": self.model.host}
+        for slot, _, _ in self._trainable:
+            assert slot.seed is not None
+            scopes[slot.slot_id] = slot.seed
+        return scopes
 
     def potential(self) -> float:
         return sum(STAGE_POTENTIAL.get(s.stage, 0.0) for s in self.slots)

@@ -3,9 +3,11 @@ entropy per head, whole-episode truncated BPTT from each env's initial state."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from leyline import HEAD_NAMES
 
@@ -76,7 +78,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float | N
 
 
 def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
-               cfg: PPOConfig) -> PPOMetrics:
+               cfg: PPOConfig, after_backward: Callable[[nn.Module], None] | None = None) -> PPOMetrics:
     """Several epochs over one round's rollout; one sync per epoch for the KL check."""
     adv = batch.advantages
     if cfg.normalize_advantages and adv.numel() > 1:
@@ -103,6 +105,8 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * head_entropy.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if after_backward is not None:
+            after_backward(policy)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
         optimizer.step()
         clipped = _masked_mean(((ratio - 1).abs() > cfg.clip).float(), used)

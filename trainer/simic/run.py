@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from leyline import RunFinished
+from leyline import HEAD_NAMES, RunFinished
 
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
@@ -19,13 +19,15 @@ from trainer.simic.ppo import PPOConfig
 from trainer.simic.progress import Progress
 from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
-from trainer.simic.sites import LoopSites, NullSites
+from trainer.simic.sites import LoopSites
 from trainer.simic.vectorized import RoundResult, VectorizedTrainer
+from trainer.tamiyo.actions import head_sizes
 from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
+from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["build_trainer", "resolve_device", "run_training"]
+__all__ = ["build_trainer", "default_sites", "resolve_device", "run_training"]
 
 
 def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
@@ -40,9 +42,17 @@ def build_agent(config: TrainConfig, device: torch.device) -> Agent:
     return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device, config.seed)
 
 
+def default_sites(config: TrainConfig, hooks: RunHooks) -> LoopSites:
+    """The run's telemetry collectors, gated by ``hooks.level`` (at OFF they measure nothing)."""
+    sizes = dict(zip(HEAD_NAMES, head_sizes(len(config.slots)), strict=True))
+    return SimicTelemetry.for_run(hooks, TelemetryConfig(gradient_stride=config.gradient_telemetry_stride,
+                                                         head_sizes=sizes))
+
+
 def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None = None,
                   data: TaskData | None = None, progress: Progress | None = None) -> VectorizedTrainer:
-    """Everything a run needs, wired; ``data`` may be given to share one task between runs."""
+    """Everything a run needs, wired; ``data`` may be given to share one task between runs.
+    ``sites`` None: the standard telemetry collectors (``default_sites``)."""
     runtime = DeviceRuntime.create(config.device, config.amp_dtype, config.n_envs)
     torch.manual_seed(config.seed)
     if data is None:
@@ -51,9 +61,10 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
     env_cfg = EnvConfig(host=config.host_config, slots=config.ordered_slots, lifecycle=lifecycle_config(config),
                         episode_length=config.episode_length, lr=config.host_lr, compile_mode=config.compile_mode)
     return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device), runtime,
-                             build_agent(config, runtime.device), hooks, sites or NullSites(),
+                             build_agent(config, runtime.device), hooks, sites if sites is not None else default_sites(config, hooks),
                              n_envs=config.n_envs, batch_size=config.batch_size,
                              gradient_stride=config.gradient_telemetry_stride, seed=config.seed,
+                             rounds=config.rounds,
                              on_epoch=None if progress is None else progress.epoch)
 
 
@@ -65,14 +76,20 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     (it names the run and knows how it ended). Progress goes to stderr unless ``log_every`` is 0.
     """
     start = time.perf_counter()
-    progress = Progress(config.rounds, config.log_every) if config.log_every > 0 else None
-    trainer = build_trainer(config, hooks, sites, data, progress)
-    results: list[RoundResult] = []
-    for round_ in range(1, config.rounds + 1):
-        result = trainer.run_round(round_)
-        results.append(result)
-        if progress is not None:
-            progress.round(result)
+    threads = torch.get_num_threads()
+    if config.cpu_threads > 0:
+        torch.set_num_threads(config.cpu_threads)
+    try:
+        progress = Progress(config.rounds, config.log_every) if config.log_every > 0 else None
+        trainer = build_trainer(config, hooks, sites, data, progress)
+        results: list[RoundResult] = []
+        for round_ in range(1, config.rounds + 1):
+            result = trainer.run_round(round_)
+            results.append(result)
+            if progress is not None:
+                progress.round(result)
+    finally:
+        torch.set_num_threads(threads)
     last = results[-1]
     return RunFinished(status="completed", duration_s=time.perf_counter() - start, epochs=trainer.epoch,
                        rounds=len(results), final_accuracy=sum(last.final_accuracy) / len(last.final_accuracy),

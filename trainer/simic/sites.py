@@ -1,67 +1,108 @@
 """Telemetry sites: the few places in the loop where collectors plug in.
 
-The loop calls each site once at its point, with the live objects; ``NullSites`` does nothing,
-so the loop has no ``if telemetry:`` branches. A collector that needs a sync does it inside
-its own site, and only at the levels it chooses.
+``LoopSites`` is what the loop calls, one small call per site; ``trainer.telemetry``'s
+``SimicTelemetry`` implements it, ``NullSites`` does nothing (so the loop has no
+``if telemetry:`` branches). Sites, in loop order:
+
+- ``phases.phase(name)`` around each phase (``PHASES``);
+- ``gradients_due(step)`` once per batch; when due, ``collect_env(env, modules)`` after each
+  env's backward (before clipping), then ``flush_gradients()`` once all envs stepped;
+- ``forget_scope(env, slot)`` when a new seed takes a slot;
+- ``update_begin()``, ``policy_backward(policy)`` after each PPO backward, and
+  ``after_update(update, progress=, lstm_state=)`` after the update;
+- ``epoch_end(round_, env_epochs)`` after every epoch.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    import torch
+import torch
+from torch import nn
 
-    from trainer.kasmina.model import MorphogeneticModel
-    from trainer.simic.ppo import PPOMetrics
-    from trainer.tamiyo.policy import ActorCritic, LSTMState
+from leyline import PPOUpdate
 
-PHASES: tuple[str, ...] = ("train", "validate", "policy", "act", "update")
-"""Phase names passed to ``LoopSites.phase``."""
+TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE = "train", "validation", "rollout", "action", "ppo_update"
+PHASES: tuple[str, ...] = (TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE)
+"""Phase names: training batches, fused validation, the policy decision, applying actions, the update."""
 
 _NULL = contextlib.nullcontext()
 
 
+class PhaseSite(Protocol):
+    def phase(self, name: str) -> AbstractContextManager[Any]: ...
+
+
 class LoopSites(Protocol):
-    def phase(self, name: str) -> AbstractContextManager[object]:
-        """Wraps one phase of an epoch or round (see ``PHASES``) for timing and profiling."""
+    @property
+    def phases(self) -> PhaseSite: ...
+
+    def gradients_due(self, batch: int) -> bool:
+        """Collect gradient telemetry after this batch's backward (``batch`` counts from 0)?"""
         ...
 
-    def gradient_stride(self, default: int) -> int:
-        """Batches between gradient measurements for the coming epoch (DEBUG may ask for 1)."""
+    def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
+        """Launch gradient measurements of one env's scopes ("host" and each training seed's slot)."""
         ...
 
-    def after_backward(self, env: int, step: int, model: MorphogeneticModel) -> None:
-        """On stride batches, after backward and before clipping: gradients are in ``.grad``.
-        Called outside compiled regions (``torch.compiler.disable``)."""
+    def flush_gradients(self) -> None:
+        """Every env of this batch has been collected: read and report them."""
         ...
 
-    def after_epoch(self, round_: int, epoch: int, val_acc: torch.Tensor) -> None:
-        """All envs finished ``epoch``; ``val_acc`` is [n_envs] on the CPU."""
+    def forget_scope(self, env: int, scope: str) -> None:
+        """A new seed took slot ``scope`` of ``env``: its gradient history starts over."""
         ...
 
-    def after_update(self, round_: int, policy: ActorCritic, metrics: PPOMetrics, state: LSTMState) -> None:
-        """After a PPO update: the policy (for per-layer stats), its metrics (for anomaly checks)
-        and the LSTM state at the end of the rollout (for LSTM health)."""
+    def update_begin(self) -> None: ...
+
+    def policy_backward(self, policy: nn.Module) -> None:
+        """After a backward of the PPO update (the policy's gradients are in ``.grad``)."""
         ...
+
+    def after_update(self, update: PPOUpdate, *, progress: float,
+                     lstm_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> Any:
+        """After the update: its figures, how far the run is (0..1), the rollout's final LSTM state."""
+        ...
+
+    def epoch_end(self, round_: int, env_epochs: int) -> None:
+        """All envs finished an epoch (``env_epochs`` of them)."""
+        ...
+
+
+class _NullPhases:
+    def phase(self, name: str) -> AbstractContextManager[Any]:
+        return _NULL
 
 
 class NullSites:
     """Sites that collect nothing."""
 
-    def phase(self, name: str) -> AbstractContextManager[object]:
-        return _NULL
+    phases: PhaseSite = _NullPhases()
 
-    def gradient_stride(self, default: int) -> int:
-        return default
+    def gradients_due(self, batch: int) -> bool:
+        return False
 
-    def after_backward(self, env: int, step: int, model: MorphogeneticModel) -> None:
+    def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
         return None
 
-    def after_epoch(self, round_: int, epoch: int, val_acc: torch.Tensor) -> None:
+    def flush_gradients(self) -> None:
         return None
 
-    def after_update(self, round_: int, policy: ActorCritic, metrics: PPOMetrics, state: LSTMState) -> None:
+    def forget_scope(self, env: int, scope: str) -> None:
+        return None
+
+    def update_begin(self) -> None:
+        return None
+
+    def policy_backward(self, policy: nn.Module) -> None:
+        return None
+
+    def after_update(self, update: PPOUpdate, *, progress: float,
+                     lstm_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        return None
+
+    def epoch_end(self, round_: int, env_epochs: int) -> None:
         return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import EpochCompleted, Payload, PPOUpdate, TelemetryLevel
+from leyline import EpochCompleted, Payload, PPOUpdate, SeedGerminated, TelemetryLevel
 
 from trainer.data import TaskData
 from trainer.hooks import RunHooks
@@ -25,7 +25,7 @@ from trainer.simic.env import Env, EnvConfig
 from trainer.simic.ppo import PPOMetrics
 from trainer.simic.reward import RewardConfig, RewardInputs, compute_rewards
 from trainer.simic.runtime import DeviceRuntime
-from trainer.simic.sites import LoopSites
+from trainer.simic.sites import ACTION, PPO_UPDATE, ROLLOUT, TRAIN, VALIDATION, LoopSites
 from trainer.tamiyo.actions import Action
 from trainer.tamiyo.masks import SlotView, compute_masks
 
@@ -56,11 +56,12 @@ class _Decision:
 class VectorizedTrainer:
     def __init__(self, env_cfg: EnvConfig, reward_cfg: RewardConfig, data: TaskData, runtime: DeviceRuntime,
                  agent: Agent, hooks: RunHooks, sites: LoopSites, *, n_envs: int, batch_size: int,
-                 gradient_stride: int, seed: int,
+                 gradient_stride: int, seed: int, rounds: int,
                  on_epoch: Callable[[int, int, list[float]], None] | None = None) -> None:
         self.env_cfg, self.reward_cfg, self.data, self.runtime = env_cfg, reward_cfg, data, runtime
         self.agent, self.hooks, self.sites = agent, hooks, sites
         self.n_envs, self.batch_size, self.gradient_stride, self.seed = n_envs, batch_size, gradient_stride, seed
+        self.rounds = rounds
         self.on_epoch = on_epoch
         self.data_gen = torch.Generator().manual_seed(seed + 1)
         self.step = 0
@@ -77,9 +78,9 @@ class VectorizedTrainer:
         for t in range(self.env_cfg.episode_length):
             self.epoch += 1
             self._emit_each(envs, [env.begin_epoch() for env in envs])
-            with self.sites.phase("train"):
+            with self.sites.phases.phase(TRAIN):
                 self.train_epoch(envs)
-            with self.sites.phase("validate"):
+            with self.sites.phases.phase(VALIDATION):
                 self.validate(envs)
             terminal = t == self.env_cfg.episode_length - 1
             rewards = None
@@ -91,7 +92,7 @@ class VectorizedTrainer:
             self.report_epoch(round_, envs, rewards, previous)
             if self.on_epoch is not None:
                 self.on_epoch(round_, t + 1, [env.val_acc for env in envs])
-        with self.sites.phase("update"):
+        with self.sites.phases.phase(PPO_UPDATE):
             update = self.update(round_, returns)
         return RoundResult(round_, returns.tolist(), [env.val_acc for env in envs],
                            sum(e.fossilized for e in envs), sum(e.pruned for e in envs), update)
@@ -110,13 +111,15 @@ class VectorizedTrainer:
         # One shuffled copy per epoch; each batch is then a view, with no per-batch stream waits.
         xs, ys = data.train_x[perm], data.train_y[perm]
         rt.streams_wait_default()
-        stride = self.sites.gradient_stride(self.gradient_stride)
         for start in range(0, data.n_train, self.batch_size):
             x, y = xs[start: start + self.batch_size], ys[start: start + self.batch_size]
-            measure = self.step % stride == 0
+            measure = self.step % self.gradient_stride == 0
+            telemetry = self.sites.gradients_due(self.step)
             for env in envs:
                 with rt.on_env_stream(env.index):
-                    env.train_step(x, y, measure, self.step, self.sites)
+                    env.train_step(x, y, measure, telemetry, self.sites)
+            if telemetry:
+                self.sites.flush_gradients()
             self.step += 1
             self.hooks.step_boundary(self.step, self.epoch)
         rt.default_waits_streams()
@@ -134,14 +137,14 @@ class VectorizedTrainer:
 
     def decide_and_apply(self, t: int, envs: list[Env]) -> _Decision:
         potential = torch.tensor([env.potential() for env in envs])
-        with self.sites.phase("policy"):
+        with self.sites.phases.phase(ROLLOUT):
             view = SlotView(
                 stage=torch.tensor([[STAGE_CODE[s.stage] for s in env.slots] for env in envs]),
                 age=torch.tensor([[s.age for s in env.slots] for env in envs]),
                 pruning=torch.tensor([[s.pruning for s in env.slots] for env in envs]))
             op_mask, slot_mask = compute_masks(view, self.env_cfg.lifecycle.min_prune_age)
             rows = self.agent.act(t, envs, op_mask, slot_mask).tolist()
-        with self.sites.phase("act"):
+        with self.sites.phases.phase(ACTION):
             actions = [Action.from_row(row) for row in rows]
             self._emit_each(envs, [env.apply(a) for env, a in zip(envs, actions)])
         return _Decision(potential, actions)
@@ -164,13 +167,14 @@ class VectorizedTrainer:
 
     def update(self, round_: int, returns: torch.Tensor) -> PPOMetrics | None:
         self.hooks.update_begin(round_)
-        result = self.agent.update()
+        self.sites.update_begin()
+        result = self.agent.update(self.sites.policy_backward)
         if result is not None:
             metrics, state = result
+            payload = ppo_payload(round_, metrics, float(returns.mean()), max(self.env_cfg.episode_length - 1, 1))
             if self.hooks.level is not TelemetryLevel.OFF:
-                steps = max(self.env_cfg.episode_length - 1, 1)
-                self.hooks.emit(ppo_payload(round_, metrics, float(returns.mean()), steps))
-            self.sites.after_update(round_, self.agent.policy, metrics, state)  # type: ignore[attr-defined]
+                self.hooks.emit(payload)
+            self.sites.after_update(payload, progress=round_ / self.rounds, lstm_state=state)
         self.hooks.update_end(round_)
         return None if result is None else result[0]
 
@@ -188,12 +192,14 @@ class VectorizedTrainer:
                     action=None if decision is None else decision.actions[e].describe(slot_ids),
                     seeds=env.snapshot()), env=e)
         self.hooks.epoch_end(self.epoch)
-        self.sites.after_epoch(round_, self.epoch, torch.tensor([env.val_acc for env in envs]))
+        self.sites.epoch_end(round_, len(envs))
 
     def _emit_each(self, envs: list[Env], per_env: Iterable[list[Payload]]) -> None:
         for env, events in zip(envs, per_env):
             for event in events:
                 self.hooks.emit(event, env=env.index)
+                if isinstance(event, SeedGerminated):
+                    self.sites.forget_scope(env.index, event.slot)
 
 
 def ppo_payload(round_: int, m: PPOMetrics, episode_return: float, steps: int) -> PPOUpdate:

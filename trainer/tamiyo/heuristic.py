@@ -24,8 +24,9 @@ class HeuristicConfig:
     """Accuracy gain per epoch below which training counts as plateaued."""
     patience: int = 2
     """Epoch of the episode from which it germinates even without a plateau."""
-    prune_below: float = -0.005
-    """Prune a blended seed whose contribution is below this."""
+    prune_below: float = -0.02
+    """Prune a blended seed whose last two contributions were both below this (one noisy
+    measurement is not enough)."""
     blueprints: tuple[str, ...] = ("conv_light", "attention", "depthwise", "conv_heavy")
     """Blueprints tried in turn."""
 
@@ -52,7 +53,8 @@ class HeuristicPolicy:
             if allowed[Op.FOSSILIZE][i] and (slot.contribution or 0.0) > 0.0:
                 return Action.row(Op.FOSSILIZE, i)
         for i, slot in enumerate(slots):
-            hurts = slot.contribution is not None and slot.contribution < self.config.prune_below
+            hurts = all(c is not None and c < self.config.prune_below
+                        for c in (slot.contribution, slot.prev_contribution))
             if allowed[Op.PRUNE][i] and hurts and slot.stage in (SeedStage.BLENDING, SeedStage.HOLDING):
                 return Action.row(Op.PRUNE, i)
         for i, slot in enumerate(slots):
