@@ -15,7 +15,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from leyline import RunFinished, RunStarted, TelemetryLevel
+from leyline.events import RunId
 from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.hub import HubConfig
@@ -52,6 +55,21 @@ def new_run_id(name: str) -> str:
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
 
 
+def _checked_run_id(value: str) -> str:
+    try:
+        return msgspec.convert(value, RunId)
+    except msgspec.ValidationError:
+        raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -") from None
+
+
+def _rank_from_env() -> int:
+    """torchrun's RANK, so that every rank logs and streams as itself; 0 otherwise."""
+    raw = os.environ.get("RANK", "0")
+    if not raw.isdigit():
+        raise ValueError(f"RANK: expected a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
 def _train_parser() -> argparse.ArgumentParser:
     from trainer.simic.config import add_training_args
 
@@ -62,6 +80,9 @@ def _train_parser() -> argparse.ArgumentParser:
                    help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER; none: log only)")
     g.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
     g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
+    g.add_argument("--run-id", default=os.environ.get("NISSA_RUN_ID"),
+                   help="run id to use (default: <run-name>-<utc time>-<random>); an existing run's id "
+                        "continues its log, and torchrun ranks share one (each streams as its RANK)")
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
     g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
                    choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
@@ -115,9 +136,9 @@ def _train(argv: Sequence[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = TrainConfig.from_args(args)
-        run_id = new_run_id(args.run_name)
+        run_id = _checked_run_id(args.run_id) if args.run_id else new_run_id(args.run_name)
         hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
-                        name=args.run_name, queue_size=args.hub_queue)
+                        rank=_rank_from_env(), name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
         parser.error(str(err))
     if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:

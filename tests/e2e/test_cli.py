@@ -33,3 +33,19 @@ def test_sigterm_ends_the_run_with_run_finished_interrupted(tmp_path):
     assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].payload.status == "interrupted"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
+
+
+def test_a_second_run_with_the_same_run_id_continues_its_log(tmp_path):
+    short = ["--rounds", "1", "--episode-length", "2", "--n-envs", "1", "--train-size", "128", "--val-size", "64",
+             "--batch-size", "64", "--policy", "heuristic", "--run-id", "resumed-1"]
+    for _ in range(2):
+        trainer = TrainerProcess(short, tmp_path / "runs")
+        try:
+            assert trainer.wait(timeout=120) == 0, trainer.stderr
+        finally:
+            trainer.kill()
+        assert trainer.run_id == "resumed-1"
+    events = [decode_event(line) for line in log_lines(trainer.log_path)]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.kind for e in events].count(EventKind.RUN_STARTED) == 2
+    assert events[-1].kind is EventKind.RUN_FINISHED

@@ -22,6 +22,7 @@ def test_help_documents_the_upload(capsys):
     (["--profile", "0"], "--profile"),
     (["--n-envs", "0"], "--n-envs"),
     (["--telemetry-level", "LOUD"], "--telemetry-level"),
+    (["--run-id", "../etc"], "--run-id"),
     (["upload", "/nonexistent-run-dir", "--server", "http://127.0.0.1:9"], "no events"),
     (["upload", "some-dir"], "--server"),
 ])
