@@ -83,7 +83,7 @@ class Runtime:
     def finish(self, summary: RunFinished, timeout: float = 10.0) -> DeliveryReport:
         """End the run: close open windows, emit ``run_finished`` last, close the hub within ``timeout``."""
         self.commands.run_end(summary.status)
-        self.hub.flush(min(1.0, timeout / 4))  # drop reports land before run_finished
+        self.hub.flush(min(1.0, timeout / 4), delivered=False)  # drop reports and health land before run_finished
         self.emit(summary, severity=Severity.ERROR if summary.status == "failed" else None)
         return self.hub.close(timeout)
 

@@ -133,15 +133,15 @@ class NissaHub:
                               dropped=self.dropped(), lost=self.stats.unlogged + self.stats.invalid,
                               server=self._sender is not None)
 
-    def flush(self, timeout: float = 5.0) -> DeliveryReport:
-        """Wait until everything emitted so far is logged (and stored by the server, if any)."""
+    def flush(self, timeout: float = 5.0, *, delivered: bool = True) -> DeliveryReport:
+        """Wait until everything emitted so far is logged and, if ``delivered``, stored by the server."""
         if self._forked or self._final is not None:
             return self._final or self.report()
         deadline = time.monotonic() + timeout
         marker = _Flush()
         self._queue.append(marker)
         self._wake.set()
-        if marker.done.wait(timeout) and self._sender is not None:
+        if marker.done.wait(timeout) and delivered and self._sender is not None:
             self._sender.wait_acked(marker.logged_seq, deadline - time.monotonic())
         return self.report()
 
