@@ -77,7 +77,9 @@ class WindowResult:
 
 def summarise(prof: torch.profiler.profile, top_k: int, with_cuda: bool) -> list[TopOp]:
     """The operators that cost most: top ``top_k`` by total CPU time, then any top-by-CUDA-time not in it."""
-    events = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]
+    # Operators only: the step markers and the loop's phase ranges (user annotations) contain them.
+    events = [e for e in prof.key_averages()
+              if not e.key.startswith("ProfilerStep") and not getattr(e, "is_user_annotation", False)]
     by_cpu = sorted(events, key=lambda e: e.cpu_time_total, reverse=True)[:top_k]
     chosen = list(by_cpu)
     if with_cuda:
