@@ -4,9 +4,13 @@ The baseline trains the same CNN hosts (same config, batches and optimizer) and 
 validation pass per epoch: no policy, no seed management, no counterfactuals, no telemetry.
 Both run in this invocation, interleaved, so the ratio is measured side by side.
 
+``--live-seeds N`` germinates a seed in each of the first N slots of every env when its episode
+starts (the policy still decides everything after that), so seed cost is part of the figure.
+
 With ``--device cuda`` (only where CUDA is available) it also counts device syncs per epoch of the
-full loop with ``torch.cuda.set_sync_debug_mode("warn")``. CIFAR shape:
-``--device cuda --train-size 50000 --val-size 10000 --n-envs 4 --batch-size 512``.
+full loop with ``torch.cuda.set_sync_debug_mode("warn")``. CIFAR shape with 3 live seeds:
+``--device cuda --train-size 50000 --val-size 10000 --n-envs 4 --batch-size 512 --slots 3
+--live-seeds 3 --policy heuristic``.
 
 Last line: ``key=value`` pairs, ``ratio=`` full / bare.
 """
@@ -27,7 +31,12 @@ from trainer.hooks import NullHooks
 from trainer.kasmina.host import CNNHost
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.run import build_trainer
+from trainer.simic.env import Env
 from trainer.simic.runtime import resolve_device
+from trainer.simic.vectorized import VectorizedTrainer
+from trainer.tamiyo.actions import Action, Op
+
+SEED_BLUEPRINTS = ("conv_light", "attention", "depthwise")
 
 
 def bare_round(config: TrainConfig, data: TaskData, device: torch.device, round_: int) -> int:
@@ -35,7 +44,7 @@ def bare_round(config: TrainConfig, data: TaskData, device: torch.device, round_
     hosts = []
     for i in range(config.n_envs):
         torch.manual_seed(config.seed * 100_003 + round_ * 1_009 + i)
-        hosts.append(CNNHost(config.host_config).to(device))
+        hosts.append(CNNHost(config.host_config).to(device, memory_format=torch.channels_last))
     opts = [torch.optim.SGD(h.parameters(), lr=config.host_lr, momentum=0.9, weight_decay=5e-4) for h in hosts]
     gen = torch.Generator().manual_seed(config.seed + 1)
     for _ in range(config.episode_length):
@@ -58,15 +67,32 @@ def bare_round(config: TrainConfig, data: TaskData, device: torch.device, round_
     return config.n_envs * config.episode_length
 
 
-def full_round(config: TrainConfig, data: TaskData, round_: int) -> int:
-    trainer = build_trainer(config, NullHooks(TelemetryLevel.NORMAL), data=data)
+def with_live_seeds(trainer: VectorizedTrainer, n: int) -> VectorizedTrainer:
+    """Every fresh env starts its episode with seeds germinated in its first ``n`` slots."""
+    if n <= 0:
+        return trainer
+    fresh = trainer.fresh_envs
+
+    def seeded(round_: int) -> list[Env]:
+        envs = fresh(round_)
+        for env in envs:
+            for slot in range(min(n, len(env.slots))):
+                env.apply(Action.from_row(Action.row(Op.GERMINATE, slot, blueprint=SEED_BLUEPRINTS[slot % 3])))
+        return envs
+
+    trainer.fresh_envs = seeded  # type: ignore[method-assign]
+    return trainer
+
+
+def full_round(config: TrainConfig, data: TaskData, round_: int, live_seeds: int) -> int:
+    trainer = with_live_seeds(build_trainer(config, NullHooks(TelemetryLevel.NORMAL), data=data), live_seeds)
     trainer.run_round(round_)
     return config.n_envs * config.episode_length
 
 
-def count_syncs(config: TrainConfig, data: TaskData) -> float:
+def count_syncs(config: TrainConfig, data: TaskData, live_seeds: int) -> float:
     """Device syncs per epoch of one full round (CUDA only), from the sync-debug warnings."""
-    trainer = build_trainer(config, NullHooks(TelemetryLevel.NORMAL), data=data)
+    trainer = with_live_seeds(build_trainer(config, NullHooks(TelemetryLevel.NORMAL), data=data), live_seeds)
     trainer.run_round(1)  # warm-up: allocator, cuDNN autotuning
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -83,28 +109,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
     parser.add_argument("--repeats", type=int, default=2, help="rounds of each loop, interleaved")
+    parser.add_argument("--live-seeds", type=int, default=0, help="seeds germinated at each episode start")
     ns = parser.parse_args()
     config = TrainConfig.from_args(ns)
+    if config.cpu_threads > 0:
+        torch.set_num_threads(config.cpu_threads)
     device = resolve_device(config.device)
-    data = make_synthetic(config.seed, config.train_size, config.val_size).to(device)
+    data = make_synthetic(config.seed, config.train_size, config.val_size).to(device, channels_last=True)
     bare_round(config, data, device, 0)  # warm-up both paths
-    full_round(config, data, 0)
+    full_round(config, data, 0, ns.live_seeds)
     t_bare = t_full = 0.0
     n_bare = n_full = 0
     for r in range(1, ns.repeats + 1):
         t0 = time.perf_counter()
         n_bare += bare_round(config, data, device, r)
         t1 = time.perf_counter()
-        n_full += full_round(config, data, r)
+        n_full += full_round(config, data, r, ns.live_seeds)
         t_full += time.perf_counter() - t1
         t_bare += t1 - t0
     bare, full = n_bare / t_bare, n_full / t_full
     fields = {"device": device.type, "policy": config.policy, "n_envs": config.n_envs,
-              "train_size": config.train_size, "val_size": config.val_size,
+              "train_size": config.train_size, "val_size": config.val_size, "live_seeds": ns.live_seeds,
               "bare_env_epochs_per_s": f"{bare:.2f}", "full_env_epochs_per_s": f"{full:.2f}",
               "ratio": f"{full / bare:.3f}"}
     if device.type == "cuda":
-        fields["syncs_per_epoch"] = f"{count_syncs(config, data):.1f}"
+        fields["syncs_per_epoch"] = f"{count_syncs(config, data, ns.live_seeds):.1f}"
     print(f"bare {bare:.2f} env-epochs/s, full loop {full:.2f} env-epochs/s", file=sys.stderr)
     print(" ".join(f"{k}={v}" for k, v in fields.items()))
 

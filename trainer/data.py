@@ -53,10 +53,12 @@ class TaskData:
     def n_val(self) -> int:
         return int(self.val_x.shape[0])
 
-    def to(self, device: torch.device | str) -> TaskData:
-        """The same task with every tensor on ``device`` (kept there for the whole run)."""
-        return TaskData(self.name, self.train_x.to(device), self.train_y.to(device),
-                        self.val_x.to(device), self.val_y.to(device), self.n_classes)
+    def to(self, device: torch.device | str, channels_last: bool = False) -> TaskData:
+        """The same task with every tensor on ``device`` (kept there for the whole run), images
+        optionally in channels-last layout."""
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
+        return TaskData(self.name, self.train_x.to(device, memory_format=fmt), self.train_y.to(device),
+                        self.val_x.to(device, memory_format=fmt), self.val_y.to(device), self.n_classes)
 
 
 # --- synthetic -------------------------------------------------------------------------------
@@ -230,11 +232,18 @@ def _read_batch(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     return images, y
 
 
-def _resolve_cifar_dir(data_dir: Path) -> Path:
+def cifar_root(data_dir: str | Path) -> Path:
+    """The folder holding the CIFAR-10 batch files (``data_dir`` or its ``cifar-10-batches-py``);
+    a DataError naming ``--data-dir`` when it is missing or incomplete. Reads no file."""
+    data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError(f"--data-dir {data_dir}: not a directory (CIFAR-10 is never downloaded)")
     nested = data_dir / "cifar-10-batches-py"
-    return nested if nested.is_dir() else data_dir
+    root = nested if nested.is_dir() else data_dir
+    missing = [f for f in (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE) if not (root / f).is_file()]
+    if missing:
+        raise DataError(f"--data-dir {root}: missing CIFAR-10 batch files {', '.join(missing)}")
+    return root
 
 
 def _normalize(images: torch.Tensor) -> torch.Tensor:
@@ -246,10 +255,7 @@ def _normalize(images: torch.Tensor) -> torch.Tensor:
 def load_cifar10(data_dir: str | Path, n_train: int | None = None, n_val: int | None = None) -> TaskData:
     """CIFAR-10 from ``data_batch_1..5`` and ``test_batch`` in ``data_dir`` (or its
     ``cifar-10-batches-py`` subfolder); the first ``n_train``/``n_val`` images when given."""
-    root = _resolve_cifar_dir(Path(data_dir))
-    missing = [f for f in (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE) if not (root / f).is_file()]
-    if missing:
-        raise DataError(f"--data-dir {root}: missing CIFAR-10 batch files {', '.join(missing)}")
+    root = cifar_root(data_dir)
     parts = [_read_batch(root / f) for f in CIFAR_TRAIN_FILES]
     train_x = torch.cat([p[0] for p in parts])[:n_train]
     train_y = torch.cat([p[1] for p in parts])[:n_train]

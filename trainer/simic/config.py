@@ -11,8 +11,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
+import torch
+
 from leyline.payloads import Scalar
 
+from trainer.data import DataError, cifar_root
 from trainer.kasmina.host import HostConfig, slot_id, slot_index
 
 Policy = Literal["ppo", "heuristic"]
@@ -109,7 +112,8 @@ class TrainConfig:
                                  ("--train-size", self.train_size, 1), ("--val-size", self.val_size, 1),
                                  ("--batch-size", self.batch_size, 1), ("--base-channels", self.base_channels, 1),
                                  ("--min-training-epochs", self.min_training_epochs, 0),
-                                 ("--embargo-epochs", self.embargo_epochs, 0), ("--min-prune-age", self.min_prune_age, 0),
+                                 ("--embargo-epochs", self.embargo_epochs, 0),
+                                 ("--min-prune-age", self.min_prune_age, 0),
                                  ("--lstm-hidden", self.lstm_hidden, 4), ("--ppo-epochs", self.ppo_epochs, 1),
                                  ("--cpu-threads", self.cpu_threads, 0)):
             _need(isinstance(value, int) and value >= low, flag, f"must be an integer >= {low}, got {value!r}")
@@ -119,6 +123,7 @@ class TrainConfig:
         _need(self.entropy_coef >= 0, "--entropy-coef", "must be >= 0")
         self._check_slots()
         self._check_device()
+        self._check_data()
 
     def _check_slots(self) -> None:
         _need(len(self.slots) >= 1, "--slots", "at least one slot is needed")
@@ -135,6 +140,17 @@ class TrainConfig:
         d = self.device
         ok = d in ("auto", "cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())
         _need(ok, "--device", f"must be auto, cpu, cuda or cuda:N, got {d!r}")
+        if d.startswith("cuda"):
+            _need(torch.cuda.is_available(), "--device", f"{d} asked for, but CUDA is not available here")
+            index = int(d[5:]) if ":" in d else 0
+            _need(index < torch.cuda.device_count(), "--device", f"{d}: only {torch.cuda.device_count()} GPU(s)")
+
+    def _check_data(self) -> None:
+        if self.task == "cifar10" and self.data_dir:
+            try:
+                cifar_root(self.data_dir)
+            except DataError as exc:
+                raise ConfigError(str(exc)) from None
 
     # --- derived -----------------------------------------------------------------------------
 

@@ -40,7 +40,8 @@ def fused_validation(model: MorphogeneticModel, x: torch.Tensor, y: torch.Tensor
         b = xb.shape[0]
         scales = ablation_scales(n_slots, ablate, b, x.device) if ablate else None
         with autocast:
-            logits = model(xb.repeat(k, 1, 1, 1) if k > 1 else xb, scales)
+            xk = xb.repeat(k, 1, 1, 1).contiguous(memory_format=torch.channels_last) if k > 1 else xb
+            logits = model(xk, scales)
         labels = yb.repeat(k)
         correct += (logits.argmax(1) == labels).view(k, b).sum(1)
         loss_sum += F.cross_entropy(logits.float(), labels, reduction="none").view(k, b).sum(1)

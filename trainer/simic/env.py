@@ -51,7 +51,8 @@ class Env:
 
     def __init__(self, index: int, round_: int, cfg: EnvConfig, runtime: DeviceRuntime) -> None:
         self.index, self.round, self.cfg, self.runtime = index, round_, cfg, runtime
-        self.model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle).to(runtime.device)
+        self.model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle).to(
+            runtime.device, memory_format=torch.channels_last)
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
@@ -115,8 +116,8 @@ class Env:
         ablate = [i for i, s in enumerate(self.slots) if s.seed is not None and s.stage in BLENDED_STAGES]
         acc, loss = fused_validation(self.model, x, y, ablate, self.runtime.autocast())
         contrib = torch.full((len(self.slots),), math.nan, device=acc.device)
-        if ablate:
-            contrib[ablate] = acc[0] - acc[1:]
+        for j, i in enumerate(ablate):  # integer indices: device-side copies, no host round trip
+            contrib[i] = acc[0] - acc[1 + j]
         train = self.train_loss_sum / max(self.batches, 1)
         grads = torch.cat([s.grad_buf for s in self.slots])
         return torch.cat([torch.stack([train, acc[0], loss[0]]), contrib, grads]), ablate

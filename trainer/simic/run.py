@@ -60,8 +60,9 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
                          data_dir=config.data_dir)
     env_cfg = EnvConfig(host=config.host_config, slots=config.ordered_slots, lifecycle=lifecycle_config(config),
                         episode_length=config.episode_length, lr=config.host_lr, compile_mode=config.compile_mode)
-    return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device), runtime,
-                             build_agent(config, runtime.device), hooks, sites if sites is not None else default_sites(config, hooks),
+    return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device, channels_last=True), runtime,
+                             build_agent(config, runtime.device), hooks,
+                             sites if sites is not None else default_sites(config, hooks),
                              n_envs=config.n_envs, batch_size=config.batch_size,
                              gradient_stride=config.gradient_telemetry_stride, seed=config.seed,
                              rounds=config.rounds,

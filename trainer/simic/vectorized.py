@@ -203,7 +203,8 @@ class VectorizedTrainer:
 
 
 def ppo_payload(round_: int, m: PPOMetrics, episode_return: float, steps: int) -> PPOUpdate:
-    return PPOUpdate(round=round_, episode_return=episode_return, mean_reward=episode_return / steps, policy_loss=m.policy_loss, value_loss=m.value_loss, entropy=m.entropy,
+    return PPOUpdate(round=round_, episode_return=episode_return, mean_reward=episode_return / steps,
+                     policy_loss=m.policy_loss, value_loss=m.value_loss, entropy=m.entropy,
                      approx_kl=m.approx_kl, clip_fraction=m.clip_fraction, explained_variance=m.explained_variance,
                      ratio_min=m.ratio_min, ratio_max=m.ratio_max, grad_norm=m.grad_norm,
                      update_epochs=m.update_epochs, early_stopped=m.early_stopped)

@@ -79,6 +79,18 @@ def test_straight_through_leaves_host_gradients_identical():
     assert all(g is not None for g in seed_grads) and any(g.abs().sum() > 0 for g in seed_grads)
 
 
+@pytest.mark.parametrize("name", BLUEPRINT_NAMES)
+def test_isolated_seed_trains_in_channels_last(name):
+    """Every blueprint in TRAINING (isolated input) runs backward in the hosts' channels-last layout."""
+    model = _model(2).to(memory_format=torch.channels_last)
+    slot = model.slot("r0c1")
+    slot.germinate(name, "gated", 3, "s", torch.device("cpu"))
+    slot.begin_epoch()
+    x = torch.randn(4, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    F.cross_entropy(model(x), torch.randint(0, 10, (4,))).backward()
+    assert all(p.grad is not None for p in slot.seed.body.parameters())
+
+
 def test_blending_does_change_host_gradients():
     """The control: without isolation the same seed alters the host's gradients."""
     x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))

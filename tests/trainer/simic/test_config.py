@@ -33,6 +33,7 @@ def test_defaults_and_flags():
     (["--device", "tpu"], "--device"),
     (["--gradient-telemetry-stride", "0"], "--gradient-telemetry-stride"),
     (["--task", "cifar10"], "--data-dir"),
+    (["--task", "cifar10", "--data-dir", "/nonexistent/cifar"], "--data-dir"),
     (["--ppo-lr", "0"], "--ppo-lr"),
 ])
 def test_bad_values_name_the_flag(argv, flag):
