@@ -1,4 +1,8 @@
-"""The blueprint catalogue: seed modules that keep their input's shape (N, C, H, W)."""
+"""The blueprint catalogue: seed modules that keep their input's shape (N, C, H, W).
+
+Every blueprint starts as the identity (a zero-initialised last scale): blending a seed in then
+moves the host's features only as far as the seed has learned to, never by a random jolt.
+"""
 
 from __future__ import annotations
 
@@ -29,15 +33,17 @@ class NormSeed(nn.Module):
 
 
 class AttentionSeed(nn.Module):
-    """Squeeze-and-excitation: channel gates from pooled features."""
+    """Squeeze-and-excitation: channel gates in (0, 2) from pooled features, 1 at start."""
 
     def __init__(self, c: int, reduction: int = 4) -> None:
         super().__init__()
         hidden = max(c // reduction, 2)
         self.fc = nn.Sequential(nn.Linear(c, hidden), nn.ReLU(), nn.Linear(hidden, c))
+        nn.init.zeros_(self.fc[2].weight)
+        nn.init.zeros_(self.fc[2].bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = torch.sigmoid(self.fc(x.mean(dim=(2, 3))))
+        gate = 2.0 * torch.sigmoid(self.fc(x.mean(dim=(2, 3))))
         return x * gate[:, :, None, None]
 
 
@@ -49,6 +55,7 @@ class DepthwiseSeed(nn.Module):
         self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
         self.pw = nn.Conv2d(c, c, 1, bias=False)
         self.norm = nn.GroupNorm(_groups(c), c)
+        nn.init.zeros_(self.norm.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.norm(self.pw(self.dw(x)))
@@ -82,16 +89,19 @@ class ConvSmallSeed(nn.Module):
         return x + self.norm(self.conv(x))
 
 
-def _conv_block(c: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.GroupNorm(_groups(c), c), nn.ReLU())
-
-
 class ConvSeed(nn.Module):
-    """``depth`` 3×3 conv blocks, residual (conv_light: 1, conv_heavy: 2)."""
+    """``depth`` 3×3 conv → GroupNorm blocks with ReLU between them, residual
+    (conv_light: 1, conv_heavy: 2); the last GroupNorm's scale starts at zero."""
 
     def __init__(self, c: int, depth: int) -> None:
         super().__init__()
-        self.body = nn.Sequential(*(_conv_block(c) for _ in range(depth)))
+        layers: list[nn.Module] = []
+        for i in range(depth):
+            layers += [nn.Conv2d(c, c, 3, padding=1, bias=False), nn.GroupNorm(_groups(c), c)]
+            if i < depth - 1:
+                layers.append(nn.ReLU())
+        nn.init.zeros_(layers[-1].weight)  # type: ignore[arg-type]
+        self.body = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.body(x)

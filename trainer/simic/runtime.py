@@ -47,7 +47,8 @@ class DeviceRuntime:
         cuda = self.device.type == "cuda"
         self.streams = [torch.cuda.Stream(self.device) if cuda else None for _ in range(self.n_envs)]
         self._autocast: AbstractContextManager[object] = (
-            torch.autocast(device_type="cuda", dtype=self.amp_dtype) if self.amp_dtype is not None else _NULL)
+            torch.autocast(device_type="cuda", dtype=self.amp_dtype) if self.amp_dtype is not None and cuda
+            else _NULL)
         self._stream_ctx: list[AbstractContextManager[object]] = [
             torch.cuda.stream(s) if s is not None else _NULL for s in self.streams]
         logger.info("device %s, autocast %s, %d env streams", self.device, self.amp_dtype, self.n_envs if cuda else 0)

@@ -33,10 +33,11 @@ def test_forward_to_and_from_compose_to_the_plain_forward():
 
 
 @pytest.mark.parametrize("name", BLUEPRINT_NAMES)
-def test_every_blueprint_keeps_the_shape(name):
+def test_every_blueprint_keeps_the_shape_and_starts_as_identity(name):
     module = build_blueprint(name, 8)
     x = torch.randn(2, 8, 6, 6)
     assert module(x).shape == x.shape
+    assert torch.allclose(module(x), x, atol=1e-6)
 
 
 def test_unknown_blueprint_is_an_error():
@@ -54,8 +55,8 @@ def test_alpha_zero_is_the_host_and_alpha_changes_the_output(style):
     slot.stage = SeedStage.BLENDING  # direct set: this test is about the forward only
     assert torch.allclose(model(x), reference)
     slot.alpha.alpha = 0.8
-    if style == "gated":
-        torch.nn.init.constant_(slot.seed.gate, 2.0)
+    for p in slot.seed.parameters():  # move the seed away from its identity start
+        torch.nn.init.normal_(p, std=0.5)
     assert not torch.allclose(model(x), reference)
     zero = torch.zeros(len(SLOTS), 2, 1, 1, 1)
     assert torch.allclose(model(x, zero), reference)
@@ -67,6 +68,8 @@ def test_straight_through_leaves_host_gradients_identical():
     for slot_id in ("r0c0", "r0c2"):
         slot = seeded.slot(slot_id)
         slot.germinate("conv_heavy", "linear_add", 3, slot_id, torch.device("cpu"))
+        for p in slot.seed.parameters():  # not the identity start: the seed really computes
+            torch.nn.init.normal_(p, std=0.5)
         slot.begin_epoch()
         assert slot.stage is SeedStage.TRAINING
     out_plain, out_seeded = plain(x), seeded(x)
@@ -98,6 +101,8 @@ def test_blending_does_change_host_gradients():
     slot = seeded.slot("r0c0")
     slot.germinate("conv_heavy", "linear_add", 3, "s", torch.device("cpu"))
     slot.stage, slot.alpha.alpha = SeedStage.BLENDING, 0.5
+    for p in slot.seed.parameters():  # a seed that has learned something
+        torch.nn.init.normal_(p, std=0.5)
     F.cross_entropy(plain(x), y).backward()
     F.cross_entropy(seeded(x), y).backward()
     assert not torch.equal(plain.host.blocks[0].conv.weight.grad, seeded.host.blocks[0].conv.weight.grad)
