@@ -67,21 +67,24 @@ def _summary(url: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=str(ROOT / "runs" / "demo"), help="where the db and run logs go")
+    parser.add_argument("--rounds", type=int, default=8, help="PPO rounds of the demo run (default 8)")
     parser.add_argument("train_args", nargs="*", help="extra esper-train flags (after --)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
     server, url = _start_server(work / "nissa.db")
     print(f"demo: nissa-server at {url}", flush=True)
+    run_id = time.strftime("demo-%Y%m%d-%H%M%S")
     trainer = subprocess.Popen(
-        [_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", "demo", *args.train_args],
+        [_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", "demo",
+         "--run-id", run_id, "--rounds", str(args.rounds), *args.train_args],
         stdout=subprocess.PIPE if not sys.stdin.isatty() else subprocess.DEVNULL,
         stderr=subprocess.STDOUT if not sys.stdin.isatty() else subprocess.DEVNULL,
         text=True,
     )
     try:
         if sys.stdin.isatty() and sys.stdout.isatty():
-            subprocess.run([_script("esper-watch"), "--server", url])
+            subprocess.run([_script("esper-watch"), "--server", url, "--run", run_id])
         else:
             out, _ = trainer.communicate(timeout=600)
             print(out, end="")
