@@ -120,7 +120,8 @@ class SeedSlot(nn.Module):
         return [event]
 
     def _gate(self, result: GateResult) -> Payload:
-        return SeedGateEvaluated(slot=self.slot_id, seed_id=self.seed_id or "", gate=result.gate,  # type: ignore[arg-type]
+        gate = result.gate
+        return SeedGateEvaluated(slot=self.slot_id, seed_id=self.seed_id or "", gate=gate,  # type: ignore[arg-type]
                                  passed=result.passed, reason=result.reason)
 
     def germinate(self, blueprint: str, style: str, tempo: int, seed_id: str,
