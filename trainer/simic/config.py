@@ -203,7 +203,8 @@ def add_training_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--policy", choices=POLICIES, help=f"ppo or heuristic (default {d.policy})")
     g.add_argument("--n-envs", type=int, help=f"environments side by side (default {d.n_envs})")
     g.add_argument("--rounds", type=int, help=f"rounds of one episode + one update (default {d.rounds})")
-    g.add_argument("--episode-length", type=int, help=f"epochs per episode (default {d.episode_length})")
+    g.add_argument("--episode-length", "--epochs", dest="episode_length", type=int,
+                   help=f"epochs per episode, also spelled --epochs (default {d.episode_length})")
     g.add_argument("--slots", help=f"slot ids, comma-separated, or a count (default {','.join(d.slots)})")
     g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
     g.add_argument("--seed", type=int, help=f"random seed (default {d.seed})")

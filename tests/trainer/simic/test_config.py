@@ -56,3 +56,8 @@ def test_flat_dict_is_scalars_only():
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         TrainConfig().n_envs = 4  # type: ignore[misc]
+
+
+def test_epochs_is_another_spelling_of_episode_length():
+    assert _parse("--epochs", "4").episode_length == 4
+    assert _parse("--epochs", "4") == _parse("--episode-length", "4")
