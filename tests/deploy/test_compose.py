@@ -1,12 +1,13 @@
 """docker-compose.yml parses, its commands are this project's console scripts, the Dockerfile installs them."""
 
 import pathlib
-import shutil
 import subprocess
 import tomllib
 
 import pytest
 import yaml
+
+from tests.support.server import script_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -35,8 +36,7 @@ def test_service_runs_a_console_script(service, script):
 def test_service_arguments_are_accepted_by_the_script(service):
     """Each service's flags parse: the script's --help lists every flag the compose file passes."""
     command = _compose()["services"][service]["command"]
-    exe = shutil.which(command[0])
-    assert exe, f"{command[0]} is not installed"
+    exe = script_path(command[0])
     helptext = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60).stdout
     for arg in command[1:]:
         if arg.startswith("--"):

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import socket
 import subprocess
-import sys
 import threading
 
-from tests.support.server import start_server_process, stop_process
+from tests.support.server import script_path, start_server_process, stop_process
 
 
-def script(name: str) -> str:
-    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
-    assert found, f"{name} is not installed in this environment"
-    return found
+script = script_path
 
 
 def free_port() -> int:

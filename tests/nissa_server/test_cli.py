@@ -10,6 +10,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.support import IngestClient, events_for, start_server_process, stop_process, ws_url
+from tests.support.server import script_path
 
 
 def test_port_zero_prints_one_listening_line_and_serves(server_process):
@@ -37,7 +38,7 @@ def test_restart_keeps_runs(tmp_path):
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1"])
 def test_refuses_non_loopback_without_token(tmp_path, host):
-    out = subprocess.run(["nissa-server", "--host", host, "--port", "0", "--db", str(tmp_path / "n.db")],
+    out = subprocess.run([script_path("nissa-server"), "--host", host, "--port", "0", "--db", str(tmp_path / "n.db")],
                          capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 2
     assert "refusing to listen" in out.stderr and "--token" in out.stderr

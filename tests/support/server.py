@@ -68,7 +68,8 @@ def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerU
         sock.close()
 
 
-def _script(name: str) -> str:
+def script_path(name: str) -> str:
+    """A console script of this environment, found next to the running interpreter first."""
     found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
     if not found:
         raise RuntimeError(f"{name} is not installed in this environment")
@@ -82,7 +83,7 @@ def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None
 
     Its stderr goes to ``<db_path>.log`` so a chatty server can never block on a full pipe.
     """
-    args = [_script("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
+    args = [script_path("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
             *extra_args]
     if token is not None:
         args += ["--token", token]
