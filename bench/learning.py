@@ -1,7 +1,9 @@
 """Does the loop learn? Two measurements on the built-in synthetic task, in one invocation.
 
 1. PPO: mean raw episode return (per env) over the first ``--window`` rounds against the last
-   ``--window`` rounds of one run.
+   ``--window`` rounds of one run; also the same figure without the terminal accuracy bonus
+   (``ppo_shaped_*``), the part of the return that the policy's own actions decide: the bonus
+   mostly tracks how well each round's fresh host happens to train.
 2. Heuristic Tamiyo: mean final validation accuracy per round, against a no-seed baseline that
    trains the same hosts in the same loop with a policy that only ever WAITs.
 
@@ -23,6 +25,7 @@ from trainer.data import make_synthetic
 from trainer.hooks import NullHooks
 from trainer.simic.agent import HeuristicAgent
 from trainer.simic.config import TrainConfig, add_training_args
+from trainer.simic.reward import RewardConfig
 from trainer.simic.run import build_trainer
 from trainer.simic.vectorized import RoundResult
 from trainer.tamiyo.actions import Action, Op
@@ -53,6 +56,12 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / max(len(xs), 1)
 
 
+def _shaped(result: RoundResult) -> float:
+    """Mean episode return per env less the terminal accuracy bonus."""
+    bonus = RewardConfig().terminal_weight
+    return _mean([ret - bonus * acc for ret, acc in zip(result.episode_return, result.final_accuracy)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
@@ -74,8 +83,12 @@ def main() -> None:
         ppo = run(dataclasses.replace(config, policy="ppo"), data)
         first = _mean([_mean(r.episode_return) for r in ppo[: ns.window]])
         last = _mean([_mean(r.episode_return) for r in ppo[-ns.window:]])
+        shaped_first = _mean([_shaped(r) for r in ppo[: ns.window]])
+        shaped_last = _mean([_shaped(r) for r in ppo[-ns.window:]])
         fields.update({"ppo_rounds": config.rounds, "window": ns.window, "ppo_return_first": f"{first:.3f}",
-                       "ppo_return_last": f"{last:.3f}", "ppo_return_gain": f"{last - first:+.3f}"})
+                       "ppo_return_last": f"{last:.3f}", "ppo_return_gain": f"{last - first:+.3f}",
+                       "ppo_shaped_first": f"{shaped_first:.3f}", "ppo_shaped_last": f"{shaped_last:.3f}",
+                       "ppo_shaped_gain": f"{shaped_last - shaped_first:+.3f}"})
     if "heuristic" in parts:
         short = dataclasses.replace(config, rounds=ns.heuristic_rounds)
         heur = run(dataclasses.replace(short, policy="heuristic"), data)

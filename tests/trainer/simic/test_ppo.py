@@ -1,9 +1,12 @@
-"""PPO on a fixed batch: the loss falls, clipping engages, KL early stop works."""
+"""PPO on a fixed batch: the loss falls, clipping engages, KL early stop works, the defaults move the policy."""
 
 import torch
 
+from trainer.simic.agent import PPOAgent
+from trainer.simic.config import TrainConfig
 from trainer.simic.ppo import PPOConfig, ppo_update
 from trainer.simic.rollout import RolloutBatch, compute_gae
+from trainer.simic.run import build_agent
 from trainer.tamiyo.features import obs_dim
 from trainer.tamiyo.policy import ActorCritic, PolicyConfig
 
@@ -62,3 +65,28 @@ def test_kl_early_stop():
     cfg = PPOConfig(lr=1e-2, update_epochs=10, target_kl=1e-4)
     m = ppo_update(policy, torch.optim.Adam(policy.parameters(), lr=cfg.lr), batch, cfg)
     assert m.early_stopped and m.update_epochs < 10
+
+
+def test_default_update_moves_the_policy_towards_the_kl_target():
+    """With the run's defaults, one update on a default-sized round (2 envs × 9 decisions) changes
+    the policy by a real fraction of the KL target: too weak a step leaves the policy where it was."""
+    config = TrainConfig()
+    torch.manual_seed(0)
+    agent = build_agent(config, torch.device("cpu"))
+    assert isinstance(agent, PPOAgent)
+    g = torch.Generator().manual_seed(5)
+    envs, steps = config.n_envs, config.episode_length - 1
+    obs = torch.randn(envs, steps, obs_dim(len(config.slots)), generator=g)
+    op_mask = torch.ones(envs, steps, 6, dtype=torch.bool)
+    slot_mask = torch.ones(envs, steps, 6, len(config.slots), dtype=torch.bool)
+    state = agent.policy.initial_state(envs)
+    acts, lps, vals = [], [], []
+    for t in range(steps):
+        out = agent.policy.act(obs[:, t], state, op_mask[:, t], slot_mask[:, t], g)
+        state = out.state
+        acts.append(out.actions), lps.append(out.log_probs), vals.append(out.value)
+    values = torch.stack(vals, 1)
+    adv, ret = compute_gae(torch.randn(envs, steps, generator=g), values, agent.cfg.gamma, agent.cfg.gae_lambda)
+    batch = RolloutBatch(obs, op_mask, slot_mask, torch.stack(acts, 1), torch.stack(lps, 1), values, adv, ret)
+    m = ppo_update(agent.policy, agent.optimizer, batch, agent.cfg)
+    assert m.approx_kl > 0.1 * agent.cfg.target_kl
