@@ -109,7 +109,7 @@ class CommandService:
         write.before = lambda conn: writes.insert_command(conn, run.run_key, record, request, key)
         try:
             await self._store.submit_and_wait(write)
-        except Exception:
+        except Exception:  # whatever failed the store write, the command was not taken: forget it, re-raise
             self.open.pop(command.command_id, None)
             if key is not None:
                 self._keys.pop(key, None)
