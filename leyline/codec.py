@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import msgspec
 
-from leyline.events import PAYLOAD_TYPES, SCHEMA_VERSION, Event, _WireEvent
+from leyline.enums import EventKind, Severity
+from leyline.events import PAYLOAD_TYPES, SCHEMA_VERSION, Event, NonNeg, Rank, RunId, Seq, _WireEvent
 from leyline.payloads import Payload
 
 _encoder = msgspec.json.Encoder()
 _wire_decoder = msgspec.json.Decoder(_WireEvent)
 _wire_list_decoder = msgspec.json.Decoder(list[_WireEvent])
 _payload_decoders = {kind: msgspec.json.Decoder(cls) for kind, cls in PAYLOAD_TYPES.items()}
+_run_id_decoder = msgspec.json.Decoder(RunId)
 
 DecodeError = msgspec.DecodeError  # ValidationError is a subclass
 
@@ -25,7 +27,7 @@ def encode(obj: object) -> bytes:
     return _encoder.encode(obj)
 
 
-def payload_of(wire: _WireEvent) -> Payload:
+def payload_of(wire: _WireEvent | _BatchEvent) -> Payload:
     """Validate and decode the raw payload of a ``WireEvent`` (and its schema version)."""
     if wire.v > SCHEMA_VERSION:
         raise msgspec.ValidationError(f"schema v{wire.v} is newer than this side's v{SCHEMA_VERSION}")
@@ -40,7 +42,7 @@ def payload_of(wire: _WireEvent) -> Payload:
     return payload
 
 
-def _finish(wire: _WireEvent) -> Event:
+def _finish(wire: _WireEvent | _BatchEvent) -> Event:
     payload = payload_of(wire)
     return Event(
         run_id=wire.run_id, rank=wire.rank, seq=wire.seq, ts=wire.ts, step=wire.step,
@@ -59,14 +61,92 @@ def decode_events(data: bytes | str) -> list[Event]:
     return [_finish(w) for w in _wire_list_decoder.decode(data)]
 
 
+class _LineEvent(msgspec.Struct, kw_only=True, gc=False):
+    # Event's fields in Event's order, with the payload already encoded: the same bytes.
+    run_id: str
+    rank: int
+    seq: int
+    ts: float
+    step: int
+    epoch: int
+    env: int | None
+    kind: EventKind
+    severity: Severity
+    payload: msgspec.Raw
+    v: int = SCHEMA_VERSION
+
+
+def _non_neg(name: str, value: object) -> None:
+    if type(value) is not int or value < 0:  # bool is not a step
+        raise msgspec.ValidationError(f"Expected `int` >= 0, got {value!r} - at `$.{name}`")
+
+
+def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: float, step: int, epoch: int,
+                   env: int | None, severity: Severity) -> bytes:
+    """``encode_event(make_event(...))``'s bytes, refusing what ``decode_event`` would refuse.
+
+    Cheaper than encoding and decoding the whole event back: only the payload makes the round
+    trip; the envelope's fields are checked directly. ``run_id`` and ``rank`` are the caller's to
+    check once (``check_run_id``); they are the same for every event of a hub.
+    """
+    kind = payload.KIND
+    if type(seq) is not int or seq < 1:
+        raise msgspec.ValidationError(f"Expected `int` >= 1, got {seq!r} - at `$.seq`")
+    _non_neg("step", step)
+    _non_neg("epoch", epoch)
+    if env is not None:
+        _non_neg("env", env)
+    if type(ts) is not float:
+        raise msgspec.ValidationError(f"Expected `float`, got {ts!r} - at `$.ts`")
+    body = _encoder.encode(payload)
+    try:
+        _payload_decoders[kind].decode(body)
+    except msgspec.ValidationError as err:
+        raise msgspec.ValidationError(f"{kind.value}: {err}".replace("at `$", "at `$.payload")) from None
+    return _encoder.encode(_LineEvent(run_id=run_id, rank=rank, seq=seq, ts=ts, step=step, epoch=epoch, env=env,
+                                      kind=kind, severity=Severity(severity), payload=msgspec.Raw(body)))
+
+
 def to_builtins(obj: object) -> object:
     """A struct as plain JSON-ready Python values (for REST responses)."""
     return msgspec.to_builtins(obj)
 
 
+class _BatchEvent(msgspec.Struct, kw_only=True, gc=False):
+    """``_WireEvent`` inside a batch frame: ``run_id`` is checked once per distinct value
+    (``_check_run_ids``) instead of by a regex per event; batches carry one run."""
+
+    run_id: str
+    rank: Rank = 0
+    seq: Seq
+    ts: float
+    step: NonNeg = 0
+    epoch: NonNeg = 0
+    env: NonNeg | None = None
+    kind: EventKind
+    severity: Severity = Severity.INFO
+    payload: msgspec.Raw
+    v: int = SCHEMA_VERSION
+
+
 class _WireBatch(msgspec.Struct, tag="events", tag_field="type", kw_only=True):
-    events: list[_WireEvent]
+    events: list[_BatchEvent]
     cursor: int = 0
+
+
+def check_run_id(run_id: str) -> None:
+    """Raise ``ValidationError`` unless ``run_id`` follows the ``RunId`` rule."""
+    _run_id_decoder.decode(_encoder.encode(run_id))
+
+
+def _check_run_ids(events: list[_BatchEvent]) -> None:
+    """The ``RunId`` rule, as strict as decoding each envelope with it, once per distinct value."""
+    for run_id in {e.run_id for e in events}:
+        try:
+            check_run_id(run_id)
+        except msgspec.ValidationError as err:
+            at = next(i for i, e in enumerate(events) if e.run_id == run_id)
+            raise msgspec.ValidationError(f"{err} - at `$.events[{at}].run_id`") from None
 
 
 def _frame_decoder() -> msgspec.json.Decoder:
@@ -91,12 +171,15 @@ def decode_frame(data: bytes | str) -> object:
     if isinstance(frame, _WireBatch):
         from leyline.frames import EventBatch
 
+        _check_run_ids(frame.events)
+
         return EventBatch(events=[_finish(w) for w in frame.events], cursor=frame.cursor)
     return frame
 
 
 # Public names for relays that store or forward events without rebuilding them (the server).
 WireEvent = _WireEvent
+BatchEvent = _BatchEvent
 WireBatch = _WireBatch
 
 
@@ -105,6 +188,7 @@ def decode_frame_wire(data: bytes | str) -> object:
     every envelope and payload is validated, and each payload is kept as its raw JSON."""
     frame = _decode_any_frame(data)
     if isinstance(frame, _WireBatch):
+        _check_run_ids(frame.events)
         for wire in frame.events:
             payload_of(wire)
     return frame

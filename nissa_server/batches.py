@@ -7,14 +7,14 @@ import time
 import msgspec
 
 from leyline import SERVER_RANK, Event, Payload, RunStatus, Severity, decode_event, make_event
-from leyline.codec import WireEvent
+from leyline.codec import BatchEvent
 from leyline.enums import EventKind
 from nissa_server.runs import RunState
 from nissa_server.store import EventWrite, Row, Store
 from nissa_server.writes import EFFECT_KINDS
 
 _encoder = msgspec.json.Encoder()
-_wire = msgspec.json.Decoder(WireEvent)
+_wire = msgspec.json.Decoder(BatchEvent)
 _SEVERITY = {s.value: s.rank for s in Severity}
 _EFFECT_KINDS = frozenset(k.value for k in EFFECT_KINDS)
 
@@ -27,7 +27,7 @@ class BatchRejected(ValueError):
         self.too_large = too_large
 
 
-def check_batch(events: list[WireEvent], run_id: str, rank: int, max_events: int) -> None:
+def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: int) -> None:
     if len(events) > max_events:
         raise BatchRejected(f"batch of {len(events)} events exceeds the limit of {max_events}", too_large=True)
     for event in events:
@@ -37,7 +37,7 @@ def check_batch(events: list[WireEvent], run_id: str, rank: int, max_events: int
             )
 
 
-def _encode_checked(events: list[WireEvent], max_event_bytes: int) -> list[bytes]:
+def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[bytes]:
     bodies = [_encoder.encode(e) for e in events]
     if bodies and max(map(len, bodies)) > max_event_bytes:
         seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
@@ -45,7 +45,7 @@ def _encode_checked(events: list[WireEvent], max_event_bytes: int) -> list[bytes
     return bodies
 
 
-def build_write(store: Store, run: RunState, rank: int, events: list[WireEvent], max_event_bytes: int,
+def build_write(store: Store, run: RunState, rank: int, events: list[BatchEvent], max_event_bytes: int,
                 *, touch: bool = True) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 

@@ -6,7 +6,9 @@ import pathlib
 import urllib.parse
 from dataclasses import dataclass
 
-from leyline.events import SERVER_RANK
+import msgspec
+
+from leyline.codec import check_run_id
 
 INGEST_PATH = "/ws/ingest"
 
@@ -102,10 +104,12 @@ class HubConfig:
     refused alone instead of making the server refuse every batch it sits in."""
 
     def __post_init__(self) -> None:
-        if not self.run_id:
-            raise ValueError("run_id must not be empty")
-        if self.rank < 0 or self.rank == SERVER_RANK:
-            raise ValueError(f"rank must be >= 0, got {self.rank}")
+        try:
+            check_run_id(self.run_id)
+        except msgspec.ValidationError:
+            raise ValueError(f"run_id {self.run_id!r} must be 1-128 of A-Z a-z 0-9 . _ : -") from None
+        if not 0 <= self.rank <= 65535:
+            raise ValueError(f"rank must be 0..65535, got {self.rank}")
         if self.server is not None:
             ingest_url(self.server)
         for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):

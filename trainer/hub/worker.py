@@ -6,7 +6,8 @@ import logging
 
 import msgspec
 
-from leyline import DEFAULT_SEVERITY, DecodeError, Event, decode_event, encode_event
+from leyline import DEFAULT_SEVERITY, DecodeError, Event, encode_event
+from leyline.codec import encode_checked
 from leyline.frames import MAX_EVENT_BYTES
 
 from trainer.hub.config import HubConfig
@@ -59,13 +60,15 @@ class EventWriter:
                 severity: object, ts: float) -> bytes | None:
         try:
             kind = payload.KIND  # type: ignore[attr-defined]
-            event = Event(run_id=self._run_id, rank=self._rank, seq=seq, ts=ts, step=step, epoch=epoch,
-                          env=env, kind=kind, severity=severity or DEFAULT_SEVERITY[kind], payload=payload)
-            line = encode_event(event)
+            severity = severity or DEFAULT_SEVERITY[kind]
+            if self._validate:
+                line = encode_checked(payload, run_id=self._run_id, rank=self._rank,  # type: ignore[arg-type]
+                                      seq=seq, ts=ts, step=step, epoch=epoch, env=env, severity=severity)
+            else:
+                line = encode_event(Event(run_id=self._run_id, rank=self._rank, seq=seq, ts=ts, step=step,
+                                          epoch=epoch, env=env, kind=kind, severity=severity, payload=payload))
             if len(line) > MAX_EVENT_BYTES:
                 raise ValueError(f"{len(line)} bytes, more than the {MAX_EVENT_BYTES} an event may have")
-            if self._validate:
-                decode_event(line)
             return line
         except (AttributeError, KeyError, TypeError, ValueError, msgspec.EncodeError, DecodeError) as err:
             self._stats.invalid += 1

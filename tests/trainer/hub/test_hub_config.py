@@ -35,6 +35,10 @@ def test_config_validates_on_construction(tmp_path):
     with pytest.raises(ValueError):
         HubConfig(run_id="r", log_dir=tmp_path, rank=-1)
     with pytest.raises(ValueError):
+        HubConfig(run_id="r", log_dir=tmp_path, rank=70_000)
+    with pytest.raises(ValueError, match="run_id 'a run/1'"):
+        HubConfig(run_id="a run/1", log_dir=tmp_path)
+    with pytest.raises(ValueError):
         BackoffConfig(initial_s=2.0, max_s=1.0)
     cfg = HubConfig(run_id="r", log_dir=tmp_path, rank=3)
     assert cfg.log_path == tmp_path / "r" / "events.rank3.jsonl" and cfg.ws_url is None

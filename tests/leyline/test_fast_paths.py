@@ -1,0 +1,67 @@
+"""The cheaper-than-round-trip paths must be exactly as strict as the round trip they replace."""
+
+import msgspec
+import pytest
+
+from leyline import DecodeError, EpochCompleted, Severity, decode_event, encode, encode_event, make_event
+from leyline.codec import check_run_id, decode_frame_wire, encode_checked
+from leyline.frames import EventBatch
+from leyline.samples import sample_events
+
+
+def _checked(event, **override):
+    fields = dict(run_id=event.run_id, rank=event.rank, seq=event.seq, ts=event.ts, step=event.step,
+                  epoch=event.epoch, env=event.env, severity=event.severity)
+    fields.update(override)
+    return encode_checked(event.payload, **fields)
+
+
+@pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.kind.value)
+def test_encode_checked_gives_the_bytes_of_encode_event(event):
+    assert _checked(event) == encode_event(event)
+    assert decode_event(_checked(event, env=3)).env == 3
+
+
+@pytest.mark.parametrize(
+    "override, where",
+    [
+        ({"step": -1}, "$.step"),
+        ({"step": 1.0}, "$.step"),
+        ({"epoch": True}, "$.epoch"),
+        ({"env": -2}, "$.env"),
+        ({"seq": 0}, "$.seq"),
+        ({"ts": 5}, "$.ts"),
+    ],
+)
+def test_encode_checked_refuses_a_bad_envelope(override, where):
+    event = sample_events()[0]
+    with pytest.raises(msgspec.ValidationError, match=rf"at `\{where}`"):
+        _checked(event, **override)
+
+
+def test_encode_checked_refuses_what_decoding_refuses_and_says_where():
+    bad = EpochCompleted(accuracy="high", val_loss=1.0)  # type: ignore[arg-type]
+    envelope = dict(run_id="r", rank=0, seq=1, ts=1.0, step=0, epoch=0, env=None)
+    with pytest.raises(msgspec.ValidationError, match=r"epoch_completed: .* at `\$\.payload\.accuracy`"):
+        encode_checked(bad, severity=Severity.INFO, **envelope)
+    with pytest.raises(DecodeError):  # the round trip it replaces refuses the same event
+        decode_event(encode_event(make_event(bad, **envelope)))
+    with pytest.raises(ValueError):
+        _checked(sample_events()[0], severity="loud")
+
+
+def test_check_run_id():
+    check_run_id("run-1.a_b:c")
+    for bad in ("", "has space", "a/b", "x" * 129):
+        with pytest.raises(msgspec.ValidationError):
+            check_run_id(bad)
+
+
+def test_a_batch_frame_checks_every_distinct_run_id_and_names_the_event():
+    events = sample_events(run_id="good")
+    data = encode(EventBatch(events=events))
+    assert len(decode_frame_wire(data).events) == len(events)
+    third = encode_event(events[2])
+    broken = data.replace(third, third.replace(b'"run_id":"good"', b'"run_id":"bad id"'))
+    with pytest.raises(DecodeError, match=r"at `\$\.events\[2\]\.run_id`"):
+        decode_frame_wire(broken)
