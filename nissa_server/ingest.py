@@ -166,6 +166,9 @@ class IngestSession:
             write.on_stored = self.acked
             write.on_failed = self._store_failed
             await store.submit(write)
+            # Frames already received are taken without suspending: without this, a backlog of
+            # frames would hold the loop (watch senders, acks, other runs, REST) until it is decoded.
+            await asyncio.sleep(0)
 
     def _store_failed(self, err: BaseException) -> None:
         self._closing = (1011, f"store failed: {err}")

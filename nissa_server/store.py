@@ -91,10 +91,15 @@ class CallWrite:
 Write = EventWrite | CallWrite
 
 
+def _rows(write: Write) -> int:
+    return len(write.rows) if isinstance(write, EventWrite) else 1
+
+
 class Store:
     """Owns the database file: schema, the in-memory run registry it loads, the writer, the readers."""
 
-    def __init__(self, path: pathlib.Path, queue_batches: int = 256, max_ops_per_commit: int = 512) -> None:
+    def __init__(self, path: pathlib.Path, queue_batches: int = 256, max_ops_per_commit: int = 512,
+                 max_rows_per_commit: int = 16_000) -> None:
         self.path = path
         self.committed_max_id = 0
         self.next_id = 1
@@ -102,6 +107,9 @@ class Store:
         self.on_publish: Callable[[EventWrite], None] = lambda write: None
         self._queue_batches = queue_batches
         self._max_ops = max_ops_per_commit
+        # Bounds what one commit publishes at once: a backlog committed whole would reach every
+        # watcher as one burst (closing any with less room than that as lagging) and delay acks.
+        self._max_rows = max_rows_per_commit
         self._queue: asyncio.Queue[Write] | None = None
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nissa-writer")
@@ -196,8 +204,10 @@ class Store:
         loop = asyncio.get_running_loop()
         while True:
             writes_ = [await self._queue.get()]
-            while len(writes_) < self._max_ops and not self._queue.empty():
+            rows = _rows(writes_[0])
+            while len(writes_) < self._max_ops and rows < self._max_rows and not self._queue.empty():
                 writes_.append(self._queue.get_nowait())
+                rows += _rows(writes_[-1])
             try:
                 failures = await loop.run_in_executor(self._executor, self._commit, writes_)
                 self.commits += 1

@@ -69,3 +69,31 @@ def test_default_database_lives_in_the_user_data_dir(monkeypatch, tmp_path):
     settings = Settings()
     assert str(settings.db_path).startswith(str(tmp_path)) and settings.db_path.name == "nissa.db"
     assert settings.artifacts_root == settings.db_path.with_name("nissa.db.artifacts")
+
+
+async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
+    # A backlog committed whole would reach every watcher as one burst, bigger than a watcher's room.
+    from collections import Counter
+
+    from leyline import encode
+    from leyline.codec import decode_frame_wire
+    from leyline.frames import EventBatch
+    from nissa_server import writes
+    from nissa_server.batches import build_write
+    from nissa_server.store import Store
+
+    store = Store(tmp_path / "n.db", max_rows_per_commit=1000)
+    store.open()
+    rows_per_commit: Counter[int] = Counter()
+    store.on_publish = lambda write: rows_per_commit.update({store.commits: len(write.rows)})
+    store.start()
+    run = store.registry.create("backlog", "")
+    await store.call(lambda conn: writes.insert_run(conn, run))
+    for k in range(10):  # queued without yielding: the writer finds all ten waiting
+        batch = decode_frame_wire(encode(EventBatch(events=events_for("backlog", 400, start_seq=1 + 400 * k))))
+        write, _ = build_write(store, run, 0, batch.events, max_event_bytes=1 << 20)
+        await store.submit(write)
+    await store.call(lambda conn: None)  # settles after every write queued before it
+    await store.close()
+    assert sum(rows_per_commit.values()) == 4000
+    assert len(rows_per_commit) >= 4 and max(rows_per_commit.values()) <= 1000 + 400
