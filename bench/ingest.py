@@ -13,7 +13,7 @@ bare asyncio websockets sink in its own process that parses nothing:
 - raw byte throughput: the same ``BATCH``-event frames the hub sends, only acknowledged;
   ``ratio_batch=`` is against this one (the transport's ceiling, with nothing done per event).
 
-    python bench/ingest.py [--events 200000]
+    python bench/ingest.py [--events 500000]
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def hub_through_server(root: pathlib.Path, events: int) -> tuple[float, float, i
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--raw-sink", type=int, nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--watch", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
