@@ -1,0 +1,35 @@
+"""The delivery benchmarks still run end to end (tiny sizes) and end with their ``key=value`` line."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run_bench(*args: str) -> dict[str, float]:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    return {key: float(value) for key, value in (pair.split("=") for pair in last.split())}
+
+
+@pytest.mark.timeout(300)
+def test_ingest_benchmark_measures_both_baselines():
+    figures = _run_bench("bench/ingest.py", "--events", "4000")
+    assert figures["events"] == 4000 and figures["watcher_resumes"] == 0
+    for key in ("stored_events_per_s", "watched_events_per_s", "raw_frame_events_per_s", "raw_batch_events_per_s"):
+        assert figures[key] > 0, key
+    assert figures["ratio"] == pytest.approx(figures["stored_events_per_s"] / figures["raw_frame_events_per_s"],
+                                             abs=1e-3)
+    assert figures["raw_batch_events_per_s"] > figures["raw_frame_events_per_s"]
+
+
+@pytest.mark.timeout(120)
+def test_latency_benchmark_reports_percentiles():
+    figures = _run_bench("bench/latency.py", "--seconds", "1", "--rate", "500")
+    assert figures["events"] == 500 and 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
