@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from leyline.enums import EventKind, Severity
@@ -76,9 +78,10 @@ class _LineEvent(msgspec.Struct, kw_only=True, gc=False):
     v: int = SCHEMA_VERSION
 
 
-def _non_neg(name: str, value: object) -> None:
-    if type(value) is not int or value < 0:  # bool is not a step
-        raise msgspec.ValidationError(f"Expected `int` >= 0, got {value!r} - at `$.{name}`")
+def _int_at_least(name: str, value: object, low: int) -> None:
+    # As decoding would judge the encoded value: bool encodes as true/false, not as a number.
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise msgspec.ValidationError(f"Expected `int` >= {low}, got {value!r} - at `$.{name}`")
 
 
 def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: float, step: int, epoch: int,
@@ -90,14 +93,14 @@ def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: fl
     check once (``check_run_id``); they are the same for every event of a hub.
     """
     kind = payload.KIND
-    if type(seq) is not int or seq < 1:
-        raise msgspec.ValidationError(f"Expected `int` >= 1, got {seq!r} - at `$.seq`")
-    _non_neg("step", step)
-    _non_neg("epoch", epoch)
+    _int_at_least("seq", seq, 1)
+    _int_at_least("step", step, 0)
+    _int_at_least("epoch", epoch, 0)
     if env is not None:
-        _non_neg("env", env)
-    if type(ts) is not float:
-        raise msgspec.ValidationError(f"Expected `float`, got {ts!r} - at `$.ts`")
+        _int_at_least("env", env, 0)
+    # An int is a valid float; NaN and infinity would encode as null.
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
+        raise msgspec.ValidationError(f"Expected a finite `float`, got {ts!r} - at `$.ts`")
     body = _encoder.encode(payload)
     try:
         _payload_decoders[kind].decode(body)

@@ -30,7 +30,9 @@ def test_encode_checked_gives_the_bytes_of_encode_event(event):
         ({"epoch": True}, "$.epoch"),
         ({"env": -2}, "$.env"),
         ({"seq": 0}, "$.seq"),
-        ({"ts": 5}, "$.ts"),
+        ({"ts": float("nan")}, "$.ts"),
+        ({"ts": float("inf")}, "$.ts"),
+        ({"ts": "now"}, "$.ts"),
     ],
 )
 def test_encode_checked_refuses_a_bad_envelope(override, where):
@@ -65,3 +67,16 @@ def test_a_batch_frame_checks_every_distinct_run_id_and_names_the_event():
     broken = data.replace(third, third.replace(b'"run_id":"good"', b'"run_id":"bad id"'))
     with pytest.raises(DecodeError, match=r"at `\$\.events\[2\]\.run_id`"):
         decode_frame_wire(broken)
+
+
+def test_encode_checked_accepts_what_decoding_accepts():
+    import enum
+
+    class Epoch(enum.IntEnum):
+        FIRST = 1
+
+    event = sample_events()[0]
+    for override in ({"ts": 5}, {"epoch": Epoch.FIRST}, {"step": 2**40}):
+        line = _checked(event, **override)
+        assert line == encode_event(msgspec.structs.replace(event, **override))
+        decode_event(line)
