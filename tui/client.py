@@ -164,12 +164,19 @@ class NissaClient:
         return out
 
     async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
-                       batches: int | None = None, reason: str | None = None) -> str:
-        """``POST /escalate``; returns the new command's id."""
+                       batches: int | None = None, through_update: bool = False,
+                       reason: str | None = None) -> str:
+        """``POST /escalate``; returns the new command's id.
+
+        Fields left unset are not sent, so the server's own rules decide what a request may
+        combine (``through_update`` belongs to a debug window; a profile window refuses it).
+        """
         body: dict[str, object] = {"run_id": run_id, "action": action.value}
         for key, value in (("epochs", epochs), ("batches", batches), ("reason", reason)):
             if value is not None:
                 body[key] = value
+        if through_update:
+            body["through_update"] = True
         response = await self._request("POST", "/escalate", json=body)
         return str(response.json()["command_id"])
 

@@ -43,3 +43,15 @@ def test_profile_form(snap_compare, replay_app):
         await pilot.press("backspace", *"900", "enter")  # out of bounds: the form says why
 
     assert snap_compare(replay_app, terminal_size=SIZE, run_before=open_form)
+
+
+def test_debug_form_through_update(snap_compare, replay_app):
+    async def open_form(pilot):
+        await pilot.app.push_screen(EscalateForm(CommandAction.DEBUG, 3))
+        box = pilot.app.screen.query_one("#amount", Input)
+        box.cursor_blink = False
+        await pilot.click("#through_update")
+        box.focus()
+        await pilot.press("backspace")  # ticked, epochs empty: a valid request, nothing marked wrong
+
+    assert snap_compare(replay_app, terminal_size=SIZE, run_before=open_form)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rich.table import Table
 from textual import on
 from textual.app import ComposeResult
@@ -9,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.validation import Integer
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from leyline import CommandAction
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
@@ -22,11 +24,25 @@ EscalateForm > Vertical, HelpScreen > Vertical {
 EscalateForm Horizontal { height: auto; margin-top: 1; }
 EscalateForm Button { margin-right: 2; }
 EscalateForm #error { color: $error; height: auto; }
+EscalateForm Checkbox { margin-top: 1; }
 """
 
+THROUGH_UPDATE = "through the next PPO update"
 
-class EscalateForm(ModalScreen[int | None]):
-    """Ask how long a debug (epochs) or profile (batches) window should be; dismisses with it or None."""
+
+class EscalateChoice(NamedTuple):
+    """What the operator asked for: a length (None: none given) and, for debug, the PPO-update option."""
+
+    amount: int | None
+    through_update: bool = False
+
+
+class EscalateForm(ModalScreen[EscalateChoice | None]):
+    """Ask how long a debug (epochs) or profile (batches) window should be; dismisses with it or None.
+
+    A debug window may instead (or also) last through the next PPO update; then the epochs may be
+    left empty, as ``POST /escalate`` accepts ``through_update`` alone.
+    """
 
     DEFAULT_CSS = _FORM_CSS
     BINDINGS = [Binding("escape", "cancel", "cancel")]
@@ -39,11 +55,17 @@ class EscalateForm(ModalScreen[int | None]):
             ("epochs", MAX_DEBUG_EPOCHS) if action is CommandAction.DEBUG else ("batches", MAX_PROFILE_BATCHES)
         )
 
+    @property
+    def is_debug(self) -> bool:
+        return self.action is CommandAction.DEBUG
+
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"[b]{self.action.value} window[/b]: how many {self.unit}? (1..{self.maximum})")
             yield Input(str(self.default), type="integer", id="amount",
                         validators=[Integer(minimum=1, maximum=self.maximum)])
+            if self.is_debug:
+                yield Checkbox(THROUGH_UPDATE, id="through_update")
             yield Static("", id="error")
             with Horizontal():
                 yield Button("Request", variant="primary", id="ok")
@@ -52,13 +74,26 @@ class EscalateForm(ModalScreen[int | None]):
     def on_mount(self) -> None:
         self.query_one("#amount", Input).focus()
 
+    def _through_update(self) -> bool:
+        return self.is_debug and self.query_one("#through_update", Checkbox).value
+
+    @on(Checkbox.Changed, "#through_update")
+    def through_update_changed(self, event: Checkbox.Changed) -> None:
+        # With the box ticked an empty length is a valid answer: the window ends with the update.
+        self.query_one("#amount", Input).valid_empty = event.value
+        self.query_one("#error", Static).update("")
+
     def _submit(self) -> None:
         box = self.query_one("#amount", Input)
-        result = box.validate(box.value)
+        value = box.value.strip()
+        result = box.validate(value)
         if result is not None and not result.is_valid:
-            self.query_one("#error", Static).update("; ".join(result.failure_descriptions))
+            why = "; ".join(result.failure_descriptions)
+            if self.is_debug and not value:
+                why = f"give 1..{self.maximum} epochs, or tick '{THROUGH_UPDATE}'"
+            self.query_one("#error", Static).update(why)
             return
-        self.dismiss(int(box.value))
+        self.dismiss(EscalateChoice(int(value) if value else None, self._through_update()))
 
     @on(Input.Submitted, "#amount")
     def submitted(self) -> None:
@@ -77,7 +112,7 @@ HELP = (
     ("r", "run picker: choose a run (enter opens it; a finished run opens as a replay)"),
     ("s", "run picker: sort by the next column (or click a column header)"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
-    ("D", "debug window of a length you choose"),
+    ("D", "debug window of a length you choose, or through the next PPO update"),
     ("p", "profile window: choose how many batches to profile"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),

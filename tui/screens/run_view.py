@@ -16,7 +16,7 @@ from leyline.frames import EventBatch
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
 from tui.screens.base import DashboardScreen
-from tui.screens.forms import EscalateForm
+from tui.screens.forms import EscalateChoice, EscalateForm
 from tui.views import staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
 
@@ -137,20 +137,21 @@ class RunViewScreen(DashboardScreen):
         self._ask(CommandAction.PROFILE, self.watch_app.config.profile_batches)
 
     def _ask(self, action: CommandAction, default: int) -> None:
-        def chosen(amount: int | None) -> None:
-            if amount is not None:
-                self.escalate(action, amount)
+        def chosen(choice: EscalateChoice | None) -> None:
+            if choice is not None:
+                self.escalate(action, choice.amount, through_update=choice.through_update)
 
         self.app.push_screen(EscalateForm(action, default), chosen)
 
     @work(group="escalate")
-    async def escalate(self, action: CommandAction, amount: int) -> None:
+    async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False) -> None:
         """POST the command, then follow it at ``GET /commands/{id}`` until it ends."""
         client = self.watch_app.require_client()
-        what = f"{action.value} window"
+        what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
         try:
             if action is CommandAction.DEBUG:
-                command_id = await client.escalate(self.run_id, action, epochs=amount, reason="esper-watch")
+                command_id = await client.escalate(self.run_id, action, epochs=amount,
+                                                   through_update=through_update, reason="esper-watch")
             else:
                 command_id = await client.escalate(self.run_id, action, batches=amount, reason="esper-watch")
         except ApiError as err:

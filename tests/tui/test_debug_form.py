@@ -1,0 +1,119 @@
+"""The debug form's "through the next PPO update" option: what the form returns, and what reaches the server."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from textual.widgets import Checkbox, Input, Static
+
+from leyline import CommandAction, CommandStatus
+
+from tests.support.server import running_server
+from tests.tui.producer import scripted_trainer
+from tests.tui.scenario import scripted_run
+from tests.tui.test_live import SIZE, console, until
+from tui.app import EsperWatch
+from tui.client import ClientConfig, NissaClient
+from tui.screens.forms import EscalateChoice, EscalateForm
+from tui.screens.run_view import RunViewScreen
+
+
+async def _fill_form(app: EsperWatch, action: CommandAction, amount: str | None,
+                     tick: bool) -> EscalateChoice | None:
+    """Open the form over the app, type ``amount`` (None: keep the default), tick the box if asked,
+    press enter; returns what the form dismissed with."""
+    results: list[EscalateChoice | None] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(EscalateForm(action, 5), results.append)
+        form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
+        if tick:
+            await pilot.click("#through_update")
+            await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
+            form.query_one("#amount", Input).focus()
+        if amount is not None:
+            await pilot.press("backspace", *amount)
+        await pilot.press("enter")
+        await until(pilot, lambda: results, "form dismissed")
+        assert app.screen is not form
+    return results[0]
+
+
+@pytest.mark.parametrize(("amount", "tick", "expected"), [
+    (None, False, EscalateChoice(5, False)),   # the default length, as before
+    ("12", False, EscalateChoice(12, False)),
+    ("3", True, EscalateChoice(3, True)),      # both: the window lasts the epochs and the update
+    ("", True, EscalateChoice(None, True)),    # the update alone: epochs may be left empty
+])
+async def test_debug_form_returns_the_choice(replay_app, amount, tick, expected):
+    choice = await _fill_form(replay_app, CommandAction.DEBUG, amount, tick)
+    assert choice == expected
+    assert isinstance(choice, EscalateChoice)
+
+
+async def test_debug_form_without_epochs_or_the_box_says_why_and_stays(replay_app):
+    results: list[EscalateChoice | None] = []
+    async with replay_app.run_test(size=SIZE) as pilot:
+        await replay_app.push_screen(EscalateForm(CommandAction.DEBUG, 5), results.append)
+        form = await until(pilot, lambda: isinstance(replay_app.screen, EscalateForm) and replay_app.screen, "form")
+        await pilot.press("backspace", "enter")
+        await pilot.pause()
+        assert replay_app.screen is form and not results
+        error = str(form.query_one("#error", Static).render())
+        assert "epochs" in error and "through the next PPO update" in error
+        # Ticking the box makes the empty length acceptable.
+        await pilot.click("#through_update")
+        await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
+        await until(pilot, lambda: form.query_one("#amount", Input).is_valid, "empty epochs no longer marked wrong")
+        await pilot.click("#ok")
+        await until(pilot, lambda: results, "form dismissed")
+    assert results == [EscalateChoice(None, True)]
+
+
+async def test_profile_form_has_no_box_and_returns_batches(replay_app):
+    results: list[EscalateChoice | None] = []
+    async with replay_app.run_test(size=SIZE) as pilot:
+        await replay_app.push_screen(EscalateForm(CommandAction.PROFILE, 5), results.append)
+        form = await until(pilot, lambda: isinstance(replay_app.screen, EscalateForm) and replay_app.screen, "form")
+        assert not form.query(Checkbox)
+        await pilot.press("backspace", "enter")  # an empty length is never enough for a profile window
+        await pilot.pause()
+        assert replay_app.screen is form and not results
+        assert str(form.query_one("#error", Static).render()).strip()
+        await pilot.press("7", "enter")
+        await until(pilot, lambda: results, "form dismissed")
+    assert results == [EscalateChoice(7, False)]
+
+
+@pytest.mark.parametrize(("typed", "epochs"), [("", None), ("2", 2)])
+async def test_shift_d_with_the_box_ticked_records_through_update(tmp_path, typed, epochs):
+    with running_server(tmp_path) as url:
+        async with scripted_trainer(url, "run-upd") as trainer:
+            await trainer.send(scripted_run("run-upd", epochs=1, finish=False))
+            app = console(url, run_id="run-upd")
+            notes: list[str] = []
+            async with app.run_test(size=SIZE) as pilot:
+                app.notify = lambda message, **kw: notes.append(message)  # type: ignore[method-assign]
+                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+                await pilot.press("D")
+                form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
+                await pilot.click("#through_update")
+                await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
+                form.query_one("#amount", Input).value = typed
+                await pilot.click("#ok")
+                await until(pilot, lambda: view.state.commands, "command issued")
+                command_id = next(iter(view.state.commands))
+                await until(pilot, lambda: view.state.commands[command_id].status is CommandStatus.COMPLETED,
+                            "command followed to completed")
+                assert any("through the next PPO update" in n and command_id in n for n in notes)
+
+            # What the server recorded, in its own words and as the console's client reads it.
+            async with httpx.AsyncClient(base_url=url) as http:
+                body = (await http.get(f"/commands/{command_id}")).json()
+            assert body["action"] == "debug" and body["through_update"] is True and body["epochs"] == epochs
+            client = NissaClient(ClientConfig(url))
+            try:
+                record = await client.command(command_id)
+            finally:
+                await client.aclose()
+            assert record.through_update is True and record.epochs == epochs
+            assert trainer.commands[0].through_update is True and trainer.commands[0].epochs == epochs
