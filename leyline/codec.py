@@ -7,7 +7,7 @@ import math
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.events import PAYLOAD_TYPES, SCHEMA_VERSION, Event, NonNeg, Rank, RunId, Seq, _WireEvent
+from leyline.events import MAX_INT, PAYLOAD_TYPES, SCHEMA_VERSION, Event, NonNeg, Rank, RunId, Seq, _WireEvent
 from leyline.payloads import Payload
 
 _encoder = msgspec.json.Encoder()
@@ -15,6 +15,7 @@ _wire_decoder = msgspec.json.Decoder(_WireEvent)
 _wire_list_decoder = msgspec.json.Decoder(list[_WireEvent])
 _payload_decoders = {kind: msgspec.json.Decoder(cls) for kind, cls in PAYLOAD_TYPES.items()}
 _run_id_decoder = msgspec.json.Decoder(RunId)
+_rank_decoder = msgspec.json.Decoder(Rank)
 
 DecodeError = msgspec.DecodeError  # ValidationError is a subclass
 
@@ -80,8 +81,15 @@ class _LineEvent(msgspec.Struct, kw_only=True, gc=False):
 
 def _int_at_least(name: str, value: object, low: int) -> None:
     # As decoding would judge the encoded value: bool encodes as true/false, not as a number.
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise msgspec.ValidationError(f"Expected `int` >= {low}, got {value!r} - at `$.{name}`")
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= MAX_INT:
+        raise msgspec.ValidationError(f"Expected `int` in {low}..{MAX_INT}, got {value!r} - at `$.{name}`")
+
+
+def _finite(value: object) -> bool:
+    try:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: float, step: int, epoch: int,
@@ -90,7 +98,7 @@ def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: fl
 
     Cheaper than encoding and decoding the whole event back: only the payload makes the round
     trip; the envelope's fields are checked directly. ``run_id`` and ``rank`` are the caller's to
-    check once (``check_run_id``); they are the same for every event of a hub.
+    check once (``check_run_id``, ``check_rank``); they are the same for every event of a hub.
     """
     kind = payload.KIND
     _int_at_least("seq", seq, 1)
@@ -99,15 +107,17 @@ def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: fl
     if env is not None:
         _int_at_least("env", env, 0)
     # An int is a valid float; NaN and infinity would encode as null.
-    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not _finite(ts):
         raise msgspec.ValidationError(f"Expected a finite `float`, got {ts!r} - at `$.ts`")
     body = _encoder.encode(payload)
     try:
         _payload_decoders[kind].decode(body)
     except msgspec.ValidationError as err:
         raise msgspec.ValidationError(f"{kind.value}: {err}".replace("at `$", "at `$.payload")) from None
+    if type(severity) is not Severity:
+        severity = Severity(severity)
     return _encoder.encode(_LineEvent(run_id=run_id, rank=rank, seq=seq, ts=ts, step=step, epoch=epoch, env=env,
-                                      kind=kind, severity=Severity(severity), payload=msgspec.Raw(body)))
+                                      kind=kind, severity=severity, payload=msgspec.Raw(body)))
 
 
 def to_builtins(obj: object) -> object:
@@ -138,8 +148,16 @@ class _WireBatch(msgspec.Struct, tag="events", tag_field="type", kw_only=True):
 
 
 def check_run_id(run_id: str) -> None:
-    """Raise ``ValidationError`` unless ``run_id`` follows the ``RunId`` rule."""
+    """Raise ``ValidationError`` unless ``run_id`` is a str that follows the ``RunId`` rule."""
+    if type(run_id) is not str:
+        raise msgspec.ValidationError(f"Expected `str`, got `{type(run_id).__name__}` - at `$.run_id`")
     _run_id_decoder.decode(_encoder.encode(run_id))
+
+
+def check_rank(rank: int) -> None:
+    """Raise ``ValidationError`` unless ``rank`` is a trainer's rank (the server's is reserved)."""
+    _int_at_least("rank", rank, 0)
+    _rank_decoder.decode(_encoder.encode(rank))
 
 
 def _check_run_ids(events: list[_BatchEvent]) -> None:

@@ -82,10 +82,13 @@ DEFAULT_SEVERITY: dict[EventKind, Severity] = {
     EventKind.EVENTS_DROPPED: Severity.WARNING,
 }
 
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
-Seq = Annotated[int, msgspec.Meta(ge=1)]
+# ``$(?!\n)``: a plain ``$`` would also match before a final newline.
+RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$(?!\n)")]
+MAX_INT = 2**63 - 1
+"""The largest integer SQLite stores: counters beyond it would fail every later write of the run."""
+Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+NonNeg = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 
 
 class Event(msgspec.Struct, kw_only=True):

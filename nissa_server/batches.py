@@ -10,7 +10,7 @@ from leyline import SERVER_RANK, Event, Payload, RunStatus, Severity, decode_eve
 from leyline.codec import BatchEvent
 from leyline.enums import EventKind
 from nissa_server.runs import RunState
-from nissa_server.store import EventWrite, Row, Store
+from nissa_server.store import EventWrite, Row
 from nissa_server.writes import EFFECT_KINDS
 
 _encoder = msgspec.json.Encoder()
@@ -45,7 +45,7 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[byte
     return bodies
 
 
-def build_write(store: Store, run: RunState, rank: int, events: list[BatchEvent], max_event_bytes: int,
+def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_bytes: int,
                 *, touch: bool = True) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 
@@ -56,7 +56,7 @@ def build_write(store: Store, run: RunState, rank: int, events: list[BatchEvent]
     bodies = _encode_checked(events, max_event_bytes)
     stream = run.stream(rank)
     key, ahead = run.run_key, stream.ahead
-    contiguous, last, next_id = stream.contiguous, stream.last_seq, store.next_id
+    contiguous, last = stream.contiguous, stream.last_seq
     rows: list[Row] = []
     kinds: dict[str, int] = {}
     effects: list[Event] = []
@@ -71,12 +71,11 @@ def build_write(store: Store, run: RunState, rank: int, events: list[BatchEvent]
                 continue
             contiguous, last = stream.contiguous, stream.last_seq
         kind = event.kind._value_
-        rows.append((next_id, key, rank, seq, kind, _SEVERITY[event.severity._value_], event.ts, body))
-        next_id += 1
+        rows.append((key, rank, seq, kind, _SEVERITY[event.severity._value_], event.ts, body))
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind in _EFFECT_KINDS:
             effects.append(decode_event(body))
-    stream.contiguous, stream.last_seq, store.next_id = contiguous, last, next_id
+    stream.contiguous, stream.last_seq = contiguous, last
     if touch:
         if rows:
             final = events[-1]
@@ -89,11 +88,11 @@ def build_write(store: Store, run: RunState, rank: int, events: list[BatchEvent]
     return write, len(events) - len(rows)
 
 
-def server_event(store: Store, run: RunState, payload: Payload, severity: Severity | None = None) -> EventWrite:
+def server_event(run: RunState, payload: Payload, severity: Severity | None = None) -> EventWrite:
     """An event the server authors about ``run`` (rank ``SERVER_RANK``, its own contiguous seq)."""
     seq = run.stream(SERVER_RANK).last_seq + 1
     event = make_event(payload, run_id=run.run_id, seq=seq, ts=time.time(), rank=SERVER_RANK,
                        step=run.last_step, epoch=run.last_epoch, severity=severity)
     wire = _wire.decode(_encoder.encode(event))
-    write, _ = build_write(store, run, SERVER_RANK, [wire], max_event_bytes=1 << 30, touch=False)
+    write, _ = build_write(run, SERVER_RANK, [wire], max_event_bytes=1 << 30, touch=False)
     return write

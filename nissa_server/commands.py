@@ -121,7 +121,7 @@ class CommandService:
         payload = CommandStatusChanged(command_id=command.command_id, action=command.action, status=status,
                                        message=message)
         severity = Severity.WARNING if status is CommandStatus.EXPIRED else None
-        return batches.server_event(self._store, run, payload, severity)
+        return batches.server_event(run, payload, severity)
 
     def dispatch(self, run: RunState) -> None:
         """Send every still-queued command of ``run`` down each ingest connection that has not had it."""

@@ -43,7 +43,8 @@ class WatchFilter:
     def pick(self, write: EventWrite) -> list[Item]:
         """The items of ``write`` that pass the kind and severity filters."""
         floor, kinds = self.min_severity.rank, self.kinds
-        return [(r[0], r[7]) for r in write.rows if r[5] >= floor and (kinds is None or r[4] in kinds)]
+        return [(i, r[6]) for i, r in enumerate(write.rows, write.first_id)
+                if r[4] >= floor and (kinds is None or r[3] in kinds)]
 
 
 class Chunk:

@@ -144,6 +144,9 @@ class IngestSession:
     async def pump(self, run: RunState) -> None:
         settings, store, metrics = self.nissa.settings, self.nissa.store, self.nissa.metrics
         while True:
+            # Frames already received are taken without suspending: without this, a backlog of
+            # frames would hold the loop (watch senders, acks, other runs, REST) until it is decoded.
+            await asyncio.sleep(0)
             frame = await self.receive()
             if frame is None:
                 return
@@ -152,7 +155,7 @@ class IngestSession:
                                     "bad_frame")
             try:
                 batches.check_batch(frame.events, run.run_id, self.rank, settings.max_batch_events)
-                write, duplicates = batches.build_write(store, run, self.rank, frame.events,
+                write, duplicates = batches.build_write(run, self.rank, frame.events,
                                                         settings.max_event_bytes)
             except batches.BatchRejected as err:
                 code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
@@ -166,9 +169,6 @@ class IngestSession:
             write.on_stored = self.acked
             write.on_failed = self._store_failed
             await store.submit(write)
-            # Frames already received are taken without suspending: without this, a backlog of
-            # frames would hold the loop (watch senders, acks, other runs, REST) until it is decoded.
-            await asyncio.sleep(0)
 
     def _store_failed(self, err: BaseException) -> None:
         self._closing = (1011, f"store failed: {err}")

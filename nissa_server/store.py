@@ -9,7 +9,7 @@ import logging
 import pathlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,8 +21,9 @@ from nissa_server.runs import RunRegistry, RunState
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Rows of ``events``: (id, run_key, rank, seq, kind, severity rank, ts, body)
-Row = tuple[int, int, int, int, str, int, float, bytes]
+# Rows of ``events`` without their id: (run_key, rank, seq, kind, severity rank, ts, body). The ids
+# are given when the writer takes the write (``first_id``), in queue order.
+Row = tuple[int, int, int, str, int, float, bytes]
 
 
 @dataclass(eq=False)
@@ -41,11 +42,21 @@ class EventWrite:
     """Another write that must commit atomically with these events (a new command's row)."""
     on_stored: Callable[[int], None] | None = None
     on_failed: Callable[[BaseException], None] | None = None
+    first_id: int = 0
+    """Id of the first row; rows are numbered on from it when the writer takes the write."""
+
+    @property
+    def last_id(self) -> int:
+        return self.first_id + len(self.rows) - 1
+
+    def id_rows(self) -> Iterator[tuple]:
+        """The rows as the ``events`` table takes them, id first."""
+        return ((i, *row) for i, row in enumerate(self.rows, self.first_id))
 
     @functools.cached_property
     def items(self) -> list[tuple[int, bytes]]:
         """(id, body) pairs, built once and shared by every watcher that takes the whole batch."""
-        return [(row[0], row[7]) for row in self.rows]
+        return [(i, row[6]) for i, row in enumerate(self.rows, self.first_id)]
 
     def apply(self, conn: sqlite3.Connection) -> None:
         if self.before is not None:
@@ -56,7 +67,7 @@ class EventWrite:
         stream = self.run.stream(self.rank)
         stream.stored = max(stream.stored, self.contiguous)
         if self.rows:
-            store.committed_max_id = max(store.committed_max_id, self.rows[-1][0])
+            store.committed_max_id = max(store.committed_max_id, self.last_id)
         store.published(self)
         if self.on_stored is not None:
             self.on_stored(stream.stored)
@@ -157,12 +168,6 @@ class Store:
     def queue_depth(self) -> int:
         return self._queue.qsize() if self._queue is not None else 0
 
-    def allocate_ids(self, n: int) -> int:
-        """Reserve ``n`` consecutive event ids; returns the first. Ids follow submission order."""
-        first = self.next_id
-        self.next_id += n
-        return first
-
     async def submit(self, write: Write) -> None:
         """Queue a write; waits only when the writer is far behind (backpressure on ingest)."""
         assert self._queue is not None, "store not started"
@@ -208,6 +213,12 @@ class Store:
             while len(writes_) < self._max_ops and rows < self._max_rows and not self._queue.empty():
                 writes_.append(self._queue.get_nowait())
                 rows += _rows(writes_[-1])
+            # Ids are given here, in queue order, not when a write is built: a write built earlier
+            # may reach the queue later, and watchers rely on ids being committed in order.
+            for write in writes_:
+                if isinstance(write, EventWrite):
+                    write.first_id = self.next_id
+                    self.next_id += len(write.rows)
             try:
                 failures = await loop.run_in_executor(self._executor, self._commit, writes_)
                 self.commits += 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import EventKind, Severity
+from leyline.events import MAX_INT
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_UNAUTHORIZED
 from nissa_server import queries
 from nissa_server.auth import bearer_ok
@@ -40,8 +41,8 @@ def parse_query(params) -> WatchQuery:
         if raw is None or raw == "":
             return None
         value = int(raw)
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0")
+        if not 0 <= value <= MAX_INT:
+            raise ValueError(f"{name} must be in 0..{MAX_INT}")
         return value
 
     try:

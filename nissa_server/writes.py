@@ -55,7 +55,7 @@ def set_run_status(conn: sqlite3.Connection, run_key: int, status: RunStatus) ->
 
 def store_events(conn: sqlite3.Connection, write: EventWrite) -> None:
     run = write.run
-    conn.executemany(_INSERT_EVENTS, write.rows)
+    conn.executemany(_INSERT_EVENTS, write.id_rows())
     conn.execute(_UPSERT_STREAM, (run.run_key, write.rank, write.last_seq, write.contiguous))
     conn.executemany(_UPSERT_COUNT, [(run.run_key, kind, n) for kind, n in write.kinds.items()])
     for event in write.effects:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline import CommandRecord, Event, EventKind
+from leyline.events import MAX_INT
 from nissa_server import queries
 from nissa_server.auth import require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
@@ -63,7 +64,8 @@ def _kinds(kind: str | None) -> list[str] | None:
 async def list_events(
     request: Request,
     run_id: str,
-    after_seq: Annotated[int, Query(ge=0, description="Only events with a larger seq (the paging cursor)")] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_INT,
+                                    description="Only events with a larger seq (the paging cursor)")] = 0,
     kind: Annotated[str | None, Query(description="Event kind, or several separated by commas")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most events in this page")] = 1000,
     rank: Annotated[int | None, Query(ge=-1, le=65535, description="Only this rank (-1: the server's)")] = None,

@@ -4,7 +4,7 @@ import msgspec
 import pytest
 
 from leyline import DecodeError, EpochCompleted, Severity, decode_event, encode, encode_event, make_event
-from leyline.codec import check_run_id, decode_frame_wire, encode_checked
+from leyline.codec import check_rank, check_run_id, decode_frame_wire, encode_checked
 from leyline.frames import EventBatch
 from leyline.samples import sample_events
 
@@ -33,6 +33,8 @@ def test_encode_checked_gives_the_bytes_of_encode_event(event):
         ({"ts": float("nan")}, "$.ts"),
         ({"ts": float("inf")}, "$.ts"),
         ({"ts": "now"}, "$.ts"),
+        ({"ts": 10**400}, "$.ts"),
+        ({"step": 2**63}, "$.step"),
     ],
 )
 def test_encode_checked_refuses_a_bad_envelope(override, where):
@@ -52,11 +54,22 @@ def test_encode_checked_refuses_what_decoding_refuses_and_says_where():
         _checked(sample_events()[0], severity="loud")
 
 
-def test_check_run_id():
+def test_check_run_id_and_rank():
     check_run_id("run-1.a_b:c")
-    for bad in ("", "has space", "a/b", "x" * 129):
+    for bad in ("", "has space", "a/b", "x" * 129, "trailing\n", 5):
         with pytest.raises(msgspec.ValidationError):
-            check_run_id(bad)
+            check_run_id(bad)  # type: ignore[arg-type]
+    check_rank(0)
+    check_rank(65535)
+    for bad in (-1, 65536, True, 1.0, "1"):
+        with pytest.raises(msgspec.ValidationError):
+            check_rank(bad)  # type: ignore[arg-type]
+
+
+def test_counters_beyond_what_sqlite_stores_are_refused_on_decode():
+    data = encode_event(sample_events()[0])
+    with pytest.raises(DecodeError, match="step"):
+        decode_event(data.replace(b'"step":0', b'"step":%d' % 2**63))
 
 
 def test_a_batch_frame_checks_every_distinct_run_id_and_names_the_event():
@@ -76,7 +89,7 @@ def test_encode_checked_accepts_what_decoding_accepts():
         FIRST = 1
 
     event = sample_events()[0]
-    for override in ({"ts": 5}, {"epoch": Epoch.FIRST}, {"step": 2**40}):
+    for override in ({"ts": 5}, {"epoch": Epoch.FIRST}, {"step": 2**63 - 1}):
         line = _checked(event, **override)
         assert line == encode_event(msgspec.structs.replace(event, **override))
         decode_event(line)

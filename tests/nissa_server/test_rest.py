@@ -55,7 +55,7 @@ async def test_events_paging_and_filters(server_url, http):
     assert {e["kind"] for e in beats} == {"heartbeat"}
 
 
-@pytest.mark.parametrize("params", [{"after_seq": -1}, {"limit": 0}, {"limit": 10001}, {"kind": "weather"},
+@pytest.mark.parametrize("params", [{"after_seq": -1}, {"after_seq": 2**63}, {"limit": 0}, {"limit": 10001}, {"kind": "weather"},
                                     {"rank": -2}, {"after_seq": "x"}])
 async def test_bad_event_queries_are_422(server_url, http, params):
     await ingest_events(server_url, events_for("q", 1))

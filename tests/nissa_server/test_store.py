@@ -1,6 +1,8 @@
 """The SQLite file: schema version and migrations, WAL, indexes, and readers that do not block the writer."""
 
+import asyncio
 import sqlite3
+import time
 
 import pytest
 
@@ -91,9 +93,51 @@ async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
     await store.call(lambda conn: writes.insert_run(conn, run))
     for k in range(10):  # queued without yielding: the writer finds all ten waiting
         batch = decode_frame_wire(encode(EventBatch(events=events_for("backlog", 400, start_seq=1 + 400 * k))))
-        write, _ = build_write(store, run, 0, batch.events, max_event_bytes=1 << 20)
+        write, _ = build_write(run, 0, batch.events, max_event_bytes=1 << 20)
         await store.submit(write)
     await store.call(lambda conn: None)  # settles after every write queued before it
     await store.close()
     assert sum(rows_per_commit.values()) == 4000
     assert len(rows_per_commit) >= 4 and max(rows_per_commit.values()) <= 1000 + 400
+
+
+async def test_ids_follow_queue_order_even_when_a_write_built_first_is_queued_last(tmp_path):
+    # Watchers skip what is at or below the last id they sent: committed ids must only grow.
+    from leyline import encode
+    from leyline.codec import decode_frame_wire
+    from leyline.frames import EventBatch
+    from nissa_server import writes
+    from nissa_server.batches import build_write
+    from nissa_server.store import Store
+
+    store = Store(tmp_path / "n.db", queue_batches=1)
+    store.open()
+    published: list[tuple[str, int, int]] = []
+    store.on_publish = lambda w: published.append((w.run.run_id, w.first_id, w.last_id))
+    store.start()
+    early, late = store.registry.create("early", ""), store.registry.create("late", "")
+    for run in (early, late):
+        await store.call(lambda conn, run=run: writes.insert_run(conn, run))
+
+    def write_for(run):
+        batch = decode_frame_wire(encode(EventBatch(events=events_for(run.run_id, 3))))
+        return build_write(run, 0, batch.events, max_event_bytes=1 << 20)[0]
+
+    async def after_a_slow_call():  # resumes in the same writer step that frees the queue's slot
+        await store.call(lambda conn: time.sleep(0.2))
+        await store.submit(write_for(late))
+
+    async def built_first():  # built while the queue is full, so it waits with its rows ready
+        await asyncio.sleep(0.05)
+        await store.submit(write_for(early))
+
+    async def filler():
+        await asyncio.sleep(0.02)
+        await store.call(lambda conn: None)
+
+    await asyncio.gather(after_a_slow_call(), built_first(), filler())
+    await store.call(lambda conn: None)
+    await store.close()
+    assert len(published) == 2
+    ids = [i for _, first, last in published for i in (first, last)]
+    assert ids == sorted(ids) and ids[0] == 1, published

@@ -131,7 +131,8 @@ async def test_stalled_watcher_is_closed_and_resumes_from_its_cursor(tmp_path):
 
 
 async def test_bad_query_is_refused_with_a_reason(server_url):
-    for query in ({"after_seq": "-1"}, {"after_id": "x"}, {"kind": "weather"}, {"min_severity": "loud"}):
+    for query in ({"after_seq": "-1"}, {"after_id": "x"}, {"after_id": str(2**63)}, {"kind": "weather"},
+                  {"min_severity": "loud"}):
         async with connect(ws_url(server_url, "/ws/watch", **query)) as ws:
             code, reason = await close_of(ws)
         assert code == CLOSE_BAD_FRAME and reason, query

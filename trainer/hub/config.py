@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from leyline.codec import check_run_id
+from leyline.codec import check_rank, check_run_id
 
 INGEST_PATH = "/ws/ingest"
 
@@ -107,9 +107,11 @@ class HubConfig:
         try:
             check_run_id(self.run_id)
         except msgspec.ValidationError:
-            raise ValueError(f"run_id {self.run_id!r} must be 1-128 of A-Z a-z 0-9 . _ : -") from None
-        if not 0 <= self.rank <= 65535:
-            raise ValueError(f"rank must be 0..65535, got {self.rank}")
+            raise ValueError(f"run_id {self.run_id!r} must be a str of 1-128 of A-Z a-z 0-9 . _ : -") from None
+        try:
+            check_rank(self.rank)
+        except msgspec.ValidationError:
+            raise ValueError(f"rank must be an int in 0..65535, got {self.rank!r}") from None
         if self.server is not None:
             ingest_url(self.server)
         for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):

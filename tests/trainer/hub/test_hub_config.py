@@ -38,6 +38,9 @@ def test_config_validates_on_construction(tmp_path):
         HubConfig(run_id="r", log_dir=tmp_path, rank=70_000)
     with pytest.raises(ValueError, match="run_id 'a run/1'"):
         HubConfig(run_id="a run/1", log_dir=tmp_path)
+    for rank in (True, 1.0):  # would be logged as true / 1.0, which no decoder takes
+        with pytest.raises(ValueError, match="rank"):
+            HubConfig(run_id="r", log_dir=tmp_path, rank=rank)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         BackoffConfig(initial_s=2.0, max_s=1.0)
     cfg = HubConfig(run_id="r", log_dir=tmp_path, rank=3)
