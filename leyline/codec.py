@@ -7,7 +7,7 @@ import math
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.events import MAX_INT, PAYLOAD_TYPES, SCHEMA_VERSION, Event, NonNeg, Rank, RunId, Seq, _WireEvent
+from leyline.events import MAX_INT, PAYLOAD_TYPES, SCHEMA_VERSION, Event, Rank, RunId, _WireEvent
 from leyline.payloads import Payload
 
 _encoder = msgspec.json.Encoder()
@@ -125,21 +125,11 @@ def to_builtins(obj: object) -> object:
     return msgspec.to_builtins(obj)
 
 
-class _BatchEvent(msgspec.Struct, kw_only=True, gc=False):
+class _BatchEvent(_WireEvent, gc=False):
     """``_WireEvent`` inside a batch frame: ``run_id`` is checked once per distinct value
     (``_check_run_ids``) instead of by a regex per event; batches carry one run."""
 
     run_id: str
-    rank: Rank = 0
-    seq: Seq
-    ts: float
-    step: NonNeg = 0
-    epoch: NonNeg = 0
-    env: NonNeg | None = None
-    kind: EventKind
-    severity: Severity = Severity.INFO
-    payload: msgspec.Raw
-    v: int = SCHEMA_VERSION
 
 
 class _WireBatch(msgspec.Struct, tag="events", tag_field="type", kw_only=True):

@@ -75,7 +75,8 @@ def test_counters_beyond_what_sqlite_stores_are_refused_on_decode():
 def test_a_batch_frame_checks_every_distinct_run_id_and_names_the_event():
     events = sample_events(run_id="good")
     data = encode(EventBatch(events=events))
-    assert len(decode_frame_wire(data).events) == len(events)
+    decoded = decode_frame_wire(data).events
+    assert [encode(e) for e in decoded] == [encode_event(e) for e in events]  # what the server stores
     third = encode_event(events[2])
     broken = data.replace(third, third.replace(b'"run_id":"good"', b'"run_id":"bad id"'))
     with pytest.raises(DecodeError, match=r"at `\$\.events\[2\]\.run_id`"):
