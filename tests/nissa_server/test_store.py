@@ -15,6 +15,8 @@ def test_fresh_database_is_at_the_current_version_in_wal_mode(tmp_path):
     conn = db.connect_writer(tmp_path / "n.db")
     assert db.schema_version(conn) == db.SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == db.PAGE_BYTES
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == db.WAL_CHECKPOINT_BYTES // db.PAGE_BYTES
     indexes = {row[1]: row[2] for row in conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
                                                         "WHERE type = 'index' AND sql IS NOT NULL")}
     assert {"events_stream", "events_kind", "events_run"} <= set(indexes)
@@ -33,6 +35,8 @@ def test_old_database_is_migrated_and_keeps_its_rows(tmp_path):
     conn = db.connect_writer(path)
     assert db.schema_version(conn) == db.SCHEMA_VERSION
     assert conn.execute("SELECT run_id FROM runs").fetchall() == [("old",)]
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096  # an existing file keeps its pages
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == db.WAL_CHECKPOINT_BYTES // 4096
     assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'events_run'").fetchone()
 
 
