@@ -125,7 +125,7 @@ def to_builtins(obj: object) -> object:
     return msgspec.to_builtins(obj)
 
 
-class _BatchEvent(_WireEvent, gc=False):
+class _BatchEvent(_WireEvent, kw_only=True, gc=False):
     """``_WireEvent`` inside a batch frame: ``run_id`` is checked once per distinct value
     (``_check_run_ids``) instead of by a regex per event; batches carry one run."""
 

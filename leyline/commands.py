@@ -8,7 +8,7 @@ import msgspec
 
 from leyline.enums import CommandAction, CommandStatus
 from leyline.events import RunId
-from leyline.payloads import Scalar
+from leyline.payloads import Scalar, Step
 
 MAX_DEBUG_EPOCHS = 1000
 MAX_PROFILE_BATCHES = 500
@@ -60,7 +60,7 @@ class StatusChange(msgspec.Struct, kw_only=True):
 
     status: CommandStatus
     ts: float
-    step: int | None = None
+    step: Step | None = None
     message: str = ""
 
 
@@ -77,7 +77,7 @@ class CommandRecord(msgspec.Struct, kw_only=True):
     batches: int | None = None
     through_update: bool = False
     reason: str | None = None
-    applied_step: int | None = None
+    applied_step: Step | None = None
     result: dict[str, Scalar] | None = None
     message: str = ""
     history: list[StatusChange] = []

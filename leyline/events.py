@@ -16,6 +16,7 @@ import msgspec
 
 from leyline.enums import EventKind, Severity
 from leyline.payloads import (
+    MAX_INT,
     EpochCompleted,
     Payload,
     RunFinished,
@@ -84,8 +85,6 @@ DEFAULT_SEVERITY: dict[EventKind, Severity] = {
 
 # ``$(?!\n)``: a plain ``$`` would also match before a final newline.
 RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$(?!\n)")]
-MAX_INT = 2**63 - 1
-"""The largest integer SQLite stores: counters beyond it would fail every later write of the run."""
 Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
 NonNeg = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]

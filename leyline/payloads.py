@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
@@ -10,6 +10,9 @@ from leyline.enums import EventKind, SeedStage
 
 # Flat, JSON-safe values: what a config entry or a command result may hold.
 Scalar = str | int | float | bool | None
+MAX_INT = 2**63 - 1
+"""The largest integer SQLite stores: a counter beyond it would fail every later write of its run."""
+Step = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 
 
 class Payload(msgspec.Struct, kw_only=True, frozen=True):

@@ -7,7 +7,7 @@ from typing import ClassVar
 import msgspec
 
 from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
-from leyline.payloads import Payload, Scalar
+from leyline.payloads import Payload, Scalar, Step
 
 
 class TelemetryLevelChanged(Payload, kw_only=True, frozen=True):
@@ -79,7 +79,7 @@ class CommandStatusChanged(Payload, kw_only=True, frozen=True):
     command_id: str
     action: CommandAction
     status: CommandStatus
-    applied_step: int | None = None
+    applied_step: Step | None = None
     result: dict[str, Scalar] | None = None
     message: str = ""
 

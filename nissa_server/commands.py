@@ -105,11 +105,14 @@ class CommandService:
             self._keys[key] = (command.command_id, request)
         record = CommandRecord(command_id=command.command_id, run_id=run.run_id, action=req.action,
                                status=CommandStatus.QUEUED, created_at=now, updated_at=now)
-        write = self._status_event(run, command, CommandStatus.QUEUED, req.reason or "")
-        write.before = lambda conn: writes.insert_command(conn, run.run_key, record, request, key)
+        def build() -> EventWrite:
+            write = self._status_event(run, command, CommandStatus.QUEUED, req.reason or "")
+            write.before = lambda conn: writes.insert_command(conn, run.run_key, record, request, key)
+            return write
+
         try:
-            await self._store.submit_and_wait(write)
-        except Exception:  # whatever failed the store write, the command was not taken: forget it, re-raise
+            await self._store.submit_and_wait(build)
+        except BaseException:  # failed or cancelled, the command was not taken: forget it, re-raise
             self.open.pop(command.command_id, None)
             if key is not None:
                 self._keys.pop(key, None)
@@ -158,8 +161,8 @@ class CommandService:
                 continue
             await self._store.resync(run, SERVER_RANK)
             message = f"not delivered within {self._ttl_s:g} s"
-            write = self._status_event(run, open_.command, CommandStatus.EXPIRED, message)
             # Leave the open set now so the next sweep does not expire it twice.
             open_.status = CommandStatus.EXPIRED
-            await self._store.submit(write)
+            await self._store.submit_built(
+                lambda run=run, open_=open_: self._status_event(run, open_.command, CommandStatus.EXPIRED, message))
         return len(due)

@@ -142,7 +142,6 @@ class IngestSession:
         return run
 
     async def pump(self, run: RunState) -> None:
-        settings, store, metrics = self.nissa.settings, self.nissa.store, self.nissa.metrics
         while True:
             # Frames already received are taken without suspending: without this, a backlog of
             # frames would hold the loop (watch senders, acks, other runs, REST) until it is decoded.
@@ -153,10 +152,14 @@ class IngestSession:
             if not isinstance(frame, WireBatch):
                 raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
                                     "bad_frame")
+            await self._ingest(run, frame.events)
+
+    async def _ingest(self, run: RunState, events: list) -> None:
+        settings, store, metrics = self.nissa.settings, self.nissa.store, self.nissa.metrics
+        async with store.ordered:  # built and queued in one order (see Store.submit)
             try:
-                batches.check_batch(frame.events, run.run_id, self.rank, settings.max_batch_events)
-                write, duplicates = batches.build_write(run, self.rank, frame.events,
-                                                        settings.max_event_bytes)
+                batches.check_batch(events, run.run_id, self.rank, settings.max_batch_events)
+                write, duplicates = batches.build_write(run, self.rank, events, settings.max_event_bytes)
             except batches.BatchRejected as err:
                 code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
                 raise FrameRejected(code, str(err), "too_large" if err.too_large else "bad_event") from None
@@ -164,7 +167,7 @@ class IngestSession:
                 metrics.duplicates.inc(duplicates)
             if not write.rows:
                 self.acked(run.stream(self.rank).stored)
-                continue
+                return
             metrics.ingested.inc(len(write.rows))
             write.on_stored = self.acked
             write.on_failed = self._store_failed

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from leyline import Event
 from nissa_server import db, writes
-from nissa_server.runs import RunRegistry, RunState
+from nissa_server.runs import RunRegistry, RunState, Stream
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -32,6 +32,8 @@ class EventWrite:
 
     run: RunState
     rank: int
+    stream: Stream
+    """The stream state this write was built on; if it has been dropped since, so is the write."""
     rows: list[Row]
     contiguous: int
     last_seq: int
@@ -49,8 +51,14 @@ class EventWrite:
     def last_id(self) -> int:
         return self.first_id + len(self.rows) - 1
 
+    @property
+    def stale(self) -> bool:
+        """Built on stream state that a failed write has since made untrustworthy."""
+        return self.rank in self.run.dirty or self.run.streams.get(self.rank) is not self.stream
+
     def id_rows(self) -> Iterator[tuple]:
         """The rows as the ``events`` table takes them, id first."""
+        assert self.first_id > 0, "rows are numbered when the writer takes the write"
         return ((i, *row) for i, row in enumerate(self.rows, self.first_id))
 
     @functools.cached_property
@@ -64,7 +72,7 @@ class EventWrite:
         writes.store_events(conn, self)
 
     def settle(self, store: Store) -> None:
-        stream = self.run.stream(self.rank)
+        stream = self.stream
         stream.stored = max(stream.stored, self.contiguous)
         if self.rows:
             store.committed_max_id = max(store.committed_max_id, self.last_id)
@@ -102,6 +110,10 @@ class CallWrite:
 Write = EventWrite | CallWrite
 
 
+class StaleWrite(RuntimeError):
+    """A write refused unapplied because an earlier write of its stream failed."""
+
+
 def _rows(write: Write) -> int:
     return len(write.rows) if isinstance(write, EventWrite) else 1
 
@@ -128,6 +140,8 @@ class Store:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._task: asyncio.Task | None = None
+        self.ordered = asyncio.Lock()
+        """Held from building an event write until it is queued: FIFO, so build order is queue order."""
         self.commits = 0
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -169,12 +183,27 @@ class Store:
         return self._queue.qsize() if self._queue is not None else 0
 
     async def submit(self, write: Write) -> None:
-        """Queue a write; waits only when the writer is far behind (backpressure on ingest)."""
-        assert self._queue is not None, "store not started"
-        await self._queue.put(write)
+        """Queue a write; waits only when the writer is far behind (backpressure on ingest).
 
-    async def submit_and_wait(self, write: EventWrite) -> None:
-        """Queue an event write and wait until it is committed (or raise why it was not)."""
+        Event writes must be built and submitted under ``ordered`` (or through ``submit_built``):
+        their stream state assumes they reach the writer in the order they were built.
+        """
+        assert self._queue is not None, "store not started"
+        try:
+            await self._queue.put(write)
+        except BaseException as err:  # cancelled while waiting: never queued, yet counted by its stream
+            write.fail(err)
+            raise
+
+    async def submit_built(self, build: Callable[[], EventWrite]) -> EventWrite:
+        """Build an event write and queue it, in one order across every caller (see ``submit``)."""
+        async with self.ordered:
+            write = build()
+            await self.submit(write)
+        return write
+
+    async def submit_and_wait(self, build: Callable[[], EventWrite]) -> None:
+        """Build and queue an event write as ``submit_built``, then wait until it is committed."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()
 
         def stored(_: int) -> None:
@@ -185,8 +214,12 @@ class Store:
             if not future.done():
                 future.set_exception(err)
 
-        write.on_stored, write.on_failed = stored, failed
-        await self.submit(write)
+        def built() -> EventWrite:
+            write = build()
+            write.on_stored, write.on_failed = stored, failed
+            return write
+
+        await self.submit_built(built)
         await future
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -213,23 +246,31 @@ class Store:
             while len(writes_) < self._max_ops and rows < self._max_rows and not self._queue.empty():
                 writes_.append(self._queue.get_nowait())
                 rows += _rows(writes_[-1])
-            # Ids are given here, in queue order, not when a write is built: a write built earlier
-            # may reach the queue later, and watchers rely on ids being committed in order.
-            for write in writes_:
-                if isinstance(write, EventWrite):
-                    write.first_id = self.next_id
-                    self.next_id += len(write.rows)
             try:
-                failures = await loop.run_in_executor(self._executor, self._commit, writes_)
-                self.commits += 1
-                for write, err in zip(writes_, failures):
-                    if err is None:
-                        write.settle(self)
-                    else:
-                        write.fail(err)
+                await self._write(loop, writes_)
             finally:
                 for _ in writes_:
                     self._queue.task_done()
+
+    async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[Write]) -> None:
+        stale = [w for w in batch if isinstance(w, EventWrite) and w.stale]
+        for write in stale:
+            write.fail(StaleWrite(f"an earlier write of run {write.run.run_id!r} rank {write.rank} failed"))
+        batch = [w for w in batch if not (isinstance(w, EventWrite) and w.stale)]
+        # Ids are given here, in queue order, so that watchers see them committed in order.
+        for write in batch:
+            if isinstance(write, EventWrite):
+                write.first_id = self.next_id
+                self.next_id += len(write.rows)
+        if not batch:
+            return
+        failures = await loop.run_in_executor(self._executor, self._commit, batch)
+        self.commits += 1
+        for write, err in zip(batch, failures):
+            if err is None:
+                write.settle(self)
+            else:
+                write.fail(err)
 
     def _commit(self, batch: list[Write]) -> list[BaseException | None]:
         """One transaction for the whole batch; if it fails, retry each write alone to isolate the bad one."""
@@ -240,7 +281,17 @@ class Store:
             if len(batch) == 1:
                 logger.error("store write failed: %s", err, exc_info=not isinstance(err, sqlite3.Error))
                 return [err]
-        return [self._commit([write])[0] for write in batch]
+        results: list[BaseException | None] = []
+        broken: set[tuple[int, int]] = set()  # a stream's later writes assume its earlier ones landed
+        for write in batch:
+            key = (write.run.run_key, write.rank) if isinstance(write, EventWrite) else None
+            if key in broken:
+                results.append(StaleWrite("an earlier write of the same stream failed"))
+                continue
+            results.append(self._commit([write])[0])
+            if results[-1] is not None and key is not None:
+                broken.add(key)
+        return results
 
     def _transaction(self, batch: list[Write]) -> None:
         assert self._conn is not None
@@ -248,10 +299,11 @@ class Store:
         try:
             for write in batch:
                 write.apply(self._conn)
+            self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
-        self._conn.execute("COMMIT")
 
     # --- reading ---------------------------------------------------------------------------
 

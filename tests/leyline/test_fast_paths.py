@@ -94,3 +94,12 @@ def test_encode_checked_accepts_what_decoding_accepts():
         line = _checked(event, **override)
         assert line == encode_event(msgspec.structs.replace(event, **override))
         decode_event(line)
+
+
+def test_a_command_step_beyond_what_sqlite_stores_is_refused():
+    from leyline.payloads_ops import CommandStatusChanged
+
+    body = b'{"command_id":"c","action":"debug","status":"applied","applied_step":%d}'
+    assert msgspec.json.decode(body % (2**63 - 1), type=CommandStatusChanged).applied_step == 2**63 - 1
+    with pytest.raises(msgspec.ValidationError, match="applied_step"):
+        msgspec.json.decode(body % 2**63, type=CommandStatusChanged)
