@@ -32,6 +32,26 @@ async def started(path, *runs: str, **kw) -> tuple[Store, list[RunState]]:
     return store, states
 
 
+async def slot_race(store: Store, resumes_first, waits_for_room) -> None:
+    """With a one-slot queue: ``waits_for_room`` submits while the queue is full; ``resumes_first``
+    submits as soon as a slow call returns, in the same writer step that frees the slot."""
+
+    async def after_a_slow_call():
+        await store.call(lambda conn: time.sleep(0.2))
+        await resumes_first()
+
+    async def while_full():
+        await asyncio.sleep(0.05)
+        await waits_for_room()
+
+    async def filler():
+        await asyncio.sleep(0.02)
+        await store.call(lambda conn: None)
+
+    await asyncio.gather(after_a_slow_call(), while_full(), filler())
+    await store.call(lambda conn: None)
+
+
 async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
     # A backlog committed whole would reach every watcher as one burst, bigger than a watcher's room.
     store, (run,) = await started(tmp_path / "n.db", "backlog", max_rows_per_commit=1000)
@@ -51,20 +71,7 @@ async def test_ids_follow_queue_order_even_when_a_write_built_first_is_queued_la
     published: list[tuple[str, int, int]] = []
     store.on_publish = lambda w: published.append((w.run.run_id, w.first_id, w.last_id))
 
-    async def after_a_slow_call():  # resumes in the same writer step that frees the queue's slot
-        await store.call(lambda conn: time.sleep(0.2))
-        await store.submit(write_for(late, 3))
-
-    async def built_first():  # built while the queue is full, so it waits with its rows ready
-        await asyncio.sleep(0.05)
-        await store.submit(write_for(early, 3))
-
-    async def filler():
-        await asyncio.sleep(0.02)
-        await store.call(lambda conn: None)
-
-    await asyncio.gather(after_a_slow_call(), built_first(), filler())
-    await store.call(lambda conn: None)
+    await slot_race(store, lambda: store.submit(write_for(late, 3)), lambda: store.submit(write_for(early, 3)))
     await store.close()
     assert [run_id for run_id, _, _ in published] == ["late", "early"], "the race did not happen"
     ids = [i for _, first, last in published for i in (first, last)]
@@ -83,20 +90,7 @@ async def test_writes_of_one_stream_reach_the_writer_in_the_order_they_were_buil
     def event() -> EventWrite:
         return server_event(run, Heartbeat(uptime_s=1.0))
 
-    async def after_a_slow_call():  # resumes in the same writer step that frees the queue's slot
-        await store.call(lambda conn: time.sleep(0.2))
-        await store.submit_built(event)
-
-    async def built_while_full():
-        await asyncio.sleep(0.05)
-        await store.submit_built(event)
-
-    async def filler():
-        await asyncio.sleep(0.02)
-        await store.call(lambda conn: None)
-
-    await asyncio.gather(after_a_slow_call(), built_while_full(), filler())
-    await store.call(lambda conn: None)
+    await slot_race(store, lambda: store.submit_built(event), lambda: store.submit_built(event))
     await store.close()
     assert published == [1, 2]
 
