@@ -81,8 +81,10 @@ class EventWrite:
             self.on_stored(stream.stored)
 
     def fail(self, err: BaseException) -> None:
-        # Memory now claims seqs the file lacks: reload this stream before it is used again.
-        self.run.dirty.add(self.rank)
+        # Memory now claims seqs the file lacks: reload this stream before it is used again
+        # (unless it was reloaded already: a stale write's claims went with the old state).
+        if self.run.streams.get(self.rank) is self.stream:
+            self.run.dirty.add(self.rank)
         if self.on_failed is not None:
             self.on_failed(err)
 
@@ -254,9 +256,10 @@ class Store:
 
     async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[Write]) -> None:
         stale = [w for w in batch if isinstance(w, EventWrite) and w.stale]
-        for write in stale:
-            write.fail(StaleWrite(f"an earlier write of run {write.run.run_id!r} rank {write.rank} failed"))
-        batch = [w for w in batch if not (isinstance(w, EventWrite) and w.stale)]
+        if stale:
+            batch = [w for w in batch if w not in stale]
+            for write in stale:
+                write.fail(StaleWrite(f"an earlier write of run {write.run.run_id!r} rank {write.rank} failed"))
         # Ids are given here, in queue order, so that watchers see them committed in order.
         for write in batch:
             if isinstance(write, EventWrite):

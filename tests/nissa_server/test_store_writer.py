@@ -125,3 +125,25 @@ async def test_a_failed_write_fails_the_later_writes_of_its_stream_until_it_is_r
     await store.call(lambda conn: None)
     await store.close()
     assert published == [1, 2, 3] and acks == [3]
+
+
+async def test_a_stale_write_failing_leaves_the_reloaded_stream_alone(tmp_path):
+    # Its claims were on the state the reload replaced: failing it must not mark the new state dirty,
+    # nor take down the fresh write queued beside it.
+    store, (run,) = await started(tmp_path / "n.db", "reloaded")
+    failing = write_for(run, 3)
+    failing.before = lambda conn: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))
+    await store.submit_built(lambda: failing)
+    await store.call(lambda conn: None)
+    left_over = write_for(run, 3, 4)  # built on the state the failure left, before the reload
+    await store.resync(run, 0)
+    acks: list[int] = []
+    failures: list[BaseException] = []
+    left_over.on_failed = failures.append
+    await store.submit(left_over)
+    fresh = await store.submit_built(lambda: write_for(run, 3))
+    fresh.on_stored = acks.append
+    await store.call(lambda conn: None)
+    await store.close()
+    assert [type(err) for err in failures] == [StaleWrite]
+    assert acks == [3] and not run.dirty
