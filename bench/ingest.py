@@ -288,9 +288,11 @@ def hub_through_server(root: pathlib.Path, events: int) -> tuple[float, float, i
         server_cpu, own_cpu = cpu_seconds(server.proc.pid) - server_cpu0, time.process_time() - own_cpu0
         ok, arrived, resumes, watcher_cpu = watcher.result(report.logged, timeout=300)
         watched_s = arrived - wall0
-        print(f"CPU until stored, {stored_s:.1f} s wall: nissa-server {server_cpu:.1f} s ({server_cpu / events * 1e6:.1f} us/event), "
-              f"hub (worker + sender) {own_cpu:.1f} s ({own_cpu / events * 1e6:.1f} us/event), "
-              f"watcher {watcher_cpu:.1f} s ({watcher_cpu / events * 1e6:.1f} us/event)")
+        def cpu(seconds: float) -> str:
+            return f"{seconds:.1f} s ({seconds / events * 1e6:.1f} us/event)"
+
+        print(f"CPU until stored ({stored_s:.1f} s wall): nissa-server {cpu(server_cpu)}, "
+              f"hub (worker + sender) {cpu(own_cpu)}; watcher until it had the last event {cpu(watcher_cpu)}")
         hub.close(timeout=10)
         # flush waits for what was logged when it was called; a heartbeat may be logged after that,
         # so acked may trail logged. The watcher waited for the last logged seq.

@@ -83,8 +83,8 @@ def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_by
         run.touch()
     if any(e.kind is EventKind.RUN_FINISHED for e in effects):
         run.status = RunStatus.FINISHED
-    write = EventWrite(run=run, rank=rank, stream=stream, rows=rows, contiguous=contiguous, last_seq=last, kinds=kinds,
-                       effects=effects, touch=touch)
+    write = EventWrite(run=run, rank=rank, stream=stream, rows=rows, contiguous=contiguous, last_seq=last,
+                       kinds=kinds, effects=effects, touch=touch)
     return write, len(events) - len(rows)
 
 

@@ -14,7 +14,7 @@ import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, Command, encode
-from leyline.codec import WireBatch, decode_frame_wire
+from leyline.codec import BatchEvent, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_SUPERSEDED,
@@ -154,7 +154,7 @@ class IngestSession:
                                     "bad_frame")
             await self._ingest(run, frame.events)
 
-    async def _ingest(self, run: RunState, events: list) -> None:
+    async def _ingest(self, run: RunState, events: list[BatchEvent]) -> None:
         settings, store, metrics = self.nissa.settings, self.nissa.store, self.nissa.metrics
         async with store.ordered:  # built and queued in one order (see Store.submit)
             try:
