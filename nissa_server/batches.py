@@ -6,9 +6,8 @@ import time
 
 import msgspec
 
-from leyline import SERVER_RANK, Event, Payload, RunStatus, Severity, decode_event, make_event
+from leyline import SERVER_RANK, Event, Payload, RunFinished, RunStatus, Severity, decode_event, make_event
 from leyline.codec import BatchEvent
-from leyline.enums import EventKind
 from nissa_server.runs import RunState
 from nissa_server.store import EventWrite, Row
 from nissa_server.writes import EFFECT_KINDS
@@ -81,8 +80,9 @@ def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_by
             final = events[-1]
             run.last_step, run.last_epoch = max(run.last_step, final.step), max(run.last_epoch, final.epoch)
         run.touch()
-    if any(e.kind is EventKind.RUN_FINISHED for e in effects):
-        run.status = RunStatus.FINISHED
+    for effect in effects:
+        if isinstance(effect.payload, RunFinished):
+            run.status = RunStatus.after_finish(effect.payload.status)
     write = EventWrite(run=run, rank=rank, stream=stream, rows=rows, contiguous=contiguous, last_seq=last,
                        kinds=kinds, effects=effects, touch=touch)
     return write, len(events) - len(rows)

@@ -76,8 +76,8 @@ def _apply_effect(conn: sqlite3.Connection, run_key: int, event: Event) -> None:
         )
     elif isinstance(payload, RunFinished):
         conn.execute(
-            "UPDATE runs SET status = 'finished', ended_at = ?, finish = ? WHERE run_key = ?",
-            (event.ts, _enc.encode(payload), run_key),
+            "UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
+            (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key),
         )
     elif isinstance(payload, HubHealth):
         conn.execute("UPDATE runs SET hub_health = ? WHERE run_key = ?", (_enc.encode(payload), run_key))

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from leyline import HEAD_NAMES, CommandStatus, SlotSnapshot, TopOp
+from leyline import HEAD_NAMES, CommandStatus, RunStatus, SlotSnapshot, TopOp
 
 from tui.state import RunState
 
@@ -27,9 +27,17 @@ class StaleThresholds:
             raise ValueError("need 0 < slow_s < stale_s")
 
 
+def run_ended(status: str) -> bool:
+    """The server (or the run log) says the run is over; a status this console does not know is not."""
+    try:
+        return RunStatus(status).ended
+    except ValueError:
+        return False
+
+
 def staleness(silence_s: float | None, status: str, thresholds: StaleThresholds) -> Staleness:
-    """LIVE / SLOW / STALE from the seconds since the last event arrived; finished runs say so."""
-    if status in ("finished", "failed", "interrupted"):
+    """LIVE / SLOW / STALE from the seconds since the last event arrived; ended runs say FINISHED."""
+    if run_ended(status):
         return "FINISHED"
     if silence_s is None:
         return "WAITING"

@@ -17,7 +17,7 @@ from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
 from tui.screens.base import DashboardScreen
 from tui.screens.forms import EscalateChoice, EscalateForm
-from tui.views import staleness
+from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,8 @@ class RunViewScreen(DashboardScreen):
             await asyncio.sleep(self.watch_app.config.runs_poll_s)
 
     def on_run_status_polled(self, message: RunStatusPolled) -> None:
-        keeps_detail = message.status == "finished" and self.state.status in ("failed", "interrupted")
+        # A server older than the interrupted and failed statuses says "finished"; the run log knows better.
+        keeps_detail = run_ended(message.status) and run_ended(self.state.status)
         if message.status != self.state.status and not keeps_detail:
             self.state.status = message.status
             self.state.dirty.add("header")
