@@ -1,4 +1,4 @@
-"""``GET /healthz`` and ``GET /metrics``."""
+"""``GET /`` (where to start), ``GET /healthz`` and ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,18 @@ from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import Health
 
 router = APIRouter(tags=["operations"])
+
+# What ``GET /`` points to: enough for someone who typed the server's address into a browser.
+INDEX = {"service": "nissa-server", "version": __version__, "docs": "/docs", "openapi": "/openapi.json",
+         "runs": "/runs", "health": "/healthz", "metrics": "/metrics"}
+_INDEX_SCHEMA = {"type": "object", "properties": {key: {"type": "string"} for key in INDEX},
+                 "required": list(INDEX)}
+
+
+@router.get("/", summary="Where to start: links to the API's documentation and main resources",
+            response_class=Response, responses={200: ok(_INDEX_SCHEMA, INDEX)})
+async def index() -> Response:
+    return json_response(INDEX)
 
 
 @router.get("/healthz", summary="Liveness (never needs a token)", response_class=Response,
