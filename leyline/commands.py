@@ -14,6 +14,16 @@ MAX_DEBUG_EPOCHS = 1000
 MAX_PROFILE_BATCHES = 500
 MAX_REASON_CHARS = 500
 
+# Commands a trainer gives itself (``--profile``, auto-escalation) carry ids with these prefixes; the
+# server's own ids are hex and never do. The server records them from their status events.
+TRAINER_COMMAND_PREFIXES = ("local-", "auto-")
+
+
+def is_trainer_command(command_id: str) -> bool:
+    """The trainer issued this command itself; no ``POST /escalate`` created it."""
+    return command_id.startswith(TRAINER_COMMAND_PREFIXES)
+
+
 DebugEpochs = Annotated[int, msgspec.Meta(ge=1, le=MAX_DEBUG_EPOCHS)]
 ProfileBatches = Annotated[int, msgspec.Meta(ge=1, le=MAX_PROFILE_BATCHES)]
 Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]

@@ -25,6 +25,7 @@ from leyline import (
     SERVER_RANK,
     Severity,
 )
+from leyline.commands import is_trainer_command
 from nissa_server import batches, writes
 from nissa_server.runs import RunState
 from nissa_server.store import EventWrite, Store
@@ -65,6 +66,8 @@ class CommandService:
 
     def load(self, records: Iterable[CommandRecord], keys: Iterable[tuple[str, str, bytes]]) -> None:
         for rec in records:
+            if is_trainer_command(rec.command_id):
+                continue  # the trainer applies its own commands; the server only keeps their record
             command = Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
                               batches=rec.batches, through_update=rec.through_update, reason=rec.reason,
                               created_at=rec.created_at)

@@ -21,6 +21,7 @@ from leyline import (
     RunStatus,
     StatusChange,
 )
+from leyline.commands import is_trainer_command
 from nissa_server.runs import RunState, Stream
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ def apply_command_status(conn: sqlite3.Connection, run_key: int, change: Command
         "SELECT status, history FROM commands WHERE command_id = ? AND run_key = ?", (change.command_id, run_key)
     ).fetchone()
     if row is None:
+        if is_trainer_command(change.command_id):
+            return _insert_trainer_command(conn, run_key, change, ts=ts, step=step)
         logger.warning("status %s for unknown command %s ignored", change.status.value, change.command_id)
         return False
     current = CommandStatus(row[0])
@@ -126,6 +129,23 @@ def apply_command_status(conn: sqlite3.Connection, run_key: int, change: Command
          _enc.encode(history), change.command_id),
     )
     return True
+
+
+def _insert_trainer_command(conn: sqlite3.Connection, run_key: int, change: CommandStatusChanged, *,
+                           ts: float, step: int | None) -> bool:
+    """A command the trainer gave itself, recorded from its first status so ``GET /commands/{id}`` shows
+    it like any other; its first message is the trainer's reason. An id another run already holds stays
+    that run's (``OR IGNORE``)."""
+    request = {"action": change.action.value, "reason": change.message or None, "origin": "trainer"}
+    history = [StatusChange(status=change.status, ts=ts, step=step, message=change.message)]
+    inserted = conn.execute(
+        "INSERT OR IGNORE INTO commands (command_id, run_key, action, status, created_at, updated_at, request,"
+        " applied_step, result, message, history) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (change.command_id, run_key, change.action.value, change.status.value, ts, time.time(),
+         _enc.encode(request), change.applied_step, None if change.result is None else _enc.encode(change.result),
+         change.message, _enc.encode(history)),
+    ).rowcount
+    return inserted == 1
 
 
 def max_event_id(conn: sqlite3.Connection) -> int:
