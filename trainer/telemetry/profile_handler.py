@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import pathlib
-import platform
-import re
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,26 +26,10 @@ from leyline import Command, CommandAction, Payload, ProfileCompleted, ProfileSt
 from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.control import CommandContext, CommandProcessor, CommandRejected
+from trainer.hub.rest import artifact_name, artifact_url
 from trainer.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profiles_dir
 
 logger = logging.getLogger(__name__)
-
-
-def artifact_url(server: str, run_id: str, name: str) -> str:
-    """``{server}/runs/{run_id}/artifacts/{name}`` over http(s), whatever scheme ``server`` was given in."""
-    parts = urllib.parse.urlsplit(server.strip())
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
-    path = parts.path.rstrip("/")
-    if path.endswith("/ws/ingest"):
-        path = path[: -len("/ws/ingest")]
-    quoted = f"{path}/runs/{urllib.parse.quote(run_id, safe='')}/artifacts/{urllib.parse.quote(name, safe='')}"
-    return urllib.parse.urlunsplit((scheme, parts.netloc, quoted, "", ""))
-
-
-def artifact_name(window: str) -> str:
-    """``profile-<window>-<host>-<pid>.pt.trace.json``: unique across ranks, safe as a server file name."""
-    host = re.sub(r"[^A-Za-z0-9_-]+", "-", platform.node() or "host")[:40]
-    return f"profile-{window}-{host}-{os.getpid()}.pt.trace.json"[:128]
 
 
 @dataclass(frozen=True)
