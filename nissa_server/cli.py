@@ -29,22 +29,27 @@ def _out(line: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer Esper training runs.")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (non-loopback needs a token)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind; a non-loopback one needs a token (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"TCP port; 0 picks a free one (default {DEFAULT_PORT})")
     p.add_argument("--db", type=pathlib.Path, default=None,
                    help=f"SQLite database file (default: {default_db_path()})")
     p.add_argument("--token", default=None, help=f"bearer token for ingest, uploads and /escalate "
                                                  f"(default: ${TOKEN_ENV})")
-    p.add_argument("--read-auth", action="store_true", help="require the token on reads and /ws/watch too")
+    p.add_argument("--read-auth", action="store_true",
+                   help="require the token on reads and /ws/watch too (default: reads are open)")
     p.add_argument("--artifact-dir", type=pathlib.Path, default=None,
                    help="where uploaded artifacts go (default: next to the database)")
     p.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
-                   help="mark a run lost after this long with no connection and no event")
+                   help="mark a run lost after this long with no connection and no event (default 60)")
     p.add_argument("--command-ttl", type=float, default=300.0, metavar="SECONDS",
-                   help="expire commands still undelivered after this long")
-    p.add_argument("--max-open-commands", type=int, default=8, help="open commands per run before 429")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+                   help="expire commands still undelivered after this long (default 300)")
+    p.add_argument("--max-open-commands", type=int, default=8, metavar="N",
+                   help="open commands per run before /escalate answers 429 (default 8)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="what the server logs to stderr (default info)")
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request (default: off)")
     return p
 
 

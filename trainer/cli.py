@@ -81,7 +81,7 @@ def _rank_from_env() -> int:
     return int(raw)
 
 
-def _train_parser() -> argparse.ArgumentParser:
+def train_parser() -> argparse.ArgumentParser:
     from trainer.simic.config import add_training_args
 
     p = _Parser(prog="esper-train", usage=USAGE, description="Train an Esper run and stream its events to nissa-server.",
@@ -106,12 +106,13 @@ def _train_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-every", type=int, metavar="ROUNDS",
                    help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
                         "(0: none; default 1)")
-    g.add_argument("-v", "--verbose", action="store_true", help="log what the hub and the loop do to stderr")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="log what the hub and the loop do to stderr (default: warnings only)")
     add_training_args(p)
     return p
 
 
-def _upload_parser() -> argparse.ArgumentParser:
+def upload_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="esper-train upload",
                 description="Upload a run's local log and its profile traces to nissa-server (idempotent).")
     p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
@@ -171,7 +172,7 @@ def _train(argv: Sequence[str]) -> int:
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling
 
-    parser = _train_parser()
+    parser = train_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -216,7 +217,7 @@ def _train(argv: Sequence[str]) -> int:
 
 
 def _upload(argv: Sequence[str]) -> int:
-    parser = _upload_parser()
+    parser = upload_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.server:

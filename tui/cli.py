@@ -27,18 +27,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", default=None,
                    help=f"nissa-server base URL (default {DEFAULT_SERVER}, or $NISSA_SERVER)")
     p.add_argument("--token", default=None, help="bearer token for escalations (default $NISSA_TOKEN)")
-    p.add_argument("--run", dest="run_id", default=None, help="open this run directly")
+    p.add_argument("--run", dest="run_id", default=None,
+                   help="open this run directly, waiting for it if the server does not know it yet "
+                        "(default: pick one from the list)")
     p.add_argument("--replay", type=Path, default=None, metavar="EVENTS_JSONL",
-                   help="replay a local run log (<log-dir>/<run_id>/events.jsonl) without a server")
-    p.add_argument("--web", action="store_true", help="serve the console in a browser (textual-serve)")
+                   help="replay a local run log (<log-dir>/<run_id>/events.jsonl) without a server "
+                        "(default: none)")
+    p.add_argument("--web", action="store_true",
+                   help="serve the console in a browser (textual-serve) (default: in this terminal)")
     p.add_argument("--web-host", default="127.0.0.1", help="address --web listens on (default 127.0.0.1)")
     p.add_argument("--web-port", type=int, default=8766, help="port --web listens on (default 8766)")
-    p.add_argument("--web-public-url", default=None, help="URL browsers reach --web at, if proxied")
+    p.add_argument("--web-public-url", default=None,
+                   help="URL browsers reach --web at, if proxied (default: http://WEB_HOST:WEB_PORT)")
     p.add_argument("--allow-remote", action="store_true",
-                   help="let --web listen on a non-loopback address (anyone who reaches it can escalate)")
+                   help="let --web listen on a non-loopback address; anyone who reaches it can escalate "
+                        "(default: loopback only)")
     p.add_argument("--refresh-hz", type=float, default=4.0, help="most redraws per second (default 4)")
-    p.add_argument("--debug-epochs", type=int, default=3, help="length of the debug window d asks for")
-    p.add_argument("--profile-batches", type=int, default=5, help="default batches of the p form")
+    p.add_argument("--debug-epochs", type=int, default=3,
+                   help="length in epochs of the debug window d asks for (default 3)")
+    p.add_argument("--profile-batches", type=int, default=5,
+                   help="batches the p form offers for a profile window (default 5)")
     p.add_argument("--log-file", type=Path, default=None,
                    help="where the console logs (default: the per-user log dir)")
     return p
