@@ -81,7 +81,8 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
     try:
-        progress = Progress(config.rounds, config.log_every) if config.log_every > 0 else None
+        progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
+                    if config.log_every > 0 else None)
         trainer = build_trainer(config, hooks, sites, data, progress)
         results: list[RoundResult] = []
         for round_ in range(1, config.rounds + 1):
