@@ -38,6 +38,7 @@ class RunViewScreen(DashboardScreen):
         self.then = then  # an action to run once shown: ``d``/``p`` pressed in the run picker
         self.connection = Connection("connecting")
         self.reconnects = 0
+        self.unknown_polls = 0  # status polls that found the run not (yet) on the server
         self.last_arrival: float | None = None
         self._inflight = 0
         self._drained = asyncio.Event()
@@ -76,20 +77,36 @@ class RunViewScreen(DashboardScreen):
 
     @work(exclusive=True, group="status")
     async def poll_status(self) -> None:
-        """The server's word on the run (live, lost, finished): a silent trainer cannot say it is lost."""
+        """The server's word on the run (live, lost, finished): a silent trainer cannot say it is lost.
+
+        A run the server does not know yet is waited for quietly: the console may be opened on a run
+        whose trainer is still starting (``make demo`` does). Past ``run_wait_s`` it says so, once.
+        """
         client = self.watch_app.require_client()
+        config = self.watch_app.config
         last_error: int | None = None
+        known = False
         while True:
             try:
                 run = await client.get_run(self.run_id)
             except ApiError as err:
-                if err.status != last_error and err.status:  # say it once, not every poll
+                if err.status == 404 and not known:
+                    self.unknown_polls += 1
+                    self._say_still_unknown(config.run_wait_s)
+                elif err.status != last_error and err.status:  # say it once, not every poll
                     self.post_message(ApiFailed(f"run {self.run_id}", err))
                 last_error = err.status
             else:
-                last_error = None
+                known, last_error = True, None
                 self.post_message(RunStatusPolled(run.status))
-            await asyncio.sleep(self.watch_app.config.runs_poll_s)
+            await asyncio.sleep(config.runs_poll_s)
+
+    def _say_still_unknown(self, wait_s: float) -> None:
+        polls_before = wait_s / self.watch_app.config.runs_poll_s
+        if polls_before <= self.unknown_polls < polls_before + 1:
+            self.notify(f"run {self.run_id} is not on the server after {wait_s:g} s; still waiting for it "
+                        "(is its trainer running, and is --run right?)", title="waiting", severity="warning",
+                        timeout=10)
 
     def on_run_status_polled(self, message: RunStatusPolled) -> None:
         # A server older than the interrupted and failed statuses says "finished"; the run log knows better.
