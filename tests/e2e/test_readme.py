@@ -64,6 +64,7 @@ def test_every_command_of_the_tour_works_as_written(tmp_path):
     assert sorted(tour.done) == sorted(commands)
     server_log = shell.log("nissa-server")
     assert "Traceback" not in server_log and " ERROR " not in server_log, server_log
+    assert "unknown command" not in server_log, server_log
 
 
 class Tour:
