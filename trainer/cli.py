@@ -84,8 +84,8 @@ def _rank_from_env() -> int:
 def train_parser() -> argparse.ArgumentParser:
     from trainer.simic.config import add_training_args
 
-    p = _Parser(prog="esper-train", usage=USAGE, description="Train an Esper run and stream its events to nissa-server.",
-                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Train an Esper run and stream its events to nissa-server.")
     g = p.add_argument_group("telemetry")
     g.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
                    help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER; none: log only)")

@@ -67,6 +67,7 @@ async def test_another_runs_command_id_is_not_taken_over(tmp_path):
 async def test_server_command_ids_never_look_like_the_trainers(server_url):
     # The server records commands from status events only for the trainer's ids; its own must never match.
     async with IngestClient(server_url, "live-run"):
-        ids = [httpx.post(f"{server_url}/escalate", json={"run_id": "live-run", **DEBUG}, timeout=10).json()["command_id"]
-               for _ in range(3)]
-    assert not any(is_trainer_command(command_id) for command_id in ids)
+        answers = [httpx.post(f"{server_url}/escalate", json={"run_id": "live-run", **DEBUG}, timeout=10).json()
+                   for _ in range(3)]
+    ids = [answer["command_id"] for answer in answers]
+    assert len(set(ids)) == 3 and not any(is_trainer_command(command_id) for command_id in ids)

@@ -107,7 +107,11 @@ def upload_traces(traces: list[Trace], server: str, run_id: str, token: str | No
             if trace.path is None:
                 out.missing.append(trace.name)
                 continue
-            body = trace.path.read_bytes()
+            try:
+                body = trace.path.read_bytes()
+            except OSError as err:
+                out.errors.append(f"{trace.name}: cannot read {trace.path}: {err.strerror or err}")
+                continue
             if held.get(trace.name) == hashlib.sha256(body).hexdigest():
                 out.held += 1
                 continue
