@@ -70,6 +70,9 @@ def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
     if not loopback and not args.allow_remote:
         _out(f"esper-watch: --web-host {args.web_host} is not loopback; add --allow-remote to mean it")
         return 2
+    if not 1 <= args.web_port <= 65535:
+        _out(f"esper-watch: --web-port must be in 1..65535, got {args.web_port}")
+        return 2
     child = [a for a in argv if a != "--web"]
     for flag in ("--web-host", "--web-port", "--web-public-url", "--token"):
         # The token travels in the environment: a command line is visible to every local user.
@@ -80,8 +83,13 @@ def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
         os.environ["NISSA_TOKEN"] = args.token
     command = shlex.join([sys.executable, "-m", "tui", *child])
     _out(f"esper-watch: serving on http://{args.web_host}:{args.web_port}")
-    Server(command, host=args.web_host, port=args.web_port, title="esper-watch",
-           public_url=args.web_public_url).serve()
+    try:
+        Server(command, host=args.web_host, port=args.web_port, title="esper-watch",
+               public_url=args.web_public_url).serve()
+    except OSError as err:  # the address is taken, or not this machine's
+        _out(f"esper-watch: --web-host/--web-port: cannot listen on {args.web_host}:{args.web_port}: "
+             f"{err.strerror or err}")
+        return 2
     return 0
 
 
@@ -106,9 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay and not args.replay.is_file():
         _out(f"esper-watch: --replay {args.replay}: no such file")
         return 2
-    log_path = _configure_logging(args.log_file)
+    try:
+        log_path = _configure_logging(args.log_file)
+    except OSError as err:
+        _out(f"esper-watch: --log-file {args.log_file}: cannot write there: {err.strerror or err}")
+        return 2
     logging.getLogger(__name__).info("esper-watch starting against %s", client.base if client else args.replay)
-    build_app(config).run()
+    try:
+        app = build_app(config)
+    except (OSError, ValueError) as err:
+        _out(f"esper-watch: --replay {args.replay}: {err}")
+        return 2
+    app.run()
     _out(f"esper-watch: log at {log_path}")
     return 0
 
