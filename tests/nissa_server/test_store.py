@@ -43,7 +43,7 @@ def test_newer_database_is_refused(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version={db.SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RuntimeError, match="newer"):
+    with pytest.raises(db.UnusableDatabase, match="newer"):
         db.connect_writer(path)
 
 
