@@ -74,6 +74,12 @@ def _merge_ranks(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: 
     return [body for _, _, body in rows[:limit]]
 
 
+def bodies(conn: sqlite3.Connection, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:
+    """(seq, stored body) of one stream's events with ``first <= seq <= last``."""
+    return conn.execute("SELECT seq, body FROM events WHERE run_key = ? AND rank = ? AND seq BETWEEN ? AND ?",
+                        (run_key, rank, first, last)).fetchall()
+
+
 def replay_page(conn: sqlite3.Connection, run_key: int | None, after_id: int, upto_id: int, limit: int,
                 kinds: list[str] | None = None, min_severity: int = 0) -> list[tuple[int, bytes]]:
     """Stored events with ``after_id < id <= upto_id`` in id order: a watcher's replay."""

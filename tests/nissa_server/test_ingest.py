@@ -18,14 +18,15 @@ from leyline.frames import (
     EventBatch,
     Hello,
 )
-from tests.support import IngestClient, close_of, events_for, running_server, ws_url
+from tests.support import SECRET, IngestClient, close_of, events_for, running_server, ws_url
 
 
 async def test_acks_highest_contiguous_and_drops_duplicates(server_url):
+    events = events_for("dup", 15)
     async with IngestClient(server_url, "dup") as client:
-        await client.send(events_for("dup", 10))
+        await client.send(events[:10])
         await client.wait_ack(10)
-        await client.send(events_for("dup", 10, start_seq=6))  # 6..10 again, 11..15 new
+        await client.send(events[5:])  # 6..10 again, as they were; 11..15 new
         await client.wait_ack(15)
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         events = (await http.get("/runs/dup/events", params={"rank": 0})).json()
@@ -78,7 +79,7 @@ async def test_other_rank_is_not_superseded(server_url):
 
 
 def _hello(run_id="bad"):
-    return encode(Hello(run_id=run_id)).decode()
+    return encode(Hello(run_id=run_id, secret=SECRET)).decode()
 
 
 def _batch(run_id="bad", n=1, **change):
