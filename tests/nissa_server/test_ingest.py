@@ -125,6 +125,31 @@ async def test_bad_frame_closes_only_its_connection(server_url, case):
         assert await neighbour.wait_ack(10) == 10
 
 
+DEEP = "[" * 20_000 + "]" * 20_000  # far past the interpreter's recursion limit, within every size limit
+
+
+async def test_deeply_nested_json_is_a_bad_frame_and_counted_everywhere(server_url):
+    deep_event = _batch().replace('"payload": {', '"payload": {"x": %s, ' % DEEP, 1)
+    assert DEEP in deep_event
+    for first, second in ((_hello(), deep_event), ('{"type":"hello","run_id":"a","more":%s}' % DEEP, None)):
+        async with connect(ws_url(server_url, "/ws/ingest"), max_size=None) as ws:
+            await ws.send(first)
+            if second is not None:
+                await ws.recv()  # welcome
+                await ws.send(second)
+            code, reason = await close_of(ws)
+        assert code == CLOSE_BAD_FRAME and "nested too deeply" in reason
+    async with connect(ws_url(server_url, "/ws/watch")) as watcher, IngestClient(server_url, "after") as client:
+        await watcher.send(DEEP)  # what a watcher sends is never parsed
+        await client.send(events_for("after", 1))
+        assert json.loads(await watcher.recv())["events"][0]["run_id"] == "after"
+    async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
+        resp = await http.post("/escalate", content='{"run_id":"after","action":"debug","epochs":1,"reason":%s}' % DEEP)
+        assert resp.status_code == 422
+        metrics = (await http.get("/metrics")).text
+    assert 'nissa_frames_rejected_total{reason="bad_frame"} 2.0' in metrics
+
+
 async def test_hello_timeout_closes(tmp_path):
     with running_server(tmp_path, hello_timeout_s=0.3) as url:
         async with connect(ws_url(url, "/ws/ingest")) as ws:
