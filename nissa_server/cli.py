@@ -18,6 +18,7 @@ from typing import NoReturn
 import uvicorn
 
 from nissa_server.app import create_app
+from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
 from nissa_server.db import UnusableDatabase
 from nissa_server.protocols import protocols
 from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-open-commands", type=int, default=8, help="open commands per run before 429")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    add_limit_args(p)
     return p
 
 
@@ -62,6 +64,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         host=args.host, port=args.port, db_path=args.db or default_db_path(),
         token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
+        **limit_settings(args),  # type: ignore[arg-type]
     )
 
 
@@ -121,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = fit_to_open_files(settings)
     config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
     try:
         # Now rather than in the lifespan: a bad --db is one line here, a traceback there.

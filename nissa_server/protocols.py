@@ -10,8 +10,11 @@ idle ones, a bound on each websocket's send buffer, and a way for the app to cut
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
+import socket
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +29,7 @@ LINK = "nissa.link"
 """Scope key of a websocket's ``Link``."""
 
 OnRefused = Callable[[str], None]
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset and drops the send queue
 
 
 class Link:
@@ -36,7 +40,12 @@ class Link:
         self.lost = asyncio.Event()
 
     def drop(self) -> None:
-        """Cut the connection now (a reset), whatever is still buffered for the peer."""
+        """Cut the connection now, whatever is still buffered for the peer: a reset. Closing alone would
+        leave the kernel holding the unsent bytes (and the peer's connection open) for minutes."""
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
         self._transport.abort()
 
     async def settle(self, grace_s: float) -> None:
@@ -161,8 +170,8 @@ class LimitedWebSocket(WebSocketsSansIOProtocol):
 
     def keepalive_timeout(self) -> None:
         super().keepalive_timeout()
-        # The peer answered no ping: close() would wait for it to read what is buffered, forever.
-        self.transport.abort()
+        if self.link is not None:  # the peer answered no ping: close() would wait for it to read, forever
+            self.link.drop()
 
 
 def protocols(limits: ConnectionLimits, on_refused: OnRefused) -> dict[str, Any]:
