@@ -174,7 +174,10 @@ def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
 def _check(conn: sqlite3.Connection, path: pathlib.Path) -> None:
     # quick_check reads every page (not the index contents, as integrity_check would): a damaged
     # file is refused now rather than answering 500 on whichever query first touches the damage.
-    problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as err:  # damage bad enough to stop the check itself
+        problems = [str(err)]
     if problems != ["ok"]:
         raise UnusableDatabase(f"{path} is corrupt ({'; '.join(problems)}); restore it or move it aside")
 

@@ -10,6 +10,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.support import IngestClient, events_for, start_server_process, stop_process, ws_url
+from tests.support.damage import corrupt_database
 from tests.support.server import script_path
 
 
@@ -59,3 +60,29 @@ async def test_shutdown_with_open_connections_commits_and_exits(tmp_path):
         assert run["last_seq"] == {"0": 100}
     finally:
         stop_process(proc)
+
+
+def _serve(db_path) -> subprocess.CompletedProcess:
+    return subprocess.run([script_path("nissa-server"), "--port", "0", "--db", str(db_path)], capture_output=True,
+                          text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "not a database", "a directory", "held by a running server"])
+def test_an_unusable_db_is_one_line_naming_the_flag(tmp_path, damage):
+    path = tmp_path / "n.db"
+    running = None
+    if damage == "corrupt":
+        corrupt_database(path)
+    elif damage == "not a database":
+        path.write_text("x" * 4096)
+    elif damage == "a directory":
+        path.mkdir()
+    else:
+        running, _ = start_server_process(path)
+    try:
+        out = _serve(path)
+    finally:
+        if running is not None:
+            stop_process(running)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("nissa-server: error: --db: "), out.stderr

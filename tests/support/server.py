@@ -52,8 +52,11 @@ def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerU
     app = config.app
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="nissa-test-server",
-                              daemon=True)
+    def serve() -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn's way to end after a failed start (logged already)
+            server.run(sockets=[sock])
+
+    thread = threading.Thread(target=serve, name="nissa-test-server", daemon=True)
     thread.start()
     try:
         wait_for(lambda: server.started or not thread.is_alive(), timeout=60, message="server start")
