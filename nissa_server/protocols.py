@@ -79,8 +79,13 @@ class LimitedHttp(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm_head_timer()
-        if len(self.connections) > self._limits.max_connections and not self._displace_idle():
+        if len(self.connections) > self._limits.max_connections and self._open() > self._limits.max_connections \
+                and not self._displace_idle():
             self._refuse(503, "busy", f"server busy: {self._limits.max_connections} connections open")
+
+    def _open(self) -> int:
+        """Connections not already on their way out (a displaced one stays in the set until it is gone)."""
+        return sum(1 for c in self.connections if not c.transport.is_closing())
 
     def _displace_idle(self) -> bool:
         """Close the connection that has waited longest without sending a request; False if none has."""

@@ -31,6 +31,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+TOKEN_CHARS = re.compile(r"[!-~]+")
+
+
 def check_token(token: str) -> None:
     """A bearer token travels in an HTTP header, which carries bytes: only printable ASCII means the
     same bytes to every client (a UTF-8 client and a Latin-1 server would never agree)."""
@@ -38,9 +41,6 @@ def check_token(token: str) -> None:
         raise ValueError("token must not be empty")
     if not TOKEN_CHARS.fullmatch(token):
         raise ValueError("token must be printable ASCII without spaces (letters, digits, punctuation)")
-
-
-TOKEN_CHARS = re.compile(r"[!-~]+")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -111,17 +111,22 @@ CASES = {
 }
 
 
+async def _refusal(url: str, first: str, second: str | None) -> tuple[int, str]:
+    """Send ``first`` (and, after the welcome, ``second``) on a fresh ingest socket; the close it gets."""
+    async with connect(ws_url(url, "/ws/ingest"), max_size=None) as bad:
+        await bad.send(first)
+        if second is not None:
+            await bad.recv()  # welcome
+            await bad.send(second)
+        return await close_of(bad)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_bad_frame_closes_only_its_connection(server_url, case):
     first, second, expected = CASES[case]
     async with IngestClient(server_url, "neighbour") as neighbour:
         await neighbour.send(events_for("neighbour", 5))
-        async with connect(ws_url(server_url, "/ws/ingest"), max_size=None) as bad:
-            await bad.send(first)
-            if second is not None:
-                await bad.recv()  # welcome
-                await bad.send(second)
-            code, reason = await close_of(bad)
+        code, reason = await _refusal(server_url, first, second)
         assert code == expected, reason
         assert reason
         await neighbour.send(events_for("neighbour", 5, start_seq=6))
@@ -135,12 +140,7 @@ async def test_deeply_nested_json_is_a_bad_frame_and_counted_everywhere(server_u
     deep_event = _batch().replace('"payload": {', '"payload": {"x": %s, ' % DEEP, 1)
     assert DEEP in deep_event
     for first, second in ((_hello(), deep_event), ('{"type":"hello","run_id":"a","more":%s}' % DEEP, None)):
-        async with connect(ws_url(server_url, "/ws/ingest"), max_size=None) as ws:
-            await ws.send(first)
-            if second is not None:
-                await ws.recv()  # welcome
-                await ws.send(second)
-            code, reason = await close_of(ws)
+        code, reason = await _refusal(server_url, first, second)
         assert code == CLOSE_BAD_FRAME and "nested too deeply" in reason
     async with connect(ws_url(server_url, "/ws/watch")) as watcher, IngestClient(server_url, "after") as client:
         await watcher.send(DEEP)  # what a watcher sends is never parsed
