@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections import deque
 
 import msgspec
@@ -201,7 +202,10 @@ class IngestSession:
         and sees them committed; repeats only follow a reconnect, so the wait is rare.
         """
         key, rank, first, last = run.run_key, self.rank, repeats[0].seq, repeats[-1].seq
-        stored = dict(await self.nissa.store.call(lambda conn: queries.bodies(conn, key, rank, first, last)))
+        try:
+            stored = dict(await self.nissa.store.call(lambda conn: queries.bodies(conn, key, rank, first, last)))
+        except sqlite3.Error as err:  # the transaction it rode in failed (logged by the store)
+            raise FrameRejected(1011, f"store failed: {err}", "store_failed") from None
         for event in repeats:
             body = stored.get(event.seq)
             if body is not None and body != _encoder.encode(event):
