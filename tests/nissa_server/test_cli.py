@@ -1,4 +1,5 @@
-"""The console script: listening line, port 0, refusal to listen openly without a token, shutdown."""
+"""The console script: listening line, port 0, refusal to listen openly without a token, a bad --db in
+one line, limit flags, shutdown."""
 
 import asyncio
 import os
@@ -9,6 +10,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from nissa_server.cli import build_parser, settings_from_args
 from tests.support import IngestClient, events_for, start_server_process, stop_process, ws_url
 from tests.support.damage import corrupt_database
 from tests.support.server import script_path
@@ -86,3 +88,18 @@ def test_an_unusable_db_is_one_line_naming_the_flag(tmp_path, damage):
             stop_process(running)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("nissa-server: error: --db: "), out.stderr
+
+
+def test_limit_flags_reach_the_settings_and_show_their_defaults():
+    parser = build_parser()
+    args = parser.parse_args(["--header-timeout", "3", "--max-connections", "50", "--max-watchers", "7",
+                              "--ingest-idle-timeout", "9", "--ws-ping-interval", "4", "--ws-ping-timeout", "5",
+                              "--watcher-max-pending", "1000", "--watcher-max-bytes", "65536"])
+    settings = settings_from_args(args)
+    assert (settings.limits.header_timeout_s, settings.limits.max_connections, settings.limits.max_watchers,
+            settings.limits.ingest_idle_s, settings.limits.ws_ping_interval_s, settings.limits.ws_ping_timeout_s,
+            settings.watcher_max_pending, settings.watcher_max_pending_bytes) == (3, 50, 7, 9, 4, 5, 1000, 65536)
+    text = " ".join(parser.format_help().split())
+    for flag, default in (("--header-timeout", "10.0"), ("--max-connections", "1000"), ("--max-watchers", "100"),
+                          ("--ingest-idle-timeout", "60.0"), ("--watcher-max-bytes", "16777216")):
+        assert flag in text and f"(default {default}" in text.split(flag, 2)[-1][:200], flag
