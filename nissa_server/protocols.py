@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import socket
 import struct
 import time
@@ -24,7 +23,6 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 
 from nissa_server.settings import ConnectionLimits
 
-logger = logging.getLogger(__name__)
 LINK = "nissa.link"
 """Scope key of a websocket's ``Link``."""
 
@@ -79,9 +77,9 @@ class LimitedHttp(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm_head_timer()
-        if len(self.connections) > self._limits.max_connections and self._open() > self._limits.max_connections \
-                and not self._displace_idle():
-            self._refuse(503, "busy", f"server busy: {self._limits.max_connections} connections open")
+        cap = self._limits.max_connections
+        if len(self.connections) > cap and self._open() > cap and not self._displace_idle():
+            self._refuse(503, "busy", f"server busy: {cap} connections open")
 
     def _open(self) -> int:
         """Connections not already on their way out (a displaced one stays in the set until it is gone)."""

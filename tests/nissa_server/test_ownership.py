@@ -7,7 +7,7 @@ import httpx
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, encode
-from leyline.frames import CLOSE_BAD_FRAME, CLOSE_CONFLICT, CLOSE_FORBIDDEN, EventBatch, Hello
+from leyline.frames import CLOSE_BAD_FRAME, CLOSE_CONFLICT, CLOSE_FORBIDDEN, Hello
 from tests.support import IngestClient, async_wait_for, close_of, events_for, running_server, ws_url
 
 OTHER = "another-stream-secret-" + "1" * 21
