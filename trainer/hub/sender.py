@@ -131,20 +131,25 @@ class Sender:
             return self._cv.wait_for(lambda: self._stats.acked >= seq, timeout=max(0.0, timeout))
 
     def drain(self, seq: int, timeout: float, offline_grace: float) -> bool:
-        """Like ``wait_acked``, but gives up once the server has stayed away for ``offline_grace``."""
+        """Like ``wait_acked``, but gives up once the server has stayed away for ``offline_grace``.
+
+        While the server is away the backoff is cut short every tick: a server back within the grace
+        is found at once, not after a reconnect delay grown long while it was down.
+        """
         deadline = time.monotonic() + timeout
         offline_since: float | None = None
-        self._nudge.set()
         while True:
             now = time.monotonic()
             if self._stats.acked >= seq:
                 return True
             if self._stats.connected:
                 offline_since = None
-            elif offline_since is None:
-                offline_since = now
-            elif now - offline_since > offline_grace:
-                return False
+            else:
+                self._nudge.set()
+                if offline_since is None:
+                    offline_since = now
+                elif now - offline_since > offline_grace:
+                    return False
             if now >= deadline:
                 return False
             self.wait_acked(seq, min(0.2, deadline - now))
