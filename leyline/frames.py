@@ -1,6 +1,6 @@
 """Websocket frames of ``/ws/ingest`` and ``/ws/watch``: JSON text objects tagged by ``type``.
 
-Ingest, trainer → server: ``hello`` once, then ``events`` batches.
+Ingest, trainer → server: ``hello`` once (with the run's stream secret), then ``events`` batches.
 Ingest, server → trainer: ``welcome`` (the highest contiguous seq already stored), ``ack``
 (highest contiguous seq durably stored), ``command`` (an escalation to apply).
 Watch, server → watcher: ``events`` batches, each with the cursor of its last event.

@@ -142,6 +142,8 @@ class Sender:
             now = time.monotonic()
             if self._stats.acked >= seq:
                 return True
+            if not self._thread.is_alive():  # it gave up: the server refused the stream for good
+                return False
             if self._stats.connected:
                 offline_since = None
             else:
