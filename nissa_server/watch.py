@@ -7,7 +7,6 @@ items at or below that bound are dropped, so nothing is missed or sent twice whi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from nissa_server import queries
 from nissa_server.auth import bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
+from nissa_server.protocols import link_of
 from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
@@ -150,10 +150,7 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
             reason = (f"fell over {watcher.max_pending} events or {watcher.max_bytes} bytes behind; "
                       f"resume with after_id={stream.cursor}")
             logger.info("watcher closed: %s", reason)
-            # A peer that reads nothing may never take the close frame either: the route then cuts
-            # the connection (see routes.ws), and this handler must not wait for the frame to go out.
-            with contextlib.suppress(RuntimeError, WebSocketDisconnect, TimeoutError):
-                await asyncio.wait_for(ws.close(CLOSE_LAGGING, close_reason(reason)), settings.limits.close_grace_s)
+            await _close_or_cut(ws, CLOSE_LAGGING, reason, settings.limits.close_grace_s)
         for task in done:
             if not task.cancelled() and task.exception() is not None and not isinstance(
                 task.exception(), (Lagging, WebSocketDisconnect, OSError)
@@ -163,6 +160,19 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
         for task in tasks:
             task.cancel()
         nissa.fanout.remove(watcher)
+
+
+async def _close_or_cut(ws: WebSocket, code: int, reason: str, grace_s: float) -> None:
+    """Close with ``code``; a peer that reads nothing cannot take even the close frame, so if it does
+    not go out within ``grace_s`` the connection is cut (routes.ws gives the rest the same grace)."""
+    try:
+        await asyncio.wait_for(ws.close(code, close_reason(reason)), grace_s)
+    except TimeoutError:
+        link = link_of(ws.scope)
+        if link is not None:
+            link.drop()
+    except (RuntimeError, WebSocketDisconnect):
+        pass  # closed already
 
 
 async def _drain(ws: WebSocket) -> None:
