@@ -13,10 +13,14 @@ import pathlib
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
 
 import uvicorn
 
 from nissa_server.app import create_app
+from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
+from nissa_server.db import UnusableDatabase
+from nissa_server.protocols import protocols
 from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
 
 logger = logging.getLogger(__name__)
@@ -25,6 +29,12 @@ logger = logging.getLogger(__name__)
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit status 2, as argparse does for a bad flag (without its usage text)."""
+    sys.stderr.write(f"nissa-server: error: {message}\n")
+    sys.exit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="what the server logs to stderr (default info)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (default: off)")
+    add_limit_args(p)
     return p
 
 
@@ -58,6 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         host=args.host, port=args.port, db_path=args.db or default_db_path(),
         token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
+        **limit_settings(args),  # type: ignore[arg-type]
     )
 
 
@@ -83,13 +95,15 @@ class _Server(uvicorn.Server):
 
 def uvicorn_config(settings: Settings, **overrides: object) -> uvicorn.Config:
     """The uvicorn configuration for ``settings``; the CLI and the test harness share it."""
+    app = create_app(settings)
     options: dict[str, object] = dict(
         log_config=None, access_log=False, ws_max_size=settings.ws_max_size, timeout_graceful_shutdown=5,
         # Compression costs more CPU than it saves on loopback and LAN links.
         ws_per_message_deflate=False, lifespan="on",
+        **protocols(settings.limits, app.state.nissa.metrics.connection_refused),
     )
     options.update(overrides)
-    return uvicorn.Config(create_app(settings), **options)  # type: ignore[arg-type]
+    return uvicorn.Config(app, **options)  # type: ignore[arg-type]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -115,12 +129,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = fit_to_open_files(settings)
+    config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
+    try:
+        # Now rather than in the lifespan: a bad --db is one line here, a traceback there.
+        config.app.state.nissa.store.open()  # type: ignore[attr-defined]
+    except UnusableDatabase as err:
+        _fail(f"--db: {err}")
     try:
         sock = bind(settings.host, settings.port)
     except OSError as err:
         parser.error(f"--host/--port: cannot bind {settings.host}:{settings.port}: {err.strerror}")
     url = url_of(sock)
-    config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
     server = _Server(config, on_ready=lambda: _out(f"nissa-server listening on {url}"))
     logger.info("database %s", settings.db_path)
     server.run(sockets=[sock])

@@ -45,9 +45,13 @@ _UPSERT_COUNT = (
 def insert_run(conn: sqlite3.Connection, run: RunState) -> None:
     now = time.time()
     conn.execute(
-        "INSERT OR IGNORE INTO runs (run_key, run_id, name, status, created_at, last_seen_at) VALUES (?,?,?,?,?,?)",
-        (run.run_key, run.run_id, run.name, run.status.value, now, now),
+        "INSERT OR IGNORE INTO runs (run_key, run_id, name, status, created_at, last_seen_at, secret_hash)"
+        " VALUES (?,?,?,?,?,?,?)",
+        (run.run_key, run.run_id, run.name, run.status.value, now, now, run.secret_hash),
     )
+    # A run stored before stream secrets takes the first one presented (see nissa_server.ingest).
+    conn.execute("UPDATE runs SET secret_hash = ? WHERE run_key = ? AND secret_hash IS NULL",
+                 (run.secret_hash, run.run_key))
 
 
 def set_run_status(conn: sqlite3.Connection, run_key: int, status: RunStatus) -> None:
@@ -155,11 +159,11 @@ def max_event_id(conn: sqlite3.Connection) -> int:
 def load_runs(conn: sqlite3.Connection) -> list[RunState]:
     """Every run with its per-rank stream state, as the last transaction left them."""
     runs: dict[int, RunState] = {}
-    for key, run_id, name, status, last_seen, step, epoch in conn.execute(
-        "SELECT run_key, run_id, name, status, last_seen_at, last_step, last_epoch FROM runs"
+    for key, run_id, name, status, last_seen, step, epoch, secret_hash in conn.execute(
+        "SELECT run_key, run_id, name, status, last_seen_at, last_step, last_epoch, secret_hash FROM runs"
     ):
         runs[key] = RunState(run_key=key, run_id=run_id, name=name, status=RunStatus(status),
-                             last_seen=last_seen, last_step=step, last_epoch=epoch)
+                             last_seen=last_seen, last_step=step, last_epoch=epoch, secret_hash=secret_hash)
     for key, rank in conn.execute("SELECT run_key, rank FROM streams").fetchall():
         if key in runs:
             runs[key].streams[rank] = load_stream(conn, key, rank)

@@ -70,7 +70,7 @@ def _checked_run_id(value: str) -> str:
     try:
         return msgspec.convert(value, RunId)
     except msgspec.ValidationError:
-        raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -") from None
+        raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -, not dots only") from None
 
 
 def _rank_from_env() -> int:

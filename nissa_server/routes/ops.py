@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nissa_server import __version__, db
 from nissa_server.auth import require_read
-from nissa_server.openapi import EXAMPLES, ok, ref
+from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import Health
 
@@ -40,7 +40,9 @@ async def healthz(request: Request) -> Response:
             response_class=Response,
             responses={200: {"description": "Prometheus text format",
                              "content": {"text/plain": {"schema": {"type": "string"},
-                                                        "example": "nissa_events_ingested_total 1234.0\n"}}}})
+                                                        "example": "nissa_events_ingested_total 1234.0\n"}}},
+                       401: error("Reads need the bearer token (server started with --read-auth)",
+                                  "missing or wrong bearer token")})
 async def metrics(request: Request) -> Response:
     registry = nissa(request).metrics.registry
     # The commands collector reads SQLite: off the event loop.

@@ -33,3 +33,10 @@ def test_ingest_benchmark_measures_both_baselines():
 def test_latency_benchmark_reports_percentiles():
     figures = _run_bench("bench/latency.py", "--seconds", "1", "--rate", "500")
     assert figures["events"] == 500 and 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+
+
+@pytest.mark.timeout(60)
+def test_token_timing_benchmark_compares_a_late_and_an_early_mismatch():
+    figures = _run_bench("bench/token_timing.py", "--calls", "2000", "--rounds", "3")
+    assert all(figures[f"{case}_ns"] > 0 for case in ("first_wrong", "last_wrong", "short", "right"))
+    assert figures["ratio"] == pytest.approx(figures["last_wrong_ns"] / figures["first_wrong_ns"], abs=1e-2)

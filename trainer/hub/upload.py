@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from leyline import Command, RunStarted
+from leyline.frames import MAX_NAME_CHARS
 
 from trainer.hub.config import HubConfig
 from trainer.hub.rest import wait_for_server
 from trainer.hub.runlog import LogFile
+from trainer.hub.secret import run_secret
 from trainer.hub.sender import Sender
 from trainer.hub.stats import HubStats
 from trainer.hub.traces import TraceUpload, logged_traces, upload_traces
@@ -63,9 +65,14 @@ def upload_log(path: pathlib.Path, server: str, token: str | None, timeout: floa
     log = LogFile(path)
     name = log.first.payload.name if isinstance(log.first.payload, RunStarted) else ""
     config = HubConfig(run_id=log.run_id, log_dir=path.parent.parent, server=server, token=token,
-                       rank=log.rank, name=name)
+                       rank=log.rank, name=name[:MAX_NAME_CHARS])
+    try:
+        secret = run_secret(path.parent)  # a run logged before stream secrets gets one now
+    except OSError as err:
+        raise ValueError(f"{path.parent}: cannot create the run's stream secret: {err.strerror}") from None
     stats = HubStats(logged=log.committed[0])
-    sender = Sender(config, log, stats, threading.Condition(), _ignore_command, give_up_when_refused=True)
+    sender = Sender(config, log, stats, threading.Condition(), _ignore_command, secret=secret, upload=True,
+                    give_up_when_refused=True)
     sender.start()
     try:
         deadline = time.monotonic() + timeout
