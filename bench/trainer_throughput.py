@@ -7,8 +7,9 @@ Both run in this invocation, interleaved, so the ratio is measured side by side.
 ``--live-seeds N`` germinates a seed in each of the first N slots of every env when its episode
 starts (the policy still decides everything after that), so seed cost is part of the figure.
 
-With ``--device cuda`` (only where CUDA is available) it also counts device syncs per epoch of the
-full loop with ``torch.cuda.set_sync_debug_mode("warn")``. CIFAR shape with 3 live seeds:
+It also counts the full loop's host syncs per epoch at NORMAL (``trainer.telemetry.syncs``, as
+``bench/host_syncs.py`` does), and with ``--device cuda`` what ``torch.cuda.set_sync_debug_mode
+("warn")`` reports. CIFAR shape with 3 live seeds:
 ``--device cuda --train-size 50000 --val-size 10000 --n-envs 4 --batch-size 512 --slots 3
 --live-seeds 3 --policy heuristic``.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -31,12 +31,9 @@ from trainer.hooks import NullHooks
 from trainer.kasmina.host import CNNHost
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.run import build_trainer
-from trainer.simic.env import Env
+from trainer.simic.diagnostics import RoundSyncs, count_host_syncs, with_live_seeds
 from trainer.simic.runtime import resolve_device
-from trainer.simic.vectorized import VectorizedTrainer
-from trainer.tamiyo.actions import Action, Op
-
-SEED_BLUEPRINTS = ("conv_light", "attention", "depthwise")
+from trainer.telemetry.syncs import CudaSyncCounter
 
 
 def bare_round(config: TrainConfig, data: TaskData, device: torch.device, round_: int) -> int:
@@ -67,43 +64,17 @@ def bare_round(config: TrainConfig, data: TaskData, device: torch.device, round_
     return config.n_envs * config.episode_length
 
 
-def with_live_seeds(trainer: VectorizedTrainer, n: int) -> VectorizedTrainer:
-    """Every fresh env starts its episode with seeds germinated in its first ``n`` slots."""
-    if n <= 0:
-        return trainer
-    fresh = trainer.fresh_envs
-
-    def seeded(round_: int) -> list[Env]:
-        envs = fresh(round_)
-        for env in envs:
-            for slot in range(min(n, len(env.slots))):
-                env.apply(Action.from_row(Action.row(Op.GERMINATE, slot, blueprint=SEED_BLUEPRINTS[slot % 3])))
-        return envs
-
-    trainer.fresh_envs = seeded  # type: ignore[method-assign]
-    return trainer
-
-
 def full_round(config: TrainConfig, data: TaskData, round_: int, live_seeds: int) -> int:
     trainer = with_live_seeds(build_trainer(config, NullHooks(TelemetryLevel.NORMAL), data=data), live_seeds)
     trainer.run_round(round_)
     return config.n_envs * config.episode_length
 
 
-def count_syncs(config: TrainConfig, data: TaskData, live_seeds: int, level: TelemetryLevel) -> float:
-    """Device syncs per epoch of one full round (CUDA only), from the sync-debug warnings; at OFF
-    the loop's own, at NORMAL with the gradient-health collections of the telemetry."""
-    trainer = with_live_seeds(build_trainer(config, NullHooks(level), data=data), live_seeds)
-    trainer.run_round(1)  # warm-up: allocator, cuDNN autotuning
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            trainer.run_round(2)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
-    return len(syncs) / config.episode_length
+def count_syncs(config: TrainConfig, live_seeds: int, level: TelemetryLevel, cuda: bool = False) -> RoundSyncs:
+    """Host syncs of a full round (the second; the first warms up), as ``bench/host_syncs.py`` counts
+    them; ``cuda``: what ``torch.cuda.set_sync_debug_mode("warn")`` reports instead."""
+    return count_host_syncs(lambda hooks: build_trainer(config, hooks), NullHooks(level), resolve_device(config.device),
+                            live_seeds=live_seeds, counter=CudaSyncCounter() if cuda else None)
 
 
 def main() -> None:
@@ -133,9 +104,13 @@ def main() -> None:
               "train_size": config.train_size, "val_size": config.val_size, "live_seeds": ns.live_seeds,
               "bare_env_epochs_per_s": f"{bare:.2f}", "full_env_epochs_per_s": f"{full:.2f}",
               "ratio": f"{full / bare:.3f}"}
+    syncs = count_syncs(config, ns.live_seeds, TelemetryLevel.NORMAL)
+    fields["syncs_per_epoch_normal"] = f"{syncs.per_epoch:.2f}"
+    fields["syncs_per_update_normal"] = syncs.update
     if device.type == "cuda":
-        fields["syncs_per_epoch"] = f"{count_syncs(config, data, ns.live_seeds, TelemetryLevel.OFF):.1f}"
-        fields["syncs_per_epoch_normal"] = f"{count_syncs(config, data, ns.live_seeds, TelemetryLevel.NORMAL):.1f}"
+        cuda = count_syncs(config, ns.live_seeds, TelemetryLevel.NORMAL, cuda=True)
+        fields["cuda_syncs_per_epoch_normal"] = f"{cuda.per_epoch:.2f}"
+        fields["cuda_syncs_per_update_normal"] = cuda.update
     print(f"bare {bare:.2f} env-epochs/s, full loop {full:.2f} env-epochs/s", file=sys.stderr)
     print(" ".join(f"{k}={v}" for k, v in fields.items()))
 

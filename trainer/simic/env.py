@@ -51,8 +51,9 @@ class Env:
 
     def __init__(self, index: int, round_: int, cfg: EnvConfig, runtime: DeviceRuntime) -> None:
         self.index, self.round, self.cfg, self.runtime = index, round_, cfg, runtime
-        self.model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle).to(
-            runtime.device, memory_format=torch.channels_last)
+        with runtime.device:  # parameters made on the device: no blocking upload per tensor
+            model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle)
+        self.model = model.to(memory_format=torch.channels_last)
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
