@@ -49,7 +49,9 @@ class SeedModule(nn.Module):
     def blend(self, h: torch.Tensor, s: torch.Tensor, alpha: float | torch.Tensor) -> torch.Tensor:
         """The slot's output at blend weight ``alpha`` (0: the host's features, unchanged)."""
         if self.style == "linear_add":
-            return torch.lerp(h, s, alpha) if isinstance(alpha, torch.Tensor) else h + alpha * (s - h)
+            if isinstance(alpha, torch.Tensor):  # lerp wants one dtype: under autocast h and s are low precision
+                return torch.lerp(h, s, alpha.to(h.dtype))
+            return h + alpha * (s - h)
         if self.style == "linear_multiply":
             return h * (1.0 + alpha * torch.tanh(s - h))
         if self.style == "sigmoid_add":
