@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import msgspec
 
-from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
+from leyline.enums import CommandAction, CommandStatus, EventKind, ProfileTarget, TelemetryLevel
 from leyline.payloads import Payload, Scalar, Step
 
 
@@ -22,7 +22,8 @@ class TelemetryLevelChanged(Payload, kw_only=True, frozen=True):
 
 
 class ProfileStarted(Payload, kw_only=True, frozen=True):
-    """A torch.profiler window opened for ``batches`` training batches."""
+    """A torch.profiler window opened for ``batches`` training batches, or (``target`` ``update``,
+    ``batches`` 0) over the next PPO update."""
 
     KIND: ClassVar[EventKind] = EventKind.PROFILE_STARTED
     window: str
@@ -30,6 +31,7 @@ class ProfileStarted(Payload, kw_only=True, frozen=True):
     trace_dir: str
     activities: list[str] = []
     command_id: str | None = None
+    target: ProfileTarget = "batches"
 
 
 class TopOp(msgspec.Struct, kw_only=True, frozen=True):
@@ -53,6 +55,7 @@ class ProfileCompleted(Payload, kw_only=True, frozen=True):
     top_ops: list[TopOp]
     artifact: str | None = None
     command_id: str | None = None
+    target: ProfileTarget = "batches"
 
 
 class PhaseTime(msgspec.Struct, kw_only=True, frozen=True):

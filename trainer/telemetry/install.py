@@ -6,7 +6,7 @@
 registers the ``profile`` command handler with the runtime's command processor (so
 ``POST /escalate {"action": "profile", "batches": N}`` opens a window on the live run)
 and, with ``profile_batches``, asks for one window from the start of the run through the
-same command path. Traces go under ``<log-dir>/<run_id>/profiles/`` and, when the run
+same command path (``profile_update``: one over the first PPO update). Traces go under ``<log-dir>/<run_id>/profiles/`` and, when the run
 has a server, are uploaded to it as artifacts. ``telemetry_for_training`` builds the
 loop's collectors for a training config (stride, policy head sizes), escalating through
 the runtime's command path.
@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from trainer.runtime import Runtime
 
 
-def install_profiling(runtime: Runtime, *, profile_batches: int | None = None,
+def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, profile_update: bool = False,
                       config: ProfileConfig | None = None) -> ProfileHandler:
-    """Register the profile handler on ``runtime``; optionally open a window at the start."""
+    """Register the profile handler on ``runtime``; optionally open a window at the start
+    (``profile_batches``) and one over the first PPO update (``profile_update``; after the first)."""
     hub = runtime.hub.config
     uploader = None
     if hub.server:
@@ -41,6 +42,8 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None,
     runtime.commands.register(CommandAction.PROFILE, handler)
     if profile_batches is not None:
         profile_at_start(runtime.commands, hub.run_id, profile_batches)
+    if profile_update:
+        profile_at_start(runtime.commands, hub.run_id, None, reason="--profile-update", target="update")
     return handler
 
 

@@ -26,6 +26,8 @@ from torch.profiler import ProfilerActivity
 
 from leyline import TopOp
 
+from trainer.telemetry.phases import cut_phase_ranges
+
 logger = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -135,13 +137,16 @@ class ProfileWindow:
         )
         self._t0 = time.perf_counter()
         self._prof.start()
+        cut_phase_ranges()  # the phase the loop is in already gets its range
 
     def step(self) -> bool:
         """One training batch ended; True once the window has finished (trace written, summary ready)."""
         if self._prof is None:
             return self.done
         self._steps += 1
+        cut_phase_ranges(reopen=False)  # each step's trace carries the phases it ran in
         self._prof.step()
+        cut_phase_ranges()
         if self._trace_path is not None:  # the schedule's last active batch just ended
             self._finish(partial=False)
         return self.done
@@ -163,6 +168,7 @@ class ProfileWindow:
         prof, self._prof = self._prof, None
         if prof is None:
             return
+        cut_phase_ranges(reopen=False)
         prof.stop()  # a window stopped during its active batches exports what it has here
         recorded = max(0, min(self._steps - 1, self.batches))
         if self._trace_path is None:
