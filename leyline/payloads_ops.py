@@ -66,13 +66,32 @@ class PhaseTime(msgspec.Struct, kw_only=True, frozen=True):
     cpu_ms: float
 
 
+class CompileStats(msgspec.Struct, kw_only=True, frozen=True):
+    """``torch.compile`` since the run started: how much it compiled, and whether it held."""
+
+    mode: str
+    compiles: int
+    """Frames Dynamo compiled: first compiles of each region and recompiles."""
+    recompiles: int
+    """Compiles of a region that already had compiled code (a guard failed: a new shape, mode, ...)."""
+    graph_breaks: int
+    """Places Dynamo could not trace and split a graph at."""
+    eager_fallbacks: int
+    """Frames left to run eagerly: their compile failed or hit the recompile limit (0 when compile holds)."""
+    compile_s: float
+    """Time spent compiling (Dynamo and the backend)."""
+    last_reason: str | None = None
+    """The latest recompile or fallback reason, first line."""
+
+
 class PhaseTiming(Payload, kw_only=True, frozen=True):
-    """Where one epoch's time went, phase by phase."""
+    """Where one epoch's time went, phase by phase (and, when the run compiles, how compile fares)."""
 
     KIND: ClassVar[EventKind] = EventKind.PHASE_TIMING
     round: int
     phases: list[PhaseTime]
     env_epochs_per_s: float | None = None
+    compile: CompileStats | None = None
 
 
 class CommandStatusChanged(Payload, kw_only=True, frozen=True):

@@ -51,4 +51,4 @@ def telemetry_for_training(hooks: RunHooks, config: TrainConfig) -> SimicTelemet
     """The loop's collectors for ``config``: its gradient stride and its policy's head sizes."""
     sizes = dict(zip(HEAD_NAMES, head_sizes(len(config.slots)), strict=True))
     return SimicTelemetry.for_run(hooks, TelemetryConfig(gradient_stride=config.gradient_telemetry_stride,
-                                                         head_sizes=sizes))
+                                                         head_sizes=sizes, compile_mode=config.compile_mode))

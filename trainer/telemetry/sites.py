@@ -16,7 +16,8 @@ Where the loop calls it (and what each level adds):
   check on the update's numbers (MINIMAL and up), auto-escalating through the command
   path when one fires;
 - ``with tel.phases.phase("train"): ...`` around each phase, and ``tel.epoch_end(round_,
-  env_epochs)`` at the end of each epoch: phase timing (MINIMAL and up).
+  env_epochs)`` at the end of each epoch: phase timing (MINIMAL and up), with how
+  ``torch.compile`` fares (compiles, recompiles, graph breaks, fallbacks) when the run compiles.
 
 At OFF nothing is measured; the loop runs the same code either way.
 """
@@ -26,7 +27,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+import msgspec
 import torch
 from torch import nn
 
@@ -45,6 +48,9 @@ from trainer.telemetry.gradients import (
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.phases import PhaseTimer
 from trainer.telemetry.readback import read_all
+
+if TYPE_CHECKING:
+    from trainer.telemetry.compile_stats import CompileMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +76,8 @@ class TelemetryConfig:
     """Gradient-norm averages behind drift."""
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     """Anomaly thresholds and auto-escalation."""
+    compile_mode: str = "off"
+    """The run's ``--compile-mode``; when not ``off``, each ``phase_timing`` carries ``CompileStats``."""
 
     def __post_init__(self) -> None:
         if self.gradient_stride < 1:
@@ -96,6 +104,11 @@ class SimicTelemetry:
         self._pending: list[tuple[int, PendingGradients]] = []
         self._layers: list[tuple[int, PendingLayers]] = []
         self._policy_layers_done = False
+        self.compile_monitor: CompileMonitor | None = None
+        if self.config.compile_mode != "off":
+            from trainer.telemetry.compile_stats import CompileMonitor  # torch._dynamo: only when compiling
+
+            self.compile_monitor = CompileMonitor(self.config.compile_mode)
 
     @classmethod
     def for_run(cls, hooks: RunHooks, config: TelemetryConfig | None = None) -> SimicTelemetry:
@@ -194,6 +207,8 @@ class SimicTelemetry:
         """Phase timing of the epoch just ended (and of an update that ran since the last report)."""
         report = self.phases.report(round_, env_epochs)
         if report is not None and self.hooks.level is not _OFF:
+            if self.compile_monitor is not None:
+                report = msgspec.structs.replace(report, compile=self.compile_monitor.stats())
             self.hooks.emit(report)
 
 
