@@ -46,11 +46,9 @@ class SeedModule(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.body(h)
 
-    def blend(self, h: torch.Tensor, s: torch.Tensor, alpha: float | torch.Tensor) -> torch.Tensor:
+    def blend(self, h: torch.Tensor, s: torch.Tensor, alpha: float) -> torch.Tensor:
         """The slot's output at blend weight ``alpha`` (0: the host's features, unchanged)."""
         if self.style == "linear_add":
-            if isinstance(alpha, torch.Tensor):  # lerp wants one dtype: under autocast h and s are low precision
-                return torch.lerp(h, s, alpha.to(h.dtype))
             return h + alpha * (s - h)
         if self.style == "linear_multiply":
             return h * (1.0 + alpha * torch.tanh(s - h))
@@ -85,7 +83,7 @@ class SeedSlot(nn.Module):
 
     # --- forward -------------------------------------------------------------------------
 
-    def forward(self, h: torch.Tensor, alpha_scale: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         seed = self.seed
         if seed is None or self.stage not in BLENDED_STAGES and self.stage is not S.TRAINING:
             return h
@@ -97,10 +95,7 @@ class SeedSlot(nn.Module):
             s = seed(h.detach().requires_grad_())
             # Straight-through: the value is the host's, the seed still gets dL/d(out).
             return h + (s - s.detach())
-        alpha: float | torch.Tensor = self.alpha.alpha
-        if alpha_scale is not None:
-            alpha = alpha_scale * alpha
-        return seed.blend(h, seed(h), alpha)
+        return seed.blend(h, seed(h), self.alpha.alpha)
 
     @property
     def trainable(self) -> bool:

@@ -162,7 +162,8 @@ def collect_gradients(scope: str, params: Iterable[torch.nn.Parameter | torch.Te
     # side: no index tensor is copied to the device.
     for idx in by_dtype.values():
         norms.update(zip(idx, torch._foreach_norm([grads[i] for i in idx], 2, dtype=torch.float64)))
-    return PendingGradients(scope, torch.stack([norms[i] for i in range(len(grads))]).detach(), sum(g.numel() for g in grads), thresholds)
+    stacked = torch.stack([norms[i] for i in range(len(grads))]).detach()
+    return PendingGradients(scope, stacked, sum(g.numel() for g in grads), thresholds)
 
 
 def seed_gradient_ratio(seed: GradientStats, host: GradientStats, *, clamp: float = 10.0) -> float | None:

@@ -6,8 +6,9 @@
 registers the ``profile`` command handler with the runtime's command processor (so
 ``POST /escalate {"action": "profile", "batches": N}`` opens a window on the live run)
 and, with ``profile_batches``, asks for one window from the start of the run through the
-same command path (``profile_update``: one over the first PPO update). Traces go under ``<log-dir>/<run_id>/profiles/`` and, when the run
-has a server, are uploaded to it as artifacts. ``telemetry_for_training`` builds the
+same command path (``profile_update``: one over the first PPO update). Traces go under
+``<log-dir>/<run_id>/profiles/`` and, when the run has a server, are uploaded to it as
+artifacts. ``telemetry_for_training`` builds the
 loop's collectors for a training config (stride, policy head sizes), escalating through
 the runtime's command path.
 """

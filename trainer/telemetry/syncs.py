@@ -13,10 +13,15 @@ What counts is decided by where a tensor *would* live on a GPU run, following th
 loop makes explicit (see ``trainer.simic.runtime``): a tensor is on the host when it was
 made with no device argument (from Python values: rewards, masks, stage codes) or with the
 string ``"cpu"``, by a read back (``.cpu()``), or computed from host tensors only; everything
-else lives on the run's device (anything made with ``device=`` or ``.to()`` the run's
-``torch.device``, parameters, gradients, data, and whatever is computed from any of them). A read counts when its tensor lives on
-the device. ``.to(d)`` counts when ``d`` is not the run's device: on a CPU run, read back
-with ``.cpu()``, which is what the loop does.
+else lives on the run's device (anything made with ``device=`` the run's device or moved
+there, parameters, gradients, data, and whatever is computed from any of them). A read counts
+when its tensor lives on the device.
+
+A CPU run cannot tell a host tensor's ``.to(t.device)`` from an upload by the device alone:
+there a host tensor's ``.to(d)`` uploads only when ``d`` is the very ``torch.device`` object
+the counter was given (``runtime.device``, what the loop passes when it uploads). And where a
+move between host and device hands the same tensor back (on a CPU run), the counter returns
+a copy, so that the original stays where it was, as it would on a GPU.
 
 It is a diagnostic: every tensor call pays a Python hook while it is active.
 """
@@ -167,8 +172,8 @@ class HostSyncCounter(TorchFunctionMode):
             return False
         target = _target_device(args, kwargs) if name == "to" else None
         if target is not None:
-            moved = self._moves_to_device(target) if inputs and not self.on_device(inputs[0]) else self._same_device(target)
-            return not moved
+            uploads = bool(inputs) and not self.on_device(inputs[0])
+            return not (self._moves_to_device(target) if uploads else self._same_device(target))
         device = kwargs.get("device")
         if name in _FACTORIES and (device is not None or not name.endswith("_like")):
             return device is None or not self._same_device(device)

@@ -32,8 +32,8 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def _syncs(level: TelemetryLevel, n_envs: int, policy: str = "ppo"):
-    config = TrainConfig(policy=policy, n_envs=n_envs, **TINY)
+def _syncs(level: TelemetryLevel, n_envs: int, policy: str = "ppo", amp_dtype: str = "auto"):
+    config = TrainConfig(policy=policy, n_envs=n_envs, amp_dtype=amp_dtype, **TINY)
     return count_host_syncs(lambda hooks: build_trainer(config, hooks), NullHooks(level), config.device,
                             live_seeds=2)
 
@@ -78,3 +78,9 @@ def test_debug_reads_once_per_collection_not_per_env_or_scope():
 def test_heuristic_decision_reads_nothing_from_the_device():
     syncs = _syncs(TelemetryLevel.NORMAL, 2, policy="heuristic")
     assert syncs.epochs == [1 + c for c in syncs.collections] and syncs.update == 0
+
+
+def test_float16_with_its_grad_scaler_reads_nothing_more():
+    # The scaler's inf check is a device tensor; an unfused optimizer step reads it on the host.
+    syncs = _syncs(TelemetryLevel.NORMAL, 2, policy="heuristic", amp_dtype="float16")
+    assert syncs.epochs == [1 + c for c in syncs.collections], syncs
