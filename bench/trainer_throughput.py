@@ -101,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
     parser.add_argument("--repeats", type=int, default=5, help="rounds of each loop, interleaved")
-    parser.add_argument("--live-seeds", type=int, default=0, help="seeds germinated at each episode start")
+    parser.add_argument("--live-seeds", type=int, default=2, help="seeds germinated at each episode start (default 2)")
     ns = parser.parse_args()
     config = TrainConfig.from_args(ns)
     if config.cpu_threads > 0:

@@ -21,12 +21,7 @@ from trainer.telemetry.compile_stats import CompileMonitor
 from tests.trainer.simic.test_run import RecordingHooks
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_monitor_counts_recompiles_graph_breaks_and_fallbacks_to_eager():

@@ -24,12 +24,7 @@ BATCHES = 256 // 64
 NORMAL_BUDGET = 4
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _syncs(level: TelemetryLevel, n_envs: int, policy: str = "ppo", amp_dtype: str = "auto"):

@@ -8,7 +8,6 @@ import pathlib
 import time
 
 import pytest
-import torch
 
 from leyline import (
     Command,
@@ -33,14 +32,7 @@ from tests.trainer.telemetry.test_loop_telemetry import CommandAt
 # 4 batches an epoch, 3 epochs a round, then the PPO update.
 TINY = dict(device="cpu", policy="ppo", n_envs=1, episode_length=3, train_size=256, val_size=64, batch_size=64,
             log_every=0, lstm_hidden=8, base_channels=4, seed=2)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _profile(cid: str, **kw) -> Command:
