@@ -2,8 +2,8 @@
 
 The loop test is the suite's costliest: it compiles two host-block regions (training and
 validation each) and the policy's step and update with inductor. Inductor keeps compiled
-graphs in its on-disk cache, so only a machine's first run pays the full price (about 90 s
-on two shared cores; about 10 s afterwards).
+graphs in its on-disk cache, so only a machine's first run pays the full price (70-90 s on
+two shared cores; about 7 s afterwards).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ NORMAL_BUDGET = 4
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _syncs(level: TelemetryLevel, n_envs: int, policy: str = "ppo", amp_dtype: str = "auto"):
-    config = TrainConfig(policy=policy, n_envs=n_envs, amp_dtype=amp_dtype, **TINY)
+def _syncs(level: TelemetryLevel, n_envs: int, policy: str = "ppo", **over):
+    config = TrainConfig(**{**TINY, "policy": policy, "n_envs": n_envs, **over})
     return count_host_syncs(lambda hooks: build_trainer(config, hooks), NullHooks(level), config.device,
                             live_seeds=2)
 
@@ -77,5 +77,7 @@ def test_heuristic_decision_reads_nothing_from_the_device():
 
 def test_float16_with_its_grad_scaler_reads_nothing_more():
     # The scaler's inf check is a device tensor; an unfused optimizer step reads it on the host.
-    syncs = _syncs(TelemetryLevel.NORMAL, 2, policy="heuristic", amp_dtype="float16")
+    # float16 autocast is slow on CPU: one env, smaller batches.
+    syncs = _syncs(TelemetryLevel.NORMAL, 1, policy="heuristic", amp_dtype="float16", batch_size=32,
+                   train_size=128)
     assert syncs.epochs == [1 + c for c in syncs.collections], syncs
