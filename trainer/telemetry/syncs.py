@@ -141,7 +141,8 @@ class HostSyncCounter(TorchFunctionMode):
         return result
 
     def _reads(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], inputs: list[torch.Tensor]) -> bool:
-        """Whether this call makes the host wait for the device (see ``_blocking_upload`` too)."""
+        """Whether this call makes the host wait for the device: a read of a device tensor, or a
+        blocking upload of a host one."""
         if name in ("tensor", "as_tensor"):  # Python values copied to the device
             device = kwargs.get("device")
             return device is not None and self._same_device(device)
