@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 
 class EventKind(str, enum.Enum):
@@ -147,3 +148,7 @@ HEAD_NAMES: tuple[str, ...] = (
     "alpha_speed",
     "alpha_curve",
 )
+
+
+ProfileTarget = Literal["batches", "update"]
+"""What a profile window records: the next ``batches`` training batches, or the next PPO update."""

@@ -48,11 +48,13 @@ def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
         "description": generated.get("description", ""),
         "anyOf": [
             variant("Debug window of N epochs", ["epochs"], action={"enum": ["debug"]}, epochs=epochs,
-                    through_update={"type": "boolean"}, batches=null),
+                    through_update={"type": "boolean"}, batches=null, target=null),
             variant("Debug window through the next PPO update", ["through_update"], action={"enum": ["debug"]},
-                    through_update={"enum": [True]}, epochs={"anyOf": [epochs, null]}, batches=null),
+                    through_update={"enum": [True]}, epochs={"anyOf": [epochs, null]}, batches=null, target=null),
             variant("Profile window of N batches", ["batches"], action={"enum": ["profile"]}, batches=batches,
-                    epochs=null, through_update={"enum": [False]}),
+                    epochs=null, through_update={"enum": [False]}, target={"enum": ["batches", None]}),
+            variant("Profile window over the next PPO update", ["target"], action={"enum": ["profile"]},
+                    target={"enum": ["update"]}, batches=null, epochs=null, through_update={"enum": [False]}),
         ],
     }
 
@@ -88,6 +90,7 @@ def _examples() -> dict[str, Any]:
                    "watchers": 0},
         "escalate_debug": {"run_id": "r-20250101-abc", "action": "debug", "epochs": 3, "reason": "loss spike"},
         "escalate_profile": {"run_id": "r-20250101-abc", "action": "profile", "batches": 20},
+        "escalate_profile_update": {"run_id": "r-20250101-abc", "action": "profile", "target": "update"},
     }
 
 

@@ -133,7 +133,8 @@ def _record(row: tuple) -> CommandRecord:
     return CommandRecord(
         command_id=command_id, run_id=run_id, action=req["action"], status=status, created_at=created,
         updated_at=updated, epochs=req.get("epochs"), batches=req.get("batches"),
-        through_update=bool(req.get("through_update")), reason=req.get("reason"), applied_step=step,
+        through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
+        applied_step=step,
         result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
     )
 

@@ -101,6 +101,8 @@ def train_parser() -> argparse.ArgumentParser:
                    help="events held in memory before metrics drop (default 10000)")
     g.add_argument("--profile", type=int, metavar="BATCHES",
                    help="open a torch.profiler window over the first BATCHES training batches (default: none)")
+    g.add_argument("--profile-update", action="store_true",
+                   help="open a torch.profiler window over the first PPO update (default: off)")
     g.add_argument("--close-timeout", type=float, default=15.0, metavar="SECONDS",
                    help="seconds to deliver what is left when the run ends (default 15)")
     g.add_argument("--log-every", type=int, metavar="ROUNDS",
@@ -192,7 +194,8 @@ def _train(argv: Sequence[str]) -> int:
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     try:
         runtime.emit(_run_started(runtime, args.run_name, config, args))
-        install_profiling(runtime, profile_batches=args.profile)  # after run_started: it may open a window
+        # After run_started: it may open windows. Both flags: the update window waits for the first.
+        install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
         summary = run_training(config, runtime)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)

@@ -226,14 +226,20 @@ class ProfileView:
     trace_path: str = ""
     artifact_url: str | None = None
     top_ops: tuple[TopOp, ...] = ()
+    target: str = "batches"
+
+    @property
+    def span(self) -> str:
+        """What the window records: ``N batches`` or ``the PPO update``."""
+        return "the PPO update" if self.target == "update" else f"{self.batches} batches"
 
 
 def profile_view(state: RunState, artifact_url: str | None) -> ProfileView:
     if state.profile_running is not None:
         p = state.profile_running
-        return ProfileView("running", p.window, p.batches, trace_path=p.trace_dir)
+        return ProfileView("running", p.window, p.batches, trace_path=p.trace_dir, target=p.target)
     if state.profile is not None:
         c = state.profile
         return ProfileView("completed", c.window, c.batches, c.wall_s, c.trace_path, artifact_url,
-                           tuple(c.top_ops))
+                           tuple(c.top_ops), c.target)
     return ProfileView("none")

@@ -26,6 +26,7 @@ from torch.profiler import ProfilerActivity
 
 from leyline import TopOp
 
+from trainer.telemetry.phases import cut_phase_ranges
 from trainer.telemetry.quiet import without_profiler_markers
 
 logger = logging.getLogger(__name__)
@@ -138,14 +139,17 @@ class ProfileWindow:
         self._t0 = time.perf_counter()
         with without_profiler_markers():
             self._prof.start()
+        cut_phase_ranges()  # the phase the loop is in already gets its range
 
     def step(self) -> bool:
         """One training batch ended; True once the window has finished (trace written, summary ready)."""
         if self._prof is None:
             return self.done
         self._steps += 1
+        cut_phase_ranges(reopen=False)  # each step's trace carries the phases it ran in
         with without_profiler_markers():  # the window's first and last steps write them
             self._prof.step()
+        cut_phase_ranges()
         if self._trace_path is not None:  # the schedule's last active batch just ended
             self._finish(partial=False)
         return self.done
@@ -167,6 +171,7 @@ class ProfileWindow:
         prof, self._prof = self._prof, None
         if prof is None:
             return
+        cut_phase_ranges(reopen=False)
         with without_profiler_markers():
             prof.stop()  # a window stopped during its active batches exports what it has here
         recorded = max(0, min(self._steps - 1, self.batches))

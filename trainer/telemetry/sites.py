@@ -6,8 +6,9 @@ Where the loop calls it (and what each level adds):
   tel.collect_env(env, {"host": host, slot: seed, ...})``; then once per batch, after
   every env, ``tel.flush_gradients()``: gradient health per scope (host and each live
   seed, with EMA drift and the seed's gradient ratio), every ``gradient_stride``
-  batches at NORMAL and every batch at DEBUG, all envs read in ONE transfer. DEBUG adds
-  per-layer stats of each module (one transfer per module).
+  batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats of each
+  module. Every env and scope of a collection, layer stats included, is read in ONE
+  transfer, after waiting on the fence each launch recorded on its env's stream.
 - inside the PPO update, after a backward: ``tel.policy_backward(policy)`` (DEBUG: the
   policy's per-layer stats, once per update);
 - after the PPO update: ``tel.after_update(update, progress=..., lstm_state=(h, c))``:
@@ -15,7 +16,8 @@ Where the loop calls it (and what each level adds):
   check on the update's numbers (MINIMAL and up), auto-escalating through the command
   path when one fires;
 - ``with tel.phases.phase("train"): ...`` around each phase, and ``tel.epoch_end(round_,
-  env_epochs)`` at the end of each epoch: phase timing (MINIMAL and up).
+  env_epochs)`` at the end of each epoch: phase timing (MINIMAL and up), with how
+  ``torch.compile`` fares (compiles, recompiles, graph breaks, fallbacks) when the run compiles.
 
 At OFF nothing is measured; the loop runs the same code either way.
 """
@@ -25,7 +27,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+import msgspec
 import torch
 from torch import nn
 
@@ -33,17 +37,20 @@ from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, Teleme
 
 from trainer.hooks import RunHooks
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
-from trainer.telemetry.debug_stats import debug_layer_payloads
+from trainer.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientThresholds,
     PendingGradients,
     collect_gradients,
-    resolve_all,
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.phases import PhaseTimer
+from trainer.telemetry.readback import read_all
+
+if TYPE_CHECKING:
+    from trainer.telemetry.compile_stats import CompileMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +76,8 @@ class TelemetryConfig:
     """Gradient-norm averages behind drift."""
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     """Anomaly thresholds and auto-escalation."""
+    compile_mode: str = "off"
+    """The run's ``--compile-mode``; when not ``off``, each ``phase_timing`` carries ``CompileStats``."""
 
     def __post_init__(self) -> None:
         if self.gradient_stride < 1:
@@ -93,7 +102,13 @@ class SimicTelemetry:
         self.ema = GradientEMATracker(self.config.ema)
         self.detector = AnomalyDetector(self.config.anomaly, escalate)
         self._pending: list[tuple[int, PendingGradients]] = []
+        self._layers: list[tuple[int, PendingLayers]] = []
         self._policy_layers_done = False
+        self.compile_monitor: CompileMonitor | None = None
+        if self.config.compile_mode != "off":
+            from trainer.telemetry.compile_stats import CompileMonitor  # torch._dynamo: only when compiling
+
+            self.compile_monitor = CompileMonitor(self.config.compile_mode)
 
     @classmethod
     def for_run(cls, hooks: RunHooks, config: TelemetryConfig | None = None) -> SimicTelemetry:
@@ -116,21 +131,24 @@ class SimicTelemetry:
 
     @torch.compiler.disable
     def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
-        """Launch the gradient norms of one env's scopes ("host" and live seed slots); no sync."""
+        """Launch the gradient norms (and at DEBUG the per-layer stats) of one env's scopes; no sync."""
+        debug = self.hooks.level is _DEBUG
         for scope, module in modules.items():
             self._pending.append((env, collect_gradients(scope, module.parameters(), self.config.gradients)))
-        level = self.hooks.level
-        if level is _DEBUG:
-            for scope, module in modules.items():
-                for payload in debug_layer_payloads(scope, module.named_parameters(), level):
-                    self.hooks.emit(payload, env=env)
+            if debug:
+                layers = launch_layer_stats(scope, module.named_parameters())
+                if layers is not None:
+                    self._layers.append((env, layers))
 
     def flush_gradients(self) -> None:
-        """Read every collection of this batch in one transfer and emit ``gradient_health`` per scope."""
-        if not self._pending:
+        """Read every collection of this batch (every env, every scope, layer stats included) in one
+        transfer, then emit ``gradient_health`` per scope (and ``debug_layer_stats`` at DEBUG)."""
+        if not self._pending and not self._layers:
             return
         pending, self._pending = self._pending, []
-        stats = resolve_all([p for _, p in pending])
+        layers, self._layers = self._layers, []
+        read_all([p for _, p in pending if p.unread] + [lay for _, lay in layers])
+        stats = [p.resolve() for _, p in pending]
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):
             drift = self.ema.update(_drift_scope(env, s.scope), s.global_norm if s.finite else None)
@@ -139,6 +157,9 @@ class SimicTelemetry:
             severity = Severity.WARNING if (s.nonfinite or s.exploding or s.vanishing) else None
             self.hooks.emit(s.payload(ema_norm=drift.ema_norm, drift=drift.drift, ratio=ratio), env=env,
                             severity=severity)
+        for env, lay in layers:
+            for payload in lay.payloads():
+                self.hooks.emit(payload, env=env)
 
     def forget_scope(self, env: int, scope: str) -> None:
         """A seed left its slot: the next one there starts a fresh gradient average."""
@@ -186,6 +207,8 @@ class SimicTelemetry:
         """Phase timing of the epoch just ended (and of an update that ran since the last report)."""
         report = self.phases.report(round_, env_epochs)
         if report is not None and self.hooks.level is not _OFF:
+            if self.compile_monitor is not None:
+                report = msgspec.structs.replace(report, compile=self.compile_monitor.stats())
             self.hooks.emit(report)
 
 

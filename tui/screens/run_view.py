@@ -157,21 +157,25 @@ class RunViewScreen(DashboardScreen):
     def _ask(self, action: CommandAction, default: int) -> None:
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
-                self.escalate(action, choice.amount, through_update=choice.through_update)
+                self.escalate(action, choice.amount, through_update=choice.through_update, update=choice.update)
 
         self.app.push_screen(EscalateForm(action, default), chosen)
 
     @work(group="escalate")
-    async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False) -> None:
-        """POST the command, then follow it at ``GET /commands/{id}`` until it ends."""
+    async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
+                       update: bool = False) -> None:
+        """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
+        profile window over the next PPO update."""
         client = self.watch_app.require_client()
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
+        what += " over the next PPO update" if update else ""
         try:
             if action is CommandAction.DEBUG:
                 command_id = await client.escalate(self.run_id, action, epochs=amount,
                                                    through_update=through_update, reason="esper-watch")
             else:
-                command_id = await client.escalate(self.run_id, action, batches=amount, reason="esper-watch")
+                command_id = await client.escalate(self.run_id, action, batches=None if update else amount,
+                                                   target="update" if update else None, reason="esper-watch")
         except ApiError as err:
             self.post_message(ApiFailed(what, err))
             return

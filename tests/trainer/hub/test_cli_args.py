@@ -15,6 +15,7 @@ def test_help_documents_the_upload(capsys):
     out = capsys.readouterr().out
     assert done.value.code == 0
     assert "esper-train upload" in out and "--telemetry-level" in out and "--server" in out and "--profile" in out
+    assert "--profile-update" in out
 
 
 @pytest.mark.parametrize(("argv", "flag"), [
