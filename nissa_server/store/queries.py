@@ -1,14 +1,13 @@
-"""Read-only queries, each run on a reader thread's own connection."""
+"""Read-only queries, each run on a reader thread's own connection; the same text on both backends."""
 
 from __future__ import annotations
 
-import sqlite3
-
 import msgspec
 
-from leyline import CommandRecord, HubHealth, RunFinished, RunStarted, StatusChange
+from leyline import Command, CommandRecord, HubHealth, RunFinished, RunStarted, StatusChange
 from leyline.payloads import Scalar
 from nissa_server.schemas import RunInfo
+from nissa_server.store.conn import Conn
 
 _started = msgspec.json.Decoder(RunStarted)
 _finished = msgspec.json.Decoder(RunFinished)
@@ -23,32 +22,43 @@ _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at
                 " last_epoch, config, finish, hub_health")
 
 
-def _run_info(conn: sqlite3.Connection, row: tuple) -> RunInfo:
+def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
     key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, health = row
     start = _started.decode(config) if config else None
-    last_seq = {str(rank): seq for rank, seq in conn.execute(
-        "SELECT rank, last_seq FROM streams WHERE run_key = ? ORDER BY rank", (key,))}
+    last_seq, held, stored = {}, False, 0
+    for rank, seq, session, until, nbytes in conn.execute(
+            "SELECT rank, last_seq, session, held_until, bytes FROM streams WHERE run_key = ? ORDER BY rank", (key,)):
+        last_seq[str(rank)] = seq
+        stored += nbytes
+        # Sessions of this server are known better from memory (see routes.runs); another's by its hold.
+        held = held or (until is not None and until >= now and session is not None and not session.startswith(here))
     counts = dict(conn.execute("SELECT kind, n FROM kind_counts WHERE run_key = ? ORDER BY kind", (key,)))
+    stored += int(conn.execute("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE run_key = ?", (key,)).fetchone()[0])
     return RunInfo(
-        run_id=run_id, name=name, status=status, connected=False, created_at=created, started_at=started,
+        run_id=run_id, name=name, status=status, connected=held, created_at=created, started_at=started,
         ended_at=ended, last_seen_at=seen, last_step=step, last_epoch=epoch, last_seq=last_seq, counts=counts,
         config=start.config if start else None, host=start.host if start else None,
         device=start.device if start else None, finish=_finished.decode(finish) if finish else None,
-        hub_health=_health.decode(health) if health else None,
+        hub_health=_health.decode(health) if health else None, stored_bytes=stored,
     )
 
 
-def list_runs(conn: sqlite3.Connection) -> list[RunInfo]:
+def list_runs(conn: Conn, now: float, here: str) -> list[RunInfo]:
+    """Every run, newest first; ``connected`` says whether a server other than ``here`` holds a stream."""
     rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_key DESC").fetchall()
-    return [_run_info(conn, row) for row in rows]
+    return [_run_info(conn, row, now, here) for row in rows]
 
 
-def get_run(conn: sqlite3.Connection, run_key: int) -> RunInfo | None:
-    row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_key = ?", (run_key,)).fetchone()
-    return None if row is None else _run_info(conn, row)
+def get_run(conn: Conn, run_id: str, now: float, here: str) -> RunInfo | None:
+    row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else _run_info(conn, row, now, here)
 
 
-def events_page(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: int,
+def count_runs(conn: Conn) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+
+def events_page(conn: Conn, run_key: int, after_seq: int, limit: int,
                 kinds: list[str] | None = None, rank: int | None = None,
                 after_rank: int | None = None) -> list[bytes]:
     """Stored events after the cursor in (seq, rank) order, at most ``limit``.
@@ -74,7 +84,7 @@ def _rank_floor(after_rank: int | None) -> int:
     return MAX_RANK if after_rank is None else after_rank
 
 
-def _merge_ranks(conn: sqlite3.Connection, run_key: int, after_seq: int, after_rank: int | None,
+def _merge_ranks(conn: Conn, run_key: int, after_seq: int, after_rank: int | None,
                  limit: int) -> list[bytes]:
     # One index range per rank, merged here: SQLite would otherwise sort the whole run for every page.
     rows: list[tuple[int, int, bytes]] = []
@@ -89,13 +99,13 @@ def _merge_ranks(conn: sqlite3.Connection, run_key: int, after_seq: int, after_r
     return [body for _, _, body in rows[:limit]]
 
 
-def bodies(conn: sqlite3.Connection, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:
+def bodies(conn: Conn, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:
     """(seq, stored body) of one stream's events with ``first <= seq <= last``."""
     return conn.execute("SELECT seq, body FROM events WHERE run_key = ? AND rank = ? AND seq BETWEEN ? AND ?",
                         (run_key, rank, first, last)).fetchall()
 
 
-def replay_page(conn: sqlite3.Connection, run_key: int | None, after_id: int, upto_id: int, limit: int,
+def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, limit: int,
                 kinds: list[str] | None = None, min_severity: int = 0) -> list[tuple[int, bytes]]:
     """Stored events with ``after_id < id <= upto_id`` in id order: a watcher's replay."""
     where, args = ["id > ?", "id <= ?"], [after_id, upto_id]
@@ -112,7 +122,7 @@ def replay_page(conn: sqlite3.Connection, run_key: int | None, after_id: int, up
     return conn.execute(sql, (*args, limit)).fetchall()
 
 
-def seq_to_id(conn: sqlite3.Connection, run_key: int, seq: int, rank: int = 0) -> int:
+def seq_to_id(conn: Conn, run_key: int, seq: int, rank: int = 0) -> int:
     """The cursor just after ``seq`` of ``rank``: the id of the highest stored seq not above it."""
     if seq <= 0:
         return 0
@@ -138,7 +148,7 @@ def _record(row: tuple) -> CommandRecord:
     )
 
 
-def get_command(conn: sqlite3.Connection, command_id: str) -> CommandRecord | None:
+def get_command(conn: Conn, command_id: str) -> CommandRecord | None:
     row = conn.execute(
         f"SELECT {_COMMAND_COLUMNS} FROM commands c JOIN runs r USING (run_key) WHERE c.command_id = ?",
         (command_id,),
@@ -146,7 +156,7 @@ def get_command(conn: sqlite3.Connection, command_id: str) -> CommandRecord | No
     return None if row is None else _record(row)
 
 
-def list_commands(conn: sqlite3.Connection, run_key: int) -> list[CommandRecord]:
+def list_commands(conn: Conn, run_key: int) -> list[CommandRecord]:
     rows = conn.execute(
         f"SELECT {_COMMAND_COLUMNS} FROM commands c JOIN runs r USING (run_key) WHERE c.run_key = ?"
         " ORDER BY c.created_at, c.command_id",
@@ -155,25 +165,42 @@ def list_commands(conn: sqlite3.Connection, run_key: int) -> list[CommandRecord]
     return [_record(row) for row in rows]
 
 
-def open_commands(conn: sqlite3.Connection) -> list[CommandRecord]:
+def queued_commands(conn: Conn, run_key: int) -> list[Command]:
+    """A run's commands still waiting to go down to its trainer, oldest first."""
     rows = conn.execute(
         f"SELECT {_COMMAND_COLUMNS} FROM commands c JOIN runs r USING (run_key)"
-        " WHERE c.status IN ('queued', 'delivered', 'applied') ORDER BY c.created_at",
+        " WHERE c.run_key = ? AND c.status = 'queued' ORDER BY c.created_at, c.command_id", (run_key,),
     ).fetchall()
-    return [_record(row) for row in rows]
+    return [_command(_record(row)) for row in rows]
 
 
-def idempotency_keys(conn: sqlite3.Connection) -> list[tuple[str, str, bytes]]:
+def _command(rec: CommandRecord) -> Command:
+    return Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
+                   batches=rec.batches, through_update=rec.through_update, reason=rec.reason,
+                   created_at=rec.created_at)
+
+
+def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:
+    """(command id, run id, action) of commands still queued that were created before ``created_before``."""
+    return [(row[0], row[1], row[2]) for row in conn.execute(
+        "SELECT c.command_id, r.run_id, c.action FROM commands c JOIN runs r USING (run_key)"
+        " WHERE c.status = 'queued' AND c.created_at < ? ORDER BY c.created_at", (created_before,))]
+
+
+def committed_rows(conn: Conn, after_id: int, upto_id: int, limit: int) -> list[tuple]:
+    """(id, run_key, run_id, rank, seq, kind, severity, ts, body) of events ``after_id < id <= upto_id``."""
     return conn.execute(
-        "SELECT idempotency_key, command_id, request FROM commands WHERE idempotency_key IS NOT NULL"
+        "SELECT e.id, e.run_key, r.run_id, e.rank, e.seq, e.kind, e.severity, e.ts, e.body FROM events e"
+        " JOIN runs r ON r.run_key = e.run_key WHERE e.id > ? AND e.id <= ? ORDER BY e.id LIMIT ?",
+        (after_id, upto_id, limit),
     ).fetchall()
 
 
-def commands_by_status(conn: sqlite3.Connection) -> dict[str, int]:
+def commands_by_status(conn: Conn) -> dict[str, int]:
     return dict(conn.execute("SELECT status, COUNT(*) FROM commands GROUP BY status"))
 
 
-def list_artifacts(conn: sqlite3.Connection, run_key: int) -> list[tuple[str, int, str, float]]:
+def list_artifacts(conn: Conn, run_key: int) -> list[tuple[str, int, str, float]]:
     return conn.execute(
         "SELECT name, size, sha256, created_at FROM artifacts WHERE run_key = ? ORDER BY name", (run_key,)
     ).fetchall()
