@@ -15,6 +15,8 @@ from tests.support import IngestClient, events_for, start_server_process, stop_p
 from tests.support.damage import corrupt_database
 from tests.support.server import script_path
 
+pytestmark = pytest.mark.single_backend
+
 
 def test_port_zero_prints_one_listening_line_and_serves(server_process):
     proc, url = server_process

@@ -7,6 +7,8 @@ import pytest
 from nissa_server.fanout import MAX_FRAME_EVENTS, Chunk, Lagging, Watcher, WatchFilter, frames
 from nissa_server.runs import RunState, Stream
 
+pytestmark = pytest.mark.single_backend
+
 
 def test_stream_accepts_in_order_gaps_and_rejects_duplicates():
     s = Stream()

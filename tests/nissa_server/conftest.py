@@ -1,0 +1,27 @@
+"""Every server test runs on both store backends, SQLite and PostgreSQL, unless marked
+``single_backend`` (about SQLite itself, or needing no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import databases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        single = metafunc.definition.get_closest_marker("single_backend") is not None
+        metafunc.parametrize("backend", ["sqlite"] if single else list(databases.BACKENDS), indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def backend(request, tmp_path):
+    """The backend this test's servers use (``running_server`` and ``server_url`` follow it)."""
+    name = getattr(request, "param", "sqlite")
+    if name == "postgresql":
+        why = databases.postgres_unavailable()
+        if why is not None:
+            pytest.skip(why)
+    with databases.backend(name):
+        yield name
+    databases.release(tmp_path)
