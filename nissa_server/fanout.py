@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from leyline import Severity
 
 if TYPE_CHECKING:
-    from nissa_server.store import EventWrite
+    from nissa_server.store import Published
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class WatchFilter:
     def wants_run(self, run_id: str) -> bool:
         return self.run_id is None or self.run_id == run_id
 
-    def pick(self, write: EventWrite) -> list[Item]:
+    def pick(self, write: Published) -> list[Item]:
         """The items of ``write`` that pass the kind and severity filters."""
         floor, kinds = self.min_severity.rank, self.kinds
         return [(i, r[6]) for i, r in enumerate(write.rows, write.first_id)
@@ -155,10 +155,10 @@ class FanOut:
     def remove(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
 
-    def publish(self, write: EventWrite) -> None:
+    def publish(self, write: Published) -> None:
         if not write.rows:
             return
-        run_id, whole = write.run.run_id, None
+        run_id, whole = write.run_id, None
         for watcher in self.watchers:
             flt = watcher.filter
             if not flt.wants_run(run_id):

@@ -243,6 +243,8 @@ class PostgresStore(Store):
                     self.on_run_deleted(int(payload))
             except (psycopg.Error, ValueError) as err:
                 logger.warning("notification %s %r not handled: %s", channel, payload, err)
+            except Exception:  # noqa: BLE001 - a bug in a subscriber must not stop publication for good
+                logger.exception("publishing after notification %s %r failed", channel, payload)
 
     async def _catch_up(self, upto: int) -> None:
         """Publish every event up to id ``upto``, in id order: this server's from memory, others' read back."""

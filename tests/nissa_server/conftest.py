@@ -1,5 +1,5 @@
 """Every server test runs on both store backends, SQLite and PostgreSQL, unless marked
-``single_backend`` (about SQLite itself, or needing no database)."""
+``single_backend`` (about SQLite itself, or needing no database) or ``postgresql_only``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from tests.support import databases
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        single = metafunc.definition.get_closest_marker("single_backend") is not None
-        metafunc.parametrize("backend", ["sqlite"] if single else list(databases.BACKENDS), indirect=True)
+        marked = metafunc.definition.get_closest_marker
+        names = ["sqlite"] if marked("single_backend") else ["postgresql"] if marked("postgresql_only") else list(
+            databases.BACKENDS)
+        metafunc.parametrize("backend", names, indirect=True)
 
 
 @pytest.fixture(autouse=True)

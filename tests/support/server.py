@@ -50,6 +50,8 @@ def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerU
     """
     if "db_path" not in overrides and "db_url" not in overrides:
         overrides.update({k: v for k, v in database_for(tmp_path).items() if k not in overrides})
+    if "db_url" in overrides:
+        overrides.setdefault("artifact_dir", tmp_path / "artifacts")
     settings = Settings(host="127.0.0.1", port=0, **overrides)
     config = uvicorn_config(settings, timeout_graceful_shutdown=3)
     app = config.app
