@@ -87,13 +87,14 @@ def script_path(name: str) -> str:
 def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None = None,
                          extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
                          timeout: float = 60.0, preexec_fn: Callable[[], None] | None = None,
-                         ) -> tuple[subprocess.Popen, str]:
+                         db_url: str | None = None) -> tuple[subprocess.Popen, str]:
     """Start ``nissa-server`` and wait for its listening line; returns (process, base URL).
 
-    Its stderr goes to ``<db_path>.log`` so a chatty server can never block on a full pipe.
+    Its database is ``db_url`` if given (PostgreSQL), else the SQLite file ``db_path``. Its stderr goes to
+    ``<db_path>.log`` so a chatty server can never block on a full pipe.
     """
-    args = [script_path("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
-            *extra_args]
+    args = [script_path("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db",
+            db_url or str(db_path), *extra_args]
     if token is not None:
         args += ["--token", token]
     db_path.parent.mkdir(parents=True, exist_ok=True)
