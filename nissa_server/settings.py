@@ -125,6 +125,9 @@ class Settings:
     """Timeouts and caps per connection."""
     writer_queue_batches: int = 256
     """Batches waiting for the store writer before ingest stops reading (backpressure)."""
+    commit_interval_s: float = 0.02
+    """The store commits at most this often; writes arriving meanwhile join the next transaction (fewer,
+    larger transactions under load; a write after a quiet spell is committed at once)."""
     hello_timeout_s: float = 15.0
     """How long an ingest connection may take to send its ``hello``."""
     maintenance_interval_s: float = 1.0
@@ -150,6 +153,8 @@ class Settings:
         for name in ("lost_after_s", "command_ttl_s", "hello_timeout_s", "maintenance_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 0 <= self.commit_interval_s <= 1:
+            raise ValueError("commit_interval_s must be in 0..1")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
                      "max_body_bytes", "max_artifact_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
                      "writer_queue_batches"):

@@ -37,7 +37,8 @@ class Nissa:
     _spawned: set[asyncio.Task] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.store = create_store(self.settings.database, queue_batches=self.settings.writer_queue_batches)
+        self.store = create_store(self.settings.database, queue_batches=self.settings.writer_queue_batches,
+                                  commit_interval_s=self.settings.commit_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands)
         self.store.on_publish = self._published

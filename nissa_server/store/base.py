@@ -19,7 +19,16 @@ from typing import Any, TypeVar
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
-from nissa_server.store.model import CallWrite, Committed, EventWrite, IdRange, StaleWrite, Superseded, Write
+from nissa_server.store.model import (
+    CallWrite,
+    Committed,
+    EventWrite,
+    IdRange,
+    Pending,
+    StaleWrite,
+    Superseded,
+    Write,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -40,7 +49,7 @@ class Store(abc.ABC):
     """The version of the schema this server brings its database to."""
 
     def __init__(self, queue_batches: int = 256, max_ops_per_commit: int = 512,
-                 max_rows_per_commit: int = 16_000) -> None:
+                 max_rows_per_commit: int = 16_000, commit_interval_s: float = 0.0) -> None:
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""
@@ -53,6 +62,10 @@ class Store(abc.ABC):
         # Bounds what one commit publishes at once: a backlog committed whole would reach every
         # watcher as one burst (closing any with less room than that as lagging) and delay acks.
         self._max_rows = max_rows_per_commit
+        # Group commit: under load, writes that arrive within the interval share one transaction. A
+        # transaction costs per stream and page it touches, not per row: fewer, larger ones cost less
+        # per event (and a lone write after a quiet spell is committed at once).
+        self._interval = commit_interval_s
         self._queue: asyncio.Queue[Write] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nissa-writer")
         self._task: asyncio.Task | None = None
@@ -184,8 +197,13 @@ class Store(abc.ABC):
     async def _run(self) -> None:
         assert self._queue is not None
         loop = asyncio.get_running_loop()
+        began = 0.0
         while True:
             writes_ = [await self._queue.get()]
+            wait = began + self._interval - loop.time()
+            if wait > 0 and self._queue.qsize() < self._max_ops:
+                await asyncio.sleep(wait)
+            began = loop.time()
             rows = _rows(writes_[0])
             while len(writes_) < self._max_ops and rows < self._max_rows and not self._queue.empty():
                 writes_.append(self._queue.get_nowait())
@@ -244,11 +262,10 @@ class Store(abc.ABC):
         self._begin(conn)
         try:
             ids = self._ids(conn) if any(isinstance(w, EventWrite) for w in batch) else None
-            rows: list[tuple] = []
+            pending = Pending(self._insert_events)
             for write in batch:
-                write.apply(conn, ids, rows)  # type: ignore[arg-type]
-            if rows:
-                self._insert_events(conn, rows)
+                write.apply(conn, ids, pending)  # type: ignore[arg-type]
+            pending.flush(conn)
             self._commit(conn, ids if ids is not None and ids.used else None, batch)
         except BaseException:
             self._rollback(conn)

@@ -109,24 +109,21 @@ class EventWrite:
         """(id, body) pairs, built once and shared by every watcher that takes the whole batch."""
         return [(i, row[6]) for i, row in enumerate(self.rows, self.first_id)]
 
-    def apply(self, conn: Conn, ids: IdRange, out: list[tuple]) -> None:
+    def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
         if self.prepare is not None:
+            pending.flush(conn)  # what it reads (the server's stream, commands) must be up to date
             self.rows, self.kinds, self.effects = [], {}, []
             self.prepare(conn, self)
         if not self.rows:
             return
         self.__dict__.pop("items", None)  # a retried transaction numbers the rows anew
         self.first_id = ids.take(len(self.rows))
-        out.extend(self.id_rows())
-        key = self.run.run_key
-        nbytes = sum(len(row[6]) for row in self.rows)
-        if not sql.update_stream(conn, key, self.rank, self.session, self.last_seq, self.contiguous, nbytes):
-            raise Superseded(f"run {self.run_id!r} rank {self.rank} was taken over by a newer connection")
-        sql.count_kinds(conn, key, self.kinds)
+        pending.rows.extend(self.id_rows())
         for event in self.effects:
-            sql.apply_effect(conn, key, event)
-        if self.touch and not sql.touch_run(conn, key, self.last_step, self.last_epoch):
-            raise StaleWrite(f"run {self.run_id!r} was deleted")
+            sql.apply_effect(conn, self.run.run_key, event)
+        pending.add(conn, self)
+        if self.prepare is not None:
+            pending.flush(conn)
 
     def settle(self, stored: Callable[[EventWrite], None]) -> None:
         stream = self.stream
@@ -153,7 +150,8 @@ class CallWrite:
     future: asyncio.Future
     result: Any = None
 
-    def apply(self, conn: Conn, ids: IdRange, out: list[tuple]) -> None:
+    def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
+        pending.flush(conn)  # it may read what the writes before it in this transaction wrote
         self.result = self.fn(conn)
 
     def settle(self, stored: Callable[[EventWrite], None]) -> None:
@@ -166,6 +164,51 @@ class CallWrite:
 
 
 Write = EventWrite | CallWrite
+
+
+class Pending:
+    """What the event writes of one transaction add to their streams, kind counts and runs, gathered
+    and written once per stream and per run (not once per write) before anything else reads them."""
+
+    def __init__(self, insert: Callable[[Conn, list[tuple]], None]) -> None:
+        self._insert = insert
+        self.rows: list[tuple] = []
+        """Event rows (id first) not inserted yet."""
+        self._streams: dict[tuple[int, int], tuple[EventWrite, int]] = {}
+        self._kinds: dict[int, dict[str, int]] = {}
+        self._runs: dict[int, tuple[EventWrite, int, int]] = {}
+
+    def add(self, conn: Conn, write: EventWrite) -> None:
+        key, stream = write.run.run_key, (write.run.run_key, write.rank)
+        earlier = self._streams.get(stream)
+        if earlier is not None and earlier[0].session != write.session:
+            self.flush(conn)  # another session's writes: each is checked against its own fence
+            earlier = None
+        nbytes = sum(len(row[6]) for row in write.rows)
+        self._streams[stream] = (write, nbytes + (earlier[1] if earlier else 0))
+        counts = self._kinds.setdefault(key, {})
+        for kind, n in write.kinds.items():
+            counts[kind] = counts.get(kind, 0) + n
+        if write.touch:
+            seen = self._runs.get(key)
+            step, epoch = write.last_step, write.last_epoch
+            self._runs[key] = (write, max(step, seen[1]) if seen else step, max(epoch, seen[2]) if seen else epoch)
+
+    def flush(self, conn: Conn) -> None:
+        if self.rows:
+            self._insert(conn, self.rows)
+            self.rows = []
+        for (run_key, rank), (write, nbytes) in self._streams.items():
+            if not sql.update_stream(conn, run_key, rank, write.session, write.last_seq, write.contiguous, nbytes):
+                raise Superseded(f"run {write.run_id!r} rank {rank} was taken over by a newer connection")
+        for run_key, counts in self._kinds.items():
+            sql.count_kinds(conn, run_key, counts)
+        for run_key, (write, step, epoch) in self._runs.items():
+            if not sql.touch_run(conn, run_key, step, epoch):
+                raise StaleWrite(f"run {write.run_id!r} was deleted")
+        self._streams.clear()
+        self._kinds.clear()
+        self._runs.clear()
 
 
 @dataclass(eq=False)

@@ -8,7 +8,7 @@ from collections import Counter
 
 from leyline import CommandAction, CommandStatus, CommandStatusChanged
 from nissa_server.batches import add_server_event
-from nissa_server.store import EventWrite, StaleWrite, Store, Superseded, sql
+from nissa_server.store import EventWrite, StaleWrite, Store, Superseded, queries, sql
 from tests.support.stores import failing, settled, started, write_for
 
 async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
@@ -142,3 +142,14 @@ async def test_close_commits_what_is_queued(tmp_path):
     stream = await reopened.read(sql.load_stream, run.run_key, 0)
     await reopened.close()
     assert stream.contiguous == 50
+
+
+async def test_a_read_in_the_writers_transaction_sees_the_writes_queued_before_it(tmp_path):
+    # The check of re-sent seqs reads through the writer: queued behind a write, it must see its rows
+    # even when both ride in one transaction.
+    store, (run,) = await started(tmp_path, "same", commit_interval_s=0.2)
+    await store.call(lambda conn: None)  # the next transaction waits out the interval: both join it
+    await store.submit_built(lambda: write_for(run, 4))
+    seen = await store.call(lambda conn: queries.bodies(conn, run.run_key, 0, 1, 4))
+    await store.close()
+    assert [seq for seq, _ in seen] == [1, 2, 3, 4]
