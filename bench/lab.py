@@ -196,6 +196,20 @@ class Database:
         return total
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's main thread (the server's event loop) and of its other threads (the
+    store's writer, readers, the listener)."""
+    out: dict[str, float] = {}
+    for stat in pathlib.Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        name = "event loop" if stat.parent.name == str(pid) else "other threads"
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 def _child(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
 
@@ -205,7 +219,7 @@ def _result(proc: subprocess.Popen, timeout: float) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> dict[str, float]:
+def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> dict:
     db = Database(backend, root)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -227,11 +241,12 @@ def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> d
         halves = [runs[: len(runs) // 2], runs[len(runs) // 2:]]
         producers = [_child("--produce-child", url, ",".join(h), str(args.rate), *common, str(args.batch_ms))
                      for h in halves if h]
-        cpu0 = cpu_seconds(server.pid)
+        cpu0, threads0 = cpu_seconds(server.pid), thread_cpu(server.pid)
         streams: dict = {}
         for proc in producers:
             streams.update(_result(proc, args.seconds + DRAIN_S + 60))
         cpu = cpu_seconds(server.pid) - cpu0
+        threads = {name: t - threads0.get(name, 0.0) for name, t in thread_cpu(server.pid).items()}
         watched = _result(watcher, args.seconds + DRAIN_S + 60)
         stored = sum(s["stored"] for s in streams.values())
         offered = sum(s["offered"] for s in streams.values())
@@ -247,7 +262,7 @@ def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> d
     return {"stored_ratio": stored / offered, "server_us_per_event": cpu / max(1, stored) * 1e6,
             "p50_ms": watched["p50_ms"], "p99_ms": watched["p99_ms"], "bytes_per_event": size / max(1, stored),
             "db_us_per_event": db_cpu / max(1, stored) * 1e6, "watcher_resumes": watched["resumes"],
-            "stored": stored}
+            "stored": stored, "threads": {name: t / max(1, stored) * 1e6 for name, t in threads.items() if t > 0.05}}
 
 
 def main() -> int:
@@ -270,7 +285,7 @@ def main() -> int:
         url, targets, t0, seconds = args.watch_child
         watch_main(url, targets.split(","), float(t0), float(seconds))
         return 0
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict] = {}
     for backend in args.backends.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             results[backend] = r = run_backend(backend, args, pathlib.Path(tmp))
@@ -278,6 +293,8 @@ def main() -> int:
               f"p99 {r['p99_ms']:.1f} ms  server {r['server_us_per_event']:.2f} us/event  "
               f"database {r['db_us_per_event']:.2f} us/event, {r['bytes_per_event']:.0f} bytes/event  "
               f"({r['stored']:.0f} events, watcher resumes {r['watcher_resumes']:.0f})", flush=True)
+        print(" " * 12 + "server threads, us/event: " + ", ".join(
+            f"{name} {us:.2f}" for name, us in sorted(r["threads"].items(), key=lambda kv: -kv[1])), flush=True)
     pairs = [f"runs={args.runs}", f"rate={args.rate}", f"watchers={args.watchers}", f"seconds={args.seconds:g}"]
     for backend, r in results.items():
         pairs += [f"{key}_{backend}={r[key]:.4g}" for key in ("stored_ratio", "server_us_per_event", "p99_ms",

@@ -58,11 +58,12 @@ class Nissa:
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
 
-    def _published(self, batch: Published) -> None:
-        self.fanout.publish(batch)
-        run = self.store.registry.get(batch.run_id)
-        if run is not None and run.connected and any(row[3] == _COMMAND_STATUS for row in batch.rows):
-            self.spawn(self.commands.dispatch(run))
+    def _published(self, batches: list[Published]) -> None:
+        self.fanout.publish(batches)
+        for batch in batches:  # a command's status moved: its trainer, if connected here, may be owed it
+            run = self.store.registry.get(batch.run_id)
+            if run is not None and run.connected and any(row[3] == _COMMAND_STATUS for row in batch.rows):
+                self.spawn(self.commands.dispatch(run))
 
     def _stream_taken(self, run_key: int, rank: int, session: str) -> None:
         for run in self.store.registry:

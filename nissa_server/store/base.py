@@ -53,7 +53,8 @@ class Store(abc.ABC):
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""
-        self.on_publish: Callable[[Published], None] = lambda batch: None
+        self.on_publish: Callable[[list[Published]], None] = lambda batches: None
+        """Committed events for this server's watchers: once per commit, batches in id order."""
         self.on_stream_taken: Callable[[int, int, str], None] = lambda run_key, rank, session: None
         """Another session (maybe on another server) took over (run key, rank)."""
         self.on_run_deleted: Callable[[int], None] = lambda run_key: None
@@ -111,8 +112,8 @@ class Store(abc.ABC):
     def _insert_events(self, conn: Conn, rows: list[tuple]) -> None: ...
 
     @abc.abstractmethod
-    def _stored(self, write: EventWrite) -> None:
-        """A committed write of this server's: how its events reach ``on_publish``."""
+    def _stored(self, writes: list[EventWrite]) -> None:
+        """This server's writes of one commit, in id order: how their events reach ``on_publish``."""
 
     def _close_connections(self) -> None:
         """Close every connection (after the writer has stopped)."""
@@ -224,11 +225,14 @@ class Store(abc.ABC):
             return
         failures = await loop.run_in_executor(self._executor, self._commit_batch, batch)
         self.commits += 1
+        stored: list[EventWrite] = []
         for write, err in zip(batch, failures):
             if err is None:
-                write.settle(self._stored)
+                write.settle(stored.append)
             else:
                 write.fail(err)
+        if stored:
+            self._stored(stored)
 
     def _commit_batch(self, batch: list[Write]) -> list[BaseException | None]:
         """One transaction for the whole batch; if it fails, retry each write alone to isolate the bad one."""

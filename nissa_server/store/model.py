@@ -130,7 +130,7 @@ class EventWrite:
         if stream is not None:
             stream.stored = max(stream.stored, self.contiguous)
         if self.rows:
-            stored(self)
+            stored(self)  # published after every write of the commit has settled
         if self.on_stored is not None:
             self.on_stored(stream.stored if stream is not None else self.last_seq)
 

@@ -196,8 +196,8 @@ class PostgresStore(Store):
         if not conn.raw.closed:
             conn.raw.rollback()
 
-    def _stored(self, write: EventWrite) -> None:
-        """Published when its notification arrives, in id order with the other servers' commits."""
+    def _stored(self, writes: list[EventWrite]) -> None:
+        """Published when their notification arrives, in id order with the other servers' commits."""
 
     def announce_deleted(self, conn: Conn, run_key: int) -> None:
         conn.execute("SELECT pg_notify(?, ?)", (RUNS, str(run_key)))
@@ -249,16 +249,19 @@ class PostgresStore(Store):
     async def _catch_up(self, upto: int) -> None:
         """Publish every event up to id ``upto``, in id order: this server's from memory, others' read back."""
         while self.published_upto < upto:
-            write = self._local.pop(self.published_upto + 1, None)
-            if write is not None:
+            mine: list[EventWrite] = []
+            while (write := self._local.pop(self.published_upto + 1, None)) is not None:
+                mine.append(write)
                 self.published_upto = write.last_id
-                self.on_publish(write)
+            if mine:
+                self.on_publish(mine)  # type: ignore[arg-type]
                 continue
             bound = min([upto, *(first - 1 for first in self._local if first > self.published_upto)])
             rows = await self.read(queries.committed_rows, self.published_upto, bound, CATCH_UP_PAGE)
-            for batch in _group(rows):
-                self.published_upto = batch.last_id
-                self.on_publish(batch)
+            batches = _group(rows)
+            if batches:
+                self.published_upto = batches[-1].last_id
+                self.on_publish(batches)  # type: ignore[arg-type]
             if len(rows) < CATCH_UP_PAGE:
                 self.published_upto = max(self.published_upto, bound)  # the rest was deleted meanwhile
 

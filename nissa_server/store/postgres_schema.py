@@ -10,6 +10,7 @@ from collections.abc import Callable
 import psycopg
 
 from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.sql import INDEXED_KINDS_SQL
 
 logger = logging.getLogger(__name__)
 MIGRATION_LOCK = 0x6E69_7373_6101
@@ -94,8 +95,14 @@ def _v1(conn: psycopg.Connection) -> None:
     )
 
 
+def _v2(conn: psycopg.Connection) -> None:
+    # As SQLite's v5: only the rare kinds are indexed by kind (see store.sql.INDEXED_KINDS).
+    conn.execute("DROP INDEX events_kind")
+    conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")  # type: ignore[arg-type]
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1,)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -8,6 +8,7 @@ from leyline import Command, CommandRecord, HubHealth, RunFinished, RunStarted, 
 from leyline.payloads import Scalar
 from nissa_server.schemas import RunInfo
 from nissa_server.store.conn import Conn
+from nissa_server.store.sql import INDEXED_KINDS, INDEXED_KINDS_SQL
 
 _started = msgspec.json.Decoder(RunStarted)
 _finished = msgspec.json.Decoder(RunFinished)
@@ -66,37 +67,40 @@ def events_page(conn: Conn, run_key: int, after_seq: int, limit: int,
     The cursor is (``after_seq``, ``after_rank``): the events after it have a larger seq, or the same
     seq and a larger rank. Without ``after_rank`` every event with seq ``after_seq`` is behind it.
     """
-    if rank is None and not kinds:
-        return _merge_ranks(conn, run_key, after_seq, after_rank, limit)
-    where, args = ["run_key = ?", "(seq > ? OR (seq = ? AND rank > ?))"], [run_key, after_seq, after_seq,
-                                                                             _rank_floor(after_rank)]
+    if not kinds or not set(kinds) <= set(INDEXED_KINDS):
+        ranks = [rank] if rank is not None else [r for (r,) in conn.execute(
+            "SELECT rank FROM streams WHERE run_key = ?", (run_key,)).fetchall()]
+        return _merge_ranks(conn, run_key, ranks, after_seq, after_rank, limit, kinds)
+    # Rare kinds only: the partial index on (run_key, kind, seq) finds them (its condition spelled out).
+    where, args = ["run_key = ?", "(seq > ? OR (seq = ? AND rank > ?))", INDEXED_KINDS_SQL,
+                   f"kind IN ({','.join('?' * len(kinds))})"], [run_key, after_seq, after_seq,
+                                                               _rank_floor(after_rank), *kinds]
     if rank is not None:
         where.append("rank = ?")
         args.append(rank)
-    if kinds:
-        where.append(f"kind IN ({','.join('?' * len(kinds))})")
-        args.extend(kinds)
     sql = f"SELECT body FROM events WHERE {' AND '.join(where)} ORDER BY seq, rank LIMIT ?"
-    return [body for (body,) in conn.execute(sql, (*args, limit))]
+    return [bytes(body) for (body,) in conn.execute(sql, (*args, limit))]
 
 
 def _rank_floor(after_rank: int | None) -> int:
     return MAX_RANK if after_rank is None else after_rank
 
 
-def _merge_ranks(conn: Conn, run_key: int, after_seq: int, after_rank: int | None,
-                 limit: int) -> list[bytes]:
-    # One index range per rank, merged here: SQLite would otherwise sort the whole run for every page.
+def _merge_ranks(conn: Conn, run_key: int, ranks: list[int], after_seq: int, after_rank: int | None,
+                 limit: int, kinds: list[str] | None) -> list[bytes]:
+    # One range of the (run_key, rank, seq) index per rank, merged here: the database would otherwise
+    # sort the whole run for every page. A kind filter reads on until the page is full.
     rows: list[tuple[int, int, bytes]] = []
     floor = _rank_floor(after_rank)
-    for (rank,) in conn.execute("SELECT rank FROM streams WHERE run_key = ?", (run_key,)).fetchall():
+    kind = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+    for rank in ranks:
         first = after_seq + 1 if rank <= floor else after_seq  # this rank's events at after_seq are ahead
         rows += conn.execute(
-            "SELECT seq, rank, body FROM events WHERE run_key = ? AND rank = ? AND seq >= ? ORDER BY seq LIMIT ?",
-            (run_key, rank, first, limit),
+            f"SELECT seq, rank, body FROM events WHERE run_key = ? AND rank = ? AND seq >= ?{kind} ORDER BY seq"
+            " LIMIT ?", (run_key, rank, first, *(kinds or ()), limit),
         ).fetchall()
     rows.sort(key=lambda row: (row[0], row[1]))
-    return [body for _, _, body in rows[:limit]]
+    return [bytes(body) for _, _, body in rows[:limit]]
 
 
 def bodies(conn: Conn, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:

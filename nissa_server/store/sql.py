@@ -31,6 +31,16 @@ _history = msgspec.json.Decoder(list[StatusChange])
 
 OPEN_COMMAND_STATUSES = ("queued", "delivered", "applied")
 
+INDEXED_KINDS = ("anomaly_detected", "command_status", "events_dropped", "profile_completed", "profile_started",
+                 "run_finished", "run_started", "seed_fossilized", "seed_gate_evaluated", "seed_germinated",
+                 "seed_pruned", "seed_stage_changed", "telemetry_level_changed")
+"""Kinds the kind index covers: the critical ones (lifecycle, anomalies, commands), rare and asked for by
+kind. Metric kinds are the bulk of a run: they skip the index (one B-tree less per event stored) and a
+query for them reads the run's events in order, most of which it returns anyway. Fixed with the schema
+(a kind added later is simply not indexed)."""
+INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in INDEXED_KINDS)
+"""The index's condition, spelled the same in the schema and in the queries that use it."""
+
 
 def next_counter(conn: Conn, name: str, n: int = 1) -> int:
     """Advance counter ``name`` by ``n``; returns its new value (keys are never handed out twice)."""

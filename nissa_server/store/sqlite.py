@@ -102,10 +102,10 @@ class SqliteStore(Store):
         if isinstance(conn, sqlite3.Connection) and conn.in_transaction:
             conn.execute("ROLLBACK")
 
-    def _stored(self, write: EventWrite) -> None:
-        # One writer: settle order is commit order, so the events can go out as they are settled.
-        self.published_upto = max(self.published_upto, write.last_id)
-        self.on_publish(write)
+    def _stored(self, writes: list[EventWrite]) -> None:
+        # One writer: commit order is id order, so the events can go out as they are settled.
+        self.published_upto = max(self.published_upto, writes[-1].last_id)
+        self.on_publish(writes)
 
     # --- reading ---------------------------------------------------------------------------------
 

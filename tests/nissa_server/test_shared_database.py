@@ -33,8 +33,8 @@ async def test_a_transaction_that_took_ids_first_commits_first(tmp_path):
     a, (run_a,) = await started(tmp_path, "a-run", url=settings_url)
     b, (run_b,) = await started(tmp_path, "b-run", url=settings_url)
     published: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
-    a.on_publish = lambda w: published["a"].append((w.run_id, w.first_id))
-    b.on_publish = lambda w: published["b"].append((w.run_id, w.first_id))
+    a.on_publish = lambda ws: published["a"].extend((w.run_id, w.first_id) for w in ws)
+    b.on_publish = lambda ws: published["b"].extend((w.run_id, w.first_id) for w in ws)
     holding, release = threading.Event(), threading.Event()
     slow = write_for(run_a, 3)
     rows = list(slow.rows)

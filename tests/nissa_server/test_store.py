@@ -10,10 +10,12 @@ import httpx
 import psycopg
 import pytest
 
+from leyline import EventKind
 from nissa_server.settings import Settings
 from nissa_server.store import UnusableDatabase, create_store
 from nissa_server.store import postgres_schema
 from nissa_server.store import sqlite_schema as db
+from nissa_server.store.sql import INDEXED_KINDS, INDEXED_KINDS_SQL
 from nissa_server.store.sqlite import SqliteStore
 from tests.support import events_for, ingest_events, running_server
 from tests.support.damage import corrupt_database
@@ -196,3 +198,17 @@ def test_a_newer_or_unreachable_postgresql_database_is_refused_in_one_line():
     with pytest.raises(UnusableDatabase, match=r"^cannot connect to postgresql://nobody:\*\*\*@") as info:
         create_store("postgresql://nobody:secret@127.0.0.1:1/none").open()
     assert "\n" not in str(info.value) and "secret" not in str(info.value)
+
+
+@sqlite_only
+def test_only_the_rare_kinds_are_indexed_by_kind_and_queries_for_them_use_it(tmp_path):
+    conn = db.connect_writer(tmp_path / "n.db")
+    plan = " ".join(row[3] for row in conn.execute(
+        f"EXPLAIN QUERY PLAN SELECT body FROM events WHERE run_key = 1 AND kind IN ('anomaly_detected') AND "
+        f"{INDEXED_KINDS_SQL} ORDER BY seq LIMIT 5"))
+    assert "events_kind" in plan
+    conn.execute("INSERT INTO events VALUES (1, 1, 0, 1, 'heartbeat', 10, 0, x'7b7d'),"
+                 " (2, 1, 0, 2, 'anomaly_detected', 30, 0, x'7b7d')")
+    entries = conn.execute("SELECT COUNT(*) FROM events INDEXED BY events_kind WHERE run_key = 1 AND "
+                           f"{INDEXED_KINDS_SQL}").fetchone()[0]
+    assert entries == 1 and set(INDEXED_KINDS) <= {k.value for k in EventKind}
