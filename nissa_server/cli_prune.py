@@ -20,7 +20,8 @@ from nissa_server.store import UnusableDatabase, create_store
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nissa-server prune", description=__doc__.splitlines()[0].strip("`: "))
     p.add_argument("--older-than", required=True, metavar="AGE",
-                   help="thin runs last seen longer ago than this: a number and s, m, h, d or w, like 30d")
+                   help="thin runs last seen longer ago than this: a number and s, m, h, d or w, like 30d "
+                        "(required: no default)")
     p.add_argument("--keep-kinds", default="", metavar="KIND,...",
                    help="metric kinds to keep as well (default: none; lifecycle, anomalies and commands are "
                         "always kept)")

@@ -40,3 +40,14 @@ def test_token_timing_benchmark_compares_a_late_and_an_early_mismatch():
     figures = _run_bench("bench/token_timing.py", "--calls", "2000", "--rounds", "3")
     assert all(figures[f"{case}_ns"] > 0 for case in ("first_wrong", "last_wrong", "short", "right"))
     assert figures["ratio"] == pytest.approx(figures["last_wrong_ns"] / figures["first_wrong_ns"], abs=1e-2)
+
+
+@pytest.mark.timeout(300)
+def test_lab_benchmark_measures_both_backends_side_by_side():
+    figures = _run_bench("bench/lab.py", "--runs", "2", "--rate", "50", "--watchers", "2", "--seconds", "2")
+    for backend in ("sqlite", "postgresql"):
+        assert figures[f"stored_ratio_{backend}"] == 1.0, backend
+        assert figures[f"server_us_per_event_{backend}"] > 0 and figures[f"bytes_per_event_{backend}"] > 0
+        assert figures[f"p99_ms_{backend}"] > 0
+    assert figures["ratio"] == pytest.approx(figures["server_us_per_event_postgresql"]
+                                             / figures["server_us_per_event_sqlite"], rel=1e-2)
