@@ -10,7 +10,7 @@ import pytest
 
 from leyline import EventKind, RunFinished, make_event
 from nissa_server import cli
-from tests.support import IngestClient, async_wait_for, events_for, ingest_events, running_server
+from tests.support import IngestClient, events_for, ingest_events, running_server, wait_status
 
 TOKEN = "retention-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -113,9 +113,6 @@ async def test_a_lost_run_can_be_deleted_once_its_trainer_is_gone(tmp_path):
         async with IngestClient(url, "left") as trainer:
             await trainer.send(events_for("left", 3))
             await trainer.wait_ack(3)
+        await wait_status(url, "left", "lost")
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            async def lost() -> bool:
-                return (await http.get("/runs/left")).json()["status"] == "lost"
-
-            await async_wait_for(lost, message="run lost")
             assert (await http.delete("/runs/left")).json()["events"] == 3

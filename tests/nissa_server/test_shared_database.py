@@ -11,7 +11,15 @@ import pytest
 
 from leyline.frames import CLOSE_SUPERSEDED
 from nissa_server.settings import Settings
-from tests.support import IngestClient, async_wait_for, close_of, collect_watch, events_for, running_server
+from tests.support import (
+    IngestClient,
+    async_wait_for,
+    close_of,
+    collect_watch,
+    events_for,
+    running_server,
+    wait_status,
+)
 from tests.support.databases import database_for, side_connection
 from tests.support.stores import settled, started, write_for
 
@@ -107,11 +115,8 @@ async def test_a_run_deleted_on_one_server_is_forgotten_by_the_others(tmp_path):
         async with IngestClient(a, "brief") as trainer:
             await trainer.send(events_for("brief", 3))
             await trainer.wait_ack(3)
+        await wait_status(b, "brief", "lost")
         async with httpx.AsyncClient(timeout=30) as http:
-            async def lost() -> bool:
-                return (await http.get(f"{b}/runs/brief")).json()["status"] == "lost"
-
-            await async_wait_for(lost, message="run lost")
             assert (await http.get(f"{a}/runs/brief/events")).status_code == 200  # a has it cached
             assert (await http.delete(f"{b}/runs/brief")).json()["events"] == 3
             await async_wait_for(lambda: _gone(http, f"{a}/runs/brief/events"), message="a forgets the run")

@@ -8,7 +8,7 @@ from collections import Counter
 
 from leyline import CommandAction, CommandStatus, CommandStatusChanged
 from nissa_server.batches import add_server_event
-from nissa_server.store import EventWrite, StaleWrite, Store, Superseded, queries, sql
+from nissa_server.store import EventWrite, StaleWrite, Superseded, queries, sql
 from tests.support.stores import failing, settled, started, write_for
 
 async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
