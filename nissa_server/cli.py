@@ -150,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
     except ValueError as err:
+        if str(err).startswith("--db: "):  # one line, as for a database that cannot be served
+            _fail(str(err))
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

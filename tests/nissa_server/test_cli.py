@@ -71,6 +71,17 @@ def _serve(db_path) -> subprocess.CompletedProcess:
                           text=True, timeout=60, env={"PATH": os.environ["PATH"]})
 
 
+@pytest.mark.parametrize("db, expected", [
+    ("postgresql://nobody:secret@127.0.0.1:1/none", "nissa-server: error: --db: cannot connect to "
+                                                    "postgresql://nobody:***@127.0.0.1:1/none: "),
+    ("mysql://db.lab/nissa", "nissa-server: error: --db: mysql:// is not supported"),
+])
+def test_a_database_url_that_cannot_serve_is_one_line_naming_the_flag(db, expected):
+    out = _serve(db)
+    assert out.returncode == 2 and out.stdout == "" and "secret" not in out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith(expected), out.stderr
+
+
 @pytest.mark.parametrize("damage", ["corrupt", "not a database", "a directory", "held by a running server"])
 def test_an_unusable_db_is_one_line_naming_the_flag(tmp_path, damage):
     path = tmp_path / "n.db"
