@@ -6,11 +6,13 @@ import time
 
 import msgspec
 
-from leyline import SERVER_RANK, Event, Payload, RunFinished, RunStatus, Severity, decode_event, make_event
+from leyline import SERVER_RANK, Event, Payload, Severity, decode_event, make_event
 from leyline.codec import BatchEvent
 from nissa_server.runs import RunState, Stream
-from nissa_server.store import EventWrite, Row
-from nissa_server.writes import EFFECT_KINDS
+from nissa_server.store import sql
+from nissa_server.store.conn import Conn
+from nissa_server.store.model import EventWrite, Row
+from nissa_server.store.sql import EFFECT_KINDS
 
 _encoder = msgspec.json.Encoder()
 _wire = msgspec.json.Decoder(BatchEvent)
@@ -55,8 +57,8 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[byte
     return bodies
 
 
-def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_bytes: int,
-                *, touch: bool = True) -> tuple[EventWrite, int]:
+def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEvent], max_event_bytes: int,
+                *, session: str | None) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 
     ``events`` are validated already (payloads included); each is stored as the canonical envelope
@@ -64,7 +66,6 @@ def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_by
     the stream as it was. This loop is the server's per-event hot path: locals, no enum hashing.
     """
     bodies = _encode_checked(events, max_event_bytes)
-    stream = run.stream(rank)
     key, ahead = run.run_key, stream.ahead
     contiguous, last = stream.contiguous, stream.last_seq
     rows: list[Row] = []
@@ -86,24 +87,27 @@ def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_by
         if kind in _EFFECT_KINDS:
             effects.append(decode_event(body))
     stream.contiguous, stream.last_seq = contiguous, last
-    if touch:
-        if rows:
-            final = events[-1]
-            run.last_step, run.last_epoch = max(run.last_step, final.step), max(run.last_epoch, final.epoch)
-        run.touch()
-    for effect in effects:
-        if isinstance(effect.payload, RunFinished):
-            run.status = RunStatus.after_finish(effect.payload.status)
-    write = EventWrite(run=run, rank=rank, stream=stream, rows=rows, contiguous=contiguous, last_seq=last,
-                       kinds=kinds, effects=effects, touch=touch)
+    final = events[-1] if rows else None
+    write = EventWrite(run=run, rank=rank, stream=stream, session=session, rows=rows, contiguous=contiguous,
+                       last_seq=last, kinds=kinds, effects=effects, touch=True,
+                       last_step=final.step if final else 0, last_epoch=final.epoch if final else 0)
     return write, len(events) - len(rows)
 
 
-def server_event(run: RunState, payload: Payload, severity: Severity | None = None) -> EventWrite:
-    """An event the server authors about ``run`` (rank ``SERVER_RANK``, its own contiguous seq)."""
-    seq = run.stream(SERVER_RANK).last_seq + 1
-    event = make_event(payload, run_id=run.run_id, seq=seq, ts=time.time(), rank=SERVER_RANK,
-                       step=run.last_step, epoch=run.last_epoch, severity=severity)
+def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: Severity | None = None) -> None:
+    """Inside the transaction: the server's own event about ``write.run`` (rank ``SERVER_RANK``), at the
+    next seq of the server's stream of that run, whichever server writes it."""
+    run = write.run
+    progress = sql.run_progress(conn, run.run_key)
+    step, epoch = (progress[1], progress[2]) if progress else (0, 0)
+    seq = sql.next_server_seq(conn, run.run_key, SERVER_RANK)
+    event = make_event(payload, run_id=run.run_id, seq=seq, ts=time.time(), rank=SERVER_RANK, step=step,
+                       epoch=epoch, severity=severity)
     wire = _wire.decode(_encoder.encode(event))
-    write, _ = build_write(run, SERVER_RANK, [wire], max_event_bytes=1 << 30, touch=False)
-    return write
+    body = _encoder.encode(wire)
+    kind = wire.kind._value_
+    write.rows.append((run.run_key, SERVER_RANK, seq, kind, _SEVERITY[wire.severity._value_], wire.ts, body))
+    write.kinds[kind] = write.kinds.get(kind, 0) + 1
+    if kind in _EFFECT_KINDS:
+        write.effects.append(decode_event(body))
+    write.contiguous = write.last_seq = seq

@@ -1,4 +1,5 @@
-"""``nissa-server``: serve the API on one address until SIGINT/SIGTERM.
+"""``nissa-server``: serve the API on one address until SIGINT/SIGTERM (``nissa-server prune``: thin
+old runs, see ``cli_prune``).
 
 With ``--port 0`` the kernel picks a free port; once the server is ready, exactly one line
 ``nissa-server listening on http://HOST:PORT`` goes to stdout so scripts learn where it is.
@@ -19,9 +20,9 @@ import uvicorn
 
 from nissa_server.app import create_app
 from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
-from nissa_server.db import UnusableDatabase
 from nissa_server.protocols import protocols
 from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
+from nissa_server.store import UnusableDatabase, is_database_url
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +39,13 @@ def _fail(message: str) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer Esper training runs.")
+    p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer Esper training runs. "
+                                "(nissa-server prune --help: thin old runs' metric events.)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; a non-loopback one needs a token (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"TCP port; 0 picks a free one (default {DEFAULT_PORT})")
-    p.add_argument("--db", type=pathlib.Path, default=None,
-                   help=f"SQLite database file (default: {default_db_path()})")
+    add_db_arg(p)
     p.add_argument("--token", default=None, help=f"bearer token for ingest, uploads and /escalate "
                                                  f"(default: ${TOKEN_ENV})")
     p.add_argument("--read-auth", action="store_true",
@@ -64,9 +65,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, metavar="PATH|URL",
+                   help=f"SQLite database file, or a PostgreSQL URL postgresql://user@host/dbname that several "
+                        f"servers may share (default: {default_db_path()})")
+
+
+def database_settings(db: str | None) -> dict[str, object]:
+    """The ``Settings`` fields ``--db`` sets; ValueError for a URL of another database."""
+    if db is None:
+        return {"db_path": default_db_path()}
+    if is_database_url(db):
+        return {"db_url": db}
+    if "://" in db:
+        raise ValueError(f"--db: {db.split('://', 1)[0]}:// is not supported; give a SQLite file or a "
+                         f"postgresql:// URL")
+    return {"db_path": pathlib.Path(db)}
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(
-        host=args.host, port=args.port, db_path=args.db or default_db_path(),
+        host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
         token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
         **limit_settings(args),  # type: ignore[arg-type]
@@ -121,11 +140,18 @@ def url_of(sock: socket.socket) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["prune"]:
+        from nissa_server.cli_prune import main as prune
+
+        return prune(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args)
     except ValueError as err:
+        if str(err).startswith("--db: "):  # one line, as for a database that cannot be served
+            _fail(str(err))
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -142,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--host/--port: cannot bind {settings.host}:{settings.port}: {err.strerror}")
     url = url_of(sock)
     server = _Server(config, on_ready=lambda: _out(f"nissa-server listening on {url}"))
-    logger.info("database %s", settings.db_path)
+    logger.info("database %s", config.app.state.nissa.store.describe())  # type: ignore[attr-defined]
     server.run(sockets=[sock])
     return 0 if server.started else 1
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from leyline import Severity
 
 if TYPE_CHECKING:
-    from nissa_server.store import EventWrite
+    from nissa_server.store import Published
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class WatchFilter:
     def wants_run(self, run_id: str) -> bool:
         return self.run_id is None or self.run_id == run_id
 
-    def pick(self, write: EventWrite) -> list[Item]:
+    def pick(self, write: Published) -> list[Item]:
         """The items of ``write`` that pass the kind and severity filters."""
         floor, kinds = self.min_severity.rank, self.kinds
         return [(i, r[6]) for i, r in enumerate(write.rows, write.first_id)
@@ -143,7 +143,8 @@ def frames(items: list[Item]) -> list[tuple[str, int]]:
 
 
 class FanOut:
-    """The set of watchers; ``publish`` is called once per committed batch."""
+    """The set of watchers; ``publish`` is called once per commit, with its batches in id order, so each
+    watcher gets one chunk (one send) per commit, whatever number of runs and writes it spans."""
 
     def __init__(self) -> None:
         self.watchers: set[Watcher] = set()
@@ -155,21 +156,23 @@ class FanOut:
     def remove(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
 
-    def publish(self, write: EventWrite) -> None:
-        if not write.rows:
+    def publish(self, batches: list[Published]) -> None:
+        batches = [b for b in batches if b.rows]
+        if not batches:
             return
-        run_id, whole = write.run.run_id, None
+        shared: dict[str | None, Chunk | None] = {}  # a whole-run (or whole-commit) chunk, built once
         for watcher in self.watchers:
             flt = watcher.filter
-            if not flt.wants_run(run_id):
-                continue
             if flt.selects_all_of_a_run:
-                chunk = whole = whole or Chunk(write.items)
+                if flt.run_id not in shared:
+                    items = [i for b in batches if flt.wants_run(b.run_id) for i in b.items]
+                    shared[flt.run_id] = Chunk(items) if items else None
+                chunk = shared[flt.run_id]
             else:
-                picked = flt.pick(write)
-                if not picked:
-                    continue
-                chunk = Chunk(picked)
+                picked = [i for b in batches if flt.wants_run(b.run_id) for i in flt.pick(b)]
+                chunk = Chunk(picked) if picked else None
+            if chunk is None:
+                continue
             was_lagging = watcher.lagging
             watcher.offer(chunk)
             if watcher.lagging and not was_lagging:

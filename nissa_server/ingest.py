@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
+import time
+import uuid
 from collections import deque
 
 import msgspec
@@ -30,10 +31,12 @@ from leyline.frames import (
     Hello,
     Welcome,
 )
-from nissa_server import __version__, batches, ownership, queries, writes
+from nissa_server import __version__, batches, ownership
 from nissa_server.auth import bearer_ok
-from nissa_server.runs import RunState
+from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
+from nissa_server.store import Superseded, queries, sql
+from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +71,11 @@ class IngestSession:
         self.nissa = nissa
         self.rank = 0
         self.run: RunState | None = None
+        self.stream = Stream()
         self.live = True
         """A trainer streaming as it runs; False for a late upload (no commands, no revival)."""
+        self.session = f"{nissa.server_id}:{uuid.uuid4().hex}"
+        """Names this connection in the database: the fence its writes check while it holds the stream."""
         self._outbox: deque[str] = deque()
         self._ack = 0
         self._sent_ack = 0
@@ -136,23 +142,42 @@ class IngestSession:
         return frame
 
     async def open(self, hello: Hello) -> RunState:
-        nissa = self.nissa
+        nissa, live = self.nissa, not hello.upload
         try:
-            run = ownership.claim(nissa.store.registry, hello)
+            digest = ownership.digest_of(hello)
         except ownership.NotOwner as err:
             raise FrameRejected(CLOSE_FORBIDDEN, str(err), err.label) from None
-        self.rank, self.run, self.live = hello.rank, run, not hello.upload
-        await nissa.store.resync(run, self.rank)
-        run.touch()
-        if self.live:
-            run.revive()
-        await nissa.store.call(lambda conn: _open_run(conn, run))
-        if self.live:  # only the trainer itself takes over the rank and receives commands
+        hold_s, session = nissa.settings.hold_s, self.session
+
+        def claim(conn: Conn) -> tuple[sql.RunRow, Stream | None]:
+            now = time.time()
+            row = sql.claim_run(conn, hello.run_id, hello.name, digest, live=live, now=now)
+            try:
+                ownership.check(row.secret_hash, digest, hello.run_id)
+            except ownership.NotOwner:
+                return row, None  # a stranger changes nothing
+            if live:  # only the trainer itself takes over the rank, revives the run and receives commands
+                sql.revive_run(conn, row.run_key, now)
+                sql.take_stream(conn, row.run_key, hello.rank, session, now + hold_s)
+                nissa.store.announce_taken(conn, row.run_key, hello.rank, session)
+            return row, sql.load_stream(conn, row.run_key, hello.rank)
+
+        row, stream = await nissa.store.call(claim)
+        try:
+            ownership.check(row.secret_hash, digest, hello.run_id)
+        except ownership.NotOwner as err:
+            raise FrameRejected(CLOSE_FORBIDDEN, str(err), err.label) from None
+        assert stream is not None
+        run = nissa.store.registry.remember(row.run_key, row.run_id, row.name, row.secret_hash)
+        self.rank, self.run, self.live = hello.rank, run, live
+        if live or hello.rank not in run.connections:
+            run.streams[hello.rank] = stream  # an upload beside a live trainer here shares its state
+        self.stream = run.streams[hello.rank]
+        if live:
             run.attach(self)
-        await self.ws.send_text(encode(Welcome(last_seq=run.stream(self.rank).stored,
-                                               server_version=__version__)).decode())
-        if self.live:
-            nissa.commands.dispatch(run)
+        await self.ws.send_text(encode(Welcome(last_seq=self.stream.stored, server_version=__version__)).decode())
+        if live:
+            nissa.spawn(nissa.commands.dispatch(run))
         return run
 
     async def pump(self, run: RunState) -> None:
@@ -178,17 +203,18 @@ class IngestSession:
         async with store.ordered:  # built and queued in one order (see Store.submit)
             try:
                 batches.check_batch(events, run.run_id, self.rank, settings.max_batch_events)
-                repeats = batches.repeats(run.stream(self.rank), events)
+                repeats = batches.repeats(self.stream, events)
                 if repeats:
                     await self._check_repeats(run, repeats)
-                write, duplicates = batches.build_write(run, self.rank, events, settings.max_event_bytes)
+                write, duplicates = batches.build_write(run, self.rank, self.stream, events, settings.max_event_bytes,
+                                                        session=self.session if self.live else None)
             except batches.BatchRejected as err:
                 code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
                 raise FrameRejected(code, str(err), "too_large" if err.too_large else "bad_event") from None
             if duplicates:
                 metrics.duplicates.inc(duplicates)
             if not write.rows:
-                self.acked(run.stream(self.rank).stored)
+                self.acked(self.stream.stored)
                 return
             metrics.ingested.inc(len(write.rows))
             write.on_stored = self.acked
@@ -204,24 +230,22 @@ class IngestSession:
         key, rank, first, last = run.run_key, self.rank, repeats[0].seq, repeats[-1].seq
         try:
             stored = dict(await self.nissa.store.call(lambda conn: queries.bodies(conn, key, rank, first, last)))
-        except sqlite3.Error as err:  # the transaction it rode in failed (logged by the store)
+        except self.nissa.store.errors as err:  # the transaction it rode in failed (logged by the store)
             raise FrameRejected(1011, f"store failed: {err}", "store_failed") from None
         for event in repeats:
             body = stored.get(event.seq)
-            if body is not None and body != _encoder.encode(event):
+            if body is not None and bytes(body) != _encoder.encode(event):
                 self.nissa.metrics.conflicts.inc()
                 reason = f"seq {event.seq} of run {run.run_id} rank {rank} is stored with other content"
                 logger.warning("ingest refused: %s", reason)
                 raise FrameRejected(CLOSE_CONFLICT, reason, "conflict")
 
     def _store_failed(self, err: BaseException) -> None:
-        self._closing = (1011, f"store failed: {err}")
+        if isinstance(err, Superseded):
+            self._closing = (CLOSE_SUPERSEDED, str(err))
+        else:
+            self._closing = (1011, f"store failed: {err}")
         self._wake.set()
-
-
-def _open_run(conn, run: RunState) -> None:
-    writes.insert_run(conn, run)
-    writes.touch_run(conn, run)
 
 
 async def serve_ingest(ws: WebSocket, nissa: Nissa) -> None:
@@ -255,7 +279,8 @@ async def serve_ingest(ws: WebSocket, nissa: Nissa) -> None:
             sender.cancel()
         if session.run is not None:
             session.run.detach(session)
-            session.run.touch()
+            if session.live:
+                nissa.release(session.run, session.rank, session.session)
 
 
 async def _close(ws: WebSocket, code: int, reason: str) -> None:

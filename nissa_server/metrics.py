@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -14,14 +13,15 @@ logger = logging.getLogger(__name__)
 
 
 class _CommandsByStatus(Collector):
-    def __init__(self, read: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, read: Callable[[], dict[str, int]], errors: tuple[type[Exception], ...]) -> None:
         self._read = read
+        self._errors = errors
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily("nissa_commands", "Commands stored, by status", labels=["status"])
         try:
             counts = self._read()
-        except sqlite3.Error as err:
+        except self._errors as err:
             logger.warning("commands by status unavailable: %s", err)
             counts = {}
         for status, n in sorted(counts.items()):
@@ -55,9 +55,10 @@ class Metrics:
         self.refused.labels(reason).inc()
 
     def bind(self, *, watchers: Callable[[], float], watcher_queue: Callable[[], float],
-             writer_queue: Callable[[], float], commands: Callable[[], dict[str, int]]) -> None:
+             writer_queue: Callable[[], float], commands: Callable[[], dict[str, int]],
+             errors: tuple[type[Exception], ...]) -> None:
         """Attach the gauges that are read from live state at scrape time."""
         self.watchers.set_function(watchers)
         self.watcher_queue.set_function(watcher_queue)
         self.writer_queue.set_function(writer_queue)
-        self.registry.register(_CommandsByStatus(commands))
+        self.registry.register(_CommandsByStatus(commands, errors))

@@ -12,12 +12,12 @@ from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.samples import sample_events
-from nissa_server import db
-from nissa_server.schemas import ArtifactInfo, ErrorBody, EscalateAccepted, Health, RunInfo
+from nissa_server.store.sqlite_schema import SCHEMA_VERSION
+from nissa_server.schemas import ArtifactInfo, DeletedRun, ErrorBody, EscalateAccepted, Health, RunInfo
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody, WireEvent,
-         *PAYLOAD_TYPES.values())
+TYPES = (RunInfo, DeletedRun, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
+         WireEvent, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
@@ -76,7 +76,7 @@ def _examples() -> dict[str, Any]:
     run = RunInfo(run_id="r-20250101-abc", name="demo", status="live", connected=True, created_at=1.7e9,
                   started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
                   last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
-                  config=started["payload"]["config"], host="trainer-1", device="cpu")
+                  config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440)
     return {
         "events": events,
         "run": to_builtins(run),
@@ -84,9 +84,10 @@ def _examples() -> dict[str, Any]:
         "command": to_builtins(command),
         "commands": [to_builtins(command)],
         "accepted": {"command_id": "4f1c2a", "status": "queued"},
+        "deleted": {"run_id": "r-20250101-abc", "events": 142, "commands": 1, "artifacts": 1, "stored_bytes": 61_440},
         "artifact": {"name": "trace.json", "size": 183211, "sha256": "9f86d0…", "created_at": 1.7e9,
                      "url": "/runs/r-20250101-abc/artifacts/trace.json"},
-        "health": {"status": "ok", "version": "0.1.0", "schema_version": db.SCHEMA_VERSION, "runs": 1,
+        "health": {"status": "ok", "version": "0.1.0", "schema_version": SCHEMA_VERSION, "runs": 1,
                    "watchers": 0},
         "escalate_debug": {"run_id": "r-20250101-abc", "action": "debug", "epochs": 3, "reason": "loss spike"},
         "escalate_profile": {"run_id": "r-20250101-abc", "action": "profile", "batches": 20},

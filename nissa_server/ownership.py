@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 
-from leyline import RunStatus
 from leyline.frames import Hello
-from nissa_server.runs import RunRegistry, RunState
-
-logger = logging.getLogger(__name__)
 
 
 class NotOwner(Exception):
@@ -35,22 +30,15 @@ def secret_hash(secret: str) -> bytes:
     return hashlib.sha256(secret.encode()).digest()
 
 
-def claim(registry: RunRegistry, hello: Hello) -> RunState:
-    """The run ``hello`` may stream to, created if new; raises ``NotOwner`` otherwise.
-
-    Synchronous on purpose: two hellos racing for a new (or secret-less) run cannot both bind it.
-    """
+def digest_of(hello: Hello) -> bytes:
+    """The hash of the secret ``hello`` presents; raises ``NotOwner`` when it presents none."""
     if hello.secret is None:
         raise NotOwner(f"hello for run {hello.run_id} carries no stream secret", "no_secret")
-    digest = secret_hash(hello.secret)
-    run = registry.get(hello.run_id)
-    if run is None:
-        # An upload brings a past run's log: no trainer is behind it, so it is not live.
-        status = RunStatus.LOST if hello.upload else RunStatus.LIVE
-        return registry.create(hello.run_id, hello.name, secret_hash=digest, status=status)
-    if run.secret_hash is None:
-        logger.warning("run %s was stored without a stream secret; bound to the first one presented", run.run_id)
-        run.secret_hash = digest
-    elif not hmac.compare_digest(run.secret_hash, digest):
-        raise NotOwner(f"stream secret does not match run {hello.run_id}", "wrong_secret")
-    return run
+    return secret_hash(hello.secret)
+
+
+def check(stored: bytes | None, digest: bytes, run_id: str) -> None:
+    """Raises ``NotOwner`` unless ``digest`` is the run's secret. ``stored`` is the run's hash once the
+    claim is made, so a run stored without a secret already has this one (see ``store.sql.claim_run``)."""
+    if stored is None or not hmac.compare_digest(stored, digest):
+        raise NotOwner(f"stream secret does not match run {run_id}", "wrong_secret")

@@ -1,22 +1,22 @@
-"""What the server knows about each run in memory: per-rank sequence state, liveness, connections.
+"""What a server keeps of each run in memory: who it is, its ingest connections here, and the sequence
+state of the streams it is receiving.
 
-The database mirrors this; the in-memory view decides de-duplication and acks without a read.
+The database holds everything shared (status, liveness, commands); several servers may serve one run,
+so a server loads a stream's state when a trainer's session opens, not once at start-up.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
-
-from leyline import RunStatus
 
 
 class Connection(Protocol):
     """An ingest connection, as far as the registry cares."""
 
     rank: int
+    session: str
 
     def supersede(self) -> None: ...
 
@@ -33,6 +33,9 @@ class Stream:
     """Highest contiguous seq committed to the database: what an ack reports."""
     ahead: set[int] = field(default_factory=set)
     """Accepted seqs above ``contiguous`` (only after a gap)."""
+    broken: bool = False
+    """A write built on this state failed: it claims seqs the database lacks, so no later write built on
+    it may commit; the session ends and the next one loads the stream again."""
 
     def accept(self, seq: int) -> bool:
         """Take ``seq`` if it is new; False for a duplicate."""
@@ -50,30 +53,20 @@ class Stream:
             self.last_seq = seq
         return True
 
-    def next_seq(self) -> int:
-        """Allocate the next seq of a stream the server itself authors."""
-        seq = self.last_seq + 1
-        self.accept(seq)
-        return seq
-
 
 @dataclass
 class RunState:
-    """One run as the server sees it now."""
+    """One run as this server knows it."""
 
     run_key: int
     run_id: str
     name: str = ""
-    status: RunStatus = RunStatus.LIVE
-    last_seen: float = field(default_factory=time.time)
-    last_step: int = 0
-    last_epoch: int = 0
-    streams: dict[int, Stream] = field(default_factory=dict)
-    connections: dict[int, Connection] = field(default_factory=dict)
-    dirty: set[int] = field(default_factory=set)
-    """Ranks whose last write failed; their stream is reloaded from the store before next use."""
     secret_hash: bytes | None = None
     """SHA-256 of the run's stream secret; None for a run stored before streams had secrets."""
+    streams: dict[int, Stream] = field(default_factory=dict)
+    """Sequence state of the ranks a session here is receiving (loaded when the session opens)."""
+    connections: dict[int, Connection] = field(default_factory=dict)
+    """The live trainer connection of each rank, on this server."""
 
     def stream(self, rank: int) -> Stream:
         found = self.streams.get(rank)
@@ -96,36 +89,38 @@ class RunState:
         if self.connections.get(conn.rank) is conn:
             del self.connections[conn.rank]
 
-    def touch(self, now: float | None = None) -> None:
-        self.last_seen = time.time() if now is None else now
-
-    def revive(self) -> None:
-        """A live trainer is back on a run given up as lost (an upload of its log is not one)."""
-        if self.status is RunStatus.LOST:
-            self.status = RunStatus.LIVE
-
-    def is_lost(self, now: float, lost_after_s: float) -> bool:
-        return self.status is RunStatus.LIVE and not self.connected and now - self.last_seen > lost_after_s
+    def superseded_elsewhere(self, rank: int, session: str) -> None:
+        """Another server's session took over ``rank``: ours (if it is not that one) goes."""
+        conn = self.connections.get(rank)
+        if conn is not None and conn.session != session:
+            del self.connections[rank]
+            conn.supersede()
 
 
 class RunRegistry:
-    """Every run by id; run keys are allocated here so creating a run never waits for the store."""
+    """The runs this server has met, by id: a cache of the database's ``runs`` (keys are given there)."""
 
-    def __init__(self, runs: Iterable[RunState] = (), next_key: int = 1) -> None:
-        self._runs: dict[str, RunState] = {r.run_id: r for r in runs}
-        self._next_key = max([next_key, *(r.run_key + 1 for r in self._runs.values())])
+    def __init__(self) -> None:
+        self._runs: dict[str, RunState] = {}
 
     def get(self, run_id: str) -> RunState | None:
         return self._runs.get(run_id)
 
-    def create(self, run_id: str, name: str = "", *, secret_hash: bytes | None = None,
-               status: RunStatus = RunStatus.LIVE) -> RunState:
-        run = RunState(run_key=self._next_key, run_id=run_id, name=name, secret_hash=secret_hash, status=status)
-        self._next_key += 1
-        self._runs[run_id] = run
+    def remember(self, run_key: int, run_id: str, name: str, secret_hash: bytes | None) -> RunState:
+        """The cached run for this row, created or brought up to date (the same object while it lives)."""
+        run = self._runs.get(run_id)
+        if run is None or run.run_key != run_key:  # new here, or deleted and created again elsewhere
+            run = self._runs[run_id] = RunState(run_key=run_key, run_id=run_id, name=name, secret_hash=secret_hash)
+        run.name, run.secret_hash = name, secret_hash
         return run
 
-    def __iter__(self):
+    def forget(self, run_key: int) -> RunState | None:
+        for run_id, run in list(self._runs.items()):
+            if run.run_key == run_key:
+                return self._runs.pop(run_id)
+        return None
+
+    def __iter__(self) -> Iterator[RunState]:
         return iter(list(self._runs.values()))
 
     def __len__(self) -> int:

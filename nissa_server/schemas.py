@@ -30,6 +30,23 @@ class RunInfo(msgspec.Struct, kw_only=True):
     device: str | None = None
     finish: RunFinished | None = None
     hub_health: HubHealth | None = None
+    stored_bytes: int = 0
+    """Bytes the run takes in the store: its events as stored (JSON) and its artifacts (the database's
+    indexes and page slack not counted)."""
+
+
+class DeletedRun(msgspec.Struct, kw_only=True):
+    """Answer to ``DELETE /runs/{run_id}``: what went."""
+
+    run_id: str
+    events: int
+    """Events deleted."""
+    commands: int
+    """Commands deleted."""
+    artifacts: int
+    """Artifact files deleted."""
+    stored_bytes: int
+    """Bytes the run took (as ``stored_bytes`` of ``GET /runs`` said)."""
 
 
 class EscalateAccepted(msgspec.Struct, kw_only=True):

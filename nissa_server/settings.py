@@ -87,6 +87,9 @@ class Settings:
 
     db_path: pathlib.Path = field(default_factory=default_db_path)
     """SQLite database file (WAL mode); its directory is created if missing."""
+    db_url: str | None = None
+    """PostgreSQL connection URL (``postgresql://user@host/dbname``); when set it is the store instead of
+    ``db_path``, and several servers may share it."""
     host: str = "127.0.0.1"
     """Address to bind; anything but loopback requires ``token``."""
     port: int = DEFAULT_PORT
@@ -96,7 +99,8 @@ class Settings:
     read_auth: bool = False
     """Require the token on read endpoints and ``/ws/watch`` as well."""
     artifact_dir: pathlib.Path | None = None
-    """Where uploaded artifacts live; defaults to ``<db name>.artifacts`` next to the database."""
+    """Where uploaded artifacts live; defaults to ``<db name>.artifacts`` next to a SQLite file, to the
+    user data directory with PostgreSQL (servers that share a database must share this directory too)."""
     lost_after_s: float = 60.0
     """A run with no connection and no event for this long is marked ``lost``."""
     command_ttl_s: float = 300.0
@@ -121,6 +125,9 @@ class Settings:
     """Timeouts and caps per connection."""
     writer_queue_batches: int = 256
     """Batches waiting for the store writer before ingest stops reading (backpressure)."""
+    commit_interval_s: float = 0.02
+    """The store commits at most this often; writes arriving meanwhile join the next transaction (fewer,
+    larger transactions under load; a write after a quiet spell is committed at once)."""
     hello_timeout_s: float = 15.0
     """How long an ingest connection may take to send its ``hello``."""
     maintenance_interval_s: float = 1.0
@@ -130,6 +137,8 @@ class Settings:
         object.__setattr__(self, "db_path", pathlib.Path(self.db_path))
         if self.artifact_dir is not None:
             object.__setattr__(self, "artifact_dir", pathlib.Path(self.artifact_dir))
+        if self.db_url is not None and not self.db_url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"db_url must be a postgresql:// URL, got {self.db_url.split(':', 1)[0]!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
         if self.token is not None:
@@ -144,6 +153,8 @@ class Settings:
         for name in ("lost_after_s", "command_ttl_s", "hello_timeout_s", "maintenance_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 0 <= self.commit_interval_s <= 1:
+            raise ValueError("commit_interval_s must be in 0..1")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
                      "max_body_bytes", "max_artifact_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
                      "writer_queue_batches"):
@@ -151,9 +162,24 @@ class Settings:
                 raise ValueError(f"{name} must be at least 1")
 
     @property
+    def database(self) -> str | pathlib.Path:
+        """What the store opens: the PostgreSQL URL if there is one, else the SQLite file."""
+        return self.db_url if self.db_url is not None else self.db_path
+
+    @property
     def artifacts_root(self) -> pathlib.Path:
         """The artifact directory actually used."""
-        return self.artifact_dir or self.db_path.with_name(self.db_path.name + ".artifacts")
+        if self.artifact_dir is not None:
+            return self.artifact_dir
+        if self.db_url is not None:
+            return pathlib.Path(platformdirs.user_data_dir("nissa", appauthor=False)) / "artifacts"
+        return self.db_path.with_name(self.db_path.name + ".artifacts")
+
+    @property
+    def hold_s(self) -> float:
+        """How long a stream counts as held by a server after it last said so (every maintenance sweep):
+        a server killed outright stops saying so, and its runs can then be found lost."""
+        return max(5.0, 3 * self.maintenance_interval_s)
 
     @property
     def ws_max_size(self) -> int:

@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
-from leyline import RunStatus
-from nissa_server import queries, writes
+from leyline import EventKind
 from nissa_server.commands import CommandService
 from nissa_server.fanout import FanOut
 from nissa_server.metrics import Metrics
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
-from nissa_server.store import EventWrite, Store
+from nissa_server.store import Published, Store, create_store, queries, sql
 
 logger = logging.getLogger(__name__)
+_COMMAND_STATUS = EventKind.COMMAND_STATUS.value
 
 
 @dataclass(eq=False)
@@ -28,40 +31,74 @@ class Nissa:
     fanout: FanOut = field(default_factory=FanOut)
     metrics: Metrics = field(default_factory=Metrics)
     commands: CommandService = field(init=False)
+    server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """Prefix of this server's ingest sessions in the database (other servers' show as theirs)."""
     _tasks: list[asyncio.Task] = field(default_factory=list)
+    _spawned: set[asyncio.Task] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.store = Store(self.settings.db_path, queue_batches=self.settings.writer_queue_batches)
+        self.store = create_store(self.settings.database, queue_batches=self.settings.writer_queue_batches,
+                                  commit_interval_s=self.settings.commit_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands)
         self.store.on_publish = self._published
+        self.store.on_stream_taken = self._stream_taken
+        self.store.on_run_deleted = self.forget
 
     def run(self, run_id: str) -> RunState | None:
+        """A run this server has met (see ``find_run`` for any run in the database)."""
         return self.store.registry.get(run_id)
 
-    def _published(self, write: EventWrite) -> None:
-        self.fanout.publish(write)
-        if write.effects:
-            self.commands.observe(write)
+    async def find_run(self, run_id: str) -> RunState | None:
+        return await self.store.find_run(run_id)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` beside the request that started it; cancelled with the server."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    def _published(self, batches: list[Published]) -> None:
+        self.fanout.publish(batches)
+        for batch in batches:  # a command's status moved: its trainer, if connected here, may be owed it
+            run = self.store.registry.get(batch.run_id)
+            if run is not None and run.connected and any(row[3] == _COMMAND_STATUS for row in batch.rows):
+                self.spawn(self.commands.dispatch(run))
+
+    def _stream_taken(self, run_key: int, rank: int, session: str) -> None:
+        for run in self.store.registry:
+            if run.run_key == run_key:
+                run.superseded_elsewhere(rank, session)
+
+    def forget(self, run_key: int) -> None:
+        """A deleted run: its connections here go, its cache entry too."""
+        run = self.store.registry.forget(run_key)
+        if run is not None:
+            for conn in list(run.connections.values()):
+                conn.supersede()
+
+    def release(self, run: RunState, rank: int, session: str) -> None:
+        """A live session ended: its stream is no longer held, the run was seen now."""
+        self.spawn(self.store.call(lambda conn: sql.release_stream(conn, run.run_key, rank, session, time.time())))
 
     async def start(self) -> None:
         await asyncio.to_thread(self.store.open)
         self.settings.artifacts_root.mkdir(parents=True, exist_ok=True)
-        self.commands.load(*(await self.store.read(_command_state)))
         self.metrics.bind(
             watchers=lambda: len(self.fanout.watchers),
             watcher_queue=lambda: self.fanout.pending,
             writer_queue=lambda: self.store.queue_depth,
             commands=lambda: self.store.read_sync(queries.commands_by_status),
+            errors=self.store.errors,
         )
         self.store.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="nissa-maintenance"))
-        logger.info("store %s: %d runs", self.settings.db_path, len(self.store.registry))
+        logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._spawned]:
             task.cancel()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._spawned]:
             try:
                 await task
             except asyncio.CancelledError:
@@ -69,20 +106,21 @@ class Nissa:
         await self.store.close()
 
     async def _maintain(self) -> None:
-        """Mark silent runs lost and expire commands nobody picked up."""
+        """Hold the streams connected here, mark silent runs lost, expire commands nobody picked up."""
         while True:
             await asyncio.sleep(self.settings.maintenance_interval_s)
-            await self.sweep()
+            try:
+                await self.sweep()
+            except self.store.errors as err:  # the database is away for a moment: the next sweep tries again
+                logger.warning("maintenance failed: %s", err)
 
     async def sweep(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        for run in self.store.registry:
-            if run.is_lost(now, self.settings.lost_after_s):
-                run.status = RunStatus.LOST
-                logger.info("run %s lost: silent for %.0f s", run.run_id, now - run.last_seen)
-                await self.store.call(lambda conn, r=run: writes.set_run_status(conn, r.run_key, r.status))
-        await self.commands.expire_due(self.run, now)
-
-
-def _command_state(conn):
-    return queries.open_commands(conn), queries.idempotency_keys(conn)
+        held = [(run.run_key, rank, conn.session) for run in self.store.registry
+                for rank, conn in run.connections.items()]
+        until = now + self.settings.hold_s
+        if held:
+            await self.store.call(lambda conn: sql.hold_streams(conn, held, until))
+        for run_id in await self.store.call(lambda conn: sql.mark_lost(conn, now, self.settings.lost_after_s)):
+            logger.info("run %s lost: silent for over %.0f s", run_id, self.settings.lost_after_s)
+        await self.commands.expire_due(now)

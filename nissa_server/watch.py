@@ -15,12 +15,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from leyline import EventKind, Severity
 from leyline.events import MAX_INT
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
-from nissa_server import queries
 from nissa_server.auth import bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
 from nissa_server.protocols import link_of
 from nissa_server.state import Nissa
+from nissa_server.store import queries
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
@@ -77,25 +77,25 @@ class WatchStream:
             await self.ws.send_text(text)
             self.cursor = last_id
 
-    async def _start_cursor(self) -> tuple[int, int | None]:
+    async def _start_cursor(self, upto: int) -> tuple[int, int | None]:
         """(cursor, run key to replay, or None for every run); a run not seen yet has nothing stored."""
-        q, store = self.query, self.nissa.store
-        run = self.nissa.run(q.filter.run_id) if q.filter.run_id else None
+        q = self.query
+        run = await self.nissa.find_run(q.filter.run_id) if q.filter.run_id else None
         if q.filter.run_id and run is None:
-            return store.committed_max_id, None
+            return upto, None
         run_key = run.run_key if run else None
         if q.after_id is not None:
             # Ids are given in order: one past the end names no event yet, and taken as it stands
             # it would hide every live event up to it.
-            return min(q.after_id, store.committed_max_id), run_key
+            return min(q.after_id, upto), run_key
         if run is not None and q.after_seq is not None:
-            return await store.read(queries.seq_to_id, run.run_key, q.after_seq), run_key
+            return await self.nissa.store.read(queries.seq_to_id, run.run_key, q.after_seq), run_key
         return 0, run_key
 
     async def run(self) -> None:
         store, flt = self.nissa.store, self.query.filter
-        upto = store.committed_max_id  # read after the watcher is registered: the seam
-        self.cursor, run_key = await self._start_cursor()
+        upto = store.published_upto  # read after the watcher is registered: the seam
+        self.cursor, run_key = await self._start_cursor(upto)
         kinds = sorted(flt.kinds) if flt.kinds else None
         while self.cursor < upto:
             page = await store.read(queries.replay_page, run_key, self.cursor, upto, REPLAY_PAGE, kinds,

@@ -88,7 +88,8 @@ def train_parser() -> argparse.ArgumentParser:
                 description="Train an Esper run and stream its events to nissa-server.")
     g = p.add_argument_group("telemetry")
     g.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
-                   help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER; none: log only)")
+                   help="nissa-server URL, e.g. http://127.0.0.1:8765, or several comma-separated (servers sharing "
+                        "one database, tried in turn when a connection fails) (default $NISSA_SERVER; none: log only)")
     g.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
     g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
     g.add_argument("--run-id", default=os.environ.get("NISSA_RUN_ID"),

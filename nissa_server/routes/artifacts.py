@@ -14,12 +14,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
 from fastapi.responses import FileResponse
 
-from nissa_server import queries
 from nissa_server.auth import require_read, require_write
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.schemas import ArtifactInfo
 from nissa_server.state import Nissa
+from nissa_server.store import queries, sql
 
 router = APIRouter(tags=["artifacts"])
 NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9._-]{1,128}$"
@@ -55,7 +55,7 @@ def _url(run_id: str, name: str) -> str:
                        **UNAUTHORIZED})
 async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
     n = nissa(request)
-    run = run_or_404(n, run_id)
+    run = await run_or_404(n, run_id)
     path = _path(n, run.run_key, name)
     limit = n.settings.max_artifact_bytes
     declared = request.headers.get("content-length")
@@ -79,9 +79,8 @@ async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
         partial.unlink(missing_ok=True)
     info = ArtifactInfo(name=name, size=size, sha256=digest.hexdigest(), created_at=time.time(),
                         url=_url(run_id, name))
-    await n.store.call(lambda conn: conn.execute(
-        "INSERT OR REPLACE INTO artifacts (run_key, name, size, sha256, created_at) VALUES (?,?,?,?,?)",
-        (run.run_key, info.name, info.size, info.sha256, info.created_at)))
+    await n.store.call(lambda conn: sql.put_artifact(conn, run.run_key, info.name, info.size, info.sha256,
+                                                     info.created_at))
     return json_response(info, status_code=201)
 
 
@@ -91,7 +90,7 @@ async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
                        404: error("No such run", "unknown run 'r-x'"), **UNAUTHORIZED})
 async def list_artifacts(request: Request, run_id: str) -> Response:
     n = nissa(request)
-    run = run_or_404(n, run_id)
+    run = await run_or_404(n, run_id)
     rows = await n.store.read(queries.list_artifacts, run.run_key)
     return json_response([ArtifactInfo(name=name, size=size, sha256=sha, created_at=created,
                                        url=_url(run_id, name)) for name, size, sha, created in rows])
@@ -106,7 +105,7 @@ async def list_artifacts(request: Request, run_id: str) -> Response:
                        422: error("Invalid name", "invalid artifact name 'a b'"), **UNAUTHORIZED})
 async def download(request: Request, run_id: str, name: ArtifactName) -> Response:
     n = nissa(request)
-    run = run_or_404(n, run_id)
+    run = await run_or_404(n, run_id)
     path = _path(n, run.run_key, name)
     if not path.is_file():
         raise HTTPException(404, f"unknown artifact {name!r}")

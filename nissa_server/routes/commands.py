@@ -7,13 +7,13 @@ from typing import Annotated
 import msgspec
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 
-from leyline import CommandRecord, CommandStatus, EscalateRequest
-from nissa_server import queries
+from leyline import CommandRecord, EscalateRequest
 from nissa_server.auth import require_read, require_write
 from nissa_server.commands import CommandError
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import EscalateAccepted
+from nissa_server.store import queries
 
 router = APIRouter(tags=["commands"])
 # Lax: JSON Schema calls 3.0 an integer, and curl users write "3"; bounds and rules still apply.
@@ -70,16 +70,11 @@ async def escalate(
     except msgspec.DecodeError as err:
         raise HTTPException(422, f"invalid escalation: {err}") from None
     try:
-        command_id, created = await n.commands.escalate(req, n.run(req.run_id), idempotency_key)
+        command_id, created, status = await n.commands.escalate(req, idempotency_key)
     except CommandError as err:
         raise HTTPException(err.status_code, err.detail) from None
     if created:
         n.metrics.commands_created.inc()
-    open_ = n.commands.open.get(command_id)
-    status = open_.status if open_ is not None else None
-    if status is None:
-        record = await n.store.read(queries.get_command, command_id)
-        status = record.status if record is not None else CommandStatus.QUEUED
     return json_response(EscalateAccepted(command_id=command_id, status=status), status_code=202)
 
 

@@ -20,8 +20,8 @@ def json_response(obj: object, status_code: int = 200) -> Response:
     return Response(_encoder.encode(obj), status_code=status_code, media_type="application/json")
 
 
-def run_or_404(n: Nissa, run_id: str) -> RunState:
-    run = n.run(run_id)
+async def run_or_404(n: Nissa, run_id: str) -> RunState:
+    run = await n.find_run(run_id)
     if run is None:
         raise HTTPException(404, f"unknown run {run_id!r}")
     return run

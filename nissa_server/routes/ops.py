@@ -7,11 +7,12 @@ import asyncio
 from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from nissa_server import __version__, db
+from nissa_server import __version__
 from nissa_server.auth import require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import Health
+from nissa_server.store import queries
 
 router = APIRouter(tags=["operations"])
 
@@ -32,8 +33,9 @@ async def index() -> Response:
             responses={200: ok(ref(Health), EXAMPLES["health"])})
 async def healthz(request: Request) -> Response:
     n = nissa(request)
-    return json_response(Health(status="ok", version=__version__, schema_version=db.SCHEMA_VERSION,
-                                runs=len(n.store.registry), watchers=len(n.fanout.watchers)))
+    runs = await n.store.read(queries.count_runs)
+    return json_response(Health(status="ok", version=__version__, schema_version=n.store.schema_version,
+                                runs=runs, watchers=len(n.fanout.watchers)))
 
 
 @router.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(require_read)],
@@ -45,6 +47,6 @@ async def healthz(request: Request) -> Response:
                                   "missing or wrong bearer token")})
 async def metrics(request: Request) -> Response:
     registry = nissa(request).metrics.registry
-    # The commands collector reads SQLite: off the event loop.
+    # The commands collector reads the database: off the event loop.
     body = await asyncio.to_thread(generate_latest, registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -1,20 +1,23 @@
-"""Reads about runs: the list, one run, its stored events, its commands."""
+"""Runs: the list, one run, its stored events, its commands; deleting one."""
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline import CommandRecord, Event, EventKind
 from leyline.events import MAX_INT
-from nissa_server import queries
-from nissa_server.auth import require_read
+from nissa_server import retention
+from nissa_server.auth import require_read, require_write
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.schemas import RunInfo
+from nissa_server.schemas import DeletedRun, RunInfo
+from nissa_server.store import queries
 
-router = APIRouter(dependencies=[Depends(require_read)], tags=["runs"])
+router = APIRouter(tags=["runs"])
+READ = [Depends(require_read)]
 MAX_PAGE = 10_000
 UNAUTHORIZED = {401: error("Reads need the bearer token (server started with --read-auth)",
                            "missing or wrong bearer token")}
@@ -22,29 +25,49 @@ NOT_FOUND = {404: error("No such run", "unknown run 'r-x'")}
 
 
 def _with_live_state(request: Request, info: RunInfo) -> RunInfo:
+    # The database knows other servers' connections by their hold; this server's, from memory (a
+    # connection that just closed here is not connected, even before its hold is released).
     run = nissa(request).run(info.run_id)
-    if run is not None:
-        info.status, info.connected = run.status, run.connected
+    if run is not None and run.connected:
+        info.connected = True
     return info
 
 
-@router.get("/runs", summary="Every run, newest first", response_class=Response,
+@router.get("/runs", summary="Every run, newest first", response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(RunInfo)}, EXAMPLES["runs"]), **UNAUTHORIZED})
 async def list_runs(request: Request) -> Response:
-    infos = await nissa(request).store.read(queries.list_runs)
+    n = nissa(request)
+    infos = await n.store.read(queries.list_runs, time.time(), n.server_id)
     return json_response([_with_live_state(request, info) for info in infos])
 
 
-@router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind",
-            response_class=Response,
+@router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",
+            response_class=Response, dependencies=READ,
             responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED})
 async def get_run(request: Request, run_id: str) -> Response:
     n = nissa(request)
-    run = run_or_404(n, run_id)
-    info = await n.store.read(queries.get_run, run.run_key)
-    if info is None:  # created a moment ago, its row not yet committed
+    info = await n.store.read(queries.get_run, run_id, time.time(), n.server_id)
+    if info is None:
         raise HTTPException(404, f"unknown run {run_id!r}")
     return json_response(_with_live_state(request, info))
+
+
+@router.delete("/runs/{run_id}", summary="Delete a run that is not live: its events, commands and artifacts",
+               response_class=Response, dependencies=[Depends(require_write)],
+               responses={200: ok(ref(DeletedRun), EXAMPLES["deleted"], "Deleted"), **NOT_FOUND,
+                          401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
+                          409: error("The run is live", "run 'r-x' is live: stop its trainer first, or wait "
+                                                        "until it is lost")})
+async def delete_run(request: Request, run_id: str) -> Response:
+    n = nissa(request)
+    run = await run_or_404(n, run_id)
+    try:
+        deleted = await retention.delete_run(n, run)
+    except retention.RunIsLive as err:
+        raise HTTPException(409, str(err)) from None
+    if deleted is None:  # deleted meanwhile, by another request
+        raise HTTPException(404, f"unknown run {run_id!r}")
+    return json_response(deleted)
 
 
 _KIND_NAMES = "|".join(sorted(k.value for k in EventKind))
@@ -64,6 +87,7 @@ def _kinds(kind: str | None) -> list[str] | None:
 
 
 @router.get("/runs/{run_id}/events", summary="Stored events after a cursor, in (seq, rank) order",
+            dependencies=READ,
             description="Page through a run with the (seq, rank) of the last event received: `after_seq=S"
                         "&after_rank=R` returns the events after it, so a run with several ranks (the "
                         "server's own events are rank -1) is read whole, each event once. `after_seq` alone "
@@ -86,17 +110,17 @@ async def list_events(
                                       description="Only this rank (-1: the server's)")] = None,
 ) -> Response:
     n = nissa(request)
-    run = run_or_404(n, run_id)
+    run = await run_or_404(n, run_id)
     bodies = await n.store.read(queries.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank)
     # Stored bodies are already validated JSON envelopes: join them, no re-encoding.
     return Response(b"[" + b",".join(bodies) + b"]", media_type="application/json")
 
 
 @router.get("/runs/{run_id}/commands", summary="Every command sent to a run, oldest first",
-            response_class=Response,
+            response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(CommandRecord)}, EXAMPLES["commands"]),
                        **NOT_FOUND, **UNAUTHORIZED})
 async def list_commands(request: Request, run_id: str) -> Response:
     n = nissa(request)
-    run = run_or_404(n, run_id)
+    run = await run_or_404(n, run_id)
     return json_response(await n.store.read(queries.list_commands, run.run_key))

@@ -31,15 +31,20 @@ def _env() -> dict[str, str]:
 class ServerProcess:
     """``nissa-server`` on a fixed loopback port (so that a restart comes back at the same URL)."""
 
-    def __init__(self, db: pathlib.Path, port: int | None = None, token: str | None = None) -> None:
+    def __init__(self, db: pathlib.Path, port: int | None = None, token: str | None = None,
+                 db_url: str | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.db = db
+        self.db_url = db_url
+        """A PostgreSQL database to serve instead of the SQLite file ``db`` (which then names the log)."""
+        self.extra_args = extra_args
         self.token = token
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> ServerProcess:
-        self.proc, url = start_server_process(self.db, port=self.port, token=self.token, env=_env())
+        self.proc, url = start_server_process(self.db, port=self.port, token=self.token, env=_env(),
+                                              db_url=self.db_url, extra_args=self.extra_args)
         assert url == self.url, f"nissa-server listens on {url}, not {self.url}"
         return self
 

@@ -69,3 +69,14 @@ def test_trainer_throughput_benchmark_measures_both_loops_and_counts_syncs():
     assert float(figures["bare_env_epochs_per_s"]) > 0 and float(figures["full_env_epochs_per_s"]) > 0
     assert float(figures["ratio_min"]) <= float(figures["ratio"]) <= float(figures["ratio_max"])
     assert 0 < float(figures["syncs_per_epoch_normal"]) <= 6
+
+
+@pytest.mark.timeout(300)
+def test_lab_benchmark_measures_both_backends_side_by_side():
+    figures = _run_bench("bench/lab.py", "--runs", "2", "--rate", "50", "--watchers", "2", "--seconds", "2")
+    for backend in ("sqlite", "postgresql"):
+        assert figures[f"stored_ratio_{backend}"] == 1.0, backend
+        assert figures[f"server_us_per_event_{backend}"] > 0 and figures[f"bytes_per_event_{backend}"] > 0
+        assert figures[f"p99_ms_{backend}"] > 0
+    assert figures["ratio"] == pytest.approx(figures["server_us_per_event_postgresql"]
+                                             / figures["server_us_per_event_sqlite"], rel=1e-2)

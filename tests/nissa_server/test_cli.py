@@ -15,6 +15,8 @@ from tests.support import IngestClient, events_for, start_server_process, stop_p
 from tests.support.damage import corrupt_database
 from tests.support.server import script_path
 
+pytestmark = pytest.mark.single_backend
+
 
 def test_port_zero_prints_one_listening_line_and_serves(server_process):
     proc, url = server_process
@@ -67,6 +69,17 @@ async def test_shutdown_with_open_connections_commits_and_exits(tmp_path):
 def _serve(db_path) -> subprocess.CompletedProcess:
     return subprocess.run([script_path("nissa-server"), "--port", "0", "--db", str(db_path)], capture_output=True,
                           text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+
+
+@pytest.mark.parametrize("db, expected", [
+    ("postgresql://nobody:secret@127.0.0.1:1/none", "nissa-server: error: --db: cannot connect to "
+                                                    "postgresql://nobody:***@127.0.0.1:1/none: "),
+    ("mysql://db.lab/nissa", "nissa-server: error: --db: mysql:// is not supported"),
+])
+def test_a_database_url_that_cannot_serve_is_one_line_naming_the_flag(db, expected):
+    out = _serve(db)
+    assert out.returncode == 2 and out.stdout == "" and "secret" not in out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith(expected), out.stderr
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "not a database", "a directory", "held by a running server"])

@@ -7,6 +7,8 @@ import re
 import httpx
 import pytest
 
+pytestmark = pytest.mark.single_backend
+
 # Every URL a documentation page loads: attributes, and Swagger UI's ``url: '…'`` in its inline script.
 _REFERENCES = re.compile(r"""(?:src|href|spec-url)="([^"]+)"|\burl:\s*'([^']+)'""")
 

@@ -3,7 +3,6 @@ can be refused, each closing only its own connection while a neighbour keeps str
 
 import asyncio
 import json
-import sqlite3
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from leyline.frames import (
     Hello,
 )
 from tests.support import SECRET, IngestClient, close_of, events_for, running_server, ws_url
+from tests.support.databases import allow_all, refuse_seq
 
 
 async def test_acks_highest_contiguous_and_drops_duplicates(server_url):
@@ -175,15 +175,12 @@ async def test_a_failed_write_closes_the_connection_and_a_reconnect_resends_with
         async with IngestClient(url, "fault") as client:
             await client.send(events_for("fault", 10))
             await client.wait_ack(10)
-        side = sqlite3.connect(url.settings.db_path, isolation_level=None)
-        side.execute("CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 15 "
-                     "BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+        refuse_seq(url.settings, 15, "disk says no")
         async with IngestClient(url, "fault") as client:
             await client.send(events_for("fault", 10, start_seq=11))
             code, reason = await close_of(client.ws)
         assert code == 1011 and "disk says no" in reason
-        side.execute("DROP TRIGGER refuse")
-        side.close()
+        allow_all(url.settings)
         async with IngestClient(url, "fault") as client:
             assert client.welcome.last_seq == 10
             await client.send(events_for("fault", 10, start_seq=11))

@@ -1,14 +1,13 @@
 """A run's stream belongs to the secret it was created with: other clients cannot take it over, slip
 events in under its seqs or receive its commands; an upload is not a live trainer."""
 
-import sqlite3
-
 import httpx
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, encode
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_CONFLICT, CLOSE_FORBIDDEN, Hello
 from tests.support import IngestClient, async_wait_for, close_of, events_for, running_server, ws_url
+from tests.support.databases import side_connection
 
 OTHER = "another-stream-secret-" + "1" * 21
 
@@ -78,7 +77,7 @@ async def test_a_run_stored_before_secrets_is_bound_by_the_first_one_presented(t
         async with IngestClient(url, "old") as trainer:
             await trainer.send(events_for("old", 2))
             await trainer.wait_ack(2)
-    side = sqlite3.connect(tmp_path / "nissa.db")
+    side = side_connection(url.settings)
     side.execute("UPDATE runs SET secret_hash = NULL")
     side.commit()
     side.close()

@@ -4,6 +4,8 @@ import pytest
 
 from nissa_server.settings import Settings, is_loopback
 
+pytestmark = pytest.mark.single_backend
+
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
 def test_loopback_needs_no_token(tmp_path, host):

@@ -1,106 +1,78 @@
-"""The store's writer: commit sizes, id order, and what a failed write does to its stream."""
+"""The store's writer, on both backends: commit sizes, id order, the fence of a stream's session, and
+what a failed write does to its stream."""
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
 import time
 from collections import Counter
 
-from leyline import encode
-from leyline.codec import decode_frame_wire
-from leyline.frames import EventBatch
-from nissa_server import writes
-from nissa_server.batches import build_write, server_event
-from nissa_server.runs import RunState
-from nissa_server.store import EventWrite, StaleWrite, Store
-from tests.support import events_for
-
-
-def write_for(run: RunState, n: int, start: int = 1) -> EventWrite:
-    batch = decode_frame_wire(encode(EventBatch(events=events_for(run.run_id, n, start_seq=start))))
-    return build_write(run, 0, batch.events, max_event_bytes=1 << 20)[0]
-
-
-async def started(path, *runs: str, **kw) -> tuple[Store, list[RunState]]:
-    store = Store(path, **kw)
-    store.open()
-    store.start()
-    states = [store.registry.create(run_id, "") for run_id in runs]
-    for run in states:
-        await store.call(lambda conn, run=run: writes.insert_run(conn, run))
-    return store, states
-
-
-async def slot_race(store: Store, resumes_first, waits_for_room) -> None:
-    """With a one-slot queue: ``waits_for_room`` submits while the queue is full; ``resumes_first``
-    submits as soon as a slow call returns, in the same writer step that frees the slot."""
-
-    async def after_a_slow_call():
-        await store.call(lambda conn: time.sleep(0.2))
-        await resumes_first()
-
-    async def while_full():
-        await asyncio.sleep(0.05)
-        await waits_for_room()
-
-    async def filler():
-        await asyncio.sleep(0.02)
-        await store.call(lambda conn: None)
-
-    await asyncio.gather(after_a_slow_call(), while_full(), filler())
-    await store.call(lambda conn: None)
-
+from leyline import CommandAction, CommandStatus, CommandStatusChanged
+from nissa_server.batches import add_server_event
+from nissa_server.store import EventWrite, StaleWrite, Superseded, queries, sql
+from tests.support.stores import failing, settled, started, write_for
 
 async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
     # A backlog committed whole would reach every watcher as one burst, bigger than a watcher's room.
-    store, (run,) = await started(tmp_path / "n.db", "backlog", max_rows_per_commit=1000)
+    store, (run,) = await started(tmp_path, "backlog", max_rows_per_commit=1000)
     rows_per_commit: Counter[int] = Counter()
-    store.on_publish = lambda write: rows_per_commit.update({store.commits: len(write.rows)})
     for k in range(10):  # queued without yielding: the writer finds all ten waiting
-        await store.submit_built(lambda k=k: write_for(run, 400, 1 + 400 * k))
-    await store.call(lambda conn: None)  # settles after every write queued before it
+        write = await store.submit_built(lambda k=k: write_for(run, 400, 1 + 400 * k))
+        write.on_stored = lambda _: rows_per_commit.update({store.commits: 400})
+    await settled(store)
     await store.close()
     assert sum(rows_per_commit.values()) == 4000
     assert len(rows_per_commit) >= 4 and max(rows_per_commit.values()) <= 1000 + 400
 
 
-async def test_ids_follow_queue_order_even_when_a_write_built_first_is_queued_last(tmp_path):
-    # Watchers skip what is at or below the last id they sent: committed ids must only grow.
-    store, (early, late) = await started(tmp_path / "n.db", "early", "late", queue_batches=1)
+async def test_ids_follow_queue_order_and_publication_follows_ids(tmp_path):
+    # Watchers skip what is at or below the last id they sent: published ids must only grow.
+    store, (early, late) = await started(tmp_path, "early", "late", queue_batches=1)
     published: list[tuple[str, int, int]] = []
-    store.on_publish = lambda w: published.append((w.run.run_id, w.first_id, w.last_id))
-
-    await slot_race(store, lambda: store.submit(write_for(late, 3)), lambda: store.submit(write_for(early, 3)))
+    store.on_publish = lambda ws: published.extend((w.run_id, w.first_id, w.last_id) for w in ws)
+    await store.submit_built(lambda: write_for(late, 3))
+    await store.submit_built(lambda: write_for(early, 3))
+    await settled(store)
     await store.close()
-    assert [run_id for run_id, _, _ in published] == ["late", "early"], "the race did not happen"
+    assert [run_id for run_id, _, _ in published] == ["late", "early"]
     ids = [i for _, first, last in published for i in (first, last)]
     assert ids == [1, 3, 4, 6], published
 
 
-async def test_writes_of_one_stream_reach_the_writer_in_the_order_they_were_built(tmp_path):
-    # Two server events of one run: seq order must be commit order, or the stream's stored state
-    # would run ahead of what the file holds (and go back when the other one lands).
-    from leyline import Heartbeat
-
-    store, (run,) = await started(tmp_path / "n.db", "cmds", queue_batches=1)
+async def test_the_servers_own_events_take_their_seqs_in_the_transaction(tmp_path):
+    # Any server may author a run's events at rank -1: their seqs come from the database, in commit order.
+    store, (run,) = await started(tmp_path, "own")
     published: list[int] = []
-    store.on_publish = lambda w: published.extend(row[2] for row in w.rows)
-
-    def event() -> EventWrite:
-        return server_event(run, Heartbeat(uptime_s=1.0))
-
-    await slot_race(store, lambda: store.submit_built(event), lambda: store.submit_built(event))
+    store.on_publish = lambda ws: published.extend(row[2] for w in ws for row in w.rows)
+    change = CommandStatusChanged(command_id="c1", action=CommandAction.DEBUG, status=CommandStatus.QUEUED)
+    writes = [EventWrite(run=run, rank=-1, prepare=lambda conn, w: add_server_event(conn, w, change))
+              for _ in range(3)]
+    for write in writes:
+        await store.submit(write)
+    await settled(store)
     await store.close()
-    assert published == [1, 2]
+    assert published == [1, 2, 3]
+
+
+async def test_a_session_that_no_longer_holds_its_stream_stores_nothing(tmp_path):
+    store, (run,) = await started(tmp_path, "fenced")
+    failures: list[BaseException] = []
+    first = await store.submit_built(lambda: write_for(run, 3))
+    await store.call(lambda conn: sql.take_stream(conn, run.run_key, 0, "another:session", time.time() + 60))
+    late = await store.submit_built(lambda: write_for(run, 3, 4))
+    late.on_failed = failures.append
+    await settled(store)
+    stored = await store.read(sql.load_stream, run.run_key, 0)
+    await store.close()
+    assert first.first_id == 1 and [type(err) for err in failures] == [Superseded]
+    assert (stored.contiguous, stored.last_seq) == (3, 3)
 
 
 async def test_a_failed_write_fails_the_later_writes_of_its_stream_until_it_is_reloaded(tmp_path):
     # Later writes were built on the stream state the failed one claimed: committing them would
-    # ack seqs the file lacks, and the trainer would never resend them.
-    store, (run,) = await started(tmp_path / "n.db", "broken")
+    # ack seqs the database lacks, and the trainer would never resend them.
+    store, (run,) = await started(tmp_path, "broken")
     published: list[int] = []
-    store.on_publish = lambda w: published.extend(row[2] for row in w.rows)
+    store.on_publish = lambda ws: published.extend(row[2] for w in ws for row in w.rows)
     acks: list[int] = []
     failures: list[BaseException] = []
 
@@ -108,42 +80,76 @@ async def test_a_failed_write_fails_the_later_writes_of_its_stream_until_it_is_r
         write = write_for(run, 3, start)
         write.on_stored, write.on_failed = acks.append, failures.append
         if fail:
-            write.before = lambda conn: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))
+            write.prepare = failing(store)
         return write
 
     await store.submit_built(lambda: tracked(1, fail=True))
     await store.submit_built(lambda: tracked(4))  # same writer batch as the failing one
     await store.call(lambda conn: None)
     await store.submit_built(lambda: tracked(7))  # built after the failure, before a reload
-    await store.call(lambda conn: None)
+    await settled(store)
     assert published == [] and acks == []
-    assert isinstance(failures[0], sqlite3.OperationalError)
+    assert isinstance(failures[0], store.errors)
     assert [type(err) for err in failures[1:]] == [StaleWrite, StaleWrite]
-    await store.resync(run, 0)
+    run.streams[0] = await store.call(lambda conn: sql.load_stream(conn, run.run_key, 0))  # a new session
     assert (run.stream(0).contiguous, run.stream(0).stored) == (0, 0)
     await store.submit_built(lambda: tracked(1))  # what a reconnecting hub resends
-    await store.call(lambda conn: None)
+    await settled(store)
     await store.close()
     assert published == [1, 2, 3] and acks == [3]
 
 
 async def test_a_stale_write_failing_leaves_the_reloaded_stream_alone(tmp_path):
-    # Its claims were on the state the reload replaced: failing it must not mark the new state dirty,
+    # Its claims were on the state the reload replaced: failing it must not mark the new state broken,
     # nor take down the fresh write queued beside it.
-    store, (run,) = await started(tmp_path / "n.db", "reloaded")
-    failing = write_for(run, 3)
-    failing.before = lambda conn: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))
-    await store.submit_built(lambda: failing)
+    store, (run,) = await started(tmp_path, "reloaded")
+    broken = write_for(run, 3)
+    broken.prepare = failing(store)
+    await store.submit_built(lambda: broken)
     await store.call(lambda conn: None)
     left_over = write_for(run, 3, 4)  # built on the state the failure left, before the reload
-    await store.resync(run, 0)
+    run.streams[0] = await store.call(lambda conn: sql.load_stream(conn, run.run_key, 0))
     acks: list[int] = []
     failures: list[BaseException] = []
     left_over.on_failed = failures.append
     await store.submit(left_over)
     fresh = await store.submit_built(lambda: write_for(run, 3))
     fresh.on_stored = acks.append
-    await store.call(lambda conn: None)
+    await settled(store)
     await store.close()
     assert [type(err) for err in failures] == [StaleWrite]
-    assert acks == [3] and not run.dirty
+    assert acks == [3] and not run.stream(0).broken
+
+
+async def test_a_deleted_run_takes_no_more_events(tmp_path):
+    store, (run,) = await started(tmp_path, "gone")
+    await store.submit_built(lambda: write_for(run, 2, session=None))
+    await store.call(lambda conn: conn.execute("DELETE FROM runs WHERE run_key = ?", (run.run_key,)))
+    failures: list[BaseException] = []
+    late = await store.submit_built(lambda: write_for(run, 2, 3, session=None))
+    late.on_failed = failures.append
+    await settled(store)
+    await store.close()
+    assert [str(err) for err in failures] == ["run 'gone' was deleted"]
+
+
+async def test_close_commits_what_is_queued(tmp_path):
+    store, (run,) = await started(tmp_path, "drain")
+    for k in range(5):
+        await store.submit_built(lambda k=k: write_for(run, 10, 1 + 10 * k))
+    await store.close()
+    reopened, _ = await started(tmp_path)
+    stream = await reopened.read(sql.load_stream, run.run_key, 0)
+    await reopened.close()
+    assert stream.contiguous == 50
+
+
+async def test_a_read_in_the_writers_transaction_sees_the_writes_queued_before_it(tmp_path):
+    # The check of re-sent seqs reads through the writer: queued behind a write, it must see its rows
+    # even when both ride in one transaction.
+    store, (run,) = await started(tmp_path, "same", commit_interval_s=0.2)
+    await store.call(lambda conn: None)  # the next transaction waits out the interval: both join it
+    await store.submit_built(lambda: write_for(run, 4))
+    seen = await store.call(lambda conn: queries.bodies(conn, run.run_key, 0, 1, 4))
+    await store.close()
+    assert [seq for seq, _ in seen] == [1, 2, 3, 4]

@@ -127,3 +127,16 @@ async def close_of(ws: ClientConnection, timeout: float = 30.0) -> tuple[int, st
     except ConnectionClosed as closed:
         assert closed.rcvd is not None, "connection dropped without a close frame"
         return closed.rcvd.code, closed.rcvd.reason
+
+
+async def wait_status(base: str, run_id: str, status: str, timeout: float = 30.0) -> None:
+    """Poll ``GET /runs/{run_id}`` until the run has ``status`` (``lost`` once its trainer fell silent)."""
+    import httpx
+
+    from tests.support.waiting import async_wait_for
+
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        async def reached() -> bool:
+            return (await http.get(f"/runs/{run_id}")).json().get("status") == status
+
+        await async_wait_for(reached, timeout=timeout, message=f"run {run_id} {status}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from nissa_server import db
+from nissa_server.store import sqlite_schema as db
 
 
 def corrupt_database(path: pathlib.Path) -> None:

@@ -23,6 +23,7 @@ from fastapi import FastAPI
 
 from nissa_server.cli import bind, url_of, uvicorn_config
 from nissa_server.settings import Settings
+from tests.support.databases import database_for
 from tests.support.waiting import wait_for
 
 LISTENING = re.compile(r"^nissa-server listening on (http://\S+)$")
@@ -43,10 +44,14 @@ class ServerUrl(str):
 def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerUrl]:
     """Serve ``create_app`` on 127.0.0.1:0 in a thread; yields its URL, stops it on exit.
 
-    ``overrides`` are ``Settings`` fields (``token=``, ``lost_after_s=``, ...); ``db_path`` defaults to
-    ``tmp_path / "nissa.db"``.
+    ``overrides`` are ``Settings`` fields (``token=``, ``lost_after_s=``, ...); without ``db_path`` or
+    ``db_url`` the database is the test's own of the current backend (``tests.support.databases``):
+    ``tmp_path / "nissa.db"`` on SQLite.
     """
-    overrides.setdefault("db_path", tmp_path / "nissa.db")
+    if "db_path" not in overrides and "db_url" not in overrides:
+        overrides.update({k: v for k, v in database_for(tmp_path).items() if k not in overrides})
+    if "db_url" in overrides:
+        overrides.setdefault("artifact_dir", tmp_path / "artifacts")
     settings = Settings(host="127.0.0.1", port=0, **overrides)
     config = uvicorn_config(settings, timeout_graceful_shutdown=3)
     app = config.app
@@ -82,13 +87,14 @@ def script_path(name: str) -> str:
 def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None = None,
                          extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
                          timeout: float = 60.0, preexec_fn: Callable[[], None] | None = None,
-                         ) -> tuple[subprocess.Popen, str]:
+                         db_url: str | None = None) -> tuple[subprocess.Popen, str]:
     """Start ``nissa-server`` and wait for its listening line; returns (process, base URL).
 
-    Its stderr goes to ``<db_path>.log`` so a chatty server can never block on a full pipe.
+    Its database is ``db_url`` if given (PostgreSQL), else the SQLite file ``db_path``. Its stderr goes to
+    ``<db_path>.log`` so a chatty server can never block on a full pipe.
     """
-    args = [script_path("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db", str(db_path),
-            *extra_args]
+    args = [script_path("nissa-server"), "--host", "127.0.0.1", "--port", str(port), "--db",
+            db_url or str(db_path), *extra_args]
     if token is not None:
         args += ["--token", token]
     db_path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,15 @@ def ingest_url(server: str) -> str:
     return urllib.parse.urlunsplit((schemes[parts.scheme], parts.netloc, path, "", ""))
 
 
+def server_list(server: str) -> list[str]:
+    """``--server`` names one server or several, comma-separated (servers sharing one PostgreSQL
+    database): the hub streams to the first and moves on to the next when a connection fails."""
+    urls = [url.strip() for url in server.split(",") if url.strip()]
+    if not urls:
+        raise ValueError(f"--server: expected http://host:port, got {server!r}")
+    return urls
+
+
 def log_file_name(rank: int) -> str:
     """Rank 0 writes ``events.jsonl``; other ranks ``events.rank{N}.jsonl`` beside it."""
     return "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
@@ -70,7 +79,8 @@ class HubConfig:
     log_dir: pathlib.Path
     """Parent of the run directory; the log is ``log_dir/run_id/events.jsonl``."""
     server: str | None = None
-    """``http://host:port`` of nissa-server; None keeps the run local (upload it later)."""
+    """``http://host:port`` of nissa-server, or several comma-separated (tried in turn when a connection
+    fails); None keeps the run local (upload it later)."""
     token: str | None = None
     """Bearer token for the server's ingest endpoint."""
     rank: int = 0
@@ -122,7 +132,8 @@ class HubConfig:
             # It travels in an HTTP header: non-ASCII bytes would mean one thing here, another there.
             raise ValueError("token (--token / NISSA_TOKEN) must be printable ASCII without spaces")
         if self.server is not None:
-            ingest_url(self.server)
+            for url in server_list(self.server):
+                ingest_url(url)
         for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -143,4 +154,10 @@ class HubConfig:
 
     @property
     def ws_url(self) -> str | None:
-        return ingest_url(self.server) if self.server is not None else None
+        """The first server's ingest URL."""
+        return self.ws_urls[0] if self.server is not None else None
+
+    @property
+    def ws_urls(self) -> list[str]:
+        """Every server's ingest URL, in the order they are tried."""
+        return [ingest_url(url) for url in server_list(self.server)] if self.server is not None else []

@@ -25,8 +25,9 @@ class ServerUnavailable(Exception):
 
 
 def http_url(server: str, path: str) -> str:
-    """``{server}{path}`` over http(s), whatever scheme ``server`` was given in (``ws://…/ws/ingest`` too)."""
-    parts = urllib.parse.urlsplit(server.strip())
+    """``{server}{path}`` over http(s), whatever scheme ``server`` was given in (``ws://…/ws/ingest`` too);
+    of a comma-separated list of servers, the first (artifacts go there)."""
+    parts = urllib.parse.urlsplit(server.split(",")[0].strip())
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
     base = parts.path.rstrip("/")
     if base.endswith(INGEST_PATH):

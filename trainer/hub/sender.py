@@ -3,8 +3,9 @@
 One session: ``hello`` → ``welcome(last_seq)`` → events from ``last_seq + 1`` straight out
 of the log (lines are already encoded envelopes, so a frame is a join, not a re-encode) →
 ``ack(seq)`` frames move the acknowledged mark. A receiver thread per session reads acks and
-commands, and drops a connection whose acks have stalled. Any failure ends the session;
-the next one starts after a capped, jittered exponential backoff.
+commands, and drops a connection whose acks have stalled. Any failure ends the session; the next
+one goes to the next server of the list at once, and once every server has failed in a row, after
+a capped, jittered exponential backoff.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class Sender:
                  give_up_when_refused: bool = False) -> None:
         assert config.ws_url is not None
         self._cfg = config
-        self._url = config.ws_url
+        self._urls = config.ws_urls
+        self._url = self._urls[0]
         self._source = source
         self._stats = stats
         self._cv = cv
@@ -195,7 +197,7 @@ class Sender:
                 finally:
                     self._stats.connected = False
                     self._sock = None
-                self._nudge.wait(backoff_delay(self._cfg.backoff, failures, self._rng))
+                self._nudge.wait(self._next_server(failures))
                 self._nudge.clear()
                 if self._stop.is_set():
                     break
@@ -203,6 +205,15 @@ class Sender:
                 self._stats.reconnects += 1
         finally:
             reader.close()
+
+    def _next_server(self, failures: int) -> float:
+        """Move on to the next server of the list; the delay before trying it (none until every
+        server has failed in a row, then the backoff of that many rounds)."""
+        turn = (self._urls.index(self._url) + 1) % len(self._urls)
+        self._url = self._urls[turn]
+        if (failures + 1) % len(self._urls):
+            return 0.0
+        return backoff_delay(self._cfg.backoff, failures // len(self._urls), self._rng)
 
     def _connect(self) -> ClientConnection:
         parts = urllib.parse.urlsplit(self._url)

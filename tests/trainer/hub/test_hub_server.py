@@ -3,7 +3,11 @@ commands into the inbox, and a fresh server database filled again from the run l
 
 from __future__ import annotations
 
+import pathlib
+import socket
+
 import httpx
+import pytest
 
 from leyline import CommandAction, CommandStatus, EventKind, SeedGerminated, decode_events
 from tests.support.server import running_server
@@ -68,3 +72,24 @@ def test_a_server_that_lost_its_database_gets_the_whole_log_again(tmp_path):
         stored = _stored(url, "again")
     assert report.complete and report.logged == first.logged + 1
     assert [e.seq for e in stored] == list(range(1, report.logged + 1))
+
+
+def test_a_list_of_servers_is_tried_in_turn(tmp_path):
+    with socket.socket() as closed:  # a port nothing listens on: the first server of the list is down
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    with running_server(tmp_path) as url:
+        config = HubConfig(run_id="listed", log_dir=tmp_path / "runs", server=f"{dead}, {url}")
+        assert config.ws_urls == [f"{dead.replace('http', 'ws')}/ws/ingest", f"{url.ws}/ws/ingest"]
+        hub = NissaHub(config).start()
+        for i in range(50):
+            hub.emit(_seed(i), step=i, epoch=0)
+        report = hub.close(timeout=30)
+        assert report.complete and report.acked == len(_stored(url, "listed"))
+
+
+def test_every_server_of_a_list_is_checked():
+    with pytest.raises(ValueError, match="--server: expected http://host:port, got 'ftp://b'"):
+        HubConfig(run_id="r", log_dir=pathlib.Path("."), server="http://a:1,ftp://b")
+    with pytest.raises(ValueError, match="--server: expected"):
+        HubConfig(run_id="r", log_dir=pathlib.Path("."), server=" , ")

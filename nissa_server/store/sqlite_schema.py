@@ -9,12 +9,17 @@ import pathlib
 import sqlite3
 from collections.abc import Callable
 
+from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.sql import INDEXED_KINDS_SQL
+
 logger = logging.getLogger(__name__)
 
 
-class UnusableDatabase(Exception):
-    """The database file cannot be served: in use by another server, not a database, corrupt, or
-    from a newer server. The message is one line that says which and what to do."""
+class SqliteConn(sqlite3.Connection):
+    """A connection that tells the shared SQL how SQLite spells what differs (see ``store.conn``)."""
+
+    for_update = ""  # one writer holds the whole file while it writes
+    greatest = "MAX"
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -108,8 +113,34 @@ def _v3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN secret_hash BLOB")
 
 
+def _v4(conn: sqlite3.Connection) -> None:
+    # Several sessions (and servers, on PostgreSQL) meet at a stream: the one that holds it (the fence
+    # its writes check) and until when; the bytes its events take; counters that never hand a key or an
+    # event id out twice, even once the rows that had the highest are deleted.
+    _run_script(
+        conn,
+        """
+        ALTER TABLE streams ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE streams ADD COLUMN session TEXT;
+        ALTER TABLE streams ADD COLUMN held_until REAL;
+        UPDATE streams SET bytes = (SELECT COALESCE(SUM(length(body)), 0) FROM events e
+                                    WHERE e.run_key = streams.run_key AND e.rank = streams.rank);
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO counters VALUES ('event_id', (SELECT COALESCE(MAX(id), 0) FROM events)),
+                                    ('run_key', (SELECT COALESCE(MAX(run_key), 0) FROM runs))
+        """,
+    )
+
+
+def _v5(conn: sqlite3.Connection) -> None:
+    # Only the rare kinds are indexed by kind (see store.sql.INDEXED_KINDS): a metric event stored
+    # updates one B-tree less.
+    conn.execute("DROP INDEX events_kind")
+    conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -150,11 +181,11 @@ def unlock(fd: int) -> None:
     os.close(fd)  # closing the last descriptor of the open file releases the flock
 
 
-def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
+def connect_writer(path: pathlib.Path) -> SqliteConn:
     """The one writing connection: creates the file, checks it, and brings the schema up to date.
 
     Raises ``UnusableDatabase`` for a file that is not a SQLite database, is corrupt, or is newer."""
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, factory=SqliteConn)
     try:
         conn.execute(f"PRAGMA page_size={PAGE_BYTES}")  # only a new, empty file takes it; others keep theirs
         _tune(conn)
@@ -182,11 +213,11 @@ def _check(conn: sqlite3.Connection, path: pathlib.Path) -> None:
         raise UnusableDatabase(f"{path} is corrupt ({'; '.join(problems)}); restore it or move it aside")
 
 
-def connect_reader(path: pathlib.Path) -> sqlite3.Connection:
+def connect_reader(path: pathlib.Path) -> SqliteConn:
     """A read-only connection for one reader thread; WAL lets it read while the writer commits."""
     # Thread-local in use; closed from the store's thread at shutdown, hence check_same_thread=False.
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
-                           check_same_thread=False)
+                           check_same_thread=False, factory=SqliteConn)
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute("PRAGMA query_only=ON")
     return conn

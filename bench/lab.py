@@ -1,0 +1,313 @@
+"""A lab's load: many runs streaming at once and watchers following them, on SQLite and on PostgreSQL
+side by side in one invocation.
+
+Each backend gets a fresh database and a ``nissa-server`` subprocess. Producer processes stream
+``--runs`` runs at ``--rate`` events/s each over ``/ws/ingest`` (a frame every ``--batch-ms``, events of
+~450 bytes stamped with their send time); a watcher process holds ``--watchers`` ``/ws/watch``
+connections (one follows every run, as a lab dashboard does; the others one run each). Producers and
+watchers are separate processes; only the server's own CPU is counted.
+
+Figures per backend: stored/offered (events acknowledged as stored within a short drain after the
+window, over the rate times the window), watcher delivery latency (arrival minus the event's send time,
+p50/p99), server CPU microseconds per stored event, database bytes per stored event (and, on
+PostgreSQL, the database processes' CPU per event). ``ratio=`` is the server's CPU per event on
+PostgreSQL over SQLite's.
+
+    python bench/lab.py [--runs 32] [--rate 1000] [--watchers 10] [--seconds 30] [--batch-ms 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import msgspec
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from ingest import cpu_seconds, free_port  # bench/ is the script's directory
+from leyline import EpochCompleted, SlotSnapshot, encode, make_event
+from leyline.frames import CLOSE_LAGGING, Hello
+
+SECRET = "lab-bench-stream-secret-" + "0" * 20
+DRAIN_S = 10.0
+
+
+# --- the producer process --------------------------------------------------------------------------
+
+
+def frame_maker(run_id: str):
+    """A function (first seq, count, ts) -> an events frame: a real event encoded once, seq and ts spliced."""
+    payload = EpochCompleted(round=1, accuracy=0.5, val_loss=1.25, train_loss=1.3, reward=0.01, action="WAIT",
+                             seeds=[SlotSnapshot(slot="r0c0"), SlotSnapshot(slot="r0c1")])
+    body = encode(make_event(payload, run_id=run_id, seq=987654321, ts=1234567890.5, step=7, epoch=1)).decode()
+    a, _, b = body.partition("987654321")
+    b, _, c = b.partition("1234567890.5")
+
+    def make(first: int, n: int, ts: float) -> str:
+        stamp = repr(ts)
+        return '{"type":"events","events":[' + ",".join(a + str(s) + b + stamp + c for s in range(first, first + n)) + "]}"
+
+    return make
+
+
+async def _stream(url: str, run_id: str, rate: int, seconds: float, batch_s: float, t0: float, out: dict) -> None:
+    make = frame_maker(run_id)
+    async with connect(url.replace("http", "ws") + "/ws/ingest", max_size=None, compression=None) as ws:
+        await ws.send(encode(Hello(run_id=run_id, name=run_id, secret=SECRET)).decode())
+        await ws.recv()  # welcome
+        acked = {"seq": 0}
+
+        async def acks() -> None:
+            async for raw in ws:
+                frame = json.loads(raw)
+                if frame.get("type") == "ack":
+                    acked["seq"] = max(acked["seq"], frame["seq"])
+
+        reader = asyncio.create_task(acks())
+        total, sent = int(rate * seconds), 0
+        await asyncio.sleep(max(0.0, t0 - time.time()))
+        while sent < total:
+            now = time.time()
+            due = min(total, int((now - t0) * rate))
+            if due > sent:
+                await ws.send(make(sent + 1, due - sent, now))
+                sent = due
+            await asyncio.sleep(batch_s)
+        deadline = time.time() + DRAIN_S
+        while acked["seq"] < sent and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        out[run_id] = {"offered": total, "sent": sent, "stored": acked["seq"]}
+        reader.cancel()
+
+
+def produce_main(url: str, runs: list[str], rate: int, seconds: float, batch_ms: float, t0: float) -> None:
+    out: dict = {}
+
+    async def main() -> None:
+        await asyncio.gather(*(_stream(url, r, rate, seconds, batch_ms / 1000, t0, out) for r in runs))
+
+    asyncio.run(main())
+    print(json.dumps(out), flush=True)
+
+
+# --- the watcher process ---------------------------------------------------------------------------
+
+
+class _Stamp(msgspec.Struct):
+    ts: float
+
+
+class _Frame(msgspec.Struct):
+    events: list[_Stamp] = []
+    cursor: int = 0
+
+
+async def _follow(url: str, run_id: str | None, t0: float, end: float, lat: list[float], stats: dict) -> None:
+    decode = msgspec.json.Decoder(_Frame).decode
+    cursor = None
+    while time.time() < end:
+        query = ("?run_id=" + run_id if run_id else "?") + (f"&after_id={cursor}" if cursor is not None else "")
+        try:
+            async with connect(url.replace("http", "ws") + "/ws/watch" + query, max_size=None,
+                               compression=None) as ws:
+                while True:
+                    raw = await asyncio.wait_for(ws.recv(), max(0.01, end - time.time()))
+                    now = time.time()
+                    frame = decode(raw)
+                    cursor = frame.cursor
+                    stats["events"] += len(frame.events)
+                    lat.extend(now - e.ts for e in frame.events if e.ts >= t0)
+        except TimeoutError:
+            return
+        except ConnectionClosed as err:
+            if err.rcvd is None or err.rcvd.code != CLOSE_LAGGING:
+                raise
+            stats["resumes"] += 1
+
+
+def watch_main(url: str, targets: list[str], t0: float, seconds: float) -> None:
+    lat: list[float] = []
+    stats = {"events": 0, "resumes": 0}
+    end = t0 + seconds + DRAIN_S / 2
+
+    async def main() -> None:
+        await asyncio.gather(*(_follow(url, t or None, t0, end, lat, stats) for t in targets))
+
+    asyncio.run(main())
+    lat.sort()
+
+    def pct(p: float) -> float:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
+
+    print(json.dumps({**stats, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0)}), flush=True)
+
+
+# --- the databases and the server ------------------------------------------------------------------
+
+
+class Database:
+    """Where one backend keeps its data: a SQLite file, or a database on a PostgreSQL of pgserver's."""
+
+    def __init__(self, backend: str, root: pathlib.Path) -> None:
+        self.backend, self.root = backend, root
+        self.pg = None
+        if backend == "sqlite":
+            self.db = str(root / "lab.db")
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs on an unset XDG_RUNTIME_DIR
+            import pgserver
+
+            self.pg = pgserver.get_server(root / "pg", cleanup_mode="stop")
+            self.db = self.pg.get_uri()
+
+    def size(self) -> int:
+        if self.pg is None:
+            return sum(p.stat().st_size for p in self.root.glob("lab.db*") if p.is_file())
+        import psycopg
+
+        with psycopg.connect(self.db) as conn:
+            return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+
+    def cpu(self) -> float:
+        """CPU seconds of the database's own processes (0 for SQLite: it runs inside the server)."""
+        if self.pg is None:
+            return 0.0
+        root = int((self.root / "pg" / "postmaster.pid").read_text().split()[0])
+        total = 0.0
+        for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(stat.parent.name)
+            if pid == root or int(fields[1]) == root:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's main thread (the server's event loop) and of its other threads (the
+    store's writer, readers, the listener)."""
+    out: dict[str, float] = {}
+    for stat in pathlib.Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        name = "event loop" if stat.parent.name == str(pid) else "other threads"
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def _child(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen, timeout: float) -> dict:
+    out, _ = proc.communicate(timeout=timeout)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> dict:
+    db = Database(backend, root)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    exe = [os.path.join(os.path.dirname(sys.executable), "nissa-server")]
+    if args.profile:  # the server's event loop under cProfile (its writer thread is not profiled)
+        exe = [sys.executable, "-m", "cProfile", "-o", f"{args.profile}.{backend}", "-m", "nissa_server.cli"]
+    server = subprocess.Popen([*exe, "--port", str(port), "--db", db.db, "--artifact-dir", str(root / "art"),
+                               "--max-watchers", str(args.watchers + 10)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None and "listening" in server.stdout.readline(), "nissa-server did not start"
+        runs = [f"lab-{i:03d}" for i in range(args.runs)]
+        size0, db_cpu0 = (db.size() if db.pg is not None else 0), db.cpu()  # a new SQLite file: all of it
+        t0 = time.time() + 3.0  # every process connected by then
+        targets = [""] + runs[: max(0, args.watchers - 1)]
+        targets = (targets * args.watchers)[: args.watchers]
+        common = [str(t0), str(args.seconds)]
+        watcher = _child("--watch-child", url, ",".join(targets), *common)
+        halves = [runs[: len(runs) // 2], runs[len(runs) // 2:]]
+        producers = [_child("--produce-child", url, ",".join(h), str(args.rate), *common, str(args.batch_ms))
+                     for h in halves if h]
+        cpu0, threads0 = cpu_seconds(server.pid), thread_cpu(server.pid)
+        streams: dict = {}
+        for proc in producers:
+            streams.update(_result(proc, args.seconds + DRAIN_S + 60))
+        cpu = cpu_seconds(server.pid) - cpu0
+        threads = {name: t - threads0.get(name, 0.0) for name, t in thread_cpu(server.pid).items()}
+        watched = _result(watcher, args.seconds + DRAIN_S + 60)
+        stored = sum(s["stored"] for s in streams.values())
+        offered = sum(s["offered"] for s in streams.values())
+        db_cpu = db.cpu() - db_cpu0
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+    try:
+        size = db.size() - size0  # with the server stopped: SQLite's WAL is checkpointed into the file
+    finally:
+        if db.pg is not None:
+            db.pg.cleanup()
+    return {"stored_ratio": stored / offered, "server_us_per_event": cpu / max(1, stored) * 1e6,
+            "p50_ms": watched["p50_ms"], "p99_ms": watched["p99_ms"], "bytes_per_event": size / max(1, stored),
+            "db_us_per_event": db_cpu / max(1, stored) * 1e6, "watcher_resumes": watched["resumes"],
+            "stored": stored, "threads": {name: t / max(1, stored) * 1e6 for name, t in threads.items() if t > 0.05}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=32)
+    parser.add_argument("--rate", type=int, default=1000, help="events/s per run")
+    parser.add_argument("--watchers", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--batch-ms", type=float, default=10.0, help="a producer sends a frame this often")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--profile", metavar="PATH", help="write the server's cProfile to PATH.<backend>")
+    parser.add_argument("--produce-child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--watch-child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.produce_child:
+        url, runs, rate, t0, seconds, batch_ms = args.produce_child
+        produce_main(url, runs.split(","), int(rate), float(seconds), float(batch_ms), float(t0))
+        return 0
+    if args.watch_child:
+        url, targets, t0, seconds = args.watch_child
+        watch_main(url, targets.split(","), float(t0), float(seconds))
+        return 0
+    results: dict[str, dict] = {}
+    for backend in args.backends.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                results[backend] = r = run_backend(backend, args, pathlib.Path(tmp))
+            except ImportError as err:  # pgserver missing: the other backend still runs
+                print(f"{backend:>10}: unavailable ({err})", flush=True)
+                continue
+        print(f"{backend:>10}: stored/offered {r['stored_ratio']:.4f}  watcher p50 {r['p50_ms']:.1f} ms  "
+              f"p99 {r['p99_ms']:.1f} ms  server {r['server_us_per_event']:.2f} us/event  "
+              f"database {r['db_us_per_event']:.2f} us/event, {r['bytes_per_event']:.0f} bytes/event  "
+              f"({r['stored']:.0f} events, watcher resumes {r['watcher_resumes']:.0f})", flush=True)
+        print(" " * 12 + "server threads, us/event: " + ", ".join(
+            f"{name} {us:.2f}" for name, us in sorted(r["threads"].items(), key=lambda kv: -kv[1])), flush=True)
+    pairs = [f"runs={args.runs}", f"rate={args.rate}", f"watchers={args.watchers}", f"seconds={args.seconds:g}"]
+    for backend, r in results.items():
+        pairs += [f"{key}_{backend}={r[key]:.4g}" for key in ("stored_ratio", "server_us_per_event", "p99_ms",
+                                                                "bytes_per_event", "db_us_per_event")]
+    if {"sqlite", "postgresql"} <= set(results):
+        pairs.append(f"ratio={results['postgresql']['server_us_per_event'] / results['sqlite']['server_us_per_event']:.3f}")
+    print(" ".join(pairs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""What the store's writer takes (event writes and calls), what it publishes, and the errors that fail
+a write."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from leyline import Event
+from nissa_server.runs import RunState, Stream
+from nissa_server.store import sql
+from nissa_server.store.conn import Conn
+
+# Rows of ``events`` without their id: (run_key, rank, seq, kind, severity rank, ts, body). Ids are
+# given inside the transaction that stores them, in commit order.
+Row = tuple[int, int, int, str, int, float, bytes]
+
+
+class UnusableDatabase(Exception):
+    """The database cannot be served: in use by another server, not a database, corrupt, unreachable or
+    from a newer server. The message is one line that says which and what to do."""
+
+
+class StaleWrite(RuntimeError):
+    """A write refused unapplied because an earlier write of its stream failed or was replaced."""
+
+
+class Superseded(RuntimeError):
+    """Another connection, on this server or another, has taken over the write's stream."""
+
+
+class IdRange:
+    """Event ids handed out inside one transaction, in order, from one past ``last``."""
+
+    def __init__(self, last: int) -> None:
+        self.start = self.next = last + 1
+
+    def take(self, n: int) -> int:
+        first, self.next = self.next, self.next + n
+        return first
+
+    @property
+    def last(self) -> int:
+        return self.next - 1
+
+    @property
+    def used(self) -> bool:
+        return self.next > self.start
+
+
+Prepare = Callable[[Conn, "EventWrite"], None]
+
+
+@dataclass(eq=False)
+class EventWrite:
+    """One batch of one (run, rank), with everything its transaction must also update.
+
+    An ingest write carries rows built from accepted events and the session's fence; a write of the
+    server's own events (``prepare``) builds its rows inside the transaction, where its seqs are given.
+    """
+
+    run: RunState
+    rank: int
+    rows: list[Row] = field(default_factory=list)
+    contiguous: int = 0
+    last_seq: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    effects: list[Event] = field(default_factory=list)
+    stream: Stream | None = None
+    """The ingest session's stream state this write was built on; None for the server's own events."""
+    session: str | None = None
+    """The session that must still hold the stream when this commits (the fence); None: no fence."""
+    last_step: int = 0
+    last_epoch: int = 0
+    touch: bool = False
+    """A live trainer's events: the run was seen now, at this step and epoch."""
+    prepare: Prepare | None = None
+    """Builds the rows inside the transaction (the server's events) or leaves none (refused)."""
+    on_stored: Callable[[int], None] | None = None
+    on_failed: Callable[[BaseException], None] | None = None
+    first_id: int = 0
+    result: Any = None
+    """What ``prepare`` decided, for whoever waits on the write."""
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def last_id(self) -> int:
+        return self.first_id + len(self.rows) - 1
+
+    @property
+    def stale(self) -> bool:
+        """Built on stream state that a failure or a newer session has since made untrustworthy."""
+        stream = self.stream
+        return stream is not None and (stream.broken or self.run.streams.get(self.rank) is not stream)
+
+    def id_rows(self) -> Iterator[tuple]:
+        """The rows as the ``events`` table takes them, id first."""
+        assert self.first_id > 0, "rows are numbered inside the transaction"
+        return ((i, *row) for i, row in enumerate(self.rows, self.first_id))
+
+    @functools.cached_property
+    def items(self) -> list[tuple[int, bytes]]:
+        """(id, body) pairs, built once and shared by every watcher that takes the whole batch."""
+        return [(i, row[6]) for i, row in enumerate(self.rows, self.first_id)]
+
+    def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
+        if self.prepare is not None:
+            pending.flush(conn)  # what it reads (the server's stream, commands) must be up to date
+            self.rows, self.kinds, self.effects = [], {}, []
+            self.prepare(conn, self)
+        if not self.rows:
+            return
+        self.__dict__.pop("items", None)  # a retried transaction numbers the rows anew
+        self.first_id = ids.take(len(self.rows))
+        pending.rows.extend(self.id_rows())
+        for event in self.effects:
+            sql.apply_effect(conn, self.run.run_key, event)
+        pending.add(conn, self)
+        if self.prepare is not None:
+            pending.flush(conn)
+
+    def settle(self, stored: Callable[[EventWrite], None]) -> None:
+        stream = self.stream
+        if stream is not None:
+            stream.stored = max(stream.stored, self.contiguous)
+        if self.rows:
+            stored(self)  # published after every write of the commit has settled
+        if self.on_stored is not None:
+            self.on_stored(stream.stored if stream is not None else self.last_seq)
+
+    def fail(self, err: BaseException) -> None:
+        # Memory now claims seqs the database lacks: this session's later writes must not commit.
+        if self.stream is not None and self.run.streams.get(self.rank) is self.stream:
+            self.stream.broken = True
+        if self.on_failed is not None:
+            self.on_failed(err)
+
+
+@dataclass(eq=False)
+class CallWrite:
+    """Any other write: ``fn(conn)`` inside the writer's transaction, its result to a future."""
+
+    fn: Callable[[Conn], Any]
+    future: asyncio.Future
+    result: Any = None
+
+    def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
+        pending.flush(conn)  # it may read what the writes before it in this transaction wrote
+        self.result = self.fn(conn)
+
+    def settle(self, stored: Callable[[EventWrite], None]) -> None:
+        if not self.future.done():
+            self.future.set_result(self.result)
+
+    def fail(self, err: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(err)
+
+
+Write = EventWrite | CallWrite
+
+
+class Pending:
+    """What the event writes of one transaction add to their streams, kind counts and runs, gathered
+    and written once per stream and per run (not once per write) before anything else reads them."""
+
+    def __init__(self, insert: Callable[[Conn, list[tuple]], None]) -> None:
+        self._insert = insert
+        self.rows: list[tuple] = []
+        """Event rows (id first) not inserted yet."""
+        self._streams: dict[tuple[int, int], tuple[EventWrite, int]] = {}
+        self._kinds: dict[int, dict[str, int]] = {}
+        self._runs: dict[int, tuple[EventWrite, int, int]] = {}
+
+    def add(self, conn: Conn, write: EventWrite) -> None:
+        key, stream = write.run.run_key, (write.run.run_key, write.rank)
+        earlier = self._streams.get(stream)
+        if earlier is not None and earlier[0].session != write.session:
+            self.flush(conn)  # another session's writes: each is checked against its own fence
+            earlier = None
+        nbytes = sum(len(row[6]) for row in write.rows)
+        self._streams[stream] = (write, nbytes + (earlier[1] if earlier else 0))
+        counts = self._kinds.setdefault(key, {})
+        for kind, n in write.kinds.items():
+            counts[kind] = counts.get(kind, 0) + n
+        if write.touch:
+            seen = self._runs.get(key)
+            step, epoch = write.last_step, write.last_epoch
+            self._runs[key] = (write, max(step, seen[1]) if seen else step, max(epoch, seen[2]) if seen else epoch)
+
+    def flush(self, conn: Conn) -> None:
+        if self.rows:
+            self._insert(conn, self.rows)
+            self.rows = []
+        for (run_key, rank), (write, nbytes) in self._streams.items():
+            if not sql.update_stream(conn, run_key, rank, write.session, write.last_seq, write.contiguous, nbytes):
+                raise Superseded(f"run {write.run_id!r} rank {rank} was taken over by a newer connection")
+        for run_key, counts in self._kinds.items():
+            sql.count_kinds(conn, run_key, counts)
+        for run_key, (write, step, epoch) in self._runs.items():
+            if not sql.touch_run(conn, run_key, step, epoch):
+                raise StaleWrite(f"run {write.run_id!r} was deleted")
+        self._streams.clear()
+        self._kinds.clear()
+        self._runs.clear()
+
+
+@dataclass(eq=False)
+class Committed:
+    """Rows another server committed, read back for this server's watchers: one run, consecutive ids."""
+
+    run_id: str
+    run_key: int
+    first_id: int
+    rows: list[Row]
+
+    @property
+    def last_id(self) -> int:
+        return self.first_id + len(self.rows) - 1
+
+    @functools.cached_property
+    def items(self) -> list[tuple[int, bytes]]:
+        return [(i, row[6]) for i, row in enumerate(self.rows, self.first_id)]

@@ -1,0 +1,286 @@
+"""The PostgreSQL store: one database that several servers share.
+
+- Event ids are handed out under the row lock of ``counters('event_id')``, taken first in every
+  transaction that stores events and held until it commits: ids are in commit order across every
+  server, so a watcher reading ``id > cursor`` never passes a row that commits late.
+- A commit that stores events sends ``NOTIFY nissa_events, 'first:last'``; every server (this one too)
+  LISTENs, and publishes to its watchers what it has not yet published, up to ``last``: its own writes
+  from memory, other servers' read back from the database, in id order.
+- ``nissa_streams`` says a session took over a stream (the older one, wherever it is, closes);
+  ``nissa_runs`` that a run was deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from nissa_server.store import queries, sql
+from nissa_server.store import postgres_schema as schema
+from nissa_server.store.base import Store
+from nissa_server.store.conn import Conn
+from nissa_server.store.model import Committed, EventWrite, IdRange, UnusableDatabase, Write
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+EVENTS, STREAMS, RUNS = "nissa_events", "nissa_streams", "nissa_runs"
+_RESYNC = ""  # not a channel: the listener (re)connected, catch up with whatever was committed
+_COPY = "COPY events (id, run_key, rank, seq, kind, severity, ts, body) FROM STDIN (FORMAT BINARY)"
+_COPY_TYPES = ["int8", "int8", "int4", "int8", "text", "int2", "float8", "bytea"]
+CATCH_UP_PAGE = 5000
+READ_POOL = 8
+
+
+@functools.lru_cache(maxsize=1024)
+def _pg(query: str) -> str:
+    return query.replace("%", "%%").replace("?", "%s")
+
+
+class PgConn:
+    """A psycopg connection behind the shared SQL's ``?`` placeholders (see ``store.conn``)."""
+
+    for_update = " FOR UPDATE"
+    greatest = "GREATEST"
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, query: str, params: Any = ()) -> psycopg.Cursor:
+        return self.raw.execute(_pg(query), params)  # type: ignore[arg-type]
+
+    def executemany(self, query: str, params: Any) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        cur.executemany(_pg(query), list(params))  # type: ignore[arg-type]
+        return cur
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for logs and messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+class PostgresStore(Store):
+    backend = "postgresql"
+    errors = (psycopg.Error,)
+    schema_version = schema.SCHEMA_VERSION
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        kwargs.pop("exclusive", None)  # several servers share a database by design
+        super().__init__(**kwargs)
+        self.url = url
+        self._conn: PgConn | None = None
+        self._pool: ConnectionPool | None = None
+        self._local: dict[int, EventWrite] = {}
+        """This server's committed writes by first id, until published (filled just before commit)."""
+        self._notes: asyncio.Queue[tuple[str, str]] | None = None
+        self._stop = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._publisher: asyncio.Task | None = None
+
+    def describe(self) -> str:
+        return redact(self.url)
+
+    def _connect(self, *, autocommit: bool) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(self.url, autocommit=autocommit, connect_timeout=10)
+        except psycopg.Error as err:
+            raise UnusableDatabase(f"cannot connect to {self.describe()}: {_first_line(err)}") from None
+        # Acks follow commits: a commit must be on disk, whatever the database's default says.
+        conn.execute("SET synchronous_commit TO on")
+        if not autocommit:
+            conn.commit()
+        return conn
+
+    def open(self) -> None:
+        if self._conn is not None:
+            return
+        raw = self._connect(autocommit=False)
+        try:
+            schema.migrate(raw)
+            self.published_upto = sql.read_counter(PgConn(raw), "event_id")
+            raw.commit()
+        except psycopg.Error as err:
+            raw.close()
+            raise UnusableDatabase(f"{self.describe()} is not usable: {_first_line(err)}") from None
+        except UnusableDatabase:
+            raw.close()
+            raise
+        self._conn = PgConn(raw)
+        self._pool = ConnectionPool(self.url, min_size=1, max_size=READ_POOL, kwargs={"autocommit": True},
+                                    open=True, name="nissa-readers")
+
+    def _started(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._notes = asyncio.Queue()
+        self._publisher = asyncio.create_task(self._publish_loop(), name="nissa-publisher")
+        self._listener = threading.Thread(target=self._listen, args=(loop,), name="nissa-listener", daemon=True)
+        self._listener.start()
+
+    async def close(self) -> None:
+        await super().close()
+        self._stop.set()
+        if self._publisher is not None:
+            self._publisher.cancel()
+            try:
+                await self._publisher
+            except asyncio.CancelledError:
+                pass
+        if self._listener is not None:
+            await asyncio.to_thread(self._listener.join, 5)
+
+    def _close_connections(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._conn is not None:
+            self._conn.raw.close()
+            self._conn = None
+
+    # --- the writer's transaction ----------------------------------------------------------------
+
+    def _writer(self) -> Conn:
+        if self._conn is None or self._conn.raw.broken or self._conn.raw.closed:
+            self._conn = PgConn(self._connect(autocommit=False))  # after the database restarted
+        return self._conn
+
+    def _begin(self, conn: Conn) -> None:
+        """psycopg opens the transaction with the first statement."""
+
+    def _ids(self, conn: Conn) -> IdRange:
+        # The lock on this row is held until commit: no other transaction, on any server, takes ids
+        # before this one has committed.
+        return IdRange(sql.read_counter(conn, "event_id"))
+
+    def _insert_events(self, conn: Conn, rows: list[tuple]) -> None:
+        assert isinstance(conn, PgConn)
+        with conn.raw.cursor().copy(_COPY) as copy:
+            copy.set_types(_COPY_TYPES)
+            for row in rows:
+                copy.write_row(row)
+
+    def _commit(self, conn: Conn, ids: IdRange | None, batch: list[Write]) -> None:
+        assert isinstance(conn, PgConn)
+        local = []
+        if ids is not None:
+            sql.set_counter(conn, "event_id", ids.last)
+            conn.execute("SELECT pg_notify(?, ?)", (EVENTS, f"{ids.start}:{ids.last}"))
+            local = [w for w in batch if isinstance(w, EventWrite) and w.rows]
+            for write in local:  # before the commit: its notification can only come after
+                self._local[write.first_id] = write
+        try:
+            conn.raw.commit()
+        except BaseException:
+            for write in local:
+                self._local.pop(write.first_id, None)
+            raise
+
+    def _rollback(self, conn: Conn) -> None:
+        assert isinstance(conn, PgConn)
+        if not conn.raw.closed:
+            conn.raw.rollback()
+
+    def _stored(self, writes: list[EventWrite]) -> None:
+        """Published when their notification arrives, in id order with the other servers' commits."""
+
+    def announce_deleted(self, conn: Conn, run_key: int) -> None:
+        conn.execute("SELECT pg_notify(?, ?)", (RUNS, str(run_key)))
+
+    def announce_taken(self, conn: Conn, run_key: int, rank: int, session: str) -> None:
+        conn.execute("SELECT pg_notify(?, ?)", (STREAMS, f"{run_key}:{rank}:{session}"))
+
+    # --- notifications -----------------------------------------------------------------------------
+
+    def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The listener thread: forwards every notification to the loop, reconnecting when it must."""
+        assert self._notes is not None
+        put = functools.partial(loop.call_soon_threadsafe, self._notes.put_nowait)
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                    for channel in (EVENTS, STREAMS, RUNS):
+                        conn.execute(f"LISTEN {channel}")
+                    put((_RESYNC, ""))
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            put((note.channel, note.payload))
+            except psycopg.Error as err:
+                if not self._stop.is_set():
+                    logger.warning("listening to %s failed: %s; again in 1 s", self.describe(), _first_line(err))
+                    self._stop.wait(1.0)
+            except RuntimeError:  # the loop closed under us: the server is stopping
+                return
+
+    async def _publish_loop(self) -> None:
+        assert self._notes is not None
+        while True:
+            channel, payload = await self._notes.get()
+            try:
+                if channel == EVENTS:
+                    await self._catch_up(int(payload.rpartition(":")[2]))
+                elif channel == _RESYNC:
+                    await self._catch_up(await self.read(sql.read_counter, "event_id"))
+                elif channel == STREAMS:
+                    run_key, rank, session = payload.split(":", 2)
+                    self.on_stream_taken(int(run_key), int(rank), session)
+                elif channel == RUNS:
+                    self.on_run_deleted(int(payload))
+            except (psycopg.Error, ValueError) as err:
+                logger.warning("notification %s %r not handled: %s", channel, payload, err)
+            except Exception:  # noqa: BLE001 - a bug in a subscriber must not stop publication for good
+                logger.exception("publishing after notification %s %r failed", channel, payload)
+
+    async def _catch_up(self, upto: int) -> None:
+        """Publish every event up to id ``upto``, in id order: this server's from memory, others' read back."""
+        while self.published_upto < upto:
+            mine: list[EventWrite] = []
+            while (write := self._local.pop(self.published_upto + 1, None)) is not None:
+                mine.append(write)
+                self.published_upto = write.last_id
+            if mine:
+                self.on_publish(mine)  # type: ignore[arg-type]
+                continue
+            bound = min([upto, *(first - 1 for first in self._local if first > self.published_upto)])
+            rows = await self.read(queries.committed_rows, self.published_upto, bound, CATCH_UP_PAGE)
+            batches = _group(rows)
+            if batches:
+                self.published_upto = batches[-1].last_id
+                self.on_publish(batches)  # type: ignore[arg-type]
+            if len(rows) < CATCH_UP_PAGE:
+                self.published_upto = max(self.published_upto, bound)  # the rest was deleted meanwhile
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        assert self._pool is not None, "store not open"
+        with self._pool.connection() as raw:
+            return fn(PgConn(raw), *args)
+
+
+def _group(rows: list[tuple]) -> list[Committed]:
+    """Rows read back (id order) as batches of one run with consecutive ids."""
+    out: list[Committed] = []
+    for event_id, run_key, run_id, *row in rows:
+        last = out[-1] if out else None
+        if last is None or last.run_key != run_key or last.last_id + 1 != event_id:
+            last = Committed(run_id=run_id, run_key=run_key, first_id=event_id, rows=[])
+            out.append(last)
+        rank, seq, kind, severity, ts, body = row
+        last.rows.append((run_key, rank, seq, kind, severity, ts, bytes(body)))
+    return out

@@ -1,0 +1,131 @@
+"""PostgreSQL schema and migrations. The same tables and meaning as the SQLite file (see
+``sqlite_schema``), in PostgreSQL's types; the version lives in ``nissa_schema``. Servers starting at
+the same time migrate one after the other (an advisory lock), in one transaction."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import psycopg
+
+from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.sql import INDEXED_KINDS_SQL
+
+logger = logging.getLogger(__name__)
+MIGRATION_LOCK = 0x6E69_7373_6101
+"""Advisory lock key held while a server migrates (any number that no other user of the database takes)."""
+
+
+def _v1(conn: psycopg.Connection) -> None:
+    conn.execute(
+        """
+        CREATE TABLE runs (
+            run_key BIGINT PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL DEFAULT 'live',
+            created_at DOUBLE PRECISION NOT NULL,
+            started_at DOUBLE PRECISION,
+            ended_at DOUBLE PRECISION,
+            last_seen_at DOUBLE PRECISION NOT NULL,
+            last_step BIGINT NOT NULL DEFAULT 0,
+            last_epoch BIGINT NOT NULL DEFAULT 0,
+            config BYTEA,
+            finish BYTEA,
+            hub_health BYTEA,
+            secret_hash BYTEA
+        );
+        -- id is the global commit order and the watch cursor (handed out under the counter's row lock).
+        CREATE TABLE events (
+            id BIGINT PRIMARY KEY,
+            run_key BIGINT NOT NULL,
+            rank INTEGER NOT NULL,
+            seq BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            severity SMALLINT NOT NULL,
+            ts DOUBLE PRECISION NOT NULL,
+            body BYTEA NOT NULL
+        );
+        CREATE UNIQUE INDEX events_stream ON events (run_key, rank, seq);
+        CREATE INDEX events_kind ON events (run_key, kind, seq);
+        CREATE INDEX events_run ON events (run_key, id);
+        CREATE TABLE streams (
+            run_key BIGINT NOT NULL,
+            rank INTEGER NOT NULL,
+            last_seq BIGINT NOT NULL,
+            contiguous BIGINT NOT NULL,
+            bytes BIGINT NOT NULL DEFAULT 0,
+            session TEXT,
+            held_until DOUBLE PRECISION,
+            PRIMARY KEY (run_key, rank)
+        );
+        CREATE TABLE kind_counts (
+            run_key BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            n BIGINT NOT NULL,
+            PRIMARY KEY (run_key, kind)
+        );
+        CREATE TABLE commands (
+            command_id TEXT PRIMARY KEY,
+            run_key BIGINT NOT NULL,
+            action TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            request BYTEA NOT NULL,
+            applied_step BIGINT,
+            result BYTEA,
+            message TEXT NOT NULL DEFAULT '',
+            history BYTEA NOT NULL,
+            idempotency_key TEXT UNIQUE
+        );
+        CREATE INDEX commands_run ON commands (run_key, status);
+        CREATE TABLE artifacts (
+            run_key BIGINT NOT NULL,
+            name TEXT NOT NULL,
+            size BIGINT NOT NULL,
+            sha256 TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (run_key, name)
+        );
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+        INSERT INTO counters VALUES ('event_id', 0), ('run_key', 0);
+        """
+    )
+
+
+def _v2(conn: psycopg.Connection) -> None:
+    # As SQLite's v5: only the rare kinds are indexed by kind (see store.sql.INDEXED_KINDS).
+    conn.execute("DROP INDEX events_kind")
+    conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")  # type: ignore[arg-type]
+
+
+# Append only: migration N takes a database from version N-1 to N.
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: psycopg.Connection) -> int:
+    if conn.execute("SELECT to_regclass('nissa_schema')").fetchone()[0] is None:  # type: ignore[index]
+        return 0
+    row = conn.execute("SELECT version FROM nissa_schema").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def migrate(conn: psycopg.Connection) -> int:
+    """Bring the database to ``SCHEMA_VERSION`` in one transaction; refuse a newer one."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        current = schema_version(conn)
+        if current > SCHEMA_VERSION:
+            raise UnusableDatabase(f"database schema v{current} is newer than this nissa-server "
+                                   f"(v{SCHEMA_VERSION}); upgrade the server")
+        if current == 0:
+            conn.execute("CREATE TABLE nissa_schema (version INTEGER NOT NULL)")
+            conn.execute("INSERT INTO nissa_schema VALUES (0)")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            logger.info("migrating database to schema v%d", version)
+            MIGRATIONS[version - 1](conn)
+            conn.execute("UPDATE nissa_schema SET version = %s", (version,))
+    return SCHEMA_VERSION

@@ -1,0 +1,179 @@
+"""The two store backends in tests: a SQLite file per test, or a PostgreSQL database per test on one
+PostgreSQL server per test session (``pgserver`` ships its binaries; nothing to install by hand).
+
+``backend(name)`` says which one ``running_server`` (and ``database_for``) use; the server tests run once per
+backend (see ``tests/nissa_server/conftest.py``). Databases are kept and emptied for the next test:
+dropping one costs a checkpoint (seconds), emptying it a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import pathlib
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+BACKENDS = ("sqlite", "postgresql")
+_backend = "sqlite"
+_lock = threading.Lock()
+_server: Any = None
+_unavailable: str | None = None
+_free: list[str] = []
+_taken: dict[pathlib.Path, list[str]] = {}
+_names = itertools.count(1)
+
+
+def postgres_unavailable() -> str | None:
+    """Why PostgreSQL cannot be had on this machine (None: it can); starts it on first call."""
+    _admin_uri()
+    return _unavailable
+
+
+def _admin_uri() -> str | None:
+    global _server, _unavailable
+    with _lock:
+        if _server is None and _unavailable is None:
+            try:
+                root = pathlib.Path(tempfile.mkdtemp(prefix="nissa-pg-"))
+                with warnings.catch_warnings():  # platformdirs' note that XDG_RUNTIME_DIR is unset
+                    warnings.simplefilter("ignore")
+                    import pgserver
+
+                    _server = pgserver.get_server(root, cleanup_mode="delete")
+                    _server.uri = _server.get_uri()
+            except Exception as err:  # noqa: BLE001 - any reason at all means: skip, and say why
+                _unavailable = f"PostgreSQL could not be started: {type(err).__name__}: {err}"
+        return None if _server is None else _server.uri
+
+
+def _with_database(uri: str, name: str) -> str:
+    head, _, query = uri.partition("?")
+    return f"{head.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+def _empty(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [row[0] for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'nissa_schema'")]
+        if "counters" in tables:
+            data = [t for t in tables if t != "counters"]
+            conn.execute(f"TRUNCATE {', '.join(data)}; UPDATE counters SET value = 0")  # type: ignore[arg-type]
+
+
+def new_database() -> str:
+    """A PostgreSQL database with nothing in it (schema as the last test's server left it, or none)."""
+    admin = _admin_uri()
+    if admin is None:
+        raise RuntimeError(_unavailable or "PostgreSQL unavailable")
+    with _lock:
+        url = _free.pop() if _free else None
+    if url is None:
+        import psycopg
+
+        name = f"nissa_t{next(_names)}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+        return _with_database(admin, name)
+    _empty(url)
+    return url
+
+
+def database_for(tmp_path: pathlib.Path, name: str = "nissa") -> dict[str, Any]:
+    """``Settings`` fields for the current backend: the same database for the same ``tmp_path`` and name
+    (a test restarting its server finds its data), artifacts under ``tmp_path``."""
+    if _backend == "sqlite":
+        return {"db_path": tmp_path / f"{name}.db"}
+    key = tmp_path / name
+    with _lock:
+        urls = _taken.get(key)
+    if urls is None:
+        urls = [new_database()]
+        with _lock:
+            _taken[key] = urls
+    return {"db_url": urls[0], "artifact_dir": tmp_path / f"{name}.artifacts"}
+
+
+def release(tmp_path: pathlib.Path) -> None:
+    """The databases of a finished test go back to the pool."""
+    with _lock:
+        for key in [k for k in _taken if k.parent == tmp_path]:
+            _free.extend(_taken.pop(key))
+
+
+def current_backend() -> str:
+    return _backend
+
+
+@contextlib.contextmanager
+def backend(name: str) -> Iterator[None]:
+    """Within the block, servers started without a database of their own use ``name``."""
+    global _backend
+    before, _backend = _backend, name
+    try:
+        yield
+    finally:
+        _backend = before
+
+
+def side_connection(settings: Any) -> Any:
+    """A connection of the test's own to the server's database (``?`` placeholders, autocommit), for
+    changes made behind the server's back."""
+    if settings.db_url is None:
+        import sqlite3
+
+        return sqlite3.connect(settings.db_path, isolation_level=None)
+    import psycopg
+
+    return _Side(psycopg.connect(settings.db_url, autocommit=True))
+
+
+class _Side:
+    """A PostgreSQL connection with ``?`` placeholders and ``close``, like ``sqlite3``'s."""
+
+    def __init__(self, raw: Any) -> None:
+        from nissa_server.store.postgres import PgConn
+
+        self.raw = raw
+        self._conn = PgConn(raw)
+
+    def execute(self, query: str, params: Any = ()) -> Any:
+        return self._conn.execute(query, params)
+
+    def commit(self) -> None:
+        """Autocommit already."""
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+_REFUSE_PG = """
+CREATE OR REPLACE FUNCTION nissa_test_refuse() RETURNS trigger AS $$
+BEGIN
+    IF NEW.seq = {seq} THEN RAISE EXCEPTION '{message}'; END IF;
+    RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION nissa_test_refuse()
+"""
+
+
+def refuse_seq(settings: Any, seq: int, message: str) -> None:
+    """From now on the database refuses to store an event with ``seq``, with ``message`` (a disk fault)."""
+    side = side_connection(settings)
+    if settings.db_url is None:
+        side.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = {seq} "
+                     f"BEGIN SELECT RAISE(ABORT, '{message}'); END")
+    else:
+        side.raw.execute(_REFUSE_PG.format(seq=seq, message=message))
+    side.close()
+
+
+def allow_all(settings: Any) -> None:
+    side = side_connection(settings)
+    side.execute("DROP TRIGGER refuse" + ("" if settings.db_url is None else " ON events"))
+    side.close()
