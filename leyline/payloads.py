@@ -69,7 +69,8 @@ class EpochCompleted(Payload, kw_only=True, frozen=True):
     KIND: ClassVar[EventKind] = EventKind.EPOCH_COMPLETED
     round: int = 0
     accuracy: float
-    val_loss: float
+    val_loss: float | None
+    """None when the loss was not finite (JSON has no NaN): the epoch is still reported."""
     train_loss: float | None = None
     reward: float | None = None
     action: str | None = None

@@ -60,7 +60,7 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
                    contribution=-0.01),
         PPOUpdate(round=1, policy_loss=-0.01, value_loss=0.4, entropy={"op": 1.6, "slot": 0.6},
                   approx_kl=0.004, clip_fraction=0.12, explained_variance=None, ratio_min=0.8,
-                  ratio_max=1.25, grad_norm=0.9, update_epochs=4),
+                  ratio_max=1.25, grad_norm=0.9, update_epochs=4, value_std=0.31, return_std=0.52),
         GradientHealth(scope="host", global_norm=1.2, max_tensor_norm=0.7, n_tensors=12,
                        ema_norm=1.1, drift=0.09),
         LSTMHealth(h_norm=3.1, c_norm=5.2, h_max=0.9, c_max=2.4),

@@ -34,7 +34,9 @@ class EnvConfig:
     lifecycle: LifecycleConfig
     episode_length: int
     lr: float = 0.01
-    """SGD learning rate of the host and of each seed."""
+    """SGD learning rate of the host."""
+    seed_lr: float = 0.01
+    """SGD learning rate of each seed."""
     momentum: float = 0.9
     weight_decay: float = 5e-4
     grad_clip: float = 5.0
@@ -42,8 +44,8 @@ class EnvConfig:
     compile_mode: str = "off"
 
 
-def _sgd(params: list[nn.Parameter], cfg: EnvConfig) -> torch.optim.SGD:
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+def _sgd(params: list[nn.Parameter], cfg: EnvConfig, lr: float) -> torch.optim.SGD:
+    return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
 class Env:
@@ -56,7 +58,7 @@ class Env:
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
-        self.host_opt = _sgd(self.host_params, cfg)
+        self.host_opt = _sgd(self.host_params, cfg, cfg.lr)
         self.seed_opts: dict[str, torch.optim.SGD] = {}
         self.scaler = runtime.new_scaler()
         self._trainable: list[tuple[SeedSlot, list[nn.Parameter], torch.optim.SGD]] = []
@@ -193,7 +195,7 @@ class Env:
         self._trainable = []
         for slot in self.slots:
             if slot.seed is not None and slot.slot_id not in self.seed_opts:
-                self.seed_opts[slot.slot_id] = _sgd(list(slot.seed.parameters()), self.cfg)
+                self.seed_opts[slot.slot_id] = _sgd(list(slot.seed.parameters()), self.cfg, self.cfg.seed_lr)
             if slot.trainable:
                 assert slot.seed is not None
                 params = [p for p in slot.seed.parameters() if p.requires_grad]
