@@ -54,10 +54,13 @@ def run(config: TrainConfig, name: str, log_dir: pathlib.Path, fault: Fault | No
     trainer = build_trainer(config, runtime, wrapped if wrapped is not None else sites)
     if wrapped is not None:
         wrapped.trainer = trainer
-    start = time.perf_counter()
-    for round_ in range(1, config.rounds + 1):
-        trainer.run_round(round_)
-    runtime.finish(RunFinished(status="completed", duration_s=time.perf_counter() - start, epochs=trainer.epoch))
+    start, status = time.perf_counter(), "failed"
+    try:
+        for round_ in range(1, config.rounds + 1):
+            trainer.run_round(round_)
+        status = "completed"
+    finally:
+        runtime.finish(RunFinished(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch))
     if wrapped is not None and wrapped.applied_at is None:
         raise FaultNotApplicable(f"{name}: epoch {fault.epoch} never came")  # type: ignore[union-attr]
     events = [decode_event(line) for line in (log_dir / name / "events.jsonl").read_bytes().splitlines()]

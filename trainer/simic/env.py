@@ -170,7 +170,7 @@ class Env:
                 self.fossilized += 1
                 events.append(SeedFossilized(slot=slot.slot_id, seed_id=slot.seed_id or "",
                                              blueprint=slot.blueprint or "", params=slot.params,
-                                             contribution=slot.contribution))
+                                             contribution=slot.contribution, host_params=self.model.host_params))
         elif action.op is Op.PRUNE:
             events = slot.prune(action.alpha_speed, action.alpha_curve, "policy prune")
         elif action.op is Op.SET_ALPHA_TARGET:
@@ -210,6 +210,10 @@ class Env:
             assert slot.seed is not None
             scopes[slot.slot_id] = slot.seed
         return scopes
+
+    def fossilized_params(self) -> int:
+        """Parameters the fossilized seeds added to the host."""
+        return sum(s.params for s in self.slots if s.stage is SeedStage.FOSSILIZED)
 
     def potential(self) -> float:
         return sum(STAGE_POTENTIAL.get(s.stage, 0.0) for s in self.slots)

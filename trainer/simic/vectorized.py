@@ -192,7 +192,8 @@ class VectorizedTrainer:
                     round=round_, accuracy=env.val_acc, val_loss=env.val_loss, train_loss=env.train_loss,
                     reward=None if reward_list is None else reward_list[e],
                     action=None if decision is None else decision.actions[e].describe(slot_ids),
-                    seeds=env.snapshot()), env=e)
+                    seeds=env.snapshot(), host_params=env.model.host_params,
+                    fossilized_params=env.fossilized_params()), env=e)
         self.hooks.epoch_end(self.epoch)
         signals = EpochSignals(round_, epoch_in_round, tuple(e.val_acc for e in envs),
                                tuple(e.val_loss for e in envs), tuple(e.train_loss for e in envs),

@@ -17,8 +17,9 @@ decision showed). Checks, each on the run's own history rather than on absolute 
 - ``performance_degradation``: an env's validation accuracy stayed well below its own recent
   best in this round for several epochs (the original detector's B7-DRL-02; one-epoch dips of
   30-60% are common in healthy runs, as seeds blend in and BatchNorm statistics catch up);
-- ``value_collapse``: the critic's estimates stopped differing between envs, or stopped moving
-  from one decision to the next;
+- ``value_collapse``: the critic's estimates stopped differing between envs and stopped moving
+  from one decision to the next (either alone happens by chance: two envs' estimates can
+  coincide);
 - ``entropy_collapse``: the policy's entropy at decision time fell to a fraction of its own median.
 
 A check reports when its condition starts, once per (anomaly, env, scope), and re-arms when the
@@ -130,8 +131,9 @@ class EpochChecks:
         self._active: set[tuple[str, int | None, str]] = set()
 
     def forget_scope(self, env: int, scope: str) -> None:
-        """A new seed took ``scope``: its history starts over."""
+        """A new seed took ``scope``: its history starts over and its checks re-arm."""
         self._norms.pop((env, scope), None)
+        self._active = {key for key in self._active if key[1:] != (env, scope)}
 
     def run(self, signals: EpochSignals | None, grads: Iterable[tuple[int, GradientStats]]) -> list[Finding]:
         """Every check on one epoch; returns the conditions that started in it."""
@@ -256,8 +258,10 @@ class EpochChecks:
             if len(series) >= c.min_history and value <= c.value_factor * series.median():
                 flat.append((what, value, series.median()))
             series.add(value)
-        found = self._edge(bool(flat), "value_collapse", None, "policy", lambda: _finding(
-            "value_collapse", "the critic's estimates stopped varying " + ", ".join(
+        collapsed = len(spreads) == 2 and len(flat) == 2  # one env: no spread across envs to judge by
+        collapsed |= len(p.values) == 1 and len(flat) == 1
+        found = self._edge(collapsed, "value_collapse", None, "policy", lambda: _finding(
+            "value_collapse", "the critic's estimates stopped varying " + " and ".join(
                 f"{what} ({value:.3g}, median {median:.3g})" for what, value, median in flat),
             spread=flat[0][1], median=flat[0][2], threshold=c.value_factor))
         entropy = sum(p.entropy) / max(len(p.entropy), 1)
