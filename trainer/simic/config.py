@@ -49,7 +49,8 @@ class TrainConfig:
     rounds: int = 3
     """Rounds; one round is one episode per env on fresh hosts, then one PPO update."""
     episode_length: int = 12
-    """Epochs per episode (the policy acts after every epoch but the last)."""
+    """Epochs per episode (the policy acts after every epoch but the last). Twelve leave a seed
+    germinated early the seven or so epochs it needs to train, blend in and be fossilized."""
     slots: tuple[str, ...] = ("r0c0", "r0c1")
     """Seed slots in use (``r0c{i}`` sits after host block i)."""
     device: str = "auto"
@@ -71,9 +72,12 @@ class TrainConfig:
     val_size: int = 256
     """Validation images (the fused counterfactual pass runs over all of them)."""
     batch_size: int = 32
-    """Training batch size."""
+    """Training batch size: 16 steps an epoch on 512 images, enough for a host to reach its
+    plateau within an episode."""
     base_channels: int = 4
-    """Channels of the host's first block (doubling per block)."""
+    """Channels of the host's first block (doubling per block). The default host is narrow on
+    purpose: on the built-in task capacity is what limits it (within an episode it levels off well
+    below what a host twice as wide reaches), so a grafted seed has room to help."""
     host_blocks: int = 3
     """Host conv blocks (and so available slots)."""
     min_training_epochs: int = 2
@@ -89,7 +93,7 @@ class TrainConfig:
     [GPU scale: 4]."""
     ppo_lr: float = 1e-3
     """Adam learning rate of the policy [GPU scale: 3e-4]. A CPU round holds only
-    n_envs × (episode_length − 1) decisions (18 by default); at 3e-4 × 4 epochs one update moved
+    n_envs × (episode_length − 1) decisions (22 by default); at 3e-4 × 4 epochs one update moved
     the policy by an approx KL of about 2e-4, 1% of the 0.015 target, so the KL early stop never
     engaged and the critic stayed unfitted (explained variance near 0) for a whole run."""
     entropy_coef: float = 0.01
@@ -97,7 +101,8 @@ class TrainConfig:
     host_lr: float = 0.01
     """SGD learning rate of the host."""
     seed_lr: float = 0.05
-    """SGD learning rate of each seed."""
+    """SGD learning rate of each seed. A seed starts as the identity and joins late in an
+    episode: at the host's rate it barely moves from zero in the epochs it has."""
     cpu_threads: int = 1
     """Torch intra-op threads for the run (0: torch's default). One thread: these small convolutions
     gain little from more, and on a shared machine spinning OpenMP threads cost several times over."""
