@@ -195,10 +195,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
     parser.add_argument("--seeds", type=int, default=3, help="seeds (task data, hosts, policy), each measured apart")
-    parser.add_argument("--window", type=int, default=4, help="rounds at each end of the PPO run that are compared")
+    parser.add_argument("--window", type=int, default=3, help="rounds at each end of the PPO run that are compared")
     ns = parser.parse_args()
     if ns.rounds is None:
-        ns.rounds = 16
+        ns.rounds = 12
     base = dataclasses.replace(TrainConfig.from_args(ns), device="cpu", log_every=0)
     if ns.seeds < 1 or ns.window < 1 or base.rounds < 2 * ns.window:
         parser.error(f"need --seeds >= 1, --window >= 1 and --rounds >= 2 × --window ({2 * ns.window})")

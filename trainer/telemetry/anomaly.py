@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -226,7 +226,7 @@ class AnomalyDetector:
         return [f for _, f in self._escalate_first([(None, f) for f in found])]
 
     def check_epoch(self, signals: EpochSignals | None,
-                    grads: list[tuple[int, GradientStats]] = ()) -> list[Finding]:  # type: ignore[assignment]
+                    grads: Sequence[tuple[int, GradientStats]] = ()) -> list[Finding]:
         """The per-epoch checks on one epoch (``grads``: its gradient collections as (env, stats));
         escalates once (cooldown permitting) if anything started."""
         self._epochs += 1

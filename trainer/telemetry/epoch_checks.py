@@ -207,7 +207,7 @@ class EpochChecks:
             f"of earlier rounds ({ref:.3g}) for {self._drift_run[env]} epochs",
             norm=norm, reference=ref or math.nan, ratio=ratio, threshold=c.drift_factor))
 
-    # --- accuracy ----------------------------------------------------------------------------
+    # --- accuracy and losses ------------------------------------------------------------------
 
     def _metrics(self, s: EpochSignals) -> list[Finding]:
         found = []
