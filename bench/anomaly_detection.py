@@ -119,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
     parser.add_argument("--seeds", type=int, default=3, help="healthy PPO runs at the default settings")
-    parser.add_argument("--long-rounds", type=int, default=10,
+    parser.add_argument("--long-rounds", type=int, default=12,
                         help="rounds of the longer healthy PPO run, like the learning benchmark's (0: none)")
     parser.add_argument("--inject-at", type=int, default=4,
                         help="epoch of the second round after which each fault is injected")
