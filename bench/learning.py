@@ -74,8 +74,11 @@ def play(trainer: VectorizedTrainer, rounds: Sequence[int], seed: int, label: st
             episodes.append(Episode(acc, ret, env.fossilized, added))
         ppo = result.ppo
         out[r] = Round(episodes, None if ppo is None else ppo.approx_kl, None if ppo is None else ppo.clip_fraction)
+        update = "" if ppo is None else (f" kl {ppo.approx_kl:.4f} clip {ppo.clip_fraction:.3f} "
+                                         f"epochs {ppo.update_epochs} ev {ppo.explained_variance}")
         print(f"  seed {seed} {label} round {r}: acc {_mean(e.accuracy for e in episodes):.3f} "
-              f"return {_mean(e.episode_return for e in episodes):+.2f}", file=sys.stderr, flush=True)
+              f"return {_mean(e.episode_return for e in episodes):+.2f} fossilized {result.fossilized} "
+              f"pruned {result.pruned}{update}", file=sys.stderr, flush=True)
     return out
 
 
