@@ -75,11 +75,15 @@ def play(trainer: VectorizedTrainer, rounds: Sequence[int], seed: int, label: st
         ppo = result.ppo
         out[r] = Round(episodes, None if ppo is None else ppo.approx_kl, None if ppo is None else ppo.clip_fraction)
         update = "" if ppo is None else (f" kl {ppo.approx_kl:.4f} clip {ppo.clip_fraction:.3f} "
-                                         f"epochs {ppo.update_epochs} ev {ppo.explained_variance}")
+                                         f"epochs {ppo.update_epochs} ev {_num(ppo.explained_variance)}")
         print(f"  seed {seed} {label} round {r}: acc {_mean(e.accuracy for e in episodes):.3f} "
               f"return {_mean(e.episode_return for e in episodes):+.2f} fossilized {result.fossilized} "
               f"pruned {result.pruned}{update}", file=sys.stderr, flush=True)
     return out
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f}"
 
 
 def _mean(xs) -> float:
