@@ -166,7 +166,7 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
     seeds: dict = {}
     acc = [0.1 + 0.02 * e for e in range(envs)]
     for epoch in range(1, epochs + 1):
-        if epoch == 17:
+        if epoch == 15:
             seeds.clear()  # fresh hosts: what grew before is gone, new seeds start over
         for env in range(envs):
             run.step += 50
