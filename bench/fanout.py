@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -103,7 +104,7 @@ async def _ingest(url: str, run_id: str, rate: float, seconds: float, batch: int
     sent_at: dict[int, float] = {}
     ack_lat: list[float] = []
     async with connect(f"{_ws(url)}/ws/ingest", max_size=None, compression=None, open_timeout=60) as ws:
-        await ws.send(encode(Hello(run_id=run_id)).decode())
+        await ws.send(encode(Hello(run_id=run_id, secret=secrets.token_urlsafe(32))).decode())
         assert isinstance(decode_frame(await ws.recv()), Welcome)
 
         async def acks() -> None:

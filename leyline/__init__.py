@@ -44,6 +44,7 @@ from leyline.payloads import (
 )
 from leyline.payloads_ops import (
     CommandStatusChanged,
+    CompileStats,
     EventsDropped,
     Heartbeat,
     HubHealth,

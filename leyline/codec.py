@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import msgspec
 
@@ -176,6 +178,21 @@ def _decode_any_frame(data: bytes | str) -> object:
     return _frame_dec.decode(data)
 
 
+def _not_too_deep(decode: Callable[[bytes | str], object]) -> Callable[[bytes | str], object]:
+    """``decode``, with JSON nested deeper than the interpreter's stack allows refused like any
+    other bad input (a ``DecodeError``), instead of escaping as a ``RecursionError``."""
+
+    @functools.wraps(decode)
+    def checked(data: bytes | str) -> object:
+        try:
+            return decode(data)
+        except RecursionError:
+            raise msgspec.DecodeError("JSON nested too deeply") from None
+
+    return checked
+
+
+@_not_too_deep
 def decode_frame(data: bytes | str) -> object:
     """Decode and validate any websocket frame; an ``events`` frame yields an ``EventBatch``."""
     frame = _decode_any_frame(data)
@@ -194,6 +211,7 @@ BatchEvent = _BatchEvent
 WireBatch = _WireBatch
 
 
+@_not_too_deep
 def decode_frame_wire(data: bytes | str) -> object:
     """Like ``decode_frame`` and exactly as strict, but an ``events`` frame stays a ``WireBatch``:
     every envelope and payload is validated, and each payload is kept as its raw JSON."""

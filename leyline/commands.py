@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from leyline.enums import CommandAction, CommandStatus
+from leyline.enums import CommandAction, CommandStatus, ProfileTarget
 from leyline.events import RunId
 from leyline.payloads import Scalar, Step
 
@@ -14,32 +14,49 @@ MAX_DEBUG_EPOCHS = 1000
 MAX_PROFILE_BATCHES = 500
 MAX_REASON_CHARS = 500
 
+# Commands a trainer gives itself (``--profile``, auto-escalation) carry ids with these prefixes; the
+# server's own ids are hex and never do. The server records them from their status events.
+TRAINER_COMMAND_PREFIXES = ("local-", "auto-")
+
+
+def is_trainer_command(command_id: str) -> bool:
+    """The trainer issued this command itself; no ``POST /escalate`` created it."""
+    return command_id.startswith(TRAINER_COMMAND_PREFIXES)
+
+
 DebugEpochs = Annotated[int, msgspec.Meta(ge=1, le=MAX_DEBUG_EPOCHS)]
 ProfileBatches = Annotated[int, msgspec.Meta(ge=1, le=MAX_PROFILE_BATCHES)]
 Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
 
 
 class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``POST /escalate``: a debug window of ``epochs`` or a profile window of ``batches``."""
+    """Body of ``POST /escalate``: a debug window of ``epochs`` (and/or through the next PPO update),
+    or a profile window of ``batches``, or (``"target": "update"``) over the next PPO update."""
 
     run_id: RunId
     action: CommandAction
     epochs: DebugEpochs | None = None
     batches: ProfileBatches | None = None
     through_update: bool = False
+    target: ProfileTarget | None = None
     reason: Reason | None = None
 
     def __post_init__(self) -> None:
         if self.action is CommandAction.DEBUG:
-            if self.batches is not None:
-                raise ValueError("'batches' belongs to action 'profile', not 'debug'")
+            if self.batches is not None or self.target is not None:
+                raise ValueError("'batches' and 'target' belong to action 'profile', not 'debug'")
             if self.epochs is None and not self.through_update:
                 raise ValueError("action 'debug' needs 'epochs' (1..%d) or 'through_update'" % MAX_DEBUG_EPOCHS)
         else:
             if self.epochs is not None or self.through_update:
-                raise ValueError("action 'profile' takes 'batches', not 'epochs' or 'through_update'")
-            if self.batches is None:
-                raise ValueError("action 'profile' needs 'batches' (1..%d)" % MAX_PROFILE_BATCHES)
+                raise ValueError("action 'profile' takes 'batches' or 'target', not 'epochs' or 'through_update'")
+            if self.target == "update":
+                if self.batches is not None:
+                    raise ValueError("a profile window of target 'update' records the next PPO update: "
+                                     "it takes no 'batches'")
+            elif self.batches is None:
+                raise ValueError("action 'profile' needs 'batches' (1..%d) or 'target': 'update'"
+                                 % MAX_PROFILE_BATCHES)
 
 
 class Command(msgspec.Struct, kw_only=True):
@@ -51,6 +68,8 @@ class Command(msgspec.Struct, kw_only=True):
     epochs: int | None = None
     batches: int | None = None
     through_update: bool = False
+    target: ProfileTarget | None = None
+    """Profile windows: ``update`` records the next PPO update; None or ``batches``: ``batches`` batches."""
     reason: str | None = None
     created_at: float = 0.0
 
@@ -76,6 +95,7 @@ class CommandRecord(msgspec.Struct, kw_only=True):
     epochs: int | None = None
     batches: int | None = None
     through_update: bool = False
+    target: ProfileTarget | None = None
     reason: str | None = None
     applied_step: Step | None = None
     result: dict[str, Scalar] | None = None

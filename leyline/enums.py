@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 
 class EventKind(str, enum.Enum):
@@ -107,11 +108,33 @@ _TERMINAL_STATUSES = frozenset(
 
 
 class RunStatus(str, enum.Enum):
-    """A run as the server sees it: live (heartbeats arrive), finished, or lost (silent past a timeout)."""
+    """A run as the server sees it: live (heartbeats arrive), lost (silent past a timeout), or ended
+    as its ``run_finished`` says: finished (completed), interrupted (Ctrl-C, SIGTERM) or failed."""
 
     LIVE = "live"
     FINISHED = "finished"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
     LOST = "lost"
+
+    @classmethod
+    def after_finish(cls, finish_status: str) -> RunStatus:
+        """The run's status once its ``run_finished`` with ``finish_status`` is stored (the one mapping)."""
+        return _AFTER_FINISH.get(finish_status, cls.FAILED)
+
+    @property
+    def ended(self) -> bool:
+        """The trainer said the run is over (a lost run may still come back)."""
+        return self in _ENDED
+
+
+# ``RunFinished.status`` → ``RunStatus``; a status this table does not know counts as a failure.
+_AFTER_FINISH = {
+    "completed": RunStatus.FINISHED,
+    "interrupted": RunStatus.INTERRUPTED,
+    "failed": RunStatus.FAILED,
+}
+_ENDED = frozenset(_AFTER_FINISH.values())
 
 
 # Static order of the policy's factored action heads; every tensor of heads follows it.
@@ -125,3 +148,7 @@ HEAD_NAMES: tuple[str, ...] = (
     "alpha_speed",
     "alpha_curve",
 )
+
+
+ProfileTarget = Literal["batches", "update"]
+"""What a profile window records: the next ``batches`` training batches, or the next PPO update."""

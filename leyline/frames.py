@@ -1,12 +1,14 @@
 """Websocket frames of ``/ws/ingest`` and ``/ws/watch``: JSON text objects tagged by ``type``.
 
-Ingest, trainer → server: ``hello`` once, then ``events`` batches.
+Ingest, trainer → server: ``hello`` once (with the run's stream secret), then ``events`` batches.
 Ingest, server → trainer: ``welcome`` (the highest contiguous seq already stored), ``ack``
 (highest contiguous seq durably stored), ``command`` (an escalation to apply).
 Watch, server → watcher: ``events`` batches, each with the cursor of its last event.
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import msgspec
 
@@ -16,23 +18,37 @@ from leyline.events import Event, Rank, RunId
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_BATCH_EVENTS = 5000
 MAX_EVENT_BYTES = 256 * 1024
+MAX_NAME_CHARS = 200
 
 # Websocket close codes (4000-4999 are the application's own).
 CLOSE_BAD_FRAME = 4400
 CLOSE_UNAUTHORIZED = 4401
-CLOSE_TOO_LARGE = 4413
-CLOSE_UNSUPPORTED = 4415
+CLOSE_FORBIDDEN = 4403  # the hello's stream secret is missing or is not the run's: final, do not retry
 CLOSE_LAGGING = 4408  # a watcher too far behind; reconnect from its cursor
 CLOSE_SUPERSEDED = 4409  # another connection took over this run and rank
+CLOSE_IDLE = 4410  # an ingest connection sent nothing for too long; reconnect when there is something to send
+CLOSE_TOO_LARGE = 4413
+CLOSE_UNSUPPORTED = 4415
+CLOSE_CONFLICT = 4422  # a seq already stored, sent again with other content: final, do not retry
+CLOSE_TOO_MANY = 4429  # the server has as many watchers as it takes; try again later
+
+StreamSecret = Annotated[str, msgspec.Meta(min_length=32, max_length=128, pattern=r"^[A-Za-z0-9_-]+$(?!\n)")]
+"""The run's stream secret: it binds the run's stream to whoever created it (the trainer keeps it in
+the run directory); the server keeps only its hash."""
+RunName = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
 
 
 class Hello(msgspec.Struct, tag="hello", tag_field="type", kw_only=True):
-    """First ingest frame: which run and rank this connection speaks for."""
+    """First ingest frame: which run and rank this connection speaks for, and the proof that it may."""
 
     run_id: RunId
     rank: Rank = 0
-    name: str = ""
+    name: RunName = ""
     last_seq: int = 0  # highest seq the trainer has logged so far
+    secret: StreamSecret | None = None
+    """The run's stream secret; the server refuses a hello without the one the run was created with."""
+    upload: bool = False
+    """A late upload of a log, not a live trainer: it gets no commands and does not make the run live."""
 
 
 class EventBatch(msgspec.Struct, tag="events", tag_field="type", kw_only=True):

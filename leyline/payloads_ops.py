@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import msgspec
 
-from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
+from leyline.enums import CommandAction, CommandStatus, EventKind, ProfileTarget, TelemetryLevel
 from leyline.payloads import Payload, Scalar, Step
 
 
@@ -22,7 +22,8 @@ class TelemetryLevelChanged(Payload, kw_only=True, frozen=True):
 
 
 class ProfileStarted(Payload, kw_only=True, frozen=True):
-    """A torch.profiler window opened for ``batches`` training batches."""
+    """A torch.profiler window opened for ``batches`` training batches, or (``target`` ``update``,
+    ``batches`` 0) over the next PPO update."""
 
     KIND: ClassVar[EventKind] = EventKind.PROFILE_STARTED
     window: str
@@ -30,6 +31,7 @@ class ProfileStarted(Payload, kw_only=True, frozen=True):
     trace_dir: str
     activities: list[str] = []
     command_id: str | None = None
+    target: ProfileTarget = "batches"
 
 
 class TopOp(msgspec.Struct, kw_only=True, frozen=True):
@@ -53,6 +55,7 @@ class ProfileCompleted(Payload, kw_only=True, frozen=True):
     top_ops: list[TopOp]
     artifact: str | None = None
     command_id: str | None = None
+    target: ProfileTarget = "batches"
 
 
 class PhaseTime(msgspec.Struct, kw_only=True, frozen=True):
@@ -63,13 +66,32 @@ class PhaseTime(msgspec.Struct, kw_only=True, frozen=True):
     cpu_ms: float
 
 
+class CompileStats(msgspec.Struct, kw_only=True, frozen=True):
+    """``torch.compile`` since the run started: how much it compiled, and whether it held."""
+
+    mode: str
+    compiles: int
+    """Frames Dynamo compiled: first compiles of each region and recompiles."""
+    recompiles: int
+    """Compiles of a region that already had compiled code (a guard failed: a new shape, mode, ...)."""
+    graph_breaks: int
+    """Places Dynamo could not trace and split a graph at."""
+    eager_fallbacks: int
+    """Frames left to run eagerly: their compile failed or hit the recompile limit (0 when compile holds)."""
+    compile_s: float
+    """Time spent compiling (Dynamo and the backend)."""
+    last_reason: str | None = None
+    """The latest recompile or fallback reason, first line."""
+
+
 class PhaseTiming(Payload, kw_only=True, frozen=True):
-    """Where one epoch's time went, phase by phase."""
+    """Where one epoch's time went, phase by phase (and, when the run compiles, how compile fares)."""
 
     KIND: ClassVar[EventKind] = EventKind.PHASE_TIMING
     round: int
     phases: list[PhaseTime]
     env_epochs_per_s: float | None = None
+    compile: CompileStats | None = None
 
 
 class CommandStatusChanged(Payload, kw_only=True, frozen=True):

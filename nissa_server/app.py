@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from nissa_server import __version__, openapi
 from nissa_server.routes import artifacts, commands, ops, runs, ws
@@ -16,6 +17,7 @@ from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
+DOCS_ASSETS = "/docs-assets"
 
 DESCRIPTION = """Stores the events of Esper training runs, streams them live to watchers and routes
 operator commands (debug and profile windows) back to the running trainer.
@@ -38,7 +40,10 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             await nissa.stop()
 
-    app = FastAPI(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # /docs and /redoc load Swagger UI and ReDoc from files installed with the server, not from a CDN:
+    # they work offline and on an air-gapped machine. The validator badge would call out: off.
+    app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                         static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
     for router in (runs.router, commands.router, artifacts.router, ops.router, ws.router):
         app.include_router(router)

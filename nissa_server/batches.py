@@ -6,10 +6,9 @@ import time
 
 import msgspec
 
-from leyline import SERVER_RANK, Event, Payload, RunStatus, Severity, decode_event, make_event
+from leyline import SERVER_RANK, Event, Payload, RunFinished, RunStatus, Severity, decode_event, make_event
 from leyline.codec import BatchEvent
-from leyline.enums import EventKind
-from nissa_server.runs import RunState
+from nissa_server.runs import RunState, Stream
 from nissa_server.store import EventWrite, Row
 from nissa_server.writes import EFFECT_KINDS
 
@@ -30,11 +29,22 @@ class BatchRejected(ValueError):
 def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: int) -> None:
     if len(events) > max_events:
         raise BatchRejected(f"batch of {len(events)} events exceeds the limit of {max_events}", too_large=True)
+    previous = 0
     for event in events:
         if event.run_id != run_id or event.rank != rank:
             raise BatchRejected(
                 f"event for run {event.run_id!r} rank {event.rank} on a connection for run {run_id!r} rank {rank}"
             )
+        if event.seq <= previous:  # a seq twice in one batch would escape the check of repeats
+            raise BatchRejected(f"seq {event.seq} after seq {previous}: seqs must increase within a batch")
+        previous = event.seq
+
+
+def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
+    """The events of a batch (seqs increasing) whose seq the stream has already accepted."""
+    if not events or (events[0].seq > stream.contiguous and not stream.ahead):
+        return []
+    return [e for e in events if e.seq <= stream.contiguous or e.seq in stream.ahead]
 
 
 def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[bytes]:
@@ -81,8 +91,9 @@ def build_write(run: RunState, rank: int, events: list[BatchEvent], max_event_by
             final = events[-1]
             run.last_step, run.last_epoch = max(run.last_step, final.step), max(run.last_epoch, final.epoch)
         run.touch()
-    if any(e.kind is EventKind.RUN_FINISHED for e in effects):
-        run.status = RunStatus.FINISHED
+    for effect in effects:
+        if isinstance(effect.payload, RunFinished):
+            run.status = RunStatus.after_finish(effect.payload.status)
     write = EventWrite(run=run, rank=rank, stream=stream, rows=rows, contiguous=contiguous, last_seq=last,
                        kinds=kinds, effects=effects, touch=touch)
     return write, len(events) - len(rows)

@@ -13,10 +13,14 @@ import pathlib
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
 
 import uvicorn
 
 from nissa_server.app import create_app
+from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
+from nissa_server.db import UnusableDatabase
+from nissa_server.protocols import protocols
 from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
 
 logger = logging.getLogger(__name__)
@@ -27,24 +31,36 @@ def _out(line: str) -> None:
     sys.stdout.flush()
 
 
+def _fail(message: str) -> NoReturn:
+    """One line on stderr and exit status 2, as argparse does for a bad flag (without its usage text)."""
+    sys.stderr.write(f"nissa-server: error: {message}\n")
+    sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer Esper training runs.")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (non-loopback needs a token)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port; 0 picks a free one")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind; a non-loopback one needs a token (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"TCP port; 0 picks a free one (default {DEFAULT_PORT})")
     p.add_argument("--db", type=pathlib.Path, default=None,
                    help=f"SQLite database file (default: {default_db_path()})")
     p.add_argument("--token", default=None, help=f"bearer token for ingest, uploads and /escalate "
                                                  f"(default: ${TOKEN_ENV})")
-    p.add_argument("--read-auth", action="store_true", help="require the token on reads and /ws/watch too")
+    p.add_argument("--read-auth", action="store_true",
+                   help="require the token on reads and /ws/watch too (default: reads are open)")
     p.add_argument("--artifact-dir", type=pathlib.Path, default=None,
                    help="where uploaded artifacts go (default: next to the database)")
     p.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
-                   help="mark a run lost after this long with no connection and no event")
+                   help="mark a run lost after this long with no connection and no event (default 60)")
     p.add_argument("--command-ttl", type=float, default=300.0, metavar="SECONDS",
-                   help="expire commands still undelivered after this long")
-    p.add_argument("--max-open-commands", type=int, default=8, help="open commands per run before 429")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+                   help="expire commands still undelivered after this long (default 300)")
+    p.add_argument("--max-open-commands", type=int, default=8, metavar="N",
+                   help="open commands per run before /escalate answers 429 (default 8)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="what the server logs to stderr (default info)")
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request (default: off)")
+    add_limit_args(p)
     return p
 
 
@@ -53,6 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         host=args.host, port=args.port, db_path=args.db or default_db_path(),
         token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
+        **limit_settings(args),  # type: ignore[arg-type]
     )
 
 
@@ -78,13 +95,15 @@ class _Server(uvicorn.Server):
 
 def uvicorn_config(settings: Settings, **overrides: object) -> uvicorn.Config:
     """The uvicorn configuration for ``settings``; the CLI and the test harness share it."""
+    app = create_app(settings)
     options: dict[str, object] = dict(
         log_config=None, access_log=False, ws_max_size=settings.ws_max_size, timeout_graceful_shutdown=5,
         # Compression costs more CPU than it saves on loopback and LAN links.
         ws_per_message_deflate=False, lifespan="on",
+        **protocols(settings.limits, app.state.nissa.metrics.connection_refused),
     )
     options.update(overrides)
-    return uvicorn.Config(create_app(settings), **options)  # type: ignore[arg-type]
+    return uvicorn.Config(app, **options)  # type: ignore[arg-type]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -110,12 +129,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = fit_to_open_files(settings)
+    config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
+    try:
+        # Now rather than in the lifespan: a bad --db is one line here, a traceback there.
+        config.app.state.nissa.store.open()  # type: ignore[attr-defined]
+    except UnusableDatabase as err:
+        _fail(f"--db: {err}")
     try:
         sock = bind(settings.host, settings.port)
     except OSError as err:
         parser.error(f"--host/--port: cannot bind {settings.host}:{settings.port}: {err.strerror}")
     url = url_of(sock)
-    config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
     server = _Server(config, on_ready=lambda: _out(f"nissa-server listening on {url}"))
     logger.info("database %s", settings.db_path)
     server.run(sockets=[sock])

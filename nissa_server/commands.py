@@ -25,6 +25,7 @@ from leyline import (
     SERVER_RANK,
     Severity,
 )
+from leyline.commands import is_trainer_command
 from nissa_server import batches, writes
 from nissa_server.runs import RunState
 from nissa_server.store import EventWrite, Store
@@ -65,8 +66,11 @@ class CommandService:
 
     def load(self, records: Iterable[CommandRecord], keys: Iterable[tuple[str, str, bytes]]) -> None:
         for rec in records:
+            if is_trainer_command(rec.command_id):
+                continue  # the trainer applies its own commands; the server only keeps their record
             command = Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
-                              batches=rec.batches, through_update=rec.through_update, reason=rec.reason,
+                              batches=rec.batches, through_update=rec.through_update, target=rec.target,
+                              reason=rec.reason,
                               created_at=rec.created_at)
             self.open[rec.command_id] = OpenCommand(command=command, status=rec.status)
         self._keys = {key: (command_id, request) for key, command_id, request in keys}
@@ -98,7 +102,8 @@ class CommandService:
         await self._store.resync(run, SERVER_RANK)
         now = time.time()
         command = Command(command_id=uuid.uuid4().hex, run_id=run.run_id, action=req.action, epochs=req.epochs,
-                          batches=req.batches, through_update=req.through_update, reason=req.reason,
+                          batches=req.batches, through_update=req.through_update, target=req.target,
+                          reason=req.reason,
                           created_at=now)
         self.open[command.command_id] = OpenCommand(command=command, status=CommandStatus.QUEUED)
         if key is not None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import pathlib
 import sqlite3
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
+
+
+class UnusableDatabase(Exception):
+    """The database file cannot be served: in use by another server, not a database, corrupt, or
+    from a newer server. The message is one line that says which and what to do."""
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -95,8 +102,14 @@ def _v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_run ON events (run_key)")
 
 
+def _v3(conn: sqlite3.Connection) -> None:
+    # SHA-256 of the run's stream secret; NULL for a run stored before streams had one (the first
+    # connection that presents a secret binds it, see nissa_server.ingest).
+    conn.execute("ALTER TABLE runs ADD COLUMN secret_hash BLOB")
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -113,16 +126,60 @@ PAGE_BYTES = 16384
 WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024
 
 
+def lock(path: pathlib.Path) -> int:
+    """Hold ``<db>.lock`` (an OS lock, released when the process ends however it ends): two servers on
+    one file would each allocate run keys and event ids in memory and file one run's events under
+    another's. Returns the descriptor to pass to ``unlock``."""
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise UnusableDatabase(f"cannot create the lock file {lock_path}: {err.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise UnusableDatabase(f"{path} is in use by another nissa-server (pid {holder}, lock {lock_path})") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def unlock(fd: int) -> None:
+    os.close(fd)  # closing the last descriptor of the open file releases the flock
+
+
 def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
-    """The one writing connection; creates the file and brings the schema up to date."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The one writing connection: creates the file, checks it, and brings the schema up to date.
+
+    Raises ``UnusableDatabase`` for a file that is not a SQLite database, is corrupt, or is newer."""
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.execute(f"PRAGMA page_size={PAGE_BYTES}")  # only a new, empty file takes it; others keep theirs
-    _tune(conn)
-    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
-    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_BYTES // page}")
-    migrate(conn)
+    try:
+        conn.execute(f"PRAGMA page_size={PAGE_BYTES}")  # only a new, empty file takes it; others keep theirs
+        _tune(conn)
+        _check(conn, path)
+        page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_BYTES // page}")
+        migrate(conn)
+    except sqlite3.DatabaseError as err:
+        conn.close()
+        raise UnusableDatabase(f"{path} is not a usable SQLite database: {err}") from None
+    except UnusableDatabase:
+        conn.close()
+        raise
     return conn
+
+
+def _check(conn: sqlite3.Connection, path: pathlib.Path) -> None:
+    # quick_check reads every page (not the index contents, as integrity_check would): a damaged
+    # file is refused now rather than answering 500 on whichever query first touches the damage.
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as err:  # damage bad enough to stop the check itself
+        problems = [str(err)]
+    if problems != ["ok"]:
+        raise UnusableDatabase(f"{path} is corrupt ({'; '.join(problems)}); restore it or move it aside")
 
 
 def connect_reader(path: pathlib.Path) -> sqlite3.Connection:
@@ -143,7 +200,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     """Apply every migration newer than the file's version, each in its own transaction."""
     current = schema_version(conn)
     if current > SCHEMA_VERSION:
-        raise RuntimeError(
+        raise UnusableDatabase(
             f"database schema v{current} is newer than this nissa-server (v{SCHEMA_VERSION}); upgrade the server"
         )
     for version in range(current + 1, SCHEMA_VERSION + 1):

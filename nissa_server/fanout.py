@@ -51,10 +51,11 @@ class Chunk:
     """Items queued together; the frames built from them are cached, so a batch every watcher takes
     whole is turned into JSON text once, not once per watcher."""
 
-    __slots__ = ("items", "_frames")
+    __slots__ = ("items", "nbytes", "_frames")
 
     def __init__(self, items: list[Item]) -> None:
         self.items = items
+        self.nbytes = sum(len(item[1]) for item in items)
         self._frames: list[tuple[str, int]] | None = None
 
     def frames(self) -> list[tuple[str, int]]:
@@ -67,12 +68,18 @@ class Chunk:
 
 
 class Watcher:
-    """One watch connection's queue: chunks of items, bounded by the number of events pending."""
+    """One watch connection's queue: chunks of items, bounded by the events and bytes it holds.
 
-    def __init__(self, filter_: WatchFilter, max_pending: int) -> None:
+    A chunk counts from the moment it is offered until its sender says it is sent, so the bounds
+    cover everything a watcher pins in memory, the chunk stuck in a send to a stalled peer included.
+    """
+
+    def __init__(self, filter_: WatchFilter, max_pending: int, max_bytes: int) -> None:
         self.filter = filter_
         self.max_pending = max_pending
+        self.max_bytes = max_bytes
         self.pending = 0
+        self.pending_bytes = 0
         self.lagging = False
         self._chunks: deque[Chunk] = deque()
         self._wake = asyncio.Event()
@@ -82,19 +89,21 @@ class Watcher:
     def offer(self, chunk: Chunk) -> None:
         if self.lagging:
             return
-        if self.pending + len(chunk) > self.max_pending:
+        if self.pending + len(chunk) > self.max_pending or self.pending_bytes + chunk.nbytes > self.max_bytes:
             # Drop everything: the client resumes from the cursor it last received.
             self.lagging = True
             self._chunks.clear()
-            self.pending = 0
+            self.pending = self.pending_bytes = 0
             self.lagged.set()
         else:
             self._chunks.append(chunk)
             self.pending += len(chunk)
+            self.pending_bytes += chunk.nbytes
         self._wake.set()
 
     async def take(self) -> list[Chunk]:
-        """Everything queued so far (at least one chunk); raises ``Lagging`` once too far behind."""
+        """Everything queued so far (at least one chunk); raises ``Lagging`` once too far behind.
+        Each chunk still counts as pending until ``sent`` is called for it."""
         while not self._chunks:
             if self.lagging:
                 raise Lagging
@@ -104,8 +113,13 @@ class Watcher:
             raise Lagging
         chunks = list(self._chunks)
         self._chunks.clear()
-        self.pending = 0
         return chunks
+
+    def sent(self, chunk: Chunk) -> None:
+        """``chunk`` is out of the watcher's hands (sent, or skipped)."""
+        if not self.lagging:
+            self.pending -= len(chunk)
+            self.pending_bytes -= chunk.nbytes
 
 
 def frame(items: list[Item]) -> str:

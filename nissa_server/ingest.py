@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections import deque
 
 import msgspec
@@ -17,6 +18,9 @@ from leyline import SERVER_RANK, Command, encode
 from leyline.codec import BatchEvent, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
+    CLOSE_CONFLICT,
+    CLOSE_FORBIDDEN,
+    CLOSE_IDLE,
     CLOSE_SUPERSEDED,
     CLOSE_TOO_LARGE,
     CLOSE_UNAUTHORIZED,
@@ -26,7 +30,7 @@ from leyline.frames import (
     Hello,
     Welcome,
 )
-from nissa_server import __version__, batches, writes
+from nissa_server import __version__, batches, ownership, queries, writes
 from nissa_server.auth import bearer_ok
 from nissa_server.runs import RunState
 from nissa_server.state import Nissa
@@ -38,6 +42,9 @@ class FrameRejected(Exception):
     def __init__(self, code: int, reason: str, label: str) -> None:
         super().__init__(reason)
         self.code, self.reason, self.label = code, reason, label
+
+
+_encoder = msgspec.json.Encoder()
 
 
 def close_reason(text: str) -> str:
@@ -61,6 +68,8 @@ class IngestSession:
         self.nissa = nissa
         self.rank = 0
         self.run: RunState | None = None
+        self.live = True
+        """A trainer streaming as it runs; False for a late upload (no commands, no revival)."""
         self._outbox: deque[str] = deque()
         self._ack = 0
         self._sent_ack = 0
@@ -128,25 +137,35 @@ class IngestSession:
 
     async def open(self, hello: Hello) -> RunState:
         nissa = self.nissa
-        run = nissa.run(hello.run_id)
-        if run is None:
-            run = nissa.store.registry.create(hello.run_id, hello.name)
-        self.rank, self.run = hello.rank, run
+        try:
+            run = ownership.claim(nissa.store.registry, hello)
+        except ownership.NotOwner as err:
+            raise FrameRejected(CLOSE_FORBIDDEN, str(err), err.label) from None
+        self.rank, self.run, self.live = hello.rank, run, not hello.upload
         await nissa.store.resync(run, self.rank)
         run.touch()
+        if self.live:
+            run.revive()
         await nissa.store.call(lambda conn: _open_run(conn, run))
-        run.attach(self)
+        if self.live:  # only the trainer itself takes over the rank and receives commands
+            run.attach(self)
         await self.ws.send_text(encode(Welcome(last_seq=run.stream(self.rank).stored,
                                                server_version=__version__)).decode())
-        nissa.commands.dispatch(run)
+        if self.live:
+            nissa.commands.dispatch(run)
         return run
 
     async def pump(self, run: RunState) -> None:
+        idle_s = self.nissa.settings.limits.ingest_idle_s
         while True:
             # Frames already received are taken without suspending: without this, a backlog of
             # frames would hold the loop (watch senders, acks, other runs, REST) until it is decoded.
             await asyncio.sleep(0)
-            frame = await self.receive()
+            try:
+                async with asyncio.timeout(idle_s):
+                    frame = await self.receive()
+            except TimeoutError:
+                raise FrameRejected(CLOSE_IDLE, f"no frame for {idle_s:g} s", "idle") from None
             if frame is None:
                 return
             if not isinstance(frame, WireBatch):
@@ -159,6 +178,9 @@ class IngestSession:
         async with store.ordered:  # built and queued in one order (see Store.submit)
             try:
                 batches.check_batch(events, run.run_id, self.rank, settings.max_batch_events)
+                repeats = batches.repeats(run.stream(self.rank), events)
+                if repeats:
+                    await self._check_repeats(run, repeats)
                 write, duplicates = batches.build_write(run, self.rank, events, settings.max_event_bytes)
             except batches.BatchRejected as err:
                 code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
@@ -172,6 +194,25 @@ class IngestSession:
             write.on_stored = self.acked
             write.on_failed = self._store_failed
             await store.submit(write)
+
+    async def _check_repeats(self, run: RunState, repeats: list[BatchEvent]) -> None:
+        """Refuse seqs sent again with other content than stored: they would be dropped as duplicates.
+
+        Called with ``store.ordered`` held, so the read is queued behind every write of this stream
+        and sees them committed; repeats only follow a reconnect, so the wait is rare.
+        """
+        key, rank, first, last = run.run_key, self.rank, repeats[0].seq, repeats[-1].seq
+        try:
+            stored = dict(await self.nissa.store.call(lambda conn: queries.bodies(conn, key, rank, first, last)))
+        except sqlite3.Error as err:  # the transaction it rode in failed (logged by the store)
+            raise FrameRejected(1011, f"store failed: {err}", "store_failed") from None
+        for event in repeats:
+            body = stored.get(event.seq)
+            if body is not None and body != _encoder.encode(event):
+                self.nissa.metrics.conflicts.inc()
+                reason = f"seq {event.seq} of run {run.run_id} rank {rank} is stored with other content"
+                logger.warning("ingest refused: %s", reason)
+                raise FrameRejected(CLOSE_CONFLICT, reason, "conflict")
 
     def _store_failed(self, err: BaseException) -> None:
         self._closing = (1011, f"store failed: {err}")

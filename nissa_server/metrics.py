@@ -45,6 +45,14 @@ class Metrics:
         self.lagged = Counter("nissa_watchers_lagged", "Watchers closed for falling behind", registry=r)
         self.writer_queue = Gauge("nissa_writer_queue_batches", "Writes waiting for the store", registry=r)
         self.commands_created = Counter("nissa_commands_created", "Commands queued by /escalate", registry=r)
+        self.conflicts = Counter("nissa_events_conflicting", "Events re-sent with a stored seq but other content "
+                                 "(their connection is closed with 4422)", registry=r)
+        self.refused = Counter("nissa_connections_refused", "Connections refused or closed by a limit, by reason",
+                               ["reason"], registry=r)
+
+    def connection_refused(self, reason: str) -> None:
+        """Count a connection a limit refused or closed (called by the protocols, see ``protocols``)."""
+        self.refused.labels(reason).inc()
 
     def bind(self, *, watchers: Callable[[], float], watcher_queue: Callable[[], float],
              writer_queue: Callable[[], float], commands: Callable[[], dict[str, int]]) -> None:

@@ -12,6 +12,7 @@ from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.samples import sample_events
+from nissa_server import db
 from nissa_server.schemas import ArtifactInfo, ErrorBody, EscalateAccepted, Health, RunInfo
 
 REF = "#/components/schemas/{name}"
@@ -47,11 +48,13 @@ def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
         "description": generated.get("description", ""),
         "anyOf": [
             variant("Debug window of N epochs", ["epochs"], action={"enum": ["debug"]}, epochs=epochs,
-                    through_update={"type": "boolean"}, batches=null),
+                    through_update={"type": "boolean"}, batches=null, target=null),
             variant("Debug window through the next PPO update", ["through_update"], action={"enum": ["debug"]},
-                    through_update={"enum": [True]}, epochs={"anyOf": [epochs, null]}, batches=null),
+                    through_update={"enum": [True]}, epochs={"anyOf": [epochs, null]}, batches=null, target=null),
             variant("Profile window of N batches", ["batches"], action={"enum": ["profile"]}, batches=batches,
-                    epochs=null, through_update={"enum": [False]}),
+                    epochs=null, through_update={"enum": [False]}, target={"enum": ["batches", None]}),
+            variant("Profile window over the next PPO update", ["target"], action={"enum": ["profile"]},
+                    target={"enum": ["update"]}, batches=null, epochs=null, through_update={"enum": [False]}),
         ],
     }
 
@@ -83,9 +86,11 @@ def _examples() -> dict[str, Any]:
         "accepted": {"command_id": "4f1c2a", "status": "queued"},
         "artifact": {"name": "trace.json", "size": 183211, "sha256": "9f86d0…", "created_at": 1.7e9,
                      "url": "/runs/r-20250101-abc/artifacts/trace.json"},
-        "health": {"status": "ok", "version": "0.1.0", "schema_version": 2, "runs": 1, "watchers": 0},
+        "health": {"status": "ok", "version": "0.1.0", "schema_version": db.SCHEMA_VERSION, "runs": 1,
+                   "watchers": 0},
         "escalate_debug": {"run_id": "r-20250101-abc", "action": "debug", "epochs": 3, "reason": "loss spike"},
         "escalate_profile": {"run_id": "r-20250101-abc", "action": "profile", "batches": 20},
+        "escalate_profile_update": {"run_id": "r-20250101-abc", "action": "profile", "target": "update"},
     }
 
 

@@ -17,6 +17,8 @@ _history = msgspec.json.Decoder(list[StatusChange])
 _result = msgspec.json.Decoder(dict[str, Scalar])
 _request = msgspec.json.Decoder(dict[str, Scalar])
 
+MAX_RANK = 65535
+
 _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
                 " last_epoch, config, finish, hub_health")
 
@@ -47,11 +49,17 @@ def get_run(conn: sqlite3.Connection, run_key: int) -> RunInfo | None:
 
 
 def events_page(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: int,
-                kinds: list[str] | None = None, rank: int | None = None) -> list[bytes]:
-    """Stored events with ``seq > after_seq`` in (seq, rank) order, at most ``limit``."""
+                kinds: list[str] | None = None, rank: int | None = None,
+                after_rank: int | None = None) -> list[bytes]:
+    """Stored events after the cursor in (seq, rank) order, at most ``limit``.
+
+    The cursor is (``after_seq``, ``after_rank``): the events after it have a larger seq, or the same
+    seq and a larger rank. Without ``after_rank`` every event with seq ``after_seq`` is behind it.
+    """
     if rank is None and not kinds:
-        return _merge_ranks(conn, run_key, after_seq, limit)
-    where, args = ["run_key = ?", "seq > ?"], [run_key, after_seq]
+        return _merge_ranks(conn, run_key, after_seq, after_rank, limit)
+    where, args = ["run_key = ?", "(seq > ? OR (seq = ? AND rank > ?))"], [run_key, after_seq, after_seq,
+                                                                             _rank_floor(after_rank)]
     if rank is not None:
         where.append("rank = ?")
         args.append(rank)
@@ -62,16 +70,29 @@ def events_page(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: i
     return [body for (body,) in conn.execute(sql, (*args, limit))]
 
 
-def _merge_ranks(conn: sqlite3.Connection, run_key: int, after_seq: int, limit: int) -> list[bytes]:
+def _rank_floor(after_rank: int | None) -> int:
+    return MAX_RANK if after_rank is None else after_rank
+
+
+def _merge_ranks(conn: sqlite3.Connection, run_key: int, after_seq: int, after_rank: int | None,
+                 limit: int) -> list[bytes]:
     # One index range per rank, merged here: SQLite would otherwise sort the whole run for every page.
     rows: list[tuple[int, int, bytes]] = []
+    floor = _rank_floor(after_rank)
     for (rank,) in conn.execute("SELECT rank FROM streams WHERE run_key = ?", (run_key,)).fetchall():
+        first = after_seq + 1 if rank <= floor else after_seq  # this rank's events at after_seq are ahead
         rows += conn.execute(
-            "SELECT seq, rank, body FROM events WHERE run_key = ? AND rank = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (run_key, rank, after_seq, limit),
+            "SELECT seq, rank, body FROM events WHERE run_key = ? AND rank = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (run_key, rank, first, limit),
         ).fetchall()
     rows.sort(key=lambda row: (row[0], row[1]))
     return [body for _, _, body in rows[:limit]]
+
+
+def bodies(conn: sqlite3.Connection, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:
+    """(seq, stored body) of one stream's events with ``first <= seq <= last``."""
+    return conn.execute("SELECT seq, body FROM events WHERE run_key = ? AND rank = ? AND seq BETWEEN ? AND ?",
+                        (run_key, rank, first, last)).fetchall()
 
 
 def replay_page(conn: sqlite3.Connection, run_key: int | None, after_id: int, upto_id: int, limit: int,
@@ -112,7 +133,8 @@ def _record(row: tuple) -> CommandRecord:
     return CommandRecord(
         command_id=command_id, run_id=run_id, action=req["action"], status=status, created_at=created,
         updated_at=updated, epochs=req.get("epochs"), batches=req.get("batches"),
-        through_update=bool(req.get("through_update")), reason=req.get("reason"), applied_step=step,
+        through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
+        applied_step=step,
         result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
     )
 

@@ -72,6 +72,8 @@ class RunState:
     connections: dict[int, Connection] = field(default_factory=dict)
     dirty: set[int] = field(default_factory=set)
     """Ranks whose last write failed; their stream is reloaded from the store before next use."""
+    secret_hash: bytes | None = None
+    """SHA-256 of the run's stream secret; None for a run stored before streams had secrets."""
 
     def stream(self, rank: int) -> Stream:
         found = self.streams.get(rank)
@@ -96,6 +98,9 @@ class RunState:
 
     def touch(self, now: float | None = None) -> None:
         self.last_seen = time.time() if now is None else now
+
+    def revive(self) -> None:
+        """A live trainer is back on a run given up as lost (an upload of its log is not one)."""
         if self.status is RunStatus.LOST:
             self.status = RunStatus.LIVE
 
@@ -113,8 +118,9 @@ class RunRegistry:
     def get(self, run_id: str) -> RunState | None:
         return self._runs.get(run_id)
 
-    def create(self, run_id: str, name: str = "") -> RunState:
-        run = RunState(run_key=self._next_key, run_id=run_id, name=name)
+    def create(self, run_id: str, name: str = "", *, secret_hash: bytes | None = None,
+               status: RunStatus = RunStatus.LIVE) -> RunState:
+        run = RunState(run_key=self._next_key, run_id=run_id, name=name, secret_hash=secret_hash, status=status)
         self._next_key += 1
         self._runs[run_id] = run
         return run

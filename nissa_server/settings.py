@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import pathlib
+import re
 from dataclasses import dataclass, field
 
 import platformdirs
@@ -28,6 +29,56 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+TOKEN_CHARS = re.compile(r"[!-~]+")
+
+
+def check_token(token: str) -> None:
+    """A bearer token travels in an HTTP header, which carries bytes: only printable ASCII means the
+    same bytes to every client (a UTF-8 client and a Latin-1 server would never agree)."""
+    if not token.strip():
+        raise ValueError("token must not be empty")
+    if not TOKEN_CHARS.fullmatch(token):
+        raise ValueError("token must be printable ASCII without spaces (letters, digits, punctuation)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionLimits:
+    """What one client may hold of the server, and for how long: timeouts and caps that keep idle,
+    slow or stalled connections from exhausting it (it keeps answering ``/healthz`` under them)."""
+
+    header_timeout_s: float = 10.0
+    """A connection must send a complete request head within this long of opening (or of its
+    previous response): idle sockets and trickled headers are answered 408 and closed."""
+    max_header_bytes: int = 64 * 1024
+    """Largest request head (request line and headers); more is answered 431."""
+    max_connections: int = 1000
+    """Open connections at most. At the cap a new one first displaces the oldest connection that has
+    not sent a request yet; if every connection is busy, the new one is answered 503."""
+    max_watchers: int = 100
+    """Open ``/ws/watch`` connections at most; one more is closed with 4429."""
+    ingest_idle_s: float = 60.0
+    """An ingest connection that sends no frame for this long is closed with 4410 (a live hub sends
+    a heartbeat every few seconds)."""
+    ws_ping_interval_s: float = 20.0
+    """Websocket keep-alive pings this often (uvicorn's ``ws_ping_interval``)."""
+    ws_ping_timeout_s: float = 20.0
+    """A websocket whose peer does not answer a ping within this long is dropped."""
+    write_buffer_bytes: int = 256 * 1024
+    """Bytes a websocket may have waiting in its socket's send buffer before sends wait; bounds what
+    a client that stops reading pins (plus the one frame being written)."""
+    close_grace_s: float = 5.0
+    """How long a connection being closed may take to flush and answer the close before it is cut."""
+
+    def __post_init__(self) -> None:
+        for name in ("header_timeout_s", "ingest_idle_s", "ws_ping_interval_s", "ws_ping_timeout_s",
+                     "close_grace_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        for name in ("max_header_bytes", "max_connections", "max_watchers", "write_buffer_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +115,10 @@ class Settings:
     """Largest artifact upload."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
+    watcher_max_pending_bytes: int = 16 * 1024 * 1024
+    """Bytes of events a watcher may have queued before it is closed as lagging."""
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    """Timeouts and caps per connection."""
     writer_queue_batches: int = 256
     """Batches waiting for the store writer before ingest stops reading (backpressure)."""
     hello_timeout_s: float = 15.0
@@ -77,8 +132,8 @@ class Settings:
             object.__setattr__(self, "artifact_dir", pathlib.Path(self.artifact_dir))
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
-        if self.token is not None and not self.token.strip():
-            raise ValueError("token must not be empty")
+        if self.token is not None:
+            check_token(self.token)
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"refusing to listen on non-loopback address {self.host!r} without a token "
@@ -90,7 +145,8 @@ class Settings:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
-                     "max_body_bytes", "max_artifact_bytes", "watcher_max_pending", "writer_queue_batches"):
+                     "max_body_bytes", "max_artifact_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
+                     "writer_queue_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
 

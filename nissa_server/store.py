@@ -137,6 +137,7 @@ class Store:
         self._max_rows = max_rows_per_commit
         self._queue: asyncio.Queue[Write] | None = None
         self._conn: sqlite3.Connection | None = None
+        self._lock: int | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nissa-writer")
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -149,11 +150,27 @@ class Store:
     # --- lifecycle -------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create or migrate the file and load runs and stream state (before serving)."""
-        self._conn = db.connect_writer(self.path)
-        runs = writes.load_runs(self._conn)
-        self.registry = RunRegistry(runs)
-        self.next_id = writes.max_event_id(self._conn) + 1
+        """Lock, check, create or migrate the file and load runs and stream state (before serving).
+
+        Raises ``db.UnusableDatabase`` with a one-line reason; a second call does nothing.
+        """
+        if self._conn is not None:
+            return
+        if self.path.is_dir():
+            raise db.UnusableDatabase(f"{self.path} is a directory, not a database file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise db.UnusableDatabase(f"cannot create {self.path.parent}: {err.strerror}") from None
+        lock = db.lock(self.path)
+        try:
+            conn = db.connect_writer(self.path)
+        except BaseException:
+            db.unlock(lock)
+            raise
+        self._lock, self._conn = lock, conn
+        self.registry = RunRegistry(writes.load_runs(conn))
+        self.next_id = writes.max_event_id(conn) + 1
         self.committed_max_id = self.next_id - 1
 
     def start(self) -> None:
@@ -177,6 +194,9 @@ class Store:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._lock is not None:
+            db.unlock(self._lock)
+            self._lock = None
 
     # --- writing ---------------------------------------------------------------------------
 

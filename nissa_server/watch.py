@@ -7,7 +7,6 @@ items at or below that bound are dropped, so nothing is missed or sent twice whi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -15,16 +14,16 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import EventKind, Severity
 from leyline.events import MAX_INT
-from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_UNAUTHORIZED
+from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
 from nissa_server import queries
 from nissa_server.auth import bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
+from nissa_server.protocols import link_of
 from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
-CLOSE_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,9 @@ class WatchStream:
             return store.committed_max_id, None
         run_key = run.run_key if run else None
         if q.after_id is not None:
-            return q.after_id, run_key
+            # Ids are given in order: one past the end names no event yet, and taken as it stands
+            # it would hide every live event up to it.
+            return min(q.after_id, store.committed_max_id), run_key
         if run is not None and q.after_seq is not None:
             return await store.read(queries.seq_to_id, run.run_key, q.after_seq), run_key
         return 0, run_key
@@ -108,15 +109,14 @@ class WatchStream:
         while True:
             for chunk in await self.watcher.take():
                 items = chunk.items
-                if items[-1][0] <= floor:
-                    continue
-                if items[0][0] <= floor:  # straddles the seam: send only what replay did not
+                if items[0][0] <= floor < items[-1][0]:  # straddles the seam: send only what replay did not
                     await self._send([item for item in items if item[0] > floor])
-                else:
+                elif items[0][0] > floor:
                     for text, last_id in chunk.frames():
                         await self.ws.send_text(text)
                         self.cursor = last_id
-                floor = items[-1][0]
+                floor = max(floor, items[-1][0])
+                self.watcher.sent(chunk)
 
 
 async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
@@ -130,7 +130,12 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
     except ValueError as err:
         await ws.close(CLOSE_BAD_FRAME, close_reason(str(err)))
         return
-    watcher = Watcher(query.filter, settings.watcher_max_pending)
+    if len(nissa.fanout.watchers) >= settings.limits.max_watchers:
+        nissa.metrics.connection_refused("too_many_watchers")
+        await ws.close(CLOSE_TOO_MANY, f"the server has {settings.limits.max_watchers} watchers, the most it "
+                                       f"takes; try again later")
+        return
+    watcher = Watcher(query.filter, settings.watcher_max_pending, settings.watcher_max_pending_bytes)
     nissa.fanout.add(watcher)
     stream = WatchStream(ws, nissa, watcher, query)
     tasks = [asyncio.create_task(stream.run(), name="watch-send"),
@@ -142,12 +147,10 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
             task.cancel()
         if watcher.lagging:
             nissa.metrics.lagged.inc()
-            reason = f"fell over {watcher.max_pending} events behind; resume with after_id={stream.cursor}"
+            reason = (f"fell over {watcher.max_pending} events or {watcher.max_bytes} bytes behind; "
+                      f"resume with after_id={stream.cursor}")
             logger.info("watcher closed: %s", reason)
-            # A peer that reads nothing may never take the close frame either; the keepalive ping
-            # then drops the connection, and this handler must not wait for that.
-            with contextlib.suppress(RuntimeError, WebSocketDisconnect, TimeoutError):
-                await asyncio.wait_for(ws.close(CLOSE_LAGGING, close_reason(reason)), CLOSE_WAIT_S)
+            await _close_or_cut(ws, CLOSE_LAGGING, reason, settings.limits.close_grace_s)
         for task in done:
             if not task.cancelled() and task.exception() is not None and not isinstance(
                 task.exception(), (Lagging, WebSocketDisconnect, OSError)
@@ -157,6 +160,19 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
         for task in tasks:
             task.cancel()
         nissa.fanout.remove(watcher)
+
+
+async def _close_or_cut(ws: WebSocket, code: int, reason: str, grace_s: float) -> None:
+    """Close with ``code``; a peer that reads nothing cannot take even the close frame, so if it does
+    not go out within ``grace_s`` the connection is cut (routes.ws gives the rest the same grace)."""
+    try:
+        await asyncio.wait_for(ws.close(code, close_reason(reason)), grace_s)
+    except TimeoutError:
+        link = link_of(ws.scope)
+        if link is not None:
+            link.drop()
+    except (RuntimeError, WebSocketDisconnect):
+        pass  # closed already
 
 
 async def _drain(ws: WebSocket) -> None:

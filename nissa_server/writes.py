@@ -21,6 +21,7 @@ from leyline import (
     RunStatus,
     StatusChange,
 )
+from leyline.commands import is_trainer_command
 from nissa_server.runs import RunState, Stream
 
 if TYPE_CHECKING:
@@ -44,9 +45,13 @@ _UPSERT_COUNT = (
 def insert_run(conn: sqlite3.Connection, run: RunState) -> None:
     now = time.time()
     conn.execute(
-        "INSERT OR IGNORE INTO runs (run_key, run_id, name, status, created_at, last_seen_at) VALUES (?,?,?,?,?,?)",
-        (run.run_key, run.run_id, run.name, run.status.value, now, now),
+        "INSERT OR IGNORE INTO runs (run_key, run_id, name, status, created_at, last_seen_at, secret_hash)"
+        " VALUES (?,?,?,?,?,?,?)",
+        (run.run_key, run.run_id, run.name, run.status.value, now, now, run.secret_hash),
     )
+    # A run stored before stream secrets takes the first one presented (see nissa_server.ingest).
+    conn.execute("UPDATE runs SET secret_hash = ? WHERE run_key = ? AND secret_hash IS NULL",
+                 (run.secret_hash, run.run_key))
 
 
 def set_run_status(conn: sqlite3.Connection, run_key: int, status: RunStatus) -> None:
@@ -76,8 +81,8 @@ def _apply_effect(conn: sqlite3.Connection, run_key: int, event: Event) -> None:
         )
     elif isinstance(payload, RunFinished):
         conn.execute(
-            "UPDATE runs SET status = 'finished', ended_at = ?, finish = ? WHERE run_key = ?",
-            (event.ts, _enc.encode(payload), run_key),
+            "UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
+            (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key),
         )
     elif isinstance(payload, HubHealth):
         conn.execute("UPDATE runs SET hub_health = ? WHERE run_key = ?", (_enc.encode(payload), run_key))
@@ -109,6 +114,8 @@ def apply_command_status(conn: sqlite3.Connection, run_key: int, change: Command
         "SELECT status, history FROM commands WHERE command_id = ? AND run_key = ?", (change.command_id, run_key)
     ).fetchone()
     if row is None:
+        if is_trainer_command(change.command_id):
+            return _insert_trainer_command(conn, run_key, change, ts=ts, step=step)
         logger.warning("status %s for unknown command %s ignored", change.status.value, change.command_id)
         return False
     current = CommandStatus(row[0])
@@ -128,6 +135,23 @@ def apply_command_status(conn: sqlite3.Connection, run_key: int, change: Command
     return True
 
 
+def _insert_trainer_command(conn: sqlite3.Connection, run_key: int, change: CommandStatusChanged, *,
+                           ts: float, step: int | None) -> bool:
+    """A command the trainer gave itself, recorded from its first status so ``GET /commands/{id}`` shows
+    it like any other; its first message is the trainer's reason. An id another run already holds stays
+    that run's (``OR IGNORE``)."""
+    request = {"action": change.action.value, "reason": change.message or None, "origin": "trainer"}
+    history = [StatusChange(status=change.status, ts=ts, step=step, message=change.message)]
+    inserted = conn.execute(
+        "INSERT OR IGNORE INTO commands (command_id, run_key, action, status, created_at, updated_at, request,"
+        " applied_step, result, message, history) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (change.command_id, run_key, change.action.value, change.status.value, ts, time.time(),
+         _enc.encode(request), change.applied_step, None if change.result is None else _enc.encode(change.result),
+         change.message, _enc.encode(history)),
+    ).rowcount
+    return inserted == 1
+
+
 def max_event_id(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
 
@@ -135,11 +159,11 @@ def max_event_id(conn: sqlite3.Connection) -> int:
 def load_runs(conn: sqlite3.Connection) -> list[RunState]:
     """Every run with its per-rank stream state, as the last transaction left them."""
     runs: dict[int, RunState] = {}
-    for key, run_id, name, status, last_seen, step, epoch in conn.execute(
-        "SELECT run_key, run_id, name, status, last_seen_at, last_step, last_epoch FROM runs"
+    for key, run_id, name, status, last_seen, step, epoch, secret_hash in conn.execute(
+        "SELECT run_key, run_id, name, status, last_seen_at, last_step, last_epoch, secret_hash FROM runs"
     ):
         runs[key] = RunState(run_key=key, run_id=run_id, name=name, status=RunStatus(status),
-                             last_seen=last_seen, last_step=step, last_epoch=epoch)
+                             last_seen=last_seen, last_step=step, last_epoch=epoch, secret_hash=secret_hash)
     for key, rank in conn.execute("SELECT run_key, rank FROM streams").fetchall():
         if key in runs:
             runs[key].streams[rank] = load_stream(conn, key, rank)

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
@@ -22,8 +22,9 @@ from leyline.events import RunId
 from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.hub import HubConfig
+from trainer.hub.rest import ServerUnavailable
 from trainer.hub.runlog import LogCorrupt
-from trainer.hub.upload import upload_run
+from trainer.hub.upload import UploadResult, upload_run
 from trainer.runtime import Runtime, RuntimeConfig, build_runtime
 
 # torch and the training loop are imported inside the training functions only: `esper-train
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+USAGE = """esper-train [options]
+       esper-train upload RUN_DIR [--server URL] [--token T] [--wait SECONDS] [--timeout SECONDS]"""
+
 EPILOG = """\
 Every event goes first to LOG_DIR/<run_id>/events.jsonl and is streamed from there; if the
 server is away, training goes on and the events are re-sent when it comes back.
@@ -41,6 +45,13 @@ server is away, training goes on and the events are re-sent when it comes back.
 A run whose server never came back is uploaded later (idempotent, safe to repeat):
   esper-train upload LOG_DIR/<run_id> --server http://127.0.0.1:8765
 """
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag gets one line that names it: the usage is long, and --help has it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _say(text: str, *, err: bool = False) -> None:
@@ -59,7 +70,7 @@ def _checked_run_id(value: str) -> str:
     try:
         return msgspec.convert(value, RunId)
     except msgspec.ValidationError:
-        raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -") from None
+        raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -, not dots only") from None
 
 
 def _rank_from_env() -> int:
@@ -70,11 +81,11 @@ def _rank_from_env() -> int:
     return int(raw)
 
 
-def _train_parser() -> argparse.ArgumentParser:
+def train_parser() -> argparse.ArgumentParser:
     from trainer.simic.config import add_training_args
 
-    p = argparse.ArgumentParser(prog="esper-train", description="Train an Esper run and stream its events to nissa-server.",
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Train an Esper run and stream its events to nissa-server.")
     g = p.add_argument_group("telemetry")
     g.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
                    help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER; none: log only)")
@@ -86,23 +97,33 @@ def _train_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
     g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
                    choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
-    g.add_argument("--hub-queue", type=int, default=10_000, help="events held in memory before metrics drop")
+    g.add_argument("--hub-queue", type=int, default=10_000, metavar="EVENTS",
+                   help="events held in memory before metrics drop (default 10000)")
     g.add_argument("--profile", type=int, metavar="BATCHES",
-                   help="open a torch.profiler window over the first BATCHES training batches")
-    g.add_argument("--close-timeout", type=float, default=15.0,
+                   help="open a torch.profiler window over the first BATCHES training batches (default: none)")
+    g.add_argument("--profile-update", action="store_true",
+                   help="open a torch.profiler window over the first PPO update (default: off)")
+    g.add_argument("--close-timeout", type=float, default=15.0, metavar="SECONDS",
                    help="seconds to deliver what is left when the run ends (default 15)")
-    g.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    g.add_argument("--log-every", type=int, metavar="ROUNDS",
+                   help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
+                        "(0: none; default 1)")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="log what the hub and the loop do to stderr (default: warnings only)")
     add_training_args(p)
     return p
 
 
-def _upload_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="esper-train upload",
-                                description="Upload a run's local log to nissa-server (idempotent).")
+def upload_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="esper-train upload",
+                description="Upload a run's local log and its profile traces to nissa-server (idempotent).")
     p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
     p.add_argument("--server", default=os.environ.get("NISSA_SERVER"), help="nissa-server URL (default $NISSA_SERVER)")
     p.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
-    p.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (default 120)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for a server that does not answer yet (default 0: fail at once)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="give up delivering the events after this many seconds (default 120)")
     return p
 
 
@@ -125,25 +146,47 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
                       log_dir=str(pathlib.Path(args.log_dir).resolve()))
 
 
+def _check_telemetry_args(args: argparse.Namespace) -> None:
+    """The telemetry group's bounds; ValueError names the flag (the training group checks its own)."""
+    if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:
+        raise ValueError(f"--profile: must be in 1..{MAX_PROFILE_BATCHES}, got {args.profile}")
+    if args.hub_queue < 1:
+        raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
+    if not args.close_timeout >= 0:
+        raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
+
+
+def _start_runtime(parser: argparse.ArgumentParser, hub: HubConfig, level: TelemetryLevel) -> Runtime:
+    """The hub opens the run log first: a log dir it cannot write, or a log it cannot continue, is the
+    flag's fault and gets one line."""
+    try:
+        return build_runtime(RuntimeConfig(hub=hub, level=level))
+    except LogCorrupt as err:
+        parser.error(f"--run-id {hub.run_id}: its existing log cannot be continued: {err}")
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename else ""
+        parser.error(f"--log-dir {hub.log_dir}: cannot write the run log: {err.strerror or err}{where}")
+
+
 def _train(argv: Sequence[str]) -> int:
+    from trainer.data import DataError
     from trainer.simic.config import ConfigError, TrainConfig
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling
 
-    parser = _train_parser()
+    parser = train_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        _check_telemetry_args(args)
         config = TrainConfig.from_args(args)
         run_id = _checked_run_id(args.run_id) if args.run_id else new_run_id(args.run_name)
         hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                         rank=_rank_from_env(), name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
         parser.error(str(err))
-    if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:
-        parser.error(f"--profile: must be in 1..{MAX_PROFILE_BATCHES}, got {args.profile}")
-    runtime = build_runtime(RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level)))
+    runtime = _start_runtime(parser, hub, TelemetryLevel(args.telemetry_level))
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
     _interrupt_on_sigterm()
@@ -151,10 +194,15 @@ def _train(argv: Sequence[str]) -> int:
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     try:
         runtime.emit(_run_started(runtime, args.run_name, config, args))
-        install_profiling(runtime, profile_batches=args.profile)  # after run_started: it may open a window
+        # After run_started: it may open windows. Both flags: the update window waits for the first.
+        install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
         summary = run_training(config, runtime)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
+    except DataError as err:  # the data turned out unreadable once loaded: the flag's fault, not a bug
+        _say(f"esper-train: error: {err}", err=True)
+        summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
+                              error=str(err)[:2000])
     except Exception as err:  # a failed run still ends its log with run_finished, and exits non-zero
         logger.exception("training failed")
         summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
@@ -172,23 +220,39 @@ def _train(argv: Sequence[str]) -> int:
 
 
 def _upload(argv: Sequence[str]) -> int:
-    parser = _upload_parser()
+    parser = upload_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.server:
         parser.error("--server is required (or set NISSA_SERVER)")
+    if not args.wait >= 0 or not args.timeout > 0:
+        parser.error(f"--wait must be >= 0 and --timeout > 0 seconds, got {args.wait} and {args.timeout}")
+
+    def waiting(why: str) -> None:
+        _say(f"esper-train upload: --server {args.server}: {why}; waiting up to {args.wait:g} s", err=True)
+
     try:
         HubConfig(run_id="check", log_dir=args.run_dir, server=args.server)
-        results = upload_run(args.run_dir, args.server, args.token, timeout=args.timeout)
+        results = upload_run(args.run_dir, args.server, args.token, timeout=args.timeout, wait_s=args.wait,
+                             on_wait=waiting)
     except (ValueError, FileNotFoundError, LogCorrupt) as err:
         parser.error(str(err))
-    ok = True
+    except ServerUnavailable as err:
+        hint = f"gave up after --wait {args.wait:g} s" if args.wait else "is it running? --wait SECONDS retries"
+        _say(f"esper-train upload: --server {args.server}: no nissa-server answers: {err} ({hint})", err=True)
+        return 1
     for r in results:
-        state = "complete" if r.complete else f"INCOMPLETE ({r.error or 'timed out'})"
-        _say(f"{r.path}: run {r.run_id} rank {r.rank}: {r.events} events, {r.sent} sent, "
-             f"server holds {r.stored}: {state}")
-        ok = ok and r.complete
-    return 0 if ok else 1
+        _say(_describe_upload(r))
+    return 0 if all(r.complete for r in results) else 1
+
+
+def _describe_upload(r: UploadResult) -> str:
+    events_state = "complete" if r.stored >= r.events else f"INCOMPLETE ({r.error or 'timed out'})"
+    line = (f"{r.path}: run {r.run_id} rank {r.rank}: {r.events} events, {r.sent} sent, "
+            f"server holds {r.stored}: {events_state}")
+    if r.traces is not None and (r.traces.sent or r.traces.held or r.traces.missing or r.traces.errors):
+        line += f"; {r.traces.describe()}" + ("" if not r.traces.errors else ": INCOMPLETE")
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

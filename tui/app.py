@@ -92,6 +92,9 @@ def read_run_log(path: Path, max_events: int) -> list[Event]:
 
 
 def build_app(config: WatchConfig) -> EsperWatch:
-    """The app as the CLI runs it; a replay file is read here, before the terminal is taken."""
+    """The app as the CLI runs it; a replay file is read here, before the terminal is taken (ValueError:
+    it holds no event, OSError: it cannot be read)."""
     events = read_run_log(config.replay_file, config.max_replay_events) if config.replay_file else None
+    if events == []:
+        raise ValueError("no event could be read from it (is it a run log, <log-dir>/<run_id>/events.jsonl?)")
     return EsperWatch(config, events)

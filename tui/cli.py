@@ -27,18 +27,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", default=None,
                    help=f"nissa-server base URL (default {DEFAULT_SERVER}, or $NISSA_SERVER)")
     p.add_argument("--token", default=None, help="bearer token for escalations (default $NISSA_TOKEN)")
-    p.add_argument("--run", dest="run_id", default=None, help="open this run directly")
+    p.add_argument("--run", dest="run_id", default=None,
+                   help="open this run directly, waiting for it if the server does not know it yet "
+                        "(default: pick one from the list)")
     p.add_argument("--replay", type=Path, default=None, metavar="EVENTS_JSONL",
-                   help="replay a local run log (<log-dir>/<run_id>/events.jsonl) without a server")
-    p.add_argument("--web", action="store_true", help="serve the console in a browser (textual-serve)")
+                   help="replay a local run log (<log-dir>/<run_id>/events.jsonl) without a server "
+                        "(default: none)")
+    p.add_argument("--web", action="store_true",
+                   help="serve the console in a browser (textual-serve) (default: in this terminal)")
     p.add_argument("--web-host", default="127.0.0.1", help="address --web listens on (default 127.0.0.1)")
     p.add_argument("--web-port", type=int, default=8766, help="port --web listens on (default 8766)")
-    p.add_argument("--web-public-url", default=None, help="URL browsers reach --web at, if proxied")
+    p.add_argument("--web-public-url", default=None,
+                   help="URL browsers reach --web at, if proxied (default: http://WEB_HOST:WEB_PORT)")
     p.add_argument("--allow-remote", action="store_true",
-                   help="let --web listen on a non-loopback address (anyone who reaches it can escalate)")
+                   help="let --web listen on a non-loopback address; anyone who reaches it can escalate "
+                        "(default: loopback only)")
     p.add_argument("--refresh-hz", type=float, default=4.0, help="most redraws per second (default 4)")
-    p.add_argument("--debug-epochs", type=int, default=3, help="length of the debug window d asks for")
-    p.add_argument("--profile-batches", type=int, default=5, help="default batches of the p form")
+    p.add_argument("--debug-epochs", type=int, default=3,
+                   help="length in epochs of the debug window d asks for (default 3)")
+    p.add_argument("--profile-batches", type=int, default=5,
+                   help="batches the p form offers for a profile window (default 5)")
     p.add_argument("--log-file", type=Path, default=None,
                    help="where the console logs (default: the per-user log dir)")
     return p
@@ -62,6 +70,9 @@ def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
     if not loopback and not args.allow_remote:
         _out(f"esper-watch: --web-host {args.web_host} is not loopback; add --allow-remote to mean it")
         return 2
+    if not 1 <= args.web_port <= 65535:
+        _out(f"esper-watch: --web-port must be in 1..65535, got {args.web_port}")
+        return 2
     child = [a for a in argv if a != "--web"]
     for flag in ("--web-host", "--web-port", "--web-public-url", "--token"):
         # The token travels in the environment: a command line is visible to every local user.
@@ -72,8 +83,13 @@ def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
         os.environ["NISSA_TOKEN"] = args.token
     command = shlex.join([sys.executable, "-m", "tui", *child])
     _out(f"esper-watch: serving on http://{args.web_host}:{args.web_port}")
-    Server(command, host=args.web_host, port=args.web_port, title="esper-watch",
-           public_url=args.web_public_url).serve()
+    try:
+        Server(command, host=args.web_host, port=args.web_port, title="esper-watch",
+               public_url=args.web_public_url).serve()
+    except OSError as err:  # the address is taken, or not this machine's
+        _out(f"esper-watch: --web-host/--web-port: cannot listen on {args.web_host}:{args.web_port}: "
+             f"{err.strerror or err}")
+        return 2
     return 0
 
 
@@ -98,9 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay and not args.replay.is_file():
         _out(f"esper-watch: --replay {args.replay}: no such file")
         return 2
-    log_path = _configure_logging(args.log_file)
+    try:
+        log_path = _configure_logging(args.log_file)
+    except OSError as err:
+        _out(f"esper-watch: --log-file {args.log_file}: cannot write there: {err.strerror or err}")
+        return 2
     logging.getLogger(__name__).info("esper-watch starting against %s", client.base if client else args.replay)
-    build_app(config).run()
+    try:
+        app = build_app(config)
+    except (OSError, ValueError) as err:
+        _out(f"esper-watch: --replay {args.replay}: {err}")
+        return 2
+    app.run()
     _out(f"esper-watch: log at {log_path}")
     return 0
 

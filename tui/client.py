@@ -164,7 +164,7 @@ class NissaClient:
         return out
 
     async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
-                       batches: int | None = None, through_update: bool = False,
+                       batches: int | None = None, through_update: bool = False, target: str | None = None,
                        reason: str | None = None) -> str:
         """``POST /escalate``; returns the new command's id.
 
@@ -172,7 +172,7 @@ class NissaClient:
         combine (``through_update`` belongs to a debug window; a profile window refuses it).
         """
         body: dict[str, object] = {"run_id": run_id, "action": action.value}
-        for key, value in (("epochs", epochs), ("batches", batches), ("reason", reason)):
+        for key, value in (("epochs", epochs), ("batches", batches), ("target", target), ("reason", reason)):
             if value is not None:
                 body[key] = value
         if through_update:

@@ -35,7 +35,10 @@ class WatchConfig:
     command_poll_s: float = 1.0
     """How often a command this console issued is polled until it ends."""
     runs_poll_s: float = 2.0
-    """How often the run picker refreshes."""
+    """How often the run picker refreshes, and a run view asks the server for its run's status."""
+    run_wait_s: float = 30.0
+    """How long a run opened by id may stay unknown to the server before the console says so; it goes
+    on waiting (a trainer started a moment ago registers its run on its first connection)."""
     max_inflight_events: int = 20_000
     """Events received but not yet folded in before the stream stops reading (backpressure)."""
     max_replay_events: int = 200_000
@@ -50,8 +53,8 @@ class WatchConfig:
             raise ValueError(f"--debug-epochs must be in 1..{MAX_DEBUG_EPOCHS}")
         if not 1 <= self.profile_batches <= MAX_PROFILE_BATCHES:
             raise ValueError(f"--profile-batches must be in 1..{MAX_PROFILE_BATCHES}")
-        if self.command_poll_s <= 0 or self.runs_poll_s <= 0:
-            raise ValueError("poll intervals must be > 0")
+        if self.command_poll_s <= 0 or self.runs_poll_s <= 0 or self.run_wait_s <= 0:
+            raise ValueError("poll intervals and run_wait_s must be > 0")
         if self.max_inflight_events < 1 or self.max_replay_events < 1:
             raise ValueError("event bounds must be >= 1")
 

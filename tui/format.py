@@ -154,7 +154,8 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     AnomalyDetected: lambda p: f"{p.anomaly}: {p.detail}{' (auto-escalated)' if p.auto_escalated else ''}",
     TelemetryLevelChanged: _level,  # type: ignore[dict-item]
     DebugLayerStats: lambda p: f"{p.model} layer stats ({len(p.layers)} tensors)",
-    ProfileStarted: lambda p: f"profile {p.window} started for {p.batches} batches",
+    ProfileStarted: lambda p: (f"profile {p.window} started for the next PPO update" if p.target == "update"
+                               else f"profile {p.window} started for {p.batches} batches"),
     ProfileCompleted: lambda p: f"profile {p.window} done in {p.wall_s:.2f}s: {p.trace_path}",
     PhaseTiming: lambda p: f"round {p.round} env-epochs/s {num(p.env_epochs_per_s, 1)}",
     CommandStatusChanged: _command,  # type: ignore[dict-item]

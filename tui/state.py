@@ -26,6 +26,7 @@ from leyline import (
     ProfileStarted,
     RunFinished,
     RunStarted,
+    RunStatus,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
@@ -231,7 +232,7 @@ def _on_run_started(state: RunState, event: Event) -> None:
 
 def _on_run_finished(state: RunState, event: Event) -> None:
     p: RunFinished = event.payload  # type: ignore[assignment]
-    state.status = "finished" if p.status == "completed" else p.status
+    state.status = RunStatus.after_finish(p.status).value
     state.dirty.add("header")
 
 

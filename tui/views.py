@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from leyline import HEAD_NAMES, CommandStatus, SeedStage, SlotSnapshot, TopOp
+from leyline import HEAD_NAMES, CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
 
 from tui.state import RunState
 
@@ -27,9 +27,17 @@ class StaleThresholds:
             raise ValueError("need 0 < slow_s < stale_s")
 
 
+def run_ended(status: str) -> bool:
+    """The server (or the run log) says the run is over; a status this console does not know is not."""
+    try:
+        return RunStatus(status).ended
+    except ValueError:
+        return False
+
+
 def staleness(silence_s: float | None, status: str, thresholds: StaleThresholds) -> Staleness:
-    """LIVE / SLOW / STALE from the seconds since the last event arrived; finished runs say so."""
-    if status in ("finished", "failed", "interrupted"):
+    """LIVE / SLOW / STALE from the seconds since the last event arrived; ended runs say FINISHED."""
+    if run_ended(status):
         return "FINISHED"
     if silence_s is None:
         return "WAITING"
@@ -244,14 +252,20 @@ class ProfileView:
     trace_path: str = ""
     artifact_url: str | None = None
     top_ops: tuple[TopOp, ...] = ()
+    target: str = "batches"
+
+    @property
+    def span(self) -> str:
+        """What the window records: ``N batches`` or ``the PPO update``."""
+        return "the PPO update" if self.target == "update" else f"{self.batches} batches"
 
 
 def profile_view(state: RunState, artifact_url: str | None) -> ProfileView:
     if state.profile_running is not None:
         p = state.profile_running
-        return ProfileView("running", p.window, p.batches, trace_path=p.trace_dir)
+        return ProfileView("running", p.window, p.batches, trace_path=p.trace_dir, target=p.target)
     if state.profile is not None:
         c = state.profile
         return ProfileView("completed", c.window, c.batches, c.wall_s, c.trace_path, artifact_url,
-                           tuple(c.top_ops))
+                           tuple(c.top_ops), c.target)
     return ProfileView("none")

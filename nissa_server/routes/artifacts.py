@@ -22,13 +22,16 @@ from nissa_server.schemas import ArtifactInfo
 from nissa_server.state import Nissa
 
 router = APIRouter(tags=["artifacts"])
-NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-ArtifactName = Annotated[str, Path(max_length=128, description="File name: letters, digits, '.', '_', '-'")]
+NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9._-]{1,128}$"
+NAME = re.compile(NAME_PATTERN)
+# The pattern is for the schema; ``_path`` checks it (pydantic's regex engine has no look-ahead).
+ArtifactName = Annotated[str, Path(max_length=128, description="File name: letters, digits, '.', '_', '-', "
+                                   "not dots only", json_schema_extra={"pattern": NAME_PATTERN})]
 UNAUTHORIZED = {401: error("Missing or wrong bearer token", "missing or wrong bearer token")}
 
 
 def _path(n: Nissa, run_key: int, name: str) -> pathlib.Path:
-    if not NAME.match(name) or name in {".", ".."}:
+    if not NAME.fullmatch(name):
         raise HTTPException(422, f"invalid artifact name {name!r}: use letters, digits, '.', '_', '-'")
     root = n.settings.artifacts_root.resolve()
     path = (root / str(run_key) / name).resolve()
@@ -48,7 +51,8 @@ def _url(run_id: str, name: str) -> str:
             responses={201: ok(ref(ArtifactInfo), EXAMPLES["artifact"], "Stored"),
                        404: error("No such run", "unknown run 'r-x'"),
                        413: error("Too large", "artifact over 536870912 bytes"),
-                       422: error("Invalid name", "invalid artifact name 'a/b'"), **UNAUTHORIZED})
+                       422: error("Invalid name, or an empty body", "invalid artifact name 'a/b'"),
+                       **UNAUTHORIZED})
 async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
     n = nissa(request)
     run = run_or_404(n, run_id)
@@ -68,6 +72,8 @@ async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
                     raise HTTPException(413, f"artifact over {limit} bytes")
                 digest.update(chunk)
                 await asyncio.to_thread(out.write, chunk)
+        if size == 0:
+            raise HTTPException(422, "empty artifact: the body has no bytes")
         await asyncio.to_thread(os.replace, partial, path)
     finally:
         partial.unlink(missing_ok=True)

@@ -25,7 +25,8 @@ _ESCALATE_BODY = {
         "content": {"application/json": {
             "schema": ref(EscalateRequest),
             "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
-                         "profile": {"value": EXAMPLES["escalate_profile"]}},
+                         "profile": {"value": EXAMPLES["escalate_profile"]},
+                         "profile_update": {"value": EXAMPLES["escalate_profile_update"]}},
         }},
     }
 }
@@ -54,7 +55,7 @@ async def _body(request: Request) -> bytes:
         404: error("No such run", "unknown run 'r-x'"),
         409: error("The run is not live", "run 'r-x' is finished, not live"),
         413: error("Body too large", "body over 65536 bytes"),
-        422: error("Invalid request", "action 'profile' needs 'batches' (1..500)"),
+        422: error("Invalid request", "action 'profile' needs 'batches' (1..500) or 'target': 'update'"),
         429: error("Too many open commands for this run", "run 'r-x' already has 8 open commands"),
     },
 )

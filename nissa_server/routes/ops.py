@@ -1,4 +1,4 @@
-"""``GET /healthz`` and ``GET /metrics``."""
+"""``GET /`` (where to start), ``GET /healthz`` and ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nissa_server import __version__, db
 from nissa_server.auth import require_read
-from nissa_server.openapi import EXAMPLES, ok, ref
+from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import Health
 
 router = APIRouter(tags=["operations"])
+
+# What ``GET /`` points to: enough for someone who typed the server's address into a browser.
+INDEX = {"service": "nissa-server", "version": __version__, "docs": "/docs", "openapi": "/openapi.json",
+         "runs": "/runs", "health": "/healthz", "metrics": "/metrics"}
+_INDEX_SCHEMA = {"type": "object", "properties": {key: {"type": "string"} for key in INDEX},
+                 "required": list(INDEX)}
+
+
+@router.get("/", summary="Where to start: links to the API's documentation and main resources",
+            response_class=Response, responses={200: ok(_INDEX_SCHEMA, INDEX)})
+async def index() -> Response:
+    return json_response(INDEX)
 
 
 @router.get("/healthz", summary="Liveness (never needs a token)", response_class=Response,
@@ -28,7 +40,9 @@ async def healthz(request: Request) -> Response:
             response_class=Response,
             responses={200: {"description": "Prometheus text format",
                              "content": {"text/plain": {"schema": {"type": "string"},
-                                                        "example": "nissa_events_ingested_total 1234.0\n"}}}})
+                                                        "example": "nissa_events_ingested_total 1234.0\n"}}},
+                       401: error("Reads need the bearer token (server started with --read-auth)",
+                                  "missing or wrong bearer token")})
 async def metrics(request: Request) -> Response:
     registry = nissa(request).metrics.registry
     # The commands collector reads SQLite: off the event loop.

@@ -47,6 +47,12 @@ async def get_run(request: Request, run_id: str) -> Response:
     return json_response(_with_live_state(request, info))
 
 
+_KIND_NAMES = "|".join(sorted(k.value for k in EventKind))
+_KIND_LIST = rf"^\s*({_KIND_NAMES})?(\s*,\s*({_KIND_NAMES})?)*\s*$"
+"""One kind or several separated by commas, spelled out for the schema (``_kinds`` checks, with a
+shorter message than the pattern's)."""
+
+
 def _kinds(kind: str | None) -> list[str] | None:
     if not kind:
         return None
@@ -57,22 +63,31 @@ def _kinds(kind: str | None) -> list[str] | None:
     return names or None
 
 
-@router.get("/runs/{run_id}/events", summary="Stored events after a seq, in (seq, rank) order",
+@router.get("/runs/{run_id}/events", summary="Stored events after a cursor, in (seq, rank) order",
+            description="Page through a run with the (seq, rank) of the last event received: `after_seq=S"
+                        "&after_rank=R` returns the events after it, so a run with several ranks (the "
+                        "server's own events are rank -1) is read whole, each event once. `after_seq` alone "
+                        "skips every event with seq S: enough when only one rank is read (`rank=`).",
             response_class=Response,
             responses={200: ok({"type": "array", "items": ref(Event)}, EXAMPLES["events"][:3]),
                        **NOT_FOUND, **UNAUTHORIZED})
 async def list_events(
     request: Request,
     run_id: str,
-    after_seq: Annotated[int, Query(ge=0, le=MAX_INT,
-                                    description="Only events with a larger seq (the paging cursor)")] = 0,
-    kind: Annotated[str | None, Query(description="Event kind, or several separated by commas")] = None,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_INT, description="Cursor: only events after this seq "
+                                    "(and, with after_rank, after this seq's events up to that rank)")] = 0,
+    after_rank: Annotated[int | None, Query(ge=-1, le=queries.MAX_RANK,
+                                            description="Cursor, with after_seq: the rank of the last event "
+                                                        "received")] = None,
+    kind: Annotated[str | None, Query(description="Event kind, or several separated by commas",
+                                      json_schema_extra={"pattern": _KIND_LIST})] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most events in this page")] = 1000,
-    rank: Annotated[int | None, Query(ge=-1, le=65535, description="Only this rank (-1: the server's)")] = None,
+    rank: Annotated[int | None, Query(ge=-1, le=queries.MAX_RANK,
+                                      description="Only this rank (-1: the server's)")] = None,
 ) -> Response:
     n = nissa(request)
     run = run_or_404(n, run_id)
-    bodies = await n.store.read(queries.events_page, run.run_key, after_seq, limit, _kinds(kind), rank)
+    bodies = await n.store.read(queries.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank)
     # Stored bodies are already validated JSON envelopes: join them, no re-encoding.
     return Response(b"[" + b",".join(bodies) + b"]", media_type="application/json")
 

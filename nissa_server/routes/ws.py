@@ -5,16 +5,31 @@ from __future__ import annotations
 from fastapi import APIRouter, WebSocket
 
 from nissa_server.ingest import serve_ingest
+from nissa_server.protocols import link_of
 from nissa_server.watch import serve_watch
 
 router = APIRouter()
 
 
+async def _settle(ws: WebSocket) -> None:
+    """Once a route is done with its connection, give it the grace to end, then cut it: a peer that
+    stopped reading would otherwise hold it (and what is buffered for it) open for good."""
+    link = link_of(ws.scope)
+    if link is not None:
+        await link.settle(ws.app.state.nissa.settings.limits.close_grace_s)
+
+
 @router.websocket("/ws/ingest")
 async def ingest(ws: WebSocket) -> None:
-    await serve_ingest(ws, ws.app.state.nissa)
+    try:
+        await serve_ingest(ws, ws.app.state.nissa)
+    finally:
+        await _settle(ws)
 
 
 @router.websocket("/ws/watch")
 async def watch(ws: WebSocket) -> None:
-    await serve_watch(ws, ws.app.state.nissa)
+    try:
+        await serve_watch(ws, ws.app.state.nissa)
+    finally:
+        await _settle(ws)

@@ -61,3 +61,39 @@ def test_anomaly_benchmark_injects_faults_into_the_real_loop():
     assert figures["faults"] == 1 and figures["healthy_epochs"] > 0
     assert 0.0 <= figures["recall"] <= 1.0 and figures["false_alarms_per_100_epochs"] >= 0.0
     assert figures["delay_dead_seed"] in (1, 2)  # a zeroed seed is read from the next epoch's gradients
+
+
+@pytest.mark.timeout(60)
+def test_token_timing_benchmark_compares_a_late_and_an_early_mismatch():
+    figures = _run_bench("bench/token_timing.py", "--calls", "2000", "--rounds", "3")
+    assert all(figures[f"{case}_ns"] > 0 for case in ("first_wrong", "last_wrong", "short", "right"))
+    assert figures["ratio"] == pytest.approx(figures["last_wrong_ns"] / figures["first_wrong_ns"], abs=1e-2)
+
+
+def _last_line(*args: str) -> dict[str, str]:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(pair.split("=") for pair in done.stdout.strip().splitlines()[-1].split())
+
+
+TINY_LOOP = ("--train-size", "128", "--val-size", "64", "--batch-size", "64", "--episode-length", "3",
+             "--base-channels", "4", "--lstm-hidden", "8", "--n-envs", "2")
+
+
+@pytest.mark.timeout(240)
+def test_host_syncs_benchmark_ends_with_both_levels():
+    figures = _last_line("bench/host_syncs.py", *TINY_LOOP, "--gradient-telemetry-stride", "2")
+    assert list(figures)[:2] == ["syncs_per_epoch_normal", "syncs_per_epoch_debug"]
+    normal, debug = float(figures["syncs_per_epoch_normal"]), float(figures["syncs_per_epoch_debug"])
+    assert 0 < normal <= 4 + float(figures["collections_per_epoch_normal"])
+    assert normal < debug <= 4 + float(figures["collections_per_epoch_debug"])
+
+
+@pytest.mark.timeout(240)
+def test_trainer_throughput_benchmark_measures_both_loops_and_counts_syncs():
+    figures = _last_line("bench/trainer_throughput.py", "--device", "cpu", *TINY_LOOP, "--repeats", "1",
+                         "--live-seeds", "1")
+    assert figures["device"] == "cpu" and figures["live_seeds"] == "1"
+    assert float(figures["bare_env_epochs_per_s"]) > 0 and float(figures["full_env_epochs_per_s"]) > 0
+    assert float(figures["ratio_min"]) <= float(figures["ratio"]) <= float(figures["ratio_max"])
+    assert 0 < float(figures["syncs_per_epoch_normal"]) <= 6

@@ -56,7 +56,8 @@ def test_encode_checked_refuses_what_decoding_refuses_and_says_where():
 
 def test_check_run_id_and_rank():
     check_run_id("run-1.a_b:c")
-    for bad in ("", "has space", "a/b", "x" * 129, "trailing\n", 5):
+    check_run_id("a..b")
+    for bad in ("", "has space", "a/b", "x" * 129, "trailing\n", 5, ".", "..", "...", "..\n"):
         with pytest.raises(msgspec.ValidationError):
             check_run_id(bad)  # type: ignore[arg-type]
     check_rank(0)

@@ -79,6 +79,9 @@ def test_payload_must_match_kind():
         {"run_id": "r", "action": "profile", "batches": 100000},
         {"run_id": "r", "action": "explode", "epochs": 1},
         {"run_id": "r", "action": "debug", "epochs": 1, "extra": True},
+        {"run_id": "r", "action": "profile", "target": "update", "batches": 3},
+        {"run_id": "r", "action": "profile", "target": "weights"},
+        {"run_id": "r", "action": "debug", "through_update": True, "target": "update"},
     ],
 )
 def test_escalate_request_validation(body):
@@ -88,7 +91,9 @@ def test_escalate_request_validation(body):
 
 def test_escalate_request_valid():
     req = msgspec.json.decode(b'{"run_id":"r","action":"profile","batches":5}', type=EscalateRequest)
-    assert req.batches == 5 and req.action is CommandAction.PROFILE
+    assert req.batches == 5 and req.action is CommandAction.PROFILE and req.target is None
+    update = msgspec.json.decode(b'{"run_id":"r","action":"profile","target":"update"}', type=EscalateRequest)
+    assert update.target == "update" and update.batches is None
 
 
 def test_a_non_finite_validation_loss_still_travels():

@@ -40,7 +40,7 @@ def _raw_status(url: str, method: str, path: str) -> int:
         return int(sock.recv(4096).split(b" ")[1])
 
 
-@pytest.mark.parametrize("name", ["..", ".", "../../etc/passwd"])
+@pytest.mark.parametrize("name", ["..", ".", "...", "../../etc/passwd"])
 async def test_dot_segments_never_reach_outside(http, server_url, name):
     for method in ("PUT", "GET"):
         assert _raw_status(server_url, method, f"/runs/art/artifacts/{name}") in (404, 422)
@@ -51,6 +51,13 @@ async def test_bad_names_are_refused(http, name):
     put = await http.put(f"/runs/art/artifacts/{name}", content=b"x")
     get = await http.get(f"/runs/art/artifacts/{name}")
     assert put.status_code in (404, 422) and get.status_code in (404, 422), (put.status_code, get.status_code)
+
+
+async def test_an_empty_body_is_refused_and_stores_nothing(http, server_url):
+    resp = await http.put("/runs/art/artifacts/empty.json", content=b"")
+    assert resp.status_code == 422 and "empty" in resp.json()["detail"]
+    assert (await http.get("/runs/art/artifacts")).json() == []
+    assert not [p for p in server_url.settings.artifacts_root.rglob("*") if p.is_file()]
 
 
 async def test_unknown_run_and_missing_artifact(http):

@@ -1,4 +1,5 @@
-"""The console script: listening line, port 0, refusal to listen openly without a token, shutdown."""
+"""The console script: listening line, port 0, refusal to listen openly without a token, a bad --db in
+one line, limit flags, shutdown."""
 
 import asyncio
 import os
@@ -9,7 +10,9 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from nissa_server.cli import build_parser, settings_from_args
 from tests.support import IngestClient, events_for, start_server_process, stop_process, ws_url
+from tests.support.damage import corrupt_database
 from tests.support.server import script_path
 
 
@@ -59,3 +62,44 @@ async def test_shutdown_with_open_connections_commits_and_exits(tmp_path):
         assert run["last_seq"] == {"0": 100}
     finally:
         stop_process(proc)
+
+
+def _serve(db_path) -> subprocess.CompletedProcess:
+    return subprocess.run([script_path("nissa-server"), "--port", "0", "--db", str(db_path)], capture_output=True,
+                          text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "not a database", "a directory", "held by a running server"])
+def test_an_unusable_db_is_one_line_naming_the_flag(tmp_path, damage):
+    path = tmp_path / "n.db"
+    running = None
+    if damage == "corrupt":
+        corrupt_database(path)
+    elif damage == "not a database":
+        path.write_text("x" * 4096)
+    elif damage == "a directory":
+        path.mkdir()
+    else:
+        running, _ = start_server_process(path)
+    try:
+        out = _serve(path)
+    finally:
+        if running is not None:
+            stop_process(running)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("nissa-server: error: --db: "), out.stderr
+
+
+def test_limit_flags_reach_the_settings_and_show_their_defaults():
+    parser = build_parser()
+    args = parser.parse_args(["--header-timeout", "3", "--max-connections", "50", "--max-watchers", "7",
+                              "--ingest-idle-timeout", "9", "--ws-ping-interval", "4", "--ws-ping-timeout", "5",
+                              "--watcher-max-pending", "1000", "--watcher-max-bytes", "65536"])
+    settings = settings_from_args(args)
+    assert (settings.limits.header_timeout_s, settings.limits.max_connections, settings.limits.max_watchers,
+            settings.limits.ingest_idle_s, settings.limits.ws_ping_interval_s, settings.limits.ws_ping_timeout_s,
+            settings.watcher_max_pending, settings.watcher_max_pending_bytes) == (3, 50, 7, 9, 4, 5, 1000, 65536)
+    text = " ".join(parser.format_help().split())
+    for flag, default in (("--header-timeout", "10.0"), ("--max-connections", "1000"), ("--max-watchers", "100"),
+                          ("--ingest-idle-timeout", "60.0"), ("--watcher-max-bytes", "16777216")):
+        assert flag in text and f"(default {default}" in text.split(flag, 2)[-1][:200], flag

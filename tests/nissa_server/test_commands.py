@@ -51,6 +51,18 @@ async def test_queued_command_goes_down_when_the_trainer_reconnects(server_url):
         assert command.command_id == resp.json()["command_id"] and command.batches == 5
 
 
+async def test_a_profile_window_over_the_next_update_reaches_the_trainer_with_its_target(server_url):
+    async with IngestClient(server_url, "upd") as client, httpx.AsyncClient(base_url=server_url, timeout=30) as http:
+        await client.send(events_for("upd", 2))
+        await client.wait_ack(2)
+        resp = await http.post("/escalate", json={"run_id": "upd", "action": "profile", "target": "update"})
+        assert resp.status_code == 202, resp.text
+        command = await client.wait_command()
+        assert command.target == "update" and command.batches is None
+        record = (await http.get(f"/commands/{command.command_id}")).json()
+        assert record["target"] == "update" and record["batches"] is None
+
+
 async def test_undelivered_command_expires_with_an_event(tmp_path):
     with running_server(tmp_path, command_ttl_s=0.5, maintenance_interval_s=0.1) as url:
         async with IngestClient(url, "ttl") as client:
@@ -88,6 +100,9 @@ async def test_idempotency_key_returns_the_same_command(server_url):
     ({"run_id": "v", "action": "debug", "epochs": 1, "batches": 2}, "batches"),
     ({"run_id": "v", "action": "profile"}, "batches"),
     ({"run_id": "v", "action": "profile", "batches": 501}, "batches"),
+    ({"run_id": "v", "action": "profile", "target": "update", "batches": 5}, "takes no 'batches'"),
+    ({"run_id": "v", "action": "profile", "target": "epoch"}, "target"),
+    ({"run_id": "v", "action": "debug", "epochs": 2, "target": "update"}, "belong to action 'profile'"),
     ({"run_id": "v", "action": "debug", "epochs": 1, "colour": "red"}, "colour"),
     ({"action": "debug", "epochs": 1}, "run_id"),
     ({"run_id": "", "action": "debug", "epochs": 1}, "run_id"),

@@ -18,14 +18,15 @@ from leyline.frames import (
     EventBatch,
     Hello,
 )
-from tests.support import IngestClient, close_of, events_for, running_server, ws_url
+from tests.support import SECRET, IngestClient, close_of, events_for, running_server, ws_url
 
 
 async def test_acks_highest_contiguous_and_drops_duplicates(server_url):
+    events = events_for("dup", 15)
     async with IngestClient(server_url, "dup") as client:
-        await client.send(events_for("dup", 10))
+        await client.send(events[:10])
         await client.wait_ack(10)
-        await client.send(events_for("dup", 10, start_seq=6))  # 6..10 again, 11..15 new
+        await client.send(events[5:])  # 6..10 again, as they were; 11..15 new
         await client.wait_ack(15)
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         events = (await http.get("/runs/dup/events", params={"rank": 0})).json()
@@ -78,7 +79,7 @@ async def test_other_rank_is_not_superseded(server_url):
 
 
 def _hello(run_id="bad"):
-    return encode(Hello(run_id=run_id)).decode()
+    return encode(Hello(run_id=run_id, secret=SECRET)).decode()
 
 
 def _batch(run_id="bad", n=1, **change):
@@ -99,7 +100,10 @@ CASES = {
     "other run": (_hello(), _batch(run_id="someone-else"), CLOSE_BAD_FRAME),
     "other rank": (_hello(), _batch(rank=3), CLOSE_BAD_FRAME),
     "events before hello": (_batch(), None, CLOSE_BAD_FRAME),
-    "hello as server rank": (encode(Hello(run_id="bad", rank=-1)).decode(), None, CLOSE_BAD_FRAME),
+    "hello as server rank": (encode(Hello(run_id="bad", rank=-1, secret=SECRET)).decode(), None, CLOSE_BAD_FRAME),
+    "hello with a huge name": (_hello().replace('"name":""', '"name":"%s"' % ("x" * 1_000_000)), None,
+                               CLOSE_BAD_FRAME),
+    "hello for a dot run id": (_hello().replace('"run_id":"bad"', '"run_id":".."'), None, CLOSE_BAD_FRAME),
     "second hello": (_hello(), _hello(), CLOSE_BAD_FRAME),
     "oversized frame": (_hello(), "[" + " " * (5 * 1024 * 1024) + "]", CLOSE_TOO_LARGE),
     "too many events": (_hello(), _batch(n=5001), CLOSE_TOO_LARGE),
@@ -107,21 +111,46 @@ CASES = {
 }
 
 
+async def _refusal(url: str, first: str, second: str | None) -> tuple[int, str]:
+    """Send ``first`` (and, after the welcome, ``second``) on a fresh ingest socket; the close it gets."""
+    async with connect(ws_url(url, "/ws/ingest"), max_size=None) as bad:
+        await bad.send(first)
+        if second is not None:
+            await bad.recv()  # welcome
+            await bad.send(second)
+        return await close_of(bad)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_bad_frame_closes_only_its_connection(server_url, case):
     first, second, expected = CASES[case]
     async with IngestClient(server_url, "neighbour") as neighbour:
         await neighbour.send(events_for("neighbour", 5))
-        async with connect(ws_url(server_url, "/ws/ingest"), max_size=None) as bad:
-            await bad.send(first)
-            if second is not None:
-                await bad.recv()  # welcome
-                await bad.send(second)
-            code, reason = await close_of(bad)
+        code, reason = await _refusal(server_url, first, second)
         assert code == expected, reason
         assert reason
         await neighbour.send(events_for("neighbour", 5, start_seq=6))
         assert await neighbour.wait_ack(10) == 10
+
+
+DEEP = "[" * 20_000 + "]" * 20_000  # far past the interpreter's recursion limit, within every size limit
+
+
+async def test_deeply_nested_json_is_a_bad_frame_and_counted_everywhere(server_url):
+    deep_event = _batch().replace('"payload": {', '"payload": {"x": %s, ' % DEEP, 1)
+    assert DEEP in deep_event
+    for first, second in ((_hello(), deep_event), ('{"type":"hello","run_id":"a","more":%s}' % DEEP, None)):
+        code, reason = await _refusal(server_url, first, second)
+        assert code == CLOSE_BAD_FRAME and "nested too deeply" in reason
+    async with connect(ws_url(server_url, "/ws/watch")) as watcher, IngestClient(server_url, "after") as client:
+        await watcher.send(DEEP)  # what a watcher sends is never parsed
+        await client.send(events_for("after", 1))
+        assert json.loads(await watcher.recv())["events"][0]["run_id"] == "after"
+    async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
+        resp = await http.post("/escalate", content='{"run_id":"after","action":"debug","epochs":1,"reason":%s}' % DEEP)
+        assert resp.status_code == 422
+        metrics = (await http.get("/metrics")).text
+    assert 'nissa_frames_rejected_total{reason="bad_frame"} 2.0' in metrics
 
 
 async def test_hello_timeout_closes(tmp_path):

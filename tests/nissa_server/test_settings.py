@@ -19,9 +19,10 @@ def test_other_addresses_need_a_token(tmp_path, host):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"port": 70000}, "port"), ({"token": " "}, "token"), ({"read_auth": True}, "read_auth"),
+    ({"port": 70000}, "port"), ({"token": " "}, "token"), ({"token": "tökén"}, "ASCII"),
+    ({"token": "two words"}, "ASCII"), ({"read_auth": True}, "read_auth"),
     ({"lost_after_s": 0}, "lost_after_s"), ({"max_open_commands": 0}, "max_open_commands"),
-    ({"max_frame_bytes": 0}, "max_frame_bytes"),
+    ({"max_frame_bytes": 0}, "max_frame_bytes"), ({"watcher_max_pending_bytes": 0}, "watcher_max_pending_bytes"),
 ])
 def test_invalid_values(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):

@@ -1,12 +1,17 @@
 """The SQLite file: schema version and migrations, WAL, indexes, and readers that do not block the writer."""
 
+import asyncio
+import os
 import sqlite3
 
+import httpx
 import pytest
 
 from nissa_server import db
 from nissa_server.settings import Settings
+from nissa_server.store import Store
 from tests.support import events_for, ingest_events, running_server
+from tests.support.damage import corrupt_database
 
 
 def test_fresh_database_is_at_the_current_version_in_wal_mode(tmp_path):
@@ -36,6 +41,7 @@ def test_old_database_is_migrated_and_keeps_its_rows(tmp_path):
     assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096  # an existing file keeps its pages
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == db.WAL_CHECKPOINT_BYTES // 4096
     assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'events_run'").fetchone()
+    assert conn.execute("SELECT secret_hash FROM runs").fetchall() == [(None,)]  # stored before secrets
 
 
 def test_newer_database_is_refused(tmp_path):
@@ -43,8 +49,37 @@ def test_newer_database_is_refused(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version={db.SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RuntimeError, match="newer"):
+    with pytest.raises(db.UnusableDatabase, match="newer"):
         db.connect_writer(path)
+
+
+def test_one_store_per_file_while_it_is_open(tmp_path):
+    first, second = Store(tmp_path / "n.db"), Store(tmp_path / "n.db")
+    first.open()
+    with pytest.raises(db.UnusableDatabase, match=rf"in use by another nissa-server \(pid {os.getpid()}"):
+        second.open()
+    asyncio.run(first.close())
+    second.open()  # released with the store
+    asyncio.run(second.close())
+
+
+def test_a_second_server_on_the_same_file_does_not_start(tmp_path):
+    with running_server(tmp_path) as url:
+        with pytest.raises(RuntimeError, match="failed to start"), running_server(tmp_path):
+            pass
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+
+
+def test_a_damaged_file_is_refused_before_serving(tmp_path):
+    corrupt_database(tmp_path / "n.db")
+    with pytest.raises(db.UnusableDatabase, match="is corrupt"):
+        Store(tmp_path / "n.db").open()
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(db.UnusableDatabase, match="is a directory"):
+        Store(tmp_path / "dir.db").open()
+    (tmp_path / "text.db").write_text("not a database, but long enough to look like one " * 40)
+    with pytest.raises(db.UnusableDatabase, match="not a usable SQLite database"):
+        Store(tmp_path / "text.db").open()
 
 
 def test_unique_run_rank_seq(tmp_path):

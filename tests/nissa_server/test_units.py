@@ -47,9 +47,12 @@ def test_frames_are_valid_json_bounded_and_carry_the_cursor():
 
 
 async def test_watcher_queue_is_bounded_and_lagging_is_sticky():
-    w = Watcher(WatchFilter(), max_pending=10)
-    w.offer(Chunk([(1, b"{}")] * 6))
-    assert len(await w.take()) == 1 and w.pending == 0
+    w = Watcher(WatchFilter(), max_pending=10, max_bytes=1000)
+    first = Chunk([(1, b"{}")] * 6)
+    w.offer(first)
+    assert len(await w.take()) == 1 and w.pending == 6  # taken, not yet sent: still pinned
+    w.sent(first)
+    assert w.pending == 0 and w.pending_bytes == 0
     w.offer(Chunk([(2, b"{}")] * 6))
     w.offer(Chunk([(3, b"{}")] * 6))  # 12 > 10
     assert w.lagging and w.lagged.is_set() and w.pending == 0
@@ -57,3 +60,14 @@ async def test_watcher_queue_is_bounded_and_lagging_is_sticky():
         await w.take()
     w.offer(Chunk([(4, b"{}")]))
     assert w.pending == 0
+
+
+async def test_watcher_bytes_are_bounded_too_and_a_chunk_in_a_send_counts():
+    w = Watcher(WatchFilter(), max_pending=1000, max_bytes=100)
+    stuck = Chunk([(1, b"x" * 60)])
+    w.offer(stuck)
+    await w.take()  # its send never finishes (a peer that stopped reading)
+    w.offer(Chunk([(2, b"y" * 30)]))
+    assert not w.lagging and w.pending_bytes == 90
+    w.offer(Chunk([(3, b"z" * 30)]))  # 120 bytes > 100, though only 3 events
+    assert w.lagging

@@ -11,6 +11,7 @@ from websockets.exceptions import ConnectionClosed
 
 from leyline import EventKind
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING
+from nissa_server.settings import ConnectionLimits
 from tests.support import (
     IngestClient,
     async_wait_for,
@@ -128,6 +129,54 @@ async def test_stalled_watcher_is_closed_and_resumes_from_its_cursor(tmp_path):
                                       run_id="stall")
         assert got + [e["seq"] for e in rest] == list(range(1, seq + 1))
         await async_wait_for(lambda: not fanout.watchers, message="watchers gone")
+
+
+TCP_ESTABLISHED = 1
+
+
+def _tcp_state(sock: socket.socket) -> int:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]  # tcpi_state comes first (Linux)
+
+
+def _stalled_socket(url: str) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fill up quickly when not read
+    sock.connect((url.split("//")[1].split(":")[0], int(url.rsplit(":", 1)[1])))
+    return sock
+
+
+async def test_stalled_watchers_lose_their_tcp_connection_and_pin_a_bounded_amount(tmp_path):
+    """Watchers that stop reading: closed as lagging and then cut, not left ESTABLISHED with data queued."""
+    with running_server(tmp_path, watcher_max_pending=3000, watcher_max_pending_bytes=200_000,
+                        limits=ConnectionLimits(close_grace_s=0.2, write_buffer_bytes=16384)) as url:
+        fanout = url.app.state.nissa.fanout
+        socks = [_stalled_socket(url) for _ in range(3)]
+        # No client pings: a client that stops reading would miss the pongs and cut the connection itself.
+        stalled = [await connect(ws_url(url, "/ws/watch", run_id="stall"), sock=s, max_queue=1, max_size=None,
+                                 ping_interval=None) for s in socks]
+        seq = 0
+        async with IngestClient(url, "stall") as client:
+            while fanout.lagged < len(stalled) and seq < 400_000:
+                await client.send(events_for("stall", 500, start_seq=seq + 1))
+                seq += 500
+                await client.wait_ack(seq)
+                assert all(w.pending_bytes <= w.max_bytes for w in fanout.watchers)
+        assert fanout.lagged == len(stalled)
+        for sock in socks:
+            await async_wait_for(lambda sock=sock: _tcp_state(sock) != TCP_ESTABLISHED, message="TCP cut")
+        await async_wait_for(lambda: not fanout.watchers, message="watchers gone")
+        for ws in stalled:
+            ws.transport.abort()
+
+
+async def test_a_cursor_past_the_end_still_gets_live_events(server_url):
+    await ingest_events(server_url, events_for("far", 5))
+    watch = asyncio.create_task(collect_watch(server_url, 3, run_id="far", after_id=10**9))
+    await asyncio.sleep(0.2)
+    async with IngestClient(server_url, "far") as client:
+        await client.send(events_for("far", 8)[5:])
+        events, _ = await watch
+    assert [e["seq"] for e in events] == [6, 7, 8]
 
 
 async def test_bad_query_is_refused_with_a_reason(server_url):

@@ -1,6 +1,6 @@
 """Shared test harness: real servers on loopback (in-process or as a subprocess), clients, waiting."""
 
-from tests.support.clients import IngestClient, close_of, collect_watch, events_for, ingest_events, ws_url
+from tests.support.clients import SECRET, IngestClient, close_of, collect_watch, events_for, ingest_events, ws_url
 from tests.support.server import (
     ServerUrl,
     running_server,
@@ -10,6 +10,6 @@ from tests.support.server import (
 from tests.support.waiting import async_wait_for, wait_for
 
 __all__ = [
-    "IngestClient", "ServerUrl", "close_of", "ws_url", "async_wait_for", "collect_watch", "events_for", "ingest_events",
+    "SECRET", "IngestClient", "ServerUrl", "close_of", "ws_url", "async_wait_for", "collect_watch", "events_for", "ingest_events",
     "running_server", "start_server_process", "stop_process", "wait_for",
 ]

@@ -15,6 +15,8 @@ from leyline.samples import SAMPLE_PAYLOADS
 from leyline.enums import EventKind
 
 _FILLER = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE)
+SECRET = "test-stream-secret-" + "0" * 24
+"""The stream secret test clients present unless told otherwise (a trainer draws a random one)."""
 
 
 def ws_url(base: str, path: str, **params: Any) -> str:
@@ -41,8 +43,10 @@ def events_for(run_id: str, n: int, start_seq: int = 1, rank: int = 0, started: 
 class IngestClient:
     """Speaks ``/ws/ingest`` like a trainer rank: hello, batches, acks; collects commands sent down."""
 
-    def __init__(self, base: str, run_id: str, rank: int = 0, token: str | None = None, name: str = "") -> None:
+    def __init__(self, base: str, run_id: str, rank: int = 0, token: str | None = None, name: str = "",
+                 secret: str | None = SECRET, upload: bool = False) -> None:
         self.base, self.run_id, self.rank, self.token, self.name = base, run_id, rank, token, name
+        self.secret, self.upload = secret, upload
         self.ws: ClientConnection | None = None
         self.welcome: Welcome | None = None
         self.acked = 0
@@ -51,7 +55,8 @@ class IngestClient:
     async def __aenter__(self) -> IngestClient:
         self.ws = await connect(ws_url(self.base, "/ws/ingest"), additional_headers=auth_headers(self.token),
                                 max_size=None, open_timeout=30)
-        await self.ws.send(encode(Hello(run_id=self.run_id, rank=self.rank, name=self.name)).decode())
+        await self.ws.send(encode(Hello(run_id=self.run_id, rank=self.rank, name=self.name, secret=self.secret,
+                                        upload=self.upload)).decode())
         frame = await self.recv()
         assert isinstance(frame, Welcome), frame
         self.welcome = frame

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -52,8 +52,11 @@ def running_server(tmp_path: pathlib.Path, **overrides: Any) -> Iterator[ServerU
     app = config.app
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="nissa-test-server",
-                              daemon=True)
+    def serve() -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn's way to end after a failed start (logged already)
+            server.run(sockets=[sock])
+
+    thread = threading.Thread(target=serve, name="nissa-test-server", daemon=True)
     thread.start()
     try:
         wait_for(lambda: server.started or not thread.is_alive(), timeout=60, message="server start")
@@ -78,7 +81,8 @@ def script_path(name: str) -> str:
 
 def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None = None,
                          extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                         timeout: float = 60.0) -> tuple[subprocess.Popen, str]:
+                         timeout: float = 60.0, preexec_fn: Callable[[], None] | None = None,
+                         ) -> tuple[subprocess.Popen, str]:
     """Start ``nissa-server`` and wait for its listening line; returns (process, base URL).
 
     Its stderr goes to ``<db_path>.log`` so a chatty server can never block on a full pipe.
@@ -89,7 +93,7 @@ def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None
         args += ["--token", token]
     db_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(db_path.with_name(db_path.name + ".log"), "ab")
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env, preexec_fn=preexec_fn)
     log.close()
     lines: list[str] = []
     stdout = proc.stdout

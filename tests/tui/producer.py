@@ -29,6 +29,7 @@ from leyline import (
 )
 from leyline.commands import Command
 from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
+from tests.support import SECRET
 
 
 class ScriptedTrainer:
@@ -112,7 +113,7 @@ async def scripted_trainer(server_url: str, run_id: str, *, name: str = "scripte
     ws_url = server_url.replace("http://", "ws://", 1).rstrip("/") + "/ws/ingest"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with connect(ws_url, additional_headers=headers, max_size=None) as ws:
-        await ws.send(encode(Hello(run_id=run_id, rank=rank, name=name, last_seq=0)).decode())
+        await ws.send(encode(Hello(run_id=run_id, rank=rank, name=name, last_seq=0, secret=SECRET)).decode())
         welcome = decode_frame(await asyncio.wait_for(ws.recv(), 30))
         assert isinstance(welcome, Welcome), welcome
         trainer = ScriptedTrainer(ws, run_id, answer_commands, rank)

@@ -24,12 +24,36 @@ def test_bad_flags_name_the_flag(capsys, tmp_path):
     assert "--debug-epochs" in capsys.readouterr().err
     assert main(["--web", "--web-host", "0.0.0.0"]) == 2
     assert "--allow-remote" in capsys.readouterr().err
+    assert main(["--web", "--web-port", "99999"]) == 2
+    assert "--web-port must be in 1..65535" in capsys.readouterr().err
+
+
+def test_an_unusable_log_file_or_replay_is_one_line(capsys, tmp_path):
+    run_log = tmp_path / "events.jsonl"
+    run_log.write_text("not a run log\n")
+    assert main(["--replay", str(run_log), "--log-file", str(tmp_path / "w.log")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"esper-watch: --replay {run_log}: no event") and err.count("\n") == 1
+    assert main(["--replay", str(run_log), "--log-file", "/proc/esper-nope/w.log"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("esper-watch: --log-file /proc/esper-nope/w.log: cannot write") and "Traceback" not in err
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_web_on_a_taken_port_says_so_in_one_line():
+    script = shutil.which("esper-watch", path=os.path.dirname(sys.executable))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([script, "--web", "--web-port", str(port)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"--web-host/--web-port: cannot listen on 127.0.0.1:{port}" in done.stderr.splitlines()[-1]
 
 
 def test_web_serves_the_console_over_http(tmp_path):

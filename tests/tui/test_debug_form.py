@@ -14,7 +14,7 @@ from tests.tui.scenario import scripted_run
 from tests.tui.test_live import SIZE, console, until
 from tui.app import EsperWatch
 from tui.client import ClientConfig, NissaClient
-from tui.screens.forms import EscalateChoice, EscalateForm
+from tui.screens.forms import PROFILE_UPDATE, EscalateChoice, EscalateForm
 from tui.screens.run_view import RunViewScreen
 
 
@@ -69,19 +69,42 @@ async def test_debug_form_without_epochs_or_the_box_says_why_and_stays(replay_ap
     assert results == [EscalateChoice(None, True)]
 
 
-async def test_profile_form_has_no_box_and_returns_batches(replay_app):
+async def test_profile_form_returns_batches_and_refuses_an_empty_length(replay_app):
     results: list[EscalateChoice | None] = []
     async with replay_app.run_test(size=SIZE) as pilot:
         await replay_app.push_screen(EscalateForm(CommandAction.PROFILE, 5), results.append)
         form = await until(pilot, lambda: isinstance(replay_app.screen, EscalateForm) and replay_app.screen, "form")
-        assert not form.query(Checkbox)
-        await pilot.press("backspace", "enter")  # an empty length is never enough for a profile window
+        assert str(form.query_one("#through_update", Checkbox).label) == PROFILE_UPDATE
+        await pilot.press("backspace", "enter")  # an empty length is never enough for a batches window
         await pilot.pause()
         assert replay_app.screen is form and not results
         assert str(form.query_one("#error", Static).render()).strip()
         await pilot.press("7", "enter")
         await until(pilot, lambda: results, "form dismissed")
     assert results == [EscalateChoice(7, False)]
+
+
+async def test_profile_form_with_the_box_ticked_asks_for_the_next_update(replay_app):
+    choice = await _fill_form(replay_app, CommandAction.PROFILE, "", True)
+    assert choice == EscalateChoice(None, False, update=True)
+
+
+async def test_p_with_the_box_ticked_profiles_the_next_update(tmp_path):
+    with running_server(tmp_path) as url:
+        async with scripted_trainer(url, "run-prof") as trainer:
+            await trainer.send(scripted_run("run-prof", epochs=1, finish=False))
+            app = console(url, run_id="run-prof")
+            async with app.run_test(size=SIZE) as pilot:
+                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+                await pilot.press("p")
+                form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
+                await pilot.click("#through_update")
+                await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
+                await pilot.click("#ok")
+                await until(pilot, lambda: view.state.commands, "command issued")
+                await until(pilot, lambda: trainer.commands, "command delivered to the trainer")
+            command = trainer.commands[0]
+            assert command.action is CommandAction.PROFILE and command.target == "update" and command.batches is None
 
 
 @pytest.mark.parametrize(("typed", "epochs"), [("", None), ("2", 2)])

@@ -8,6 +8,7 @@ from leyline import (
     CommandStatusChanged,
     EpochCompleted,
     Heartbeat,
+    RunFinished,
     TelemetryLevel,
     make_event,
 )
@@ -81,10 +82,19 @@ def test_views_compare_equal_when_nothing_changed():
 
 @pytest.mark.parametrize(("silence", "status", "expected"), [
     (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"),
-    (60.0, "finished", "FINISHED"),
+    (60.0, "finished", "FINISHED"), (60.0, "interrupted", "FINISHED"), (60.0, "failed", "FINISHED"),
+    (60.0, "lost", "STALE"), (60.0, "a-status-from-a-newer-server", "STALE"),
 ])
 def test_staleness(silence, status, expected):
     assert staleness(silence, status, StaleThresholds(slow_s=5, stale_s=15)) == expected
+
+
+@pytest.mark.parametrize(("ending", "status"), [("completed", "finished"), ("interrupted", "interrupted"),
+                                                ("failed", "failed")])
+def test_run_finished_sets_the_status_the_server_gives(ending, status):
+    state = RunState("run")
+    state.apply(make_event(RunFinished(status=ending, duration_s=1.0), run_id="run", seq=1, ts=1.7e9))
+    assert state.status == status
 
 
 def test_config_validation():

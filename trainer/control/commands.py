@@ -115,9 +115,10 @@ class CommandProcessor:
         return self._handlers.get(action)
 
     def submit(self, command: Command) -> None:
-        """A locally generated command: reported delivered now, applied at the next step boundary."""
+        """A locally generated command: reported delivered now (with its reason, which the server keeps
+        as the command's), applied at the next step boundary."""
         self._local.append(command)
-        self._report(command, CommandStatus.DELIVERED)
+        self._report(command, CommandStatus.DELIVERED, message=command.reason or "")
 
     def escalate_debug(self, *, epochs: int | None = None, through_update: bool = False, reason: str = "auto",
                        run_id: str = "") -> str:

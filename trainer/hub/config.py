@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import urllib.parse
 from dataclasses import dataclass
 
 import msgspec
 
 from leyline.codec import check_rank, check_run_id
+from leyline.frames import MAX_NAME_CHARS
 
 INGEST_PATH = "/ws/ingest"
+_TOKEN = re.compile(r"[!-~]+")
 
 
 def ingest_url(server: str) -> str:
@@ -107,11 +110,17 @@ class HubConfig:
         try:
             check_run_id(self.run_id)
         except msgspec.ValidationError:
-            raise ValueError(f"run_id {self.run_id!r} must be a str of 1-128 of A-Z a-z 0-9 . _ : -") from None
+            raise ValueError(f"run_id {self.run_id!r} must be a str of 1-128 of A-Z a-z 0-9 . _ : -, "
+                             f"not dots only") from None
         try:
             check_rank(self.rank)
         except msgspec.ValidationError:
             raise ValueError(f"rank must be an int in 0..65535, got {self.rank!r}") from None
+        if len(self.name) > MAX_NAME_CHARS:
+            raise ValueError(f"run name must be at most {MAX_NAME_CHARS} characters, got {len(self.name)}")
+        if self.token is not None and not _TOKEN.fullmatch(self.token):
+            # It travels in an HTTP header: non-ASCII bytes would mean one thing here, another there.
+            raise ValueError("token (--token / NISSA_TOKEN) must be printable ASCII without spaces")
         if self.server is not None:
             ingest_url(self.server)
         for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):

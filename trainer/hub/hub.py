@@ -33,6 +33,7 @@ from leyline import (
 from trainer.hub.config import HubConfig
 from trainer.hub.ratelog import RateLimitedLog
 from trainer.hub.runlog import RunLog
+from trainer.hub.secret import run_secret
 from trainer.hub.sender import Sender
 from trainer.hub.stats import DeliveryReport, HubStats
 from trainer.hub.worker import EventWriter
@@ -76,7 +77,8 @@ class NissaHub:
         self._position = (0, 0)
         self._started_at = time.monotonic()
         self._worker = threading.Thread(target=self._work, name=f"nissa-hub-worker-r{config.rank}", daemon=True)
-        self._sender = (Sender(config, self._log, self.stats, self._cv, self._on_command)
+        secret = run_secret(config.run_dir)  # created with the run, so that a later upload has it too
+        self._sender = (Sender(config, self._log, self.stats, self._cv, self._on_command, secret=secret)
                         if config.server is not None else None)
         self._final: DeliveryReport | None = None
         self._forked = False
@@ -131,7 +133,8 @@ class NissaHub:
         pending = sum(1 for item in list(self._queue) if type(item) is tuple)
         return DeliveryReport(logged=self.stats.logged, acked=self.stats.acked, pending=pending,
                               dropped=self.dropped(), lost=self.stats.unlogged + self.stats.invalid,
-                              server=self._sender is not None)
+                              server=self._sender is not None,
+                              refused=self._sender.refused if self._sender is not None else None)
 
     def flush(self, timeout: float = 5.0, *, delivered: bool = True) -> DeliveryReport:
         """Wait until everything emitted so far is logged and, if ``delivered``, stored by the server."""

@@ -23,7 +23,16 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import ClientConnection, connect
 
 from leyline import Command, decode_frame, encode
-from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, Ack, CommandFrame, Hello, Welcome
+from leyline.frames import (
+    CLOSE_CONFLICT,
+    CLOSE_FORBIDDEN,
+    CLOSE_UNAUTHORIZED,
+    MAX_FRAME_BYTES,
+    Ack,
+    CommandFrame,
+    Hello,
+    Welcome,
+)
 
 from trainer.hub.config import BackoffConfig, HubConfig
 from trainer.hub.ratelog import RateLimitedLog
@@ -55,11 +64,24 @@ def backoff_delay(cfg: BackoffConfig, failures: int, rng: random.Random) -> floa
     return delay * (1.0 - cfg.jitter * rng.random())
 
 
+_FINAL_CODES = (CLOSE_FORBIDDEN, CLOSE_CONFLICT)
+
+
+def _close_code(err: BaseException) -> int | None:
+    return err.rcvd.code if isinstance(err, ConnectionClosed) and err.rcvd is not None else None
+
+
 def is_refusal(err: BaseException) -> bool:
-    """The server said no to this client (auth), not "not now": retrying will not help."""
+    """The server said no to this client (auth, the run's stream), not "not now"."""
     if isinstance(err, InvalidStatus):
         return err.response.status_code in (401, 403)
-    return isinstance(err, ConnectionClosed) and err.rcvd is not None and err.rcvd.code == CLOSE_UNAUTHORIZED
+    return _close_code(err) in (CLOSE_UNAUTHORIZED, *_FINAL_CODES)
+
+
+def is_final(err: BaseException) -> bool:
+    """A refusal no retry can change: the run's stream belongs to another secret, or the server holds
+    other events under this log's seqs. A token, by contrast, may be fixed on the server meanwhile."""
+    return _close_code(err) in _FINAL_CODES
 
 
 def describe_error(err: BaseException) -> str:
@@ -74,7 +96,8 @@ class Sender:
     """Streams one log to the server in a named daemon thread until stopped."""
 
     def __init__(self, config: HubConfig, source: LogSource, stats: HubStats, cv: threading.Condition,
-                 on_command: Callable[[Command], None], *, give_up_when_refused: bool = False) -> None:
+                 on_command: Callable[[Command], None], *, secret: str, upload: bool = False,
+                 give_up_when_refused: bool = False) -> None:
         assert config.ws_url is not None
         self._cfg = config
         self._url = config.ws_url
@@ -91,9 +114,11 @@ class Sender:
         self._session_error: BaseException | None = None
         self._unacked_since = 0.0
         self._sent_upto = 0
+        self._secret = secret
+        self._upload = upload
         self._give_up_when_refused = give_up_when_refused
         self.refused: str | None = None
-        """Why the server refused this hub (a bad token), once it has."""
+        """Why the server refused this hub (a bad token, another run's secret), once it has."""
 
     def start(self) -> None:
         self._thread.start()
@@ -106,20 +131,27 @@ class Sender:
             return self._cv.wait_for(lambda: self._stats.acked >= seq, timeout=max(0.0, timeout))
 
     def drain(self, seq: int, timeout: float, offline_grace: float) -> bool:
-        """Like ``wait_acked``, but gives up once the server has stayed away for ``offline_grace``."""
+        """Like ``wait_acked``, but gives up once the server has stayed away for ``offline_grace``.
+
+        While the server is away the backoff is cut short every tick: a server back within the grace
+        is found at once, not after a reconnect delay grown long while it was down.
+        """
         deadline = time.monotonic() + timeout
         offline_since: float | None = None
-        self._nudge.set()
         while True:
             now = time.monotonic()
             if self._stats.acked >= seq:
                 return True
+            if not self._thread.is_alive():  # it gave up: the server refused the stream for good
+                return False
             if self._stats.connected:
                 offline_since = None
-            elif offline_since is None:
-                offline_since = now
-            elif now - offline_since > offline_grace:
-                return False
+            else:
+                self._nudge.set()
+                if offline_since is None:
+                    offline_since = now
+                elif now - offline_since > offline_grace:
+                    return False
             if now >= deadline:
                 return False
             self.wait_acked(seq, min(0.2, deadline - now))
@@ -153,8 +185,9 @@ class Sender:
                     self._stats.last_error = describe_error(self._session_error or err)
                     if is_refusal(self._session_error or err):
                         self.refused = self._stats.last_error
-                        if self._give_up_when_refused:
-                            logger.error("nissa hub: %s refused: %s", self._url, self.refused)
+                        if self._give_up_when_refused or is_final(self._session_error or err):
+                            logger.error("nissa hub: %s refused: %s; no more tries (events stay in %s)",
+                                         self._url, self.refused, self._source.path)
                             break
                     if not self._stop.is_set():
                         self._ratelog.warning("session", "nissa hub: %s: %s; retrying (events stay in %s)",
@@ -187,7 +220,8 @@ class Sender:
 
     def _handshake(self, conn: ClientConnection) -> int:
         cfg = self._cfg
-        hello = Hello(run_id=cfg.run_id, rank=cfg.rank, name=cfg.name, last_seq=self._source.committed[0])
+        hello = Hello(run_id=cfg.run_id, rank=cfg.rank, name=cfg.name, last_seq=self._source.committed[0],
+                      secret=self._secret, upload=self._upload)
         conn.send(encode(hello).decode())
         frame = decode_frame(conn.recv(timeout=cfg.connect_timeout_s))
         if not isinstance(frame, Welcome):

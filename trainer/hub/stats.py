@@ -40,6 +40,8 @@ class DeliveryReport:
     """Events that could not be logged or were invalid."""
     server: bool = False
     """Whether the hub streams to a server at all."""
+    refused: str | None = None
+    """Why the server refused the stream, if it did (a wrong token, another run's secret)."""
 
     @property
     def unsent(self) -> int:
@@ -56,6 +58,8 @@ class DeliveryReport:
         parts = [f"{self.logged} events logged"]
         if self.server:
             parts.append(f"{self.acked} stored by the server, {self.unsent} not sent")
+        if self.refused:
+            parts.append(f"the server refused the stream ({self.refused})")
         if self.pending:
             parts.append(f"{self.pending} still in memory")
         if self.lost:

@@ -1,7 +1,9 @@
-"""Late upload: send a finished run's local log to a server, idempotently.
+"""Late upload: send a finished run's local log to a server, idempotently, then its profile traces.
 
 The same sender as a live run: hello, the server's welcome says what it already holds,
-only the rest is sent, and the server de-duplicates on (run_id, rank, seq) anyway.
+only the rest is sent, and the server de-duplicates on (run_id, rank, seq) anyway. A server
+that does not answer is reported at once (or waited for, ``wait_s``), not retried for the
+whole timeout.
 """
 
 from __future__ import annotations
@@ -10,14 +12,19 @@ import logging
 import pathlib
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from leyline import Command, RunStarted
+from leyline.frames import MAX_NAME_CHARS
 
 from trainer.hub.config import HubConfig
+from trainer.hub.rest import wait_for_server
 from trainer.hub.runlog import LogFile
+from trainer.hub.secret import run_secret
 from trainer.hub.sender import Sender
 from trainer.hub.stats import HubStats
+from trainer.hub.traces import TraceUpload, logged_traces, upload_traces
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +43,12 @@ class UploadResult:
     stored: int
     """Highest seq the server confirmed; ``stored == events`` means complete."""
     error: str | None = None
+    traces: TraceUpload | None = None
+    """The log's profile traces, once its events are all stored (None before)."""
 
     @property
     def complete(self) -> bool:
-        return self.stored >= self.events
+        return self.stored >= self.events and not (self.traces and self.traces.errors)
 
 
 def run_logs(run_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -56,9 +65,14 @@ def upload_log(path: pathlib.Path, server: str, token: str | None, timeout: floa
     log = LogFile(path)
     name = log.first.payload.name if isinstance(log.first.payload, RunStarted) else ""
     config = HubConfig(run_id=log.run_id, log_dir=path.parent.parent, server=server, token=token,
-                       rank=log.rank, name=name)
+                       rank=log.rank, name=name[:MAX_NAME_CHARS])
+    try:
+        secret = run_secret(path.parent)  # a run logged before stream secrets gets one now
+    except OSError as err:
+        raise ValueError(f"{path.parent}: cannot create the run's stream secret: {err.strerror}") from None
     stats = HubStats(logged=log.committed[0])
-    sender = Sender(config, log, stats, threading.Condition(), _ignore_command, give_up_when_refused=True)
+    sender = Sender(config, log, stats, threading.Condition(), _ignore_command, secret=secret, upload=True,
+                    give_up_when_refused=True)
     sender.start()
     try:
         deadline = time.monotonic() + timeout
@@ -71,10 +85,22 @@ def upload_log(path: pathlib.Path, server: str, token: str | None, timeout: floa
                         stored=stats.acked, error=stats.last_error if stats.acked < log.committed[0] else None)
 
 
-def upload_run(run_dir: pathlib.Path, server: str, token: str | None = None,
-               timeout: float = 60.0) -> list[UploadResult]:
-    """Upload every rank's log of ``run_dir``; FileNotFoundError when it holds none."""
+def upload_run(run_dir: pathlib.Path, server: str, token: str | None = None, timeout: float = 60.0,
+               wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None) -> list[UploadResult]:
+    """Upload every rank's log of ``run_dir``, then its profile traces.
+
+    FileNotFoundError when it holds no log; ``rest.ServerUnavailable`` when no nissa-server answers
+    at ``server`` within ``wait_s`` seconds (0: one quick try; ``on_wait`` hears why it waits).
+    """
     logs = run_logs(run_dir)
     if not logs:
         raise FileNotFoundError(f"no events*.jsonl in {run_dir}")
-    return [upload_log(p, server, token, timeout) for p in logs]
+    wait_for_server(server, wait_s, on_wait)
+    results = []
+    for path in logs:
+        result = upload_log(path, server, token, timeout)
+        if result.stored >= result.events:  # the run exists on the server: its traces can follow
+            traces = upload_traces(logged_traces(path, pathlib.Path(run_dir)), server, result.run_id, token)
+            result = replace(result, traces=traces)
+        results.append(result)
+    return results

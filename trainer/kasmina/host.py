@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+BlockFn = Callable[["ConvBlock", torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,38 @@ class ConvBlock(nn.Module):
         return self.pool(torch.relu(self.bn(self.conv(x))))
 
 
+def inductor_mode(mode: str) -> str:
+    """``torch.compile``'s mode for a ``--compile-mode``: ``max-autotune`` runs without CUDA graphs.
+
+    Inductor's ``max-autotune`` also captures CUDA graphs, which assume fixed parameter
+    addresses and one stream: the host blocks are shared by every env (each with its own
+    parameters and CUDA stream), and the policy's recurrent state is fed back from one graph
+    replay into the next. CUDA graphs wait for a static pool of seed modules.
+    """
+    return "max-autotune-no-cudagraphs" if mode == "max-autotune" else mode
+
+
+def _run_block(block: ConvBlock, x: torch.Tensor) -> torch.Tensor:
+    return block(x)
+
+
+@functools.cache
+def compiled_block(mode: str, c_in: int, c_out: int) -> BlockFn:
+    """The compiled ``block(x)`` for blocks of this shape, one per process and shared by every env
+    and every round (fresh hosts each round would otherwise compile again and again).
+
+    Every ``ConvBlock`` shares one ``forward`` code object, and Dynamo keeps its compiled
+    entries per code object: blocks of three shapes x train/eval x batch sizes (the last
+    training batch, validation chunks of 1 + n ablations) passed the recompile limit (8) within
+    a round or two, after which it silently ran eager. Here each shape has its own region
+    (``isolate_recompiles``), the caller marks the batch dimension dynamic, so a region holds two
+    entries (training, and validation under no_grad), and ``fullgraph`` makes a break or a limit
+    hit an error instead of a silent fallback to eager.
+    """
+    return torch.compile(_run_block, mode=inductor_mode(mode), fullgraph=True, isolate_recompiles=True,
+                         name=f"host_block_{c_in}x{c_out}")
+
+
 class CNNHost(nn.Module):
     """Blocks of conv-BN-ReLU-pool and a linear classifier; seeds attach between blocks.
 
@@ -80,6 +116,7 @@ class CNNHost(nn.Module):
         self.blocks = nn.ModuleList(ConvBlock(chans[i], chans[i + 1]) for i in range(cfg.n_blocks))
         side = cfg.image_size // 2**cfg.n_blocks
         self.classifier = nn.Linear(chans[-1] * side * side, cfg.n_classes)
+        self._compiled: list[BlockFn] = []
 
     @property
     def slot_ids(self) -> tuple[str, ...]:
@@ -92,21 +129,29 @@ class CNNHost(nn.Module):
     def forward_to(self, x: torch.Tensor, slot: str, from_slot: str | None = None) -> torch.Tensor:
         """Features after ``slot``'s block, starting from the input or from ``from_slot``'s features."""
         start = 0 if from_slot is None else slot_index(from_slot) + 1
-        for block in self.blocks[start: slot_index(slot) + 1]:
-            x = block(x)
+        for i in range(start, slot_index(slot) + 1):
+            x = self._block(i, x)
         return x
 
     def forward_from(self, h: torch.Tensor, slot: str | None) -> torch.Tensor:
         """Logits from ``slot``'s features (``None``: from the input image)."""
         start = 0 if slot is None else slot_index(slot) + 1
-        for block in self.blocks[start:]:
-            h = block(h)
+        for i in range(start, len(self.blocks)):
+            h = self._block(i, h)
         return self.classifier(h.flatten(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_from(x, None)
 
+    def _block(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        block = self.blocks[i]
+        if not self._compiled:
+            return block(x)
+        torch._dynamo.maybe_mark_dynamic(x, 0)  # batch sizes vary: one entry serves them all
+        return self._compiled[i](block, x)  # type: ignore[arg-type]
+
     def compile_blocks(self, mode: str) -> None:
-        """Compile each block on its own: seeds change the model's topology, blocks never do."""
-        for i, block in enumerate(self.blocks):
-            self.blocks[i] = torch.compile(block, mode=mode, dynamic=False)  # type: ignore[assignment]
+        """Run each block through its shape's compiled region (``compiled_block``); seeds change the
+        model's topology, blocks never do."""
+        self._compiled = [compiled_block(mode, b.conv.in_channels, b.conv.out_channels)  # type: ignore[union-attr]
+                          for b in self.blocks]

@@ -33,14 +33,32 @@ class MorphogeneticModel(nn.Module):
         """Slots in network order (the order of every per-slot tensor)."""
         return [self.slot(s) for s in self.slot_order]
 
-    def forward(self, x: torch.Tensor, alpha_scales: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits; ``alpha_scales[i]`` (shape N×1×1×1) scales slot i's alpha per sample."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits."""
+        h, prev = x, None
+        for slot in self.slots:
+            h = self.host.forward_to(h, slot.slot_id, prev)
+            h = slot(h)
+            prev = slot.slot_id
+        return self.host.forward_from(h, prev)
+
+    def forward_counterfactual(self, x: torch.Tensor, ablate: list[int]) -> torch.Tensor:
+        """Logits [1 + len(ablate), N, classes]: all seeds on, then each slot of ``ablate``
+        (indices in network order) with its seed taken out (alpha 0: the host's features pass).
+
+        The configurations agree up to the slot each one ablates, so they share the work before
+        it: the batch holds one branch per configuration that has diverged so far. At ablated slot
+        i the all-on branch's features before the seed become the new branch of "slot i off";
+        every block after runs once on all branches together.
+        """
+        n = x.shape[0]
         h, prev = x, None
         for i, slot in enumerate(self.slots):
             h = self.host.forward_to(h, slot.slot_id, prev)
-            h = slot(h, None if alpha_scales is None else alpha_scales[i])
+            out = slot(h)
+            h = torch.cat([out, h[:n]]) if i in ablate else out  # branch 0 is all on
             prev = slot.slot_id
-        return self.host.forward_from(h, prev)
+        return self.host.forward_from(h, prev).view(1 + len(ablate), n, -1)
 
     def extra_params(self) -> int:
         """Parameters of every seed still attached (live or fossilized)."""

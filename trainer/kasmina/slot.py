@@ -46,10 +46,10 @@ class SeedModule(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.body(h)
 
-    def blend(self, h: torch.Tensor, s: torch.Tensor, alpha: float | torch.Tensor) -> torch.Tensor:
+    def blend(self, h: torch.Tensor, s: torch.Tensor, alpha: float) -> torch.Tensor:
         """The slot's output at blend weight ``alpha`` (0: the host's features, unchanged)."""
         if self.style == "linear_add":
-            return torch.lerp(h, s, alpha) if isinstance(alpha, torch.Tensor) else h + alpha * (s - h)
+            return h + alpha * (s - h)
         if self.style == "linear_multiply":
             return h * (1.0 + alpha * torch.tanh(s - h))
         if self.style == "sigmoid_add":
@@ -83,7 +83,7 @@ class SeedSlot(nn.Module):
 
     # --- forward -------------------------------------------------------------------------
 
-    def forward(self, h: torch.Tensor, alpha_scale: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         seed = self.seed
         if seed is None or self.stage not in BLENDED_STAGES and self.stage is not S.TRAINING:
             return h
@@ -95,10 +95,7 @@ class SeedSlot(nn.Module):
             s = seed(h.detach().requires_grad_())
             # Straight-through: the value is the host's, the seed still gets dL/d(out).
             return h + (s - s.detach())
-        alpha: float | torch.Tensor = self.alpha.alpha
-        if alpha_scale is not None:
-            alpha = alpha_scale * alpha
-        return seed.blend(h, seed(h), alpha)
+        return seed.blend(h, seed(h), self.alpha.alpha)
 
     @property
     def trainable(self) -> bool:
@@ -128,8 +125,11 @@ class SeedSlot(nn.Module):
                   device: torch.device) -> list[Payload]:
         """DORMANT → GERMINATED with a fresh ``blueprint`` module on ``device``."""
         check_transition(self.stage, S.GERMINATED)
-        # Channels-last like the host: about twice as fast for these convolutions on CPU and GPU.
-        self.seed = SeedModule(blueprint, self.channels, style).to(device, memory_format=torch.channels_last)
+        # Made on the device (no blocking upload per tensor), channels-last like the host: about
+        # twice as fast for these convolutions on CPU and GPU.
+        with device:
+            seed = SeedModule(blueprint, self.channels, style)
+        self.seed = seed.to(memory_format=torch.channels_last)
         self.seed_id, self.blueprint, self.tempo = seed_id, blueprint, tempo
         self.params = param_count(self.seed)
         self.age, self.pruning = 0, False

@@ -14,6 +14,7 @@ from torch import nn
 
 from leyline import HEAD_NAMES
 
+from trainer.kasmina.host import inductor_mode
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer
 from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer
@@ -70,10 +71,12 @@ class PPOAgent:
     """The learned policy: acts from normalized features, stores the rollout, updates once per round."""
 
     def __init__(self, n_slots: int, hidden: int, cfg: PPOConfig, episode_length: int,
-                 device: torch.device, seed: int, reward_clip: float = 10.0) -> None:
+                 device: torch.device, seed: int, reward_clip: float = 10.0, compile_mode: str = "off") -> None:
         self.cfg, self.device, self.n_slots = cfg, device, n_slots
         self.n_steps = episode_length - 1  # no decision after the last epoch
         self.policy = ActorCritic(PolicyConfig(obs_dim(n_slots), n_slots, hidden)).to(device)
+        if compile_mode != "off":
+            self.policy.compile_policy(inductor_mode(compile_mode))
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
         self.obs_norm = RunningNormalizer(obs_dim(n_slots))
         self.reward_norm = RewardNormalizer(reward_clip)

@@ -107,7 +107,7 @@ class TrainConfig:
     """Torch intra-op threads for the run (0: torch's default). One thread: these small convolutions
     gain little from more, and on a shared machine spinning OpenMP threads cost several times over."""
     log_every: int = 1
-    """Progress line every this many rounds (0: none)."""
+    """Progress line every this many rounds, with the epochs of each round as they go (0: none)."""
     extra: dict[str, Scalar] = field(default_factory=dict, compare=False, repr=False)
     """Anything a caller wants recorded in ``run_started`` next to the config."""
 
@@ -126,7 +126,7 @@ class TrainConfig:
                                  ("--embargo-epochs", self.embargo_epochs, 0),
                                  ("--min-prune-age", self.min_prune_age, 0),
                                  ("--lstm-hidden", self.lstm_hidden, 4), ("--ppo-epochs", self.ppo_epochs, 1),
-                                 ("--cpu-threads", self.cpu_threads, 0)):
+                                 ("--cpu-threads", self.cpu_threads, 0), ("--log-every", self.log_every, 0)):
             _need(isinstance(value, int) and value >= low, flag, f"must be an integer >= {low}, got {value!r}")
         _need(1 <= self.host_blocks <= 5, "--host-blocks", f"must be in 1..5, got {self.host_blocks}")
         for flag, value in (("--ppo-lr", self.ppo_lr), ("--host-lr", self.host_lr), ("--seed-lr", self.seed_lr)):
@@ -224,7 +224,8 @@ def add_training_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--gradient-telemetry-stride", type=int,
                    help=f"gradient norms every N batches (default {d.gradient_telemetry_stride})")
     g.add_argument("--task", choices=TASKS, help="synthetic (built in) or cifar10 (default synthetic)")
-    g.add_argument("--data-dir", help="directory with CIFAR-10 python-pickle batches")
+    g.add_argument("--data-dir", help="directory with CIFAR-10 python-pickle batches (default: none; "
+                                      "--task cifar10 needs it)")
     g.add_argument("--train-size", type=int, help=f"training images (default {d.train_size})")
     g.add_argument("--val-size", type=int, help=f"validation images (default {d.val_size})")
     g.add_argument("--batch-size", type=int, help=f"batch size (default {d.batch_size})")

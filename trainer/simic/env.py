@@ -44,8 +44,11 @@ class EnvConfig:
     compile_mode: str = "off"
 
 
-def _sgd(params: list[nn.Parameter], cfg: EnvConfig, lr: float) -> torch.optim.SGD:
-    return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+def _sgd(params: list[nn.Parameter], cfg: EnvConfig, lr: float, fused: bool) -> torch.optim.SGD:
+    # Fused with a GradScaler: the scaler hands it the inf check as a tensor; an unfused step reads
+    # it on the host (one sync per optimizer per batch).
+    return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                           fused=fused or None)
 
 
 class Env:
@@ -53,12 +56,13 @@ class Env:
 
     def __init__(self, index: int, round_: int, cfg: EnvConfig, runtime: DeviceRuntime) -> None:
         self.index, self.round, self.cfg, self.runtime = index, round_, cfg, runtime
-        self.model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle).to(
-            runtime.device, memory_format=torch.channels_last)
+        with runtime.device:  # parameters made on the device: no blocking upload per tensor
+            model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle)
+        self.model = model.to(memory_format=torch.channels_last)
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
-        self.host_opt = _sgd(self.host_params, cfg, cfg.lr)
+        self.host_opt = _sgd(self.host_params, cfg, cfg.lr, runtime.uses_scaler)
         self.seed_opts: dict[str, torch.optim.SGD] = {}
         self.scaler = runtime.new_scaler()
         self._trainable: list[tuple[SeedSlot, list[nn.Parameter], torch.optim.SGD]] = []
@@ -195,7 +199,8 @@ class Env:
         self._trainable = []
         for slot in self.slots:
             if slot.seed is not None and slot.slot_id not in self.seed_opts:
-                self.seed_opts[slot.slot_id] = _sgd(list(slot.seed.parameters()), self.cfg, self.cfg.seed_lr)
+                self.seed_opts[slot.slot_id] = _sgd(list(slot.seed.parameters()), self.cfg, self.cfg.seed_lr,
+                                                    self.runtime.uses_scaler)
             if slot.trainable:
                 assert slot.seed is not None
                 params = [p for p in slot.seed.parameters() if p.requires_grad]

@@ -1,30 +1,50 @@
-"""Progress on the terminal (stderr): one line per round; on a tty also a live status line per epoch."""
+"""Progress on the terminal (stderr): a line per round, and within a round its epochs as they go.
+
+On a terminal the epochs are one live line, redrawn in place (a few times a second at most) and
+replaced by the round's line when the round ends. Anywhere else (a pipe, a log file) an epoch line is
+written only once ``plain_every_s`` has passed without any line, so a short round adds nothing to a
+log and a long one adds a line now and then, never one per epoch.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from trainer.simic.vectorized import RoundResult
 
+_CLEAR = "\r\x1b[2K"
+
 
 class Progress:
-    """Writes to its own stream; the library never prints anywhere else."""
+    """Writes to its own stream; the library never prints anywhere else. ``every`` 0 writes nothing."""
 
-    def __init__(self, rounds: int, every: int = 1, stream: TextIO | None = None) -> None:
-        self.rounds, self.every = rounds, every
+    def __init__(self, rounds: int, every: int = 1, stream: TextIO | None = None, *,
+                 episode_length: int | None = None, plain_every_s: float = 30.0, live_every_s: float = 0.2,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rounds, self.every, self.episode_length = rounds, every, episode_length
         self.stream = stream if stream is not None else sys.stderr
         self.live = self.stream.isatty()
-        self.start = time.perf_counter()
+        self.plain_every_s, self.live_every_s = plain_every_s, live_every_s
+        self.clock = clock
+        self.start = clock()
+        self._last_line = self.start  # the last full line (plain mode's epoch lines wait on it)
+        self._last_draw = float("-inf")  # the last live redraw
+        self._drawn = False
 
     def epoch(self, round_: int, epoch_in_round: int, accuracies: list[float]) -> None:
-        if not self.live or self.every <= 0:
+        if self.every <= 0:
             return
-        mean = sum(accuracies) / max(len(accuracies), 1)
-        self.stream.write(f"\r  round {round_}/{self.rounds}  epoch {epoch_in_round}"
-                          f"  acc {mean:.3f}  {time.perf_counter() - self.start:6.1f}s ")
-        self.stream.flush()
+        now = self.clock()
+        if self.live:
+            if now - self._last_draw >= self.live_every_s or epoch_in_round == self.episode_length:
+                self._write(_CLEAR + self._epoch_text(round_, epoch_in_round, accuracies, now))
+                self._last_draw, self._drawn = now, True
+        elif now - self._last_line >= self.plain_every_s:
+            self._write(self._epoch_text(round_, epoch_in_round, accuracies, now) + "\n")
+            self._last_line = now
 
     def round(self, result: RoundResult) -> None:
         if self.every <= 0 or result.round % self.every and result.round != self.rounds:
@@ -36,6 +56,16 @@ class Progress:
                 f"  fossilized {result.fossilized}  pruned {result.pruned}")
         if result.ppo is not None:
             line += f"  kl {result.ppo.approx_kl:.4f}  clip {result.ppo.clip_fraction:.2f}"
-        line += f"  {time.perf_counter() - self.start:.1f}s"
-        self.stream.write(("\r\x1b[2K" if self.live else "") + line + "\n")
+        now = self.clock()
+        line += f"  {now - self.start:.1f}s"
+        self._write((_CLEAR if self._drawn else "") + line + "\n")
+        self._last_line, self._drawn = now, False
+
+    def _epoch_text(self, round_: int, epoch: int, accuracies: list[float], now: float) -> str:
+        of = f"/{self.episode_length}" if self.episode_length else ""
+        mean = sum(accuracies) / max(len(accuracies), 1)
+        return f"  round {round_}/{self.rounds}  epoch {epoch}{of}  acc {mean:.3f}  {now - self.start:.1f}s"
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
         self.stream.flush()

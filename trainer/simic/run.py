@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from leyline import HEAD_NAMES, RunFinished
+from leyline import RunFinished
 
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
@@ -21,9 +21,8 @@ from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
 from trainer.simic.sites import LoopSites
 from trainer.simic.vectorized import RoundResult, VectorizedTrainer
-from trainer.tamiyo.actions import head_sizes
 from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
-from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
+from trainer.telemetry.install import telemetry_for_training
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +38,13 @@ def build_agent(config: TrainConfig, device: torch.device) -> Agent:
     if config.policy == "heuristic":
         return HeuristicAgent(HeuristicPolicy(HeuristicConfig(), lifecycle_config(config)))
     ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
-    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device, config.seed)
+    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device, config.seed,
+                    compile_mode=config.compile_mode)
 
 
 def default_sites(config: TrainConfig, hooks: RunHooks) -> LoopSites:
     """The run's telemetry collectors, gated by ``hooks.level`` (at OFF they measure nothing)."""
-    sizes = dict(zip(HEAD_NAMES, head_sizes(len(config.slots)), strict=True))
-    return SimicTelemetry.for_run(hooks, TelemetryConfig(gradient_stride=config.gradient_telemetry_stride,
-                                                         head_sizes=sizes))
+    return telemetry_for_training(hooks, config)
 
 
 def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None = None,
@@ -82,7 +80,8 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
     try:
-        progress = Progress(config.rounds, config.log_every) if config.log_every > 0 else None
+        progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
+                    if config.log_every > 0 else None)
         trainer = build_trainer(config, hooks, sites, data, progress)
         results: list[RoundResult] = []
         for round_ in range(1, config.rounds + 1):

@@ -52,6 +52,7 @@ def _causal_table() -> torch.Tensor:
 
 CAUSAL_HEADS = _causal_table()
 """``CAUSAL_HEADS[op, h]``: head h is used by op (row per op, column per ``HEAD_NAMES``)."""
+_CAUSAL_ROWS: list[list[bool]] = CAUSAL_HEADS.tolist()  # the same, as plain Python for per-action lookups
 
 
 def head_sizes(n_slots: int) -> tuple[int, ...]:
@@ -92,7 +93,7 @@ class Action:
                   "style": BLEND_STYLES.index(style), "tempo": TEMPOS.index(tempo),
                   "alpha_target": ALPHA_TARGETS.index(alpha_target),
                   "alpha_speed": ALPHA_SPEEDS.index(alpha_speed), "alpha_curve": ALPHA_CURVES.index(alpha_curve)}
-        used = CAUSAL_HEADS[int(op)]
+        used = _CAUSAL_ROWS[int(op)]
         return [values[name] if used[i] else 0 for i, name in enumerate(HEAD_NAMES)]
 
     def describe(self, slot_ids: tuple[str, ...]) -> str:

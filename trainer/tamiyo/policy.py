@@ -7,6 +7,8 @@ so only the heads an action really used get credit in the PPO loss.
 
 from __future__ import annotations
 
+import contextlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
@@ -82,6 +84,9 @@ class ActorCritic(nn.Module):
         self.heads = nn.ModuleList(_mlp(h, size) for size in head_sizes(config.n_slots))
         self.critic = _mlp(h, 1)
         self.register_buffer("causal", CAUSAL_HEADS.clone(), persistent=False)
+        self._compiled_step = self._step
+        self._compiled_evaluate = self._evaluate
+        self._tracing: AbstractContextManager[object] = contextlib.nullcontext()
 
     def initial_state(self, batch: int, device: torch.device | None = None) -> LSTMState:
         zeros = torch.zeros(1, batch, self.config.hidden, device=device)
@@ -91,10 +96,16 @@ class ActorCritic(nn.Module):
         z, new_state = self.lstm(self.feature(obs), state)
         return z, (new_state[0], new_state[1])
 
-    def _log_probs(self, z: torch.Tensor, op_mask: torch.Tensor, slot_mask: torch.Tensor,
+    def _step(self, obs: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, list[torch.Tensor], LSTMState]:
+        """One decision's tensor work for obs [B, D]: every head's logits and the value (compiled)."""
+        z, new_state = self._trunk(obs[:, None], state)
+        z = z[:, 0]
+        return self.critic(z)[:, 0], [head(z) for head in self.heads], new_state
+
+    @staticmethod
+    def _log_probs(logits: list[torch.Tensor], op_mask: torch.Tensor, slot_mask: torch.Tensor,
                    op: torch.Tensor | None) -> list[torch.Tensor]:
         """Per-head log-softmax; the slot head is masked by the slot mask of ``op``."""
-        logits = [head(z) for head in self.heads]
         op_lp = masked_log_softmax(logits[0], op_mask)
         if op is None:  # sampling: the op is drawn first, then the slot under its mask
             return [op_lp]
@@ -107,16 +118,18 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def act(self, obs: torch.Tensor, state: LSTMState, op_mask: torch.Tensor, slot_mask: torch.Tensor,
             generator: torch.Generator | None = None) -> ActOutput:
-        """Sample one action per env from obs [B, D] and masks [B, n_ops], [B, n_ops, n_slots]."""
-        z, new_state = self._trunk(obs[:, None], state)
-        z = z[:, 0]
-        op = torch.multinomial(self._log_probs(z, op_mask, slot_mask, None)[0].exp(), 1, generator=generator)[:, 0]
-        lps = self._log_probs(z, op_mask, slot_mask, op)
+        """Sample one action per env from obs [B, D] and masks [B, n_ops], [B, n_ops, n_slots].
+
+        The heads' logits come from one (compiled, when compiled) step; the draws stay eager:
+        Dynamo cannot trace sampling from a ``torch.Generator``."""
+        with self._tracing:
+            value, logits, new_state = self._compiled_step(obs, state)
+        op = torch.multinomial(self._log_probs(logits, op_mask, slot_mask, None)[0].exp(), 1, generator=generator)[:, 0]
+        lps = self._log_probs(logits, op_mask, slot_mask, op)
         picks = [op] + [torch.multinomial(lp.exp(), 1, generator=generator)[:, 0] for lp in lps[1:]]
         actions = torch.stack(picks, dim=1)
         chosen = torch.stack([lp.gather(-1, a[:, None])[:, 0] for lp, a in zip(lps, picks)], dim=1)
         used = self.causal[op]
-        value = self.critic(z)[:, 0]
         allowed = [op_mask, lps[1] > _MASKED / 2]
         return ActOutput(actions.where(used, 0), chosen.where(used, 0.0), value, new_state,
                          normalized_entropy(lps, allowed))
@@ -124,11 +137,28 @@ class ActorCritic(nn.Module):
     def evaluate(self, obs: torch.Tensor, op_mask: torch.Tensor, slot_mask: torch.Tensor,
                  actions: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Whole sequences [B, T, …] from ``state``: (log_probs, entropy) [B, T, n_heads] masked
-        causally, and values [B, T]."""
+        causally, and values [B, T] (one compiled graph, forward and backward, when compiled)."""
+        with self._tracing:
+            return self._compiled_evaluate(obs, op_mask, slot_mask, actions, state)
+
+    def _evaluate(self, obs: torch.Tensor, op_mask: torch.Tensor, slot_mask: torch.Tensor,
+                  actions: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         z, _ = self._trunk(obs, state)
         op = actions[..., 0]
-        lps = self._log_probs(z, op_mask, slot_mask, op)
+        lps = self._log_probs([head(z) for head in self.heads], op_mask, slot_mask, op)
         chosen = torch.stack([lp.gather(-1, actions[..., i: i + 1])[..., 0] for i, lp in enumerate(lps)], dim=-1)
         entropy = torch.stack([-(lp.exp() * lp).sum(-1) for lp in lps], dim=-1)
         used = self.causal[op].to(chosen.dtype)
         return chosen * used, entropy * used, self.critic(z)[..., 0]
+
+    def compile_policy(self, mode: str) -> None:
+        """Compile the decision step and the update's evaluation, each as one full graph
+        (``fullgraph=True``: a graph break is an error, not a silent split). Each policy gets its
+        own regions (``isolate_recompiles``): its shapes are fixed for a run ([n_envs] per
+        decision, [n_envs, T] per update), so each region compiles once."""
+        # Dynamo breaks the graph at nn.LSTM unless allowed; the flag is read only while it traces.
+        self._tracing = torch._dynamo.config.patch(allow_rnn=True)
+        self._compiled_step = torch.compile(self._step, mode=mode, fullgraph=True, isolate_recompiles=True,
+                                            name="policy_step")
+        self._compiled_evaluate = torch.compile(self._evaluate, mode=mode, fullgraph=True,
+                                                isolate_recompiles=True, name="policy_evaluate")

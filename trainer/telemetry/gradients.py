@@ -2,18 +2,25 @@
 
 ``collect_gradients`` launches one batched norm over every gradient of a scope and
 returns a ``PendingGradients`` without waiting for the device; ``resolve()`` is the one
-device-to-host transfer (a single ``.tolist()`` of the stacked per-tensor norms).
+device-to-host transfer (a single ``.tolist()`` of the stacked per-tensor norms), and
+``resolve_all`` reads many collections in one transfer (``telemetry.readback``).
 
-Numerics. The per-tensor L2 norms are taken by ``torch._foreach_norm`` with ``dtype``
-float32 (float64 for float64 gradients): half and bfloat16 gradients are accumulated in
-float32 instead of squaring in their own precision, where ``g * g`` overflows past
-|g| = 256 in float16. Nothing is concatenated: the only temporaries are one scalar per
-tensor. The global norm is the L2 norm of the per-tensor norms (exactly the norm of all
-gradients concatenated), taken with ``math.hypot``, which scales instead of squaring.
-A float32 norm can still overflow when a tensor's sum of squares passes 3.4e38; such a
-tensor is measured again in float64 at ``resolve`` time, so that ``nonfinite`` counts
-only tensors holding NaN or Inf. That second pass reads the gradients again: resolve
-before they are zeroed in place (``zero_grad(set_to_none=True)``, the default, is safe).
+Numerics. The per-tensor L2 norms are taken by ``torch._foreach_norm`` accumulating in
+float64 (``dtype=torch.float64``), whatever the gradients' dtype: no sum of squares of
+float32, float16 or bfloat16 values can overflow it, and nothing is concatenated (the
+only temporaries are one scalar per tensor). The global norm is the L2 norm of the
+per-tensor norms (exactly the norm of all gradients concatenated), taken with
+``math.hypot``, which scales instead of squaring. So a huge but finite gradient gets its
+true norm, and ``nonfinite`` counts only tensors holding NaN or Inf.
+
+Everything is measured at launch: the loop clips the gradients in place right after
+collecting them (``clip_grad_norm_`` scales them by max_norm / total norm, which is 0
+when that norm overflows), and the read happens later, once every env has stepped.
+Nothing at ``resolve`` time looks at the gradients again.
+
+Streams. The norms are launched on the caller's current stream (an env's stream in the
+loop) and read from another: each collection carries a ``StreamFence`` that the read
+waits on first (on the device, no host sync).
 
 ``torch._foreach_norm`` is the private kernel behind ``torch.nn.utils.clip_grad_norm_``;
 its ``dtype`` argument needs torch 2.4, the project's minimum.
@@ -28,6 +35,8 @@ from dataclasses import dataclass
 import torch
 
 from leyline import GradientHealth
+
+from trainer.telemetry.readback import StreamFence, read_all
 
 MIN_TORCH_VERSION = (2, 4)
 
@@ -76,39 +85,49 @@ class GradientStats:
                               ema_norm=ema_norm, drift=drift, ratio=ratio)
 
 
-def _accumulate_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 class PendingGradients:
     """Norms launched on the device and not read yet; ``resolve()`` is the single sync."""
 
-    def __init__(self, scope: str, grads: list[torch.Tensor], norms: torch.Tensor | None,
+    def __init__(self, scope: str, norms: torch.Tensor | None, n_params: int,
                  thresholds: GradientThresholds) -> None:
         self.scope = scope
-        self._grads = grads
         self._norms = norms
+        self.n_params = n_params
         self._thresholds = thresholds
         self._resolved: GradientStats | None = None
+        device = norms.device if norms is not None else torch.device("cpu")
+        self._fence = StreamFence(device)
+
+    @property
+    def fence(self) -> StreamFence:
+        """Recorded right after the norms were launched; the read waits on it."""
+        return self._fence
+
+    @property
+    def values(self) -> torch.Tensor:
+        assert self._norms is not None, "only unresolved collections with gradients are read"
+        return self._norms
+
+    @property
+    def unread(self) -> bool:
+        """Launched norms wait to be read (False once resolved, or when there were no gradients)."""
+        return self._norms is not None
+
+    def absorb(self, values: list[float]) -> None:
+        self._resolved = self._summarise(values)
+        self._norms = None
 
     def resolve(self) -> GradientStats:
         """Read the norms (one transfer) and derive the scope's health; idempotent."""
         if self._resolved is None:
-            norms = self._norms.tolist() if self._norms is not None else []
-            self._resolved = self._summarise(self._redo_overflowed(norms))
-            self._grads = []
-            self._norms = None
+            if self._norms is None:
+                self.absorb([])
+            else:
+                read_all([self])
+        assert self._resolved is not None
         return self._resolved
 
-    def _redo_overflowed(self, norms: list[float]) -> list[float]:
-        # Only a tensor whose float32 norm came back infinite is measured again, in float64.
-        for i, value in enumerate(norms):
-            if math.isinf(value) and self._grads[i].dtype != torch.float64:
-                norms[i] = float(torch.linalg.vector_norm(self._grads[i], dtype=torch.float64))
-        return norms
-
     def _summarise(self, norms: list[float]) -> GradientStats:
-        n_params = sum(g.numel() for g in self._grads)
         finite = [v for v in norms if math.isfinite(v)]
         nonfinite = len(norms) - len(finite)
         if not norms:
@@ -118,7 +137,7 @@ class PendingGradients:
         t = self._thresholds
         return GradientStats(
             scope=self.scope, global_norm=global_norm, max_tensor_norm=max(finite) if finite else None,
-            n_tensors=len(norms), n_params=n_params, nonfinite=nonfinite,
+            n_tensors=len(norms), n_params=self.n_params, nonfinite=nonfinite,
             vanishing=nonfinite == 0 and global_norm < t.vanishing,
             exploding=nonfinite > 0 or global_norm > t.exploding,
         )
@@ -134,20 +153,17 @@ def collect_gradients(scope: str, params: Iterable[torch.nn.Parameter | torch.Te
     thresholds = thresholds or GradientThresholds()
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return PendingGradients(scope, [], None, thresholds)
+        return PendingGradients(scope, None, 0, thresholds)
     by_dtype: dict[torch.dtype, list[int]] = {}
     for i, g in enumerate(grads):
         by_dtype.setdefault(g.dtype, []).append(i)
-    if len(by_dtype) == 1:
-        (dtype,) = by_dtype
-        stacked = torch.stack(torch._foreach_norm(grads, 2, dtype=_accumulate_dtype(dtype)))
-    else:
-        # Mixed dtypes (a float32 head on a bf16 trunk): one launch per dtype, then back in order.
-        stacked = torch.empty(len(grads), dtype=torch.float64, device=grads[0].device)
-        for dtype, idx in by_dtype.items():
-            part = torch._foreach_norm([grads[i] for i in idx], 2, dtype=_accumulate_dtype(dtype))
-            stacked[torch.tensor(idx, device=stacked.device)] = torch.stack(part).to(torch.float64)
-    return PendingGradients(scope, grads, stacked.detach(), thresholds)
+    norms: dict[int, torch.Tensor] = {}
+    # One launch per dtype (a float32 head on a bf16 trunk), put back in parameter order on the host
+    # side: no index tensor is copied to the device.
+    for idx in by_dtype.values():
+        norms.update(zip(idx, torch._foreach_norm([grads[i] for i in idx], 2, dtype=torch.float64)))
+    stacked = torch.stack([norms[i] for i in range(len(grads))]).detach()
+    return PendingGradients(scope, stacked, sum(g.numel() for g in grads), thresholds)
 
 
 def seed_gradient_ratio(seed: GradientStats, host: GradientStats, *, clamp: float = 10.0) -> float | None:
@@ -165,14 +181,6 @@ def seed_gradient_ratio(seed: GradientStats, host: GradientStats, *, clamp: floa
 
 
 def resolve_all(pending: list[PendingGradients]) -> list[GradientStats]:
-    """Resolve many collections with ONE transfer: their norms are concatenated on the device first."""
-    live = [p for p in pending if p._resolved is None and p._norms is not None]
-    if len(live) > 1 and len({p._norms.device for p in live}) == 1:
-        values = torch.cat([p._norms.to(torch.float64) for p in live]).tolist()
-        offset = 0
-        for p in live:
-            n = p._norms.numel()
-            p._resolved = p._summarise(p._redo_overflowed(values[offset: offset + n]))
-            p._grads, p._norms = [], None
-            offset += n
+    """Resolve many collections with ONE transfer (each collection's fence waited on first)."""
+    read_all([p for p in pending if p.unread])
     return [p.resolve() for p in pending]

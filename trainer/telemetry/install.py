@@ -6,8 +6,9 @@
 registers the ``profile`` command handler with the runtime's command processor (so
 ``POST /escalate {"action": "profile", "batches": N}`` opens a window on the live run)
 and, with ``profile_batches``, asks for one window from the start of the run through the
-same command path. Traces go under ``<log-dir>/<run_id>/profiles/`` and, when the run
-has a server, are uploaded to it as artifacts. ``telemetry_for_training`` builds the
+same command path (``profile_update``: one over the first PPO update). Traces go under
+``<log-dir>/<run_id>/profiles/`` and, when the run has a server, are uploaded to it as
+artifacts. ``telemetry_for_training`` builds the
 loop's collectors for a training config (stride, policy head sizes), escalating through
 the runtime's command path.
 """
@@ -29,9 +30,10 @@ if TYPE_CHECKING:
     from trainer.runtime import Runtime
 
 
-def install_profiling(runtime: Runtime, *, profile_batches: int | None = None,
+def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, profile_update: bool = False,
                       config: ProfileConfig | None = None) -> ProfileHandler:
-    """Register the profile handler on ``runtime``; optionally open a window at the start."""
+    """Register the profile handler on ``runtime``; optionally open a window at the start
+    (``profile_batches``) and one over the first PPO update (``profile_update``; after the first)."""
     hub = runtime.hub.config
     uploader = None
     if hub.server:
@@ -41,6 +43,8 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None,
     runtime.commands.register(CommandAction.PROFILE, handler)
     if profile_batches is not None:
         profile_at_start(runtime.commands, hub.run_id, profile_batches)
+    if profile_update:
+        profile_at_start(runtime.commands, hub.run_id, None, reason="--profile-update", target="update")
     return handler
 
 
@@ -48,4 +52,4 @@ def telemetry_for_training(hooks: RunHooks, config: TrainConfig) -> SimicTelemet
     """The loop's collectors for ``config``: its gradient stride and its policy's head sizes."""
     sizes = dict(zip(HEAD_NAMES, head_sizes(len(config.slots)), strict=True))
     return SimicTelemetry.for_run(hooks, TelemetryConfig(gradient_stride=config.gradient_telemetry_stride,
-                                                         head_sizes=sizes))
+                                                         head_sizes=sizes, compile_mode=config.compile_mode))

@@ -10,7 +10,9 @@ busy. On CUDA, wall time of a phase only includes device work if the phase ends 
 sync (the loop syncs once per phase); otherwise it measures launches.
 
 While a profile window records, each phase is also a ``record_function`` range, so the
-trace shows train / validation / rollout / action / ppo_update spans around the ops.
+trace shows train / validation / rollout / action / ppo_update spans around the ops; a
+window cuts the ranges of the phases open at its steps (``cut_phase_ranges``), so even a
+window that lies inside one phase carries it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ PPO_UPDATE = "ppo_update"
 PHASES: tuple[str, ...] = (TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE)
 
 
+_OPEN: list[_Phase] = []
+"""Phases entered and not left yet, outermost first, across timers (the profiler is process-wide too)."""
+
+
 class _Phase:
     """A reusable context manager accumulating one phase's wall and CPU seconds."""
 
@@ -45,9 +51,8 @@ class _Phase:
         self._range: torch.profiler.record_function | None = None
 
     def __enter__(self) -> _Phase:
-        if torch.autograd.profiler._is_profiler_enabled:  # a flag read: free when no window is open
-            self._range = torch.profiler.record_function(self.name)
-            self._range.__enter__()
+        _OPEN.append(self)
+        self.open_range()
         self._w0 = time.perf_counter()
         self._c0 = time.process_time()
         return self
@@ -57,13 +62,41 @@ class _Phase:
         self.wall += time.perf_counter() - self._w0
         self.cpu += time.process_time() - self._c0
         self.entries += 1
+        self.close_range()
+        if _OPEN and _OPEN[-1] is self:
+            _OPEN.pop()
+        elif self in _OPEN:
+            _OPEN.remove(self)
+
+    def open_range(self) -> None:
+        """Open this phase's ``record_function`` range if a profiler records (a flag read otherwise)."""
+        if self._range is None and torch.autograd.profiler._is_profiler_enabled:
+            self._range = torch.profiler.record_function(self.name)
+            self._range.__enter__()
+
+    def close_range(self) -> None:
         if self._range is not None:
-            self._range.__exit__(exc_type, exc, tb)
+            self._range.__exit__(None, None, None)
             self._range = None
 
     def reset(self) -> None:
         self.wall = self.cpu = 0.0
         self.entries = 0
+
+
+def cut_phase_ranges(*, reopen: bool = True) -> None:
+    """End the profiler ranges of the phases open now and (``reopen``) begin fresh ones.
+
+    A profile window calls it when it starts, around each of its steps and before it stops:
+    a range only reaches a trace if it ends while the profiler records, and a window is
+    usually opened and closed in the middle of a phase (five batches inside ``train``). So
+    each recorded step carries the phases it ran in, including one entered before the window.
+    """
+    for phase in reversed(_OPEN):
+        phase.close_range()
+    if reopen:
+        for phase in _OPEN:
+            phase.open_range()
 
 
 class PhaseTimer:

@@ -2,7 +2,10 @@
 
 Plugged into a run with ``processor.register(CommandAction.PROFILE, handler)``. The
 processor calls ``apply`` at a step boundary and forwards ``step_boundary`` (once per
-training batch: it steps the window) and ``run_end``. Everything that touches the
+training batch: it steps the window), ``update_begin`` / ``update_end`` and ``run_end``.
+A window of ``target`` ``update`` is armed when applied and records the next PPO update:
+the profiler starts at ``update_begin`` (prepared there, with an empty warm-up step) and
+its one step ends at ``update_end``, so a once-per-round update is never caught by luck. Everything that touches the
 command and the profiler happens on the training thread; only the upload (an HTTP PUT
 of the trace file to ``{server}/runs/{run_id}/artifacts/{name}``) runs on a named
 background thread, and the handler picks its outcome up at a later step boundary before
@@ -14,12 +17,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import pathlib
-import platform
-import re
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,29 +26,14 @@ from dataclasses import dataclass
 import httpx
 
 from leyline import Command, CommandAction, Payload, ProfileCompleted, ProfileStarted
+from leyline.enums import ProfileTarget
 from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.control import CommandContext, CommandProcessor, CommandRejected
+from trainer.hub.rest import artifact_name, artifact_url
 from trainer.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profiles_dir
 
 logger = logging.getLogger(__name__)
-
-
-def artifact_url(server: str, run_id: str, name: str) -> str:
-    """``{server}/runs/{run_id}/artifacts/{name}`` over http(s), whatever scheme ``server`` was given in."""
-    parts = urllib.parse.urlsplit(server.strip())
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
-    path = parts.path.rstrip("/")
-    if path.endswith("/ws/ingest"):
-        path = path[: -len("/ws/ingest")]
-    quoted = f"{path}/runs/{urllib.parse.quote(run_id, safe='')}/artifacts/{urllib.parse.quote(name, safe='')}"
-    return urllib.parse.urlunsplit((scheme, parts.netloc, quoted, "", ""))
-
-
-def artifact_name(window: str) -> str:
-    """``profile-<window>-<host>-<pid>.pt.trace.json``: unique across ranks, safe as a server file name."""
-    host = re.sub(r"[^A-Za-z0-9_-]+", "-", platform.node() or "host")[:40]
-    return f"profile-{window}-{host}-{os.getpid()}.pt.trace.json"[:128]
 
 
 @dataclass(frozen=True)
@@ -114,6 +98,18 @@ class _Open:
     upload: concurrent.futures.Future[str] | None = None
     result: WindowResult | None = None
 
+    @property
+    def on_update(self) -> bool:
+        return self.ctx.command.target == "update"
+
+    @property
+    def state(self) -> str:
+        if self.window.done:
+            return "uploading its trace"
+        if self.on_update:
+            return "recording the next PPO update" if self.window.open else "waiting for the next PPO update"
+        return f"recording {self.window.batches} batches"
+
 
 class ProfileHandler:
     """Opens profile windows on command; one at a time; see the module docstring."""
@@ -136,33 +132,60 @@ class ProfileHandler:
         return self._open is not None
 
     def apply(self, ctx: CommandContext) -> None:
-        batches = ctx.command.batches
+        command = ctx.command
+        on_update = command.target == "update"
+        batches = 1 if on_update else command.batches
         if batches is None or not 1 <= batches <= MAX_PROFILE_BATCHES:
-            raise CommandRejected(f"action 'profile' needs 'batches' in 1..{MAX_PROFILE_BATCHES}, got {batches}")
+            raise CommandRejected(f"action 'profile' needs 'batches' in 1..{MAX_PROFILE_BATCHES} or target "
+                                  f"'update', got {command.batches}")
         if self._open is not None:
-            w = self._open.window
-            state = "uploading its trace" if w.done else f"recording {w.batches} batches"
-            raise CommandRejected(f"profile window {w.name} is still {state} (command "
+            raise CommandRejected(f"profile window {self._open.window.name} is still {self._open.state} (command "
                                   f"{self._open.ctx.command_id}); one window at a time")
         self._count += 1
-        name = f"w{self._count}-step{ctx.step}"
+        name = f"w{self._count}-{'update' if on_update else 'step'}{ctx.step}"
         window = ProfileWindow(name, batches, self.trace_root / name, self.config)
+        self._open = _Open(ctx=ctx, window=window)
+        if not on_update:
+            self._start(self._open)
+
+    def _start(self, current: _Open) -> None:
+        window = current.window
         try:
             window.start()
         except RuntimeError as err:  # another profiler is active in this process
+            self._open = None
+            if current.on_update:
+                current.ctx.fail(f"cannot start the profiler: {err}")
+                return
             raise CommandRejected(f"cannot start the profiler: {err}") from None
-        self._open = _Open(ctx=ctx, window=window)
-        self._emit(ProfileStarted(window=window.name, batches=batches, trace_dir=str(window.trace_dir),
-                                  activities=window.activity_names, command_id=ctx.command_id))
+        self._emit(ProfileStarted(window=window.name, batches=0 if current.on_update else window.batches,
+                                  trace_dir=str(window.trace_dir), activities=window.activity_names,
+                                  command_id=current.ctx.command_id, target="update" if current.on_update
+                                  else "batches"))
 
     def step_boundary(self, step: int, epoch: int) -> None:
         current = self._open
         if current is None or step == current.ctx.step:
             return  # the processor forwards the boundary the window was opened at: its warm-up batch is next
-        if current.result is None and current.window.step():
+        if current.result is None and not current.on_update and current.window.step():
             self._recorded(current, current.window.result)
         if current.upload is not None and current.upload.done():
             self._complete(current)
+
+    def update_begin(self, round_: int) -> None:
+        """An armed update window starts: the profiler is prepared (its warm-up, an empty step) and
+        records from here to the end of the update."""
+        current = self._open
+        if current is None or not current.on_update or current.window.open or current.window.done:
+            return
+        self._start(current)
+        if self._open is current:
+            current.window.step()
+
+    def update_end(self, round_: int) -> None:
+        current = self._open
+        if current is not None and current.on_update and current.window.open and current.window.step():
+            self._recorded(current, current.window.result)
 
     def run_end(self, reason: str) -> None:
         current = self._open
@@ -172,7 +195,8 @@ class ProfileHandler:
             result = current.window.stop()
             if result is None:
                 self._open = None
-                current.ctx.fail(f"the run ended ({reason}) before the window recorded a batch")
+                what = "the next PPO update" if current.on_update else "a batch"
+                current.ctx.fail(f"the run ended ({reason}) before the window recorded {what}")
                 return
             self._recorded(current, result)
         if current.upload is not None:
@@ -205,18 +229,23 @@ class ProfileHandler:
                 message = f"trace kept at {result.trace_path}; upload failed: {type(err).__name__}: {err}"
                 logger.warning("profile window %s: %s", result.window, message)
         self._open = None
-        self._emit(ProfileCompleted(window=result.window, batches=result.batches, trace_path=str(result.trace_path),
+        target = "update" if current.on_update else "batches"
+        batches = 0 if current.on_update else result.batches
+        self._emit(ProfileCompleted(window=result.window, batches=batches, trace_path=str(result.trace_path),
                                     wall_s=result.wall_s, top_ops=result.top_ops, artifact=artifact,
-                                    command_id=current.ctx.command_id))
+                                    command_id=current.ctx.command_id, target=target))
         top = result.top_ops[0].name if result.top_ops else None
-        current.ctx.complete({"window": result.window, "batches": result.batches, "partial": result.partial,
-                              "trace_path": str(result.trace_path), "artifact": artifact, "top_op": top},
-                             message=message)
+        current.ctx.complete({"window": result.window, "target": target, "batches": batches,
+                              "partial": result.partial, "trace_path": str(result.trace_path), "artifact": artifact,
+                              "top_op": top}, message=message)
 
 
-def profile_at_start(processor: CommandProcessor, run_id: str, batches: int, reason: str = "--profile") -> str:
-    """Ask for a profile window from the start of the run (``--profile``), through the command path."""
+def profile_at_start(processor: CommandProcessor, run_id: str, batches: int | None,
+                     reason: str = "--profile", target: ProfileTarget = "batches") -> str:
+    """Ask for a profile window through the command path: over the first ``batches`` batches
+    (``--profile``), or over the run's first PPO update (``target="update"``, ``--profile-update``)."""
     command = Command(command_id=f"local-profile-{uuid.uuid4().hex[:12]}", run_id=run_id,
-                      action=CommandAction.PROFILE, batches=batches, reason=reason, created_at=time.time())
+                      action=CommandAction.PROFILE, batches=None if target == "update" else batches,
+                      target=target, reason=reason, created_at=time.time())
     processor.submit(command)
     return command.command_id

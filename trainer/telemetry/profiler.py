@@ -26,6 +26,9 @@ from torch.profiler import ProfilerActivity
 
 from leyline import TopOp
 
+from trainer.telemetry.phases import cut_phase_ranges
+from trainer.telemetry.quiet import without_profiler_markers
+
 logger = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -134,14 +137,19 @@ class ProfileWindow:
             with_stack=c.with_stack,
         )
         self._t0 = time.perf_counter()
-        self._prof.start()
+        with without_profiler_markers():
+            self._prof.start()
+        cut_phase_ranges()  # the phase the loop is in already gets its range
 
     def step(self) -> bool:
         """One training batch ended; True once the window has finished (trace written, summary ready)."""
         if self._prof is None:
             return self.done
         self._steps += 1
-        self._prof.step()
+        cut_phase_ranges(reopen=False)  # each step's trace carries the phases it ran in
+        with without_profiler_markers():  # the window's first and last steps write them
+            self._prof.step()
+        cut_phase_ranges()
         if self._trace_path is not None:  # the schedule's last active batch just ended
             self._finish(partial=False)
         return self.done
@@ -163,7 +171,9 @@ class ProfileWindow:
         prof, self._prof = self._prof, None
         if prof is None:
             return
-        prof.stop()  # a window stopped during its active batches exports what it has here
+        cut_phase_ranges(reopen=False)
+        with without_profiler_markers():
+            prof.stop()  # a window stopped during its active batches exports what it has here
         recorded = max(0, min(self._steps - 1, self.batches))
         if self._trace_path is None:
             logger.info("profile window %s closed before recording anything", self.name)

@@ -6,8 +6,9 @@ Where the loop calls it (and what each level adds):
   tel.collect_env(env, {"host": host, slot: seed, ...})``; then once per batch, after
   every env, ``tel.flush_gradients()``: gradient health per scope (host and each live
   seed, with EMA drift and the seed's gradient ratio), every ``gradient_stride``
-  batches at NORMAL and every batch at DEBUG, all envs read in ONE transfer. DEBUG adds
-  per-layer stats of each module (one transfer per module).
+  batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats of each
+  module. Every env and scope of a collection, layer stats included, is read in ONE
+  transfer, after waiting on the fence each launch recorded on its env's stream.
 - inside the PPO update, after a backward: ``tel.policy_backward(policy)`` (DEBUG: the
   policy's per-layer stats, once per update);
 - after the PPO update: ``tel.after_update(update, progress=..., lstm_state=(h, c))``:
@@ -15,9 +16,10 @@ Where the loop calls it (and what each level adds):
   check on the update's numbers (MINIMAL and up), auto-escalating through the command
   path when one fires;
 - ``with tel.phases.phase("train"): ...`` around each phase, and ``tel.epoch_end(round_,
-  env_epochs, signals)`` at the end of each epoch: phase timing (MINIMAL and up), and the
-  per-epoch anomaly checks on the epoch's gradient collections and signals (MINIMAL and up;
-  the gradient checks see collections from NORMAL up).
+  env_epochs, signals)`` at the end of each epoch: phase timing (MINIMAL and up), with how
+  ``torch.compile`` fares (compiles, recompiles, graph breaks, fallbacks) when the run compiles,
+  and the per-epoch anomaly checks on the epoch's gradient collections and signals (MINIMAL and
+  up; the gradient checks see collections from NORMAL up).
 
 At OFF nothing is measured; the loop runs the same code either way.
 """
@@ -27,7 +29,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+import msgspec
 import torch
 from torch import nn
 
@@ -36,19 +40,22 @@ from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, Teleme
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
+from trainer.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
 from trainer.telemetry.epoch_checks import Finding
-from trainer.telemetry.debug_stats import debug_layer_payloads
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientStats,
     GradientThresholds,
     PendingGradients,
     collect_gradients,
-    resolve_all,
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.phases import PhaseTimer
+from trainer.telemetry.readback import read_all
+
+if TYPE_CHECKING:
+    from trainer.telemetry.compile_stats import CompileMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +81,8 @@ class TelemetryConfig:
     """Gradient-norm averages behind drift."""
     anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
     """Anomaly thresholds and auto-escalation."""
+    compile_mode: str = "off"
+    """The run's ``--compile-mode``; when not ``off``, each ``phase_timing`` carries ``CompileStats``."""
 
     def __post_init__(self) -> None:
         if self.gradient_stride < 1:
@@ -98,8 +107,14 @@ class SimicTelemetry:
         self.ema = GradientEMATracker(self.config.ema)
         self.detector = AnomalyDetector(self.config.anomaly, escalate)
         self._pending: list[tuple[int, PendingGradients]] = []
+        self._layers: list[tuple[int, PendingLayers]] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
+        self.compile_monitor: CompileMonitor | None = None
+        if self.config.compile_mode != "off":
+            from trainer.telemetry.compile_stats import CompileMonitor  # torch._dynamo: only when compiling
+
+            self.compile_monitor = CompileMonitor(self.config.compile_mode)
 
     @classmethod
     def for_run(cls, hooks: RunHooks, config: TelemetryConfig | None = None) -> SimicTelemetry:
@@ -122,21 +137,24 @@ class SimicTelemetry:
 
     @torch.compiler.disable
     def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
-        """Launch the gradient norms of one env's scopes ("host" and live seed slots); no sync."""
+        """Launch the gradient norms (and at DEBUG the per-layer stats) of one env's scopes; no sync."""
+        debug = self.hooks.level is _DEBUG
         for scope, module in modules.items():
             self._pending.append((env, collect_gradients(scope, module.parameters(), self.config.gradients)))
-        level = self.hooks.level
-        if level is _DEBUG:
-            for scope, module in modules.items():
-                for payload in debug_layer_payloads(scope, module.named_parameters(), level):
-                    self.hooks.emit(payload, env=env)
+            if debug:
+                layers = launch_layer_stats(scope, module.named_parameters())
+                if layers is not None:
+                    self._layers.append((env, layers))
 
     def flush_gradients(self) -> None:
-        """Read every collection of this batch in one transfer and emit ``gradient_health`` per scope."""
-        if not self._pending:
+        """Read every collection of this batch (every env, every scope, layer stats included) in one
+        transfer, then emit ``gradient_health`` per scope (and ``debug_layer_stats`` at DEBUG)."""
+        if not self._pending and not self._layers:
             return
         pending, self._pending = self._pending, []
-        stats = resolve_all([p for _, p in pending])
+        layers, self._layers = self._layers, []
+        read_all([p for _, p in pending if p.unread] + [lay for _, lay in layers])
+        stats = [p.resolve() for _, p in pending]
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):
             self._epoch_grads.append((env, s))
@@ -146,6 +164,9 @@ class SimicTelemetry:
             severity = Severity.WARNING if (s.nonfinite or s.exploding or s.vanishing) else None
             self.hooks.emit(s.payload(ema_norm=drift.ema_norm, drift=drift.drift, ratio=ratio), env=env,
                             severity=severity)
+        for env, lay in layers:
+            for payload in lay.payloads():
+                self.hooks.emit(payload, env=env)
 
     def forget_scope(self, env: int, scope: str) -> None:
         """A seed left its slot: the next one there starts a fresh gradient average and history."""
@@ -200,6 +221,8 @@ class SimicTelemetry:
         if self.hooks.level is _OFF:
             return []
         if report is not None:
+            if self.compile_monitor is not None:
+                report = msgspec.structs.replace(report, compile=self.compile_monitor.stats())
             self.hooks.emit(report)
         found = self.detector.check_epoch(signals, grads)
         self._emit_anomalies(found)

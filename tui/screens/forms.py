@@ -28,20 +28,24 @@ EscalateForm Checkbox { margin-top: 1; }
 """
 
 THROUGH_UPDATE = "through the next PPO update"
+PROFILE_UPDATE = "the next PPO update instead of batches"
 
 
 class EscalateChoice(NamedTuple):
-    """What the operator asked for: a length (None: none given) and, for debug, the PPO-update option."""
+    """What the operator asked for: a length (None: none given) and the PPO-update option: for
+    debug, last through the next update; for profile, record the next update instead of batches."""
 
     amount: int | None
     through_update: bool = False
+    update: bool = False
 
 
 class EscalateForm(ModalScreen[EscalateChoice | None]):
     """Ask how long a debug (epochs) or profile (batches) window should be; dismisses with it or None.
 
     A debug window may instead (or also) last through the next PPO update; then the epochs may be
-    left empty, as ``POST /escalate`` accepts ``through_update`` alone.
+    left empty, as ``POST /escalate`` accepts ``through_update`` alone. A profile window may
+    record the next PPO update instead (``"target": "update"``); then the batches are ignored.
     """
 
     DEFAULT_CSS = _FORM_CSS
@@ -64,8 +68,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
             yield Label(f"[b]{self.action.value} window[/b]: how many {self.unit}? (1..{self.maximum})")
             yield Input(str(self.default), type="integer", id="amount",
                         validators=[Integer(minimum=1, maximum=self.maximum)])
-            if self.is_debug:
-                yield Checkbox(THROUGH_UPDATE, id="through_update")
+            yield Checkbox(THROUGH_UPDATE if self.is_debug else PROFILE_UPDATE, id="through_update")
             yield Static("", id="error")
             with Horizontal():
                 yield Button("Request", variant="primary", id="ok")
@@ -74,8 +77,8 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
     def on_mount(self) -> None:
         self.query_one("#amount", Input).focus()
 
-    def _through_update(self) -> bool:
-        return self.is_debug and self.query_one("#through_update", Checkbox).value
+    def _ticked(self) -> bool:
+        return self.query_one("#through_update", Checkbox).value
 
     @on(Checkbox.Changed, "#through_update")
     def through_update_changed(self, event: Checkbox.Changed) -> None:
@@ -84,6 +87,9 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
         self.query_one("#error", Static).update("")
 
     def _submit(self) -> None:
+        if not self.is_debug and self._ticked():
+            self.dismiss(EscalateChoice(None, update=True))
+            return
         box = self.query_one("#amount", Input)
         value = box.value.strip()
         result = box.validate(value)
@@ -93,7 +99,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
                 why = f"give 1..{self.maximum} epochs, or tick '{THROUGH_UPDATE}'"
             self.query_one("#error", Static).update(why)
             return
-        self.dismiss(EscalateChoice(int(value) if value else None, self._through_update()))
+        self.dismiss(EscalateChoice(int(value) if value else None, self.is_debug and self._ticked()))
 
     @on(Input.Submitted, "#amount")
     def submitted(self) -> None:
@@ -113,7 +119,7 @@ HELP = (
     ("s", "run picker: sort by the next column (or click a column header)"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
-    ("p", "profile window: choose how many batches to profile"),
+    ("p", "profile window: choose how many batches to profile, or the next PPO update"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),
     ("[ ]", "replay: one epoch back / forward"),

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 COLUMNS = (("status", "status"), ("run", "run_id"), ("name", "name"), ("started", "started_at"),
            ("ended", "ended_at"), ("events", "events"))
-STATUS_ORDER = {"live": 0, "lost": 1, "finished": 2}
-STATUS_STYLE = {"live": "bold green", "lost": "bold red", "finished": "blue"}
+STATUS_ORDER = {"live": 0, "lost": 1, "failed": 2, "interrupted": 3, "finished": 4}
+STATUS_STYLE = {"live": "bold green", "lost": "bold red", "failed": "red", "interrupted": "yellow",
+                "finished": "blue"}
 
 
 def _when(ts: float | None) -> str:
@@ -32,7 +33,7 @@ def _when(ts: float | None) -> str:
 def sort_value(run: RunSummary, field: str) -> Any:
     """The key a column sorts by; missing times sort first so that ``reverse`` puts them last."""
     if field == "status":
-        return STATUS_ORDER.get(run.status, 3)
+        return STATUS_ORDER.get(run.status, len(STATUS_ORDER))
     if field == "events":
         return run.events
     value = getattr(run, field)

@@ -17,7 +17,7 @@ from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
 from tui.screens.base import DashboardScreen
 from tui.screens.forms import EscalateChoice, EscalateForm
-from tui.views import staleness
+from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class RunViewScreen(DashboardScreen):
         self.then = then  # an action to run once shown: ``d``/``p`` pressed in the run picker
         self.connection = Connection("connecting")
         self.reconnects = 0
+        self.unknown_polls = 0  # status polls that found the run not (yet) on the server
         self.last_arrival: float | None = None
         self._inflight = 0
         self._drained = asyncio.Event()
@@ -76,23 +77,40 @@ class RunViewScreen(DashboardScreen):
 
     @work(exclusive=True, group="status")
     async def poll_status(self) -> None:
-        """The server's word on the run (live, lost, finished): a silent trainer cannot say it is lost."""
+        """The server's word on the run (live, lost, finished): a silent trainer cannot say it is lost.
+
+        A run the server does not know yet is waited for quietly: the console may be opened on a run
+        whose trainer is still starting (``make demo`` does). Past ``run_wait_s`` it says so, once.
+        """
         client = self.watch_app.require_client()
+        config = self.watch_app.config
         last_error: int | None = None
+        known = False
         while True:
             try:
                 run = await client.get_run(self.run_id)
             except ApiError as err:
-                if err.status != last_error and err.status:  # say it once, not every poll
+                if err.status == 404 and not known:
+                    self.unknown_polls += 1
+                    self._say_still_unknown(config.run_wait_s)
+                elif err.status != last_error and err.status:  # say it once, not every poll
                     self.post_message(ApiFailed(f"run {self.run_id}", err))
                 last_error = err.status
             else:
-                last_error = None
+                known, last_error = True, None
                 self.post_message(RunStatusPolled(run.status))
-            await asyncio.sleep(self.watch_app.config.runs_poll_s)
+            await asyncio.sleep(config.runs_poll_s)
+
+    def _say_still_unknown(self, wait_s: float) -> None:
+        polls_before = wait_s / self.watch_app.config.runs_poll_s
+        if polls_before <= self.unknown_polls < polls_before + 1:
+            self.notify(f"run {self.run_id} is not on the server after {wait_s:g} s; still waiting for it "
+                        "(is its trainer running, and is --run right?)", title="waiting", severity="warning",
+                        timeout=10)
 
     def on_run_status_polled(self, message: RunStatusPolled) -> None:
-        keeps_detail = message.status == "finished" and self.state.status in ("failed", "interrupted")
+        # A server older than the interrupted and failed statuses says "finished"; the run log knows better.
+        keeps_detail = run_ended(message.status) and run_ended(self.state.status)
         if message.status != self.state.status and not keeps_detail:
             self.state.status = message.status
             self.state.dirty.add("header")
@@ -139,21 +157,25 @@ class RunViewScreen(DashboardScreen):
     def _ask(self, action: CommandAction, default: int) -> None:
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
-                self.escalate(action, choice.amount, through_update=choice.through_update)
+                self.escalate(action, choice.amount, through_update=choice.through_update, update=choice.update)
 
         self.app.push_screen(EscalateForm(action, default), chosen)
 
     @work(group="escalate")
-    async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False) -> None:
-        """POST the command, then follow it at ``GET /commands/{id}`` until it ends."""
+    async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
+                       update: bool = False) -> None:
+        """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
+        profile window over the next PPO update."""
         client = self.watch_app.require_client()
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
+        what += " over the next PPO update" if update else ""
         try:
             if action is CommandAction.DEBUG:
                 command_id = await client.escalate(self.run_id, action, epochs=amount,
                                                    through_update=through_update, reason="esper-watch")
             else:
-                command_id = await client.escalate(self.run_id, action, batches=amount, reason="esper-watch")
+                command_id = await client.escalate(self.run_id, action, batches=None if update else amount,
+                                                   target="update" if update else None, reason="esper-watch")
         except ApiError as err:
             self.post_message(ApiFailed(what, err))
             return

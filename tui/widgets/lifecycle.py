@@ -91,8 +91,8 @@ class ProfilePanel(Static):
         if v.state == "none":
             return Text("no profile window yet: press p", style="dim")
         if v.state == "running":
-            return Text(f"profiling window {v.window}: {v.batches} batches…", style="yellow")
-        head = Text(f"window {v.window}: {v.batches} batches in {v.wall_s:.2f}s\n")
+            return Text(f"profiling window {v.window}: {v.span}…", style="yellow")
+        head = Text(f"window {v.window}: {v.span} in {v.wall_s:.2f}s\n")
         head.append("trace ", style="dim")
         room = max(self.content_size.width - 6, 12)
         # The end of a long path says which file it is; its start is the run's log dir.

@@ -15,6 +15,7 @@ def test_help_documents_the_upload(capsys):
     out = capsys.readouterr().out
     assert done.value.code == 0
     assert "esper-train upload" in out and "--telemetry-level" in out and "--server" in out and "--profile" in out
+    assert "--profile-update" in out
 
 
 @pytest.mark.parametrize(("argv", "flag"), [
@@ -23,6 +24,10 @@ def test_help_documents_the_upload(capsys):
     (["--n-envs", "0"], "--n-envs"),
     (["--telemetry-level", "LOUD"], "--telemetry-level"),
     (["--run-id", "../etc"], "--run-id"),
+    (["--run-id", ".."], "--run-id"),
+    (["--run-id", "."], "--run-id"),
+    (["--token", "tökén"], "--token"),
+    (["--run-name", "x" * 300], "run name"),
     (["upload", "/nonexistent-run-dir", "--server", "http://127.0.0.1:9"], "no events"),
     (["upload", "some-dir"], "--server"),
 ])
@@ -41,3 +46,10 @@ def test_run_ids_are_valid_leyline_run_ids_and_unique(name):
     for run_id in ids:
         msgspec.convert(run_id, RunId)
         assert "/" not in run_id and not run_id.startswith(".")
+
+
+def test_a_dot_run_id_writes_nothing_anywhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["--run-id", "..", "--log-dir", str(tmp_path / "logs" / "inner")])
+    assert list(tmp_path.iterdir()) == []

@@ -58,8 +58,30 @@ def test_alpha_zero_is_the_host_and_alpha_changes_the_output(style):
     for p in slot.seed.parameters():  # move the seed away from its identity start
         torch.nn.init.normal_(p, std=0.5)
     assert not torch.allclose(model(x), reference)
-    zero = torch.zeros(len(SLOTS), 2, 1, 1, 1)
-    assert torch.allclose(model(x, zero), reference)
+    on, off = model.forward_counterfactual(x, [1])  # r0c1 is slot 1 in network order
+    assert torch.allclose(on, model(x), atol=1e-6) and torch.allclose(off, reference, atol=1e-6)
+
+
+def test_counterfactual_forward_matches_each_configuration_run_alone():
+    import copy
+
+    model = _model(2).eval()
+    x = torch.randn(5, 3, 32, 32)
+    for i, (slot_id, style) in enumerate(zip(SLOTS, ("linear_add", "gated", "sigmoid_add"))):
+        slot = model.slot(slot_id)
+        slot.germinate(BLUEPRINT_NAMES[i], style, 3, slot_id, torch.device("cpu"))
+        slot.stage = SeedStage.BLENDING
+        slot.alpha.alpha = 0.6
+        for p in slot.seed.parameters():
+            torch.nn.init.normal_(p, std=0.3)
+    for ablate in ([], [1], [0, 2], [0, 1, 2]):
+        fused = model.forward_counterfactual(x, ablate)
+        assert fused.shape == (1 + len(ablate), 5, 10)
+        assert torch.allclose(fused[0], model(x), atol=1e-5)
+        for k, index in enumerate(ablate, start=1):
+            alone = copy.deepcopy(model)
+            alone.slots[index].seed = None  # that slot's seed out: the host's features pass
+            assert torch.allclose(fused[k], alone(x), atol=1e-5), (ablate, index)
 
 
 def test_straight_through_leaves_host_gradients_identical():

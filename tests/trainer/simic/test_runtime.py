@@ -10,12 +10,26 @@ from trainer.simic.runtime import DeviceRuntime, resolve_amp_dtype, resolve_devi
 from trainer.simic.vectorized import RoundResult
 
 
-def test_amp_is_off_on_cpu_and_explicit_on_cuda():
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert all(resolve_amp_dtype(c, cpu) is None for c in ("auto", "float16", "bfloat16", "off"))
-    assert resolve_amp_dtype("float16", cuda) is torch.float16
-    assert resolve_amp_dtype("bfloat16", cuda) is torch.bfloat16
-    assert resolve_amp_dtype("off", cuda) is None
+def test_amp_auto_is_full_precision_on_cpu_and_explicit_choices_hold_anywhere():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda:0")
+    assert resolve_amp_dtype("auto", cpu) is None and resolve_amp_dtype("off", cpu) is None
+    assert resolve_amp_dtype("bfloat16", cpu) is torch.bfloat16
+    assert resolve_amp_dtype("float16", cpu) is torch.float16
+    ampere = {0: (8, 0)}.__getitem__
+    assert resolve_amp_dtype("float16", cuda, ampere) is torch.float16
+    assert resolve_amp_dtype("bfloat16", cuda, ampere) is torch.bfloat16
+    assert resolve_amp_dtype("off", cuda, ampere) is None
+
+
+@pytest.mark.skipif(bool(torch.version.hip), reason="ROCm builds take torch's bf16 answer")
+def test_amp_auto_picks_bf16_only_where_native_on_the_configured_device():
+    # V100 (7.0) and T4 (7.5) emulate bf16 (torch.cuda.is_bf16_supported() says True for them);
+    # A100 (8.0) and H100 (9.0) have it natively. The current device (0) is a V100 here.
+    capability = {0: (7, 0), 1: (8, 0), 2: (7, 5), 3: (9, 0)}.__getitem__
+    picked = {i: resolve_amp_dtype("auto", torch.device(f"cuda:{i}"), capability) for i in range(4)}
+    assert picked == {0: torch.float16, 1: torch.bfloat16, 2: torch.float16, 3: torch.bfloat16}
+    assert DeviceRuntime(torch.device("cpu"), picked[0], 1).uses_scaler
+    assert not DeviceRuntime(torch.device("cpu"), picked[1], 1).uses_scaler
 
 
 def test_cpu_runtime_has_no_streams_and_no_scaler():

@@ -48,12 +48,12 @@ def test_one_transfer_for_all_layers(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(tuple(self.shape)) or original(self))
     monkeypatch.setattr(torch.Tensor, "item", lambda self: pytest.fail("no per-layer .item()"))
     collect_layer_stats(model.named_parameters())
-    assert calls == [(4, 6)]
+    assert calls == [(4 * 6,)], "one transfer of the [layers, 6] rows"
 
 
 @pytest.mark.parametrize("level", [TelemetryLevel.OFF, TelemetryLevel.MINIMAL, TelemetryLevel.NORMAL])
 def test_nothing_below_debug(level, monkeypatch):
-    monkeypatch.setattr("trainer.telemetry.debug_stats.collect_layer_stats", lambda _: pytest.fail("collected"))
+    monkeypatch.setattr("trainer.telemetry.debug_stats.launch_layer_stats", lambda *_: pytest.fail("collected"))
     assert debug_layer_payloads("host", _model().named_parameters(), level) == []
 
 

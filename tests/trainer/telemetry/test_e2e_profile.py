@@ -77,6 +77,15 @@ def test_profile_escalation_completes_and_its_trace_downloads(tmp_path):
         started = [e for e in _events(url, run_id, EventKind.PROFILE_STARTED) if e.payload.command_id == first]
         assert started and "CPU" in started[0].payload.activities
         assert started[0].step == record["applied_step"]
+
+        # A window over the next PPO update: the route passes the target through, the trace has the update.
+        update = _escalate(url, {"run_id": run_id, "action": "profile", "target": "update"})
+        record = wait_for(lambda: (c := _command(url, update))["status"] in TERMINAL and c, 120,
+                          message="the update window to finish")
+        assert record["status"] == "completed" and record["target"] == "update", record
+        assert record["result"]["target"] == "update"
+        trace = httpx.get(f"{url}/runs/{run_id}/artifacts/{record['result']['artifact']}", timeout=30).json()
+        assert "ppo_update" in {e.get("name") for e in trace["traceEvents"]}
     finally:
         trainer.kill()
         stop_process(server)

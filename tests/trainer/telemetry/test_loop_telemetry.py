@@ -11,7 +11,6 @@ import pathlib
 import time
 
 import pytest
-import torch
 
 from leyline import (
     Command,
@@ -40,15 +39,7 @@ from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 TINY = dict(device="cpu", policy="ppo", n_envs=2, episode_length=3, train_size=128, val_size=64, batch_size=64,
             log_every=0, lstm_hidden=8, base_channels=4, gradient_telemetry_stride=2, seed=1)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two intra-op threads on a shared two-core machine spin against each other; one is steadier.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class CommandAt:

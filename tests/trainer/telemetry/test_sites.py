@@ -80,6 +80,33 @@ def test_debug_collects_every_batch_and_adds_layer_stats():
     assert [p.model for p in layers] == ["host", "r0c0"] and len(layers[0].layers) == 4
 
 
+def test_debug_reads_every_env_and_scope_of_a_collection_in_one_transfer(monkeypatch):
+    hooks = Recorder(TelemetryLevel.DEBUG)
+    tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=10))
+    calls = []
+    original = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(1) or original(self))
+    for env in range(3):
+        tel.collect_env(env, _env_modules(env))
+    assert calls == [], "nothing is read while the envs are being collected"
+    tel.flush_gradients()
+    assert len(calls) == 1, "norms and layer stats of every env and scope in one transfer"
+    layers = [(env, p.model) for p, env, _ in hooks.events if isinstance(p, DebugLayerStats)]
+    assert layers == [(e, m) for e in range(3) for m in ("host", "r0c0")]
+
+
+def test_flush_waits_on_every_fence_before_reading():
+    # On CPU nothing can race; this checks the wiring only: each launch's fence is waited on.
+    hooks = Recorder(TelemetryLevel.DEBUG)
+    tel = SimicTelemetry(hooks, TelemetryConfig())
+    for env in range(2):
+        tel.collect_env(env, _env_modules(env))
+    fences = [p.fence for _, p in tel._pending] + [lay.fence for _, lay in tel._layers]
+    assert len(fences) == 8 and not any(f.waited for f in fences)
+    tel.flush_gradients()
+    assert all(f.waited for f in fences)
+
+
 @pytest.mark.parametrize("level", [TelemetryLevel.OFF, TelemetryLevel.MINIMAL])
 def test_no_gradient_collection_below_normal(level):
     tel = SimicTelemetry(Recorder(level))

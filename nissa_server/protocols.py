@@ -1,0 +1,187 @@
+"""uvicorn's HTTP and websocket protocols, with the limits an ASGI app cannot set for itself.
+
+uvicorn arms no timer on a connection until its first response (``timeout_keep_alive`` starts after
+one, and any byte cancels it), ``limit_concurrency`` is checked only once a request head is complete,
+and ``transport.close()`` waits for the send buffer to drain, which a peer that stopped reading never
+lets happen. So: a deadline for each request head, a cap on open connections that first displaces
+idle ones, a bound on each websocket's send buffer, and a way for the app to cut a connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from nissa_server.settings import ConnectionLimits
+
+LINK = "nissa.link"
+"""Scope key of a websocket's ``Link``."""
+
+OnRefused = Callable[[str], None]
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset and drops the send queue
+
+
+class Link:
+    """What a websocket route may do to its connection beyond ASGI: wait for it to end, or cut it."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.lost = asyncio.Event()
+
+    def drop(self) -> None:
+        """Cut the connection now, whatever is still buffered for the peer: a reset. Closing alone would
+        leave the kernel holding the unsent bytes (and the peer's connection open) for minutes."""
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+        self._transport.abort()
+
+    async def settle(self, grace_s: float) -> None:
+        """Give a closing connection ``grace_s`` to flush and end, then cut it."""
+        try:
+            await asyncio.wait_for(self.lost.wait(), grace_s)
+        except TimeoutError:
+            self.drop()
+
+
+def link_of(scope: dict[str, Any]) -> Link | None:
+    return scope.get(LINK)
+
+
+class LimitedHttp(HttpToolsProtocol):
+    """HTTP/1.1 with a deadline on each request head, a cap on its size, and a connection cap."""
+
+    def __init__(self, *args: Any, limits: ConnectionLimits, on_refused: OnRefused, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._limits = limits
+        self._on_refused = on_refused
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0
+        self.waiting_since = 0.0
+
+    @property
+    def awaiting_head(self) -> bool:
+        """Open, and no request under way: what may be displaced when the server is full."""
+        return self._head_timer is not None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+        cap = self._limits.max_connections
+        if len(self.connections) > cap and self._open() > cap and not self._displace_idle():
+            self._refuse(503, "busy", f"server busy: {cap} connections open")
+
+    def _open(self) -> int:
+        """Connections not already on their way out (a displaced one stays in the set until it is gone)."""
+        return sum(1 for c in self.connections if not c.transport.is_closing())
+
+    def _displace_idle(self) -> bool:
+        """Close the connection that has waited longest without sending a request; False if none has."""
+        idle = [c for c in self.connections if isinstance(c, LimitedHttp) and c.awaiting_head and c is not self]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.waiting_since)
+        oldest._on_refused("displaced")
+        oldest._cancel_head_timer()
+        oldest.transport.close()
+        return True
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.awaiting_head and not self.transport.is_closing():
+            self._head_bytes += len(data)
+            if self._head_bytes > self._limits.max_header_bytes:
+                self._refuse(431, "header_too_large", f"request head over {self._limits.max_header_bytes} bytes")
+
+    def on_headers_complete(self) -> None:
+        self._cancel_head_timer()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # kept alive, nothing pipelined: the next head is due
+            self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_bytes = 0
+        self.waiting_since = time.monotonic()
+        self._head_timer = self.loop.call_later(self._limits.header_timeout_s, self._head_timeout)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._head_bytes:
+            self._refuse(408, "header_timeout", f"no complete request head within {self._limits.header_timeout_s:g} s")
+        else:  # never said a word: nothing to answer
+            self._on_refused("idle")
+            self.transport.close()
+
+    def _refuse(self, status: int, label: str, reason: str) -> None:
+        """Answer ``status`` with ``reason`` and close, whatever the parser was in the middle of."""
+        self._on_refused(label)
+        self._cancel_head_timer()
+        body = reason.encode()
+        self.transport.write(b"".join([
+            STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",
+            b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body,
+        ]))
+        self.transport.close()
+
+
+class LimitedWebSocket(WebSocketsSansIOProtocol):
+    """Websockets with a bounded send buffer, a ``Link`` in the scope, and a dead peer cut, not closed."""
+
+    def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._limits = limits
+        self.link: Link | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.transport.set_write_buffer_limits(high=self._limits.write_buffer_bytes)
+        self.link = Link(self.transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.link is not None:
+            self.link.lost.set()
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        scope = getattr(self, "scope", None)
+        if scope is not None:  # the app's task is created, not yet started: it will find the link
+            scope[LINK] = self.link
+
+    def keepalive_timeout(self) -> None:
+        super().keepalive_timeout()
+        if self.link is not None:  # the peer answered no ping: close() would wait for it to read, forever
+            self.link.drop()
+
+
+def protocols(limits: ConnectionLimits, on_refused: OnRefused) -> dict[str, Any]:
+    """uvicorn ``Config`` options that install both protocols and the keep-alive pings."""
+    return dict(
+        http=functools.partial(LimitedHttp, limits=limits, on_refused=on_refused),
+        ws=functools.partial(LimitedWebSocket, limits=limits),
+        ws_ping_interval=limits.ws_ping_interval_s, ws_ping_timeout=limits.ws_ping_timeout_s,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
+    )

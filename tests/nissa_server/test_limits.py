@@ -1,0 +1,127 @@
+"""Idle, slow and greedy connections: request-head deadline and size, the connection cap (idle ones
+displaced first), the watcher cap, the ingest idle timeout, and /healthz answering through all of it."""
+
+import resource
+import socket
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from leyline.frames import CLOSE_IDLE, CLOSE_TOO_MANY
+from nissa_server.settings import ConnectionLimits
+from tests.support import IngestClient, close_of, running_server, start_server_process, stop_process, ws_url
+from tests.support.waiting import wait_for
+
+PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, port = url.split("//")[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def _open(url: str, n: int, send: bytes = b"") -> list[socket.socket]:
+    socks = []
+    for _ in range(n):
+        sock = socket.create_connection(_address(url), timeout=30)
+        if send:
+            sock.sendall(send)
+        socks.append(sock)
+    return socks
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """True once the server has closed ``sock`` (after whatever answer it sent)."""
+    sock.setblocking(False)
+    try:
+        while data := sock.recv(65536):
+            pass
+        return not data
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _answer(sock: socket.socket) -> bytes:
+    sock.settimeout(30)
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _few_open_files() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
+def test_idle_sockets_and_trickled_heads_cannot_starve_healthz(tmp_path):
+    """A server with 256 open files: 400 sockets that never finish a request would take every one."""
+    proc, url = start_server_process(tmp_path / "n.db", preexec_fn=_few_open_files)
+    socks: list[socket.socket] = []
+    try:
+        socks = _open(url, 300) + _open(url, 100, send=PARTIAL_HEAD)
+        for _ in range(3):
+            assert httpx.get(f"{url}/healthz", timeout=30).json()["status"] == "ok"
+        # Each newcomer displaced the oldest idle connection: the server holds at most its cap.
+        wait_for(lambda: sum(map(_closed_by_server, socks)) >= len(socks) - 128, message="idle sockets displaced")
+    finally:
+        for sock in socks:
+            sock.close()
+        stop_process(proc)
+
+
+def test_a_head_must_come_whole_and_in_time(tmp_path):
+    limits = ConnectionLimits(header_timeout_s=0.3, max_header_bytes=2000)
+    with running_server(tmp_path, limits=limits) as url:
+        idle, trickled = _open(url, 1)[0], _open(url, 1, send=PARTIAL_HEAD)[0]
+        kept_alive = _open(url, 1, send=b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")[0]
+        assert kept_alive.recv(65536).startswith(b"HTTP/1.1 200")
+        kept_alive.sendall(PARTIAL_HEAD)  # its next request never completes
+        huge = _open(url, 1, send=PARTIAL_HEAD + b"y" * 3000)[0]
+        assert _answer(idle) == b""  # never said a word: closed without an answer
+        for sock in (trickled, kept_alive):
+            answer = _answer(sock)
+            assert answer.startswith(b"HTTP/1.1 408") and b"no complete request head within 0.3 s" in answer
+        answer = _answer(huge)
+        assert answer.startswith(b"HTTP/1.1 431") and b"request head over 2000 bytes" in answer
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    for reason in ("idle", "header_timeout", "header_too_large"):
+        assert f'nissa_connections_refused_total{{reason="{reason}"}}' in metrics, reason
+
+
+async def test_at_the_cap_busy_connections_stay_and_a_newcomer_is_told_why(tmp_path):
+    with running_server(tmp_path, limits=ConnectionLimits(max_connections=2)) as url:
+        async with connect(ws_url(url, "/ws/watch")), connect(ws_url(url, "/ws/watch")):
+            resp = httpx.get(f"{url}/healthz", timeout=30)
+            assert resp.status_code == 503 and "server busy: 2 connections open" in resp.text
+        assert wait_for(lambda: httpx.get(f"{url}/healthz", timeout=30).status_code == 200)
+
+
+async def test_watchers_are_capped(tmp_path):
+    with running_server(tmp_path, limits=ConnectionLimits(max_watchers=2)) as url:
+        async with connect(ws_url(url, "/ws/watch")), connect(ws_url(url, "/ws/watch")) as second:
+            async with connect(ws_url(url, "/ws/watch")) as third:
+                code, reason = await close_of(third)
+            assert code == CLOSE_TOO_MANY and "2 watchers" in reason
+            await second.close()
+            fanout = url.app.state.nissa.fanout
+            wait_for(lambda: len(fanout.watchers) == 1, message="a watcher gone")
+            async with connect(ws_url(url, "/ws/watch")):
+                wait_for(lambda: len(fanout.watchers) == 2, message="a watcher back")
+
+
+async def test_a_silent_ingest_connection_is_closed(tmp_path):
+    with running_server(tmp_path, limits=ConnectionLimits(ingest_idle_s=0.3)) as url:
+        async with IngestClient(url, "quiet") as client:
+            code, reason = await close_of(client.ws)
+    assert code == CLOSE_IDLE and "no frame for 0.3 s" in reason
+
+
+@pytest.mark.parametrize("change", [{"header_timeout_s": 0}, {"max_connections": 0}, {"max_watchers": 0},
+                                    {"write_buffer_bytes": 0}, {"close_grace_s": -1}])
+def test_invalid_limits(change):
+    with pytest.raises(ValueError, match=next(iter(change))):
+        ConnectionLimits(**change)

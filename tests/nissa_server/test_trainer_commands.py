@@ -1,0 +1,73 @@
+"""Commands a trainer gives itself (``--profile``, auto-escalation) are recorded from their status events,
+quietly: ``GET /commands/{id}`` shows them, and they never count against the run's open-command limit."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+
+from leyline import CommandAction, CommandStatus, CommandStatusChanged, make_event
+from leyline.commands import is_trainer_command
+from tests.support import IngestClient, events_for, running_server
+
+DEBUG = {"action": "debug", "epochs": 2}
+
+
+def _statuses(run_id: str, command_id: str, action: CommandAction, steps: list[tuple[CommandStatus, str]],
+              first_seq: int) -> list:
+    return [make_event(CommandStatusChanged(command_id=command_id, action=action, status=status, message=message,
+                                            applied_step=None if status is CommandStatus.DELIVERED else 7,
+                                            result={"window": "w1"} if status is CommandStatus.COMPLETED else None),
+                       run_id=run_id, seq=first_seq + i, ts=1.7e9 + first_seq + i, step=7)
+            for i, (status, message) in enumerate(steps)]
+
+
+async def test_trainer_commands_are_recorded_without_a_warning(tmp_path, caplog):
+    profile = [(CommandStatus.DELIVERED, "--profile"), (CommandStatus.APPLIED, ""), (CommandStatus.COMPLETED, "")]
+    auto = [(CommandStatus.DELIVERED, "auto: kl_spike"), (CommandStatus.APPLIED, "")]  # still open at the end
+    events = events_for("self-run", 2, started=True)
+    events += _statuses("self-run", "local-profile-0a1b2c", CommandAction.PROFILE, profile, 3)
+    events += _statuses("self-run", "auto-3d4e5f", CommandAction.DEBUG, auto, 6)
+    caplog.set_level(logging.INFO, logger="nissa_server")
+    with running_server(tmp_path, max_open_commands=1) as url:
+        async with IngestClient(url, "self-run") as client:
+            await client.send(events)
+            await client.wait_ack(len(events))
+            record = httpx.get(f"{url}/commands/local-profile-0a1b2c", timeout=10).json()
+            assert record["run_id"] == "self-run" and record["action"] == "profile"
+            assert record["status"] == "completed" and record["reason"] == "--profile"
+            assert [h["status"] for h in record["history"]] == ["delivered", "applied", "completed"]
+            assert record["applied_step"] == 7 and record["result"] == {"window": "w1"}
+            listed = httpx.get(f"{url}/runs/self-run/commands", timeout=10).json()
+            assert {c["command_id"] for c in listed} == {"local-profile-0a1b2c", "auto-3d4e5f"}
+            # The trainer's own open window takes no place among the operator's open commands.
+            assert httpx.post(f"{url}/escalate", json={"run_id": "self-run", **DEBUG}, timeout=10).status_code == 202
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    with running_server(tmp_path, max_open_commands=1) as url:  # read back at start-up: still not counted
+        async with IngestClient(url, "self-run"):
+            auto_record = httpx.get(f"{url}/commands/auto-3d4e5f", timeout=10).json()
+            assert auto_record["status"] == "applied" and auto_record["reason"] == "auto: kl_spike"
+            assert httpx.post(f"{url}/escalate", json={"run_id": "self-run", **DEBUG}, timeout=10).status_code == 429
+
+
+async def test_another_runs_command_id_is_not_taken_over(tmp_path):
+    mine = _statuses("run-a", "auto-aaaaaa", CommandAction.DEBUG, [(CommandStatus.DELIVERED, "mine")], 1)
+    theirs = _statuses("run-b", "auto-aaaaaa", CommandAction.DEBUG,
+                       [(CommandStatus.DELIVERED, "forged"), (CommandStatus.FAILED, "forged")], 1)
+    with running_server(tmp_path) as url:
+        for run_id, events in (("run-a", mine), ("run-b", theirs)):
+            async with IngestClient(url, run_id) as client:
+                await client.send(events)
+                await client.wait_ack(len(events))
+        record = httpx.get(f"{url}/commands/auto-aaaaaa", timeout=10).json()
+    assert record["run_id"] == "run-a" and record["status"] == "delivered" and record["reason"] == "mine"
+
+
+async def test_server_command_ids_never_look_like_the_trainers(server_url):
+    # The server records commands from status events only for the trainer's ids; its own must never match.
+    async with IngestClient(server_url, "live-run"):
+        answers = [httpx.post(f"{server_url}/escalate", json={"run_id": "live-run", **DEBUG}, timeout=10).json()
+                   for _ in range(3)]
+    ids = [answer["command_id"] for answer in answers]
+    assert len(set(ids)) == 3 and not any(is_trainer_command(command_id) for command_id in ids)

@@ -1,0 +1,65 @@
+"""esper-train's bad inputs end with one line that says what is wrong and which flag, never a traceback."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from trainer.cli import main
+
+TINY = ["--rounds", "1", "--episode-length", "2", "--n-envs", "1", "--train-size", "64", "--val-size", "32",
+        "--batch-size", "32", "--policy", "heuristic", "--log-every", "0"]
+CIFAR_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch")
+
+
+def _one_line_error(capsys, argv: list[str], code: int = 2) -> str:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("where", ["/proc/esper-nope", "a-file", "a-file/below"])
+def test_a_log_dir_that_cannot_hold_a_run_log(capsys, tmp_path, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("not a directory")
+    err = _one_line_error(capsys, ["--log-dir", where, *TINY])
+    assert f"--log-dir {where}: cannot write the run log" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_an_unwritable_log_dir(capsys, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    err = _one_line_error(capsys, ["--log-dir", str(locked), *TINY])
+    assert "--log-dir" in err and "ermission denied" in err
+
+
+def test_a_run_id_whose_log_is_not_a_run_log(capsys, tmp_path):
+    (tmp_path / "old-run").mkdir()
+    (tmp_path / "old-run" / "events.jsonl").write_text("this is not a run log\n")
+    err = _one_line_error(capsys, ["--log-dir", str(tmp_path), "--run-id", "old-run", *TINY])
+    assert "--run-id old-run: its existing log cannot be continued" in err
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--hub-queue", "0"], "--hub-queue"), (["--close-timeout", "-1"], "--close-timeout"),
+    (["--log-every", "-1"], "--log-every"), (["--rounds", "many"], "--rounds"),
+    (["--task", "cifar10", "--data-dir", "/nonexistent-cifar"], "--data-dir"),
+])
+def test_bad_values_name_their_flag_in_one_line(capsys, tmp_path, argv, flag):
+    assert flag in _one_line_error(capsys, ["--log-dir", str(tmp_path), *TINY, *argv])
+
+
+def test_cifar_batches_that_do_not_load_fail_the_run_in_one_line(capsys, tmp_path):
+    data = tmp_path / "cifar"
+    data.mkdir()
+    for name in CIFAR_FILES:
+        (data / name).write_bytes(b"not a pickle")
+    assert main(["--log-dir", str(tmp_path / "runs"), "--task", "cifar10", "--data-dir", str(data), *TINY]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "esper-train: error: --data-dir: data_batch_1 is not a CIFAR-10 python batch" in err
