@@ -53,7 +53,9 @@ class RunFinished(Payload, kw_only=True, frozen=True):
 
 
 class SlotSnapshot(msgspec.Struct, kw_only=True, frozen=True):
-    """One slot of one env at the end of an epoch; ``stage`` None means the slot is empty."""
+    """One slot of one env at the end of an epoch; ``stage`` None means the slot is empty.
+    ``contribution``: the seed's counterfactual contribution this epoch, validation accuracy with
+    the seed minus without it (None while the seed is not blended in)."""
 
     slot: str
     stage: SeedStage | None = None
@@ -69,11 +71,16 @@ class EpochCompleted(Payload, kw_only=True, frozen=True):
     KIND: ClassVar[EventKind] = EventKind.EPOCH_COMPLETED
     round: int = 0
     accuracy: float
-    val_loss: float
+    val_loss: float | None
+    """None when the loss was not finite (JSON has no NaN): the epoch is still reported."""
     train_loss: float | None = None
     reward: float | None = None
     action: str | None = None
     seeds: list[SlotSnapshot] = []
+    host_params: int | None = None
+    """Parameters of the env's host (what the seeds' parameters are measured against)."""
+    fossilized_params: int = 0
+    """Parameters the env's fossilized seeds added to its host."""
 
 
 # --- seed lifecycle --------------------------------------------------------------------------
@@ -120,6 +127,9 @@ class SeedFossilized(Payload, kw_only=True, frozen=True):
     blueprint: str
     params: int
     contribution: float | None = None
+    """Its counterfactual contribution (accuracy with minus without it) when it was fossilized."""
+    host_params: int | None = None
+    """Parameters of the host it joined: its cost is ``params / host_params``."""
 
 
 class SeedPruned(Payload, kw_only=True, frozen=True):

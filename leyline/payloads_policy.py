@@ -28,6 +28,10 @@ class PPOUpdate(Payload, kw_only=True, frozen=True):
     early_stopped: bool = False
     mean_reward: float | None = None
     episode_return: float | None = None
+    value_std: float | None = None
+    """Spread (std) of the critic's estimates over the round's decisions, in return units."""
+    return_std: float | None = None
+    """Spread (std) of the returns those estimates track."""
 
 
 class GradientHealth(Payload, kw_only=True, frozen=True):

@@ -73,11 +73,11 @@ class SyntheticSpec:
     """Coloured plane waves summed into each prototype."""
     max_frequency: int = 10
     """Highest spatial frequency (cycles per image) of a wave."""
-    distractor: float = 0.6
+    distractor: float = 0.3
     """Weight of a second, random-prototype texture mixed into every image."""
     jitter: float = 0.3
     """Per-sample relative jitter of each wave's amplitude."""
-    noise: float = 0.8
+    noise: float = 0.4
     """Standard deviation of the additive pixel noise."""
 
     def __post_init__(self) -> None:

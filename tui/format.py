@@ -125,6 +125,14 @@ def _level(p: TelemetryLevelChanged) -> str:
     return f"telemetry {p.previous.value} → {p.level.value}{until} {p.reason}".rstrip()
 
 
+def _payoff(p: SeedFossilized) -> str:
+    """What the seed brought (its contribution, in accuracy points) for what it costs (its
+    parameters, as a share of the host's where the host's size is known)."""
+    gain = "— pp" if p.contribution is None else f"{p.contribution * 100:+.1f} pp"
+    cost = f"+{100 * p.params / p.host_params:.1f}% params" if p.host_params else f"+{p.params:,} params"
+    return f"{gain}, {cost}"
+
+
 def _hub(p: HubHealth) -> str:
     return (f"hub queue {p.queue_depth} sent {p.sent} acked {p.acked} "
             f"dropped {sum(p.dropped.values())} reconnects {p.reconnects}")
@@ -137,8 +145,9 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     SeedGerminated: lambda p: f"{p.slot} {p.seed_id} germinated {p.blueprint} ({p.params} params)",
     SeedStageChanged: _stage,  # type: ignore[dict-item]
     SeedGateEvaluated: _gate,  # type: ignore[dict-item]
-    SeedFossilized: lambda p: f"{p.slot} {p.seed_id} fossilized {p.blueprint} contrib {num(p.contribution)}",
-    SeedPruned: lambda p: f"{p.slot} {p.seed_id} pruned {p.blueprint}: {p.reason}",
+    SeedFossilized: lambda p: f"{p.slot} {p.seed_id} fossilized {p.blueprint} {_payoff(p)}",
+    SeedPruned: lambda p: f"{p.slot} {p.seed_id} pruned {p.blueprint}: {p.reason}" + (
+        "" if p.contribution is None else f", {p.contribution * 100:+.1f} pp"),
     PPOUpdate: _ppo,  # type: ignore[dict-item]
     GradientHealth: lambda p: f"{p.scope} grad norm {num(p.global_norm)} nonfinite {p.nonfinite}",
     LSTMHealth: lambda p: f"lstm h {num(p.h_norm)} c {num(p.c_norm)}{' NONFINITE' if p.nonfinite else ''}",

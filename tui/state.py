@@ -73,6 +73,8 @@ class EnvView:
     action: str | None = None
     epoch: int = 0
     seeds: tuple[SlotSnapshot, ...] = ()
+    host_params: int | None = None
+    fossilized_params: int = 0
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,7 @@ def _on_epoch(state: RunState, event: Event) -> None:
     view.accuracy.append(p.accuracy)
     view.val_loss, view.reward, view.action = p.val_loss, p.reward, p.action
     view.epoch, view.seeds = event.epoch, tuple(p.seeds)
+    view.host_params, view.fossilized_params = p.host_params, p.fossilized_params
     state._epoch_ts.append(event.ts)
     span = state._epoch_ts[-1] - state._epoch_ts[0]
     if span > 0 and len(state._epoch_ts) > 1:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from leyline import HEAD_NAMES, CommandStatus, RunStatus, SlotSnapshot, TopOp
+from leyline import HEAD_NAMES, CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
 
 from tui.state import RunState
 
@@ -66,6 +66,32 @@ class HeaderView:
     events: int = 0
     gaps: int = 0
     watch_reconnects: int = 0
+    growth: Growth | None = None
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What the fossilized seeds added to the hosts, over the envs' latest epochs."""
+
+    fossilized: int
+    """Fossilized seeds across the envs."""
+    params: int
+    """Parameters they added, summed over the envs."""
+    host_params: int
+    """Parameters of the envs' hosts, summed."""
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.params / self.host_params
+
+
+def growth(state: RunState) -> Growth | None:
+    """None until an epoch reports its host's size (runs from before that field say nothing)."""
+    envs = [v for v in state.envs.values() if v.host_params]
+    if not envs:
+        return None
+    fossils = sum(s.stage is SeedStage.FOSSILIZED for v in envs for s in v.seeds)
+    return Growth(fossils, sum(v.fossilized_params for v in envs), sum(v.host_params or 0 for v in envs))
 
 
 def header_view(state: RunState, connection: str, stale: Staleness, watch_reconnects: int) -> HeaderView:
@@ -78,7 +104,7 @@ def header_view(state: RunState, connection: str, stale: Staleness, watch_reconn
         hub_queue=hub.queue_depth if hub else None, hub_drops=state.hub_drops,
         hub_reconnects=hub.reconnects if hub else None, hub_connected=hub.connected if hub else None,
         connection=connection, staleness=stale, events=state.events_total, gaps=state.gaps,
-        watch_reconnects=watch_reconnects,
+        watch_reconnects=watch_reconnects, growth=growth(state),
     )
 
 

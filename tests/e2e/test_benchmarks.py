@@ -35,6 +35,34 @@ def test_latency_benchmark_reports_percentiles():
     assert figures["events"] == 500 and 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
 
 
+TINY_TRAINING = ("--train-size", "128", "--val-size", "64", "--batch-size", "64", "--lstm-hidden", "8",
+                 "--gradient-telemetry-stride", "2")
+
+
+@pytest.mark.timeout(240)
+def test_learning_benchmark_compares_the_three_policies_per_seed():
+    # About 10 s: one seed, two rounds of one env.
+    figures = _run_bench("bench/learning.py", "--seeds", "1", "--rounds", "2", "--window", "1", "--n-envs", "1",
+                         "--episode-length", "4", *TINY_TRAINING)
+    assert figures["seeds"] == 1 and figures["rounds"] == 2
+    for key in ("no_seed_acc", "heuristic_acc", "ppo_gain_first_pp", "ppo_gain_last_pp", "ppo_return_last"):
+        assert figures[key] == figures[key], key  # a number, not nan
+    assert 0.0 < figures["no_seed_acc"] <= 1.0 and 0.0 <= figures["heuristic_fossil_rate"] <= 1.0
+    assert figures["heuristic_gain_pp"] == pytest.approx(100 * (figures["heuristic_acc"] - figures["no_seed_acc"]),
+                                                         abs=0.02)
+    assert figures["ppo_kl"] > 0.0 and "ppo_vs_heuristic" in figures
+
+
+@pytest.mark.timeout(240)
+def test_anomaly_benchmark_injects_faults_into_the_real_loop():
+    # About 6 s: one healthy run (the heuristic's) and one fault in its own run, two short rounds each.
+    figures = _run_bench("bench/anomaly_detection.py", "--seeds", "0", "--long-rounds", "0", "--rounds", "2",
+                         "--episode-length", "6", "--inject-at", "3", "--faults", "dead_seed", *TINY_TRAINING)
+    assert figures["faults"] == 1 and figures["healthy_epochs"] > 0
+    assert 0.0 <= figures["recall"] <= 1.0 and figures["false_alarms_per_100_epochs"] >= 0.0
+    assert figures["delay_dead_seed"] in (1, 2)  # a zeroed seed is read from the next epoch's gradients
+
+
 @pytest.mark.timeout(60)
 def test_token_timing_benchmark_compares_a_late_and_an_early_mismatch():
     figures = _run_bench("bench/token_timing.py", "--calls", "2000", "--rounds", "3")

@@ -94,3 +94,13 @@ def test_escalate_request_valid():
     assert req.batches == 5 and req.action is CommandAction.PROFILE and req.target is None
     update = msgspec.json.decode(b'{"run_id":"r","action":"profile","target":"update"}', type=EscalateRequest)
     assert update.target == "update" and update.batches is None
+
+
+def test_a_non_finite_validation_loss_still_travels():
+    # JSON has no NaN: the encoder writes null, which the contract reads back as "not finite".
+    from leyline import EpochCompleted, make_event
+
+    event = make_event(EpochCompleted(accuracy=0.1, val_loss=float("nan"), train_loss=float("inf")), run_id="r", seq=1,
+                       ts=0.0)
+    back = decode_event(encode_event(event))
+    assert back.payload.val_loss is None and back.payload.train_loss is None and back.payload.accuracy == 0.1

@@ -43,6 +43,7 @@ from leyline import (
 from leyline.enums import HEAD_NAMES
 
 SLOTS = ("r0c0", "r0c1", "r1c0")
+HOST_PARAMS = 52_480
 BLUEPRINTS = ("conv_light", "attention", "norm", "depthwise")
 TOP_OPS = (("aten::conv2d", 480, 91_000.0, 4_100.0), ("aten::convolution_backward", 480, 88_500.0, 80_200.0),
            ("aten::batch_norm", 640, 21_300.0, 2_050.0), ("aten::addmm", 160, 9_800.0, 8_900.0),
@@ -64,17 +65,22 @@ class _Run:
 
 
 def _lifecycle(run: _Run, rng: random.Random, seeds: dict, env: int, epoch: int) -> None:
-    """Advance each slot's seed one stage when its time comes."""
+    """Advance each slot's seed one stage when its time comes; a fossilized seed stays for good."""
     for slot in SLOTS:
         cur = seeds.get((env, slot))
         if cur is None:
             if rng.random() < 0.3:
                 sid = f"s{env}{slot[-1]}{epoch}"
                 bp = rng.choice(BLUEPRINTS)
-                seeds[(env, slot)] = [sid, bp, SeedStage.GERMINATED, 0.0]
-                run.emit(SeedGerminated(slot=slot, seed_id=sid, blueprint=bp, params=rng.randint(900, 9000)), epoch, env)
+                params = rng.randint(900, 9000)
+                seeds[(env, slot)] = [sid, bp, SeedStage.GERMINATED, 0.0, None, params]
+                run.emit(SeedGerminated(slot=slot, seed_id=sid, blueprint=bp, params=params), epoch, env)
             continue
-        sid, bp, stage, alpha = cur
+        sid, bp, stage, alpha, contribution, params = cur
+        if stage in (SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED):
+            cur[4] = round((contribution or 0.0) + rng.uniform(-0.004, 0.008), 4)
+        if stage is SeedStage.FOSSILIZED:
+            continue
         nxt = {SeedStage.GERMINATED: SeedStage.TRAINING, SeedStage.TRAINING: SeedStage.BLENDING,
                SeedStage.BLENDING: SeedStage.HOLDING}.get(stage)
         if stage is SeedStage.BLENDING and alpha < 0.99:
@@ -87,12 +93,13 @@ def _lifecycle(run: _Run, rng: random.Random, seeds: dict, env: int, epoch: int)
             cur[2] = nxt
         elif stage is SeedStage.HOLDING:
             if rng.random() < 0.7:
-                run.emit(SeedFossilized(slot=slot, seed_id=sid, blueprint=bp, params=2210,
-                                        contribution=round(rng.uniform(0.005, 0.03), 4)), epoch, env)
+                run.emit(SeedFossilized(slot=slot, seed_id=sid, blueprint=bp, params=params,
+                                        contribution=cur[4], host_params=HOST_PARAMS), epoch, env)
+                cur[2] = SeedStage.FOSSILIZED
             else:
                 run.emit(SeedPruned(slot=slot, seed_id=sid, blueprint=bp, reason="hurts accuracy",
                                     contribution=-0.01), epoch, env)
-            del seeds[(env, slot)]
+                del seeds[(env, slot)]
 
 
 def _snapshots(seeds: dict, env: int) -> list[SlotSnapshot]:
@@ -100,8 +107,13 @@ def _snapshots(seeds: dict, env: int) -> list[SlotSnapshot]:
     for slot in SLOTS:
         cur = seeds.get((env, slot))
         out.append(SlotSnapshot(slot=slot) if cur is None else
-                   SlotSnapshot(slot=slot, stage=cur[2], seed_id=cur[0], blueprint=cur[1], alpha=round(cur[3], 2)))
+                   SlotSnapshot(slot=slot, stage=cur[2], seed_id=cur[0], blueprint=cur[1], alpha=round(cur[3], 2),
+                                contribution=cur[4]))
     return out
+
+
+def _fossilized_params(seeds: dict, env: int) -> int:
+    return sum(cur[5] for (e, _), cur in seeds.items() if e == env and cur[2] is SeedStage.FOSSILIZED)
 
 
 def _round_end(run: _Run, rng: random.Random, epoch: int, rnd: int) -> None:
@@ -154,6 +166,8 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
     seeds: dict = {}
     acc = [0.1 + 0.02 * e for e in range(envs)]
     for epoch in range(1, epochs + 1):
+        if epoch == 15:
+            seeds.clear()  # fresh hosts: what grew before is gone, new seeds start over
         for env in range(envs):
             run.step += 50
             _lifecycle(run, rng, seeds, env, epoch)
@@ -161,7 +175,8 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
             run.emit(EpochCompleted(round=epoch // 4, accuracy=round(acc[env], 4), val_loss=round(2.3 * (1 - acc[env]), 4),
                                     train_loss=round(2.4 * (1 - acc[env]), 4), reward=round(rng.uniform(-0.02, 0.05), 4),
                                     action=rng.choice(("WAIT", "GERMINATE", "ADVANCE", "PRUNE")),
-                                    seeds=_snapshots(seeds, env)), epoch, env)
+                                    seeds=_snapshots(seeds, env), host_params=HOST_PARAMS,
+                                    fossilized_params=_fossilized_params(seeds, env)), epoch, env)
         if epoch % 4 == 0:
             _round_end(run, rng, epoch, epoch // 4)
         _commands(run, epoch)

@@ -17,7 +17,8 @@ from leyline import HEAD_NAMES
 from trainer.kasmina.host import inductor_mode
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer
-from trainer.simic.rollout import RolloutBuffer
+from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer
+from trainer.simic.sites import PolicySignals
 from trainer.tamiyo.features import EnvSignals, RunningNormalizer, build_observations, obs_dim
 from trainer.tamiyo.heuristic import HeuristicPolicy
 from trainer.tamiyo.policy import ActorCritic, LSTMState, PolicyConfig
@@ -25,6 +26,11 @@ from trainer.tamiyo.policy import ActorCritic, LSTMState, PolicyConfig
 
 class Agent(Protocol):
     def begin_round(self, n_envs: int) -> None: ...
+
+    @property
+    def act_signals(self) -> PolicySignals | None:
+        """What the last decision showed of the policy (None: nothing learned to watch)."""
+        ...
 
     def act(self, t: int, envs: Sequence[EnvSignals], op_mask: torch.Tensor,
             slot_mask: torch.Tensor) -> torch.Tensor:
@@ -43,6 +49,8 @@ class Agent(Protocol):
 class HeuristicAgent:
     def __init__(self, policy: HeuristicPolicy) -> None:
         self.policy = policy
+
+    act_signals: PolicySignals | None = None
 
     def begin_round(self, n_envs: int) -> None:
         return None
@@ -72,10 +80,12 @@ class PPOAgent:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
         self.obs_norm = RunningNormalizer(obs_dim(n_slots))
         self.reward_norm = RewardNormalizer(reward_clip)
+        self.value_norm = ReturnNormalizer()
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.buffer: RolloutBuffer | None = None
         self.state: LSTMState | None = None
         self._raw_obs: list[torch.Tensor] = []
+        self.act_signals: PolicySignals | None = None
 
     def begin_round(self, n_envs: int) -> None:
         self.buffer = RolloutBuffer(n_envs, self.n_steps, obs_dim(self.n_slots), self.n_slots,
@@ -94,7 +104,12 @@ class PPOAgent:
         out = self.policy.act(obs, self.state, om, sm, self.generator)
         self.state = out.state
         self.buffer.add(t, obs, om, sm, out)
-        return out.actions.cpu()  # the one device→host copy of all heads of all envs
+        assert out.entropy is not None
+        # The one device→host copy: all heads of all envs, with the value and entropy riding along
+        # (head indices are small integers, exact in float32).
+        packed = torch.cat([out.actions.float(), out.value[:, None], out.entropy[:, None]], dim=1).cpu()
+        self.act_signals = PolicySignals(tuple(packed[:, -2].tolist()), tuple(packed[:, -1].tolist()))
+        return packed[:, :-2].long()
 
     def record_rewards(self, t: int, rewards: torch.Tensor) -> None:
         assert self.buffer is not None
@@ -107,7 +122,7 @@ class PPOAgent:
             return None
         self.reward_norm.update(buf.rewards[:, : buf.filled])
         rewards = self.reward_norm(buf.rewards)
-        batch = buf.batch(rewards, self.cfg.gamma, self.cfg.gae_lambda)
+        batch = buf.batch(rewards, self.cfg.gamma, self.cfg.gae_lambda, self.value_norm)
         metrics = ppo_update(self.policy, self.optimizer, batch, self.cfg, after_backward)
         self.obs_norm.update(torch.stack(self._raw_obs))
         return metrics, state

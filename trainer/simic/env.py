@@ -34,7 +34,9 @@ class EnvConfig:
     lifecycle: LifecycleConfig
     episode_length: int
     lr: float = 0.01
-    """SGD learning rate of the host and of each seed."""
+    """SGD learning rate of the host."""
+    seed_lr: float = 0.01
+    """SGD learning rate of each seed."""
     momentum: float = 0.9
     weight_decay: float = 5e-4
     grad_clip: float = 5.0
@@ -42,10 +44,10 @@ class EnvConfig:
     compile_mode: str = "off"
 
 
-def _sgd(params: list[nn.Parameter], cfg: EnvConfig, fused: bool) -> torch.optim.SGD:
+def _sgd(params: list[nn.Parameter], cfg: EnvConfig, lr: float, fused: bool) -> torch.optim.SGD:
     # Fused with a GradScaler: the scaler hands it the inf check as a tensor; an unfused step reads
     # it on the host (one sync per optimizer per batch).
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+    return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                            fused=fused or None)
 
 
@@ -60,7 +62,7 @@ class Env:
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
-        self.host_opt = _sgd(self.host_params, cfg, runtime.uses_scaler)
+        self.host_opt = _sgd(self.host_params, cfg, cfg.lr, runtime.uses_scaler)
         self.seed_opts: dict[str, torch.optim.SGD] = {}
         self.scaler = runtime.new_scaler()
         self._trainable: list[tuple[SeedSlot, list[nn.Parameter], torch.optim.SGD]] = []
@@ -172,7 +174,7 @@ class Env:
                 self.fossilized += 1
                 events.append(SeedFossilized(slot=slot.slot_id, seed_id=slot.seed_id or "",
                                              blueprint=slot.blueprint or "", params=slot.params,
-                                             contribution=slot.contribution))
+                                             contribution=slot.contribution, host_params=self.model.host_params))
         elif action.op is Op.PRUNE:
             events = slot.prune(action.alpha_speed, action.alpha_curve, "policy prune")
         elif action.op is Op.SET_ALPHA_TARGET:
@@ -197,7 +199,7 @@ class Env:
         self._trainable = []
         for slot in self.slots:
             if slot.seed is not None and slot.slot_id not in self.seed_opts:
-                self.seed_opts[slot.slot_id] = _sgd(list(slot.seed.parameters()), self.cfg,
+                self.seed_opts[slot.slot_id] = _sgd(list(slot.seed.parameters()), self.cfg, self.cfg.seed_lr,
                                                     self.runtime.uses_scaler)
             if slot.trainable:
                 assert slot.seed is not None
@@ -213,6 +215,10 @@ class Env:
             assert slot.seed is not None
             scopes[slot.slot_id] = slot.seed
         return scopes
+
+    def fossilized_params(self) -> int:
+        """Parameters the fossilized seeds added to the host."""
+        return sum(s.params for s in self.slots if s.stage is SeedStage.FOSSILIZED)
 
     def potential(self) -> float:
         return sum(STAGE_POTENTIAL.get(s.stage, 0.0) for s in self.slots)

@@ -57,6 +57,10 @@ class PPOMetrics:
     approx_kl: float
     clip_fraction: float
     explained_variance: float | None
+    value_std: float
+    """Spread of the critic's rollout estimates (return units)."""
+    return_std: float
+    """Spread of the returns they estimate."""
     ratio_min: float
     ratio_max: float
     grad_norm: float
@@ -85,6 +89,7 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     used = policy.causal[batch.actions[..., 0]].float()
     state0 = policy.initial_state(batch.obs.shape[0], batch.obs.device)
+    targets = batch.returns if batch.value_targets is None else batch.value_targets
     rows: list[torch.Tensor] = []
     early = False
     for _ in range(cfg.update_epochs):
@@ -101,7 +106,7 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         head_counts = used.sum(dim=(0, 1)).clamp_min(1.0)
         policy_loss = -((surrogate * used).sum(dim=(0, 1)) / head_counts).sum()
         head_entropy = (entropy * used).sum(dim=(0, 1)) / head_counts
-        value_loss = 0.5 * (values - batch.returns).pow(2).mean()
+        value_loss = 0.5 * (values - targets).pow(2).mean()
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * head_entropy.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -117,10 +122,12 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
                                             ratio_max, grad_norm]).detach(), head_entropy.detach()]))
     stats = torch.stack(rows).cpu()  # one transfer for every epoch's figures
     mean = stats.mean(0).tolist()
+    values, returns = batch.values.detach().cpu(), batch.returns.detach().cpu()
     return PPOMetrics(
         policy_loss=mean[1], value_loss=mean[2],
         entropy={name: mean[8 + i] for i, name in enumerate(HEAD_NAMES)},
         approx_kl=mean[3], clip_fraction=mean[4],
-        explained_variance=explained_variance(batch.values.detach().cpu(), batch.returns.detach().cpu()),
+        explained_variance=explained_variance(values, returns),
+        value_std=float(values.std(unbiased=False)), return_std=float(returns.std(unbiased=False)),
         ratio_min=float(stats[:, 5].min()), ratio_max=float(stats[:, 6].max()), grad_norm=mean[7],
         update_epochs=len(rows), early_stopped=early, losses=tuple(stats[:, 0].tolist()))

@@ -26,6 +26,41 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: 
     return advantages, advantages + values
 
 
+class ReturnNormalizer:
+    """Running mean and standard deviation of the value targets (the GAE returns).
+
+    The critic predicts returns in these normalized units, so it never has to climb to the
+    returns' scale one small Adam step at a time: a round holds only n_envs × (T − 1) decisions
+    and one update, and an unnormalized critic spent a whole run short of the mean return
+    (explained variance far below 0). Identity until the first ``update``.
+    """
+
+    def __init__(self, eps: float = 1e-4) -> None:
+        self.mean, self.var, self.count = 0.0, 1.0, eps
+
+    def update(self, returns: torch.Tensor) -> None:
+        x = returns.detach().double().flatten().cpu()
+        n = x.numel()
+        if n == 0:
+            return
+        b_mean, b_var = float(x.mean()), float(x.var(unbiased=False))
+        total = self.count + n
+        delta = b_mean - self.mean
+        self.mean += delta * n / total
+        self.var = (self.var * self.count + b_var * n + delta**2 * self.count * n / total) / total
+        self.count = total
+
+    @property
+    def std(self) -> float:
+        return max(self.var, 1e-8) ** 0.5
+
+    def normalize(self, returns: torch.Tensor) -> torch.Tensor:
+        return (returns - self.mean) / self.std
+
+    def denormalize(self, values: torch.Tensor) -> torch.Tensor:
+        return values * self.std + self.mean
+
+
 @dataclass(frozen=True)
 class RolloutBatch:
     """A round's sequences [E, T, …], ready for the PPO update."""
@@ -36,8 +71,11 @@ class RolloutBatch:
     actions: torch.Tensor
     log_probs: torch.Tensor
     values: torch.Tensor
+    """The critic's estimates at rollout time, in return units."""
     advantages: torch.Tensor
     returns: torch.Tensor
+    value_targets: torch.Tensor | None = None
+    """What the critic's output is regressed on (normalized returns); None: ``returns``."""
 
 
 class RolloutBuffer:
@@ -66,10 +104,20 @@ class RolloutBuffer:
     def set_rewards(self, t: int, rewards: torch.Tensor) -> None:
         self.rewards[:, t] = rewards
 
-    def batch(self, normalized_rewards: torch.Tensor, gamma: float, lam: float) -> RolloutBatch:
-        """Sequences of the filled steps with advantages and returns (``normalized_rewards``: [E, T])."""
+    def batch(self, normalized_rewards: torch.Tensor, gamma: float, lam: float,
+              value_norm: ReturnNormalizer | None = None) -> RolloutBatch:
+        """Sequences of the filled steps with advantages and returns (``normalized_rewards``: [E, T]).
+
+        With ``value_norm`` the stored critic outputs are read in its units, it then learns the
+        round's returns, and the critic's targets are the returns in its new units."""
         n = self.filled
         values = self.values[:, :n]
+        if value_norm is not None:
+            values = value_norm.denormalize(values)
         advantages, returns = compute_gae(normalized_rewards[:, :n].to(values.device), values, gamma, lam)
+        targets = None
+        if value_norm is not None:
+            value_norm.update(returns)
+            targets = value_norm.normalize(returns)
         return RolloutBatch(self.obs[:, :n], self.op_mask[:, :n], self.slot_mask[:, :n], self.actions[:, :n],
-                            self.log_probs[:, :n], values, advantages, returns)
+                            self.log_probs[:, :n], values, advantages, returns, targets)

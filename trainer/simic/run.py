@@ -57,7 +57,8 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
         data = load_task(config.task, seed=config.seed, n_train=config.train_size, n_val=config.val_size,
                          data_dir=config.data_dir)
     env_cfg = EnvConfig(host=config.host_config, slots=config.ordered_slots, lifecycle=lifecycle_config(config),
-                        episode_length=config.episode_length, lr=config.host_lr, compile_mode=config.compile_mode)
+                        episode_length=config.episode_length, lr=config.host_lr,
+                        seed_lr=config.seed_lr, compile_mode=config.compile_mode)
     return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device, channels_last=True), runtime,
                              build_agent(config, runtime.device), hooks,
                              sites if sites is not None else default_sites(config, hooks),

@@ -10,7 +10,9 @@
 - ``forget_scope(env, slot)`` when a new seed takes a slot;
 - ``update_begin()``, ``policy_backward(policy)`` after each PPO backward, and
   ``after_update(update, progress=, lstm_state=)`` after the update;
-- ``epoch_end(round_, env_epochs)`` after every epoch.
+- ``epoch_end(round_, env_epochs, signals)`` after every epoch, with what the epoch measured
+  (``EpochSignals``: accuracy and losses per env, the policy's last decision) for the per-epoch
+  checks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -30,6 +33,31 @@ PHASES: tuple[str, ...] = (TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE)
 """Phase names: training batches, fused validation, the policy decision, applying actions, the update."""
 
 _NULL = contextlib.nullcontext()
+
+
+@dataclass(frozen=True)
+class PolicySignals:
+    """What the policy's decision of this epoch showed, per env (read with the decision's one transfer)."""
+
+    values: tuple[float, ...]
+    """The critic's estimate per env (in the critic's own, normalized units)."""
+    entropy: tuple[float, ...]
+    """Mean normalized entropy of the action heads per env: 1 uniform over the legal choices, 0 deterministic."""
+
+
+@dataclass(frozen=True)
+class EpochSignals:
+    """What every env measured in one epoch, for the per-epoch health checks."""
+
+    round: int
+    epoch_in_round: int
+    """1 for the first epoch of a round (fresh hosts)."""
+    accuracy: tuple[float, ...]
+    """Validation accuracy per env."""
+    val_loss: tuple[float, ...]
+    train_loss: tuple[float, ...]
+    policy: PolicySignals | None = None
+    """None when no learned policy decided this epoch (the heuristic, or an episode's last epoch)."""
 
 
 class PhaseSite(Protocol):
@@ -67,8 +95,8 @@ class LoopSites(Protocol):
         """After the update: its figures, how far the run is (0..1), the rollout's final LSTM state."""
         ...
 
-    def epoch_end(self, round_: int, env_epochs: int) -> None:
-        """All envs finished an epoch (``env_epochs`` of them)."""
+    def epoch_end(self, round_: int, env_epochs: int, signals: EpochSignals | None = None) -> Any:
+        """All envs finished an epoch (``env_epochs`` of them); ``signals``: what it measured."""
         ...
 
 
@@ -104,5 +132,5 @@ class NullSites:
                      lstm_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         return None
 
-    def epoch_end(self, round_: int, env_epochs: int) -> None:
+    def epoch_end(self, round_: int, env_epochs: int, signals: EpochSignals | None = None) -> None:
         return None

@@ -25,7 +25,7 @@ from trainer.simic.env import Env, EnvConfig
 from trainer.simic.ppo import PPOMetrics
 from trainer.simic.reward import RewardConfig, RewardInputs, compute_rewards
 from trainer.simic.runtime import DeviceRuntime
-from trainer.simic.sites import ACTION, PPO_UPDATE, ROLLOUT, TRAIN, VALIDATION, LoopSites
+from trainer.simic.sites import ACTION, PPO_UPDATE, ROLLOUT, TRAIN, VALIDATION, EpochSignals, LoopSites
 from trainer.tamiyo.actions import Action
 from trainer.tamiyo.masks import SlotView, compute_masks
 
@@ -67,11 +67,13 @@ class VectorizedTrainer:
         self.step = 0
         self.epoch = 0
         self.best_accuracy = 0.0
+        self.envs: list[Env] = []
+        """This round's envs (a seam for tests and benchmarks that inject faults)."""
 
     # --- the algorithm -------------------------------------------------------------------
 
     def run_round(self, round_: int) -> RoundResult:
-        envs = self.fresh_envs(round_)
+        envs = self.envs = self.fresh_envs(round_)
         self.agent.begin_round(self.n_envs)
         returns = torch.zeros(self.n_envs)
         previous: _Decision | None = None
@@ -89,7 +91,7 @@ class VectorizedTrainer:
                 self.agent.record_rewards(t - 1, rewards)
                 returns += rewards
             previous = None if terminal else self.decide_and_apply(t, envs)
-            self.report_epoch(round_, envs, rewards, previous)
+            self.report_epoch(round_, t + 1, envs, rewards, previous)
             if self.on_epoch is not None:
                 self.on_epoch(round_, t + 1, [env.val_acc for env in envs])
         with self.sites.phases.phase(PPO_UPDATE):
@@ -180,7 +182,7 @@ class VectorizedTrainer:
 
     # --- telemetry -----------------------------------------------------------------------
 
-    def report_epoch(self, round_: int, envs: list[Env], rewards: torch.Tensor | None,
+    def report_epoch(self, round_: int, epoch_in_round: int, envs: list[Env], rewards: torch.Tensor | None,
                      decision: _Decision | None) -> None:
         if self.hooks.level is not TelemetryLevel.OFF:
             reward_list = None if rewards is None else rewards.tolist()
@@ -190,9 +192,13 @@ class VectorizedTrainer:
                     round=round_, accuracy=env.val_acc, val_loss=env.val_loss, train_loss=env.train_loss,
                     reward=None if reward_list is None else reward_list[e],
                     action=None if decision is None else decision.actions[e].describe(slot_ids),
-                    seeds=env.snapshot()), env=e)
+                    seeds=env.snapshot(), host_params=env.model.host_params,
+                    fossilized_params=env.fossilized_params()), env=e)
         self.hooks.epoch_end(self.epoch)
-        self.sites.epoch_end(round_, len(envs))
+        signals = EpochSignals(round_, epoch_in_round, tuple(e.val_acc for e in envs),
+                               tuple(e.val_loss for e in envs), tuple(e.train_loss for e in envs),
+                               None if decision is None else self.agent.act_signals)
+        self.sites.epoch_end(round_, len(envs), signals)
 
     def _emit_each(self, envs: list[Env], per_env: Iterable[list[Payload]]) -> None:
         for env, events in zip(envs, per_env):
@@ -207,4 +213,5 @@ def ppo_payload(round_: int, m: PPOMetrics, episode_return: float, steps: int) -
                      policy_loss=m.policy_loss, value_loss=m.value_loss, entropy=m.entropy,
                      approx_kl=m.approx_kl, clip_fraction=m.clip_fraction, explained_variance=m.explained_variance,
                      ratio_min=m.ratio_min, ratio_max=m.ratio_max, grad_norm=m.grad_norm,
-                     update_epochs=m.update_epochs, early_stopped=m.early_stopped)
+                     update_epochs=m.update_epochs, early_stopped=m.early_stopped,
+                     value_std=m.value_std, return_std=m.return_std)

@@ -47,10 +47,27 @@ class ActOutput:
     value: torch.Tensor
     """[B] critic estimate."""
     state: LSTMState
+    entropy: torch.Tensor | None = None
+    """[B] mean over the heads with a choice of each head's entropy over log(legal choices):
+    1 is uniform, 0 deterministic."""
 
 
 def masked_log_softmax(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(logits.masked_fill(~mask, _MASKED), dim=-1)
+
+
+def normalized_entropy(log_probs: list[torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
+    """[B] mean of H(head) / log(legal choices) over the heads with at least two legal choices;
+    ``masks`` give the legal choices of the first heads, the others have all of theirs."""
+    total = torch.zeros(log_probs[0].shape[0], device=log_probs[0].device)
+    count = torch.zeros_like(total)
+    for i, lp in enumerate(log_probs):
+        legal = masks[i].sum(-1).float() if i < len(masks) else torch.full_like(total, lp.shape[-1])
+        has_choice = legal >= 2
+        h = -(lp.exp() * lp).sum(-1) / legal.clamp_min(2).log()
+        total += torch.where(has_choice, h, 0.0)
+        count += has_choice.float()
+    return total / count.clamp_min(1.0)
 
 
 def _mlp(d_in: int, d_out: int) -> nn.Sequential:
@@ -113,7 +130,9 @@ class ActorCritic(nn.Module):
         actions = torch.stack(picks, dim=1)
         chosen = torch.stack([lp.gather(-1, a[:, None])[:, 0] for lp, a in zip(lps, picks)], dim=1)
         used = self.causal[op]
-        return ActOutput(actions.where(used, 0), chosen.where(used, 0.0), value, new_state)
+        allowed = [op_mask, lps[1] > _MASKED / 2]
+        return ActOutput(actions.where(used, 0), chosen.where(used, 0.0), value, new_state,
+                         normalized_entropy(lps, allowed))
 
     def evaluate(self, obs: torch.Tensor, op_mask: torch.Tensor, slot_mask: torch.Tensor,
                  actions: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

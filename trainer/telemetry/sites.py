@@ -16,8 +16,10 @@ Where the loop calls it (and what each level adds):
   check on the update's numbers (MINIMAL and up), auto-escalating through the command
   path when one fires;
 - ``with tel.phases.phase("train"): ...`` around each phase, and ``tel.epoch_end(round_,
-  env_epochs)`` at the end of each epoch: phase timing (MINIMAL and up), with how
-  ``torch.compile`` fares (compiles, recompiles, graph breaks, fallbacks) when the run compiles.
+  env_epochs, signals)`` at the end of each epoch: phase timing (MINIMAL and up), with how
+  ``torch.compile`` fares (compiles, recompiles, graph breaks, fallbacks) when the run compiles,
+  and the per-epoch anomaly checks on the epoch's gradient collections and signals (MINIMAL and
+  up; the gradient checks see collections from NORMAL up).
 
 At OFF nothing is measured; the loop runs the same code either way.
 """
@@ -36,10 +38,13 @@ from torch import nn
 from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, TelemetryLevel
 
 from trainer.hooks import RunHooks
+from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
+from trainer.telemetry.epoch_checks import Finding
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
+    GradientStats,
     GradientThresholds,
     PendingGradients,
     collect_gradients,
@@ -103,6 +108,7 @@ class SimicTelemetry:
         self.detector = AnomalyDetector(self.config.anomaly, escalate)
         self._pending: list[tuple[int, PendingGradients]] = []
         self._layers: list[tuple[int, PendingLayers]] = []
+        self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
         self.compile_monitor: CompileMonitor | None = None
         if self.config.compile_mode != "off":
@@ -151,6 +157,7 @@ class SimicTelemetry:
         stats = [p.resolve() for _, p in pending]
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):
+            self._epoch_grads.append((env, s))
             drift = self.ema.update(_drift_scope(env, s.scope), s.global_norm if s.finite else None)
             host = hosts.get(env)
             ratio = seed_gradient_ratio(s, host) if host is not None and s.scope != HOST_SCOPE else None
@@ -162,8 +169,9 @@ class SimicTelemetry:
                 self.hooks.emit(payload, env=env)
 
     def forget_scope(self, env: int, scope: str) -> None:
-        """A seed left its slot: the next one there starts a fresh gradient average."""
+        """A seed left its slot: the next one there starts a fresh gradient average and history."""
         self.ema.forget(_drift_scope(env, scope))
+        self.detector.forget_scope(env, scope)
 
     # --- the PPO update --------------------------------------------------------------------------
 
@@ -195,21 +203,30 @@ class SimicTelemetry:
                                            ema_norm=drift.ema_norm, drift=drift.drift,
                                            nonfinite=0 if _finite(update.grad_norm) is not None else 1,
                                            exploding=update.grad_norm > self.config.gradients.exploding))
-        found = self.detector.check_all(update, progress=progress, head_sizes=self.config.head_sizes,
-                                        drift=drift, lstm=lstm)
-        for anomaly in found:
-            self.hooks.emit(anomaly, severity=Severity.ERROR if anomaly.anomaly == "nan_inf" else None)
+        found = self.detector.check_all(update, head_sizes=self.config.head_sizes, drift=drift, lstm=lstm)
+        self._emit_anomalies([(None, f) for f in found])
         return found
+
+    def _emit_anomalies(self, found: list[Finding]) -> None:
+        for env, anomaly in found:
+            self.hooks.emit(anomaly, env=env, severity=Severity.ERROR if anomaly.anomaly == "nan_inf" else None)
 
     # --- epochs ----------------------------------------------------------------------------------
 
-    def epoch_end(self, round_: int, env_epochs: int) -> None:
-        """Phase timing of the epoch just ended (and of an update that ran since the last report)."""
+    def epoch_end(self, round_: int, env_epochs: int, signals: EpochSignals | None = None) -> list[Finding]:
+        """Phase timing of the epoch just ended (and of an update that ran since the last report),
+        then the per-epoch anomaly checks; returns the anomalies it emitted, with their env."""
         report = self.phases.report(round_, env_epochs)
-        if report is not None and self.hooks.level is not _OFF:
+        grads, self._epoch_grads = self._epoch_grads, []
+        if self.hooks.level is _OFF:
+            return []
+        if report is not None:
             if self.compile_monitor is not None:
                 report = msgspec.structs.replace(report, compile=self.compile_monitor.stats())
             self.hooks.emit(report)
+        found = self.detector.check_epoch(signals, grads)
+        self._emit_anomalies(found)
+        return found
 
 
 def _finite(x: float) -> float | None:

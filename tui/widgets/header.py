@@ -23,7 +23,7 @@ CONNECTION_STYLE = {"connected": "green", "replay": "magenta", "unauthorized": "
 
 
 class RunHeader(Static):
-    """Run, status, round and epoch, rate, telemetry level, hub health, stream staleness."""
+    """Run, status, round and epoch, rate; telemetry level and what the seeds grew; hub and stream health."""
 
     DEFAULT_CSS = """
     RunHeader { height: 3; padding: 0 1; background: $boost; }
@@ -46,15 +46,21 @@ class RunHeader(Static):
         second.append(v.level, style=LEVEL_STYLE.get(v.level, ""))
         if v.level_until is not None and v.level == "DEBUG":
             second.append(f" until epoch {v.level_until}")
+        if v.growth is not None:
+            g = v.growth
+            second.append("   growth ")
+            second.append(f"{g.fossilized} fossilized", style="bold green" if g.fossilized else "dim")
+            second.append(f", +{g.params:,} params ({g.percent:+.1f}% of host)")
+        third = Text()
         if v.hub_queue is None:
-            second.append("   hub —")
+            third.append("hub —")
         else:
-            second.append(f"   hub queue {v.hub_queue}  drops ")
-            second.append(str(v.hub_drops), style="bold red" if v.hub_drops else "")
-            second.append(f"  reconnects {v.hub_reconnects}")
+            third.append(f"hub queue {v.hub_queue}  drops ")
+            third.append(str(v.hub_drops), style="bold red" if v.hub_drops else "")
+            third.append(f"  reconnects {v.hub_reconnects}")
             if v.hub_connected is False:
-                second.append("  (trainer offline)", style="yellow")
-        third = Text("stream ")
+                third.append("  (trainer offline)", style="yellow")
+        third.append("   stream ")
         third.append(v.connection, style=CONNECTION_STYLE.get(v.connection, "yellow"))
         third.append(f"   {v.events:,} events   reconnects {v.watch_reconnects}")
         if v.gaps:

@@ -15,7 +15,11 @@ from tui.format import num, pct, sparkline
 from tui.views import EnvRow, HealthView, PPOView, Series
 
 SPARK_WIDTH = 14
-SLOT_WIDTH = 15
+SLOT_WIDTH = 16
+ALPHA_GLYPHS = " ▁▂▃▄▅▆▇█"
+BLUEPRINT_SHORT = {"norm": "norm", "attention": "attn", "depthwise": "dpth", "bottleneck": "botl",
+                   "conv_small": "cv-s", "conv_light": "cv-l", "conv_heavy": "cv-h"}
+"""Four characters per blueprint in the env grid (an unknown one shows its first four)."""
 HEAD_LABEL = {"blueprint": "bp", "alpha_target": "α-tgt", "alpha_speed": "α-spd", "alpha_curve": "α-crv"}
 STAGE_STYLE = {
     SeedStage.GERMINATED: ("GERM", "cyan"),
@@ -38,16 +42,26 @@ def _table(*columns: str) -> Table:
     return table
 
 
+def contribution_pp(contribution: float) -> str:
+    """A counterfactual contribution in accuracy points, four characters: ``+1.2``, ``-0.4``, ``+12``."""
+    pp = 100.0 * contribution
+    return f"{pp:+.1f}" if abs(pp) < 9.95 else f"{pp:+.0f}"
+
+
 def slot_cell(seed: SlotSnapshot) -> Text:
-    """``BLEND atten .60``: stage (colored), blueprint, and alpha while it is blending in."""
+    """``BLEND▅ attn +1.2``: stage (colored), alpha as a bar while it moves, blueprint, and the
+    seed's measured contribution in accuracy points (green when it helps, red when it hurts)."""
     if seed.stage is None:
         return Text("·", style="dim")
     code, style = STAGE_STYLE.get(seed.stage, (seed.stage.value[:5], ""))
     text = Text(f"{code:<5}", style=style)
+    moving = seed.stage is SeedStage.BLENDING or 0 < seed.alpha < 1
+    text.append(ALPHA_GLYPHS[round(seed.alpha * 8)] if moving else " ", style=style)
     if seed.blueprint:
-        text.append(f" {seed.blueprint[:5]:<5}")
-    if seed.stage in (SeedStage.BLENDING, SeedStage.HOLDING) or 0 < seed.alpha < 1:
-        text.append(f" {seed.alpha:.2f}".replace("0.", ".").replace("1.00", "1.0"), style="dim")
+        text.append(f"{BLUEPRINT_SHORT.get(seed.blueprint, seed.blueprint[:4]):<4}")
+    if seed.contribution is not None:
+        c = seed.contribution
+        text.append(f" {contribution_pp(c)}", style="green" if c > 0.0005 else "red" if c < -0.0005 else "dim")
     return text
 
 

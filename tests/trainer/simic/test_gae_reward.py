@@ -68,3 +68,30 @@ def test_reward_normalizer_divides_by_running_std_and_clips():
     norm.update(torch.tensor([1.0, -1.0, 1.0, -1.0]))
     assert norm.std == pytest.approx(1.0)
     assert norm(torch.tensor([0.5, 10.0])).tolist() == pytest.approx([0.5, 3.0])
+
+
+def test_return_normalizer_learns_the_returns_and_round_trips():
+    from trainer.simic.rollout import ReturnNormalizer
+
+    norm = ReturnNormalizer()
+    x = torch.tensor([[10.0, 12.0], [14.0, 16.0]])
+    assert torch.equal(norm.normalize(x), x / 1.0)  # identity before it has seen anything
+    norm.update(x)
+    assert norm.mean == pytest.approx(13.0, rel=1e-3) and norm.std == pytest.approx(math.sqrt(5.0), rel=1e-3)
+    assert norm.normalize(x).mean().item() == pytest.approx(0.0, abs=1e-3)
+    assert torch.allclose(norm.denormalize(norm.normalize(x)), x)
+
+
+def test_rollout_batch_reads_the_critic_in_return_units_and_targets_normalized_returns():
+    from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer
+
+    norm = ReturnNormalizer()
+    norm.update(torch.tensor([0.0, 10.0]))  # mean 5, std 5
+    buf = RolloutBuffer(1, 2, obs_dim=3, n_slots=1, n_heads=8, device=torch.device("cpu"))
+    buf.values[0] = torch.tensor([0.0, 1.0])  # the critic's raw outputs: 5 and 10 in return units
+    buf.filled = 2
+    batch = buf.batch(torch.tensor([[0.0, 10.0]]), gamma=1.0, lam=1.0, value_norm=norm)
+    assert batch.values[0].tolist() == pytest.approx([5.0, 10.0], rel=1e-4)
+    assert batch.returns[0].tolist() == pytest.approx([10.0, 10.0], rel=1e-4)  # GAE(λ=1) from those values
+    assert batch.value_targets is not None
+    assert torch.allclose(batch.value_targets, norm.normalize(batch.returns))

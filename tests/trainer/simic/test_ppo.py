@@ -68,7 +68,7 @@ def test_kl_early_stop():
 
 
 def test_default_update_moves_the_policy_towards_the_kl_target():
-    """With the run's defaults, one update on a default-sized round (2 envs × 9 decisions) changes
+    """With the run's defaults, one update on a default-sized round (2 envs × 11 decisions) changes
     the policy by a real fraction of the KL target: too weak a step leaves the policy where it was."""
     config = TrainConfig()
     torch.manual_seed(0)

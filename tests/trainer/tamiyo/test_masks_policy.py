@@ -142,3 +142,25 @@ def test_heuristic_germinates_on_plateau_then_advances_and_fossilizes():
     assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is not Op.PRUNE  # one bad reading
     slot.prev_contribution = -0.4
     assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is Op.PRUNE
+
+
+def test_decision_entropy_is_normalised_by_the_legal_choices():
+    from trainer.tamiyo.policy import normalized_entropy
+
+    uniform = [torch.log_softmax(torch.zeros(2, 4), -1), torch.log_softmax(torch.zeros(2, 3), -1)]
+    legal = torch.tensor([[True, True, False, False], [True, True, True, True]])
+    masked = [torch.log_softmax(torch.zeros(2, 4).masked_fill(~legal, -1e9), -1), uniform[1]]
+    assert normalized_entropy(masked, [legal]).tolist() == [1.0, 1.0]  # uniform over what is legal
+    sharp = [torch.log_softmax(torch.tensor([[50.0, 0.0, 0.0, 0.0]] * 2), -1),
+             torch.log_softmax(torch.tensor([[50.0, 0.0, 0.0]] * 2), -1)]
+    assert normalized_entropy(sharp, [torch.ones(2, 4, dtype=torch.bool)]).max() < 1e-6
+    only_one = torch.tensor([[True, False, False, False]] * 2)  # no choice: that head is left out
+    assert normalized_entropy([masked[0], uniform[1]], [only_one]).tolist() == [1.0, 1.0]
+
+
+def test_acting_reports_value_and_entropy_with_the_actions():
+    torch.manual_seed(0)
+    policy = ActorCritic(PolicyConfig(obs_dim(2), 2, hidden=16))
+    op_mask = torch.ones(3, 6, dtype=torch.bool)
+    out = policy.act(torch.randn(3, obs_dim(2)), policy.initial_state(3), op_mask, torch.ones(3, 6, 2, dtype=torch.bool))
+    assert out.entropy is not None and out.entropy.shape == (3,) and bool(((out.entropy > 0.5) & (out.entropy <= 1)).all())

@@ -95,7 +95,7 @@ def test_every_detector_is_fed_by_the_loop(tmp_path):
     config = TrainConfig(rounds=3, **TINY)
     # Thresholds every real update crosses: only a check the loop really calls can fire.
     loud = AnomalyConfig(ratio_explosion=1.0 + 1e-9, kl_spike=1e-12, entropy_collapse=1.01,
-                         ev_schedule=((1.0, 1.01),), drift_max=1e-9, drift_min_updates=1, auto_escalate=False)
+                         value_spread=0.999, drift_max=1e-9, drift_min_updates=1, auto_escalate=False)
     events = _run(tmp_path, "loud", config, telemetry=_sensitive(loud, LSTMThresholds(max_norm=1e-9, min_norm=0.0),
                                                                  config))
     fired = _anomalies(events)
@@ -169,7 +169,7 @@ def test_debug_window_opens_and_closes_at_the_requested_epochs(tmp_path, through
 
 def test_auto_escalation_from_the_loop_opens_a_window_through_the_command_path(tmp_path):
     config = TrainConfig(rounds=3, **TINY)
-    kl = AnomalyConfig(kl_spike=1e-12, escalate_epochs=1, cooldown_updates=10)
+    kl = AnomalyConfig(kl_spike=1e-12, escalate_epochs=1, cooldown_updates=10, cooldown_epochs=100)
     events = _run(tmp_path, "auto", config, telemetry=_sensitive(kl, LSTMThresholds(), config))
     spikes = [e.payload for e in events if e.kind is EventKind.ANOMALY_DETECTED and e.payload.anomaly == "kl_spike"]
     assert spikes[0].auto_escalated and not any(s.auto_escalated for s in spikes[1:])
