@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 SHORT = ["--rounds", "1", "--episode-length", "2", "--n-envs", "1", "--train-size", "256", "--val-size", "64",
          "--batch-size", "64", "--policy", "heuristic"]
-LONGER = ["--rounds", "1", "--episode-length", "6", "--n-envs", "1", "--train-size", "256", "--val-size", "128",
+LONGER = ["--rounds", "3", "--episode-length", "8", "--n-envs", "1", "--train-size", "256", "--val-size", "128",
           "--batch-size", "64", "--policy", "heuristic"]
 
 
