@@ -41,8 +41,10 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
     if hub.server:
         uploader = ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token))
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
-                             config=config)
+                             config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None)
     runtime.commands.register(CommandAction.PROFILE, handler)
+    if not runtime.ranks.is_main:
+        return handler  # rank 0 asks for the start windows; the ranks' agreement applies them on every rank
     if profile_batches is not None:
         profile_at_start(runtime.commands, hub.run_id, profile_batches)
     if profile_update:
