@@ -65,6 +65,8 @@ class Agreement:
         self.rounds = 0
         self.total_s = 0.0
         """Wall time spent in exchanges so far."""
+        self.times: list[float] = []
+        """Wall time of each exchange (the last rank to arrive waits for none: its time is the cost)."""
 
     def exchange(self, step: int, held: list[Command], step_time_s: float | None) -> ControlRound:
         start = time.perf_counter()
@@ -81,6 +83,7 @@ class Agreement:
         spent = time.perf_counter() - start
         self.rounds += 1
         self.total_s += spent
+        self.times.append(spent)
         return ControlRound(step=step, commands=list(agreed.values()),
                             step_times=tuple(r.step_time_s for r in reports), exchange_s=spent)
 

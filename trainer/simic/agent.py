@@ -17,7 +17,7 @@ from torch import nn
 from leyline import HEAD_NAMES
 
 from trainer.kasmina.host import inductor_mode
-from trainer.ranks import Ranks
+from trainer.ranks import Ranks, tensor_bytes
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer
 from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer
@@ -142,4 +142,4 @@ class PPOAgent:
 def weights_digest(module: nn.Module) -> str:
     """A short digest of ``module``'s weights (one read of them all): equal digests, equal weights."""
     flat = torch.cat([p.detach().reshape(-1).float() for p in module.parameters()]).cpu()
-    return hashlib.blake2b(bytes(flat.untyped_storage()), digest_size=8).hexdigest()
+    return hashlib.blake2b(tensor_bytes(flat), digest_size=8).hexdigest()
