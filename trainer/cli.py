@@ -113,7 +113,7 @@ def train_parser() -> argparse.ArgumentParser:
     r.add_argument("--rank-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="how long the ranks wait for each other at an exchange before giving up (default 600)")
     r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
-                   help="a rank whose step time is over F times the ranks' median is a straggler (default 1.5)")
+                   help="a rank whose step time is over F times the other ranks' median is a straggler (default 1.5)")
     add_training_args(p)
     return p
 

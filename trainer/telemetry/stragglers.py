@@ -1,7 +1,8 @@
 """The straggler check: which rank is slow, compared every epoch.
 
 Fed with every rank's training step time at each exchange of the ranks (``trainer.control.agreement``).
-A rank whose step time is over ``factor`` times the median of the ranks' is a straggler; the check
+A rank whose step time is over ``factor`` times the median of the other ranks' is a straggler (the others':
+with two ranks the median of all would be their mean, which a slow rank drags up itself); the check
 reports when a rank starts straggling (an ``anomaly_detected`` of kind ``straggler`` naming it, with its
 step time and the median) and re-arms when it catches up, like the per-epoch checks beside it. It never
 opens a DEBUG window: more telemetry on a slow rank would only slow it down further.
@@ -42,11 +43,10 @@ class StragglerCheck:
         measured = {rank: t for rank, t in enumerate(step_times) if t is not None and t > 0}
         if len(measured) < 2:
             return []
-        median = statistics.median(measured.values())
-        limit = self.config.factor * median
         found = []
         for rank, t in sorted(measured.items()):
-            if t <= limit:
+            median = statistics.median(v for r, v in measured.items() if r != rank)
+            if t <= self.config.factor * median:
                 self._slow.discard(rank)
                 continue
             if rank in self._slow:
@@ -54,7 +54,7 @@ class StragglerCheck:
             self._slow.add(rank)
             found.append(AnomalyDetected(
                 anomaly=STRAGGLER, rank=rank,
-                detail=f"rank {rank} is a straggler: {t * 1e3:.1f} ms a step, {t / median:.1f}× the ranks' "
+                detail=f"rank {rank} is a straggler: {t * 1e3:.1f} ms a step, {t / median:.1f}× the other ranks' "
                        f"median {median * 1e3:.1f} ms",
                 evidence={"rank": float(rank), "step_ms": t * 1e3, "median_ms": median * 1e3,
                           "threshold": self.config.factor}))
