@@ -171,8 +171,12 @@ def _start_runtime(parser: argparse.ArgumentParser, config: RuntimeConfig) -> Ru
     except LogCorrupt as err:
         parser.error(f"--run-id {hub.run_id}: its existing log cannot be continued: {err}")
     except OSError as err:
-        where = f" ({err.filename})" if err.filename else ""
-        parser.error(f"--log-dir {hub.log_dir}: cannot write the run log: {err.strerror or err}{where}")
+        _log_dir_error(parser, hub.log_dir, err)
+
+
+def _log_dir_error(parser: argparse.ArgumentParser, log_dir: object, err: OSError) -> NoReturn:
+    where = f" ({err.filename})" if err.filename else ""
+    parser.error(f"--log-dir {log_dir}: cannot write the run log: {err.strerror or err}{where}")
 
 
 def _join(parser: argparse.ArgumentParser, args: argparse.Namespace, device: str) -> Ranks:
@@ -194,8 +198,10 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
         try:
             chosen = (run_id, run_secret(pathlib.Path(args.log_dir) / run_id))
         except (OSError, SecretError) as err:
-            ranks.agree(None)  # the others stop too, with the same reason
-            parser.error(f"--log-dir {args.log_dir}: cannot create the run directory: {err}")
+            ranks.agree(None)  # the others stop too
+            if isinstance(err, OSError):
+                _log_dir_error(parser, args.log_dir, err)
+            parser.error(f"--log-dir {args.log_dir}: {err}")
     chosen = ranks.agree(chosen)
     if chosen is None:
         parser.error(f"--log-dir {args.log_dir}: rank 0 could not create the run directory")
@@ -203,8 +209,10 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
     if not ranks.is_main:
         try:
             run_secret(pathlib.Path(args.log_dir) / run_id, secret)
-        except (OSError, SecretError) as err:
-            parser.error(f"--log-dir {args.log_dir}: cannot write the run's stream secret: {err}")
+        except OSError as err:
+            _log_dir_error(parser, args.log_dir, err)
+        except SecretError as err:
+            parser.error(f"--log-dir {args.log_dir}: {err}")
     return run_id
 
 
