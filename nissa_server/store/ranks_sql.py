@@ -15,10 +15,11 @@ import time
 
 import msgspec
 
-from leyline import CommandStatus, CommandStatusChanged, Event, RunFinished, RunStarted, RunStatus
+from leyline import CommandStatus, CommandStatusChanged, Event, RunFinished, RunStarted, RunStatus, StatusChange
 from nissa_server.store.conn import Conn
 
 _enc = msgspec.json.Encoder()
+_history = msgspec.json.Decoder(list[StatusChange])
 
 RANKS_SCHEMA = """
 ALTER TABLE runs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 1;
@@ -156,7 +157,19 @@ def settle_run(conn: Conn, run_key: int, now: float, gone_after_s: float) -> str
         conn.executemany(
             "INSERT INTO ranks (run_key, rank, status) VALUES (?,?,?) ON CONFLICT (run_key, rank) DO UPDATE"
             " SET status = excluded.status", [(run_key, r, LOST) for r in gone])
+        _fail_open_commands(conn, run_key, f"{_names(gone)} stopped without finishing the command", now)
     return status.value
+
+
+def _fail_open_commands(conn: Conn, run_key: int, message: str, now: float) -> None:
+    """Commands a gone rank will never finish: failed, the rank named (the others reported their own end)."""
+    for command_id, history in conn.execute(
+            f"SELECT command_id, history FROM commands WHERE run_key = ? AND status IN ('queued', 'delivered',"
+            f" 'applied'){conn.for_update}", (run_key,)).fetchall():
+        changes = _history.decode(history)
+        changes.append(StatusChange(status=CommandStatus.FAILED, ts=now, message=message))
+        conn.execute("UPDATE commands SET status = ?, updated_at = ?, message = ?, history = ? WHERE command_id = ?",
+                     (CommandStatus.FAILED.value, now, message, _enc.encode(changes), command_id))
 
 
 def sweep_ranks(conn: Conn, now: float, silent_after_s: float) -> list[tuple[str, str, str | None]]:

@@ -102,6 +102,10 @@ async def test_a_rank_that_stops_without_finishing_fails_the_run_named(tmp_path)
     with running_server(tmp_path, **FAST) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             async with two_ranks(url, "two-3") as (r0, r1):
+                cid = (await http.post("/escalate", json={"run_id": "two-3", "action": "debug", "epochs": 1})
+                       ).json()["command_id"]
+                await r0.send(_status(cid, CommandStatus.APPLIED, 4), step=4)
+                await r1.send(_status(cid, CommandStatus.APPLIED, 4), step=4)
                 await r1.client.ws.close()  # rank 1 dies: its connection closes, it never finishes
                 await r0.send(RunFinished(status="interrupted", duration_s=1.0), step=8)
                 run = await _run(http, "two-3")
@@ -110,6 +114,8 @@ async def test_a_rank_that_stops_without_finishing_fails_the_run_named(tmp_path)
             assert run["status_detail"] == "rank 1 stopped without finishing"
             assert [r["status"] for r in run["ranks"]] == ["interrupted", "lost"]
             assert run["finish"]["status"] == "interrupted"
+            record = (await http.get(f"/commands/{cid}")).json()  # rank 1 will never finish it
+            assert record["status"] == "failed" and record["message"] == "rank 1 stopped without finishing the command"
 
 
 async def test_the_run_ends_when_every_rank_has(tmp_path):
@@ -180,3 +186,15 @@ async def test_a_watcher_follows_one_rank_in_replay_and_live(tmp_path):
             assert [(e["rank"], e["seq"]) for e in resumed] == [(1, 3)]
             page = httpx.get(f"{url}/runs/two-6/events", params={"rank": 0}, timeout=10).json()
             assert {e["rank"] for e in page} == {0} and len(page) == 3
+
+
+async def test_a_bad_rank_filter_is_refused_with_a_reason(tmp_path):
+    from websockets.asyncio.client import connect
+
+    from tests.support import close_of, ws_url
+
+    with running_server(tmp_path, **FAST) as url:
+        for bad in ("x", "-2", "70000"):
+            async with connect(ws_url(url, "/ws/watch", run_id="r", rank=bad), open_timeout=30) as ws:
+                code, reason = await close_of(ws)
+                assert code == 4400 and reason.startswith("bad rank"), (bad, code, reason)
