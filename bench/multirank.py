@@ -12,7 +12,8 @@ Two measurements, each against a baseline taken in the same invocation:
 2. ``POST /escalate`` → applied on every rank, through a real nissa-server: each latency is the latest
    ``ts`` of the ranks' ``command_status: applied`` events minus the time just before the POST (one
    machine's clock), for a run of two ranks and, as the baseline, one rank alone (which applies at its
-   next step; two ranks apply at their next exchange, the end of an epoch).
+   next step; two ranks apply at their next exchange, the end of an epoch). Each POST waits a random
+   while first, so that it lands anywhere in an epoch.
 
     python bench/multirank.py [--rounds 6] [--repeats 3] [--samples 20]
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -35,25 +37,12 @@ from pathlib import Path
 
 import httpx
 
+from escalation_latency import _say, _script, _wait  # a sibling script module
 from leyline import CommandStatus, CommandStatusChanged, decode_events
 
 TRAIN = ["--device", "cpu", "--n-envs", "1", "--train-size", "512", "--val-size", "64", "--batch-size", "32",
          "--episode-length", "4", "--lstm-hidden", "16", "--log-every", "0"]
 WORKER_TAG = "WORKER "
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def _script(name: str) -> str:
-    import shutil
-
-    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
-    if not found:
-        raise SystemExit(f"{name} is not installed in this environment")
-    return found
 
 
 def _env() -> dict[str, str]:
@@ -142,16 +131,6 @@ def step_times(rounds: int, repeats: int, tmp: Path) -> dict[str, float]:
 # --- 2. latency: POST /escalate → applied on every rank ----------------------------------------------
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
 def _applied(url: str, run_id: str, ranks: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for rank in range(ranks):
@@ -164,7 +143,7 @@ def _applied(url: str, run_id: str, ranks: int) -> dict[str, list[float]]:
     return out
 
 
-def latencies(url: str, ranks: int, samples: int, tmp: Path) -> list[float]:
+def latencies(url: str, ranks: int, samples: int, tmp: Path, spread_s: float) -> list[float]:
     log_dir = tmp / f"live{ranks}"
     args = ["-m", "trainer", "--server", url, "--log-dir", str(log_dir), "--run-name", f"live{ranks}",
             "--rounds", "1000", *TRAIN]
@@ -177,8 +156,12 @@ def latencies(url: str, ranks: int, samples: int, tmp: Path) -> list[float]:
         run_id = logs[0].parent.name
         _wait(lambda: httpx.get(f"{url}/runs/{run_id}", timeout=5).json().get("status") == "live", 60, "a live run")
         sent: dict[str, float] = {}
+        rng = random.Random(ranks)
         with httpx.Client(timeout=10) as client:
             for _ in range(samples):
+                # A POST at a random moment: right after the last one applied, it would find the ranks just
+                # past an exchange, and wait a whole epoch for the next.
+                time.sleep(rng.uniform(0.0, spread_s))
                 t0 = time.time()
                 resp = client.post(f"{url}/escalate", json={"run_id": run_id, "action": "debug", "epochs": 1})
                 if resp.status_code != 202:
@@ -223,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
             assert server.stdout is not None
             url = server.stdout.readline().strip().rsplit(" ", 1)[-1]
             threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
-            one = latencies(url, 1, args.samples, tmp)
-            two = latencies(url, 2, args.samples, tmp)
+            spread = 2 * times["step_ms_2_on"] * 16 / 1e3  # about an epoch of the default shape
+            one = latencies(url, 1, args.samples, tmp, spread)
+            two = latencies(url, 2, args.samples, tmp, spread)
         finally:
             server.terminate()
             server.wait(timeout=30)

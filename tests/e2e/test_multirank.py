@@ -63,7 +63,8 @@ def _builtins(event) -> dict:
 @pytest.fixture(scope="module")
 def killed_run(tmp_path_factory) -> KilledRun:
     root = tmp_path_factory.mktemp("multirank")
-    server = ServerProcess(root / "nissa.db", extra_args=("--rank-silent-after", "2")).start()
+    # A rank is silent past one heartbeat interval (5 s) and a little: the killed rank is named soon.
+    server = ServerProcess(root / "nissa.db", extra_args=("--rank-silent-after", "6")).start()
     log_dir = root / "runs"
     out = open(root / "torchrun.out", "w+")
     proc = subprocess.Popen([script("torchrun"), "--standalone", "--nproc-per-node", "2", "-m", "trainer",
