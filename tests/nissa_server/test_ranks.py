@@ -9,9 +9,11 @@ import contextlib
 import time
 
 import httpx
+import pytest
 
 from leyline import CommandAction, CommandStatus, CommandStatusChanged, Heartbeat, RunFinished, RunStarted, make_event
 from tests.support import IngestClient, collect_watch, running_server
+from tests.support.databases import database_for
 from tests.support.waiting import async_wait_for
 
 FAST = {"maintenance_interval_s": 0.2, "rank_silent_after_s": 1.0}
@@ -198,3 +200,31 @@ async def test_a_bad_rank_filter_is_refused_with_a_reason(tmp_path):
             async with connect(ws_url(url, "/ws/watch", run_id="r", rank=bad), open_timeout=30) as ws:
                 code, reason = await close_of(ws)
                 assert code == 4400 and reason.startswith("bad rank"), (bad, code, reason)
+
+
+@pytest.mark.postgresql_only
+async def test_ranks_streaming_to_two_servers_of_one_database_are_one_run(tmp_path):
+    url = database_for(tmp_path)["db_url"]
+    with running_server(tmp_path / "a", db_url=url, **FAST) as a, running_server(tmp_path / "b", db_url=url,
+                                                                                  **FAST) as b:
+        async with IngestClient(a, "two-7", rank=0) as c0, IngestClient(b, "two-7", rank=1) as c1, \
+                httpx.AsyncClient(base_url=b, timeout=10) as http:
+            r0, r1 = Rank(c0), Rank(c1)
+            await r0.start()
+            await r1.start()
+            await r0.beat(4)
+            await r1.beat(4)
+            run = await _run(http, "two-7")
+            assert run["world_size"] == 2 and [(r["rank"], r["connected"]) for r in run["ranks"]] == [
+                (0, True), (1, True)]
+            cid = (await http.post("/escalate", json={"run_id": "two-7", "action": "debug", "epochs": 1})
+                   ).json()["command_id"]
+            assert (await c0.wait_command()).command_id == cid and (await c1.wait_command()).command_id == cid
+            for rank in (r0, r1):
+                await rank.send(_status(cid, CommandStatus.APPLIED, 8), step=8)
+                await rank.send(_status(cid, CommandStatus.COMPLETED, 8), step=12)
+            record = httpx.get(f"{a}/commands/{cid}", timeout=10).json()
+            assert record["status"] == "completed" and [r["applied_step"] for r in record["ranks"]] == [8, 8]
+            await r0.send(RunFinished(status="completed", duration_s=1.0), step=12)
+            await r1.send(RunFinished(status="completed", duration_s=1.0), step=12)
+            assert httpx.get(f"{a}/runs/two-7", timeout=10).json()["status"] == "finished"
