@@ -9,7 +9,7 @@ from leyline.codec import (
     encode_event,
     to_builtins,
 )
-from leyline.commands import Command, CommandRecord, EscalateRequest, StatusChange
+from leyline.commands import Command, CommandRecord, EscalateRequest, RankCommandStatus, StatusChange
 from leyline.enums import (
     HEAD_NAMES,
     CommandAction,

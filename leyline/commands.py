@@ -83,8 +83,20 @@ class StatusChange(msgspec.Struct, kw_only=True):
     message: str = ""
 
 
+class RankCommandStatus(msgspec.Struct, kw_only=True):
+    """Where one rank of a run of several is with a command."""
+
+    rank: int
+    status: CommandStatus
+    applied_step: Step | None = None
+    result: dict[str, Scalar] | None = None
+    message: str = ""
+
+
 class CommandRecord(msgspec.Struct, kw_only=True):
-    """A command as ``GET /commands/{id}`` shows it."""
+    """A command as ``GET /commands/{id}`` shows it. In a run of several ranks, ``ranks`` has each rank's
+    status: the command is ``applied`` once a rank applied it, ``completed`` once every rank completed it,
+    and ``failed`` (or ``rejected``) as soon as one rank did, its message naming the rank."""
 
     command_id: str
     run_id: str
@@ -101,3 +113,5 @@ class CommandRecord(msgspec.Struct, kw_only=True):
     result: dict[str, Scalar] | None = None
     message: str = ""
     history: list[StatusChange] = []
+    ranks: list[RankCommandStatus] = []
+    """Each rank's status, in rank order (runs of several ranks only)."""

@@ -108,10 +108,13 @@ _TERMINAL_STATUSES = frozenset(
 
 
 class RunStatus(str, enum.Enum):
-    """A run as the server sees it: live (heartbeats arrive), lost (silent past a timeout), or ended
-    as its ``run_finished`` says: finished (completed), interrupted (Ctrl-C, SIGTERM) or failed."""
+    """A run as the server sees it: live (heartbeats arrive), degraded (one of its ranks fell silent
+    while the others run), lost (silent past a timeout), or ended as its ``run_finished`` says (every
+    rank's, for a run of several): finished (completed), interrupted (Ctrl-C, SIGTERM) or failed (a rank
+    failed, or stopped without finishing)."""
 
     LIVE = "live"
+    DEGRADED = "degraded"
     FINISHED = "finished"
     INTERRUPTED = "interrupted"
     FAILED = "failed"
@@ -126,6 +129,11 @@ class RunStatus(str, enum.Enum):
     def ended(self) -> bool:
         """The trainer said the run is over (a lost run may still come back)."""
         return self in _ENDED
+
+    @property
+    def running(self) -> bool:
+        """Its trainer is streaming: commands are taken (degraded: some of its ranks only)."""
+        return self in (RunStatus.LIVE, RunStatus.DEGRADED)
 
 
 # ``RunFinished.status`` → ``RunStatus``; a status this table does not know counts as a failure.

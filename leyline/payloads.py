@@ -35,6 +35,8 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     device: str = "cpu"
     torch_version: str = ""
     log_dir: str = ""
+    world_size: int = 1
+    """Ranks of the run (torchrun's WORLD_SIZE); each rank sends its own ``run_started``."""
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):

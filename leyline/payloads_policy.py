@@ -32,6 +32,9 @@ class PPOUpdate(Payload, kw_only=True, frozen=True):
     """Spread (std) of the critic's estimates over the round's decisions, in return units."""
     return_std: float | None = None
     """Spread (std) of the returns those estimates track."""
+    policy_digest: str | None = None
+    """Digest of the policy's weights after the update, in runs of several ranks (the same on every rank:
+    one policy); None alone."""
 
 
 class GradientHealth(Payload, kw_only=True, frozen=True):
@@ -71,6 +74,8 @@ class AnomalyDetected(Payload, kw_only=True, frozen=True):
     detail: str
     evidence: dict[str, float] = {}
     auto_escalated: bool = False
+    rank: int | None = None
+    """The rank the anomaly is about when it is not the rank that reports it (``straggler``)."""
 
 
 class LayerStat(msgspec.Struct, kw_only=True, frozen=True):

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where uploaded artifacts go (default: next to the database)")
     p.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
                    help="mark a run lost after this long with no connection and no event (default 60)")
+    p.add_argument("--rank-silent-after", type=float, default=15.0, metavar="SECONDS",
+                   help="a rank of a multi-rank run silent this long marks its run degraded while others run, "
+                        "failed once they have ended (default 15)")
     p.add_argument("--command-ttl", type=float, default=300.0, metavar="SECONDS",
                    help="expire commands still undelivered after this long (default 300)")
     p.add_argument("--max-open-commands", type=int, default=8, metavar="N",
@@ -87,7 +90,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(
         host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
         token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
-        lost_after_s=args.lost_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
+        lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
         **limit_settings(args),  # type: ignore[arg-type]
     )
 

@@ -98,7 +98,7 @@ class CommandService:
         if progress is None:
             return CommandError(404, f"unknown run {run.run_id!r}")
         status = RunStatus(progress[0])
-        if status is not RunStatus.LIVE:
+        if not status.running:
             return CommandError(409, f"run {run.run_id!r} is {status.value}, not live")
         if sql.open_command_count(conn, run.run_key) >= self._max_open:
             return CommandError(429, f"run {run.run_id!r} already has {self._max_open} open commands")

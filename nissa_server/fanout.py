@@ -27,24 +27,25 @@ class Lagging(Exception):
 
 @dataclass(frozen=True)
 class WatchFilter:
-    """Which events a watcher wants: one run or all, some kinds or all, a minimum severity."""
+    """Which events a watcher wants: one run or all, some kinds or all, a minimum severity, one rank or all."""
 
     run_id: str | None = None
     kinds: frozenset[str] | None = None
     min_severity: Severity = Severity.DEBUG
+    rank: int | None = None
 
     @property
     def selects_all_of_a_run(self) -> bool:
-        return self.kinds is None and self.min_severity is Severity.DEBUG
+        return self.kinds is None and self.min_severity is Severity.DEBUG and self.rank is None
 
     def wants_run(self, run_id: str) -> bool:
         return self.run_id is None or self.run_id == run_id
 
     def pick(self, write: Published) -> list[Item]:
         """The items of ``write`` that pass the kind and severity filters."""
-        floor, kinds = self.min_severity.rank, self.kinds
+        floor, kinds, rank = self.min_severity.rank, self.kinds, self.rank
         return [(i, r[6]) for i, r in enumerate(write.rows, write.first_id)
-                if r[4] >= floor and (kinds is None or r[3] in kinds)]
+                if r[4] >= floor and (kinds is None or r[3] in kinds) and (rank is None or r[1] == rank)]
 
 
 class Chunk:

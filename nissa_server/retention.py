@@ -82,7 +82,7 @@ async def prune(store: Store, older_than_s: float, delete_kinds: list[str], now:
     out: list[Thinned] = []
     for run_key, run_id, status in await store.read(old_runs, now - older_than_s):
         events = nbytes = 0
-        while status != RunStatus.LIVE.value and delete_kinds:
+        while not RunStatus(status).running and delete_kinds:
             removed = await store.call(lambda conn, key=run_key: thin_run(conn, key, delete_kinds))
             if not isinstance(removed, Removed):
                 status = removed.value if removed is not None else status
@@ -91,5 +91,5 @@ async def prune(store: Store, older_than_s: float, delete_kinds: list[str], now:
             if removed.events < DELETE_CHUNK:
                 break
         out.append(Thinned(run_id=run_id, status=status, events=events, stored_bytes=nbytes,
-                           skipped=status == RunStatus.LIVE.value))
+                           skipped=RunStatus(status).running))
     return out

@@ -8,6 +8,33 @@ from leyline import CommandStatus, HubHealth, RunFinished, RunStatus
 from leyline.payloads import Scalar
 
 
+class RankInfo(msgspec.Struct, kw_only=True):
+    """One rank of a run: where it is, when it was last heard from, how its hub fares."""
+
+    rank: int
+    status: str
+    """live, silent (no heartbeat for a while, others running), lost (stopped without finishing), or ended
+    as its ``run_finished`` says: finished, interrupted, failed."""
+    connected: bool = False
+    """A trainer connection streams this rank now (to any server of the database)."""
+    last_step: int = 0
+    """Training step of its last heartbeat."""
+    last_epoch: int = 0
+    seen_at: float | None = None
+    """Server time of its last heartbeat (or hub health, start, end)."""
+    started_at: float | None = None
+    ended_at: float | None = None
+    last_seq: int = 0
+    """Highest seq of its stream stored."""
+    queue_depth: int | None = None
+    """Events waiting in its hub, at its last hub health."""
+    dropped: int = 0
+    """Metric events its hub dropped, at its last hub health."""
+    host: str = ""
+    pid: int = 0
+    device: str = ""
+
+
 class RunInfo(msgspec.Struct, kw_only=True):
     """A run as ``GET /runs`` and ``GET /runs/{run_id}`` show it."""
 
@@ -33,6 +60,13 @@ class RunInfo(msgspec.Struct, kw_only=True):
     stored_bytes: int = 0
     """Bytes the run takes in the store: its events as stored (JSON) and its artifacts (the database's
     indexes and page slack not counted)."""
+    world_size: int = 1
+    """Ranks of the run (torchrun)."""
+    status_detail: str | None = None
+    """Why the status is what it is, naming ranks: "rank 1 silent for over 15 s" (degraded), "rank 1 stopped
+    without finishing" (failed)."""
+    ranks: list[RankInfo] = []
+    """Each rank's state, by rank."""
 
 
 class DeletedRun(msgspec.Struct, kw_only=True):

@@ -103,6 +103,10 @@ class Settings:
     user data directory with PostgreSQL (servers that share a database must share this directory too)."""
     lost_after_s: float = 60.0
     """A run with no connection and no event for this long is marked ``lost``."""
+    rank_silent_after_s: float = 15.0
+    """A rank of a run of several with no heartbeat for this long is silent: its run is ``degraded`` while
+    another rank runs, and ``failed`` once the others have ended and no connection holds it (three trainer
+    heartbeats by default)."""
     command_ttl_s: float = 300.0
     """A command still ``queued`` (never delivered) after this long is marked ``expired``."""
     max_open_commands: int = 8
@@ -150,7 +154,8 @@ class Settings:
             )
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
-        for name in ("lost_after_s", "command_ttl_s", "hello_timeout_s", "maintenance_interval_s"):
+        for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "hello_timeout_s",
+                     "maintenance_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= self.commit_interval_s <= 1:

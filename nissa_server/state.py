@@ -16,7 +16,7 @@ from nissa_server.fanout import FanOut
 from nissa_server.metrics import Metrics
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
-from nissa_server.store import Published, Store, create_store, queries, sql
+from nissa_server.store import Published, Store, create_store, queries, ranks_sql, sql
 
 logger = logging.getLogger(__name__)
 _COMMAND_STATUS = EventKind.COMMAND_STATUS.value
@@ -121,6 +121,9 @@ class Nissa:
         until = now + self.settings.hold_s
         if held:
             await self.store.call(lambda conn: sql.hold_streams(conn, held, until))
+        silent_s = self.settings.rank_silent_after_s
+        for run_id, status, detail in await self.store.call(lambda conn: ranks_sql.sweep_ranks(conn, now, silent_s)):
+            logger.info("run %s %s%s", run_id, status, f": {detail}" if detail else "")
         for run_id in await self.store.call(lambda conn: sql.mark_lost(conn, now, self.settings.lost_after_s)):
             logger.info("run %s lost: silent for over %.0f s", run_id, self.settings.lost_after_s)
         await self.commands.expire_due(now)

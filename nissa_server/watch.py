@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from leyline import EventKind, Severity
+from leyline import SERVER_RANK, EventKind, Severity
 from leyline.events import MAX_INT
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
 from nissa_server.auth import bearer_ok
@@ -35,19 +35,23 @@ class WatchQuery:
 
 def parse_query(params) -> WatchQuery:
     """The query string of a watch request; raises ``ValueError`` with a reason."""
-    def _int(name: str) -> int | None:
+    def _int(name: str, low: int = 0, high: int = MAX_INT) -> int | None:
         raw = params.get(name)
         if raw is None or raw == "":
             return None
         value = int(raw)
-        if not 0 <= value <= MAX_INT:
-            raise ValueError(f"{name} must be in 0..{MAX_INT}")
+        if not low <= value <= high:
+            raise ValueError(f"{name} must be in {low}..{high}")
         return value
 
     try:
         after_seq, after_id = _int("after_seq"), _int("after_id")
     except ValueError as err:
         raise ValueError(f"bad cursor: {err}") from None
+    try:
+        rank = _int("rank", SERVER_RANK, queries.MAX_RANK)
+    except ValueError as err:
+        raise ValueError(f"bad rank: {err}") from None
     kinds = None
     if params.get("kind"):
         names = [k.strip() for k in params["kind"].split(",") if k.strip()]
@@ -61,7 +65,7 @@ def parse_query(params) -> WatchQuery:
             severity = Severity(params["min_severity"])
         except ValueError:
             raise ValueError(f"unknown severity {params['min_severity']!r}") from None
-    flt = WatchFilter(run_id=params.get("run_id") or None, kinds=kinds, min_severity=severity)
+    flt = WatchFilter(run_id=params.get("run_id") or None, kinds=kinds, min_severity=severity, rank=rank)
     return WatchQuery(filter=flt, after_seq=after_seq, after_id=after_id)
 
 
@@ -89,7 +93,8 @@ class WatchStream:
             # it would hide every live event up to it.
             return min(q.after_id, upto), run_key
         if run is not None and q.after_seq is not None:
-            return await self.nissa.store.read(queries.seq_to_id, run.run_key, q.after_seq), run_key
+            rank = q.filter.rank if q.filter.rank is not None else 0
+            return await self.nissa.store.read(queries.seq_to_id, run.run_key, q.after_seq, rank), run_key
         return 0, run_key
 
     async def run(self) -> None:
@@ -99,7 +104,7 @@ class WatchStream:
         kinds = sorted(flt.kinds) if flt.kinds else None
         while self.cursor < upto:
             page = await store.read(queries.replay_page, run_key, self.cursor, upto, REPLAY_PAGE, kinds,
-                                    flt.min_severity.rank)
+                                    flt.min_severity.rank, flt.rank)
             if not page:
                 break
             await self._send(page)

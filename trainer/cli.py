@@ -24,7 +24,9 @@ from leyline.commands import MAX_PROFILE_BATCHES
 from trainer.hub import HubConfig
 from trainer.hub.rest import ServerUnavailable
 from trainer.hub.runlog import LogCorrupt
+from trainer.hub.secret import SecretError, run_secret
 from trainer.hub.upload import UploadResult, upload_run
+from trainer.ranks import RankError, Ranks, RanksConfig
 from trainer.runtime import Runtime, RuntimeConfig, build_runtime
 
 # torch and the training loop are imported inside the training functions only: `esper-train
@@ -36,11 +38,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 USAGE = """esper-train [options]
+       torchrun --standalone --nproc-per-node N -m trainer [options]
        esper-train upload RUN_DIR [--server URL] [--token T] [--wait SECONDS] [--timeout SECONDS]"""
 
 EPILOG = """\
 Every event goes first to LOG_DIR/<run_id>/events.jsonl and is streamed from there; if the
 server is away, training goes on and the events are re-sent when it comes back.
+
+Under torchrun every rank trains --n-envs envs of its own and one shared policy; rank 0 chooses
+the run id, and rank N logs to LOG_DIR/<run_id>/events.rankN.jsonl and streams as rank N.
 
 A run whose server never came back is uploaded later (idempotent, safe to repeat):
   esper-train upload LOG_DIR/<run_id> --server http://127.0.0.1:8765
@@ -73,14 +79,6 @@ def _checked_run_id(value: str) -> str:
         raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -, not dots only") from None
 
 
-def _rank_from_env() -> int:
-    """torchrun's RANK, so that every rank logs and streams as itself; 0 otherwise."""
-    raw = os.environ.get("RANK", "0")
-    if not raw.isdigit():
-        raise ValueError(f"RANK: expected a non-negative integer, got {raw!r}")
-    return int(raw)
-
-
 def train_parser() -> argparse.ArgumentParser:
     from trainer.simic.config import add_training_args
 
@@ -93,8 +91,8 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
     g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
     g.add_argument("--run-id", default=os.environ.get("NISSA_RUN_ID"),
-                   help="run id to use (default: <run-name>-<utc time>-<random>); an existing run's id "
-                        "continues its log, and torchrun ranks share one (each streams as its RANK)")
+                   help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
+                        "torchrun); an existing run's id continues its log")
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
     g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
                    choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
@@ -111,6 +109,11 @@ def train_parser() -> argparse.ArgumentParser:
                         "(0: none; default 1)")
     g.add_argument("-v", "--verbose", action="store_true",
                    help="log what the hub and the loop do to stderr (default: warnings only)")
+    r = p.add_argument_group("ranks (under torchrun)")
+    r.add_argument("--rank-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="how long the ranks wait for each other at an exchange before giving up (default 600)")
+    r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
+                   help="a rank whose step time is over F times the other ranks' median is a straggler (default 1.5)")
     add_training_args(p)
     return p
 
@@ -144,7 +147,7 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
     return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
                       device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
-                      log_dir=str(pathlib.Path(args.log_dir).resolve()))
+                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size)
 
 
 def _check_telemetry_args(args: argparse.Namespace) -> None:
@@ -155,25 +158,66 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
+    if not args.straggler_factor > 1:
+        raise ValueError(f"--straggler-factor: must be > 1, got {args.straggler_factor}")
 
 
-def _start_runtime(parser: argparse.ArgumentParser, hub: HubConfig, level: TelemetryLevel) -> Runtime:
+def _start_runtime(parser: argparse.ArgumentParser, config: RuntimeConfig) -> Runtime:
     """The hub opens the run log first: a log dir it cannot write, or a log it cannot continue, is the
     flag's fault and gets one line."""
+    hub = config.hub
     try:
-        return build_runtime(RuntimeConfig(hub=hub, level=level))
+        return build_runtime(config)
     except LogCorrupt as err:
         parser.error(f"--run-id {hub.run_id}: its existing log cannot be continued: {err}")
     except OSError as err:
-        where = f" ({err.filename})" if err.filename else ""
-        parser.error(f"--log-dir {hub.log_dir}: cannot write the run log: {err.strerror or err}{where}")
+        _log_dir_error(parser, hub.log_dir, err)
+
+
+def _log_dir_error(parser: argparse.ArgumentParser, log_dir: object, err: OSError) -> NoReturn:
+    where = f" ({err.filename})" if err.filename else ""
+    parser.error(f"--log-dir {log_dir}: cannot write the run log: {err.strerror or err}{where}")
+
+
+def _join(parser: argparse.ArgumentParser, args: argparse.Namespace, device: str) -> Ranks:
+    """This process's ranks (alone: rank 0 of 1); a group it cannot join is one line."""
+    try:
+        return Ranks.start(device, RanksConfig(timeout_s=args.rank_timeout))
+    except ValueError as err:
+        parser.error(str(err))
+    except RankError as err:
+        parser.exit(1, f"{parser.prog}: error: {err}\n")
+
+
+def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks) -> str:
+    """Rank 0 chooses the run id and creates the run directory with its stream secret; every rank gets
+    both through the process group (a rank on another machine writes the secret into its own log dir)."""
+    chosen: tuple[str, str] | None = None
+    if ranks.is_main:
+        run_id = _checked_run_id(args.run_id) if args.run_id else new_run_id(args.run_name)
+        try:
+            chosen = (run_id, run_secret(pathlib.Path(args.log_dir) / run_id))
+        except (OSError, SecretError) as err:
+            ranks.agree(None)  # the others stop too
+            if isinstance(err, OSError):
+                _log_dir_error(parser, args.log_dir, err)
+            parser.error(f"--log-dir {args.log_dir}: {err}")
+    chosen = ranks.agree(chosen)
+    if chosen is None:
+        parser.error(f"--log-dir {args.log_dir}: rank 0 could not create the run directory")
+    run_id, secret = chosen
+    if not ranks.is_main:
+        try:
+            run_secret(pathlib.Path(args.log_dir) / run_id, secret)
+        except OSError as err:
+            _log_dir_error(parser, args.log_dir, err)
+        except SecretError as err:
+            parser.error(f"--log-dir {args.log_dir}: {err}")
+    return run_id
 
 
 def _train(argv: Sequence[str]) -> int:
-    from trainer.data import DataError
     from trainer.simic.config import ConfigError, TrainConfig
-    from trainer.simic.run import run_training
-    from trainer.telemetry import install_profiling
 
     parser = train_parser()
     args = parser.parse_args(argv)
@@ -182,12 +226,33 @@ def _train(argv: Sequence[str]) -> int:
     try:
         _check_telemetry_args(args)
         config = TrainConfig.from_args(args)
-        run_id = _checked_run_id(args.run_id) if args.run_id else new_run_id(args.run_name)
-        hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
-                        rank=_rank_from_env(), name=args.run_name, queue_size=args.hub_queue)
+        if args.run_id:
+            _checked_run_id(args.run_id)
+        HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
+                  name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
         parser.error(str(err))
-    runtime = _start_runtime(parser, hub, TelemetryLevel(args.telemetry_level))
+    ranks = _join(parser, args, config.device)
+    try:
+        return _run(parser, args, config, ranks)
+    finally:
+        ranks.close()
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, ranks: Ranks) -> int:
+    """One rank's run, from agreeing on its id to its last line."""
+    import dataclasses
+
+    from trainer.data import DataError
+    from trainer.simic.run import run_training
+    from trainer.telemetry import install_profiling, install_rank_checks
+
+    config = dataclasses.replace(config, device=ranks.device_name(config.device))
+    run_id = _agree_on_run(parser, args, ranks)
+    hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
+                    rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue)
+    runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
+                                                   ranks=ranks, env_base=ranks.rank * config.n_envs))
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
     _interrupt_on_sigterm()
@@ -197,9 +262,14 @@ def _train(argv: Sequence[str]) -> int:
         runtime.emit(_run_started(runtime, args.run_name, config, args))
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
-        summary = run_training(config, runtime)
+        install_rank_checks(runtime, straggler_factor=args.straggler_factor)
+        summary = run_training(config, runtime, ranks=ranks)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
+    except RankError as err:  # another rank died or hung: this one cannot go on alone
+        _say(f"esper-train: error: {err}", err=True)
+        summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
+                              error=str(err)[:2000])
     except DataError as err:  # the data turned out unreadable once loaded: the flag's fault, not a bug
         _say(f"esper-train: error: {err}", err=True)
         summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,

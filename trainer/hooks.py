@@ -13,7 +13,9 @@ from leyline import Payload, Severity, TelemetryLevel
 
 
 class RunHooks(Protocol):
-    """What the training loop may call; every method is cheap and never raises."""
+    """What the training loop may call; every method is cheap and never raises, but for one case: in a run
+    of several ranks the ranks meet at the first step boundary and at every ``epoch_end``, and a rank
+    that died makes that meeting raise (``RankError``): the run cannot go on without it."""
 
     @property
     def level(self) -> TelemetryLevel:

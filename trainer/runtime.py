@@ -3,17 +3,25 @@
 ``build_runtime`` wires a hub, a level controller and a command processor with the
 ``debug`` handler, and a ``profile`` handler that refuses until profiling is plugged in
 (``runtime.commands.register(CommandAction.PROFILE, handler)``).
+
+In a run of several ranks (``ranks.distributed``) commands wait for the ranks to agree on them
+(``trainer.control.agreement``): at the first step and at the end of every epoch the runtime takes
+what its processor holds to the exchange, applies what the ranks agreed on at that step, and tells
+the observers of each round (the straggler check) every rank's step time.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from leyline import CommandAction, Payload, RunFinished, Severity, TelemetryLevel
 
 from trainer.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
+from trainer.control.agreement import Agreement, ControlRound, StepTimer
 from trainer.hub import DeliveryReport, HubConfig, NissaHub
+from trainer.ranks import Ranks
 
 logger = logging.getLogger(__name__)
 
@@ -26,17 +34,32 @@ class RuntimeConfig:
     """Log, server and delivery settings of the run's hub."""
     level: TelemetryLevel = TelemetryLevel.NORMAL
     """Telemetry level outside DEBUG windows."""
+    ranks: Ranks = field(default_factory=Ranks.single)
+    """The run's ranks (alone: rank 0 of 1)."""
+    agree: bool = True
+    """With several ranks, apply commands only where the ranks agreed on them (off: each rank applies
+    what it receives at its own next step; for measuring what agreement costs, never for real runs)."""
+    env_base: int = 0
+    """Added to the env index of every event: rank r's envs are numbered from ``r * n_envs``, so that a
+    run's env ids are unique across its ranks."""
 
 
 class Runtime:
     """``RunHooks`` over a hub: stamps step and epoch, applies commands at step boundaries."""
 
-    def __init__(self, hub: NissaHub, level: TelemetryLevel) -> None:
+    def __init__(self, hub: NissaHub, level: TelemetryLevel, ranks: Ranks | None = None, *, agree: bool = True,
+                 env_base: int = 0) -> None:
         self.hub = hub
+        self.ranks = ranks or Ranks.single()
         self._step = 0
         self._epoch = 0
+        self._env_base = env_base
         self.levels = LevelController(level, self.emit)
-        self.commands = CommandProcessor(self.emit, hub.poll_commands)
+        agreed = agree and self.ranks.distributed
+        self.agreement = Agreement(self.ranks) if agreed else None
+        self._timer = StepTimer()
+        self._round_observers: list[Callable[[ControlRound], None]] = []
+        self.commands = CommandProcessor(self.emit, hub.poll_commands, agreed=agreed)
         self.commands.register(CommandAction.DEBUG, DebugHandler(self.levels))
         self.commands.register(CommandAction.PROFILE, UnavailableHandler(PROFILE_UNAVAILABLE))
 
@@ -57,17 +80,36 @@ class Runtime:
         return self._epoch
 
     def emit(self, payload: Payload, *, env: int | None = None, severity: Severity | None = None) -> None:
+        if env is not None:
+            env += self._env_base
         self.hub.emit(payload, step=self._step, epoch=self._epoch, env=env, severity=severity)
 
     def step_boundary(self, step: int, epoch: int) -> None:
         self._step = step
         self._epoch = epoch
+        self._timer.tick()
         self.hub.mark_position(step, epoch)
+        if self.agreement is not None and self.agreement.rounds == 0:
+            self._agree(step, epoch)  # the run's first step: what was asked before it (--profile) applies
         self.commands.step_boundary(step, epoch)
 
     def epoch_end(self, epoch: int) -> None:
         self._epoch = epoch
         self.commands.epoch_end(epoch)
+        if self.agreement is not None:
+            self._agree(self._step, epoch + 1)  # applied as of the next epoch: a debug window counts it first
+
+    def on_round(self, observer: Callable[[ControlRound], None]) -> None:
+        """Call ``observer`` with every round the ranks agree on (never, alone)."""
+        self._round_observers.append(observer)
+
+    def _agree(self, step: int, epoch: int) -> None:
+        """Meet the other ranks; raises ``RankError`` if one is gone (the run cannot go on without it)."""
+        assert self.agreement is not None
+        agreed = self.agreement.exchange(step, self.commands.take_held(), self._timer.take())
+        self.commands.apply_agreed(agreed.commands, step, epoch)
+        for observer in self._round_observers:
+            observer(agreed)
 
     def update_begin(self, round_: int) -> None:
         self.commands.update_begin(round_)
@@ -90,4 +132,5 @@ class Runtime:
 
 def build_runtime(config: RuntimeConfig) -> Runtime:
     """A started hub with run control wired to it."""
-    return Runtime(NissaHub(config.hub).start(), config.level)
+    return Runtime(NissaHub(config.hub).start(), config.level, config.ranks, agree=config.agree,
+                   env_base=config.env_base)

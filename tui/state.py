@@ -38,6 +38,7 @@ from leyline import (
 )
 
 from tui.format import LogLine, describe
+from tui.ranks import RankTracker
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,8 @@ class RunState:
         self.last_seq: dict[int, int] = {}
         self.gaps = 0
         self.duplicates = 0
+        self.ranks = RankTracker()
+        """Each rank of a run of several (torchrun)."""
         self.dirty: set[str] = set()
 
     # --- folding ---------------------------------------------------------------------------
@@ -177,6 +180,7 @@ class RunState:
         self.log.append(LogLine.of(event))
         self.logged_total += 1
         self.dirty.update(("log", "header"))
+        self.dirty |= self.ranks.apply(event)
         handler = _HANDLERS.get(type(event.payload))
         if handler is not None:
             handler(self, event)

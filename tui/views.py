@@ -253,6 +253,8 @@ class ProfileView:
     artifact_url: str | None = None
     top_ops: tuple[TopOp, ...] = ()
     target: str = "batches"
+    ranks: tuple[tuple[int, float, str], ...] = ()
+    """In a run of several ranks: (rank, wall seconds, trace file) of each rank's trace of the window."""
 
     @property
     def span(self) -> str:
@@ -266,6 +268,8 @@ def profile_view(state: RunState, artifact_url: str | None) -> ProfileView:
         return ProfileView("running", p.window, p.batches, trace_path=p.trace_dir, target=p.target)
     if state.profile is not None:
         c = state.profile
+        per_rank = state.ranks.windows.get(c.window, {}) if state.ranks.several else {}
+        ranks = tuple((r, p.wall_s, p.trace_path.rsplit("/", 1)[-1]) for r, p in sorted(per_rank.items()))
         return ProfileView("completed", c.window, c.batches, c.wall_s, c.trace_path, artifact_url,
-                           tuple(c.top_ops), c.target)
+                           tuple(c.top_ops), c.target, ranks)
     return ProfileView("none")

@@ -30,6 +30,8 @@ def _with_live_state(request: Request, info: RunInfo) -> RunInfo:
     run = nissa(request).run(info.run_id)
     if run is not None and run.connected:
         info.connected = True
+        for rank in info.ranks:
+            rank.connected = rank.connected or rank.rank in run.connections
     return info
 
 

@@ -32,14 +32,14 @@ def run_status(conn: Conn, run_key: int) -> RunStatus | None:
 def delete_run(conn: Conn, run_key: int) -> Removed | RunStatus | None:
     """Delete every row of a run that is not live; its status if it is live, None if it is gone."""
     status = run_status(conn, run_key)
-    if status is None or status is RunStatus.LIVE:
+    if status is None or status.running:
         return status
     stored = int(conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM streams WHERE run_key = ?",
                               (run_key,)).fetchone()[0])
     artifacts = conn.execute("SELECT name, size FROM artifacts WHERE run_key = ?", (run_key,)).fetchall()
     events = conn.execute("DELETE FROM events WHERE run_key = ?", (run_key,)).rowcount
     commands = conn.execute("DELETE FROM commands WHERE run_key = ?", (run_key,)).rowcount
-    for table in ("artifacts", "kind_counts", "streams", "runs"):
+    for table in ("artifacts", "kind_counts", "streams", "ranks", "command_ranks", "runs"):
         conn.execute(f"DELETE FROM {table} WHERE run_key = ?", (run_key,))
     return Removed(events=events, commands=commands, artifacts=[name for name, _ in artifacts],
                    stored_bytes=stored + sum(size for _, size in artifacts))
@@ -55,7 +55,7 @@ def thin_run(conn: Conn, run_key: int, kinds: list[str], limit: int = DELETE_CHU
     """Delete up to ``limit`` events of ``kinds`` from a run that is not live, keeping its counts per kind
     and bytes per stream true; ``Removed.events < limit`` means none are left."""
     status = run_status(conn, run_key)
-    if status is None or status is RunStatus.LIVE:
+    if status is None or status.running:
         return status
     marks = ",".join("?" * len(kinds))
     gone = conn.execute(

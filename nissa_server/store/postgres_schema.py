@@ -10,6 +10,7 @@ from collections.abc import Callable
 import psycopg
 
 from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.sql import INDEXED_KINDS_SQL
 
 logger = logging.getLogger(__name__)
@@ -101,8 +102,15 @@ def _v2(conn: psycopg.Connection) -> None:
     conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")  # type: ignore[arg-type]
 
 
+def _v3(conn: psycopg.Connection) -> None:
+    # As SQLite's v6: ranks of a run, their state, and each rank's status of each command.
+    for statement in RANKS_SCHEMA.format(key="BIGINT", real="DOUBLE PRECISION", blob="BYTEA", rowid="").split(";"):
+        if statement.strip():
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

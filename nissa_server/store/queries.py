@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
-from leyline import Command, CommandRecord, HubHealth, RunFinished, RunStarted, StatusChange
+from leyline import Command, CommandRecord, HubHealth, RankCommandStatus, RunFinished, RunStarted, StatusChange
 from leyline.payloads import Scalar
-from nissa_server.schemas import RunInfo
+from nissa_server.schemas import RankInfo, RunInfo
+from nissa_server.store import ranks_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.sql import INDEXED_KINDS, INDEXED_KINDS_SQL
 
@@ -20,19 +21,35 @@ _request = msgspec.json.Decoder(dict[str, Scalar])
 MAX_RANK = 65535
 
 _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
-                " last_epoch, config, finish, hub_health")
+                " last_epoch, config, finish, hub_health, world_size, status_detail")
+
+
+def _ranks(conn: Conn, key: int, last_seq: dict[str, int], held: set[int]) -> list[RankInfo]:
+    out = []
+    for rank, status, started, ended, seen, step, epoch, host, pid, device, health in conn.execute(
+            "SELECT rank, status, started_at, ended_at, seen_at, last_step, last_epoch, host, pid, device, hub_health"
+            " FROM ranks WHERE run_key = ? ORDER BY rank", (key,)):
+        hub = _health.decode(health) if health else None
+        out.append(RankInfo(rank=rank, status=status, connected=rank in held, last_step=step, last_epoch=epoch,
+                            seen_at=seen, started_at=started, ended_at=ended, last_seq=last_seq.get(str(rank), 0),
+                            queue_depth=hub.queue_depth if hub else None,
+                            dropped=sum(hub.dropped.values()) if hub else 0, host=host, pid=pid, device=device))
+    return out
 
 
 def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
-    key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, health = row
+    key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, health, world, why = row
     start = _started.decode(config) if config else None
     last_seq, held, stored = {}, False, 0
+    held_ranks: set[int] = set()
     for rank, seq, session, until, nbytes in conn.execute(
             "SELECT rank, last_seq, session, held_until, bytes FROM streams WHERE run_key = ? ORDER BY rank", (key,)):
         last_seq[str(rank)] = seq
         stored += nbytes
         # Sessions of this server are known better from memory (see routes.runs); another's by its hold.
-        held = held or (until is not None and until >= now and session is not None and not session.startswith(here))
+        if until is not None and until >= now and session is not None and not session.startswith(here):
+            held = True
+            held_ranks.add(rank)
     counts = dict(conn.execute("SELECT kind, n FROM kind_counts WHERE run_key = ? ORDER BY kind", (key,)))
     stored += int(conn.execute("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE run_key = ?", (key,)).fetchone()[0])
     return RunInfo(
@@ -40,7 +57,8 @@ def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
         ended_at=ended, last_seen_at=seen, last_step=step, last_epoch=epoch, last_seq=last_seq, counts=counts,
         config=start.config if start else None, host=start.host if start else None,
         device=start.device if start else None, finish=_finished.decode(finish) if finish else None,
-        hub_health=_health.decode(health) if health else None, stored_bytes=stored,
+        hub_health=_health.decode(health) if health else None, stored_bytes=stored, world_size=world,
+        status_detail=why, ranks=_ranks(conn, key, last_seq, held_ranks),
     )
 
 
@@ -110,12 +128,16 @@ def bodies(conn: Conn, run_key: int, rank: int, first: int, last: int) -> list[t
 
 
 def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, limit: int,
-                kinds: list[str] | None = None, min_severity: int = 0) -> list[tuple[int, bytes]]:
+                kinds: list[str] | None = None, min_severity: int = 0,
+                rank: int | None = None) -> list[tuple[int, bytes]]:
     """Stored events with ``after_id < id <= upto_id`` in id order: a watcher's replay."""
     where, args = ["id > ?", "id <= ?"], [after_id, upto_id]
     if run_key is not None:
         where.append("run_key = ?")
         args.append(run_key)
+    if rank is not None:
+        where.append("rank = ?")
+        args.append(rank)
     if kinds:
         where.append(f"kind IN ({','.join('?' * len(kinds))})")
         args.extend(kinds)
@@ -153,12 +175,20 @@ def _record(row: tuple) -> CommandRecord:
     )
 
 
+def _with_ranks(conn: Conn, record: CommandRecord) -> CommandRecord:
+    """The record with each rank's status (a run of several ranks; none for one)."""
+    record.ranks = [RankCommandStatus(rank=rank, status=status, applied_step=step, message=message,
+                                      result=_result.decode(result) if result else None)
+                    for rank, status, step, result, message in ranks_sql.command_ranks(conn, record.command_id)]
+    return record
+
+
 def get_command(conn: Conn, command_id: str) -> CommandRecord | None:
     row = conn.execute(
         f"SELECT {_COMMAND_COLUMNS} FROM commands c JOIN runs r USING (run_key) WHERE c.command_id = ?",
         (command_id,),
     ).fetchone()
-    return None if row is None else _record(row)
+    return None if row is None else _with_ranks(conn, _record(row))
 
 
 def list_commands(conn: Conn, run_key: int) -> list[CommandRecord]:
@@ -167,7 +197,7 @@ def list_commands(conn: Conn, run_key: int) -> list[CommandRecord]:
         " ORDER BY c.created_at, c.command_id",
         (run_key,),
     ).fetchall()
-    return [_record(row) for row in rows]
+    return [_with_ranks(conn, _record(row)) for row in rows]
 
 
 def queued_commands(conn: Conn, run_key: int) -> list[Command]:

@@ -15,6 +15,7 @@ from leyline import (
     CommandStatusChanged,
     Event,
     EventKind,
+    Heartbeat,
     HubHealth,
     RunFinished,
     RunStarted,
@@ -23,6 +24,7 @@ from leyline import (
 )
 from leyline.commands import TRAINER_COMMAND_PREFIXES, is_trainer_command
 from nissa_server.runs import Stream
+from nissa_server.store import ranks_sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -140,7 +142,7 @@ def hold_streams(conn: Conn, held: list[tuple[int, int, str]], until: float) -> 
 def mark_lost(conn: Conn, now: float, lost_after_s: float) -> list[str]:
     """Runs live in name whose streams nobody holds and that were silent past the timeout: lost."""
     return [run_id for (run_id,) in conn.execute(
-        "UPDATE runs SET status = 'lost' WHERE status = 'live' AND last_seen_at < ? AND NOT EXISTS"
+        "UPDATE runs SET status = 'lost' WHERE status IN ('live', 'degraded') AND last_seen_at < ? AND NOT EXISTS"
         " (SELECT 1 FROM streams s WHERE s.run_key = runs.run_key AND s.held_until >= ?) RETURNING run_id",
         (now - lost_after_s, now),
     ).fetchall()]
@@ -194,24 +196,34 @@ def next_server_seq(conn: Conn, run_key: int, rank: int) -> int:
 
 # --- effects of stored events -------------------------------------------------------------------
 
-# Kinds whose arrival changes a row other than ``events``.
+# Kinds whose arrival changes a row other than ``events`` (heartbeats: their rank's, every few seconds).
 EFFECT_KINDS = frozenset(
-    {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.HUB_HEALTH, EventKind.COMMAND_STATUS}
+    {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.HUB_HEALTH, EventKind.COMMAND_STATUS,
+     EventKind.HEARTBEAT}
 )
 
 
 def apply_effect(conn: Conn, run_key: int, event: Event) -> None:
-    payload = event.payload
+    payload, now = event.payload, time.time()
     if isinstance(payload, RunStarted):
-        conn.execute("UPDATE runs SET name = ?, config = ?, started_at = ? WHERE run_key = ?",
-                     (payload.name, _enc.encode(payload), event.ts, run_key))
+        if event.rank == 0:  # every rank sends one; the run's name and config are rank 0's
+            conn.execute("UPDATE runs SET name = ?, config = ?, started_at = ? WHERE run_key = ?",
+                         (payload.name, _enc.encode(payload), event.ts, run_key))
+        ranks_sql.rank_started(conn, run_key, event, now)
     elif isinstance(payload, RunFinished):
-        conn.execute("UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
-                     (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key))
+        if ranks_sql.world_size(conn, run_key) > 1:  # the run ends when its ranks have
+            ranks_sql.rank_finished(conn, run_key, event, now)
+        else:
+            conn.execute("UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
+                         (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key))
     elif isinstance(payload, HubHealth):
-        conn.execute("UPDATE runs SET hub_health = ? WHERE run_key = ?", (_enc.encode(payload), run_key))
+        health = _enc.encode(payload)
+        conn.execute("UPDATE runs SET hub_health = ? WHERE run_key = ?", (health, run_key))
+        ranks_sql.rank_seen(conn, run_key, event, now, health)
+    elif isinstance(payload, Heartbeat):
+        ranks_sql.rank_seen(conn, run_key, event, now)
     elif isinstance(payload, CommandStatusChanged):
-        apply_command_status(conn, run_key, payload, ts=event.ts, step=event.step)
+        apply_command_status(conn, run_key, payload, ts=event.ts, step=event.step, rank=event.rank)
 
 
 # --- commands -----------------------------------------------------------------------------------
@@ -252,31 +264,38 @@ def command_status(conn: Conn, command_id: str) -> str | None:
 
 
 def apply_command_status(conn: Conn, run_key: int, change: CommandStatusChanged, *, ts: float,
-                         step: int | None) -> bool:
+                         step: int | None, rank: int = 0) -> bool:
     """Move a command to a reported status; a command already final stays final (``expired`` excepted:
-    it is the server's guess and a late report from the trainer is the truth)."""
+    it is the server's guess and a late report from the trainer is the truth). In a run of several ranks
+    the report is ``rank``'s, and the command's status is made of every rank's (``ranks_sql``)."""
     row = conn.execute(
         f"SELECT status, history FROM commands WHERE command_id = ? AND run_key = ?{conn.for_update}",
         (change.command_id, run_key),
     ).fetchone()
     if row is None:
-        if is_trainer_command(change.command_id):
-            return _insert_trainer_command(conn, run_key, change, ts=ts, step=step)
-        logger.warning("status %s for unknown command %s ignored", change.status.value, change.command_id)
-        return False
+        if not is_trainer_command(change.command_id):
+            logger.warning("status %s for unknown command %s ignored", change.status.value, change.command_id)
+            return False
+        if not _insert_trainer_command(conn, run_key, change, ts=ts, step=step):
+            return False
+        ranks_sql.rank_command_status(conn, run_key, rank, change)  # its first report: the command's too
+        return True
+    overall = ranks_sql.rank_command_status(conn, run_key, rank, change)
     current = CommandStatus(row[0])
     history = _history.decode(row[1])
-    history.append(StatusChange(status=change.status, ts=ts, step=step, message=change.message))
+    said = f"rank {rank}: {change.message}" if overall is not None else change.message
+    history.append(StatusChange(status=change.status, ts=ts, step=step, message=said.rstrip(": ")))
     if current.terminal and current is not CommandStatus.EXPIRED:
         conn.execute("UPDATE commands SET history = ? WHERE command_id = ?",
                      (_enc.encode(history), change.command_id))
         return False
+    status, applied_step, result, message = overall or (
+        change.status, change.applied_step, None if change.result is None else _enc.encode(change.result),
+        change.message)
     conn.execute(
         "UPDATE commands SET status = ?, updated_at = ?, applied_step = COALESCE(?, applied_step),"
         " result = COALESCE(?, result), message = ?, history = ? WHERE command_id = ?",
-        (change.status.value, time.time(), change.applied_step,
-         None if change.result is None else _enc.encode(change.result), change.message,
-         _enc.encode(history), change.command_id),
+        (status.value, time.time(), applied_step, result, message, _enc.encode(history), change.command_id),
     )
     return True
 

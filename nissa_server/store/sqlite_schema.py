@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable
 
 from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.sql import INDEXED_KINDS_SQL
 
 logger = logging.getLogger(__name__)
@@ -139,8 +140,14 @@ def _v5(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")
 
 
+def _v6(conn: sqlite3.Connection) -> None:
+    # Runs of several ranks (torchrun): how many ranks, why the status is what it is (the rank named), the
+    # state of each rank, and each rank's status of each command (see store.ranks_sql).
+    _run_script(conn, RANKS_SCHEMA.format(key="INTEGER", real="REAL", blob="BLOB", rowid=" WITHOUT ROWID"))
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -108,3 +108,14 @@ def test_lab_benchmark_measures_both_backends_side_by_side():
         assert figures[f"p99_ms_{backend}"] > 0
     assert figures["ratio"] == pytest.approx(figures["server_us_per_event_postgresql"]
                                              / figures["server_us_per_event_sqlite"], rel=1e-2)
+
+
+@pytest.mark.timeout(300)
+def test_multirank_benchmark_compares_one_and_two_ranks_with_and_without_agreement():
+    # About 30 s: one timed run of each variant (one round), and three escalations on one and two live ranks.
+    figures = _run_bench("bench/multirank.py", "--rounds", "1", "--repeats", "1", "--samples", "3")
+    assert figures["step_ms_1"] > 0 and figures["step_ms_2_off"] > 0 and figures["step_ms_2_on"] > 0
+    assert figures["agreement_overhead"] == pytest.approx(figures["step_ms_2_on"] / figures["step_ms_2_off"] - 1,
+                                                          abs=1e-3)
+    assert 0 < figures["exchange_cost"] <= figures["exchange_share"] < 1
+    assert 0 < figures["p50_ms_2"] <= figures["p99_ms_2"] and 0 < figures["p50_ms_1"] <= figures["p99_ms_1"]

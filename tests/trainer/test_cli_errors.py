@@ -49,6 +49,7 @@ def test_a_run_id_whose_log_is_not_a_run_log(capsys, tmp_path):
     (["--hub-queue", "0"], "--hub-queue"), (["--close-timeout", "-1"], "--close-timeout"),
     (["--log-every", "-1"], "--log-every"), (["--rounds", "many"], "--rounds"),
     (["--task", "cifar10", "--data-dir", "/nonexistent-cifar"], "--data-dir"),
+    (["--straggler-factor", "1"], "--straggler-factor"), (["--rank-timeout", "0"], "--rank-timeout"),
 ])
 def test_bad_values_name_their_flag_in_one_line(capsys, tmp_path, argv, flag):
     assert flag in _one_line_error(capsys, ["--log-dir", str(tmp_path), *TINY, *argv])
@@ -63,3 +64,13 @@ def test_cifar_batches_that_do_not_load_fail_the_run_in_one_line(capsys, tmp_pat
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "esper-train: error: --data-dir: data_batch_1 is not a CIFAR-10 python batch" in err
+
+
+def test_a_torchrun_world_that_cannot_be_joined_is_one_line(capsys, tmp_path, monkeypatch):
+    # torchrun's variables with nobody at MASTER_PORT: the rendezvous times out (--rank-timeout) in one line.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "9")
+    err = _one_line_error(capsys, ["--log-dir", str(tmp_path), "--rank-timeout", "1", *TINY], code=1)
+    assert "cannot join the process group (gloo, rank 1 of 2)" in err

@@ -8,6 +8,11 @@ Status events: ``delivered`` (local commands; the hub reports the server's on re
 ``applied`` with the step, then ``completed`` with a result, or ``failed`` / ``rejected``
 with a reason. Handlers may also observe the run (``step_boundary``, ``epoch_end``,
 ``update_begin``, ``update_end``, ``run_end``): the processor forwards those to them.
+
+Alone, a command applies at the next step boundary. In a run of several ranks (``agreed``) the
+processor only holds what arrives; the run's ``Agreement`` takes the held commands to the next
+exchange of the ranks, and every rank applies what they agreed on with ``apply_agreed``, at the
+same step.
 """
 
 from __future__ import annotations
@@ -92,9 +97,13 @@ class UnavailableHandler:
 class CommandProcessor:
     """Dispatches commands to handlers at step boundaries; see the module docstring."""
 
-    def __init__(self, emit: Callable[[Payload], None], source: Callable[[], list[Command]]) -> None:
+    def __init__(self, emit: Callable[[Payload], None], source: Callable[[], list[Command]], *,
+                 agreed: bool = False) -> None:
         self._emit = emit
         self._source = source
+        self.agreed = agreed
+        """Commands wait for the ranks to agree on them (``take_held`` / ``apply_agreed``)."""
+        self._held: list[Command] = []
         self._handlers: dict[CommandAction, CommandHandler] = {}
         self._observers: dict[str, list[tuple[CommandAction, Callable[..., None]]]] = {m: [] for m in _OBSERVED}
         self._local: deque[Command] = deque()
@@ -136,12 +145,22 @@ class CommandProcessor:
     # --- the run's hooks -------------------------------------------------------------------------
 
     def step_boundary(self, step: int, epoch: int) -> None:
-        pending = self._source()
-        while self._local:
-            pending.append(self._local.popleft())
-        for command in pending:
-            self._apply(command, step, epoch)
+        if not self.agreed:
+            for command in self.take_held():
+                self._apply(command, step, epoch)
         self._notify("step_boundary", step, epoch)
+        self._prune()
+
+    def take_held(self) -> list[Command]:
+        """The commands received (or submitted here) and not applied yet, oldest first; handed over."""
+        self._collect()
+        held, self._held = self._held, []
+        return held
+
+    def apply_agreed(self, commands: list[Command], step: int, epoch: int) -> None:
+        """Apply what the ranks agreed on, in order, at ``step`` (one already applied here is skipped)."""
+        for command in commands:
+            self._apply(command, step, epoch)
         self._prune()
 
     def epoch_end(self, epoch: int) -> None:
@@ -161,8 +180,17 @@ class CommandProcessor:
         for ctx in list(self._active.values()):
             ctx.fail(f"the run ended before the command finished ({reason})")
         self._active.clear()
+        if self.agreed:  # held for an exchange that will not come
+            for command in self.take_held():
+                self._report(command, CommandStatus.FAILED, message=f"the run ended before the ranks applied "
+                                                                    f"the command ({reason})")
 
     # --- internals -------------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        self._held.extend(c for c in self._source() if c.command_id not in self._seen)
+        while self._local:
+            self._held.append(self._local.popleft())
 
     def _apply(self, command: Command, step: int, epoch: int) -> None:
         if command.command_id in self._seen:

@@ -45,14 +45,16 @@ def artifact_url(server: str, run_id: str, name: str) -> str:
     return f"{artifacts_url(server, run_id)}/{urllib.parse.quote(name, safe='')}"
 
 
-def artifact_name(window: str, host: str | None = None, pid: int | None = None) -> str:
-    """``profile-<window>-<host>-<pid>.pt.trace.json``: unique across ranks, safe as a server file name.
+def artifact_name(window: str, host: str | None = None, pid: int | None = None, rank: int | None = None) -> str:
+    """``profile-<window>-[rank<N>-]<host>-<pid>.pt.trace.json``: unique across ranks, safe as a server file
+    name; a window's traces (one per rank in a run of several) share the ``profile-<window>-`` prefix.
 
     ``host`` and ``pid`` default to this process's; an upload after the run passes the run's own (from
     its ``run_started``), so a trace gets the name the live run would have given it.
     """
     host = re.sub(r"[^A-Za-z0-9_-]+", "-", (platform.node() if host is None else host) or "host")[:40]
-    return f"profile-{window}-{host}-{os.getpid() if pid is None else pid}.pt.trace.json"[:128]
+    who = "" if rank is None else f"rank{rank}-"
+    return f"profile-{window}-{who}{host}-{os.getpid() if pid is None else pid}.pt.trace.json"[:128]
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

@@ -24,12 +24,18 @@ class SecretError(ValueError):
     """The run directory's secret file exists but does not hold a stream secret."""
 
 
-def run_secret(run_dir: pathlib.Path) -> str:
-    """The run's stream secret, created if the run directory has none yet (OSError if it cannot be)."""
+def run_secret(run_dir: pathlib.Path, value: str | None = None) -> str:
+    """The run's stream secret, created if the run directory has none yet (OSError if it cannot be).
+
+    ``value``: the secret rank 0 created, for a rank on another machine (its own log dir has none yet);
+    a file that holds another secret is a ``SecretError``."""
     path = pathlib.Path(run_dir) / SECRET_FILE
     if not path.exists():
-        _create(path)
-    return _read(path)
+        _create(path, value)
+    found = _read(path)
+    if value is not None and found != value:
+        raise SecretError(f"{path} holds another secret than the run's (rank 0's): a different run's directory?")
+    return found
 
 
 def _read(path: pathlib.Path) -> str:
@@ -40,14 +46,14 @@ def _read(path: pathlib.Path) -> str:
         raise SecretError(f"{path} does not hold a stream secret (43 characters of A-Z a-z 0-9 _ -)") from None
 
 
-def _create(path: pathlib.Path) -> None:
+def _create(path: pathlib.Path, value: str | None = None) -> None:
     """Write a fresh secret to a private file, then link it into place: the file appears whole or not
     at all, and a rank that lost the race keeps the winner's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     draft = path.with_name(f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, (secrets.token_urlsafe(32) + "\n").encode())
+        os.write(fd, ((value or secrets.token_urlsafe(32)) + "\n").encode())
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -62,19 +62,22 @@ def logged_traces(log_path: pathlib.Path, run_dir: pathlib.Path) -> list[Trace]:
     """Every ``profile_completed`` of the log, named as its run named (or would have named) the trace."""
     host: str | None = None
     pid: int | None = None
+    rank: int | None = None
     traces: list[Trace] = []
     with open(log_path, "rb") as f:
         for line in f:
             if not line.endswith(b"\n") or not any(marker in line for marker in _MARKERS):
                 continue  # a torn last line was never committed
             try:
-                payload = decode_event(line).payload
+                event = decode_event(line)
             except DecodeError:
                 continue  # the sender validates every line it sends; a bad one is not a trace
+            payload = event.payload
             if isinstance(payload, RunStarted):
                 host, pid = payload.host or None, payload.pid or None
+                rank = event.rank if payload.world_size > 1 else None
             elif isinstance(payload, ProfileCompleted):
-                name = payload.artifact or artifact_name(payload.window, host, pid)
+                name = payload.artifact or artifact_name(payload.window, host, pid, rank)
                 traces.append(Trace(name=name, path=_local_trace(run_dir, payload)))
     return traces
 

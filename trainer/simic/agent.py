@@ -6,6 +6,8 @@ indices [n_envs, n_heads] (for PPO, a single stacked device→host copy).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -15,6 +17,7 @@ from torch import nn
 from leyline import HEAD_NAMES
 
 from trainer.kasmina.host import inductor_mode
+from trainer.ranks import Ranks, tensor_bytes
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer
 from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer
@@ -71,10 +74,15 @@ class PPOAgent:
     """The learned policy: acts from normalized features, stores the rollout, updates once per round."""
 
     def __init__(self, n_slots: int, hidden: int, cfg: PPOConfig, episode_length: int,
-                 device: torch.device, seed: int, reward_clip: float = 10.0, compile_mode: str = "off") -> None:
+                 device: torch.device, seed: int, reward_clip: float = 10.0, compile_mode: str = "off",
+                 ranks: Ranks | None = None) -> None:
         self.cfg, self.device, self.n_slots = cfg, device, n_slots
+        self.ranks = ranks or Ranks.single()
+        """With several ranks: one policy. Every rank starts from rank 0's weights, each update sees every
+        rank's rollout (gradients summed, normalizers fed every rank's data), so the weights stay equal."""
         self.n_steps = episode_length - 1  # no decision after the last epoch
         self.policy = ActorCritic(PolicyConfig(obs_dim(n_slots), n_slots, hidden)).to(device)
+        self.ranks.broadcast_([*self.policy.parameters(), *self.policy.buffers()])
         if compile_mode != "off":
             self.policy.compile_policy(inductor_mode(compile_mode))
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
@@ -120,9 +128,18 @@ class PPOAgent:
         buf, state = self.buffer, self.state
         if buf is None or state is None or buf.filled == 0:
             return None
-        self.reward_norm.update(buf.rewards[:, : buf.filled])
+        gather = self.ranks.gather_cpu
+        self.reward_norm.update(gather(buf.rewards[:, : buf.filled]))
         rewards = self.reward_norm(buf.rewards)
-        batch = buf.batch(rewards, self.cfg.gamma, self.cfg.gae_lambda, self.value_norm)
-        metrics = ppo_update(self.policy, self.optimizer, batch, self.cfg, after_backward)
-        self.obs_norm.update(torch.stack(self._raw_obs))
+        batch = buf.batch(rewards, self.cfg.gamma, self.cfg.gae_lambda, self.value_norm, gather)
+        metrics = ppo_update(self.policy, self.optimizer, batch, self.cfg, after_backward, self.ranks)
+        self.obs_norm.update(gather(torch.stack(self._raw_obs), dim=1))
+        if self.ranks.distributed:
+            metrics = dataclasses.replace(metrics, policy_digest=weights_digest(self.policy))
         return metrics, state
+
+
+def weights_digest(module: nn.Module) -> str:
+    """A short digest of ``module``'s weights (one read of them all): equal digests, equal weights."""
+    flat = torch.cat([p.detach().reshape(-1).float() for p in module.parameters()]).cpu()
+    return hashlib.blake2b(tensor_bytes(flat), digest_size=8).hexdigest()

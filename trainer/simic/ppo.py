@@ -1,5 +1,14 @@
 """PPO for the factored policy: ratio against rollout log-probs, clipped per head, KL early stop,
-entropy per head, whole-episode truncated BPTT from each env's initial state."""
+entropy per head, whole-episode truncated BPTT from each env's initial state.
+
+With several ranks the update is data-parallel over the ranks' rollouts, as DistributedDataParallel
+would make it, with the normalizations made global by hand: each rank's loss is its share of the loss
+over every rank's decisions (advantages normalized with the mean and std of all of them, per-head and
+value means over all of them), the gradients are summed over the ranks (one all-reduce per update
+epoch), and the approx KL that may stop the update early is the mean over all of them. Every rank so
+takes the same steps and stops at the same epoch: the weights stay equal and no rank waits at a
+collective that another skipped.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ from torch import nn
 
 from leyline import HEAD_NAMES
 
+from trainer.ranks import Ranks
 from trainer.simic.rollout import RolloutBatch
 from trainer.tamiyo.policy import ActorCritic
 
@@ -68,6 +78,8 @@ class PPOMetrics:
     early_stopped: bool
     losses: tuple[float, ...]
     """Total loss at the start of each update epoch (before its step)."""
+    policy_digest: str | None = None
+    """Digest of the weights after the update (runs of several ranks)."""
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -81,15 +93,51 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float | N
     return float(1.0 - (returns - values).var(unbiased=False) / var)
 
 
+def _share(x: torch.Tensor, decisions: torch.Tensor | None) -> torch.Tensor:
+    """This rank's share of the mean of ``x`` over every rank's decisions (alone: the mean)."""
+    return x.mean() if decisions is None else x.sum() / decisions
+
+
+def _normalized(adv: torch.Tensor, ranks: Ranks) -> torch.Tensor:
+    """Advantages over their mean and std, those of every rank's advantages."""
+    if not ranks.distributed:
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+    moments = ranks.sum_(torch.stack([adv.sum(), adv.pow(2).sum(), adv.new_tensor(float(adv.numel()))]))
+    n = moments[2]
+    mean = moments[0] / n
+    var = ((moments[1] - n * mean * mean) / (n - 1).clamp_min(1.0)).clamp_min(0.0)
+    return (adv - mean) / (var.sqrt() + 1e-8)
+
+
+def _across_ranks(stats: torch.Tensor, ranks: Ranks) -> torch.Tensor:
+    """Each epoch's figures [epochs, 8 + heads] for the whole update: losses and entropies summed (each rank
+    holds its share), the clip fraction averaged, ratio extremes over every rank (KL and gradient norm are
+    the same on every rank already)."""
+    if not ranks.distributed:
+        return stats
+    total = ranks.sum_(stats.clone())
+    out = total.clone()
+    out[:, 3], out[:, 7] = stats[:, 3], stats[:, 7]
+    out[:, 4] = total[:, 4] / ranks.world_size
+    out[:, 5], out[:, 6] = ranks.min_(stats[:, 5].clone()), ranks.max_(stats[:, 6].clone())
+    return out
+
+
 def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
-               cfg: PPOConfig, after_backward: Callable[[nn.Module], None] | None = None) -> PPOMetrics:
-    """Several epochs over one round's rollout; one sync per epoch for the KL check."""
+               cfg: PPOConfig, after_backward: Callable[[nn.Module], None] | None = None,
+               ranks: Ranks | None = None) -> PPOMetrics:
+    """Several epochs over one round's rollout; one sync per epoch for the KL check. With several
+    ``ranks``, over every rank's rollout (see the module docstring)."""
+    ranks = ranks or Ranks.single()
     adv = batch.advantages
     if cfg.normalize_advantages and adv.numel() > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = _normalized(adv, ranks)
     used = policy.causal[batch.actions[..., 0]].float()
     state0 = policy.initial_state(batch.obs.shape[0], batch.obs.device)
     targets = batch.returns if batch.value_targets is None else batch.value_targets
+    head_counts = ranks.sum_(used.sum(dim=(0, 1))).clamp_min(1.0)
+    # Every rank's decisions, what a mean is over with several ranks (alone: None, plain means).
+    decisions = ranks.sum_(used.new_tensor(float(adv.numel()))) if ranks.distributed else None
     rows: list[torch.Tensor] = []
     early = False
     for _ in range(cfg.update_epochs):
@@ -98,18 +146,18 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         log_ratio = log_probs - batch.log_probs
         ratio = log_ratio.exp()
         joint = log_ratio.sum(-1)
-        approx_kl = ((joint.exp() - 1) - joint).mean().detach()
+        approx_kl = ranks.sum_(_share(((joint.exp() - 1) - joint).detach(), decisions))
         if rows and float(approx_kl) > cfg.kl_limit:
             early = True
             break
         surrogate = torch.minimum(ratio * adv[..., None], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[..., None])
-        head_counts = used.sum(dim=(0, 1)).clamp_min(1.0)
         policy_loss = -((surrogate * used).sum(dim=(0, 1)) / head_counts).sum()
         head_entropy = (entropy * used).sum(dim=(0, 1)) / head_counts
-        value_loss = 0.5 * (values - targets).pow(2).mean()
+        value_loss = 0.5 * _share((values - targets).pow(2), decisions)
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * head_entropy.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        ranks.sum_grads_(policy.parameters())
         if after_backward is not None:
             after_backward(policy)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
@@ -120,7 +168,7 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         ratio_max = ratio.masked_fill(used == 0, -big).max()
         rows.append(torch.cat([torch.stack([loss, policy_loss, value_loss, approx_kl, clipped, ratio_min,
                                             ratio_max, grad_norm]).detach(), head_entropy.detach()]))
-    stats = torch.stack(rows).cpu()  # one transfer for every epoch's figures
+    stats = _across_ranks(torch.stack(rows), ranks).cpu()  # one transfer for every epoch's figures
     mean = stats.mean(0).tolist()
     values, returns = batch.values.detach().cpu(), batch.returns.detach().cpu()
     return PPOMetrics(

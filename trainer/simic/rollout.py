@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -105,11 +106,13 @@ class RolloutBuffer:
         self.rewards[:, t] = rewards
 
     def batch(self, normalized_rewards: torch.Tensor, gamma: float, lam: float,
-              value_norm: ReturnNormalizer | None = None) -> RolloutBatch:
+              value_norm: ReturnNormalizer | None = None,
+              gather: Callable[[torch.Tensor], torch.Tensor] | None = None) -> RolloutBatch:
         """Sequences of the filled steps with advantages and returns (``normalized_rewards``: [E, T]).
 
         With ``value_norm`` the stored critic outputs are read in its units, it then learns the
-        round's returns, and the critic's targets are the returns in its new units."""
+        round's returns (``gather``: every rank's, so that the ranks' normalizers stay one), and the
+        critic's targets are the returns in its new units."""
         n = self.filled
         values = self.values[:, :n]
         if value_norm is not None:
@@ -117,7 +120,7 @@ class RolloutBuffer:
         advantages, returns = compute_gae(normalized_rewards[:, :n].to(values.device), values, gamma, lam)
         targets = None
         if value_norm is not None:
-            value_norm.update(returns)
+            value_norm.update(returns if gather is None else gather(returns))
             targets = value_norm.normalize(returns)
         return RolloutBatch(self.obs[:, :n], self.op_mask[:, :n], self.slot_mask[:, :n], self.actions[:, :n],
                             self.log_probs[:, :n], values, advantages, returns, targets)

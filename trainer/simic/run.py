@@ -11,6 +11,7 @@ from leyline import RunFinished
 
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
+from trainer.ranks import Ranks
 from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig
@@ -34,12 +35,14 @@ def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
                            min_prune_age=config.min_prune_age)
 
 
-def build_agent(config: TrainConfig, device: torch.device) -> Agent:
+def build_agent(config: TrainConfig, device: torch.device, ranks: Ranks | None = None) -> Agent:
+    """The run's policy; with several ranks one policy, its weights rank 0's, its sampling each rank's own."""
     if config.policy == "heuristic":
         return HeuristicAgent(HeuristicPolicy(HeuristicConfig(), lifecycle_config(config)))
+    ranks = ranks or Ranks.single()
     ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
-    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device, config.seed,
-                    compile_mode=config.compile_mode)
+    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device,
+                    ranks.seed(config.seed), compile_mode=config.compile_mode, ranks=ranks)
 
 
 def default_sites(config: TrainConfig, hooks: RunHooks) -> LoopSites:
@@ -48,9 +51,12 @@ def default_sites(config: TrainConfig, hooks: RunHooks) -> LoopSites:
 
 
 def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None = None,
-                  data: TaskData | None = None, progress: Progress | None = None) -> VectorizedTrainer:
+                  data: TaskData | None = None, progress: Progress | None = None,
+                  ranks: Ranks | None = None) -> VectorizedTrainer:
     """Everything a run needs, wired; ``data`` may be given to share one task between runs.
-    ``sites`` None: the standard telemetry collectors (``default_sites``)."""
+    ``sites`` None: the standard telemetry collectors (``default_sites``). With several ``ranks`` every
+    rank has the same task data and policy, and envs, data order and sampling seeded by its rank."""
+    ranks = ranks or Ranks.single()
     runtime = DeviceRuntime.create(config.device, config.amp_dtype, config.n_envs)
     torch.manual_seed(config.seed)
     if data is None:
@@ -60,16 +66,16 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
                         episode_length=config.episode_length, lr=config.host_lr,
                         seed_lr=config.seed_lr, compile_mode=config.compile_mode)
     return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device, channels_last=True), runtime,
-                             build_agent(config, runtime.device), hooks,
+                             build_agent(config, runtime.device, ranks), hooks,
                              sites if sites is not None else default_sites(config, hooks),
                              n_envs=config.n_envs, batch_size=config.batch_size,
-                             gradient_stride=config.gradient_telemetry_stride, seed=config.seed,
+                             gradient_stride=config.gradient_telemetry_stride, seed=ranks.seed(config.seed),
                              rounds=config.rounds,
                              on_epoch=None if progress is None else progress.epoch)
 
 
 def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
-                 data: TaskData | None = None) -> RunFinished:
+                 data: TaskData | None = None, ranks: Ranks | None = None) -> RunFinished:
     """Train ``config.rounds`` rounds; returns the summary.
 
     Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
@@ -81,8 +87,8 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
         torch.set_num_threads(config.cpu_threads)
     try:
         progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
-                    if config.log_every > 0 else None)
-        trainer = build_trainer(config, hooks, sites, data, progress)
+                    if config.log_every > 0 and (ranks is None or ranks.is_main) else None)
+        trainer = build_trainer(config, hooks, sites, data, progress, ranks)
         results: list[RoundResult] = []
         for round_ in range(1, config.rounds + 1):
             result = trainer.run_round(round_)

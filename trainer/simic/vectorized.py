@@ -214,4 +214,4 @@ def ppo_payload(round_: int, m: PPOMetrics, episode_return: float, steps: int) -
                      approx_kl=m.approx_kl, clip_fraction=m.clip_fraction, explained_variance=m.explained_variance,
                      ratio_min=m.ratio_min, ratio_max=m.ratio_max, grad_norm=m.grad_norm,
                      update_epochs=m.update_epochs, early_stopped=m.early_stopped,
-                     value_std=m.value_std, return_std=m.return_std)
+                     value_std=m.value_std, return_std=m.return_std, policy_digest=m.policy_digest)

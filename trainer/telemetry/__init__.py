@@ -16,7 +16,7 @@ from trainer.telemetry.gradients import (
     resolve_all,
     seed_gradient_ratio,
 )
-from trainer.telemetry.install import install_profiling, telemetry_for_training
+from trainer.telemetry.install import install_profiling, install_rank_checks, telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.phases import PHASES, PhaseTimer
 from trainer.telemetry.profile_handler import (
@@ -34,6 +34,6 @@ __all__ = [
     "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PHASES", "PendingGradients",
     "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "SimicTelemetry", "TelemetryConfig",
     "UploadConfig", "WindowResult",
-    "artifact_url", "collect_gradients", "install_profiling", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
+    "artifact_url", "collect_gradients", "install_profiling", "install_rank_checks", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
     "profile_activities", "profile_at_start", "resolve_all", "seed_gradient_ratio", "telemetry_for_training",
 ]

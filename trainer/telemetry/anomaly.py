@@ -37,12 +37,12 @@ logger = logging.getLogger(__name__)
 ANOMALIES: frozenset[str] = frozenset({
     "ratio_explosion", "ratio_collapse", "value_collapse", "entropy_collapse", "kl_spike", "nan_inf",
     "gradient_drift", "lstm_explosion", "lstm_vanishing", "gradient_explosion", "dead_seed", "loss_spike",
-    "performance_degradation"})
+    "performance_degradation", "straggler"})
 # Every check fires on a change against the run's own history (or on broken numerics), so each is
 # worth a DEBUG window: gradients every batch, per-layer stats and the LSTM state around the next
 # update. (Explained variance is no longer judged on its own: with a couple of dozen decisions per
 # update it swings between -0.8 and +0.4 in healthy runs and raised false alarms.)
-ESCALATING: frozenset[str] = ANOMALIES
+ESCALATING: frozenset[str] = ANOMALIES - {"straggler"}  # more telemetry would slow a slow rank down
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING
 
 from leyline import HEAD_NAMES, CommandAction
 
+from trainer.control.agreement import ControlRound
 from trainer.hooks import RunHooks
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes
 from trainer.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
 from trainer.telemetry.profiler import ProfileConfig
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
+from trainer.telemetry.stragglers import StragglerCheck, StragglerConfig
 
 if TYPE_CHECKING:
     from trainer.runtime import Runtime
@@ -39,13 +41,32 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
     if hub.server:
         uploader = ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token))
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
-                             config=config)
+                             config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None)
     runtime.commands.register(CommandAction.PROFILE, handler)
+    if not runtime.ranks.is_main:
+        return handler  # rank 0 asks for the start windows; the ranks' agreement applies them on every rank
     if profile_batches is not None:
         profile_at_start(runtime.commands, hub.run_id, profile_batches)
     if profile_update:
         profile_at_start(runtime.commands, hub.run_id, None, reason="--profile-update", target="update")
     return handler
+
+
+def install_rank_checks(runtime: Runtime, *, straggler_factor: float = 1.5) -> StragglerCheck | None:
+    """In a run of several ranks, compare the ranks' step times at every exchange; rank 0 reports the
+    stragglers (once, not once per rank). Alone: nothing to compare, None."""
+    if not runtime.ranks.distributed:
+        return None
+    check = StragglerCheck(StragglerConfig(factor=straggler_factor))
+
+    def observe(agreed: ControlRound) -> None:
+        found = check.run(agreed.step_times)
+        if runtime.ranks.is_main:
+            for anomaly in found:
+                runtime.emit(anomaly)
+
+    runtime.on_round(observe)
+    return check
 
 
 def telemetry_for_training(hooks: RunHooks, config: TrainConfig) -> SimicTelemetry:

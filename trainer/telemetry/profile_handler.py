@@ -118,8 +118,10 @@ class ProfileHandler:
 
     def __init__(self, *, log_dir: pathlib.Path, run_id: str, emit: Callable[[Payload], None],
                  uploader: ArtifactUploader | None = None, config: ProfileConfig | None = None,
-                 end_wait_s: float = 30.0) -> None:
+                 end_wait_s: float = 30.0, rank: int | None = None) -> None:
         self.trace_root = profiles_dir(log_dir, run_id)
+        self.rank = rank
+        """This process's rank in a run of several (its traces and artifacts are named by it), else None."""
         self._emit = emit
         self._uploader = uploader
         self.config = config or ProfileConfig()
@@ -143,7 +145,7 @@ class ProfileHandler:
                                   f"{self._open.ctx.command_id}); one window at a time")
         self._count += 1
         name = f"w{self._count}-{'update' if on_update else 'step'}{ctx.step}"
-        window = ProfileWindow(name, batches, self.trace_root / name, self.config)
+        window = ProfileWindow(name, batches, self.trace_root / name, self.config, rank=self.rank)
         self._open = _Open(ctx=ctx, window=window)
         if not on_update:
             self._start(self._open)
@@ -214,7 +216,7 @@ class ProfileHandler:
         if self._uploader is None:
             self._complete(current)
         else:
-            current.upload = self._uploader.submit(result.trace_path, artifact_name(result.window))
+            current.upload = self._uploader.submit(result.trace_path, artifact_name(result.window, rank=self.rank))
 
     def _complete(self, current: _Open) -> None:
         result = current.result

@@ -5,7 +5,10 @@ window opens warms the profiler up (its first-call costs stay out of the figures
 next N are recorded, and the step after the last of them makes the trace ready. The
 trace is written once, as Chrome trace JSON named ``<worker>.pt.trace.json`` under
 ``<log-dir>/<run_id>/profiles/<window>/``: TensorBoard's profiler plugin reads that
-layout (one window = one run of the plugin) and Perfetto opens the file directly.
+layout (one window = one run of the plugin) and Perfetto opens the file directly. In a run of
+several ranks every rank records the same window (the ranks apply the command at the same step),
+its file named ``rank<N>.<worker>…`` in the same folder, each carrying torch.distributed's
+``distributedInfo``: the folder is one N-rank job for Holistic Trace Analysis.
 
 Activities come from ``torch.profiler.supported_activities()``: CPU always, CUDA only
 when the build supports it and a device is present, other accelerators as reported.
@@ -98,13 +101,14 @@ class ProfileWindow:
     """One profiling window over ``batches`` training batches; ``step()`` once per batch."""
 
     def __init__(self, name: str, batches: int, trace_dir: pathlib.Path,
-                 config: ProfileConfig | None = None) -> None:
+                 config: ProfileConfig | None = None, rank: int | None = None) -> None:
         if batches < 1:
             raise ValueError(f"batches must be >= 1, got {batches}")
         self.name = _SAFE.sub("-", name)
         self.batches = batches
         self.trace_dir = pathlib.Path(trace_dir)
         self.config = config or ProfileConfig()
+        self.rank = rank
         self.activities = profile_activities()
         self._prof: torch.profiler.profile | None = None
         self._trace_path: pathlib.Path | None = None
@@ -162,7 +166,8 @@ class ProfileWindow:
 
     def _export(self, prof: torch.profiler.profile) -> None:
         # Called by the profiler exactly once (repeat=1), when the active batches are recorded.
-        worker = _SAFE.sub("-", f"{platform.node() or 'host'}_{os.getpid()}")
+        who = "" if self.rank is None else f"rank{self.rank}."
+        worker = _SAFE.sub("-", f"{who}{platform.node() or 'host'}_{os.getpid()}")
         path = self.trace_dir / f"{worker}.{self.name}.pt.trace.json"
         prof.export_chrome_trace(str(path))
         self._trace_path = path

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 COLUMNS = (("status", "status"), ("run", "run_id"), ("name", "name"), ("started", "started_at"),
            ("ended", "ended_at"), ("events", "events"))
-STATUS_ORDER = {"live": 0, "lost": 1, "failed": 2, "interrupted": 3, "finished": 4}
-STATUS_STYLE = {"live": "bold green", "lost": "bold red", "failed": "red", "interrupted": "yellow",
-                "finished": "blue"}
+STATUS_ORDER = {"live": 0, "degraded": 1, "lost": 2, "failed": 3, "interrupted": 4, "finished": 5}
+STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold red", "failed": "red",
+                "interrupted": "yellow", "finished": "blue"}
+RUNNING = ("live", "degraded")
 
 
 def _when(ts: float | None) -> str:
@@ -113,7 +114,7 @@ class RunPickerScreen(Screen[None]):
                       reverse=self.sort_reverse)
         order = {r.run_id: i for i, r in enumerate(rows)}
         table.sort("run_id", key=lambda run_id: order.get(run_id, len(order)))
-        live = sum(r.status == "live" for r in self.runs.values())
+        live = sum(r.status in RUNNING for r in self.runs.values())
         self.query_one("#title", Static).update(
             f"runs on {self.watch_app.require_client().config.base}: {len(self.runs)} ({live} live)"
             f"   sorted by {field}{' ↓' if self.sort_reverse else ''}   "
@@ -144,7 +145,7 @@ class RunPickerScreen(Screen[None]):
     def action_open(self) -> None:
         run = self.selected_run()
         if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=run.status != "live")
+            self.watch_app.open_run(run.run_id, run.status, replay=run.status not in RUNNING)
 
     def action_watch(self) -> None:
         run = self.selected_run()

@@ -30,6 +30,7 @@ from tui.widgets.event_log import EventLog
 from tui.widgets.header import AnomalyStrip, RunHeader
 from tui.widgets.lifecycle import CommandPanel, ProfilePanel, SeedTimeline
 from tui.widgets.metrics import EnvGrid, HealthPanel, PPOPanel
+from tui.widgets.ranks import RanksPanel
 
 TIMELINE_ROWS = 40
 
@@ -51,7 +52,8 @@ def _boxed(widget: Widget, title: str) -> Widget:
 
 
 class RunDashboard(Vertical):
-    """Header, anomalies strip, env grid, seed timeline, event log, PPO/health/commands/profile."""
+    """Header, anomalies strip, env grid, seed timeline, event log, ranks (of a run of several),
+    PPO/health/commands/profile."""
 
     DEFAULT_CSS = """
     RunDashboard { height: 1fr; }
@@ -66,6 +68,8 @@ class RunDashboard(Vertical):
     RunDashboard #filter.-shown { display: block; }
     RunDashboard #ppo, RunDashboard #health, RunDashboard #commands { height: auto; }
     RunDashboard #profile { height: auto; min-height: 4; }
+    RunDashboard #ranks { display: none; height: auto; }
+    RunDashboard #ranks.-shown { display: block; }
     """
 
     def __init__(self, log_lines: int, **kwargs: object) -> None:
@@ -88,6 +92,7 @@ class RunDashboard(Vertical):
                             id="filter")
                 yield _boxed(EventLog(self.log_lines, id="log"), "events")
             with VerticalScroll(id="right"):
+                yield _boxed(RanksPanel(id="ranks"), "ranks")
                 yield _boxed(PPOPanel(id="ppo"), "PPO health")
                 yield _boxed(HealthPanel(id="health"), "gradients & LSTM")
                 yield _boxed(CommandPanel(id="commands"), "commands")
@@ -113,6 +118,10 @@ class RunDashboard(Vertical):
             q(CommandPanel).rows = command_rows(state)
         if everything or "profile" in dirty:
             q(ProfilePanel).view = profile_view(state, stream.artifact_url)
+        if state.ranks.several:  # every tick: the heartbeats' ages move with the clock
+            panel = q(RanksPanel)
+            panel.set_class(True, "-shown")
+            panel.rows = state.ranks.rows()
         log = q(EventLog)
         if everything or self._rendered_total > state.logged_total:
             log.refilter(log.log_filter, state.log)

@@ -102,6 +102,10 @@ class ProfilePanel(Static):
             # The name on screen, the whole URL behind it (a click opens it where terminals allow).
             link = f" link {v.artifact_url}" if "://" in v.artifact_url else ""
             head.append(v.artifact_url.rsplit("/", 1)[-1], style=f"underline{link}")
+        slowest = max(v.ranks, key=lambda r: r[1])[0] if len(v.ranks) > 1 else None
+        for rank, wall_s, trace in v.ranks:  # every rank's trace of the window: open the slow one
+            head.append(f"\nrank {rank} {wall_s:.2f}s ", style="bold yellow" if rank == slowest else "dim")
+            head.append(trace if len(trace) <= room else "…" + trace[-(room - 1):])
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
         table.add_column("op", ratio=1, no_wrap=True, overflow="ellipsis")
         cuda = any(op.cuda_time_us is not None for op in v.top_ops)  # a CPU-only run has no column
