@@ -2,7 +2,7 @@
 
 One writer task batches every write into few transactions (run on one thread, so the event loop never
 waits on the database); reads run on worker threads with connections of their own. A backend says how to
-connect, begin and commit, hand out event ids and insert events, and how committed events reach this
+connect, begin and commit, hand out event ids and insert blocks of events, and how committed events reach this
 server's watchers (at once on SQLite; through the database's notifications on PostgreSQL, where other
 servers commit too).
 """
@@ -109,7 +109,8 @@ class Store(abc.ABC):
         commit order (no other transaction may take ids in between)."""
 
     @abc.abstractmethod
-    def _insert_events(self, conn: Conn, rows: list[tuple]) -> None: ...
+    def _insert_blocks(self, conn: Conn, rows: list[tuple]) -> None:
+        """Insert ``event_blocks`` rows: (id, run_key, rank, seq, n, body)."""
 
     @abc.abstractmethod
     def _stored(self, writes: list[EventWrite]) -> None:
@@ -266,7 +267,7 @@ class Store(abc.ABC):
         self._begin(conn)
         try:
             ids = self._ids(conn) if any(isinstance(w, EventWrite) for w in batch) else None
-            pending = Pending(self._insert_events)
+            pending = Pending(self._insert_blocks)
             for write in batch:
                 write.apply(conn, ids, pending)  # type: ignore[arg-type]
             pending.flush(conn)

@@ -34,10 +34,11 @@ OPEN_COMMAND_STATUSES = ("queued", "delivered", "applied")
 INDEXED_KINDS = ("anomaly_detected", "command_status", "events_dropped", "profile_completed", "profile_started",
                  "run_finished", "run_started", "seed_fossilized", "seed_gate_evaluated", "seed_germinated",
                  "seed_pruned", "seed_stage_changed", "telemetry_level_changed")
-"""Kinds the kind index covers: the critical ones (lifecycle, anomalies, commands), rare and asked for by
-kind. Metric kinds are the bulk of a run: they skip the index (one B-tree less per event stored) and a
-query for them reads the run's events in order, most of which it returns anyway. Fixed with the schema
-(a kind added later is simply not indexed)."""
+"""Kinds stored a second time, one row each, in ``rare_events``: the critical ones (lifecycle, anomalies,
+commands), rare and asked for by kind. Metric kinds are the bulk of a run: a query for them reads the run's
+blocks in order, most of which it returns anyway. Fixed with the schema (a kind added later is simply not
+indexed)."""
+INDEXED_KIND_SET = frozenset(INDEXED_KINDS)
 INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in INDEXED_KINDS)
 """The index's condition, spelled the same in the schema and in the queries that use it."""
 
@@ -120,9 +121,24 @@ def load_stream(conn: Conn, run_key: int, rank: int) -> Stream:
     last_seq, contiguous = row
     stream = Stream(contiguous=contiguous, last_seq=last_seq, stored=contiguous)
     if last_seq > contiguous:
-        stream.ahead = {seq for (seq,) in conn.execute(
-            "SELECT seq FROM events WHERE run_key = ? AND rank = ? AND seq > ?", (run_key, rank, contiguous))}
+        stream.ahead = {seq for first, n in conn.execute(
+            "SELECT seq, n FROM event_blocks WHERE run_key = ? AND rank = ? AND seq > ?", (run_key, rank, contiguous))
+            for seq in range(first, first + n)}
     return stream
+
+
+def seqs_stored(conn: Conn, run_key: int, rank: int, first: int, last: int) -> bool:
+    """Whether any seq of ``first..last`` of the stream is stored (its blocks never overlap: the one that
+    starts last at or below ``last`` is the only one that may reach into the range)."""
+    row = conn.execute("SELECT seq + n - 1 FROM event_blocks WHERE run_key = ? AND rank = ? AND seq <= ?"
+                       " ORDER BY seq DESC LIMIT 1", (run_key, rank, last)).fetchone()
+    return row is not None and row[0] >= first
+
+
+def insert_rare(conn: Conn, rows: list[tuple]) -> None:
+    """Events of the indexed kinds: (run_key, kind, seq, rank, id, severity, body)."""
+    conn.executemany("INSERT INTO rare_events (run_key, kind, seq, rank, id, severity, body) VALUES (?,?,?,?,?,?,?)",
+                     rows)
 
 
 def release_stream(conn: Conn, run_key: int, rank: int, session: str, now: float) -> None:
