@@ -202,8 +202,13 @@ class Pending:
     def flush(self, conn: Conn) -> None:
         # Streams first: on PostgreSQL that locks each stream's row, so a write without a fence (an
         # upload) checks for seqs stored already only once any other writer of its stream has committed.
-        for (run_key, rank), (write, nbytes) in self._streams.items():
-            if not sql.update_stream(conn, run_key, rank, write.session, write.last_seq, write.contiguous, nbytes):
+        fenced = [(key, rank, write.session, write.last_seq, write.contiguous, nbytes)
+                  for (key, rank), (write, nbytes) in self._streams.items() if write.session is not None]
+        held = sql.update_streams(conn, fenced) if fenced else set()
+        for (key, rank), (write, nbytes) in self._streams.items():
+            if write.session is None:
+                sql.update_stream_unfenced(conn, key, rank, write.last_seq, write.contiguous, nbytes)
+            elif (key, rank) not in held:
                 raise Superseded(f"run {write.run_id!r} rank {rank} was taken over by a newer connection")
         for write in self._unfenced:
             for block in write.blocks:
@@ -212,19 +217,19 @@ class Pending:
                                      f"{write.rank} are stored already")
         if self.blocks:
             self._insert(conn, self.blocks)
-            self.blocks = []
         if self.rare:
             sql.insert_rare(conn, self.rare)
-            self.rare = []
-        for run_key, counts in self._kinds.items():
-            sql.count_kinds(conn, run_key, counts)
-        for run_key, (write, step, epoch) in self._runs.items():
-            if not sql.touch_run(conn, run_key, step, epoch):
-                raise StaleWrite(f"run {write.run_id!r} was deleted")
+        if self._kinds:
+            sql.count_kinds(conn, [(key, kind, n) for key, counts in self._kinds.items() for kind, n in counts.items()])
+        if self._runs:
+            seen = sql.touch_runs(conn, [(key, step, epoch) for key, (_, step, epoch) in self._runs.items()])
+            gone = [write for key, (write, _, _) in self._runs.items() if key not in seen]
+            if gone:
+                raise StaleWrite(f"run {gone[0].run_id!r} was deleted")
+        self.blocks, self.rare, self._unfenced = [], [], []
         self._streams.clear()
         self._kinds.clear()
         self._runs.clear()
-        self._unfenced.clear()
 
 
 @dataclass(eq=False)
