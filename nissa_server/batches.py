@@ -66,7 +66,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     the stream as it was. This loop is the server's per-event hot path: locals, no enum hashing.
     """
     bodies = _encode_checked(events, max_event_bytes)
-    key, ahead = run.run_key, stream.ahead
+    ahead = stream.ahead
     contiguous, last = stream.contiguous, stream.last_seq
     rows: list[Row] = []
     kinds: dict[str, int] = {}
@@ -82,7 +82,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
                 continue
             contiguous, last = stream.contiguous, stream.last_seq
         kind = event.kind._value_
-        rows.append((key, rank, seq, kind, _SEVERITY[event.severity._value_], event.ts, body))
+        rows.append((seq, kind, _SEVERITY[event.severity._value_], body))
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind in _EFFECT_KINDS:
             effects.append(decode_event(body))
@@ -106,7 +106,7 @@ def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: 
     wire = _wire.decode(_encoder.encode(event))
     body = _encoder.encode(wire)
     kind = wire.kind._value_
-    write.rows.append((run.run_key, SERVER_RANK, seq, kind, _SEVERITY[wire.severity._value_], wire.ts, body))
+    write.rows.append((seq, kind, _SEVERITY[wire.severity._value_], body))
     write.kinds[kind] = write.kinds.get(kind, 0) + 1
     if kind in _EFFECT_KINDS:
         write.effects.append(decode_event(body))

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from leyline import Severity
+from nissa_server.store.blocks import Block, pieces
 
 if TYPE_CHECKING:
     from nissa_server.store import Published
 
 logger = logging.getLogger(__name__)
 
-Item = tuple[int, bytes]  # (server id, encoded event)
 MAX_FRAME_EVENTS = 2000
 MAX_FRAME_BYTES = 1024 * 1024
 
@@ -41,31 +41,42 @@ class WatchFilter:
     def wants_run(self, run_id: str) -> bool:
         return self.run_id is None or self.run_id == run_id
 
-    def pick(self, write: Published) -> list[Item]:
-        """The items of ``write`` that pass the kind and severity filters."""
-        floor, kinds, rank = self.min_severity.rank, self.kinds, self.rank
-        return [(i, r[6]) for i, r in enumerate(write.rows, write.first_id)
-                if r[4] >= floor and (kinds is None or r[3] in kinds) and (rank is None or r[1] == rank)]
+    def pick(self, write: Published) -> list[Block]:
+        """The events of ``write`` that pass the rank, kind and severity filters, one block each."""
+        if self.rank is not None and write.rank != self.rank:
+            return []
+        floor, kinds = self.min_severity.rank, self.kinds
+        return [Block(i, seq, 1, body) for i, (seq, kind, severity, body) in enumerate(write.rows, write.first_id)
+                if severity >= floor and (kinds is None or kind in kinds)]
 
 
 class Chunk:
-    """Items queued together; the frames built from them are cached, so a batch every watcher takes
-    whole is turned into JSON text once, not once per watcher."""
+    """Blocks of events queued together; the frames built from them are cached, so a batch every watcher
+    takes whole is turned into JSON text once, not once per watcher."""
 
-    __slots__ = ("items", "nbytes", "_frames")
+    __slots__ = ("blocks", "events", "nbytes", "_frames")
 
-    def __init__(self, items: list[Item]) -> None:
-        self.items = items
-        self.nbytes = sum(len(item[1]) for item in items)
+    def __init__(self, blocks: list[Block]) -> None:
+        self.blocks = blocks
+        self.events = sum(block.n for block in blocks)
+        self.nbytes = sum(len(block.body) for block in blocks)
         self._frames: list[tuple[str, int]] | None = None
+
+    @property
+    def first_id(self) -> int:
+        return self.blocks[0].first_id
+
+    @property
+    def last_id(self) -> int:
+        return self.blocks[-1].last_id
 
     def frames(self) -> list[tuple[str, int]]:
         if self._frames is None:
-            self._frames = frames(self.items)
+            self._frames = frames(self.blocks)
         return self._frames
 
     def __len__(self) -> int:
-        return len(self.items)
+        return self.events
 
 
 class Watcher:
@@ -123,23 +134,26 @@ class Watcher:
             self.pending_bytes -= chunk.nbytes
 
 
-def frame(items: list[Item]) -> str:
-    """A watch ``events`` frame built from already-encoded events (no re-encoding per watcher)."""
-    body = b",".join(item[1] for item in items)
-    return '{"type":"events","events":[%s],"cursor":%d}' % (body.decode(), items[-1][0])
+def frame(blocks: list[Block]) -> str:
+    """A watch ``events`` frame built from stored blocks (no re-encoding per watcher or per event)."""
+    body = b",".join([block.body for block in blocks])
+    return '{"type":"events","events":[%s],"cursor":%d}' % (body.decode(), blocks[-1].last_id)
 
 
-def frames(items: list[Item]) -> list[tuple[str, int]]:
-    """Split ``items`` into frames of bounded count and size; each with the cursor it ends at."""
+def frames(blocks: list[Block]) -> list[tuple[str, int]]:
+    """``blocks`` as frames of bounded count and size; each with the cursor it ends at."""
     out: list[tuple[str, int]] = []
-    start, size = 0, 0
-    for i, (_, body) in enumerate(items):
-        size += len(body) + 1
-        if i + 1 - start >= MAX_FRAME_EVENTS or size >= MAX_FRAME_BYTES:
-            out.append((frame(items[start:i + 1]), items[i][0]))
-            start, size = i + 1, 0
-    if start < len(items):
-        out.append((frame(items[start:]), items[-1][0]))
+    group: list[Block] = []
+    count = size = 0
+    for block in pieces(blocks, MAX_FRAME_EVENTS, MAX_FRAME_BYTES):
+        if group and (count + block.n > MAX_FRAME_EVENTS or size + len(block.body) > MAX_FRAME_BYTES):
+            out.append((frame(group), group[-1].last_id))
+            group, count, size = [], 0, 0
+        group.append(block)
+        count += block.n
+        size += len(block.body) + 1
+    if group:
+        out.append((frame(group), group[-1].last_id))
     return out
 
 
@@ -166,8 +180,8 @@ class FanOut:
             flt = watcher.filter
             if flt.selects_all_of_a_run:
                 if flt.run_id not in shared:
-                    items = [i for b in batches if flt.wants_run(b.run_id) for i in b.items]
-                    shared[flt.run_id] = Chunk(items) if items else None
+                    blocks = [block for b in batches if flt.wants_run(b.run_id) for block in b.blocks]
+                    shared[flt.run_id] = Chunk(blocks) if blocks else None
                 chunk = shared[flt.run_id]
             else:
                 picked = [i for b in batches if flt.wants_run(b.run_id) for i in flt.pick(b)]

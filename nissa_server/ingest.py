@@ -11,6 +11,8 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Coroutine
+from typing import Any
 
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -35,7 +37,7 @@ from nissa_server import __version__, batches, ownership
 from nissa_server.auth import bearer_ok
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
-from nissa_server.store import Superseded, queries, sql
+from nissa_server.store import EventWrite, Superseded, queries, sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -48,12 +50,57 @@ class FrameRejected(Exception):
 
 
 _encoder = msgspec.json.Encoder()
+YIELD_EVENTS = 1000
+"""Events (a frame counting 10 more) an ingest connection decodes before it lets the loop go, if no
+receive has made it wait meanwhile."""
+
+
+class IdleWatch:
+    """Closes an ingest connection that sends no frame for ``idle_s`` while it waits for one: one timer per
+    ``idle_s`` (re-armed while frames come), not a timeout set up and torn down for every frame."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle_s: float) -> None:
+        self._loop, self._idle_s = loop, idle_s
+        self._task = asyncio.current_task()
+        self._since: float | None = None
+        """When the wait for the next frame began; None while a frame is being handled."""
+        self._expired = False
+        self._handle = loop.call_at(loop.time() + idle_s, self._check)
+
+    async def receive(self, next_frame: Coroutine[Any, Any, object]) -> object:
+        self._since = self._loop.time()
+        try:
+            return await next_frame
+        except asyncio.CancelledError:
+            if self._expired and self._task is not None and self._task.uncancel() == 0:
+                raise FrameRejected(CLOSE_IDLE, f"no frame for {self._idle_s:g} s", "idle") from None
+            raise
+        finally:
+            self._since = None
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        if self._since is not None and now >= self._since + self._idle_s:
+            self._expired = True
+            if self._task is not None:
+                self._task.cancel()
+            return
+        due = self._since + self._idle_s if self._since is not None else now + self._idle_s
+        self._handle = self._loop.call_at(due, self._check)
+
+    def stop(self) -> None:
+        self._handle.cancel()
 
 
 def close_reason(text: str) -> str:
     """A close reason fits in 123 bytes of UTF-8."""
     data = text.encode()[:123]
     return data.decode(errors="ignore")
+
+
+def _rejected(err: batches.BatchRejected) -> FrameRejected:
+    code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
+    return FrameRejected(code, str(err), "too_large" if err.too_large else "bad_event")
 
 
 def _decode_error(err: msgspec.DecodeError) -> FrameRejected:
@@ -181,45 +228,69 @@ class IngestSession:
         return run
 
     async def pump(self, run: RunState) -> None:
-        idle_s = self.nissa.settings.limits.ingest_idle_s
-        while True:
-            # Frames already received are taken without suspending: without this, a backlog of
-            # frames would hold the loop (watch senders, acks, other runs, REST) until it is decoded.
-            await asyncio.sleep(0)
-            try:
-                async with asyncio.timeout(idle_s):
-                    frame = await self.receive()
-            except TimeoutError:
-                raise FrameRejected(CLOSE_IDLE, f"no frame for {idle_s:g} s", "idle") from None
-            if frame is None:
-                return
-            if not isinstance(frame, WireBatch):
-                raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
-                                    "bad_frame")
-            await self._ingest(run, frame.events)
+        loop = asyncio.get_running_loop()
+        idle = IdleWatch(loop, self.nissa.settings.limits.ingest_idle_s)
+        budget = YIELD_EVENTS
+        try:
+            while True:
+                frame = await idle.receive(self.receive())
+                if frame is None:
+                    return
+                if not isinstance(frame, WireBatch):
+                    raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
+                                        "bad_frame")
+                await self._ingest(run, frame.events)
+                # Frames already received are taken without suspending: a backlog of them would hold the
+                # loop (watch senders, acks, other runs, REST) until it is decoded, so it is let go now
+                # and then (not after every frame: that would cost a task switch per frame).
+                budget -= len(frame.events) + 10
+                if budget <= 0:
+                    budget = YIELD_EVENTS
+                    await asyncio.sleep(0)
+        finally:
+            idle.stop()
 
     async def _ingest(self, run: RunState, events: list[BatchEvent]) -> None:
-        settings, store, metrics = self.nissa.settings, self.nissa.store, self.nissa.metrics
+        store = self.nissa.store
+        repeats = self._checked(run, events)
+        if not repeats and store.ready:  # the usual frame: built and queued with no suspension
+            write = self._build(run, events)
+            if write is not None:
+                store.put_now(write)
+            return
         async with store.ordered:  # built and queued in one order (see Store.submit)
-            try:
-                batches.check_batch(events, run.run_id, self.rank, settings.max_batch_events)
-                repeats = batches.repeats(self.stream, events)
-                if repeats:
-                    await self._check_repeats(run, repeats)
-                write, duplicates = batches.build_write(run, self.rank, self.stream, events, settings.max_event_bytes,
-                                                        session=self.session if self.live else None)
-            except batches.BatchRejected as err:
-                code = CLOSE_TOO_LARGE if err.too_large else CLOSE_BAD_FRAME
-                raise FrameRejected(code, str(err), "too_large" if err.too_large else "bad_event") from None
-            if duplicates:
-                metrics.duplicates.inc(duplicates)
-            if not write.rows:
-                self.acked(self.stream.stored)
-                return
-            metrics.ingested.inc(len(write.rows))
-            write.on_stored = self.acked
-            write.on_failed = self._store_failed
-            await store.submit(write)
+            if repeats:
+                await self._check_repeats(run, repeats)
+            write = self._build(run, events)
+            if write is not None:
+                await store.submit(write)
+
+    def _checked(self, run: RunState, events: list[BatchEvent]) -> list[BatchEvent]:
+        """Check a batch against the ingest rules; returns its events whose seqs were accepted before."""
+        try:
+            batches.check_batch(events, run.run_id, self.rank, self.nissa.settings.max_batch_events)
+        except batches.BatchRejected as err:
+            raise _rejected(err) from None
+        return batches.repeats(self.stream, events)
+
+    def _build(self, run: RunState, events: list[BatchEvent]) -> EventWrite | None:
+        """The write of a checked batch's new events; None (and an ack) if it has none."""
+        try:
+            write, duplicates = batches.build_write(run, self.rank, self.stream, events,
+                                                    self.nissa.settings.max_event_bytes,
+                                                    session=self.session if self.live else None)
+        except batches.BatchRejected as err:
+            raise _rejected(err) from None
+        metrics = self.nissa.metrics
+        if duplicates:
+            metrics.duplicates.inc(duplicates)
+        if not write.rows:
+            self.acked(self.stream.stored)
+            return None
+        metrics.ingested.inc(len(write.rows))
+        write.on_stored = self.acked
+        write.on_failed = self._store_failed
+        return write
 
     async def _check_repeats(self, run: RunState, repeats: list[BatchEvent]) -> None:
         """Refuse seqs sent again with other content than stored: they would be dropped as duplicates.

@@ -14,7 +14,7 @@ from nissa_server.runs import RunState
 from nissa_server.schemas import DeletedRun
 from nissa_server.state import Nissa
 from nissa_server.store import Store
-from nissa_server.store.history import DELETE_CHUNK, Removed, delete_run as delete_rows, old_runs, thin_run
+from nissa_server.store.history import Removed, delete_run as delete_rows, old_runs, thin_run
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -81,14 +81,15 @@ async def prune(store: Store, older_than_s: float, delete_kinds: list[str], now:
     per transaction; live runs are skipped."""
     out: list[Thinned] = []
     for run_key, run_id, status in await store.read(old_runs, now - older_than_s):
-        events = nbytes = 0
+        events = nbytes = after_id = 0
         while not RunStatus(status).running and delete_kinds:
-            removed = await store.call(lambda conn, key=run_key: thin_run(conn, key, delete_kinds))
+            removed = await store.call(lambda conn, key=run_key, after=after_id: thin_run(
+                conn, key, delete_kinds, after_id=after))
             if not isinstance(removed, Removed):
                 status = removed.value if removed is not None else status
                 break
-            events, nbytes = events + removed.events, nbytes + removed.stored_bytes
-            if removed.events < DELETE_CHUNK:
+            events, nbytes, after_id = events + removed.events, nbytes + removed.stored_bytes, removed.next_id
+            if after_id == 0:
                 break
         out.append(Thinned(run_id=run_id, status=status, events=events, stored_bytes=nbytes,
                            skipped=RunStatus(status).running))

@@ -62,7 +62,7 @@ class Nissa:
         self.fanout.publish(batches)
         for batch in batches:  # a command's status moved: its trainer, if connected here, may be owed it
             run = self.store.registry.get(batch.run_id)
-            if run is not None and run.connected and any(row[3] == _COMMAND_STATUS for row in batch.rows):
+            if run is not None and run.connected and _COMMAND_STATUS in batch.kinds:
                 self.spawn(self.commands.dispatch(run))
 
     def _stream_taken(self, run_key: int, rank: int, session: str) -> None:

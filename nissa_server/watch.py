@@ -21,6 +21,7 @@ from nissa_server.ingest import close_reason
 from nissa_server.protocols import link_of
 from nissa_server.state import Nissa
 from nissa_server.store import queries
+from nissa_server.store.blocks import Block
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
@@ -76,8 +77,8 @@ class WatchStream:
         self.ws, self.nissa, self.watcher, self.query = ws, nissa, watcher, query
         self.cursor = 0
 
-    async def _send(self, items) -> None:
-        for text, last_id in frames(items):
+    async def _send(self, blocks: list[Block]) -> None:
+        for text, last_id in frames(blocks):
             await self.ws.send_text(text)
             self.cursor = last_id
 
@@ -108,19 +109,18 @@ class WatchStream:
             if not page:
                 break
             await self._send(page)
-            if len(page) < REPLAY_PAGE:
+            if sum(block.n for block in page) < REPLAY_PAGE:
                 break
         floor = max(upto, self.cursor)
         while True:
             for chunk in await self.watcher.take():
-                items = chunk.items
-                if items[0][0] <= floor < items[-1][0]:  # straddles the seam: send only what replay did not
-                    await self._send([item for item in items if item[0] > floor])
-                elif items[0][0] > floor:
+                if chunk.first_id <= floor < chunk.last_id:  # straddles the seam: send only what replay did not
+                    await self._send([part for block in chunk.blocks if (part := block.after(floor)) is not None])
+                elif chunk.first_id > floor:
                     for text, last_id in chunk.frames():
                         await self.ws.send_text(text)
                         self.cursor = last_id
-                floor = max(floor, items[-1][0])
+                floor = max(floor, chunk.last_id)
                 self.watcher.sent(chunk)
 
 

@@ -2,7 +2,7 @@
 
 One writer task batches every write into few transactions (run on one thread, so the event loop never
 waits on the database); reads run on worker threads with connections of their own. A backend says how to
-connect, begin and commit, hand out event ids and insert events, and how committed events reach this
+connect, begin and commit, hand out event ids and insert blocks of events, and how committed events reach this
 server's watchers (at once on SQLite; through the database's notifications on PostgreSQL, where other
 servers commit too).
 """
@@ -39,6 +39,27 @@ def _rows(write: Write) -> int:
     return len(write.rows) if isinstance(write, EventWrite) else 1
 
 
+class Gate:
+    """An ``asyncio.Lock`` (FIFO) that also says whether anyone holds it or waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self.busy = 0
+        """Tasks inside or waiting to enter."""
+
+    async def __aenter__(self) -> None:
+        self.busy += 1
+        try:
+            await self._lock.acquire()
+        except BaseException:
+            self.busy -= 1
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+        self.busy -= 1
+
+
 class Store(abc.ABC):
     """Owns the database: schema, the writer, the readers, and the cache of runs met so far."""
 
@@ -70,8 +91,9 @@ class Store(abc.ABC):
         self._queue: asyncio.Queue[Write] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nissa-writer")
         self._task: asyncio.Task | None = None
-        self.ordered = asyncio.Lock()
-        """Held from building an event write until it is queued: FIFO, so build order is queue order."""
+        self.ordered = Gate()
+        """Held from building an event write until it is queued: FIFO, so build order is queue order. A
+        write built while nobody is in it and queued at once (``ready``, ``put_now``) keeps that order too."""
         self.commits = 0
 
     # --- what a backend provides -------------------------------------------------------------
@@ -109,7 +131,8 @@ class Store(abc.ABC):
         commit order (no other transaction may take ids in between)."""
 
     @abc.abstractmethod
-    def _insert_events(self, conn: Conn, rows: list[tuple]) -> None: ...
+    def _insert_blocks(self, conn: Conn, rows: list[tuple]) -> None:
+        """Insert ``event_blocks`` rows: (id, run_key, rank, seq, n, body)."""
 
     @abc.abstractmethod
     def _stored(self, writes: list[EventWrite]) -> None:
@@ -165,8 +188,23 @@ class Store(abc.ABC):
             write.fail(err)
             raise
 
+    @property
+    def ready(self) -> bool:
+        """A write built now can be queued at once, in order: nobody is in ``ordered``, the queue has room."""
+        return self._queue is not None and not self.ordered.busy and not self._queue.full()
+
+    def put_now(self, write: Write) -> None:
+        """Queue a write built since ``ready`` said so, with no suspension in between (the ingest path:
+        no lock to take, no task switch)."""
+        assert self._queue is not None, "store not started"
+        self._queue.put_nowait(write)
+
     async def submit_built(self, build: Callable[[], EventWrite]) -> EventWrite:
         """Build an event write and queue it, in one order across every caller (see ``submit``)."""
+        if self.ready:
+            write = build()
+            self.put_now(write)
+            return write
         async with self.ordered:
             write = build()
             await self.submit(write)
@@ -266,7 +304,7 @@ class Store(abc.ABC):
         self._begin(conn)
         try:
             ids = self._ids(conn) if any(isinstance(w, EventWrite) for w in batch) else None
-            pending = Pending(self._insert_events)
+            pending = Pending(self._insert_blocks)
             for write in batch:
                 write.apply(conn, ids, pending)  # type: ignore[arg-type]
             pending.flush(conn)

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from leyline import Event
 from nissa_server.runs import RunState, Stream
 from nissa_server.store import sql
+from nissa_server.store.blocks import Block, Row, pack
 from nissa_server.store.conn import Conn
 
-# Rows of ``events`` without their id: (run_key, rank, seq, kind, severity rank, ts, body). Ids are
-# given inside the transaction that stores them, in commit order.
-Row = tuple[int, int, int, str, int, float, bytes]
+__all__ = ["Block", "Row"]
 
 
 class UnusableDatabase(Exception):
@@ -60,11 +59,13 @@ class EventWrite:
 
     An ingest write carries rows built from accepted events and the session's fence; a write of the
     server's own events (``prepare``) builds its rows inside the transaction, where its seqs are given.
+    Its ids are given in the transaction too, one per row in order; its rows are stored as ``blocks``.
     """
 
     run: RunState
     rank: int
     rows: list[Row] = field(default_factory=list)
+    """The events, seqs increasing: (seq, kind, severity rank, body)."""
     contiguous: int = 0
     last_seq: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
@@ -82,6 +83,8 @@ class EventWrite:
     on_stored: Callable[[int], None] | None = None
     on_failed: Callable[[BaseException], None] | None = None
     first_id: int = 0
+    blocks: list[Block] = field(default_factory=list)
+    """The rows as stored, numbered from ``first_id`` (set in the transaction)."""
     result: Any = None
     """What ``prepare`` decided, for whoever waits on the write."""
 
@@ -99,16 +102,6 @@ class EventWrite:
         stream = self.stream
         return stream is not None and (stream.broken or self.run.streams.get(self.rank) is not stream)
 
-    def id_rows(self) -> Iterator[tuple]:
-        """The rows as the ``events`` table takes them, id first."""
-        assert self.first_id > 0, "rows are numbered inside the transaction"
-        return ((i, *row) for i, row in enumerate(self.rows, self.first_id))
-
-    @functools.cached_property
-    def items(self) -> list[tuple[int, bytes]]:
-        """(id, body) pairs, built once and shared by every watcher that takes the whole batch."""
-        return [(i, row[6]) for i, row in enumerate(self.rows, self.first_id)]
-
     def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
         if self.prepare is not None:
             pending.flush(conn)  # what it reads (the server's stream, commands) must be up to date
@@ -116,9 +109,8 @@ class EventWrite:
             self.prepare(conn, self)
         if not self.rows:
             return
-        self.__dict__.pop("items", None)  # a retried transaction numbers the rows anew
-        self.first_id = ids.take(len(self.rows))
-        pending.rows.extend(self.id_rows())
+        self.first_id = ids.take(len(self.rows))  # a retried transaction numbers the rows anew
+        self.blocks = pack(self.rows, self.first_id)
         for event in self.effects:
             sql.apply_effect(conn, self.run.run_key, event)
         pending.add(conn, self)
@@ -167,24 +159,37 @@ Write = EventWrite | CallWrite
 
 
 class Pending:
-    """What the event writes of one transaction add to their streams, kind counts and runs, gathered
-    and written once per stream and per run (not once per write) before anything else reads them."""
+    """What the event writes of one transaction add: their blocks, and to their streams, kind counts and
+    runs, gathered and written once per stream and per run (not once per write) before anything else
+    reads them."""
 
     def __init__(self, insert: Callable[[Conn, list[tuple]], None]) -> None:
         self._insert = insert
-        self.rows: list[tuple] = []
-        """Event rows (id first) not inserted yet."""
+        self.blocks: list[tuple] = []
+        """Rows of ``event_blocks`` not inserted yet: (id, run_key, rank, seq, n, body)."""
+        self.rare: list[tuple] = []
+        """Rows of ``rare_events`` not inserted yet."""
         self._streams: dict[tuple[int, int], tuple[EventWrite, int]] = {}
         self._kinds: dict[int, dict[str, int]] = {}
         self._runs: dict[int, tuple[EventWrite, int, int]] = {}
+        self._unfenced: list[EventWrite] = []
 
     def add(self, conn: Conn, write: EventWrite) -> None:
-        key, stream = write.run.run_key, (write.run.run_key, write.rank)
+        key, rank = write.run.run_key, write.rank
+        stream = (key, rank)
         earlier = self._streams.get(stream)
         if earlier is not None and earlier[0].session != write.session:
             self.flush(conn)  # another session's writes: each is checked against its own fence
             earlier = None
-        nbytes = sum(len(row[6]) for row in write.rows)
+        nbytes = 0
+        for block in write.blocks:
+            self.blocks.append((block.first_id, key, rank, block.seq, block.n, block.body))
+            nbytes += block.nbytes
+        if not write.kinds.keys().isdisjoint(sql.INDEXED_KIND_SET):
+            self.rare.extend((key, kind, seq, rank, i, severity, body) for i, (seq, kind, severity, body)
+                             in enumerate(write.rows, write.first_id) if kind in sql.INDEXED_KIND_SET)
+        if write.session is None:
+            self._unfenced.append(write)
         self._streams[stream] = (write, nbytes + (earlier[1] if earlier else 0))
         counts = self._kinds.setdefault(key, {})
         for kind, n in write.kinds.items():
@@ -195,17 +200,33 @@ class Pending:
             self._runs[key] = (write, max(step, seen[1]) if seen else step, max(epoch, seen[2]) if seen else epoch)
 
     def flush(self, conn: Conn) -> None:
-        if self.rows:
-            self._insert(conn, self.rows)
-            self.rows = []
-        for (run_key, rank), (write, nbytes) in self._streams.items():
-            if not sql.update_stream(conn, run_key, rank, write.session, write.last_seq, write.contiguous, nbytes):
+        # Streams first: on PostgreSQL that locks each stream's row, so a write without a fence (an
+        # upload) checks for seqs stored already only once any other writer of its stream has committed.
+        fenced = [(key, rank, write.session, write.last_seq, write.contiguous, nbytes)
+                  for (key, rank), (write, nbytes) in self._streams.items() if write.session is not None]
+        held = sql.update_streams(conn, fenced) if fenced else set()
+        for (key, rank), (write, nbytes) in self._streams.items():
+            if write.session is None:
+                sql.update_stream_unfenced(conn, key, rank, write.last_seq, write.contiguous, nbytes)
+            elif (key, rank) not in held:
                 raise Superseded(f"run {write.run_id!r} rank {rank} was taken over by a newer connection")
-        for run_key, counts in self._kinds.items():
-            sql.count_kinds(conn, run_key, counts)
-        for run_key, (write, step, epoch) in self._runs.items():
-            if not sql.touch_run(conn, run_key, step, epoch):
-                raise StaleWrite(f"run {write.run_id!r} was deleted")
+        for write in self._unfenced:
+            for block in write.blocks:
+                if sql.seqs_stored(conn, write.run.run_key, write.rank, block.seq, block.last_seq):
+                    raise StaleWrite(f"seqs {block.seq}..{block.last_seq} of run {write.run_id!r} rank "
+                                     f"{write.rank} are stored already")
+        if self.blocks:
+            self._insert(conn, self.blocks)
+        if self.rare:
+            sql.insert_rare(conn, self.rare)
+        if self._kinds:
+            sql.count_kinds(conn, [(key, kind, n) for key, counts in self._kinds.items() for kind, n in counts.items()])
+        if self._runs:
+            seen = sql.touch_runs(conn, [(key, step, epoch) for key, (_, step, epoch) in self._runs.items()])
+            gone = [write for key, (write, _, _) in self._runs.items() if key not in seen]
+            if gone:
+                raise StaleWrite(f"run {gone[0].run_id!r} was deleted")
+        self.blocks, self.rare, self._unfenced = [], [], []
         self._streams.clear()
         self._kinds.clear()
         self._runs.clear()
@@ -213,17 +234,30 @@ class Pending:
 
 @dataclass(eq=False)
 class Committed:
-    """Rows another server committed, read back for this server's watchers: one run, consecutive ids."""
+    """Blocks another server committed, read back for this server's watchers: one stream (run and rank),
+    consecutive ids."""
 
     run_id: str
     run_key: int
-    first_id: int
-    rows: list[Row]
+    rank: int
+    blocks: list[Block]
+
+    @property
+    def first_id(self) -> int:
+        return self.blocks[0].first_id
 
     @property
     def last_id(self) -> int:
-        return self.first_id + len(self.rows) - 1
+        return self.blocks[-1].last_id
 
     @functools.cached_property
-    def items(self) -> list[tuple[int, bytes]]:
-        return [(i, row[6]) for i, row in enumerate(self.rows, self.first_id)]
+    def rows(self) -> list[Row]:
+        """Each event with its kind and severity (read from its JSON: only filtered watchers need them)."""
+        return [row for block in self.blocks for row in block.rows()]
+
+    @functools.cached_property
+    def kinds(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row[1]] = counts.get(row[1], 0) + 1
+        return counts

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from nissa_server.store import queries, sql
 from nissa_server.store import postgres_schema as schema
 from nissa_server.store.base import Store
+from nissa_server.store.blocks import from_row
 from nissa_server.store.conn import Conn
 from nissa_server.store.model import Committed, EventWrite, IdRange, UnusableDatabase, Write
 
@@ -34,9 +35,10 @@ T = TypeVar("T")
 
 EVENTS, STREAMS, RUNS = "nissa_events", "nissa_streams", "nissa_runs"
 _RESYNC = ""  # not a channel: the listener (re)connected, catch up with whatever was committed
-_COPY = "COPY events (id, run_key, rank, seq, kind, severity, ts, body) FROM STDIN (FORMAT BINARY)"
-_COPY_TYPES = ["int8", "int8", "int4", "int8", "text", "int2", "float8", "bytea"]
-CATCH_UP_PAGE = 5000
+_COPY = "COPY event_blocks (id, run_key, rank, seq, n, body) FROM STDIN (FORMAT BINARY)"
+_COPY_TYPES = ["int8", "int8", "int4", "int8", "int4", "bytea"]
+CATCH_UP_EVENTS = 5000
+"""Events read back and published at once, at most (whole blocks: one more block may pass it)."""
 READ_POOL = 8
 
 
@@ -168,7 +170,7 @@ class PostgresStore(Store):
         # before this one has committed.
         return IdRange(sql.read_counter(conn, "event_id"))
 
-    def _insert_events(self, conn: Conn, rows: list[tuple]) -> None:
+    def _insert_blocks(self, conn: Conn, rows: list[tuple]) -> None:
         assert isinstance(conn, PgConn)
         with conn.raw.cursor().copy(_COPY) as copy:
             copy.set_types(_COPY_TYPES)
@@ -257,12 +259,12 @@ class PostgresStore(Store):
                 self.on_publish(mine)  # type: ignore[arg-type]
                 continue
             bound = min([upto, *(first - 1 for first in self._local if first > self.published_upto)])
-            rows = await self.read(queries.committed_rows, self.published_upto, bound, CATCH_UP_PAGE)
+            rows = await self.read(queries.committed_blocks, self.published_upto, bound, CATCH_UP_EVENTS)
             batches = _group(rows)
             if batches:
                 self.published_upto = batches[-1].last_id
                 self.on_publish(batches)  # type: ignore[arg-type]
-            if len(rows) < CATCH_UP_PAGE:
+            if sum(block.n for batch in batches for block in batch.blocks) < CATCH_UP_EVENTS:
                 self.published_upto = max(self.published_upto, bound)  # the rest was deleted meanwhile
 
     # --- reading ---------------------------------------------------------------------------------
@@ -274,13 +276,13 @@ class PostgresStore(Store):
 
 
 def _group(rows: list[tuple]) -> list[Committed]:
-    """Rows read back (id order) as batches of one run with consecutive ids."""
+    """Blocks read back (id order) as batches of one stream with consecutive ids."""
     out: list[Committed] = []
-    for event_id, run_key, run_id, *row in rows:
+    for run_key, run_id, rank, *columns in rows:
+        block = from_row(columns)
         last = out[-1] if out else None
-        if last is None or last.run_key != run_key or last.last_id + 1 != event_id:
-            last = Committed(run_id=run_id, run_key=run_key, first_id=event_id, rows=[])
+        if last is None or (last.run_key, last.rank) != (run_key, rank) or last.last_id + 1 != block.first_id:
+            last = Committed(run_id=run_id, run_key=run_key, rank=rank, blocks=[])
             out.append(last)
-        rank, seq, kind, severity, ts, body = row
-        last.rows.append((run_key, rank, seq, kind, severity, ts, bytes(body)))
+        last.blocks.append(block)
     return out

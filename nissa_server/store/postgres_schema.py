@@ -9,9 +9,10 @@ from collections.abc import Callable
 
 import psycopg
 
+from nissa_server.store.blocks import regroup
 from nissa_server.store.model import UnusableDatabase
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
-from nissa_server.store.sql import INDEXED_KINDS_SQL
+from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL
 
 logger = logging.getLogger(__name__)
 MIGRATION_LOCK = 0x6E69_7373_6101
@@ -109,8 +110,46 @@ def _v3(conn: psycopg.Connection) -> None:
             conn.execute(statement)  # type: ignore[arg-type]
 
 
+def _v4(conn: psycopg.Connection) -> None:
+    # As SQLite's v7: events in blocks (see store.blocks), the rare kinds once more, a row each.
+    conn.execute(
+        """
+        -- id is the block's first event id: its events have ids id .. id + n - 1 and seqs seq .. seq + n - 1.
+        CREATE TABLE event_blocks (
+            id BIGINT PRIMARY KEY,
+            run_key BIGINT NOT NULL,
+            rank INTEGER NOT NULL,
+            seq BIGINT NOT NULL,
+            n INTEGER NOT NULL,
+            body BYTEA NOT NULL
+        );
+        CREATE UNIQUE INDEX event_blocks_stream ON event_blocks (run_key, rank, seq);
+        CREATE INDEX event_blocks_run ON event_blocks (run_key, id);
+        CREATE TABLE rare_events (
+            run_key BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            rank INTEGER NOT NULL,
+            id BIGINT NOT NULL,
+            severity SMALLINT NOT NULL,
+            body BYTEA NOT NULL,
+            PRIMARY KEY (run_key, kind, seq, rank)
+        );
+        """
+    )
+    with conn.cursor(name="nissa_regroup") as rows, conn.cursor() as out:
+        rows.execute("SELECT id, run_key, rank, seq, kind, severity, body FROM events ORDER BY run_key, rank, seq")
+        for block, rare in regroup(iter(rows), INDEXED_KIND_SET):
+            out.execute("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (%s,%s,%s,%s,%s,%s)",
+                        block)
+            if rare:
+                out.executemany("INSERT INTO rare_events (run_key, kind, seq, rank, id, severity, body)"
+                                " VALUES (%s,%s,%s,%s,%s,%s,%s)", rare)
+    conn.execute("DROP TABLE events")
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

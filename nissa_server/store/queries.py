@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice, takewhile
+
 import msgspec
 
 from leyline import Command, CommandRecord, HubHealth, RankCommandStatus, RunFinished, RunStarted, StatusChange
 from leyline.payloads import Scalar
 from nissa_server.schemas import RankInfo, RunInfo
 from nissa_server.store import ranks_sql
+from nissa_server.store.blocks import Block, from_row
 from nissa_server.store.conn import Conn
-from nissa_server.store.sql import INDEXED_KINDS, INDEXED_KINDS_SQL
+from nissa_server.store.sql import INDEXED_KIND_SET
 
 _started = msgspec.json.Decoder(RunStarted)
 _finished = msgspec.json.Decoder(RunFinished)
@@ -19,6 +23,8 @@ _result = msgspec.json.Decoder(dict[str, Scalar])
 _request = msgspec.json.Decoder(dict[str, Scalar])
 
 MAX_RANK = 65535
+BLOCK_PAGE = 64
+"""Blocks read per query when walking a stream or an id range."""
 
 _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
                 " last_epoch, config, finish, hub_health, world_size, status_detail")
@@ -85,18 +91,18 @@ def events_page(conn: Conn, run_key: int, after_seq: int, limit: int,
     The cursor is (``after_seq``, ``after_rank``): the events after it have a larger seq, or the same
     seq and a larger rank. Without ``after_rank`` every event with seq ``after_seq`` is behind it.
     """
-    if not kinds or not set(kinds) <= set(INDEXED_KINDS):
+    if not kinds or not set(kinds) <= INDEXED_KIND_SET:
         ranks = [rank] if rank is not None else [r for (r,) in conn.execute(
             "SELECT rank FROM streams WHERE run_key = ?", (run_key,)).fetchall()]
         return _merge_ranks(conn, run_key, ranks, after_seq, after_rank, limit, kinds)
-    # Rare kinds only: the partial index on (run_key, kind, seq) finds them (its condition spelled out).
-    where, args = ["run_key = ?", "(seq > ? OR (seq = ? AND rank > ?))", INDEXED_KINDS_SQL,
+    # Rare kinds only: their own table has them by (run_key, kind, seq, rank).
+    where, args = ["run_key = ?", "(seq > ? OR (seq = ? AND rank > ?))",
                    f"kind IN ({','.join('?' * len(kinds))})"], [run_key, after_seq, after_seq,
                                                                _rank_floor(after_rank), *kinds]
     if rank is not None:
         where.append("rank = ?")
         args.append(rank)
-    sql = f"SELECT body FROM events WHERE {' AND '.join(where)} ORDER BY seq, rank LIMIT ?"
+    sql = f"SELECT body FROM rare_events WHERE {' AND '.join(where)} ORDER BY seq, rank LIMIT ?"
     return [bytes(body) for (body,) in conn.execute(sql, (*args, limit))]
 
 
@@ -106,46 +112,102 @@ def _rank_floor(after_rank: int | None) -> int:
 
 def _merge_ranks(conn: Conn, run_key: int, ranks: list[int], after_seq: int, after_rank: int | None,
                  limit: int, kinds: list[str] | None) -> list[bytes]:
-    # One range of the (run_key, rank, seq) index per rank, merged here: the database would otherwise
-    # sort the whole run for every page. A kind filter reads on until the page is full.
+    # Each rank's events in seq order, merged here: the database would otherwise sort the whole run for
+    # every page. A kind filter reads on until the page is full.
     rows: list[tuple[int, int, bytes]] = []
     floor = _rank_floor(after_rank)
-    kind = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+    wanted = frozenset(kinds) if kinds else None
     for rank in ranks:
         first = after_seq + 1 if rank <= floor else after_seq  # this rank's events at after_seq are ahead
-        rows += conn.execute(
-            f"SELECT seq, rank, body FROM events WHERE run_key = ? AND rank = ? AND seq >= ?{kind} ORDER BY seq"
-            " LIMIT ?", (run_key, rank, first, *(kinds or ()), limit),
-        ).fetchall()
+        rows += [(seq, rank, body) for seq, body in islice(_stream_events(conn, run_key, rank, first, wanted), limit)]
     rows.sort(key=lambda row: (row[0], row[1]))
-    return [bytes(body) for _, _, body in rows[:limit]]
+    return [body for _, _, body in rows[:limit]]
+
+
+def _stream_blocks(conn: Conn, run_key: int, rank: int, first_seq: int) -> Iterator[Block]:
+    """A stream's blocks in seq order, from the one that holds ``first_seq`` (blocks of a stream never
+    overlap: it is the last to start at or below it, if that one reaches it)."""
+    row = conn.execute("SELECT seq FROM event_blocks WHERE run_key = ? AND rank = ? AND seq <= ? ORDER BY seq DESC"
+                       " LIMIT 1", (run_key, rank, first_seq)).fetchone()
+    start = row[0] if row else first_seq
+    while True:
+        rows = conn.execute("SELECT id, seq, n, body FROM event_blocks WHERE run_key = ? AND rank = ? AND seq >= ?"
+                            " ORDER BY seq LIMIT ?", (run_key, rank, start, BLOCK_PAGE)).fetchall()
+        for columns in rows:
+            yield from_row(columns)
+        if len(rows) < BLOCK_PAGE:
+            return
+        start = rows[-1][1] + 1
+
+
+def _stream_events(conn: Conn, run_key: int, rank: int, first_seq: int,
+                   kinds: frozenset[str] | None) -> Iterator[tuple[int, bytes]]:
+    """(seq, body) of a stream's events from ``first_seq`` on, of ``kinds`` (None: all), in seq order."""
+    for block in _stream_blocks(conn, run_key, rank, first_seq):
+        if block.last_seq < first_seq:
+            continue
+        if kinds is None:
+            skip = max(0, first_seq - block.seq)
+            yield from enumerate(block.events()[skip:], block.seq + skip)
+        else:
+            yield from ((seq, body) for seq, kind, _, body in block.rows() if seq >= first_seq and kind in kinds)
 
 
 def bodies(conn: Conn, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:
     """(seq, stored body) of one stream's events with ``first <= seq <= last``."""
-    return conn.execute("SELECT seq, body FROM events WHERE run_key = ? AND rank = ? AND seq BETWEEN ? AND ?",
-                        (run_key, rank, first, last)).fetchall()
+    return list(takewhile(lambda item: item[0] <= last, _stream_events(conn, run_key, rank, first, None)))
 
 
 def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, limit: int,
-                kinds: list[str] | None = None, min_severity: int = 0,
-                rank: int | None = None) -> list[tuple[int, bytes]]:
-    """Stored events with ``after_id < id <= upto_id`` in id order: a watcher's replay."""
-    where, args = ["id > ?", "id <= ?"], [after_id, upto_id]
-    if run_key is not None:
-        where.append("run_key = ?")
-        args.append(run_key)
-    if rank is not None:
-        where.append("rank = ?")
-        args.append(rank)
-    if kinds:
-        where.append(f"kind IN ({','.join('?' * len(kinds))})")
-        args.extend(kinds)
-    if min_severity > 0:
-        where.append("severity >= ?")
-        args.append(min_severity)
-    sql = f"SELECT id, body FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
-    return conn.execute(sql, (*args, limit)).fetchall()
+                kinds: list[str] | None = None, min_severity: int = 0, rank: int | None = None) -> list[Block]:
+    """Stored events with ``after_id < id <= upto_id`` in id order, in blocks: a watcher's replay (of one
+    rank, or all). They hold ``limit`` events or more (whole blocks) unless the range has fewer."""
+    if kinds and set(kinds) <= INDEXED_KIND_SET:
+        where, args = ["id > ?", "id <= ?", f"kind IN ({','.join('?' * len(kinds))})", "severity >= ?"], [
+            after_id, upto_id, *kinds, min_severity]
+        for column, value in (("run_key", run_key), ("rank", rank)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        return [Block(event_id, seq, 1, bytes(body)) for event_id, seq, body in conn.execute(
+            f"SELECT id, seq, body FROM rare_events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?", (*args, limit))]
+    wanted = frozenset(kinds) if kinds else None
+    out: list[Block] = []
+    count = 0
+    for block in _id_blocks(conn, run_key, after_id, upto_id, rank):
+        part = block.after(after_id)
+        if part is None:
+            continue
+        if wanted is not None or min_severity > 0:
+            out += [Block(part.first_id + i, seq, 1, body) for i, (seq, kind, severity, body) in enumerate(part.rows())
+                    if severity >= min_severity and (wanted is None or kind in wanted)]
+            count = len(out)
+        else:
+            out.append(part)
+            count += part.n
+        if count >= limit:
+            break
+    return out
+
+
+def _id_blocks(conn: Conn, run_key: int | None, after_id: int, upto_id: int,
+               rank: int | None = None) -> Iterator[Block]:
+    """Blocks (of one run, or all; of one rank, or all) in id order from the one that holds ``after_id + 1``
+    to ``upto_id``."""
+    run, args = "", ()
+    for column, value in (("run_key", run_key), ("rank", rank)):
+        if value is not None:
+            run, args = f"{run}{column} = ? AND ", (*args, value)
+    row = conn.execute(f"SELECT MAX(id) FROM event_blocks WHERE {run}id <= ?", (*args, after_id + 1)).fetchone()
+    start = row[0] if row and row[0] is not None else after_id + 1
+    while True:
+        rows = conn.execute(f"SELECT id, seq, n, body FROM event_blocks WHERE {run}id >= ? AND id <= ? ORDER BY id"
+                            " LIMIT ?", (*args, start, upto_id, BLOCK_PAGE)).fetchall()
+        for columns in rows:
+            yield from_row(columns)
+        if len(rows) < BLOCK_PAGE:
+            return
+        start = rows[-1][0] + 1
 
 
 def seq_to_id(conn: Conn, run_key: int, seq: int, rank: int = 0) -> int:
@@ -153,10 +215,10 @@ def seq_to_id(conn: Conn, run_key: int, seq: int, rank: int = 0) -> int:
     if seq <= 0:
         return 0
     row = conn.execute(
-        "SELECT id FROM events WHERE run_key = ? AND rank = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+        "SELECT id, seq, n FROM event_blocks WHERE run_key = ? AND rank = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
         (run_key, rank, seq),
     ).fetchone()
-    return row[0] if row else 0
+    return row[0] + min(seq - row[1], row[2] - 1) if row else 0
 
 
 _COMMAND_COLUMNS = ("c.command_id, r.run_id, c.status, c.created_at, c.updated_at, c.request, c.applied_step,"
@@ -222,13 +284,25 @@ def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]
         " WHERE c.status = 'queued' AND c.created_at < ? ORDER BY c.created_at", (created_before,))]
 
 
-def committed_rows(conn: Conn, after_id: int, upto_id: int, limit: int) -> list[tuple]:
-    """(id, run_key, run_id, rank, seq, kind, severity, ts, body) of events ``after_id < id <= upto_id``."""
-    return conn.execute(
-        "SELECT e.id, e.run_key, r.run_id, e.rank, e.seq, e.kind, e.severity, e.ts, e.body FROM events e"
-        " JOIN runs r ON r.run_key = e.run_key WHERE e.id > ? AND e.id <= ? ORDER BY e.id LIMIT ?",
-        (after_id, upto_id, limit),
-    ).fetchall()
+def committed_blocks(conn: Conn, after_id: int, upto_id: int, max_events: int) -> list[tuple]:
+    """(run_key, run_id, rank, id, seq, n, body) of the blocks with ``after_id < id <= upto_id`` in id order,
+    until they hold ``max_events`` events (fewer only when the range has no more)."""
+    out: list[tuple] = []
+    events = 0
+    while events < max_events:
+        rows = conn.execute(
+            "SELECT b.run_key, r.run_id, b.rank, b.id, b.seq, b.n, b.body FROM event_blocks b JOIN runs r ON r.run_key ="
+            " b.run_key WHERE b.id > ? AND b.id <= ? ORDER BY b.id LIMIT ?", (after_id, upto_id, BLOCK_PAGE),
+        ).fetchall()
+        for row in rows:
+            out.append(row)
+            events += row[5]
+            if events >= max_events:
+                break
+        if len(rows) < BLOCK_PAGE:
+            break
+        after_id = rows[-1][3]
+    return out
 
 
 def commands_by_status(conn: Conn) -> dict[str, int]:

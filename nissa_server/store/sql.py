@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -32,14 +34,17 @@ _enc = msgspec.json.Encoder()
 _history = msgspec.json.Decoder(list[StatusChange])
 
 OPEN_COMMAND_STATUSES = ("queued", "delivered", "applied")
+MAX_CHUNK = 256
+"""Rows in one statement of many (six values each at most: far below SQLite's limit on parameters)."""
 
 INDEXED_KINDS = ("anomaly_detected", "command_status", "events_dropped", "profile_completed", "profile_started",
                  "run_finished", "run_started", "seed_fossilized", "seed_gate_evaluated", "seed_germinated",
                  "seed_pruned", "seed_stage_changed", "telemetry_level_changed")
-"""Kinds the kind index covers: the critical ones (lifecycle, anomalies, commands), rare and asked for by
-kind. Metric kinds are the bulk of a run: they skip the index (one B-tree less per event stored) and a
-query for them reads the run's events in order, most of which it returns anyway. Fixed with the schema
-(a kind added later is simply not indexed)."""
+"""Kinds stored a second time, one row each, in ``rare_events``: the critical ones (lifecycle, anomalies,
+commands), rare and asked for by kind. Metric kinds are the bulk of a run: a query for them reads the run's
+blocks in order, most of which it returns anyway. Fixed with the schema (a kind added later is simply not
+indexed)."""
+INDEXED_KIND_SET = frozenset(INDEXED_KINDS)
 INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in INDEXED_KINDS)
 """The index's condition, spelled the same in the schema and in the queries that use it."""
 
@@ -122,9 +127,24 @@ def load_stream(conn: Conn, run_key: int, rank: int) -> Stream:
     last_seq, contiguous = row
     stream = Stream(contiguous=contiguous, last_seq=last_seq, stored=contiguous)
     if last_seq > contiguous:
-        stream.ahead = {seq for (seq,) in conn.execute(
-            "SELECT seq FROM events WHERE run_key = ? AND rank = ? AND seq > ?", (run_key, rank, contiguous))}
+        stream.ahead = {seq for first, n in conn.execute(
+            "SELECT seq, n FROM event_blocks WHERE run_key = ? AND rank = ? AND seq > ?", (run_key, rank, contiguous))
+            for seq in range(first, first + n)}
     return stream
+
+
+def seqs_stored(conn: Conn, run_key: int, rank: int, first: int, last: int) -> bool:
+    """Whether any seq of ``first..last`` of the stream is stored (its blocks never overlap: the one that
+    starts last at or below ``last`` is the only one that may reach into the range)."""
+    row = conn.execute("SELECT seq + n - 1 FROM event_blocks WHERE run_key = ? AND rank = ? AND seq <= ?"
+                       " ORDER BY seq DESC LIMIT 1", (run_key, rank, last)).fetchone()
+    return row is not None and row[0] >= first
+
+
+def insert_rare(conn: Conn, rows: list[tuple]) -> None:
+    """Events of the indexed kinds: (run_key, kind, seq, rank, id, severity, body)."""
+    conn.executemany("INSERT INTO rare_events (run_key, kind, seq, rank, id, severity, body) VALUES (?,?,?,?,?,?,?)",
+                     rows)
 
 
 def release_stream(conn: Conn, run_key: int, rank: int, session: str, now: float) -> None:
@@ -148,38 +168,64 @@ def mark_lost(conn: Conn, now: float, lost_after_s: float) -> list[str]:
     ).fetchall()]
 
 
-def update_stream(conn: Conn, run_key: int, rank: int, session: str | None, last_seq: int, contiguous: int,
-                  nbytes: int) -> bool:
-    """Record what a write adds to its stream; False if ``session`` no longer holds it (the fence)."""
-    if session is None:
-        g = conn.greatest
-        conn.execute(
-            "INSERT INTO streams (run_key, rank, last_seq, contiguous, bytes) VALUES (?,?,?,?,?)"
-            f" ON CONFLICT (run_key, rank) DO UPDATE SET last_seq = {g}(streams.last_seq, excluded.last_seq),"
-            f" contiguous = {g}(streams.contiguous, excluded.contiguous), bytes = streams.bytes + excluded.bytes",
-            (run_key, rank, last_seq, contiguous, nbytes),
-        )
-        return True
-    return conn.execute(
-        "UPDATE streams SET last_seq = ?, contiguous = ?, bytes = bytes + ? WHERE run_key = ? AND rank = ?"
-        " AND session = ?", (last_seq, contiguous, nbytes, run_key, rank, session),
-    ).rowcount == 1
+def _chunks(rows: list[tuple]) -> Iterator[list[tuple]]:
+    """``rows`` in chunks whose sizes are powers of two (at most ``MAX_CHUNK``), largest first: statements
+    of many rows in a few shapes only, each compiled (or prepared) once and then reused."""
+    i = 0
+    while i < len(rows):
+        size = min(MAX_CHUNK, 1 << ((len(rows) - i).bit_length() - 1))
+        yield rows[i:i + size]
+        i += size
 
 
-def count_kinds(conn: Conn, run_key: int, kinds: dict[str, int]) -> None:
-    conn.executemany(
-        "INSERT INTO kind_counts (run_key, kind, n) VALUES (?,?,?) "
-        "ON CONFLICT (run_key, kind) DO UPDATE SET n = kind_counts.n + excluded.n",
-        [(run_key, kind, n) for kind, n in kinds.items()],
+@functools.lru_cache(maxsize=64)
+def _values(columns: int, rows: int) -> str:
+    return ",".join(["(" + ",".join("?" * columns) + ")"] * rows)
+
+
+def update_streams(conn: Conn, rows: list[tuple[int, int, str, int, int, int]]) -> set[tuple[int, int]]:
+    """Record what a transaction adds to streams, (run_key, rank, session, last_seq, contiguous, bytes)
+    each; returns the (run_key, rank) updated: a stream missing is no longer held by that session (the
+    fence). One statement for many streams, not one each."""
+    done: set[tuple[int, int]] = set()
+    for chunk in _chunks(rows):
+        done.update((key, rank) for key, rank in conn.execute(
+            f"WITH v(run_key, rank, session, last_seq, contiguous, nbytes) AS (VALUES {_values(6, len(chunk))})"
+            " UPDATE streams SET last_seq = v.last_seq, contiguous = v.contiguous, bytes = streams.bytes + v.nbytes"
+            " FROM v WHERE streams.run_key = v.run_key AND streams.rank = v.rank AND streams.session = v.session"
+            " RETURNING streams.run_key, streams.rank", [value for row in chunk for value in row]))
+    return done
+
+
+def update_stream_unfenced(conn: Conn, run_key: int, rank: int, last_seq: int, contiguous: int, nbytes: int) -> None:
+    """Record what a write without a session's fence (an upload, the server's own events) adds to its stream."""
+    g = conn.greatest
+    conn.execute(
+        "INSERT INTO streams (run_key, rank, last_seq, contiguous, bytes) VALUES (?,?,?,?,?)"
+        f" ON CONFLICT (run_key, rank) DO UPDATE SET last_seq = {g}(streams.last_seq, excluded.last_seq),"
+        f" contiguous = {g}(streams.contiguous, excluded.contiguous), bytes = streams.bytes + excluded.bytes",
+        (run_key, rank, last_seq, contiguous, nbytes),
     )
 
 
-def touch_run(conn: Conn, run_key: int, step: int, epoch: int) -> bool:
-    """The run was seen now, at this step and epoch; False if it is gone (deleted)."""
-    g = conn.greatest
-    return conn.execute(
-        f"UPDATE runs SET last_seen_at = ?, last_step = {g}(last_step, ?), last_epoch = {g}(last_epoch, ?)"
-        " WHERE run_key = ?", (time.time(), step, epoch, run_key)).rowcount == 1
+def count_kinds(conn: Conn, rows: list[tuple[int, str, int]]) -> None:
+    """Add to the counts per run and kind: (run_key, kind, n) each, a (run_key, kind) once at most."""
+    for chunk in _chunks(rows):
+        conn.execute(f"INSERT INTO kind_counts (run_key, kind, n) VALUES {_values(3, len(chunk))}"
+                     " ON CONFLICT (run_key, kind) DO UPDATE SET n = kind_counts.n + excluded.n",
+                     [value for row in chunk for value in row])
+
+
+def touch_runs(conn: Conn, rows: list[tuple[int, int, int]]) -> set[int]:
+    """The runs were seen now, at these steps and epochs: (run_key, step, epoch) each; returns the run keys
+    updated (one missing is gone: deleted)."""
+    g, now, done = conn.greatest, time.time(), set()
+    for chunk in _chunks(rows):
+        done.update(key for (key,) in conn.execute(
+            f"WITH v(run_key, step, epoch) AS (VALUES {_values(3, len(chunk))}) UPDATE runs SET last_seen_at = ?,"
+            f" last_step = {g}(runs.last_step, v.step), last_epoch = {g}(runs.last_epoch, v.epoch) FROM v"
+            " WHERE runs.run_key = v.run_key RETURNING runs.run_key", [*(v for row in chunk for v in row), now]))
+    return done
 
 
 def run_progress(conn: Conn, run_key: int) -> tuple[str, int, int] | None:

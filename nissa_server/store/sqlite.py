@@ -19,7 +19,7 @@ from nissa_server.store.model import EventWrite, IdRange, UnusableDatabase, Writ
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_INSERT_EVENTS = "INSERT INTO events (id, run_key, rank, seq, kind, severity, ts, body) VALUES (?,?,?,?,?,?,?,?)"
+_INSERT_BLOCKS = "INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?,?,?,?,?,?)"
 
 
 class SqliteStore(Store):
@@ -59,8 +59,8 @@ class SqliteStore(Store):
                 schema.unlock(lock)
             raise
         self._lock, self._conn = lock, conn
-        last = max(sql.read_counter(conn, "event_id"),
-                   int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]))
+        block = conn.execute("SELECT id + n - 1 FROM event_blocks ORDER BY id DESC LIMIT 1").fetchone()
+        last = max(sql.read_counter(conn, "event_id"), block[0] if block else 0)
         self._next_id = last + 1
         self.published_upto = last
 
@@ -88,8 +88,8 @@ class SqliteStore(Store):
     def _ids(self, conn: Conn) -> IdRange:
         return IdRange(self._next_id - 1)
 
-    def _insert_events(self, conn: Conn, rows: list[tuple]) -> None:
-        conn.executemany(_INSERT_EVENTS, rows)
+    def _insert_blocks(self, conn: Conn, rows: list[tuple]) -> None:
+        conn.executemany(_INSERT_BLOCKS, rows)
 
     def _commit(self, conn: Conn, ids: IdRange | None, batch: list[Write]) -> None:
         if ids is not None:

@@ -9,9 +9,10 @@ import pathlib
 import sqlite3
 from collections.abc import Callable
 
+from nissa_server.store.blocks import regroup
 from nissa_server.store.model import UnusableDatabase
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
-from nissa_server.store.sql import INDEXED_KINDS_SQL
+from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL, insert_rare
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +147,44 @@ def _v6(conn: sqlite3.Connection) -> None:
     _run_script(conn, RANKS_SCHEMA.format(key="INTEGER", real="REAL", blob="BLOB", rowid=" WITHOUT ROWID"))
 
 
+def _v7(conn: sqlite3.Connection) -> None:
+    # Events in blocks (see store.blocks): a row per write of a stream, not per event, and the rare kinds
+    # once more, a row each, for the queries by kind. The events stored so far are regrouped.
+    _run_script(
+        conn,
+        """
+        -- id is the block's first event id: its events have ids id .. id + n - 1 and seqs seq .. seq + n - 1.
+        CREATE TABLE event_blocks (
+            id INTEGER PRIMARY KEY,
+            run_key INTEGER NOT NULL,
+            rank INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            n INTEGER NOT NULL,
+            body BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX event_blocks_stream ON event_blocks (run_key, rank, seq);
+        CREATE INDEX event_blocks_run ON event_blocks (run_key);
+        CREATE TABLE rare_events (
+            run_key INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            rank INTEGER NOT NULL,
+            id INTEGER NOT NULL,
+            severity INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (run_key, kind, seq, rank)
+        )
+        """,
+    )
+    rows = conn.execute("SELECT id, run_key, rank, seq, kind, severity, body FROM events ORDER BY run_key, rank, seq")
+    for block, rare in regroup(rows, INDEXED_KIND_SET):
+        conn.execute("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?,?,?,?,?,?)", block)
+        insert_rare(conn, rare)  # type: ignore[arg-type]
+    conn.execute("DROP TABLE events")
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

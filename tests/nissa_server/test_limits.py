@@ -1,6 +1,7 @@
 """Idle, slow and greedy connections: request-head deadline and size, the connection cap (idle ones
 displaced first), the watcher cap, the ingest idle timeout, and /healthz answering through all of it."""
 
+import asyncio
 import resource
 import socket
 
@@ -10,7 +11,8 @@ from websockets.asyncio.client import connect
 
 from leyline.frames import CLOSE_IDLE, CLOSE_TOO_MANY
 from nissa_server.settings import ConnectionLimits
-from tests.support import IngestClient, close_of, running_server, start_server_process, stop_process, ws_url
+from tests.support import (IngestClient, close_of, events_for, running_server, start_server_process, stop_process,
+                           ws_url)
 from tests.support.waiting import wait_for
 
 PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
@@ -117,7 +119,15 @@ async def test_a_silent_ingest_connection_is_closed(tmp_path):
     with running_server(tmp_path, limits=ConnectionLimits(ingest_idle_s=0.3)) as url:
         async with IngestClient(url, "quiet") as client:
             code, reason = await close_of(client.ws)
-    assert code == CLOSE_IDLE and "no frame for 0.3 s" in reason
+        assert code == CLOSE_IDLE and "no frame for 0.3 s" in reason
+        # Frames coming more often than that keep it open, however long it lasts; silence then closes it.
+        async with IngestClient(url, "talks") as client:
+            for seq in range(1, 7):
+                await client.send(events_for("talks", 1, start_seq=seq))
+                await client.wait_ack(seq)
+                await asyncio.sleep(0.1)
+            code, reason = await close_of(client.ws)
+        assert code == CLOSE_IDLE
 
 
 @pytest.mark.parametrize("change", [{"header_timeout_s": 0}, {"max_connections": 0}, {"max_watchers": 0},

@@ -212,6 +212,9 @@ async def test_ranks_streaming_to_two_servers_of_one_database_are_one_run(tmp_pa
             r0, r1 = Rank(c0), Rank(c1)
             await r0.start()
             await r1.start()
+            # A watcher of rank 1 on the other server: seq 1 replayed from the database, the rest live
+            # through the other server's notifications, rank 0's events left out either way.
+            watcher = asyncio.create_task(collect_watch(a, 5, run_id="two-7", rank=1))
             await r0.beat(4)
             await r1.beat(4)
             run = await _run(http, "two-7")
@@ -228,3 +231,5 @@ async def test_ranks_streaming_to_two_servers_of_one_database_are_one_run(tmp_pa
             await r0.send(RunFinished(status="completed", duration_s=1.0), step=12)
             await r1.send(RunFinished(status="completed", duration_s=1.0), step=12)
             assert httpx.get(f"{a}/runs/two-7", timeout=10).json()["status"] == "finished"
+            events, _ = await watcher
+            assert [(e["rank"], e["seq"]) for e in events] == [(1, seq) for seq in range(1, 6)]

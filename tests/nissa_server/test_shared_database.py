@@ -59,7 +59,7 @@ async def test_a_transaction_that_took_ids_first_commits_first(tmp_path):
     settings = Settings(db_url=settings_url)
     await async_wait_for(lambda: asyncio.to_thread(_waiting_on_a_lock, settings), message="B waits for A")
     side = side_connection(settings)
-    visible = side.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    visible = side.execute("SELECT COUNT(*) FROM event_blocks").fetchone()[0]
     side.close()
     release.set()
     await settled(a)

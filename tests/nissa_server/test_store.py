@@ -10,12 +10,12 @@ import httpx
 import psycopg
 import pytest
 
-from leyline import EventKind
 from nissa_server.settings import Settings
 from nissa_server.store import UnusableDatabase, create_store
 from nissa_server.store import postgres_schema
 from nissa_server.store import sqlite_schema as db
-from nissa_server.store.sql import INDEXED_KINDS, INDEXED_KINDS_SQL
+from nissa_server.store import queries
+from nissa_server.store.postgres import PgConn
 from nissa_server.store.sqlite import SqliteStore
 from tests.support import events_for, ingest_events, running_server
 from tests.support.damage import corrupt_database
@@ -34,10 +34,10 @@ def test_fresh_database_is_at_the_current_version_in_wal_mode(tmp_path):
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == db.WAL_CHECKPOINT_BYTES // db.PAGE_BYTES
     indexes = {row[1]: row[2] for row in conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
                                                         "WHERE type = 'index' AND sql IS NOT NULL")}
-    assert {"events_stream", "events_kind", "events_run"} <= set(indexes)
-    columns = [r[2] for r in conn.execute("PRAGMA index_info(events_stream)")]
+    assert {"event_blocks_stream", "event_blocks_run"} <= set(indexes)
+    assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'events'").fetchall()
+    columns = [r[2] for r in conn.execute("PRAGMA index_info(event_blocks_stream)")]
     assert columns == ["run_key", "rank", "seq"]
-    assert [r[2] for r in conn.execute("PRAGMA index_info(events_kind)")] == ["run_key", "kind", "seq"]
 
 
 @sqlite_only
@@ -53,7 +53,7 @@ def test_old_database_is_migrated_and_keeps_its_rows(tmp_path):
     assert conn.execute("SELECT run_id FROM runs").fetchall() == [("old",)]
     assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096  # an existing file keeps its pages
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == db.WAL_CHECKPOINT_BYTES // 4096
-    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'events_run'").fetchone()
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_blocks_run'").fetchone()
     assert conn.execute("SELECT secret_hash FROM runs").fetchall() == [(None,)]  # stored before secrets
 
 
@@ -105,10 +105,10 @@ def test_unique_run_rank_seq(tmp_path):
     store.open()
     asyncio.run(store.close())
     conn = side_connection(settings)
-    row = (1, 1, 0, 1, "heartbeat", 0, 0.0, b"{}")
-    conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", row)
+    row = (1, 1, 0, 1, 1, b"{}")  # id, run_key, rank, seq, n, body
+    conn.execute("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?,?,?,?,?,?)", row)
     with pytest.raises((sqlite3.IntegrityError, psycopg.errors.UniqueViolation)):
-        conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", (2, *row[1:]))
+        conn.execute("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?,?,?,?,?,?)", (2, *row[1:]))
     conn.close()
 
 
@@ -118,11 +118,11 @@ async def test_an_open_read_transaction_does_not_block_ingest(tmp_path):
         await ingest_events(url, events_for("rd", 10))
         reader = db.connect_reader(url.settings.db_path)
         reader.execute("BEGIN")
-        assert reader.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 10  # snapshot held open
+        assert reader.execute("SELECT SUM(n) FROM event_blocks").fetchone()[0] == 10  # snapshot held open
         await ingest_events(url, events_for("rd", 500, start_seq=11))
-        assert reader.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 10
+        assert reader.execute("SELECT SUM(n) FROM event_blocks").fetchone()[0] == 10
         reader.execute("COMMIT")
-        assert reader.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 510
+        assert reader.execute("SELECT SUM(n) FROM event_blocks").fetchone()[0] == 510
         reader.close()
 
 
@@ -157,8 +157,8 @@ def test_a_fresh_postgresql_database_is_at_the_current_version():
     with psycopg.connect(url) as conn:
         assert postgres_schema.migrate(conn) == postgres_schema.SCHEMA_VERSION
         assert postgres_schema.schema_version(conn) == postgres_schema.SCHEMA_VERSION
-        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'events'")}
-        assert {"events_stream", "events_kind", "events_run"} <= indexes
+        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'event_blocks'")}
+        assert {"event_blocks_stream", "event_blocks_run"} <= indexes
         assert postgres_schema.migrate(conn) == postgres_schema.SCHEMA_VERSION  # a second time: nothing to do
 
 
@@ -200,15 +200,52 @@ def test_a_newer_or_unreachable_postgresql_database_is_refused_in_one_line():
     assert "\n" not in str(info.value) and "secret" not in str(info.value)
 
 
+# Events as an older server stored them, one row each: (id, run_key, rank, seq, kind, severity, body).
+# Run 1 has a gap at seq 6 that a later event filled (id 10), and an anomaly among its heartbeats.
+_ONE_BY_ONE = [(i, 1, 0, seq, kind, 2 if kind == "anomaly_detected" else 0,
+                b'{"seq":%d,"kind":"%s","severity":"%s"}' % (seq, kind.encode(), b"warning" if kind[0] == "a" else b"debug"))
+               for i, seq, kind in [(1, 1, "heartbeat"), (2, 2, "heartbeat"), (3, 3, "anomaly_detected"),
+                                    (4, 4, "heartbeat"), (5, 5, "heartbeat"), (6, 7, "heartbeat"), (7, 8, "heartbeat"),
+                                    (10, 6, "heartbeat")]] + [(8, 2, 0, 1, "heartbeat", 0, b'{"seq":1}'),
+                                                              (9, 2, 0, 2, "heartbeat", 0, b'{"seq":2}')]
+
+
+def _old_events_read_back_the_same(conn) -> None:
+    assert conn.execute("SELECT id, run_key, seq, n FROM event_blocks ORDER BY id").fetchall() == [
+        (1, 1, 1, 5), (6, 1, 7, 2), (8, 2, 1, 2), (10, 1, 6, 1)]
+    assert [bytes(b) for b in queries.events_page(conn, 1, 0, 100)] == [
+        row[6] for row in sorted(_ONE_BY_ONE[:8], key=lambda row: row[3])]
+    assert queries.events_page(conn, 1, 0, 100, kinds=["anomaly_detected"]) == [_ONE_BY_ONE[2][6]]
+    replayed = [b.first_id for page in [queries.replay_page(conn, None, 2, 10, 100)] for block in page
+                for b in block.singles()]
+    assert replayed == list(range(3, 11))
+    assert [b.first_id for b in queries.replay_page(conn, 1, 0, 10, 100, min_severity=2)] == [3]
+    assert queries.seq_to_id(conn, 1, 6) == 10 and queries.seq_to_id(conn, 1, 8) == 7
+
+
 @sqlite_only
-def test_only_the_rare_kinds_are_indexed_by_kind_and_queries_for_them_use_it(tmp_path):
-    conn = db.connect_writer(tmp_path / "n.db")
-    plan = " ".join(row[3] for row in conn.execute(
-        f"EXPLAIN QUERY PLAN SELECT body FROM events WHERE run_key = 1 AND kind IN ('anomaly_detected') AND "
-        f"{INDEXED_KINDS_SQL} ORDER BY seq LIMIT 5"))
-    assert "events_kind" in plan
-    conn.execute("INSERT INTO events VALUES (1, 1, 0, 1, 'heartbeat', 10, 0, x'7b7d'),"
-                 " (2, 1, 0, 2, 'anomaly_detected', 30, 0, x'7b7d')")
-    entries = conn.execute("SELECT COUNT(*) FROM events INDEXED BY events_kind WHERE run_key = 1 AND "
-                           f"{INDEXED_KINDS_SQL}").fetchone()[0]
-    assert entries == 1 and set(INDEXED_KINDS) <= {k.value for k in EventKind}
+def test_events_stored_one_by_one_are_regrouped_into_blocks_sqlite(tmp_path):
+    path = tmp_path / "v5.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in db.MIGRATIONS[:5]:
+        migration(conn)
+    conn.execute("PRAGMA user_version=5")
+    conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,0,?)", _ONE_BY_ONE)
+    conn.execute("INSERT INTO streams (run_key, rank, last_seq, contiguous) VALUES (1, 0, 8, 8), (2, 0, 2, 2)")
+    conn.close()
+    _old_events_read_back_the_same(db.connect_writer(path))
+
+
+@postgresql_only
+def test_events_stored_one_by_one_are_regrouped_into_blocks_postgresql():
+    url = new_database()
+    with psycopg.connect(url) as conn:
+        conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        for migration in postgres_schema.MIGRATIONS[:2]:
+            migration(conn)
+        conn.execute("CREATE TABLE nissa_schema (version INTEGER NOT NULL); INSERT INTO nissa_schema VALUES (2)")
+        conn.cursor().executemany("INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,0,%s)", _ONE_BY_ONE)
+        conn.execute("INSERT INTO streams (run_key, rank, last_seq, contiguous) VALUES (1, 0, 8, 8), (2, 0, 2, 2)")
+        conn.commit()
+        postgres_schema.migrate(conn)
+        _old_events_read_back_the_same(PgConn(conn))

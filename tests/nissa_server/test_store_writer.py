@@ -42,7 +42,7 @@ async def test_the_servers_own_events_take_their_seqs_in_the_transaction(tmp_pat
     # Any server may author a run's events at rank -1: their seqs come from the database, in commit order.
     store, (run,) = await started(tmp_path, "own")
     published: list[int] = []
-    store.on_publish = lambda ws: published.extend(row[2] for w in ws for row in w.rows)
+    store.on_publish = lambda ws: published.extend(row[0] for w in ws for row in w.rows)
     change = CommandStatusChanged(command_id="c1", action=CommandAction.DEBUG, status=CommandStatus.QUEUED)
     writes = [EventWrite(run=run, rank=-1, prepare=lambda conn, w: add_server_event(conn, w, change))
               for _ in range(3)]
@@ -72,7 +72,7 @@ async def test_a_failed_write_fails_the_later_writes_of_its_stream_until_it_is_r
     # ack seqs the database lacks, and the trainer would never resend them.
     store, (run,) = await started(tmp_path, "broken")
     published: list[int] = []
-    store.on_publish = lambda ws: published.extend(row[2] for w in ws for row in w.rows)
+    store.on_publish = lambda ws: published.extend(row[0] for w in ws for row in w.rows)
     acks: list[int] = []
     failures: list[BaseException] = []
 

@@ -12,8 +12,8 @@ def corrupt_database(path: pathlib.Path) -> None:
     it opens, and only a check of every page finds the damage."""
     conn = db.connect_writer(path)
     conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at) VALUES (1, 'r', 0, 0)")
-    conn.executemany("INSERT INTO events (run_key, rank, seq, kind, severity, ts, body) VALUES (1, 0, ?, 'heartbeat',"
-                     " 10, 0, ?)", [(seq, b"x" * 300) for seq in range(1, 3001)])
+    conn.executemany("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?, 1, 0, ?, 1, ?)",
+                     [(seq, seq, b"x" * 300) for seq in range(1, 3001)])
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     data = bytearray(path.read_bytes())

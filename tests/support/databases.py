@@ -155,10 +155,10 @@ class _Side:
 _REFUSE_PG = """
 CREATE OR REPLACE FUNCTION nissa_test_refuse() RETURNS trigger AS $$
 BEGIN
-    IF NEW.seq = {seq} THEN RAISE EXCEPTION '{message}'; END IF;
+    IF NEW.seq <= {seq} AND NEW.seq + NEW.n > {seq} THEN RAISE EXCEPTION '{message}'; END IF;
     RETURN NEW;
 END $$ LANGUAGE plpgsql;
-CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION nissa_test_refuse()
+CREATE TRIGGER refuse BEFORE INSERT ON event_blocks FOR EACH ROW EXECUTE FUNCTION nissa_test_refuse()
 """
 
 
@@ -166,7 +166,8 @@ def refuse_seq(settings: Any, seq: int, message: str) -> None:
     """From now on the database refuses to store an event with ``seq``, with ``message`` (a disk fault)."""
     side = side_connection(settings)
     if settings.db_url is None:
-        side.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = {seq} "
+        side.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON event_blocks WHEN NEW.seq <= {seq} AND "
+                     f"NEW.seq + NEW.n > {seq} "
                      f"BEGIN SELECT RAISE(ABORT, '{message}'); END")
     else:
         side.raw.execute(_REFUSE_PG.format(seq=seq, message=message))
@@ -175,5 +176,5 @@ def refuse_seq(settings: Any, seq: int, message: str) -> None:
 
 def allow_all(settings: Any) -> None:
     side = side_connection(settings)
-    side.execute("DROP TRIGGER refuse" + ("" if settings.db_url is None else " ON events"))
+    side.execute("DROP TRIGGER refuse" + ("" if settings.db_url is None else " ON event_blocks"))
     side.close()
