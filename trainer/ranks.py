@@ -19,7 +19,7 @@ import ctypes
 import datetime
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -178,8 +178,14 @@ class Ranks:
         One all-gather of a fixed-size buffer (a length and up to ``GATHER_BYTES`` of data): a tenth of
         what ``all_gather_object`` costs (it pickles, and gathers sizes before data). Longer data takes a
         second all-gather, sized by the longest, which every rank then knows it needs."""
+        return self.gather_async(data)()
+
+    def gather_async(self, data: bytes) -> Callable[[], list[bytes]]:
+        """``gather`` started now and finished by the function it returns: the fixed-size all-gather runs
+        while this rank goes on; the call waits for it (and makes the second all-gather if some rank's data
+        was longer). Every rank calls the function at the same point of its collectives."""
         if not self.distributed:
-            return [data]
+            return lambda: [data]
         import torch
         import torch.distributed as dist
 
@@ -190,16 +196,22 @@ class Ranks:
                 out[_LENGTH:_LENGTH + len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
             return out
 
-        def gathered(mine: torch.Tensor) -> list[bytes]:
+        def start(mine: torch.Tensor) -> tuple[list[torch.Tensor], Any]:
             parts = [torch.empty_like(mine) for _ in range(self.world_size)]
-            self._collective(dist.all_gather, parts, mine, group=self._control)
-            return [tensor_bytes(p) for p in parts]
+            return parts, self._collective(dist.all_gather, parts, mine, group=self._control, async_op=True)
 
-        raws = gathered(buffer(GATHER_BYTES, data[:GATHER_BYTES]))
-        sizes = [int.from_bytes(raw[:_LENGTH], "little") for raw in raws]
-        if max(sizes) > GATHER_BYTES:
-            raws = gathered(buffer(max(sizes), data))
-        return [raw[_LENGTH:_LENGTH + size] for raw, size in zip(raws, sizes)]
+        def finish() -> list[bytes]:
+            self._collective(work.wait)
+            raws = [tensor_bytes(p) for p in parts]
+            sizes = [int.from_bytes(raw[:_LENGTH], "little") for raw in raws]
+            if max(sizes) > GATHER_BYTES:
+                longer, again = start(buffer(max(sizes), data))
+                self._collective(again.wait)
+                raws = [tensor_bytes(p) for p in longer]
+            return [raw[_LENGTH:_LENGTH + size] for raw, size in zip(raws, sizes)]
+
+        parts, work = start(buffer(GATHER_BYTES, data[:GATHER_BYTES]))
+        return finish
 
     def gather_cpu(self, tensor: torch.Tensor, dim: int = 0) -> torch.Tensor:
         """Every rank's ``tensor`` (same shape on each, read to the CPU) concatenated along ``dim`` in rank
@@ -259,9 +271,9 @@ class Ranks:
         self._collective(dist.all_reduce, tensor, op=getattr(dist.ReduceOp, op))
         return tensor
 
-    def _collective(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+    def _collective(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         except RuntimeError as err:  # torch's DistBackendError and gloo's errors are RuntimeErrors
             raise RankError(f"rank {self.rank} of {self.world_size}: {fn.__name__} failed (a rank died or "
                             f"hung): {err}") from err

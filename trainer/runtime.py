@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from leyline import CommandAction, Payload, RunFinished, Severity, TelemetryLevel
 
 from trainer.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
-from trainer.control.agreement import Agreement, ControlRound, StepTimer
+from trainer.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
 from trainer.hub import DeliveryReport, HubConfig, NissaHub
-from trainer.ranks import Ranks
+from trainer.ranks import RankError, Ranks
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,17 @@ class Runtime:
         for observer in self._round_observers:
             observer(agreed)
 
+    def _drain(self) -> None:
+        """Read the ranks' last exchange, still in flight: its commands came too late to apply."""
+        assert self.agreement is not None
+        try:
+            late = self.agreement.drain()
+        except (RankError, DisagreedStep) as err:
+            logger.warning("the ranks' last exchange failed: %s", err)
+            return
+        if late:
+            logger.info("%d command(s) reached the ranks after their last exchange: not applied", len(late))
+
     def update_begin(self, round_: int) -> None:
         self.commands.update_begin(round_)
 
@@ -124,6 +135,8 @@ class Runtime:
 
     def finish(self, summary: RunFinished, timeout: float = 10.0) -> DeliveryReport:
         """End the run: close open windows, emit ``run_finished`` last, close the hub within ``timeout``."""
+        if self.agreement is not None:
+            self._drain()
         self.commands.run_end(summary.status)
         self.hub.flush(min(1.0, timeout / 4), delivered=False)  # drop reports and health land before run_finished
         self.emit(summary, severity=Severity.ERROR if summary.status == "failed" else None)

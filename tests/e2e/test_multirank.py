@@ -100,7 +100,9 @@ def test_two_ranks_are_one_run_and_the_kill_fails_it_naming_the_rank(killed_run)
     run = killed_run.run_after_kill
     assert killed_run.exit_code != 0, killed_run.output[-3000:]
     assert run["world_size"] == 2 and run["status"] == "failed", run
-    assert run["status_detail"] == "rank 1 stopped without finishing", run
+    # Rank 0 may fail at its next exchange with the dead rank before torchrun's SIGTERM interrupts it.
+    assert run["status_detail"] in ("rank 1 stopped without finishing",
+                                    "rank 1 stopped without finishing; rank 0 failed"), run
     assert [r["rank"] for r in run["ranks"]] == [0, 1]
     assert run["ranks"][0]["status"] in ("interrupted", "failed") and run["ranks"][1]["status"] == "lost"
 

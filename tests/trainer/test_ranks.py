@@ -69,17 +69,20 @@ def _policy() -> ActorCritic:
     return ActorCritic(PolicyConfig(obs_dim(N_SLOTS), N_SLOTS, 16))
 
 
-def _runtime_epoch(ranks: Ranks, log_dir: pathlib.Path) -> None:
-    """A real runtime on each rank: rank 1 steps slowly and asks for a debug window of its own."""
+def _runtime_epochs(ranks: Ranks, log_dir: pathlib.Path) -> None:
+    """A real runtime on each rank for two epochs of 4 steps: rank 1 steps slowly and asks for a debug window
+    of its own at the end of the first (the ranks read that exchange, and apply it, at the end of the
+    second), and for another at the end of the second (in flight when the run ends: never applied)."""
     runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id="two", log_dir=log_dir, rank=ranks.rank),
                                           ranks=ranks))
     install_rank_checks(runtime, straggler_factor=1.5)
-    for step in range(1, 5):
-        time.sleep(0.01 if ranks.rank == 0 else 0.06)
-        runtime.step_boundary(step, 1)
-    if ranks.rank == 1:
-        runtime.escalate(epochs=1, reason="rank 1 asks")
-    runtime.epoch_end(1)
+    for epoch in (1, 2):
+        for step in range(4 * epoch - 3, 4 * epoch + 1):
+            time.sleep(0.01 if ranks.rank == 0 else 0.06)
+            runtime.step_boundary(step, epoch)
+        if ranks.rank == 1:
+            runtime.escalate(epochs=1, reason=f"rank 1 asks at epoch {epoch}")
+        runtime.epoch_end(epoch)
     runtime.finish(RunFinished(status="completed", duration_s=1.0), timeout=5.0)
 
 
@@ -92,12 +95,14 @@ def _rank_main(rank: int, port: int, log_dir: pathlib.Path, out: multiprocessing
         agreement = Agreement(ranks)
         c1, c2 = (Command(command_id=c, run_id="r", action=CommandAction.DEBUG, epochs=1) for c in ("c1", "c2"))
         held = [c1] if rank == 0 else [c2, c1]
-        agreed = agreement.exchange(16, held, 0.01 * (rank + 1))
+        agreed = agreement.exchange(16, held, 0.01 * (rank + 1))  # the first: read at once
+        posted = agreement.exchange(32 + rank, [], None)  # read at the next exchange
         try:
-            agreement.exchange(32 + rank, [], None)
+            agreement.exchange(48, [], None)
             disagreed = False
         except DisagreedStep:
             disagreed = True
+        assert posted.commands == [] and posted.step_times == ()
         big = ranks.gather(bytes([rank]) * (GATHER_BYTES * 3 if rank else 5))
 
         policy = _policy()
@@ -105,7 +110,7 @@ def _rank_main(rank: int, port: int, log_dir: pathlib.Path, out: multiprocessing
         batch = _envs(_batch(policy), rank * 2, rank * 2 + 2)  # each rank has half of the envs
         metrics = ppo_update(policy, torch.optim.Adam(policy.parameters(), lr=CFG.lr), batch, CFG, ranks=ranks)
         weights = torch.cat([p.detach().reshape(-1) for p in policy.parameters()]).tolist()  # no tensor in a queue
-        _runtime_epoch(ranks, log_dir)
+        _runtime_epochs(ranks, log_dir)
         out.put((rank, [c.command_id for c in agreed.commands], agreed.step_times, disagreed,
                  [len(b) for b in big], weights, metrics.update_epochs, metrics.approx_kl, metrics.policy_loss))
     finally:
@@ -177,7 +182,7 @@ def test_a_command_one_rank_gave_itself_applies_on_both_at_the_same_step(two_ran
     for rank in (0, 1):
         applied[rank] = [(e["payload"]["command_id"], e["payload"]["applied_step"]) for e in _logged(log_dir, rank)
                          if e["kind"] == "command_status" and e["payload"]["status"] == "applied"]
-    assert len(applied[1]) == 1 and applied[0] == applied[1] and applied[1][0][1] == 4
+    assert len(applied[1]) == 1 and applied[0] == applied[1] and applied[1][0][1] == 8
 
 
 def test_rank_0_reports_the_slow_rank_as_a_straggler(two_ranks, log_dir):

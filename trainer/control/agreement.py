@@ -10,12 +10,20 @@ the one rank 0 would, with one collective instead of a gather and a broadcast; e
 those commands at that step. Between exchanges nothing is exchanged: no collective and no host sync
 per step. A rank that died fails the exchange (the run ends, as torchrun ends it); one that reached it
 at another step is a bug the exchange refuses to paper over.
+
+The exchanges after the first are pipelined: the reports of an epoch's end travel while the next epoch
+trains, and are read (and their commands applied) at the end of that next epoch. A rank that finishes
+an epoch first does not wait for the slowest one at every epoch end (that wait, not the exchange, is
+what a blocking meeting would cost); the price is one epoch more before a command applies. The first
+exchange, at the run's first step, is read at once: what was asked before the run (``--profile``)
+applies at its first step.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -60,32 +68,56 @@ class DisagreedStep(RuntimeError):
 class Agreement:
     """The exchange of one rank; see the module docstring."""
 
-    def __init__(self, ranks: Ranks) -> None:
+    def __init__(self, ranks: Ranks, *, pipelined: bool = True) -> None:
         self.ranks = ranks
+        self.pipelined = pipelined
         self.rounds = 0
         self.total_s = 0.0
         """Wall time spent in exchanges so far."""
         self.times: list[float] = []
         """Wall time of each exchange (the last rank to arrive waits for none: its time is the cost)."""
+        self._posted: Callable[[], list[bytes]] | None = None
 
     def exchange(self, step: int, held: list[Command], step_time_s: float | None) -> ControlRound:
+        """Bring ``held`` to the ranks at ``step``; returns what to apply at ``step`` on every rank: what
+        this exchange agreed (the first, or any when not pipelined), else what the previous one did."""
         start = time.perf_counter()
-        mine = ControlReport(rank=self.ranks.rank, step=step, commands=held, step_time_s=step_time_s)
-        reports = [_decode(raw) for raw in self.ranks.gather(_encode(mine))]
-        steps = {r.step for r in reports}
-        if len(steps) > 1:
-            raise DisagreedStep("ranks reached the control exchange at different steps: "
-                                + ", ".join(f"rank {r.rank} at {r.step}" for r in reports))
-        agreed: dict[str, Command] = {}
-        for report in reports:
-            for command in report.commands:
-                agreed.setdefault(command.command_id, command)
+        mine = self.ranks.gather_async(_encode(ControlReport(rank=self.ranks.rank, step=step, commands=held,
+                                                             step_time_s=step_time_s)))
+        if self.pipelined and self.rounds > 0:
+            pending, self._posted = self._posted, mine
+            reports = self._read(pending) if pending is not None else []
+        else:
+            reports = self._read(mine)
         spent = time.perf_counter() - start
         self.rounds += 1
         self.total_s += spent
         self.times.append(spent)
-        return ControlRound(step=step, commands=list(agreed.values()),
-                            step_times=tuple(r.step_time_s for r in reports), exchange_s=spent)
+        return _decide(step, reports, spent)
+
+    def drain(self) -> list[Command]:
+        """Read the exchange still in flight (the run is ending: every rank drains once, at its end) and
+        return its commands, which no rank applies."""
+        pending, self._posted = self._posted, None
+        return _decide(0, self._read(pending), 0.0).commands if pending is not None else []
+
+    @staticmethod
+    def _read(posted: Callable[[], list[bytes]]) -> list[ControlReport]:
+        reports = [_decode(raw) for raw in posted()]
+        if len({r.step for r in reports}) > 1:
+            raise DisagreedStep("ranks reached the control exchange at different steps: "
+                                + ", ".join(f"rank {r.rank} at {r.step}" for r in reports))
+        return reports
+
+
+def _decide(step: int, reports: list[ControlReport], spent: float) -> ControlRound:
+    """The commands of ``reports`` in rank order, each once (the first rank's copy)."""
+    agreed: dict[str, Command] = {}
+    for report in reports:
+        for command in report.commands:
+            agreed.setdefault(command.command_id, command)
+    return ControlRound(step=step, commands=list(agreed.values()),
+                        step_times=tuple(r.step_time_s for r in reports), exchange_s=spent)
 
 
 class StepTimer:
