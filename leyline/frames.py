@@ -14,11 +14,11 @@ import msgspec
 
 from leyline.commands import Command
 from leyline.events import Event, Rank, RunId
+from leyline.payloads import MAX_NAME_CHARS, RunName
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_BATCH_EVENTS = 5000
 MAX_EVENT_BYTES = 256 * 1024
-MAX_NAME_CHARS = 200
 
 # Websocket close codes (4000-4999 are the application's own).
 CLOSE_BAD_FRAME = 4400
@@ -35,7 +35,6 @@ CLOSE_TOO_MANY = 4429  # the server has as many watchers as it takes; try again 
 StreamSecret = Annotated[str, msgspec.Meta(min_length=32, max_length=128, pattern=r"^[A-Za-z0-9_-]+$(?!\n)")]
 """The run's stream secret: it binds the run's stream to whoever created it (the trainer keeps it in
 the run directory); the server keeps only its hash."""
-RunName = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
 
 
 class Hello(msgspec.Struct, tag="hello", tag_field="type", kw_only=True):

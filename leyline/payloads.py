@@ -15,6 +15,10 @@ MAX_INT = 2**63 - 1
 Step = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 
 
+MAX_NAME_CHARS = 200
+RunName = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
+"""A run's human name (``esper-train --run-name``): shown in every run list, so bounded."""
+
 class Payload(msgspec.Struct, kw_only=True, frozen=True):
     """Base of every payload; ``KIND`` ties a payload type to its event kind."""
 
@@ -28,7 +32,7 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     """A run began: its name, full configuration and where it runs."""
 
     KIND: ClassVar[EventKind] = EventKind.RUN_STARTED
-    name: str
+    name: RunName
     config: dict[str, Scalar]
     host: str = ""
     pid: int = 0

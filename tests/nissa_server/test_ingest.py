@@ -107,7 +107,10 @@ CASES = {
     "second hello": (_hello(), _hello(), CLOSE_BAD_FRAME),
     "oversized frame": (_hello(), "[" + " " * (5 * 1024 * 1024) + "]", CLOSE_TOO_LARGE),
     "too many events": (_hello(), _batch(n=5001), CLOSE_TOO_LARGE),
-    "oversized event": (_hello(), _batch(kind="run_started", payload={"name": HUGE, "config": {}}), CLOSE_TOO_LARGE),
+    "run started with a long name": (_hello(), _batch(kind="run_started", payload={"name": "x" * 201, "config": {}}),
+                                     CLOSE_BAD_FRAME),
+    "oversized event": (_hello(), _batch(kind="run_started", payload={"name": "x", "config": {"k": HUGE}}),
+                        CLOSE_TOO_LARGE),
 }
 
 
