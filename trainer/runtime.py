@@ -121,11 +121,13 @@ class Runtime:
         """The telemetry level and the open DEBUG windows, for a checkpoint."""
         return {"level": self.levels.base.value, "windows": self.levels.open_windows()}
 
-    def resume_at(self, step: int, epoch: int, control: dict[str, object]) -> None:
-        """Go on from a checkpoint: its position, its telemetry level, and its windows opened again for
-        what was left of them (new commands: the old ones died with the process that held them)."""
+    def resume_at(self, step: int, epoch: int, control: dict[str, object], announce: Payload) -> None:
+        """Go on from a checkpoint: its position (``announce``, the ``run_resumed`` event, stamped with it),
+        its telemetry level, and its windows opened again for what was left of them (new commands: the
+        old ones died with the process that held them)."""
         self._step, self._epoch = step, epoch
         self.hub.mark_position(step, epoch)
+        self.emit(announce)
         level = TelemetryLevel(str(control["level"]))
         if level is not self.levels.base:
             self.levels.set_base(level, reason="resumed")

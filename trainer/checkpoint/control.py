@@ -127,7 +127,7 @@ class Checkpointer:
                         control=self._control_state(), hub_seq=self._hub_seq())
         pause = time.perf_counter() - begin
         job = _Job(checkpoint_name(totals.round), totals.round, trainer.step, trainer.epoch, pause, waiting)
-        manifest = {**self._manifest, "round": job.round, "step": job.step, "epoch": job.epoch,
+        manifest = {**self._manifest, "config": self._run_config, "round": job.round, "step": job.step, "epoch": job.epoch,
                     "hub_seq": state["hub"]["seq"], "torch_version": str(torch.__version__),
                     "created_at": time.time(), "pause_s": pause}
         job.thread = threading.Thread(target=self._write, args=(job, state, manifest), daemon=True,
