@@ -89,7 +89,8 @@ class CheckpointStore:
         """Write this rank's part of checkpoint ``name``; returns the state file's size."""
         directory = self.root / name
         directory.mkdir(parents=True, exist_ok=True)
-        data = directory / f"rank{self.rank}.pt"
+        data, meta = directory / f"rank{self.rank}.pt", directory / f"rank{self.rank}.json"
+        meta.unlink(missing_ok=True)  # rewriting a round (a resumed run does): unfinished until the new manifest
         tmp = data.with_name(data.name + ".tmp")
         with tmp.open("wb") as f:
             torch.save(state, f)
@@ -99,7 +100,6 @@ class CheckpointStore:
         _replace_durably(tmp, data)
         body = {**manifest, "format": FORMAT, "rank": self.rank,
                 "files": {data.name: {"bytes": size, "sha256": digest}}}
-        meta = directory / f"rank{self.rank}.json"
         tmp = meta.with_name(meta.name + ".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(body, f, indent=1, sort_keys=True)
