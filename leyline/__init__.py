@@ -34,6 +34,7 @@ from leyline.payloads import (
     EpochCompleted,
     Payload,
     RunFinished,
+    RunResumed,
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,

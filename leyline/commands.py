@@ -31,7 +31,8 @@ Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
 
 class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Body of ``POST /escalate``: a debug window of ``epochs`` (and/or through the next PPO update),
-    or a profile window of ``batches``, or (``"target": "update"``) over the next PPO update."""
+    or a profile window of ``batches``, or (``"target": "update"``) over the next PPO update; or
+    ``checkpoint`` (one at the next safe boundary) or ``stop`` (checkpoint, then end the run ``stopped``)."""
 
     run_id: RunId
     action: CommandAction
@@ -42,7 +43,11 @@ class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: Reason | None = None
 
     def __post_init__(self) -> None:
-        if self.action is CommandAction.DEBUG:
+        if self.action in (CommandAction.CHECKPOINT, CommandAction.STOP):
+            if self.epochs is not None or self.batches is not None or self.through_update or self.target is not None:
+                raise ValueError(f"action {self.action.value!r} takes no 'epochs', 'batches', 'through_update' "
+                                 "or 'target' (only 'reason')")
+        elif self.action is CommandAction.DEBUG:
             if self.batches is not None or self.target is not None:
                 raise ValueError("'batches' and 'target' belong to action 'profile', not 'debug'")
             if self.epochs is None and not self.through_update:

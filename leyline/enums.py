@@ -30,6 +30,7 @@ class EventKind(str, enum.Enum):
     EVENTS_DROPPED = "events_dropped"
     HUB_HEALTH = "hub_health"
     HEARTBEAT = "heartbeat"
+    RUN_RESUMED = "run_resumed"
 
 
 class Severity(str, enum.Enum):
@@ -84,6 +85,8 @@ class CommandAction(str, enum.Enum):
 
     DEBUG = "debug"
     PROFILE = "profile"
+    CHECKPOINT = "checkpoint"
+    STOP = "stop"
 
 
 class CommandStatus(str, enum.Enum):
@@ -110,13 +113,15 @@ _TERMINAL_STATUSES = frozenset(
 class RunStatus(str, enum.Enum):
     """A run as the server sees it: live (heartbeats arrive), degraded (one of its ranks fell silent
     while the others run), lost (silent past a timeout), or ended as its ``run_finished`` says (every
-    rank's, for a run of several): finished (completed), interrupted (Ctrl-C, SIGTERM) or failed (a rank
-    failed, or stopped without finishing)."""
+    rank's, for a run of several): finished (completed), interrupted (Ctrl-C, SIGTERM), stopped (by a
+    ``stop`` command, with a checkpoint to resume from) or failed (a rank failed, or stopped without
+    finishing). A resumed run (``run_resumed``) is live again, whatever it ended as."""
 
     LIVE = "live"
     DEGRADED = "degraded"
     FINISHED = "finished"
     INTERRUPTED = "interrupted"
+    STOPPED = "stopped"
     FAILED = "failed"
     LOST = "lost"
 
@@ -140,6 +145,7 @@ class RunStatus(str, enum.Enum):
 _AFTER_FINISH = {
     "completed": RunStatus.FINISHED,
     "interrupted": RunStatus.INTERRUPTED,
+    "stopped": RunStatus.STOPPED,
     "failed": RunStatus.FAILED,
 }
 _ENDED = frozenset(_AFTER_FINISH.values())

@@ -20,6 +20,7 @@ from leyline.payloads import (
     EpochCompleted,
     Payload,
     RunFinished,
+    RunResumed,
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,
@@ -54,7 +55,7 @@ PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {
         RunStarted, RunFinished, EpochCompleted, SeedGerminated, SeedStageChanged,
         SeedGateEvaluated, SeedFossilized, SeedPruned, PPOUpdate, GradientHealth, LSTMHealth,
         AnomalyDetected, TelemetryLevelChanged, DebugLayerStats, ProfileStarted,
-        ProfileCompleted, PhaseTiming, CommandStatusChanged, EventsDropped, HubHealth, Heartbeat,
+        ProfileCompleted, PhaseTiming, CommandStatusChanged, EventsDropped, HubHealth, Heartbeat, RunResumed,
     )
 }
 assert set(PAYLOAD_TYPES) == set(EventKind), "every kind needs exactly one payload type"

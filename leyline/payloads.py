@@ -47,7 +47,8 @@ class RunFinished(Payload, kw_only=True, frozen=True):
     """A run ended, cleanly or not, with a summary of what it achieved."""
 
     KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
-    status: Literal["completed", "failed", "interrupted"]
+    status: Literal["completed", "failed", "interrupted", "stopped"]
+    """``stopped``: a ``stop`` command ended it after a checkpoint (``esper-train --resume`` continues it)."""
     duration_s: float
     epochs: int = 0
     rounds: int = 0
@@ -56,6 +57,25 @@ class RunFinished(Payload, kw_only=True, frozen=True):
     fossilized: int = 0
     pruned: int = 0
     error: str | None = None
+
+
+class RunResumed(Payload, kw_only=True, frozen=True):
+    """The run goes on from a checkpoint (``esper-train --resume``): the same run id and streams, each
+    rank's ``seq`` continuing its log; the events after ``checkpoint_seq`` and before this one were of
+    training the checkpoint does not hold, and are done again from its position."""
+
+    KIND: ClassVar[EventKind] = EventKind.RUN_RESUMED
+    checkpoint: str
+    """The checkpoint's name (its directory under the run's ``checkpoints/``)."""
+    path: str
+    """Where it was read from."""
+    round: int
+    """Rounds it holds: training goes on from round ``round + 1``."""
+    checkpoint_step: Step
+    checkpoint_epoch: int
+    checkpoint_seq: int = 0
+    """The last ``seq`` this rank had logged when the checkpoint was taken."""
+    pid: int = 0
 
 
 class SlotSnapshot(msgspec.Struct, kw_only=True, frozen=True):

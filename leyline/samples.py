@@ -8,6 +8,7 @@ from leyline.payloads import (
     EpochCompleted,
     Payload,
     RunFinished,
+    RunResumed,
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,
@@ -84,6 +85,8 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
         HubHealth(queue_depth=2, logged=100, sent=98, acked=97, dropped={}, reconnects=0,
                   connected=True),
         Heartbeat(uptime_s=30.0),
+        RunResumed(checkpoint="round-000002", path="runs/r/checkpoints/round-000002", round=2,
+                   checkpoint_step=384, checkpoint_epoch=24, checkpoint_seq=310, pid=4242),
     )
 }
 assert set(SAMPLE_PAYLOADS) == set(PAYLOAD_TYPES)

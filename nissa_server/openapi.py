@@ -55,6 +55,9 @@ def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
                     epochs=null, through_update={"enum": [False]}, target={"enum": ["batches", None]}),
             variant("Profile window over the next PPO update", ["target"], action={"enum": ["profile"]},
                     target={"enum": ["update"]}, batches=null, epochs=null, through_update={"enum": [False]}),
+            variant("Checkpoint at the next safe boundary, or stop after one", [],
+                    action={"enum": ["checkpoint", "stop"]}, epochs=null, batches=null, target=null,
+                    through_update={"enum": [False]}),
         ],
     }
 
@@ -92,6 +95,8 @@ def _examples() -> dict[str, Any]:
         "escalate_debug": {"run_id": "r-20250101-abc", "action": "debug", "epochs": 3, "reason": "loss spike"},
         "escalate_profile": {"run_id": "r-20250101-abc", "action": "profile", "batches": 20},
         "escalate_profile_update": {"run_id": "r-20250101-abc", "action": "profile", "target": "update"},
+        "escalate_checkpoint": {"run_id": "r-20250101-abc", "action": "checkpoint"},
+        "escalate_stop": {"run_id": "r-20250101-abc", "action": "stop", "reason": "enough"},
     }
 
 

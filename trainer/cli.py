@@ -33,6 +33,8 @@ from trainer.runtime import Runtime, RuntimeConfig, build_runtime
 # upload` never trains, and starts in a fraction of the time without them.
 
 if TYPE_CHECKING:
+    from trainer.checkpoint import Checkpointer
+    from trainer.checkpoint.resume import ResumePoint
     from trainer.simic.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ def _checked_run_id(value: str) -> str:
 
 
 def train_parser() -> argparse.ArgumentParser:
+    from trainer.checkpoint.resume import add_checkpoint_args
     from trainer.simic.config import add_training_args
 
     p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -114,6 +117,7 @@ def train_parser() -> argparse.ArgumentParser:
                    help="how long the ranks wait for each other at an exchange before giving up (default 600)")
     r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
                    help="a rank whose step time is over F times the other ranks' median is a straggler (default 1.5)")
+    add_checkpoint_args(p)
     add_training_args(p)
     return p
 
@@ -217,6 +221,7 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
 
 
 def _train(argv: Sequence[str]) -> int:
+    from trainer.checkpoint.resume import check_checkpoint_args, resume_target, resumed_config, stored_config
     from trainer.simic.config import ConfigError, TrainConfig
 
     parser = train_parser()
@@ -225,7 +230,11 @@ def _train(argv: Sequence[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         _check_telemetry_args(args)
-        config = TrainConfig.from_args(args)
+        check_checkpoint_args(args)
+        if args.resume:
+            config = resumed_config(stored_config(resume_target(args), args.checkpoint), args)
+        else:
+            config = TrainConfig.from_args(args)
         if args.run_id:
             _checked_run_id(args.run_id)
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
@@ -253,17 +262,25 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                     rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue)
     runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
                                                    ranks=ranks, env_base=ranks.rank * config.n_envs))
+    point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None
+    checkpoints = _checkpointer(runtime, args, config)
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
     _interrupt_on_sigterm()
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     try:
-        runtime.emit(_run_started(runtime, args.run_name, config, args))
+        if point is None:
+            runtime.emit(_run_started(runtime, args.run_name, config, args))
+        else:
+            _say(f"resumed from {point.path} (round {point.round})")
+            resumed = point.resumed()
+            runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
         install_rank_checks(runtime, straggler_factor=args.straggler_factor)
-        summary = run_training(config, runtime, ranks=ranks)
+        summary = run_training(config, runtime, ranks=ranks, checkpoints=checkpoints,
+                               resume=None if point is None else point.state)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
     except RankError as err:  # another rank died or hung: this one cannot go on alone
@@ -287,7 +304,36 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                  f"esper-train upload {hub.run_dir} --server URL", err=True)
         if report.pending or report.lost:
             _say(f"not logged: {report.pending + report.lost} events", err=True)
-    return {"completed": 0, "interrupted": 130}.get(summary.status, 1)
+    if checkpoints.written:
+        _say(f"last checkpoint: {checkpoints.written[-1].path}")
+    return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
+
+
+def _resume_point(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks, run_dir: pathlib.Path,
+                  rounds: int) -> ResumePoint:
+    from trainer.checkpoint import CheckpointError
+    from trainer.checkpoint.resume import resume_point
+
+    try:
+        return resume_point(run_dir, args.checkpoint, ranks, rounds)
+    except CheckpointError as err:
+        parser.error(str(err))
+
+
+def _checkpointer(runtime: Runtime, args: argparse.Namespace, config: TrainConfig) -> Checkpointer:
+    """The run's checkpoints, under its run directory; the checkpoint and stop commands go to them."""
+    from trainer.checkpoint import CheckpointConfig, Checkpointer
+    from trainer.checkpoint.resume import store_of
+
+    hub, ranks = runtime.hub, runtime.ranks
+    checkpoints = Checkpointer(CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints),
+                               store_of(hub.config.run_dir, ranks.rank), run_config=config.as_flat_dict(),
+                               manifest={"run_id": runtime.run_id, "name": args.run_name,
+                                         "world_size": ranks.world_size},
+                               hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
+                               prunes=ranks.is_main)
+    checkpoints.register(runtime.commands)
+    return checkpoints
 
 
 def _upload(argv: Sequence[str]) -> int:

@@ -128,6 +128,26 @@ class Runtime:
     def update_end(self, round_: int) -> None:
         self.commands.update_end(round_)
 
+    def control_state(self) -> dict[str, object]:
+        """The telemetry level and the open DEBUG windows, for a checkpoint."""
+        return {"level": self.levels.base.value, "windows": self.levels.open_windows()}
+
+    def resume_at(self, step: int, epoch: int, control: dict[str, object], announce: Payload) -> None:
+        """Go on from a checkpoint: its position (``announce``, the ``run_resumed`` event, stamped with it),
+        its telemetry level, and its windows opened again for what was left of them (new commands: the
+        old ones died with the process that held them)."""
+        self._step, self._epoch = step, epoch
+        self.hub.mark_position(step, epoch)
+        self.emit(announce)
+        level = TelemetryLevel(str(control["level"]))
+        if level is not self.levels.base:
+            self.levels.set_base(level, reason="resumed")
+        for window in control["windows"]:  # type: ignore[attr-defined]
+            epochs = window["epochs"] or None
+            if epochs is not None or window["through_update"]:
+                self.escalate(epochs=epochs, through_update=bool(window["through_update"]),
+                              reason=f"resumed: window {window['key']}")
+
     def escalate(self, *, epochs: int | None = None, through_update: bool = False, reason: str = "auto") -> str:
         """Open a DEBUG window from inside the run (auto-escalation), through the command path."""
         return self.commands.escalate_debug(epochs=epochs, through_update=through_update, reason=reason,

@@ -22,6 +22,7 @@ from leyline import (
     ProfileCompleted,
     ProfileStarted,
     RunFinished,
+    RunResumed,
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,
@@ -43,7 +44,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.TELEMETRY_LEVEL_CHANGED: "level", EventKind.DEBUG_LAYER_STATS: "layers",
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
-    EventKind.HEARTBEAT: "beat",
+    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run",
 }
 
 
@@ -95,6 +96,10 @@ def _run_finished(p: RunFinished) -> str:
     return f"run {p.status} after {p.duration_s:.1f}s, {p.epochs} epochs, acc {pct(p.final_accuracy)}"
 
 
+def _run_resumed(p: RunResumed) -> str:
+    return f"run resumed from {p.checkpoint} (round {p.round}, step {p.checkpoint_step})"
+
+
 def _epoch(p: EpochCompleted) -> str:
     action = f" action={p.action}" if p.action else ""
     return f"acc {pct(p.accuracy)} val_loss {num(p.val_loss)} reward {num(p.reward)}{action}"
@@ -141,6 +146,7 @@ def _hub(p: HubHealth) -> str:
 _DESCRIBE: dict[type, Callable[[object], str]] = {
     RunStarted: _run_started,  # type: ignore[dict-item]
     RunFinished: _run_finished,  # type: ignore[dict-item]
+    RunResumed: _run_resumed,  # type: ignore[dict-item]
     EpochCompleted: _epoch,  # type: ignore[dict-item]
     SeedGerminated: lambda p: f"{p.slot} {p.seed_id} germinated {p.blueprint} ({p.params} params)",
     SeedStageChanged: _stage,  # type: ignore[dict-item]

@@ -25,6 +25,7 @@ from leyline import (
     ProfileCompleted,
     ProfileStarted,
     RunFinished,
+    RunResumed,
     RunStarted,
     RunStatus,
     SeedFossilized,
@@ -240,6 +241,11 @@ def _on_run_finished(state: RunState, event: Event) -> None:
     state.dirty.add("header")
 
 
+def _on_run_resumed(state: RunState, event: Event) -> None:
+    state.status = RunStatus.LIVE.value  # whatever it ended as: it goes on
+    state.dirty.add("header")
+
+
 def _on_epoch(state: RunState, event: Event) -> None:
     p: EpochCompleted = event.payload  # type: ignore[assignment]
     state.round = max(state.round, p.round)
@@ -335,6 +341,7 @@ def _on_dropped(state: RunState, event: Event) -> None:
 _HANDLERS = {
     RunStarted: _on_run_started,
     RunFinished: _on_run_finished,
+    RunResumed: _on_run_resumed,
     EpochCompleted: _on_epoch,
     SeedGerminated: _on_seed,
     SeedStageChanged: _on_seed,

@@ -26,7 +26,9 @@ _ESCALATE_BODY = {
             "schema": ref(EscalateRequest),
             "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
                          "profile": {"value": EXAMPLES["escalate_profile"]},
-                         "profile_update": {"value": EXAMPLES["escalate_profile_update"]}},
+                         "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
+                         "checkpoint": {"value": EXAMPLES["escalate_checkpoint"]},
+                         "stop": {"value": EXAMPLES["escalate_stop"]}},
         }},
     }
 }

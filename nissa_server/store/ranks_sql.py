@@ -56,7 +56,7 @@ CREATE INDEX command_ranks_run ON command_ranks (run_key)
 
 LIVE, SILENT, LOST = "live", "silent", "lost"
 """Rank statuses besides the ended ones (``finished``, ``interrupted``, ``failed``, as ``RunStatus``)."""
-_ENDED = tuple(s.value for s in (RunStatus.FINISHED, RunStatus.INTERRUPTED, RunStatus.FAILED))
+_ENDED = tuple(s.value for s in (RunStatus.FINISHED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.FAILED))
 _STEP_ORDER = {CommandStatus.QUEUED: 0, CommandStatus.DELIVERED: 1, CommandStatus.APPLIED: 2}
 
 
@@ -90,6 +90,15 @@ def rank_seen(conn: Conn, run_key: int, event: Event, now: float, hub_health: by
         f" last_step = {g}(ranks.last_step, excluded.last_step), last_epoch = {g}(ranks.last_epoch, excluded.last_epoch),"
         f" status = CASE WHEN ranks.status = '{SILENT}' THEN '{LIVE}' ELSE ranks.status END{health}",
         (run_key, event.rank, LIVE, now, event.step, event.epoch, hub_health))
+
+
+def rank_resumed(conn: Conn, run_key: int, event: Event, now: float) -> None:
+    """A rank goes on from a checkpoint: live again, whatever it ended as."""
+    conn.execute(
+        "INSERT INTO ranks (run_key, rank, status, seen_at, last_step, last_epoch) VALUES (?,?,?,?,?,?)"
+        " ON CONFLICT (run_key, rank) DO UPDATE SET status = excluded.status, ended_at = NULL,"
+        " seen_at = excluded.seen_at",
+        (run_key, event.rank, LIVE, now, event.step, event.epoch))
 
 
 def rank_finished(conn: Conn, run_key: int, event: Event, now: float) -> None:
@@ -149,6 +158,8 @@ def settle_run(conn: Conn, run_key: int, now: float, gone_after_s: float) -> str
                                                                                  else []))
     elif interrupted:
         status, detail = RunStatus.INTERRUPTED, f"{_names(interrupted)} interrupted"
+    elif any(status == RunStatus.STOPPED.value for status in ended.values()):
+        status, detail = RunStatus.STOPPED, None
     else:
         status, detail = RunStatus.FINISHED, None
     conn.execute("UPDATE runs SET status = ?, status_detail = ?, ended_at = ? WHERE run_key = ?",

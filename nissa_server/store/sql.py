@@ -20,6 +20,7 @@ from leyline import (
     Heartbeat,
     HubHealth,
     RunFinished,
+    RunResumed,
     RunStarted,
     RunStatus,
     StatusChange,
@@ -244,8 +245,8 @@ def next_server_seq(conn: Conn, run_key: int, rank: int) -> int:
 
 # Kinds whose arrival changes a row other than ``events`` (heartbeats: their rank's, every few seconds).
 EFFECT_KINDS = frozenset(
-    {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.HUB_HEALTH, EventKind.COMMAND_STATUS,
-     EventKind.HEARTBEAT}
+    {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED, EventKind.HUB_HEALTH,
+     EventKind.COMMAND_STATUS, EventKind.HEARTBEAT}
 )
 
 
@@ -262,6 +263,10 @@ def apply_effect(conn: Conn, run_key: int, event: Event) -> None:
         else:
             conn.execute("UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
                          (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key))
+    elif isinstance(payload, RunResumed):  # the same run goes on: live again, its last ending forgotten
+        conn.execute("UPDATE runs SET status = ?, status_detail = NULL, ended_at = NULL, finish = NULL,"
+                     " last_seen_at = ? WHERE run_key = ?", (RunStatus.LIVE.value, now, run_key))
+        ranks_sql.rank_resumed(conn, run_key, event, now)
     elif isinstance(payload, HubHealth):
         health = _enc.encode(payload)
         conn.execute("UPDATE runs SET hub_health = ? WHERE run_key = ?", (health, run_key))

@@ -119,3 +119,12 @@ def test_multirank_benchmark_compares_one_and_two_ranks_with_and_without_agreeme
                                                           abs=1e-3)
     assert 0 < figures["exchange_cost"] <= figures["exchange_share"] < 1
     assert 0 < figures["p50_ms_2"] <= figures["p99_ms_2"] and 0 < figures["p50_ms_1"] <= figures["p99_ms_1"]
+
+
+@pytest.mark.timeout(120)
+def test_checkpoint_benchmark_reports_size_and_pause_of_both_shapes():
+    figures = _run_bench("bench/checkpoint.py", "--rounds", "2", "--episode-length", "2", "--train-size", "64",
+                         "--lstm-hidden", "16")
+    for shape in ("default", "cifar"):
+        assert figures[f"{shape}_bytes"] > 0 and figures[f"{shape}_pause_ms"] > 0 and figures[f"{shape}_round_s"] > 0
+    assert figures["pause_ms"] == figures["cifar_pause_ms"] and 0 < figures["ratio"] < 1

@@ -82,6 +82,10 @@ def test_payload_must_match_kind():
         {"run_id": "r", "action": "profile", "target": "update", "batches": 3},
         {"run_id": "r", "action": "profile", "target": "weights"},
         {"run_id": "r", "action": "debug", "through_update": True, "target": "update"},
+        {"run_id": "r", "action": "checkpoint", "epochs": 1},
+        {"run_id": "r", "action": "stop", "batches": 2},
+        {"run_id": "r", "action": "stop", "through_update": True},
+        {"run_id": "r", "action": "checkpoint", "target": "update"},
     ],
 )
 def test_escalate_request_validation(body):
@@ -94,6 +98,10 @@ def test_escalate_request_valid():
     assert req.batches == 5 and req.action is CommandAction.PROFILE and req.target is None
     update = msgspec.json.decode(b'{"run_id":"r","action":"profile","target":"update"}', type=EscalateRequest)
     assert update.target == "update" and update.batches is None
+    for action in ("checkpoint", "stop"):
+        req = msgspec.json.decode(b'{"run_id":"r","action":"%s","reason":"why"}' % action.encode(),
+                                  type=EscalateRequest)
+        assert req.action is CommandAction(action) and req.epochs is None and req.reason == "why"
 
 
 def test_a_non_finite_validation_loss_still_travels():

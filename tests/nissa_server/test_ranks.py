@@ -11,7 +11,16 @@ import time
 import httpx
 import pytest
 
-from leyline import CommandAction, CommandStatus, CommandStatusChanged, Heartbeat, RunFinished, RunStarted, make_event
+from leyline import (
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
+    Heartbeat,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    make_event,
+)
 from tests.support import IngestClient, collect_watch, running_server
 from tests.support.databases import database_for
 from tests.support.waiting import async_wait_for
@@ -233,3 +242,18 @@ async def test_ranks_streaming_to_two_servers_of_one_database_are_one_run(tmp_pa
             assert httpx.get(f"{a}/runs/two-7", timeout=10).json()["status"] == "finished"
             events, _ = await watcher
             assert [(e["rank"], e["seq"]) for e in events] == [(1, seq) for seq in range(1, 6)]
+
+
+async def test_a_run_of_two_ranks_stopped_then_resumed(tmp_path):
+    """Both ranks end ``stopped``: the run is stopped; both resume: it is live again, each rank live."""
+    with running_server(tmp_path, **FAST) as url:
+        async with two_ranks(url, "two-stop") as ranks, httpx.AsyncClient(base_url=url, timeout=10) as http:
+            for rank in ranks:
+                await rank.send(RunFinished(status="stopped", duration_s=1.0, rounds=2), step=8, epoch=4)
+            run = await _until(http, "two-stop", lambda r: r["status"] == "stopped", "stopped")
+            assert run["status_detail"] is None
+            for rank in ranks:
+                await rank.send(RunResumed(checkpoint="round-000002", path="p", round=2, checkpoint_step=8,
+                                           checkpoint_epoch=4), step=8, epoch=4)
+            run = await _until(http, "two-stop", lambda r: r["status"] == "live", "live again")
+            assert [r["status"] for r in run["ranks"]] == ["live", "live"]

@@ -68,6 +68,13 @@ class LevelController:
         ends = [c.until_epoch for c in self._claims.values() if c.until_epoch is not None]
         return max(ends) if ends else None
 
+    def open_windows(self) -> list[dict[str, object]]:
+        """What is left of each open window: ``epochs`` past the last epoch ended (None: none asked) and
+        whether it still waits on an update (for a checkpoint; a resumed run opens them again)."""
+        return [{"key": c.key, "through_update": c.through_update and not c.update_covered,
+                 "epochs": None if c.until_epoch is None else max(c.until_epoch - self._last_epoch_ended, 0)}
+                for c in self._claims.values()]
+
     def set_base(self, level: TelemetryLevel, reason: str = "set") -> None:
         before = self.level
         self._base = level

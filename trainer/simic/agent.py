@@ -48,6 +48,12 @@ class Agent(Protocol):
         figures and the LSTM state at the end of the rollout."""
         ...
 
+    def state_dict(self) -> dict[str, object]:
+        """What a checkpoint at a round boundary keeps of the agent (``load_state_dict`` restores it)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
 
 class HeuristicAgent:
     def __init__(self, policy: HeuristicPolicy) -> None:
@@ -57,6 +63,12 @@ class HeuristicAgent:
 
     def begin_round(self, n_envs: int) -> None:
         return None
+
+    def state_dict(self) -> dict[str, object]:
+        return {"germinations": self.policy._germinations}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy._germinations = int(state["germinations"])
 
     def act(self, t: int, envs: Sequence[EnvSignals], op_mask: torch.Tensor,
             slot_mask: torch.Tensor) -> torch.Tensor:
@@ -94,6 +106,25 @@ class PPOAgent:
         self.state: LSTMState | None = None
         self._raw_obs: list[torch.Tensor] = []
         self.act_signals: PolicySignals | None = None
+
+    def state_dict(self) -> dict[str, object]:
+        """Everything the next round depends on (at a round boundary: the rollout is empty). Tensors are
+        the live ones: a checkpoint copies them."""
+        o, r, v = self.obs_norm, self.reward_norm, self.value_norm
+        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "obs_norm": {"mean": o.mean, "var": o.var, "count": o.count},
+                "reward_norm": {"count": r.count, "mean": r.mean, "m2": r.m2},
+                "value_norm": {"mean": v.mean, "var": v.var, "count": v.count},
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        o, r, v = state["obs_norm"], state["reward_norm"], state["value_norm"]
+        self.obs_norm.mean, self.obs_norm.var, self.obs_norm.count = o["mean"].double(), o["var"].double(), o["count"]
+        self.reward_norm.count, self.reward_norm.mean, self.reward_norm.m2 = int(r["count"]), r["mean"], r["m2"]
+        self.value_norm.mean, self.value_norm.var, self.value_norm.count = v["mean"], v["var"], v["count"]
+        self.generator.set_state(state["generator"])
 
     def begin_round(self, n_envs: int) -> None:
         self.buffer = RolloutBuffer(n_envs, self.n_steps, obs_dim(self.n_slots), self.n_slots,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from leyline import RunFinished
 
+from trainer.checkpoint.state import Stateful, Totals, restore
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
 from trainer.ranks import Ranks
@@ -24,6 +26,9 @@ from trainer.simic.sites import LoopSites
 from trainer.simic.vectorized import RoundResult, VectorizedTrainer
 from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
 from trainer.telemetry.install import telemetry_for_training
+
+if TYPE_CHECKING:
+    from trainer.checkpoint.control import Checkpointer
 
 logger = logging.getLogger(__name__)
 
@@ -75,30 +80,45 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
 
 
 def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
-                 data: TaskData | None = None, ranks: Ranks | None = None) -> RunFinished:
-    """Train ``config.rounds`` rounds; returns the summary.
+                 data: TaskData | None = None, ranks: Ranks | None = None,
+                 checkpoints: Checkpointer | None = None, resume: dict[str, Any] | None = None) -> RunFinished:
+    """Train up to ``config.rounds`` rounds; returns the summary.
 
     Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
     (it names the run and knows how it ended). Progress goes to stderr unless ``log_every`` is 0.
+    ``checkpoints`` takes the run's checkpoints at round ends, and may stop the run (status
+    ``stopped``); ``resume``: a checkpoint's state to go on from (the rounds after its own).
     """
     start = time.perf_counter()
     threads = torch.get_num_threads()
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
+    status = "completed"
     try:
         progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
                     if config.log_every > 0 and (ranks is None or ranks.is_main) else None)
         trainer = build_trainer(config, hooks, sites, data, progress, ranks)
-        results: list[RoundResult] = []
-        for round_ in range(1, config.rounds + 1):
-            result = trainer.run_round(round_)
-            results.append(result)
+        totals = Totals() if resume is None else restore(trainer, resume, _stateful(trainer.sites))
+        last: RoundResult | None = None
+        for round_ in range(totals.round + 1, config.rounds + 1):
+            last = trainer.run_round(round_)
+            totals.round, totals.fossilized, totals.pruned = round_, totals.fossilized + last.fossilized, \
+                totals.pruned + last.pruned
             if progress is not None:
-                progress.round(result)
+                progress.round(last)
+            if checkpoints is not None and checkpoints.round_end(trainer, totals):
+                status = "stopped"
+                break
     finally:
+        if checkpoints is not None:
+            checkpoints.finish()
         torch.set_num_threads(threads)
-    last = results[-1]
-    return RunFinished(status="completed", duration_s=time.perf_counter() - start, epochs=trainer.epoch,
-                       rounds=len(results), final_accuracy=sum(last.final_accuracy) / len(last.final_accuracy),
-                       best_accuracy=trainer.best_accuracy, fossilized=sum(r.fossilized for r in results),
-                       pruned=sum(r.pruned for r in results))
+    final = None if last is None else sum(last.final_accuracy) / len(last.final_accuracy)
+    return RunFinished(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch,
+                       rounds=totals.round, final_accuracy=final, best_accuracy=trainer.best_accuracy,
+                       fossilized=totals.fossilized, pruned=totals.pruned)
+
+
+def _stateful(sites: LoopSites) -> Stateful | None:
+    """The collectors, where they keep histories a checkpoint holds (the null sites keep none)."""
+    return sites if hasattr(sites, "state_dict") and hasattr(sites, "load_state_dict") else None  # type: ignore[return-value]

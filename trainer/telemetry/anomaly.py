@@ -121,6 +121,18 @@ class AnomalyDetector:
         self.escalations: list[str] = []
         self.epoch_checks = EpochChecks(self.config.epoch)
 
+    def state_dict(self) -> dict[str, object]:
+        """What later checks depend on (counters, cooldown, histories), for a checkpoint."""
+        return {"updates": self._updates, "epochs": self._epochs, "last_escalation": self._last_escalation,
+                "escalations": list(self.escalations), "epoch_checks": self.epoch_checks.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._updates, self._epochs = int(state["updates"]), int(state["epochs"])
+        last = state["last_escalation"]
+        self._last_escalation = None if last is None else (int(last[0]), int(last[1]))
+        self.escalations = list(state["escalations"])
+        self.epoch_checks.load_state_dict(state["epoch_checks"])
+
     # --- single checks: each returns a finding or None -------------------------------------------
 
     def check_ratio(self, ratio_min: float, ratio_max: float) -> AnomalyDetected | None:

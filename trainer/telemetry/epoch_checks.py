@@ -130,6 +130,31 @@ class EpochChecks:
         self._entropy = _Series(self.config.history)
         self._active: set[tuple[str, int | None, str]] = set()
 
+    def state_dict(self) -> dict[str, object]:
+        """The histories the checks judge against, as plain containers (for a checkpoint)."""
+        return {"norms": {key: list(series.values) for key, series in self._norms.items()},
+                "drift_ref": dict(self._drift_ref), "drift_run": dict(self._drift_run),
+                "acc": {env: list(values) for env, values in self._acc.items()}, "low_run": dict(self._low_run),
+                "top_loss": dict(self._top_loss), "round": self._round, "last_values": self._last_values,
+                "value_moves": list(self._value_moves.values), "value_spread": list(self._value_spread.values),
+                "entropy": list(self._entropy.values), "active": sorted(self._active, key=repr)}
+
+    def load_state_dict(self, state: dict) -> None:
+        c = self.config
+        self._norms = {}
+        for key, values in state["norms"].items():
+            self._norms[key] = _Series(c.history)
+            self._norms[key].values.extend(values)
+        self._drift_ref, self._drift_run = dict(state["drift_ref"]), dict(state["drift_run"])
+        self._acc = {env: deque(values, maxlen=c.recent_epochs) for env, values in state["acc"].items()}
+        self._low_run, self._top_loss = dict(state["low_run"]), dict(state["top_loss"])
+        self._round, self._last_values = int(state["round"]), state["last_values"]
+        for name in ("value_moves", "value_spread", "entropy"):
+            series = _Series(c.history)
+            series.values.extend(state[name])
+            setattr(self, f"_{name}", series)
+        self._active = {tuple(key) for key in state["active"]}
+
     def forget_scope(self, env: int, scope: str) -> None:
         """A new seed took ``scope``: its history starts over and its checks re-arm."""
         self._norms.pop((env, scope), None)

@@ -126,6 +126,15 @@ class SimicTelemetry:
                 return escalate_fn(epochs=epochs, through_update=True, reason=reason)
         return cls(hooks, config, escalate)
 
+    def state_dict(self) -> dict[str, object]:
+        """The collectors' histories a resumed run needs to report as the uninterrupted one would
+        (timings are not part of it: they measure this process)."""
+        return {"ema": self.ema.state_dict(), "detector": self.detector.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ema.load_state_dict(state["ema"])
+        self.detector.load_state_dict(state["detector"])
+
     # --- training batches ------------------------------------------------------------------------
 
     def gradients_due(self, batch: int) -> bool:

@@ -1,4 +1,4 @@
-"""Small modal screens: the escalation form and the key help."""
+"""Small modal screens: the escalation form, the confirmation of a stop, and the key help."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ from leyline import CommandAction
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 
 _FORM_CSS = """
-EscalateForm, HelpScreen { align: center middle; }
-EscalateForm > Vertical, HelpScreen > Vertical {
+EscalateForm, HelpScreen, ConfirmStop { align: center middle; }
+EscalateForm > Vertical, HelpScreen > Vertical, ConfirmStop > Vertical {
     width: 64; height: auto; padding: 1 2; border: thick $accent; background: $surface;
 }
 EscalateForm Horizontal { height: auto; margin-top: 1; }
 EscalateForm Button { margin-right: 2; }
 EscalateForm #error { color: $error; height: auto; }
 EscalateForm Checkbox { margin-top: 1; }
+ConfirmStop Horizontal { height: auto; margin-top: 1; }
+ConfirmStop Button { margin-right: 2; }
 """
 
 THROUGH_UPDATE = "through the next PPO update"
@@ -120,6 +122,9 @@ HELP = (
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
     ("p", "profile window: choose how many batches to profile, or the next PPO update"),
+    ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
+    ("S", "stop the run: it finishes the round, checkpoints and ends 'stopped' (asks first; "
+          "esper-train --resume goes on)"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),
     ("[ ]", "replay: one epoch back / forward"),
@@ -127,6 +132,33 @@ HELP = (
     ("?", "this help"),
     ("q", "quit"),
 )
+
+
+class ConfirmStop(ModalScreen[bool]):
+    """Ask before stopping a run; dismisses with True only on an explicit yes."""
+
+    DEFAULT_CSS = _FORM_CSS
+    BINDINGS = [Binding("escape,n", "answer(False)", "no"), Binding("y", "answer(True)", "yes")]
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"[b]Stop run {self.run_id}?[/b]")
+            yield Label("It finishes the round in progress, writes a checkpoint and ends 'stopped'; "
+                        "esper-train --resume goes on from there.")
+            with Horizontal():
+                yield Button("Stop the run (y)", variant="error", id="yes")
+                yield Button("Keep it running (n)", id="no")
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
 
 
 class HelpScreen(ModalScreen[None]):

@@ -16,7 +16,7 @@ from leyline.frames import EventBatch
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
 from tui.screens.base import DashboardScreen
-from tui.screens.forms import EscalateChoice, EscalateForm
+from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
 
@@ -24,12 +24,15 @@ logger = logging.getLogger(__name__)
 
 
 class RunViewScreen(DashboardScreen):
-    """One run, live: header, panels, event log; ``d``/``p`` escalate through ``POST /escalate``."""
+    """One run, live: header, panels, event log; ``d``/``p`` escalate, ``c`` checkpoints and ``S`` stops
+    (once confirmed) the run, through ``POST /escalate``."""
 
     BINDINGS = [
         Binding("d", "debug", "debug window"),
         Binding("D", "debug_form", "debug…", show=False),
         Binding("p", "profile", "profile…"),
+        Binding("c", "checkpoint", "checkpoint"),
+        Binding("S", "stop", "stop…"),
     ]
 
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
@@ -154,6 +157,16 @@ class RunViewScreen(DashboardScreen):
     def action_profile(self) -> None:
         self._ask(CommandAction.PROFILE, self.watch_app.config.profile_batches)
 
+    def action_checkpoint(self) -> None:
+        self.escalate(CommandAction.CHECKPOINT, None)
+
+    def action_stop(self) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.escalate(CommandAction.STOP, None)
+
+        self.app.push_screen(ConfirmStop(self.run_id), answered)
+
     def _ask(self, action: CommandAction, default: int) -> None:
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
@@ -170,7 +183,10 @@ class RunViewScreen(DashboardScreen):
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
         what += " over the next PPO update" if update else ""
         try:
-            if action is CommandAction.DEBUG:
+            if action in (CommandAction.CHECKPOINT, CommandAction.STOP):
+                what = action.value
+                command_id = await client.escalate(self.run_id, action, reason="esper-watch")
+            elif action is CommandAction.DEBUG:
                 command_id = await client.escalate(self.run_id, action, epochs=amount,
                                                    through_update=through_update, reason="esper-watch")
             else:

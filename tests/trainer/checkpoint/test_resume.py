@@ -1,0 +1,71 @@
+"""A run resumed from a round-boundary checkpoint repeats the uninterrupted run exactly (CPU, one seed)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import msgspec
+import pytest
+import torch
+
+from leyline import PhaseTiming, PPOUpdate, TelemetryLevel, encode_event, make_event
+from trainer.checkpoint import CheckpointConfig, Checkpointer, CheckpointStore
+from trainer.data import make_synthetic
+from trainer.simic.config import TrainConfig
+from trainer.simic.run import build_trainer, run_training
+from tests.trainer.simic.test_run import TINY, RecordingHooks
+
+CONFIG = TrainConfig(**{**TINY, "n_envs": 2, "rounds": 3, "episode_length": 4, "seed": 3})
+
+
+def checkpointer(root, config: TrainConfig, every: int = 1) -> Checkpointer:
+    return Checkpointer(CheckpointConfig(every=every, keep=5), CheckpointStore(root),
+                        run_config=config.as_flat_dict(), manifest={"run_id": "r", "world_size": 1},
+                        hub_seq=lambda: 0, control_state=lambda: {"level": "NORMAL", "windows": []})
+
+
+def wire(payloads) -> list[bytes]:
+    """Events as they would travel (timings aside: they measure the process, not the run)."""
+    return [encode_event(make_event(p, run_id="r", seq=1, ts=0.0, step=0, epoch=0, env=env))
+            for env, p in payloads if not isinstance(p, PhaseTiming)]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(0, TINY["train_size"], TINY["val_size"])
+
+
+def test_resumed_run_repeats_the_uninterrupted_one(tmp_path, data, one_thread):
+    full_hooks = RecordingHooks(TelemetryLevel.NORMAL)
+    full_ckpt = checkpointer(tmp_path / "full", CONFIG)
+    full = run_training(CONFIG, full_hooks, data=data, checkpoints=full_ckpt)
+    assert [w.name for w in full_ckpt.written] == ["round-000001", "round-000002", "round-000003"]
+
+    state = CheckpointStore(tmp_path / "full").load("round-000001")
+    resumed_hooks = RecordingHooks(TelemetryLevel.NORMAL)
+    resumed = run_training(CONFIG, resumed_hooks, data=data, resume=state,
+                           checkpoints=checkpointer(tmp_path / "resumed", CONFIG))
+
+    after = wire(resumed_hooks.events)
+    assert len(after) > 10 and after == wire(full_hooks.events)[-len(after):]
+    assert [p.round for _, p in resumed_hooks.of(PPOUpdate)] == [2, 3]
+    assert msgspec.structs.replace(resumed, duration_s=0.0) == msgspec.structs.replace(full, duration_s=0.0)
+    # the final policies are equal to the bit
+    a = CheckpointStore(tmp_path / "full").load("round-000003")["agent"]["policy"]
+    b = CheckpointStore(tmp_path / "resumed").load("round-000003")["agent"]["policy"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_checkpoint_holds_the_policy_normalizers_and_generators(tmp_path, data, one_thread):
+    hooks = RecordingHooks(TelemetryLevel.NORMAL)
+    ckpt = checkpointer(tmp_path, CONFIG)
+    run_training(dataclasses.replace(CONFIG, rounds=1), hooks, data=data, checkpoints=ckpt)
+    state = CheckpointStore(tmp_path).load("round-000001")
+    assert state["progress"]["round"] == 1 and state["progress"]["epoch"] == CONFIG.episode_length
+    assert set(state["agent"]) == {"policy", "optimizer", "obs_norm", "reward_norm", "value_norm", "generator"}
+    assert state["agent"]["reward_norm"]["count"] > 0
+    assert set(state["rng"]) == {"torch", "cuda", "python"} and state["data_order"].dtype == torch.uint8
+    assert state["telemetry"]["detector"]["updates"] == 1
+    trainer = build_trainer(CONFIG, hooks, data=data)
+    assert not torch.equal(trainer.agent.state_dict()["policy"]["critic.2.weight"],
+                           state["agent"]["policy"]["critic.2.weight"])

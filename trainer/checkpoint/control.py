@@ -1,0 +1,189 @@
+"""When checkpoints are taken, off the training thread: every N rounds, on ``checkpoint``, on ``stop``.
+
+At the end of a round the ``Checkpointer`` takes one if it is due (``every`` rounds), asked for (a
+``checkpoint`` command applied during the round) or the run is to stop (a ``stop`` command). The
+training thread only copies the state to host memory (``state.capture``, timed: the pause); a
+writer thread serializes and writes it (``files.CheckpointStore``). The run waits for an unfinished
+write only when the next checkpoint comes, or the run ends. The commands complete, on the training
+thread, once their checkpoint is on disk, with its path, size and step.
+
+In a run of several ranks the commands are applied at one step on every rank (the ranks' agreement),
+so every rank checkpoints the same round, each its own part, and every rank stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from leyline import CommandAction
+
+from trainer.checkpoint.files import CheckpointError, CheckpointStore, Written, checkpoint_name
+from trainer.checkpoint.state import Totals, capture
+from trainer.control.commands import CommandContext, CommandProcessor, CommandRejected
+from trainer.simic.vectorized import VectorizedTrainer
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EVERY = 1
+DEFAULT_KEEP = 3
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """When a run checkpoints and how many it keeps."""
+
+    every: int = DEFAULT_EVERY
+    """Checkpoint every this many rounds (0: only when asked). One: at a round boundary a checkpoint is
+    the policy and its optimizer (hosts are rebuilt every round), small next to a round's work, and a
+    run that dies loses at most the round in progress."""
+    keep: int = DEFAULT_KEEP
+    """Complete checkpoints kept (the oldest deleted first); at least 1."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.every, int) or self.every < 0:
+            raise ValueError(f"--checkpoint-every: must be an integer >= 0, got {self.every!r}")
+        if not isinstance(self.keep, int) or self.keep < 1:
+            raise ValueError(f"--keep-checkpoints: must be an integer >= 1, got {self.keep!r}")
+
+
+@dataclass
+class _Job:
+    """One checkpoint being written, and the commands waiting for it."""
+
+    name: str
+    round: int
+    step: int
+    epoch: int
+    pause_s: float
+    waiting: list[CommandContext] = field(default_factory=list)
+    outcome: Written | Exception | None = None
+    thread: threading.Thread | None = None
+
+
+class Checkpointer:
+    """Takes a run's checkpoints; see the module docstring."""
+
+    def __init__(self, config: CheckpointConfig, store: CheckpointStore, *, run_config: dict[str, Any],
+                 manifest: dict[str, Any], hub_seq: Callable[[], int], control_state: Callable[[], dict[str, Any]],
+                 prunes: bool = True) -> None:
+        """``manifest``: what every manifest says of the run (run id, world size); ``hub_seq``: the last seq
+        logged; ``control_state``: the telemetry level and open windows; ``prunes``: this rank deletes old
+        checkpoints (one rank of several does)."""
+        self.config, self.store = config, store
+        self._run_config, self._manifest = run_config, manifest
+        self._hub_seq, self._control_state = hub_seq, control_state
+        self._prunes = prunes
+        self._asked: list[CommandContext] = []
+        self.stop_asked: CommandContext | None = None
+        self._job: _Job | None = None
+        self.written: list[Written] = []
+        """Every checkpoint this process wrote, oldest first."""
+
+    def register(self, commands: CommandProcessor) -> None:
+        commands.register(CommandAction.CHECKPOINT, _CheckpointCommand(self))
+        commands.register(CommandAction.STOP, _StopCommand(self))
+
+    # --- the training thread ---------------------------------------------------------------------
+
+    def round_end(self, trainer: VectorizedTrainer, totals: Totals) -> bool:
+        """After round ``totals.round``: checkpoint if due; True when the run is to stop now."""
+        stopping = self.stop_asked is not None
+        due = self.config.every > 0 and totals.round % self.config.every == 0
+        if not (due or self._asked or stopping):
+            return False
+        waiting = self._asked + ([self.stop_asked] if self.stop_asked is not None else [])
+        self._asked = []
+        self._start(trainer, totals, waiting)
+        if stopping:
+            self.finish()
+        return stopping
+
+    def poll(self) -> None:
+        """Complete the commands of a checkpoint whose write has ended (called at every step)."""
+        job = self._job
+        if job is not None and job.thread is not None and not job.thread.is_alive():
+            self._settle(job)
+
+    def finish(self) -> None:
+        """Wait for the write under way, if any, and complete its commands (the run's end)."""
+        job = self._job
+        if job is not None and job.thread is not None:
+            job.thread.join()
+            self._settle(job)
+
+    def _start(self, trainer: VectorizedTrainer, totals: Totals, waiting: list[CommandContext]) -> None:
+        self.finish()  # one write at a time: the previous one must be on disk before the next begins
+        sites = trainer.sites
+        telemetry = sites.state_dict() if hasattr(sites, "state_dict") else None  # the null sites keep nothing
+        begin = time.perf_counter()
+        state = capture(trainer, totals, config=self._run_config, telemetry=telemetry,
+                        control=self._control_state(), hub_seq=self._hub_seq())
+        pause = time.perf_counter() - begin
+        job = _Job(checkpoint_name(totals.round), totals.round, trainer.step, trainer.epoch, pause, waiting)
+        manifest = {**self._manifest, "config": self._run_config, "round": job.round, "step": job.step, "epoch": job.epoch,
+                    "hub_seq": state["hub"]["seq"], "torch_version": str(torch.__version__),
+                    "created_at": time.time(), "pause_s": pause}
+        job.thread = threading.Thread(target=self._write, args=(job, state, manifest), daemon=True,
+                                      name=f"checkpoint-writer-{job.name}")
+        self._job = job
+        job.thread.start()
+
+    def _write(self, job: _Job, state: dict[str, Any], manifest: dict[str, Any]) -> None:
+        begin = time.perf_counter()
+        try:
+            size = self.store.write(job.name, state, manifest)
+            if self._prunes:
+                self.store.prune(self.config.keep)
+        except (OSError, RuntimeError, CheckpointError) as err:  # a full disk fails the checkpoint, not the run
+            logger.error("checkpoint %s could not be written: %s", job.name, err)
+            job.outcome = err
+            return
+        job.outcome = Written(job.name, self.store.root / job.name, size, job.round, job.step, job.epoch,
+                              job.pause_s, time.perf_counter() - begin)
+
+    def _settle(self, job: _Job) -> None:
+        self._job = None
+        outcome = job.outcome
+        if isinstance(outcome, Written):
+            self.written.append(outcome)
+            logger.info("checkpoint %s: %d bytes, pause %.1f ms, written in %.1f ms", outcome.name, outcome.bytes,
+                        outcome.pause_s * 1e3, outcome.write_s * 1e3)
+            result = {"path": str(outcome.path), "bytes": outcome.bytes, "step": outcome.step,
+                      "round": outcome.round, "pause_ms": round(outcome.pause_s * 1e3, 3)}
+            for ctx in job.waiting:
+                ctx.complete(result)
+        else:
+            for ctx in job.waiting:
+                ctx.fail(f"checkpoint {job.name} could not be written: {outcome}")
+
+
+class _CheckpointCommand:
+    """``checkpoint``: one at the end of the round in progress; completes once it is on disk."""
+
+    def __init__(self, owner: Checkpointer) -> None:
+        self.owner = owner
+
+    def apply(self, ctx: CommandContext) -> None:
+        self.owner._asked.append(ctx)
+
+    def step_boundary(self, step: int, epoch: int) -> None:
+        self.owner.poll()
+
+
+class _StopCommand:
+    """``stop``: finish the round in progress, checkpoint it, end the run ``stopped``."""
+
+    def __init__(self, owner: Checkpointer) -> None:
+        self.owner = owner
+
+    def apply(self, ctx: CommandContext) -> None:
+        if self.owner.stop_asked is not None:
+            raise CommandRejected(f"the run is already stopping ({self.owner.stop_asked.command_id})")
+        self.owner.stop_asked = ctx

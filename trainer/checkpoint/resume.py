@@ -1,0 +1,161 @@
+"""``esper-train --resume LOG_DIR/<run_id> [--checkpoint NAME]``: which checkpoint, and the run's config.
+
+A resumed run is the same run: its id and log dir come from ``--resume``, its training config from the
+checkpoint. Training flags given again must agree with it, except those that do not change what is
+computed (``RESUMABLE``): ``--rounds`` asks for more rounds, say. The newest checkpoint that checks
+out is taken unless ``--checkpoint`` names one; a named one that does not check out is refused with
+the newest good one before it offered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+from dataclasses import dataclass
+from typing import Any
+
+from leyline import RunResumed
+
+from trainer.checkpoint.control import DEFAULT_EVERY, DEFAULT_KEEP, CheckpointConfig
+from trainer.checkpoint.files import CheckpointError, CheckpointStore
+from trainer.ranks import Ranks
+from trainer.simic.config import ConfigError, TrainConfig, parse_slots
+
+RESUMABLE = frozenset({"rounds", "log_every", "cpu_threads", "device"})
+"""Training flags a resumed run may change (the rest are the checkpoint's)."""
+
+
+def store_of(run_dir: pathlib.Path, rank: int = 0) -> CheckpointStore:
+    return CheckpointStore(run_dir / "checkpoints", rank)
+
+
+def resume_target(args: argparse.Namespace) -> pathlib.Path:
+    """``--resume``'s run directory; sets ``args.log_dir`` and ``args.run_id`` from it."""
+    run_dir = pathlib.Path(args.resume)
+    if not (run_dir / "checkpoints").is_dir():
+        raise ValueError(f"--resume {args.resume}: no checkpoints there (a run directory LOG_DIR/<run_id> "
+                         "holds them under checkpoints/)")
+    if args.run_id and args.run_id != run_dir.name:
+        raise ValueError(f"--run-id {args.run_id}: a resumed run keeps its id ({run_dir.name}); leave --run-id out")
+    args.log_dir, args.run_id = str(run_dir.parent), run_dir.name
+    return run_dir
+
+
+def choose(run_dir: pathlib.Path, wanted: str | None) -> str:
+    """The checkpoint to resume from (``wanted``, or the newest complete one), checked: sizes and
+    checksums of every rank's part. One that was never finished (no manifest: the process died while
+    writing it) is passed over; one that does not check out is refused, the previous good one offered."""
+    store = store_of(run_dir)
+    if wanted is None:
+        complete = [n for n in store.names() if store.complete(n)]
+        if not complete:
+            raise CheckpointError(f"--resume {run_dir}: no complete checkpoint in {store.root}")
+        wanted = complete[-1]
+    try:
+        store.verify(wanted)
+    except CheckpointError as err:
+        previous = store.latest_good(before=wanted)
+        offer = (f"; the previous good one is {previous}: --resume {run_dir} --checkpoint {previous}"
+                 if previous else "; no earlier checkpoint checks out")
+        raise CheckpointError(f"--resume {run_dir}: {err}{offer}") from None
+    return wanted
+
+
+def stored_config(run_dir: pathlib.Path, wanted: str | None) -> dict[str, Any]:
+    """The training config written with the checkpoint (its manifest's, readable before the ranks meet)."""
+    store = store_of(run_dir)
+    names = [wanted] if wanted else [n for n in reversed(store.names()) if store.complete(n)]
+    for name in names:
+        try:
+            config = store.manifest(name, 0).get("config")
+        except CheckpointError:
+            continue
+        if isinstance(config, dict):
+            return config
+    raise CheckpointError(f"--resume {run_dir}: no complete checkpoint there" if not wanted
+                          else f"--checkpoint {wanted}: no such complete checkpoint in {store.root}")
+
+
+def resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> TrainConfig:
+    """The checkpoint's config with the flags a resume may change; any other flag must agree with it."""
+    fields = {f.name for f in dataclasses.fields(TrainConfig) if f.name != "extra"}
+    values = {k: v for k, v in stored.items() if k in fields}
+    values["slots"] = parse_slots(str(values.get("slots", "")), int(values.get("host_blocks", 3)))
+    for name in sorted(fields):
+        given = getattr(args, name, None)
+        if given is None:
+            continue
+        if name == "slots":
+            given = parse_slots(given, int(values.get("host_blocks", 3)))
+        if name in RESUMABLE:
+            values[name] = given
+        elif given != values.get(name):
+            raise ConfigError(f"--{name.replace('_', '-')}: the checkpoint was taken with {values.get(name)!r}, "
+                              f"not {given!r} (a resumed run keeps its training config)")
+    return TrainConfig(**values)
+
+
+def add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("checkpoints")
+    g.add_argument("--checkpoint-every", type=int, default=DEFAULT_EVERY, metavar="ROUNDS",
+                   help=f"checkpoint every ROUNDS rounds under LOG_DIR/<run_id>/checkpoints/ (0: only when asked "
+                        f"by a checkpoint or stop command; default {DEFAULT_EVERY})")
+    g.add_argument("--keep-checkpoints", type=int, default=DEFAULT_KEEP, metavar="K",
+                   help=f"complete checkpoints kept, the oldest deleted first (default {DEFAULT_KEEP})")
+    g.add_argument("--resume", metavar="LOG_DIR/RUN_ID",
+                   help="go on with that run from its newest checkpoint: the same run id, log and training "
+                        "config (--rounds may ask for more rounds; default: a new run)")
+    g.add_argument("--checkpoint", metavar="NAME", help="with --resume: the checkpoint to go on from (round-NNNNNN; default: the newest complete one)")
+
+
+def check_checkpoint_args(args: argparse.Namespace) -> CheckpointConfig:
+    """The checkpoint flags' bounds; ValueError names the flag."""
+    if args.checkpoint and not args.resume:
+        raise ValueError("--checkpoint: only with --resume LOG_DIR/RUN_ID")
+    return CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a rank goes on from."""
+
+    name: str
+    path: pathlib.Path
+    state: dict[str, Any]
+
+    @property
+    def round(self) -> int:
+        return int(self.state["progress"]["round"])
+
+    def resumed(self) -> RunResumed:
+        progress = self.state["progress"]
+        return RunResumed(checkpoint=self.name, path=str(self.path), round=self.round,
+                          checkpoint_step=int(progress["step"]), checkpoint_epoch=int(progress["epoch"]),
+                          checkpoint_seq=int(self.state["hub"]["seq"]), pid=os.getpid())
+
+
+def resume_point(run_dir: pathlib.Path, wanted: str | None, ranks: Ranks, rounds: int) -> ResumePoint:
+    """Rank 0 chooses and checks the checkpoint, every rank loads its own part of it. CheckpointError:
+    one line naming the checkpoint (on every rank: the others hear rank 0 could not choose)."""
+    chosen: str | None = None
+    failure = ""
+    if ranks.is_main:
+        try:
+            chosen = choose(run_dir, wanted)
+        except CheckpointError as err:
+            failure = str(err)
+    chosen = ranks.agree(chosen)
+    if chosen is None:
+        raise CheckpointError(failure or f"--resume {run_dir}: rank 0 found no checkpoint to resume from")
+    store = store_of(run_dir, ranks.rank)
+    world = int(store.manifest(chosen, 0).get("world_size", 1))
+    if world != ranks.world_size:
+        raise CheckpointError(f"--resume {run_dir}: checkpoint {chosen} was taken by {world} rank(s), "
+                              f"this run has {ranks.world_size}")
+    point = ResumePoint(chosen, store.root / chosen, store.load(chosen))
+    if point.round >= rounds:
+        raise CheckpointError(f"--rounds {rounds}: checkpoint {chosen} already holds {point.round} rounds; "
+                              f"ask for more with --rounds")
+    return point
