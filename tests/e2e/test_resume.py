@@ -86,7 +86,11 @@ def test_checkpoint_and_stop_commands_then_resume(tmp_path):
         assert trainer.wait(timeout=120) == 0, trainer.stderr
         stopped = wait_for(lambda: (c := command(server.url, stop["command_id"]))["status"] == "completed" and c,
                            30, "the stop command to complete")
-        assert_stream_is_the_log(server.url, trainer, run_id)
+        stored = assert_stream_is_the_log(server.url, trainer, run_id)
+        applied = [e for e in stored if e.kind is EventKind.COMMAND_STATUS and e.payload.status == "applied"
+                   and e.payload.command_id == stop["command_id"]]
+        epochs = [e.epoch for e in stored if e.kind is EventKind.EPOCH_COMPLETED]
+        assert len(applied) == 1 and epochs[-1] == applied[0].epoch  # it finished that epoch, no other
         info = run_info(server.url, run_id)
         assert info["status"] == "stopped" and info["finish"]["status"] == "stopped"
         rounds = stopped["result"]["round"]

@@ -1,14 +1,20 @@
 """When checkpoints are taken, off the training thread: every N rounds, on ``checkpoint``, on ``stop``.
 
 At the end of a round the ``Checkpointer`` takes one if it is due (``every`` rounds), asked for (a
-``checkpoint`` command applied during the round) or the run is to stop (a ``stop`` command). The
-training thread only copies the state to host memory (``state.capture``, timed: the pause); a
-writer thread serializes and writes it (``files.CheckpointStore``). The run waits for an unfinished
-write only when the next checkpoint comes, or the run ends. The commands complete, on the training
-thread, once their checkpoint is on disk, with its path, size and step.
+``checkpoint`` command applied during the round) or the run is to stop. The training thread only
+copies the state to host memory (``state.capture``, timed: the pause); a writer thread serializes and
+writes it (``files.CheckpointStore``). The run waits for an unfinished write only when the next
+checkpoint comes, or the run ends. The commands complete, on the training thread, once their
+checkpoint is on disk, with its path, size and step.
+
+``stop`` ends the run at the end of the epoch in progress. Mid-round there is no state a resume could
+repeat exactly (hosts, seeds and the rollout would all have to be saved), so the run keeps the copy of
+its last round boundary in host memory (taken at every round end, written or not) and, on ``stop``,
+writes that one, unless it is on disk already: a resumed run trains the unfinished round again, exactly
+as the uninterrupted run would have.
 
 In a run of several ranks the commands are applied at one step on every rank (the ranks' agreement),
-so every rank checkpoints the same round, each its own part, and every rank stops.
+so every rank checkpoints the same round, each its own part, and every rank stops at the same epoch.
 """
 
 from __future__ import annotations
@@ -54,6 +60,18 @@ class CheckpointConfig:
 
 
 @dataclass
+class _Snapshot:
+    """A round boundary's state in host memory, written or not."""
+
+    name: str
+    round: int
+    step: int
+    epoch: int
+    pause_s: float
+    state: dict[str, Any]
+
+
+@dataclass
 class _Job:
     """One checkpoint being written, and the commands waiting for it."""
 
@@ -83,6 +101,7 @@ class Checkpointer:
         self._asked: list[CommandContext] = []
         self.stop_asked: CommandContext | None = None
         self._job: _Job | None = None
+        self._boundary: _Snapshot | None = None
         self.written: list[Written] = []
         """Every checkpoint this process wrote, oldest first."""
 
@@ -92,18 +111,46 @@ class Checkpointer:
 
     # --- the training thread ---------------------------------------------------------------------
 
+    def begin(self, trainer: VectorizedTrainer, totals: Totals) -> None:
+        """The run starts (or resumes) at round ``totals.round``: the boundary a ``stop`` in its first round
+        goes back to."""
+        self._boundary = self._capture(trainer, totals)
+
+    def stopping(self) -> bool:
+        """A ``stop`` was applied: the loop ends the round at the end of this epoch."""
+        return self.stop_asked is not None
+
     def round_end(self, trainer: VectorizedTrainer, totals: Totals) -> bool:
         """After round ``totals.round``: checkpoint if due; True when the run is to stop now."""
+        self._boundary = snapshot = self._capture(trainer, totals)
         stopping = self.stop_asked is not None
         due = self.config.every > 0 and totals.round % self.config.every == 0
-        if not (due or self._asked or stopping):
-            return False
-        waiting = self._asked + ([self.stop_asked] if self.stop_asked is not None else [])
-        self._asked = []
-        self._start(trainer, totals, waiting)
+        if due or self._asked or stopping:
+            self._start(snapshot, self._take_waiting())
         if stopping:
             self.finish()
         return stopping
+
+    def stop_mid_round(self) -> None:
+        """``stop`` ended the run inside a round: its checkpoint is the last round boundary's, written now
+        unless it is on disk (or being written) already; the commands waiting complete with it."""
+        snapshot, waiting = self._boundary, self._take_waiting()
+        assert snapshot is not None, "begin() takes the first boundary"
+        job = self._job
+        done = next((w for w in reversed(self.written) if w.name == snapshot.name), None)
+        if job is not None and job.name == snapshot.name:
+            job.waiting += waiting
+        elif done is not None:
+            for ctx in waiting:
+                ctx.complete(_result(done))
+        else:
+            self._start(snapshot, waiting)
+        self.finish()
+
+    def _take_waiting(self) -> list[CommandContext]:
+        waiting = self._asked + ([self.stop_asked] if self.stop_asked is not None else [])
+        self._asked = []
+        return waiting
 
     def poll(self) -> None:
         """Complete the commands of a checkpoint whose write has ended (called at every step)."""
@@ -118,19 +165,23 @@ class Checkpointer:
             job.thread.join()
             self._settle(job)
 
-    def _start(self, trainer: VectorizedTrainer, totals: Totals, waiting: list[CommandContext]) -> None:
-        self.finish()  # one write at a time: the previous one must be on disk before the next begins
+    def _capture(self, trainer: VectorizedTrainer, totals: Totals) -> _Snapshot:
+        """The run's state at this round boundary, in host memory (timed: the pause)."""
         sites = trainer.sites
         telemetry = sites.state_dict() if hasattr(sites, "state_dict") else None  # the null sites keep nothing
         begin = time.perf_counter()
         state = capture(trainer, totals, config=self._run_config, telemetry=telemetry,
                         control=self._control_state(), hub_seq=self._hub_seq())
         pause = time.perf_counter() - begin
-        job = _Job(checkpoint_name(totals.round), totals.round, trainer.step, trainer.epoch, pause, waiting)
-        manifest = {**self._manifest, "config": self._run_config, "round": job.round, "step": job.step, "epoch": job.epoch,
-                    "hub_seq": state["hub"]["seq"], "torch_version": str(torch.__version__),
-                    "created_at": time.time(), "pause_s": pause}
-        job.thread = threading.Thread(target=self._write, args=(job, state, manifest), daemon=True,
+        return _Snapshot(checkpoint_name(totals.round), totals.round, trainer.step, trainer.epoch, pause, state)
+
+    def _start(self, snapshot: _Snapshot, waiting: list[CommandContext]) -> None:
+        self.finish()  # one write at a time: the previous one must be on disk before the next begins
+        job = _Job(snapshot.name, snapshot.round, snapshot.step, snapshot.epoch, snapshot.pause_s, waiting)
+        manifest = {**self._manifest, "config": self._run_config, "round": job.round, "step": job.step,
+                    "epoch": job.epoch, "hub_seq": snapshot.state["hub"]["seq"],
+                    "torch_version": str(torch.__version__), "created_at": time.time(), "pause_s": job.pause_s}
+        job.thread = threading.Thread(target=self._write, args=(job, snapshot.state, manifest), daemon=True,
                                       name=f"checkpoint-writer-{job.name}")
         self._job = job
         job.thread.start()
@@ -155,13 +206,17 @@ class Checkpointer:
             self.written.append(outcome)
             logger.info("checkpoint %s: %d bytes, pause %.1f ms, written in %.1f ms", outcome.name, outcome.bytes,
                         outcome.pause_s * 1e3, outcome.write_s * 1e3)
-            result = {"path": str(outcome.path), "bytes": outcome.bytes, "step": outcome.step,
-                      "round": outcome.round, "pause_ms": round(outcome.pause_s * 1e3, 3)}
             for ctx in job.waiting:
-                ctx.complete(result)
+                ctx.complete(_result(outcome))
         else:
             for ctx in job.waiting:
                 ctx.fail(f"checkpoint {job.name} could not be written: {outcome}")
+
+
+def _result(written: Written) -> dict[str, Any]:
+    """What a command completed by ``written`` reports."""
+    return {"path": str(written.path), "bytes": written.bytes, "step": written.step, "round": written.round,
+            "pause_ms": round(written.pause_s * 1e3, 3)}
 
 
 class _CheckpointCommand:
@@ -178,7 +233,8 @@ class _CheckpointCommand:
 
 
 class _StopCommand:
-    """``stop``: finish the round in progress, checkpoint it, end the run ``stopped``."""
+    """``stop``: finish the epoch in progress, checkpoint (the last round boundary, or this one if the epoch
+    ends the round), end the run ``stopped``."""
 
     def __init__(self, owner: Checkpointer) -> None:
         self.owner = owner

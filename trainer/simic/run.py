@@ -23,7 +23,7 @@ from trainer.simic.progress import Progress
 from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
 from trainer.simic.sites import LoopSites
-from trainer.simic.vectorized import RoundResult, VectorizedTrainer
+from trainer.simic.vectorized import RoundResult, RoundStopped, VectorizedTrainer
 from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
 from trainer.telemetry.install import telemetry_for_training
 
@@ -100,8 +100,18 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
         trainer = build_trainer(config, hooks, sites, data, progress, ranks)
         totals = Totals() if resume is None else restore(trainer, resume, _stateful(trainer.sites))
         last: RoundResult | None = None
+        if checkpoints is not None:
+            trainer.should_stop = checkpoints.stopping
+            checkpoints.begin(trainer, totals)
         for round_ in range(totals.round + 1, config.rounds + 1):
-            last = trainer.run_round(round_)
+            try:
+                last = trainer.run_round(round_)
+            except RoundStopped as stopped:
+                assert checkpoints is not None
+                logger.info("%s: checkpoint of round %d's end", stopped, totals.round)
+                checkpoints.stop_mid_round()
+                status = "stopped"
+                break
             totals.round, totals.fossilized, totals.pruned = round_, totals.fossilized + last.fossilized, \
                 totals.pruned + last.pruned
             if progress is not None:

@@ -53,6 +53,14 @@ class _Decision:
     actions: list[Action]
 
 
+class RoundStopped(Exception):
+    """The run was asked to stop: its round ended at the end of an epoch, before its PPO update."""
+
+    def __init__(self, round_: int, epoch_in_round: int) -> None:
+        super().__init__(f"stopped in round {round_} after epoch {epoch_in_round}")
+        self.round, self.epoch_in_round = round_, epoch_in_round
+
+
 class VectorizedTrainer:
     def __init__(self, env_cfg: EnvConfig, reward_cfg: RewardConfig, data: TaskData, runtime: DeviceRuntime,
                  agent: Agent, hooks: RunHooks, sites: LoopSites, *, n_envs: int, batch_size: int,
@@ -69,6 +77,8 @@ class VectorizedTrainer:
         self.best_accuracy = 0.0
         self.envs: list[Env] = []
         """This round's envs (a seam for tests and benchmarks that inject faults)."""
+        self.should_stop: Callable[[], bool] = lambda: False
+        """Asked at the end of every epoch but a round's last: True ends the round there (``RoundStopped``)."""
 
     # --- the algorithm -------------------------------------------------------------------
 
@@ -94,6 +104,8 @@ class VectorizedTrainer:
             self.report_epoch(round_, t + 1, envs, rewards, previous)
             if self.on_epoch is not None:
                 self.on_epoch(round_, t + 1, [env.val_acc for env in envs])
+            if not terminal and self.should_stop():
+                raise RoundStopped(round_, t + 1)
         with self.sites.phases.phase(PPO_UPDATE):
             update = self.update(round_, returns)
         return RoundResult(round_, returns.tolist(), [env.val_acc for env in envs],

@@ -123,7 +123,7 @@ HELP = (
     ("D", "debug window of a length you choose, or through the next PPO update"),
     ("p", "profile window: choose how many batches to profile, or the next PPO update"),
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
-    ("S", "stop the run: it finishes the round, checkpoints and ends 'stopped' (asks first; "
+    ("S", "stop the run: it finishes the epoch, checkpoints and ends 'stopped' (asks first; "
           "esper-train --resume goes on)"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),
@@ -147,7 +147,7 @@ class ConfirmStop(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"[b]Stop run {self.run_id}?[/b]")
-            yield Label("It finishes the round in progress, writes a checkpoint and ends 'stopped'; "
+            yield Label("It finishes the epoch in progress, writes a checkpoint and ends 'stopped'; "
                         "esper-train --resume goes on from there.")
             with Horizontal():
                 yield Button("Stop the run (y)", variant="error", id="yes")

@@ -69,3 +69,55 @@ def test_checkpoint_holds_the_policy_normalizers_and_generators(tmp_path, data, 
     trainer = build_trainer(CONFIG, hooks, data=data)
     assert not torch.equal(trainer.agent.state_dict()["policy"]["critic.2.weight"],
                            state["agent"]["policy"]["critic.2.weight"])
+
+
+class _Asked:
+    """Where a command's outcome goes (what the checkpointer needs of a ``stop`` it holds)."""
+
+    command_id = "stop-1"
+
+    def __init__(self) -> None:
+        self.outcome: dict | str | None = None
+
+    def complete(self, result=None, message=""):
+        self.outcome = result
+
+    def fail(self, message, result=None):
+        self.outcome = message
+
+
+class _StopAt(RecordingHooks):
+    """Hooks that apply a ``stop`` during epoch ``epoch`` (as the command path would, at a step of it)."""
+
+    def __init__(self, epoch: int, ckpt: Checkpointer, asked: _Asked) -> None:
+        super().__init__(TelemetryLevel.NORMAL)
+        self.at, self.ckpt, self.asked = epoch, ckpt, asked
+
+    def step_boundary(self, step, epoch):
+        super().step_boundary(step, epoch)
+        if epoch == self.at and self.ckpt.stop_asked is None:
+            self.ckpt.stop_asked = self.asked  # type: ignore[assignment]
+
+
+def test_stop_ends_the_run_at_the_epochs_end_and_a_resume_trains_that_round_again(tmp_path, data, one_thread):
+    """``stop`` in epoch 2 of round 2: the run ends after that epoch, with round 1's boundary written (no
+    checkpoint was due); resumed from it, the run repeats the uninterrupted one exactly."""
+    full_hooks = RecordingHooks(TelemetryLevel.NORMAL)
+    full = run_training(CONFIG, full_hooks, data=data, checkpoints=checkpointer(tmp_path / "full", CONFIG, every=0))
+
+    asked, ckpt = _Asked(), checkpointer(tmp_path / "stopped", CONFIG, every=0)
+    hooks = _StopAt(CONFIG.episode_length + 2, ckpt, asked)
+    stopped = run_training(CONFIG, hooks, data=data, checkpoints=ckpt)
+    assert (stopped.status, stopped.rounds, stopped.epochs) == ("stopped", 1, CONFIG.episode_length + 2)
+    assert hooks.epochs[-1] == CONFIG.episode_length + 2 and [p.round for _, p in hooks.of(PPOUpdate)] == [1]
+    assert [w.name for w in ckpt.written] == ["round-000001"]
+    assert isinstance(asked.outcome, dict) and asked.outcome["round"] == 1
+    assert asked.outcome["step"] == hooks.steps[len(hooks.steps) // (CONFIG.episode_length + 2)
+                                                * CONFIG.episode_length - 1][0]
+
+    resumed_hooks = RecordingHooks(TelemetryLevel.NORMAL)
+    resumed = run_training(CONFIG, resumed_hooks, data=data, resume=CheckpointStore(tmp_path / "stopped").load(
+        "round-000001"), checkpoints=checkpointer(tmp_path / "resumed", CONFIG, every=0))
+    after = wire(resumed_hooks.events)
+    assert len(after) > 10 and after == wire(full_hooks.events)[-len(after):]
+    assert msgspec.structs.replace(resumed, duration_s=0.0) == msgspec.structs.replace(full, duration_s=0.0)
