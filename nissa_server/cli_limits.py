@@ -21,6 +21,9 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("limits (what one client may hold, and for how long)")
     g.add_argument("--header-timeout", type=float, default=_LIMITS.header_timeout_s, metavar="SECONDS",
                    help="a connection must send a complete request head within this long (default %(default)s)")
+    g.add_argument("--min-body-rate", type=int, default=_LIMITS.min_body_rate, metavar="BYTES_PER_S",
+                   help="a request body must keep arriving at this rate, checked every --header-timeout "
+                        "(default %(default)s)")
     g.add_argument("--max-connections", type=int, default=_LIMITS.max_connections, metavar="N",
                    help="open connections at most; at the cap a new one displaces the oldest idle one, else "
                         "gets 503 (default %(default)s, lowered to fit the open-file limit)")
@@ -40,7 +43,8 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
 
 def limit_settings(args: argparse.Namespace) -> dict[str, object]:
     """The ``Settings`` fields the limit flags set."""
-    limits = ConnectionLimits(header_timeout_s=args.header_timeout, max_connections=args.max_connections,
+    limits = ConnectionLimits(header_timeout_s=args.header_timeout, min_body_rate=args.min_body_rate,
+                              max_connections=args.max_connections,
                               max_watchers=args.max_watchers, ingest_idle_s=args.ingest_idle_timeout,
                               ws_ping_interval_s=args.ws_ping_interval, ws_ping_timeout_s=args.ws_ping_timeout)
     return dict(limits=limits, watcher_max_pending=args.watcher_max_pending,

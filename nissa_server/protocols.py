@@ -3,8 +3,9 @@
 uvicorn arms no timer on a connection until its first response (``timeout_keep_alive`` starts after
 one, and any byte cancels it), ``limit_concurrency`` is checked only once a request head is complete,
 and ``transport.close()`` waits for the send buffer to drain, which a peer that stopped reading never
-lets happen. So: a deadline for each request head, a cap on open connections that first displaces
-idle ones, a bound on each websocket's send buffer, and a way for the app to cut a connection.
+lets happen. So: a deadline for each request head, a minimum rate for each request body, a cap on
+open connections that first displaces idle ones, a bound on each websocket's send buffer, and a way
+for the app to cut a connection.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def link_of(scope: dict[str, Any]) -> Link | None:
 
 
 class LimitedHttp(HttpToolsProtocol):
-    """HTTP/1.1 with a deadline on each request head, a cap on its size, and a connection cap."""
+    """HTTP/1.1 with a deadline on each request head, a cap on its size, a minimum rate for its body, and a
+    connection cap."""
 
     def __init__(self, *args: Any, limits: ConnectionLimits, on_refused: OnRefused, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -67,6 +69,8 @@ class LimitedHttp(HttpToolsProtocol):
         self._on_refused = on_refused
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_bytes = 0
         self.waiting_since = 0.0
 
     @property
@@ -106,6 +110,16 @@ class LimitedHttp(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
         super().on_headers_complete()
+        if not self.parser.should_upgrade():  # a websocket handshake has no body; its frames are not HTTP
+            self._arm_body_timer()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._cancel_body_timer()
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -114,6 +128,7 @@ class LimitedHttp(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self._cancel_body_timer()
         super().connection_lost(exc)
 
     def _arm_head_timer(self) -> None:
@@ -135,10 +150,37 @@ class LimitedHttp(HttpToolsProtocol):
             self._on_refused("idle")
             self.transport.close()
 
+    def _arm_body_timer(self) -> None:
+        self._cancel_body_timer()
+        self._body_bytes = 0
+        self._body_timer = self.loop.call_later(self._limits.header_timeout_s, self._body_check)
+
+    def _cancel_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_check(self) -> None:
+        """A window of the body's arrival ended: too few bytes in it (while the server was reading) ends it."""
+        self._body_timer = None
+        window, rate = self._limits.header_timeout_s, self._limits.min_body_rate
+        if self.transport.is_closing():
+            return
+        if self.flow.read_paused or self._body_bytes >= rate * window:  # the app is behind, or the peer keeps up
+            self._arm_body_timer()
+            return
+        reason = f"request body slower than {rate} bytes/s"
+        if self.cycle is not None and self.cycle.response_started:  # too late for an answer: just end it
+            self._on_refused("body_timeout")
+            self.transport.close()
+        else:
+            self._refuse(408, "body_timeout", reason)
+
     def _refuse(self, status: int, label: str, reason: str) -> None:
         """Answer ``status`` with ``reason`` and close, whatever the parser was in the middle of."""
         self._on_refused(label)
         self._cancel_head_timer()
+        self._cancel_body_timer()
         body = reason.encode()
         self.transport.write(b"".join([
             STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",

@@ -53,6 +53,10 @@ class ConnectionLimits:
     previous response): idle sockets and trickled headers are answered 408 and closed."""
     max_header_bytes: int = 64 * 1024
     """Largest request head (request line and headers); more is answered 431."""
+    min_body_rate: int = 1024
+    """Bytes/s a request body must keep arriving at, checked every ``header_timeout_s`` while it is
+    incomplete (and the server is reading it): a body sent slower, or stalled, is answered 408 and its
+    connection closed, so trickled bodies cannot hold connections as trickled heads cannot."""
     max_connections: int = 1000
     """Open connections at most. At the cap a new one first displaces the oldest connection that has
     not sent a request yet; if every connection is busy, the new one is answered 503."""
@@ -76,7 +80,7 @@ class ConnectionLimits:
                      "close_grace_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        for name in ("max_header_bytes", "max_connections", "max_watchers", "write_buffer_bytes"):
+        for name in ("max_header_bytes", "min_body_rate", "max_connections", "max_watchers", "write_buffer_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
 

@@ -4,6 +4,7 @@ displaced first), the watcher cap, the ingest idle timeout, and /healthz answeri
 import asyncio
 import resource
 import socket
+import time
 
 import httpx
 import pytest
@@ -94,6 +95,44 @@ def test_a_head_must_come_whole_and_in_time(tmp_path):
         assert f'nissa_connections_refused_total{{reason="{reason}"}}' in metrics, reason
 
 
+@pytest.mark.single_backend
+def test_a_body_must_keep_coming(tmp_path):
+    """A body that stalls after its first bytes, or trickles under the rate, is answered 408 and closed; one
+    that keeps the rate is served; a body the app never read is cut after its answer."""
+    limits = ConnectionLimits(header_timeout_s=0.3, min_body_rate=1000)
+    head = b"POST /escalate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    body = b'{"run_id": "nope", "action": "debug", "epochs": 1, "reason": "' + b"r" * 400 + b'"}'
+    with running_server(tmp_path, limits=limits) as url:
+        stalled = _open(url, 1, send=head % len(body) + body[:20])[0]
+        answer = _answer(stalled)
+        assert answer.startswith(b"HTTP/1.1 408") and b"request body slower than 1000 bytes/s" in answer
+
+        trickled = _open(url, 1, send=head % len(body))[0]
+        for i in range(0, 100, 10):  # 10 bytes every 0.1 s: 100 bytes/s
+            try:
+                trickled.sendall(body[i:i + 10])
+            except OSError:
+                break
+            time.sleep(0.1)
+        assert _answer(trickled).startswith(b"HTTP/1.1 408")
+
+        padded = body[:-1] + b" " * 1600 + b"}"  # about a second at 2,000 bytes/s: three windows
+        steady = _open(url, 1, send=head % len(padded))[0]
+        for i in range(0, len(padded), 100):  # 100 bytes every 0.05 s
+            steady.sendall(padded[i:i + 100])
+            time.sleep(0.05)
+        steady.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = _answer(steady)
+        assert answer.startswith(b"HTTP/1.1 404") and b"unknown run" in answer and b"HTTP/1.1 200" in answer
+
+        unread = _open(url, 1, send=b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")[0]
+        answer = _answer(unread)  # answered at once (it reads no body), then cut: the rest never came
+        assert answer.startswith(b"HTTP/1.1 200") and b"408" not in answer
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    assert 'nissa_connections_refused_total{reason="body_timeout"}' in metrics
+
+
 async def test_at_the_cap_busy_connections_stay_and_a_newcomer_is_told_why(tmp_path):
     with running_server(tmp_path, limits=ConnectionLimits(max_connections=2)) as url:
         async with connect(ws_url(url, "/ws/watch")), connect(ws_url(url, "/ws/watch")):
@@ -130,7 +169,8 @@ async def test_a_silent_ingest_connection_is_closed(tmp_path):
         assert code == CLOSE_IDLE
 
 
-@pytest.mark.parametrize("change", [{"header_timeout_s": 0}, {"max_connections": 0}, {"max_watchers": 0},
+@pytest.mark.parametrize("change", [{"header_timeout_s": 0}, {"min_body_rate": 0}, {"max_connections": 0},
+                                    {"max_watchers": 0},
                                     {"write_buffer_bytes": 0}, {"close_grace_s": -1}])
 def test_invalid_limits(change):
     with pytest.raises(ValueError, match=next(iter(change))):
