@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from leyline import CommandAction, Payload, RunFinished, Severity, TelemetryLevel
+from leyline import Command, CommandAction, Payload, RunFinished, Severity, TelemetryLevel
 
 from trainer.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
 from trainer.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
@@ -111,16 +111,14 @@ class Runtime:
         for observer in self._round_observers:
             observer(agreed)
 
-    def _drain(self) -> None:
+    def _drain(self) -> list[Command]:
         """Read the ranks' last exchange, still in flight: its commands came too late to apply."""
         assert self.agreement is not None
         try:
-            late = self.agreement.drain()
+            return self.agreement.drain()
         except (RankError, DisagreedStep) as err:
             logger.warning("the ranks' last exchange failed: %s", err)
-            return
-        if late:
-            logger.info("%d command(s) reached the ranks after their last exchange: not applied", len(late))
+            return []
 
     def update_begin(self, round_: int) -> None:
         self.commands.update_begin(round_)
@@ -142,6 +140,8 @@ class Runtime:
         level = TelemetryLevel(str(control["level"]))
         if level is not self.levels.base:
             self.levels.set_base(level, reason="resumed")
+        if not self.ranks.is_main:  # rank 0 reopens the windows; the ranks' agreement brings them here
+            return
         for window in control["windows"]:  # type: ignore[attr-defined]
             epochs = window["epochs"] or None
             if epochs is not None or window["through_update"]:
@@ -155,9 +155,8 @@ class Runtime:
 
     def finish(self, summary: RunFinished, timeout: float = 10.0) -> DeliveryReport:
         """End the run: close open windows, emit ``run_finished`` last, close the hub within ``timeout``."""
-        if self.agreement is not None:
-            self._drain()
-        self.commands.run_end(summary.status)
+        late = self._drain() if self.agreement is not None else []
+        self.commands.run_end(summary.status, unapplied=late)
         self.hub.flush(min(1.0, timeout / 4), delivered=False)  # drop reports and health land before run_finished
         self.emit(summary, severity=Severity.ERROR if summary.status == "failed" else None)
         return self.hub.close(timeout)

@@ -189,3 +189,18 @@ def test_rank_0_reports_the_slow_rank_as_a_straggler(two_ranks, log_dir):
     found = [e["payload"] for e in _logged(log_dir, 0) if e["kind"] == "anomaly_detected"]
     assert [(a["anomaly"], a["rank"]) for a in found] == [("straggler", 1)]
     assert not any(e["kind"] == "anomaly_detected" for e in _logged(log_dir, 1))  # reported once, by rank 0
+
+
+def test_a_command_in_the_last_exchange_is_failed_on_every_rank_not_left_open(two_ranks, log_dir):
+    """Rank 1's second window was asked at the last epoch's end: the run ended before the ranks could apply
+    it, and both ranks say so (the server would otherwise hold it open for ever)."""
+    for rank in (0, 1):
+        statuses = [(e["payload"]["status"], e["payload"]["message"]) for e in _logged(log_dir, rank)
+                    if e["kind"] == "command_status" and e["payload"]["command_id"] != _first_window(log_dir)]
+        assert statuses[-1][0] == "failed" and "ended before the ranks applied" in statuses[-1][1], statuses
+
+
+def _first_window(log_dir: pathlib.Path) -> str:
+    """The id of the window applied at step 8 (the first one rank 1 asked for)."""
+    return next(e["payload"]["command_id"] for e in _logged(log_dir, 1)
+                if e["kind"] == "command_status" and e["payload"]["status"] == "applied")

@@ -174,16 +174,19 @@ class CommandProcessor:
         self._notify("update_end", round_)
         self._prune()
 
-    def run_end(self, reason: str) -> None:
-        """The run is over: handlers close what they hold; anything still open is failed."""
+    def run_end(self, reason: str, unapplied: list[Command] | None = None) -> None:
+        """The run is over: handlers close what they hold; anything still open is failed, and so is every
+        command the ranks never applied (``unapplied``: those of their last exchange, and any still held)."""
         self._notify("run_end", reason)
         for ctx in list(self._active.values()):
             ctx.fail(f"the run ended before the command finished ({reason})")
         self._active.clear()
-        if self.agreed:  # held for an exchange that will not come
-            for command in self.take_held():
-                self._report(command, CommandStatus.FAILED, message=f"the run ended before the ranks applied "
-                                                                    f"the command ({reason})")
+        if self.agreed:  # in an exchange that was never applied, or held for one that will not come
+            for command in [*(unapplied or []), *self.take_held()]:
+                if command.command_id not in self._seen:
+                    self._seen.add(command.command_id)
+                    self._report(command, CommandStatus.FAILED, message=f"the run ended before the ranks "
+                                                                        f"applied the command ({reason})")
 
     # --- internals -------------------------------------------------------------------------------
 
