@@ -111,10 +111,20 @@ class Checkpointer:
 
     # --- the training thread ---------------------------------------------------------------------
 
-    def begin(self, trainer: VectorizedTrainer, totals: Totals) -> None:
-        """The run starts (or resumes) at round ``totals.round``: the boundary a ``stop`` in its first round
-        goes back to."""
+    def begin(self, trainer: VectorizedTrainer, totals: Totals, *, resumed: bool = False) -> None:
+        """The run starts (or, ``resumed``, goes on from its checkpoint) at round ``totals.round``: the
+        boundary a ``stop`` in its first round goes back to. A resumed run's is on disk already: it is never
+        written again (a rewrite could only lose it)."""
         self._boundary = self._capture(trainer, totals)
+        if resumed and self.store.complete(self._boundary.name):  # resumed from this store (not a copy)
+            self.written.append(self._on_disk(self._boundary))
+
+    def _on_disk(self, snapshot: _Snapshot) -> Written:
+        """``snapshot``'s checkpoint as this rank's manifest describes it."""
+        manifest = self.store.manifest(snapshot.name)
+        size = sum(int(entry.get("bytes", 0)) for entry in manifest["files"].values())
+        return Written(snapshot.name, self.store.root / snapshot.name, size, snapshot.round, snapshot.step,
+                       snapshot.epoch, float(manifest.get("pause_s", 0.0)), 0.0)
 
     def stopping(self) -> bool:
         """A ``stop`` was applied: the loop ends the round at the end of this epoch."""

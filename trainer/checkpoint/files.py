@@ -120,6 +120,23 @@ class CheckpointStore:
             shutil.rmtree(self.root / name, ignore_errors=True)
         return gone
 
+    def set_aside_after(self, name: str) -> pathlib.Path | None:
+        """Move the checkpoint directories newer than ``name`` into ``abandoned-after-<name>[-N]/`` (a run
+        resumed from an older checkpoint writes those rounds anew: left in place, they would mix with the new
+        ones, and pruning could take a directory another rank is writing). Returns where, or None."""
+        newer = [n for n in self.names() if n > name]
+        if not newer:
+            return None
+        target, n = self.root / f"abandoned-after-{name}", 1
+        while target.exists():
+            n += 1
+            target = self.root / f"abandoned-after-{name}-{n}"
+        target.mkdir()
+        for old in newer:
+            os.replace(self.root / old, target / old)
+        _fsync_dir(self.root)
+        return target
+
     # --- reading ---------------------------------------------------------------------------------
 
     def names(self) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import pathlib
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from trainer.checkpoint.files import CheckpointError, CheckpointStore
 from trainer.ranks import Ranks
 from trainer.simic.config import ConfigError, TrainConfig, parse_slots
 
+logger = logging.getLogger(__name__)
+
 RESUMABLE = frozenset({"rounds", "log_every", "cpu_threads", "device"})
 """Training flags a resumed run may change (the rest are the checkpoint's)."""
 
@@ -34,6 +37,8 @@ def store_of(run_dir: pathlib.Path, rank: int = 0) -> CheckpointStore:
 def resume_target(args: argparse.Namespace) -> pathlib.Path:
     """``--resume``'s run directory; sets ``args.log_dir`` and ``args.run_id`` from it."""
     run_dir = pathlib.Path(args.resume)
+    if run_dir.name in ("", ".", ".."):  # "." or "..": the name is the run id, so take the real one
+        run_dir = run_dir.resolve()
     if not (run_dir / "checkpoints").is_dir():
         raise ValueError(f"--resume {args.resume}: no checkpoints there (a run directory LOG_DIR/<run_id> "
                          "holds them under checkpoints/)")
@@ -146,6 +151,10 @@ def resume_point(run_dir: pathlib.Path, wanted: str | None, ranks: Ranks, rounds
             chosen = choose(run_dir, wanted)
         except CheckpointError as err:
             failure = str(err)
+        else:
+            moved = store_of(run_dir).set_aside_after(chosen)
+            if moved is not None:
+                logger.warning("checkpoints after %s moved to %s: this run goes on from %s", chosen, moved, chosen)
     chosen = ranks.agree(chosen)
     if chosen is None:
         raise CheckpointError(failure or f"--resume {run_dir}: rank 0 found no checkpoint to resume from")

@@ -102,7 +102,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
         last: RoundResult | None = None
         if checkpoints is not None:
             trainer.should_stop = checkpoints.stopping
-            checkpoints.begin(trainer, totals)
+            checkpoints.begin(trainer, totals, resumed=resume is not None)
         for round_ in range(totals.round + 1, config.rounds + 1):
             try:
                 last = trainer.run_round(round_)

@@ -50,3 +50,12 @@ def test_resume_goes_on_with_the_same_log(capsys, finished_run, tmp_path):
     assert len(resumed) == 1 and resumed[0]["payload"]["round"] == 2
     assert resumed[0]["payload"]["checkpoint_seq"] <= len(before)
     assert lines[-1]["kind"] == "run_finished" and lines[-1]["payload"]["rounds"] == 3
+
+
+def test_resume_of_the_current_directory_is_that_run(capsys, finished_run, monkeypatch):
+    """``--resume .`` inside the run directory is that run (its name is the run id), not a new run."""
+    runs_before = sorted(p.name for p in finished_run.parent.iterdir())
+    monkeypatch.chdir(finished_run)
+    err = _one_line_error(capsys, ["--resume", ".", "--rounds", "1"])
+    assert "--rounds 1: checkpoint round-00000" in err and "already holds" in err
+    assert sorted(p.name for p in finished_run.parent.iterdir()) == runs_before

@@ -92,3 +92,20 @@ def test_the_last_k_are_kept(tmp_path):
     (store.root / "round-000002" / "rank0.json").unlink()  # an unfinished one older than the newest: junk
     assert store.prune(2) == ["round-000001", "round-000002"]
     assert store.names() == ["round-000003", "round-000004"]
+
+
+def test_resuming_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path):
+    """Their rounds are trained anew: left in place they would mix with the new checkpoints (and pruning could
+    take one another rank is writing). Nothing is deleted."""
+    from trainer.checkpoint.resume import resume_point
+    from trainer.ranks import Ranks
+
+    run, store = run_dir(tmp_path)
+    point = resume_point(run, "round-000001", Ranks.single(), rounds=5)
+    assert point.name == "round-000001" and store.names() == ["round-000001"]
+    aside = store.root / "abandoned-after-round-000001"
+    assert sorted(p.name for p in aside.iterdir()) == ["round-000002", "round-000003"]
+    write(store, 2)
+    resume_point(run, "round-000001", Ranks.single(), rounds=5)  # once more: a second place beside the first
+    assert sorted(p.name for p in (store.root / "abandoned-after-round-000001-2").iterdir()) == ["round-000002"]
+    assert resume_point(run, None, Ranks.single(), rounds=5).name == "round-000001"

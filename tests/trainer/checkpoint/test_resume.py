@@ -121,3 +121,21 @@ def test_stop_ends_the_run_at_the_epochs_end_and_a_resume_trains_that_round_agai
     after = wire(resumed_hooks.events)
     assert len(after) > 10 and after == wire(full_hooks.events)[-len(after):]
     assert msgspec.structs.replace(resumed, duration_s=0.0) == msgspec.structs.replace(full, duration_s=0.0)
+
+
+def test_a_stop_before_the_first_round_of_a_resume_ends_keeps_the_checkpoint_it_resumed_from(tmp_path, data,
+                                                                                           one_thread):
+    """Stopped in the first epoch after a resume, the run's boundary is the checkpoint it came from: the stop
+    completes with it, and it is not written again (a rewrite that failed would lose the only resume point)."""
+    ckpt = checkpointer(tmp_path, CONFIG, every=1)
+    run_training(dataclasses.replace(CONFIG, rounds=1), RecordingHooks(TelemetryLevel.NORMAL), data=data,
+                 checkpoints=ckpt)
+    manifest = (tmp_path / "round-000001" / "rank0.json").read_bytes()
+
+    asked, again = _Asked(), checkpointer(tmp_path, CONFIG, every=1)
+    stopped = run_training(CONFIG, _StopAt(CONFIG.episode_length + 1, again, asked), data=data,
+                           resume=CheckpointStore(tmp_path).load("round-000001"), checkpoints=again)
+    assert stopped.status == "stopped" and stopped.rounds == 1
+    assert isinstance(asked.outcome, dict) and asked.outcome["round"] == 1
+    assert asked.outcome["path"] == str(tmp_path / "round-000001") and asked.outcome["bytes"] > 0
+    assert (tmp_path / "round-000001" / "rank0.json").read_bytes() == manifest  # untouched
