@@ -163,14 +163,11 @@ def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, li
     """Stored events with ``after_id < id <= upto_id`` in id order, in blocks: a watcher's replay (of one
     rank, or all). They hold ``limit`` events or more (whole blocks) unless the range has fewer."""
     if kinds and set(kinds) <= INDEXED_KIND_SET:
-        where, args = ["id > ?", "id <= ?", f"kind IN ({','.join('?' * len(kinds))})", "severity >= ?"], [
-            after_id, upto_id, *kinds, min_severity]
-        for column, value in (("run_key", run_key), ("rank", rank)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
+        stream, args = _stream_filter(run_key, rank)
+        where = f"{stream}id > ? AND id <= ? AND kind IN ({','.join('?' * len(kinds))}) AND severity >= ?"
         return [Block(event_id, seq, 1, bytes(body)) for event_id, seq, body in conn.execute(
-            f"SELECT id, seq, body FROM rare_events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?", (*args, limit))]
+            f"SELECT id, seq, body FROM rare_events WHERE {where} ORDER BY id LIMIT ?",
+            (*args, after_id, upto_id, *kinds, min_severity, limit))]
     wanted = frozenset(kinds) if kinds else None
     out: list[Block] = []
     count = 0
@@ -190,14 +187,17 @@ def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, li
     return out
 
 
+def _stream_filter(run_key: int | None, rank: int | None) -> tuple[str, tuple[int, ...]]:
+    """``"run_key = ? AND rank = ? AND "`` (each part only when given) and its arguments."""
+    given = [(column, value) for column, value in (("run_key", run_key), ("rank", rank)) if value is not None]
+    return "".join(f"{column} = ? AND " for column, _ in given), tuple(value for _, value in given)
+
+
 def _id_blocks(conn: Conn, run_key: int | None, after_id: int, upto_id: int,
                rank: int | None = None) -> Iterator[Block]:
     """Blocks (of one run, or all; of one rank, or all) in id order from the one that holds ``after_id + 1``
     to ``upto_id``."""
-    run, args = "", ()
-    for column, value in (("run_key", run_key), ("rank", rank)):
-        if value is not None:
-            run, args = f"{run}{column} = ? AND ", (*args, value)
+    run, args = _stream_filter(run_key, rank)
     row = conn.execute(f"SELECT MAX(id) FROM event_blocks WHERE {run}id <= ?", (*args, after_id + 1)).fetchone()
     start = row[0] if row and row[0] is not None else after_id + 1
     while True:
