@@ -17,6 +17,15 @@ _minmax = MinMaxDownsampler()
 _nan_minmax = NaNMinMaxDownsampler()
 
 
+class SeriesInfo(msgspec.Struct):
+    """One series of a run, as ``GET /runs/{id}/series`` lists it."""
+
+    key: str
+    name: str
+    labels: dict[str, str]
+    points: int
+
+
 class SeriesOut(msgspec.Struct):
     """One series of one run, as the API returns it (``y`` null where a value is NaN or infinite)."""
 

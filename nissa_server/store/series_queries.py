@@ -40,7 +40,8 @@ def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | N
         query += f" AND {col}_max > ?"
         params += (after,)
     parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
-    for key, x, y in conn.execute(query + " ORDER BY key, id", params):
+    execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
+    for key, x, y in execute(query + " ORDER BY key, id", params):
         xs, ys = parts.setdefault(key, ([], []))
         xs.append(x)
         ys.append(y)

@@ -12,6 +12,7 @@ and ``ORDER BY id`` is always the points' order. Markers (``leyline.series.marke
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 import msgspec
@@ -111,6 +112,8 @@ class SeriesWriter:
         self._rows: dict[tuple[int, str], list[int]] = {}
         """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback:
         a merge then finds fewer rows, or happens later, and the data stays right)."""
+        self.seconds = 0.0
+        """Time spent writing series (what charts cost ingest), for benchmarks and metrics."""
 
     def forget(self) -> None:
         """After a rollback, or once a run is deleted: the hints may be wrong."""
@@ -118,6 +121,7 @@ class SeriesWriter:
 
     def write(self, conn: Conn, stored: Iterable[tuple[int, int, bytes]]) -> None:
         """Points and markers of ``stored`` blocks: (run key, first event id, body of the block's events)."""
+        began = time.perf_counter()
         series: dict[tuple[int, str], _Points] = {}
         markers: list[tuple] = []
         for run_key, first_id, body in stored:
@@ -129,6 +133,7 @@ class SeriesWriter:
             self._merge(conn, run_key, points.name, key)
         if markers:
             conn.executemany(_MARKER, markers)
+        self.seconds += time.perf_counter() - began
 
     @staticmethod
     def _gather(run_key: int, event_id: int, event: Event, series: dict[tuple[int, str], _Points],
