@@ -71,7 +71,7 @@ def raw_read(conn, run_key: int) -> int:
 
 
 def series_read(conn, run_key: int, points: int) -> bytes:
-    data = series_queries.read_series(conn, run_key, NAME, "step", None)
+    data = series_queries.read_series(conn, run_key, NAME, "step", None, points)
     reply = SeriesReply(name=NAME, x="step", series=shape("bench-series", data, {}, points))
     assert len(reply.series[0].x) <= points
     return json_response(reply).body

@@ -160,18 +160,21 @@ function labelOf(line, withRun, withName) {
 }
 
 function drawMarkers(u, view) {
+  // A thin line per marker; a label only where it does not run into the previous one.
   const ctx = u.ctx;
   ctx.save();
   ctx.font = "11px system-ui, sans-serif";
-  for (const m of view.markers) {
-    const x = m[view.axis];
-    if (x == null) continue;
-    const px = Math.round(u.valToPos(x, "x", true));
+  ctx.globalAlpha = 0.7;
+  let free = -Infinity;
+  const marks = view.markers.filter((m) => m[view.axis] != null).sort((a, b) => a[view.axis] - b[view.axis]);
+  for (const m of marks) {
+    const px = Math.round(u.valToPos(m[view.axis], "x", true));
     if (px < u.bbox.left || px > u.bbox.left + u.bbox.width) continue;
     ctx.strokeStyle = ctx.fillStyle = MARK_COLORS[m.kind] || "#7d8590";
-    ctx.setLineDash([3, 3]);
+    ctx.setLineDash([2, 4]);
     ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
-    ctx.fillText(m.label, px + 3, u.bbox.top + 12);
+    const text = view.runs.length > 1 ? `${m.label} (${m.run})` : m.label;
+    if (px >= free) { ctx.fillText(text, px + 3, u.bbox.top + 12); free = px + ctx.measureText(text).width + 12; }
   }
   ctx.restore();
 }
@@ -267,8 +270,9 @@ async function route() {
     if (!run) { $("where").textContent = "runs"; await loadRuns(); return; }
     const runs = [run, ...(hash.get("overlay") || "").split(",").filter((r) => r && r !== run)];
     $("where").textContent = runs.join(" vs ");
-    $("legend-runs").innerHTML = runs.length > 1 ? runs.map((r, i) =>
-      `<span style="color:${PALETTE[(i * 3) % PALETTE.length]}">${i ? "- - " : "—— "}${escapeHtml(r)}</span>`).join(" ") : "";
+    $("legend-runs").innerHTML = (runs.length > 1 ? runs.map((r, i) =>
+      `<span style="color:${PALETTE[(i * 3) % PALETTE.length]}">${i ? "- - " : "—— "}${escapeHtml(r)}</span>`).join(" ") : "") +
+      " &nbsp; marks: " + Object.entries(MARK_COLORS).map(([k, c]) => `<span style="color:${c}">┆${k}</span>`).join(" ");
     state.view = new ChartsView(runs);
     await state.view.open();
   } catch (err) { showError(err); }

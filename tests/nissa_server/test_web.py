@@ -146,3 +146,4 @@ def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
             page.close()
         finally:
             live.close()
+
