@@ -52,15 +52,14 @@ def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | N
     short = {k for k, n in sizes.items() if max_points is not None and after is None and n > SUMMARY_USE * max_points}
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
     parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
-    query = (f"SELECT key, {col}, value, summary_{col}, summary_value FROM series_chunks WHERE {where} "
-             "ORDER BY key, id")
-    if not short:  # only the full columns travel
-        query = f"SELECT key, {col}, value, NULL, NULL FROM series_chunks WHERE {where} ORDER BY key, id"
-    for key, x, y, sx, sy in execute(query, params):
+    # Only the chosen columns leave the database (PostgreSQL reads a blob only when it is selected).
+    pick = f"summary_n IS NOT NULL AND key IN ({','.join('?' * len(short))})" if short else "0 = 1"
+    query = (f"SELECT key, CASE WHEN {pick} THEN summary_{col} ELSE {col} END, CASE WHEN {pick} THEN summary_value "
+             f"ELSE value END FROM series_chunks WHERE {where} ORDER BY key, id")
+    for key, x, y in execute(query, (*short, *short, *params)):
         xs, ys = parts.setdefault(key, ([], []))
-        use = key in short and sx is not None
-        xs.append(sx if use else x)
-        ys.append(sy if use else y)
+        xs.append(x)
+        ys.append(y)
     out = []
     for key, (xs, ys) in parts.items():
         x = np.frombuffer(b"".join(xs), dtype=np.float64)
