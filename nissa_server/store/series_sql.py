@@ -51,17 +51,19 @@ def schema_sql(blob: str, key: str) -> str:
             epoch_max DOUBLE PRECISION NOT NULL,
             round_max DOUBLE PRECISION,
             ts_max DOUBLE PRECISION NOT NULL,
-            step {blob} NOT NULL,
-            epoch {blob} NOT NULL,
-            round {blob} NOT NULL,
-            ts {blob} NOT NULL,
-            value {blob} NOT NULL,
+            -- Small columns first, the most read blobs next: SQLite walks the overflow pages of every
+            -- blob before the one it reads.
             summary_n INTEGER,
+            summary_value {blob},
             summary_step {blob},
+            summary_ts {blob},
             summary_epoch {blob},
             summary_round {blob},
-            summary_ts {blob},
-            summary_value {blob}
+            value {blob} NOT NULL,
+            step {blob} NOT NULL,
+            ts {blob} NOT NULL,
+            epoch {blob} NOT NULL,
+            round {blob} NOT NULL
         );
         CREATE INDEX IF NOT EXISTS series_chunks_name ON series_chunks (run_key, name, key, id);
         CREATE TABLE IF NOT EXISTS series_markers (
@@ -113,20 +115,24 @@ def summarize(arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [a[keep] for a in arrays]
 
 
+_STORED_ORDER = (4, 0, 3, 1, 2)
+"""The arrays (in ``COLUMNS`` order) in the order the table keeps them: value, step, ts, epoch, round."""
+
+
 def _row_values(arrays: list[np.ndarray]) -> tuple:
-    """(n, step_max, epoch_max, round_max, ts_max, blobs…, summary_n, summary blobs…) of a chunk's arrays."""
+    """The ``_COLS`` values of a chunk of ``arrays`` (in ``COLUMNS`` order)."""
     rounds = arrays[2]
     round_max = None if np.isnan(rounds).all() else float(np.nanmax(rounds))
     summary: tuple = (None,) * 6
     if len(arrays[0]) >= SUMMARY_MIN:
         short = summarize(arrays)
-        summary = (len(short[0]), *(a.astype(np.float64).tobytes() for a in short))
+        summary = (len(short[0]), *(short[i].astype(np.float64).tobytes() for i in _STORED_ORDER))
     return (len(arrays[0]), float(arrays[0].max()), float(arrays[1].max()), round_max, float(arrays[3].max()),
-            *(a.astype(np.float64).tobytes() for a in arrays), *summary)
+            *summary, *(arrays[i].astype(np.float64).tobytes() for i in _STORED_ORDER))
 
 
-_COLS = ("n, step_max, epoch_max, round_max, ts_max, step, epoch, round, ts, value, summary_n, summary_step, "
-         "summary_epoch, summary_round, summary_ts, summary_value")
+_COLS = ("n, step_max, epoch_max, round_max, ts_max, summary_n, summary_value, summary_step, summary_ts, "
+         "summary_epoch, summary_round, value, step, ts, epoch, round")
 _INSERT = f"INSERT INTO series_chunks (run_key, name, key, level, {_COLS}) VALUES ({','.join('?' * 20)})"
 _INSERT_AT = f"INSERT INTO series_chunks (id, run_key, name, key, level, {_COLS}) VALUES ({','.join('?' * 21)})"
 _MARKER = ("INSERT INTO series_markers (run_key, event_id, step, epoch, round, ts, body) VALUES (?,?,?,?,?,?,?) "
