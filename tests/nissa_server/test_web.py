@@ -106,6 +106,14 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
         page.wait_for_selector('tr[data-run-id="live-a"]')
         assert page.locator("#runs tbody tr").count() == 2
         assert "lr" in page.locator("#runs thead").inner_text(), "the config value that differs is a column"
+        page.click('#runs th:text("name")')
+        assert page.locator("#runs tbody tr").first.get_attribute("data-run-id") == "done-b"
+        page.click('#runs th:text("name")')
+        assert page.locator("#runs tbody tr").first.get_attribute("data-run-id") == "live-a"
+        page.check('tr[data-run-id="live-a"] input')
+        page.check('tr[data-run-id="done-b"] input')
+        page.click("#overlay")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
 
         page.goto(server_url + "/ui#run=live-a")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-points="12"]')
