@@ -145,7 +145,7 @@ def main() -> int:
     names = {"sqlite": "", "postgresql": "_pg"}
     for backend, r in results.items():
         tag = names.get(backend, f"_{backend}")
-        pairs += [f"series_ms_1m{tag}={r['series_ms']:.1f}", f"raw_read_ms{tag}={r['raw_ms']:.1f}",
+        pairs += [f"series_ms_1m{tag}={r['series_ms']:.2f}", f"raw_read_ms{tag}={r['raw_ms']:.2f}",
                   f"store_cpu_us_per_event{tag}={r['store_us']:.1f}", f"series_cpu_us_per_event{tag}="
                   f"{r['series_write_us']:.1f}"]
     if "sqlite" in results:
