@@ -155,3 +155,20 @@ def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
         finally:
             live.close()
 
+
+
+def test_every_file_of_the_page_is_package_data():
+    # A non-editable install carries only what pyproject.toml names: the page must not 404 there.
+    import fnmatch
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["nissa_server"]
+    web = root / "nissa_server" / "web"
+    files = [p.relative_to(root / "nissa_server").as_posix() for p in web.rglob("*") if p.is_file()]
+    assert "web/vendor/uplot/LICENSE" in files and "web/index.html" in files
+    assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []
+    from nissa_server.routes.web import _files
+
+    assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())
