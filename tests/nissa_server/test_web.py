@@ -159,7 +159,6 @@ def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
 
 def test_every_file_of_the_page_is_package_data():
     # A non-editable install carries only what pyproject.toml names: the page must not 404 there.
-    import fnmatch
     import pathlib
     import tomllib
 
@@ -168,7 +167,11 @@ def test_every_file_of_the_page_is_package_data():
     web = root / "nissa_server" / "web"
     files = [p.relative_to(root / "nissa_server").as_posix() for p in web.rglob("*") if p.is_file()]
     assert "web/vendor/uplot/LICENSE" in files and "web/index.html" in files
-    assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []
+    def named(f: str, glob: str) -> bool:  # setuptools' globs: ``*`` stays within one folder
+        path, pattern = pathlib.PurePosixPath(f), pathlib.PurePosixPath(glob)
+        return len(path.parts) == len(pattern.parts) and path.match(glob)
+
+    assert [f for f in files if not any(named(f, g) for g in globs)] == []
     from nissa_server.routes.web import _files
 
     assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())
