@@ -17,6 +17,7 @@ const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd
 const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
                      resumed: "#56d4dd", end: "#7d8590"};
 const LIVE_EVERY_MS = 1000;
+const LIST_EVERY_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
 const state = {runs: [], selected: new Set(), view: null};
@@ -199,24 +200,36 @@ function drawMarkers(u, view) {
 class ChartsView {
   constructor(runs) {
     this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = [];
-    this.ws = null; this.timer = null; this.dirty = false; this.closed = false;
+    this.sockets = new Map(); this.dirty = new Set(); this.timer = null; this.closed = false; this.listed = 0; this.relist = false;
   }
 
   async open() {
     $("charts").innerHTML = "";
     delete $("charts").dataset.ready;
-    const listing = await api(`/runs/${encodeURIComponent(this.runs[0])}/series`);
-    const names = [...new Set(listing.map((s) => s.name))].sort();
-    $("picker").innerHTML = names.map((n) => `<option>${escapeHtml(n)}</option>`).join("");
-    for (const [title, wanted] of DEFAULT_CHARTS) {
-      const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
-      if (found.length) await this.add(title, found);
-    }
+    // Where each run stands first: what is stored after it and before the charts' first read comes again
+    // over the watch, and a chart only takes the points past those it has.
+    const infos = [];
+    for (const run of this.runs) infos.push(await api(`/runs/${encodeURIComponent(run)}`));
+    await this.addDefaults();
     await this.loadMarkers(null);
     this.charts.forEach((c) => c.render());
     $("charts").dataset.ready = "1";
-    const info = await api(`/runs/${encodeURIComponent(this.runs[0])}`);
-    if (info.status === "live" || info.status === "degraded") this.watch(info);
+    infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
+    if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
+  }
+
+  async addDefaults() {
+    // The default charts the first run has series for (a live run gains some as it goes: asked again).
+    this.listed = Date.now();
+    const listing = await api(`/runs/${encodeURIComponent(this.runs[0])}/series`);
+    const names = [...new Set(listing.map((s) => s.name))].sort();
+    const options = names.map((n) => `<option>${escapeHtml(n)}</option>`).join("");
+    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || names[0] || ""; }
+    for (const [title, wanted] of DEFAULT_CHARTS) {
+      if (this.charts.some((c) => c.title === title)) continue;
+      const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
+      if (found.length) await this.add(title, found);
+    }
   }
 
   async add(title, names) {
@@ -233,28 +246,35 @@ class ChartsView {
     for (const run of this.runs) await this.loadMarkersFor(run, after);
   }
 
-  watch(info) {
-    // Live: the watch stream says new events are stored; each chart then asks for its points after the
-    // last x it has (never the history again), at most once a second.
+  watch(run, info) {
+    // Live: the watch stream says new events are stored; each chart then asks for the run's points after
+    // the last x it has (never the history again), at most once a second.
     const seqs = Object.entries(info.last_seq || {}).filter(([r]) => Number(r) >= 0).map(([, s]) => s);
-    const params = new URLSearchParams({run_id: this.runs[0], after_seq: String(seqs.length ? Math.min(...seqs) : 0)});
+    const params = new URLSearchParams({run_id: run, after_seq: String(seqs.length ? Math.min(...seqs) : 0)});
     const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/watch?${params}`;
     const protocols = token() ? ["nissa", "nissa.bearer." + btoa(token()).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")] : [];
-    this.ws = new WebSocket(url, protocols);
-    this.ws.onopen = () => { $("live").hidden = false; };
-    this.ws.onmessage = () => { this.dirty = true; };
-    this.ws.onclose = () => { $("live").hidden = true; if (!this.closed) setTimeout(() => this.closed || this.watch(info), 3000); };
-    this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
+    const ws = new WebSocket(url, protocols);
+    this.sockets.set(run, ws);
+    ws.onopen = () => { $("live").hidden = false; };
+    ws.onmessage = () => { this.dirty.add(run); };
+    ws.onclose = () => {
+      this.sockets.delete(run);
+      $("live").hidden = this.sockets.size === 0;
+      if (!this.closed) setTimeout(() => this.closed || this.watch(run, info), 3000);
+    };
   }
 
   async refresh() {
-    if (!this.dirty) return;
-    this.dirty = false;
-    const run = this.runs[0];
     try {
-      for (const chart of this.charts) { await chart.load(run, chart.lastX(run)); chart.render(); }
-      const own = this.markers.filter((m) => m.run === run && m[this.axis] != null);
-      await this.loadMarkersFor(run, own.length ? Math.max(...own.map((m) => m[this.axis])) : null);
+      if (this.dirty.has(this.runs[0])) this.relist = true;
+      if (this.relist && Date.now() - this.listed > LIST_EVERY_MS) { this.relist = false; await this.addDefaults(); }
+      const runs = [...this.dirty];
+      this.dirty.clear();
+      for (const run of runs) {
+        for (const chart of this.charts) { await chart.load(run, chart.lastX(run)); chart.render(); }
+        const own = this.markers.filter((m) => m.run === run && m[this.axis] != null);
+        await this.loadMarkersFor(run, own.length ? Math.max(...own.map((m) => m[this.axis])) : null);
+      }
       showError(null);
     } catch (err) { showError(err); }
   }
@@ -269,7 +289,7 @@ class ChartsView {
   close() {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
-    if (this.ws) this.ws.close();
+    this.sockets.forEach((ws) => ws.close());
     this.charts.forEach((c) => c.plot && c.plot.destroy());
   }
 }

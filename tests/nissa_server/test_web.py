@@ -44,15 +44,16 @@ class Feed:
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
-    def epochs(self, first, n, acc=0.3):
+    def epochs(self, first, n, acc=0.3, ppo=True):
         events = []
         if self.seq == 0:
             events.append(self._event(RunStarted(name=self.run_id, config={"policy": "ppo", "lr": acc}), 0))
         for i in range(first, first + n):
             events.append(self._event(EpochCompleted(round=i // 4, accuracy=acc + i / 100, val_loss=1.0), i, env=0))
-            events.append(self._event(PPOUpdate(round=i // 4, policy_loss=0.1 / (i + 1), value_loss=0.5, entropy={"op": 1.0},
-                                                approx_kl=0.01, clip_fraction=0.1, explained_variance=0.5,
-                                                ratio_min=0.9, ratio_max=1.1, grad_norm=1.0, update_epochs=4), i))
+            if ppo:
+                events.append(self._event(PPOUpdate(round=i // 4, policy_loss=0.1 / (i + 1), value_loss=0.5, entropy={"op": 1.0},
+                                                    approx_kl=0.01, clip_fraction=0.1, explained_variance=0.5,
+                                                    ratio_min=0.9, ratio_max=1.1, grad_norm=1.0, update_epochs=4), i))
             if i == 5:
                 events.append(self._event(SeedFossilized(slot="r0c0", seed_id="s1", blueprint="conv", params=9), i))
         self._call(self._send(events))
@@ -99,7 +100,7 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
     done.close()
     live = Feed(server_url, "live-a")
     try:
-        live.epochs(0, 12)
+        live.epochs(0, 12, ppo=False)
         page, outside, errors = _page(browser, server_url)
         index = httpx.get(server_url + "/").json()
         page.goto(server_url + index["ui"])
@@ -117,16 +118,21 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
 
         page.goto(server_url + "/ui#run=live-a")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-points="12"]')
-        titles = page.locator(".chart").evaluate_all("els => els.filter(e => !e.hidden).map(e => e.dataset.title)")
-        assert {"accuracy per env", "policy loss", "KL", "entropy", "explained variance"} <= set(titles)
+        assert page.locator(".chart").count() == 1, "no PPO update yet: no chart of it"
         page.wait_for_selector("#live:not([hidden])")
         live.epochs(12, 6)
         page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="18"]')
+        page.wait_for_selector('.chart[data-title="policy loss"][data-points="6"]')  # its series appeared live
+        titles = page.locator(".chart").evaluate_all("els => els.filter(e => !e.hidden).map(e => e.dataset.title)")
+        assert {"accuracy per env", "policy loss", "KL", "entropy", "explained variance"} <= set(titles)
         assert page.evaluate("window.nissa.view.markers.map(m => m.kind)") == ["fossilized"]
 
-        page.goto(server_url + "/ui#run=live-a&overlay=done-b")
+        page.goto(server_url + "/ui#run=done-b&overlay=live-a")
         page.wait_for_selector('.chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
         assert _points(page, "accuracy per env") == 18 + 12
+        page.wait_for_selector("#live:not([hidden])")
+        live.epochs(18, 2)  # a live run overlaid on a finished one still grows
+        page.wait_for_selector(f'.chart[data-title="accuracy per env"][data-points="{20 + 12}"]')
         assert outside == [] and errors == []
         page.close()
     finally:
