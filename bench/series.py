@@ -72,6 +72,14 @@ def raw_read(conn, run_key: int) -> int:
                                                    (run_key,)))
 
 
+def series_bytes(conn, run_key: int) -> int:
+    """Bytes of the run's series points as stored (their packed arrays and summaries)."""
+    columns = " + ".join(f"COALESCE(LENGTH({c}), 0)" for c in (
+        "step", "epoch", "round", "ts", "value", "summary_step", "summary_epoch", "summary_round", "summary_ts",
+        "summary_value"))
+    return int(conn.execute(f"SELECT SUM({columns}) FROM series_chunks WHERE run_key = ?", (run_key,)).fetchone()[0])
+
+
 def series_read(conn, run_key: int, points: int) -> bytes:
     data = series_queries.read_series(conn, run_key, NAME, "step", None, points)
     reply = SeriesReply(name=NAME, x="step", series=shape("bench-series", data, {}, points))
@@ -97,6 +105,7 @@ async def run_backend(db: str, args: argparse.Namespace) -> dict[str, float]:
         series_s = store.series.seconds / args.events
         read = lambda fn, *a: store.read_sync(fn, *a)  # noqa: E731
         raw_bytes = read(raw_read, run_key)
+        stored_series = read(series_bytes, run_key)
         raw_ms = median_ms(lambda: read(raw_read, run_key), args.repeats)
         body = read(series_read, run_key, args.points)
         series_ms = median_ms(lambda: read(series_read, run_key, args.points), args.repeats)
@@ -104,7 +113,8 @@ async def run_backend(db: str, args: argparse.Namespace) -> dict[str, float]:
         await store.close()
     points = len(msgspec.json.decode(body)["series"][0]["x"])
     return {"series_ms": series_ms, "raw_ms": raw_ms, "raw_mb": raw_bytes / 1e6, "points": points,
-            "store_us": writer_s * 1e6, "series_write_us": series_s * 1e6}
+            "store_us": writer_s * 1e6, "series_write_us": series_s * 1e6,
+            "series_bytes": stored_series / args.events, "event_bytes": raw_bytes / args.events}
 
 
 def database(backend: str, root: pathlib.Path):
@@ -140,14 +150,15 @@ def main() -> int:
                     pg.cleanup()
         print(f"{backend:>10}: series of {args.events:,} events -> {r['points']:.0f} points in "
               f"{r['series_ms']:.1f} ms; raw read of the same events {r['raw_ms']:.1f} ms ({r['raw_mb']:.0f} MB); "
-              f"stored with {r['store_us']:.1f} us of CPU per event, of which series {r['series_write_us']:.1f} us", flush=True)
+              f"stored with {r['store_us']:.1f} us of CPU per event, of which series {r['series_write_us']:.1f} us; "
+              f"{r['event_bytes']:.0f} bytes of event JSON and {r['series_bytes']:.0f} of series per event", flush=True)
     pairs = [f"events={args.events}", f"points={args.points}"]
     names = {"sqlite": "", "postgresql": "_pg"}
     for backend, r in results.items():
         tag = names.get(backend, f"_{backend}")
         pairs += [f"series_ms_1m{tag}={r['series_ms']:.2f}", f"raw_read_ms{tag}={r['raw_ms']:.2f}",
                   f"store_cpu_us_per_event{tag}={r['store_us']:.1f}", f"series_cpu_us_per_event{tag}="
-                  f"{r['series_write_us']:.1f}"]
+                  f"{r['series_write_us']:.1f}", f"series_bytes_per_event{tag}={r['series_bytes']:.0f}"]
     if "sqlite" in results:
         pairs.append(f"ratio={results['sqlite']['series_ms'] / results['sqlite']['raw_ms']:.3f}")
     print(" ".join(pairs))
