@@ -1,0 +1,218 @@
+"""One chart: a title with each line's current and best value, the plot, and what happened in view.
+
+The plot is textual-plot's ``PlotWidget``, chosen over textual-plotext after trying both: it is a
+native Textual widget (canvas, theme colours, braille lines) that takes numpy arrays and keeps its
+own axes, ticks and vertical lines, where textual-plotext wraps plotext's global figure, re-plots
+from Python lists each frame, has no vertical-line legend and no zoom or pan of its own. Zoom and pan
+are the chart screen's (one x range for every chart, so that charts stay aligned); this widget
+draws what it is given.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widget import Widget
+from textual.widgets import Static
+from textual_plot import HiResMode, PlotWidget
+
+from leyline.series import Marker, x_of
+
+from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """A chart: its title, the series names it draws (``*`` patterns allowed), which way is better."""
+
+    title: str
+    names: tuple[str, ...]
+    higher_is_better: bool = True
+
+    def matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
+
+    @classmethod
+    def of_name(cls, name: str) -> ChartSpec:
+        lower = any(word in name for word in ("loss", "kl", "_ms", "norm", "dropped", "depth"))
+        return cls(name, (name,), higher_is_better=not lower)
+
+
+DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("accuracy", ("epoch_completed.accuracy",)),
+    ChartSpec("return", ("ppo_update.episode_return",)),
+    ChartSpec("policy loss", ("ppo_update.policy_loss",), higher_is_better=False),
+    ChartSpec("value loss", ("ppo_update.value_loss",), higher_is_better=False),
+    ChartSpec("KL", ("ppo_update.approx_kl",), higher_is_better=False),
+    ChartSpec("entropy", ("ppo_update.entropy.*",)),
+    ChartSpec("explained variance", ("ppo_update.explained_variance",)),
+    ChartSpec("env-epochs/s", ("phase_timing.env_epochs_per_s",)),
+)
+"""What an Esper run is watched by; any other series is a chart away (the screen's picker)."""
+
+PALETTE = ("#4ea8ff", "#ff9f1c", "#5fd75f", "#e05fe0", "#ffd75f", "#ff5f5f", "#2ed3d3", "#b0b0b0")
+MARKER_STYLE = {"command": "#d7af00", "anomaly": "#ff3030", "fossilized": "#00c000", "pruned": "#c000c0",
+                "resumed": "#00afff", "end": "#808080"}
+MARKER_GLYPH = {"command": "C", "anomaly": "!", "fossilized": "F", "pruned": "P", "resumed": "R", "end": "E"}
+MAX_MARKERS = 48  # vertical lines drawn at most per chart: the latest ones
+
+
+@dataclass(frozen=True)
+class ChartView:
+    """How every chart of a screen is drawn at the moment."""
+
+    axis: str = "step"
+    x_range: tuple[float, float] | None = None
+    """The x window shown; None: the whole run, following live points."""
+    smoothing: float = 0.0
+    best: bool = False
+    """Draw each line's best-so-far as well."""
+    label: str | None = None
+    """Show only the tracks with this label text (``env=2``); None: all."""
+    by_run: bool = False
+    """One colour per run (an overlay of runs) rather than one per line."""
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or not np.isfinite(value):
+        return "—"
+    magnitude = abs(value)
+    if magnitude and (magnitude >= 1e5 or magnitude < 1e-3):
+        return f"{value:.2e}"
+    return f"{value:.4g}"
+
+
+class ChartPanel(Widget, can_focus=True):
+    """A chart of one ``ChartSpec`` over a ``SeriesSet``; focus it to add, cycle labels or remove it."""
+
+    DEFAULT_CSS = """
+    ChartPanel { height: 14; border: round $panel; padding: 0; }
+    ChartPanel:focus { border: round $accent; }
+    ChartPanel > .chart-title { height: 1; }
+    ChartPanel > .chart-markers { height: 1; color: $text-muted; }
+    ChartPanel > PlotWidget { height: 1fr; }
+    """
+
+    def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.spec = spec
+        self.border_title = spec.title
+        self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
+        self.markers_shown: list[Marker] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="chart-title")
+        plot = PlotWidget(allow_pan_and_zoom=False)
+        plot.can_focus = False
+        yield plot
+        yield Static(classes="chart-markers")
+
+    def on_mount(self) -> None:
+        plot = self.query_one(PlotWidget)
+        plot.margin_top, plot.margin_bottom, plot.margin_left = 0, 1, 9
+
+    def names(self, data: SeriesSet) -> list[str]:
+        return sorted(n for n in data.names_seen | data.wanted if self.spec.matches(n))
+
+    def draw(self, data: SeriesSet, view: ChartView, run_names: dict[str, str],
+             origin: dict[str, float]) -> None:
+        plot = self.query_one(PlotWidget)
+        plot.clear()
+        tracks = [t for name in self.names(data) for t in data.tracks_of(name)]
+        if view.label is not None:
+            tracks = [t for t in tracks if t.label_text == view.label] or tracks
+        runs = list(dict.fromkeys(run_names))
+        title = Text()
+        width = max(self.size.width - 2, 20)
+        points = max(2 * width, 64)
+        lo_hi = view.x_range
+        ys_in_view: list[np.ndarray] = []
+        self.shown = []
+        for i, track in enumerate(tracks):
+            colour = PALETTE[(runs.index(track.run_id) if view.by_run and track.run_id in runs else i) % len(PALETTE)]
+            shift = origin.get(track.run_id, 0.0) if view.axis == "ts" else 0.0
+            x = np.asarray(track.x, dtype=float) - shift
+            y = np.asarray(track.y, dtype=float)
+            if not len(x):
+                continue
+            self.shown.append(track)
+            shown_y = smooth(y, view.smoothing)
+            wx, wy = window(x, shown_y, *(lo_hi or (None, None)), points)
+            if view.smoothing > 0:
+                rx, ry = window(x, y, *(lo_hi or (None, None)), points)
+                plot.plot(rx, ry, line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
+            plot.plot(wx, wy, line_style=colour, hires_mode=HiResMode.BRAILLE)
+            ys_in_view.append(wy)
+            if view.best:
+                bx, by = window(x, running_best(y, self.spec.higher_is_better), *(lo_hi or (None, None)), points)
+                plot.plot(bx, by, line_style=f"{colour} italic", hires_mode=HiResMode.HALFBLOCK)
+            self._title_entry(title, track, colour, x, y, view, run_names, len(tracks))
+        if self.shown:
+            self._draw_markers(plot, data, view, origin)
+        else:
+            self.markers_shown = []
+            self.query_one(".chart-markers", Static).update("")
+        self._set_limits(plot, data, view, origin, ys_in_view)
+        if not self.shown:
+            title.append("no points yet" if data.wanted & set(self.names(data)) else "no such series in this run",
+                         style="dim")
+        self.query_one(".chart-title", Static).update(title)
+
+    def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
+                     view: ChartView, run_names: dict[str, str], count: int) -> None:
+        name = track.label_text
+        if view.by_run:
+            run = run_names.get(track.run_id, track.run_id)
+            name = run if count <= len(run_names) else f"{run} {name}"
+        if title:
+            title.append("  ")
+        title.append("━ ", style=colour)
+        title.append(f"{name} ", style="bold")
+        title.append(_fmt(track.last()))
+        best = best_point(x, y, self.spec.higher_is_better)
+        if best is not None:
+            arrow = "↑" if self.spec.higher_is_better else "↓"
+            where = f"@{_fmt(best[0])}" if count <= 2 else ""
+            title.append(f" {arrow}{_fmt(best[1])}{where}", style="dim")
+
+    def _draw_markers(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float]) -> None:
+        marks: list[tuple[float, Marker]] = []
+        env = view.label[4:] if view.label and view.label.startswith("env=") and "," not in view.label else None
+        for run_id, markers in data.markers.items():
+            shift = origin.get(run_id, 0.0) if view.axis == "ts" else 0.0
+            for marker in markers:
+                x = x_of(marker, view.axis)
+                if x is None or (env is not None and marker.env is not None and str(marker.env) != env):
+                    continue
+                x -= shift
+                if view.x_range is None or view.x_range[0] <= x <= view.x_range[1]:
+                    marks.append((x, marker))
+        marks = sorted(marks, key=lambda m: m[0])[-MAX_MARKERS:]
+        for x, marker in marks:
+            plot.add_v_line(x, f"{MARKER_STYLE.get(marker.kind, 'white')} dim")
+        self.markers_shown = [m for _, m in marks]
+        line = Text()
+        for x, marker in reversed(marks):
+            line.append(MARKER_GLYPH.get(marker.kind, "?"), style=f"bold {MARKER_STYLE.get(marker.kind, 'white')}")
+            env = f" env {marker.env}" if marker.env is not None else ""
+            line.append(f" {_fmt(x)} {marker.label}{env}  ")
+        self.query_one(".chart-markers", Static).update(line or Text("no markers in view", style="dim"))
+
+    def _set_limits(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float],
+                    ys: list[np.ndarray]) -> None:
+        if view.x_range is not None:
+            plot.set_xlimits(*view.x_range)
+        else:
+            plot.set_xlimits(None, None)
+        finite = [y[np.isfinite(y)] for y in ys]
+        finite = [y for y in finite if len(y)]
+        if not finite:
+            plot.set_ylimits(None, None)
+            return
+        lo, hi = float(min(y.min() for y in finite)), float(max(y.max() for y in finite))
+        pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+        plot.set_ylimits(lo - pad, hi + pad)
