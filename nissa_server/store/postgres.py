@@ -116,6 +116,7 @@ class PostgresStore(Store):
         raw = self._connect(autocommit=False)
         try:
             schema.migrate(raw)
+            schema.create_series_tables(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             raw.commit()
         except psycopg.Error as err:
