@@ -51,6 +51,14 @@ class MarkersLoaded(Message):
         self.run_id, self.markers = run_id, markers
 
 
+class HistoryDue(Message):
+    """The run's live stream is open (or it is over): its history can be read without a gap."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
 class RunKnown(Message):
     def __init__(self, run: RunSummary, names: list[str] | None) -> None:
         super().__init__()
@@ -90,7 +98,7 @@ class ChartScreen(Screen[None]):
         self.data = SeriesSet()
         self.view = ChartView(by_run=len(self.run_ids) > 1)
         self.local: dict[str, LocalSeries] = {run: LocalSeries(run, events) for run, events in (local or {}).items()}
-        self._drawn: tuple[int, ChartView, tuple[int, int]] | None = None
+        self._drawn: tuple[object, ...] | None = None
 
     @property
     def watch_app(self) -> EsperWatch:
@@ -151,9 +159,10 @@ class ChartScreen(Screen[None]):
                 self.notify(f"series of {run_id}: {err.reason}", severity="error")
                 return
             names = None  # a server without the series API: every event comes through the stream
+        # Through messages, in order: the names are wanted before any history is asked for.
         self.post_message(RunKnown(run, names))
         if run.status not in RUNNING and names is not None:
-            self.fetch_history(run_id)
+            self.post_message(HistoryDue(run_id))
             return
         stream = WatchStream(client.config, run_id, after_seq=run.rank0_seq if names is not None else 0)
         async for item in stream:
@@ -161,7 +170,7 @@ class ChartScreen(Screen[None]):
                 if item.events:
                     self.post_message(SeriesEvents(run_id, item.events))
             elif isinstance(item, Connection) and item.state == "connected" and names is not None:
-                self.fetch_history(run_id)
+                self.post_message(HistoryDue(run_id))
             elif isinstance(item, Connection) and item.state == "unauthorized":
                 self.notify(f"the server refused the stream: {item.detail}", severity="error")
 
@@ -186,6 +195,9 @@ class ChartScreen(Screen[None]):
         else:
             self.data.names_seen.update(message.names)
             self._want_names()
+
+    def on_history_due(self, message: HistoryDue) -> None:
+        self.fetch_history(message.run_id)
 
     def on_series_events(self, message: SeriesEvents) -> None:
         local = self.local.get(message.run_id)
@@ -217,8 +229,10 @@ class ChartScreen(Screen[None]):
             panel.styles.height = panel_height
 
     def run_names(self) -> dict[str, str]:
-        return {run: (self.runs[run].name if run in self.runs and self.runs[run].name else run)
-                for run in self.run_ids}
+        """How the legend names each run: its name, or its id where names are missing or alike."""
+        names = {run: (self.runs[run].name if run in self.runs and self.runs[run].name else run)
+                 for run in self.run_ids}
+        return names if len(set(names.values())) == len(names) else {run: run for run in self.run_ids}
 
     def origins(self) -> dict[str, float]:
         """Where each run's wall clock starts, so that runs overlay on time since their start."""
@@ -229,7 +243,7 @@ class ChartScreen(Screen[None]):
         return out
 
     def redraw(self, force: bool = False) -> None:
-        state = (self.data.version, self.view, tuple(self.size))
+        state = (self.data.version, self.view, tuple(self.size), tuple(id(p) for p in self.panels if p.ready))
         if state == self._drawn and not force:
             return
         self._drawn = state
@@ -307,7 +321,7 @@ class ChartScreen(Screen[None]):
 
     def action_label(self) -> None:
         labels = sorted({t.label_text for t in self.data.tracks.values()
-                         if any(p.spec.matches(t.name) for p in self.panels)})
+                         if t.labels.keys() - {"rank"} and any(p.spec.matches(t.name) for p in self.panels)})
         options: list[str | None] = [None, *labels]
         current = options.index(self.view.label) if self.view.label in options else 0
         self._set_view(label=options[(current + 1) % len(options)])

@@ -103,6 +103,7 @@ class ChartPanel(Widget, can_focus=True):
         self.border_title = spec.title
         self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
         self.markers_shown: list[Marker] = []
+        self.ready = False  # the plot's own children exist only once this panel is mounted
 
     def compose(self) -> ComposeResult:
         yield Static(classes="chart-title")
@@ -114,12 +115,15 @@ class ChartPanel(Widget, can_focus=True):
     def on_mount(self) -> None:
         plot = self.query_one(PlotWidget)
         plot.margin_top, plot.margin_bottom, plot.margin_left = 0, 1, 9
+        self.ready = True
 
     def names(self, data: SeriesSet) -> list[str]:
         return sorted(n for n in data.names_seen | data.wanted if self.spec.matches(n))
 
     def draw(self, data: SeriesSet, view: ChartView, run_names: dict[str, str],
              origin: dict[str, float]) -> None:
+        if not self.ready:
+            return
         plot = self.query_one(PlotWidget)
         plot.clear()
         tracks = [t for name in self.names(data) for t in data.tracks_of(name)]
