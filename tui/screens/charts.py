@@ -18,12 +18,12 @@ from textual.widgets import Footer, Static
 
 from leyline import Event
 from leyline.frames import EventBatch
-from leyline.series import X_AXES, Marker
+from leyline.series import X_AXES, Marker, x_of
 
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import ApiError, Connection, RunSummary, WatchStream
 from tui.screens.series_picker import SeriesPicker
-from tui.widgets.chart import DEFAULT_CHARTS, PALETTE, ChartPanel, ChartSpec, ChartView
+from tui.widgets.chart import DEFAULT_CHARTS, MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 RUNNING = ("live", "degraded")
 MAX_POINTS = 2000
+
+
+def marker_run(data: SeriesSet, marker: Marker) -> str:
+    return next((run for run, markers in data.markers.items() if marker in markers), "")
 
 
 class SeriesEvents(Message):
@@ -88,6 +92,7 @@ class ChartScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     ChartScreen #chart-head { height: 1; padding: 0 1; background: $boost; }
+    ChartScreen #chart-markers { height: 1; padding: 0 1; }
     ChartScreen #charts { layout: grid; grid-size: 1; grid-gutter: 0 1; }
     """
 
@@ -110,6 +115,7 @@ class ChartScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="chart-head")
+        yield Static(id="chart-markers")
         with VerticalScroll(id="charts"):
             for spec in DEFAULT_CHARTS:
                 yield ChartPanel(spec)
@@ -251,6 +257,25 @@ class ChartScreen(Screen[None]):
         for panel in self.panels:
             panel.draw(self.data, self.view, names, origin)
         self._head(names)
+        self._marker_detail()
+
+    def on_descendant_focus(self) -> None:
+        self._marker_detail()
+
+    def _marker_detail(self) -> None:
+        """What the marks under the focused chart are, latest first."""
+        panel = self.focused if isinstance(self.focused, ChartPanel) else (self.panels or [None])[0]
+        line = Text()
+        names = self.run_names() if self.view.by_run else {}
+        for marker in reversed(panel.markers_shown if panel else []):
+            x = x_of(marker, self.view.axis)
+            line.append(MARKER_GLYPH.get(marker.kind, "?"), style=f"bold {MARKER_STYLE.get(marker.kind, 'white')}")
+            env = f" env {marker.env}" if marker.env is not None else ""
+            run = f" {names.get(marker_run(self.data, marker), '')}" if names else ""
+            line.append(f" {self.view.axis} {x:.6g}{run} {marker.label}{env}   ")
+            if len(line) > self.size.width:
+                break
+        self.query_one("#chart-markers", Static).update(line or Text("no markers in view", style="dim"))
 
     def _head(self, names: dict[str, str]) -> None:
         v = self.view

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 LIST_LIMIT = 200
 
 
+class RunsTable(DataTable):
+    """A row table where home and end go to the first and last run (a plain table scrolls sideways)."""
+
+    BINDINGS = [
+        Binding("home", "scroll_top", "first", show=False),
+        Binding("end", "scroll_bottom", "last", show=False),
+    ]
+
+
 class RunPickerScreen(Screen[None]):
     """Choose runs: enter opens one (a live one live, a finished one as a replay), space selects several."""
 
@@ -37,8 +46,6 @@ class RunPickerScreen(Screen[None]):
         Binding("s", "cycle_sort", "sort"),
         Binding("slash", "filter", "filter"),
         Binding("escape", "clear_filter", "clear filter", show=False),
-        Binding("home", "first", "first", show=False),
-        Binding("end", "last", "last", show=False),
         Binding("d", "escalate('debug')", "debug window", show=False),
         Binding("p", "escalate('profile')", "profile…", show=False),
     ]
@@ -71,7 +78,7 @@ class RunPickerScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("runs: loading…", id="title")
         yield Input(placeholder="filter: words of the name or status, or key=value of the config", id="runs-filter")
-        yield DataTable(cursor_type="row", zebra_stripes=True, id="runs")
+        yield RunsTable(cursor_type="row", zebra_stripes=True, id="runs")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -161,12 +168,6 @@ class RunPickerScreen(Screen[None]):
         # newest, longest, best first
         self.sort_reverse = self.sort_key not in ("status", "name", "run_id") and not self.sort_key.startswith("param:")
         self.rebuild()
-
-    def action_first(self) -> None:
-        self.table.move_cursor(row=0)
-
-    def action_last(self) -> None:
-        self.table.move_cursor(row=max(self.table.row_count - 1, 0))
 
     def action_toggle_select(self) -> None:
         run_id = self.current_run_id()

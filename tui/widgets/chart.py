@@ -59,6 +59,10 @@ MARKER_STYLE = {"command": "#d7af00", "anomaly": "#ff3030", "fossilized": "#00c0
                 "resumed": "#00afff", "end": "#808080"}
 MARKER_GLYPH = {"command": "C", "anomaly": "!", "fossilized": "F", "pruned": "P", "resumed": "R", "end": "E"}
 MAX_MARKERS = 48  # vertical lines drawn at most per chart: the latest ones
+LINE_KINDS = frozenset({"command", "anomaly", "resumed"})
+"""Markers drawn across the chart; seeds fossilized and pruned (many) only as glyphs under it."""
+GLYPH_PRIORITY = ("end", "pruned", "fossilized", "command", "resumed", "anomaly")
+"""Where glyphs share a column, the later kind here wins."""
 
 
 @dataclass(frozen=True)
@@ -126,45 +130,39 @@ class ChartPanel(Widget, can_focus=True):
             return
         plot = self.query_one(PlotWidget)
         plot.clear()
-        tracks = [t for name in self.names(data) for t in data.tracks_of(name)]
+        tracks = [t for name in self.names(data) for t in data.tracks_of(name) if t.x]
         if view.label is not None:
             tracks = [t for t in tracks if t.label_text == view.label] or tracks
-        runs = list(dict.fromkeys(run_names))
+        arrays = [(np.asarray(t.x, dtype=float) - (origin.get(t.run_id, 0.0) if view.axis == "ts" else 0.0),
+                   np.asarray(t.y, dtype=float)) for t in tracks]
+        self.shown = tracks
         title = Text()
-        width = max(self.size.width - 2, 20)
-        points = max(2 * width, 64)
-        lo_hi = view.x_range
-        ys_in_view: list[np.ndarray] = []
-        self.shown = []
-        for i, track in enumerate(tracks):
+        if not tracks:
+            title.append("no points yet" if data.wanted & set(self.names(data)) else "no such series in this run",
+                         style="dim")
+            self.query_one(".chart-title", Static).update(title)
+            self.markers_shown = []
+            self.query_one(".chart-markers", Static).update("")
+            return
+        lo, hi = view.x_range or (min(float(x.min()) for x, _ in arrays), max(float(x.max()) for x, _ in arrays))
+        points = max(2 * self.size.width, 64)
+        runs = list(dict.fromkeys(run_names))
+        ys_in_view = []
+        for i, (track, (x, y)) in enumerate(zip(tracks, arrays)):
             colour = PALETTE[(runs.index(track.run_id) if view.by_run and track.run_id in runs else i) % len(PALETTE)]
-            shift = origin.get(track.run_id, 0.0) if view.axis == "ts" else 0.0
-            x = np.asarray(track.x, dtype=float) - shift
-            y = np.asarray(track.y, dtype=float)
-            if not len(x):
-                continue
-            self.shown.append(track)
-            shown_y = smooth(y, view.smoothing)
-            wx, wy = window(x, shown_y, *(lo_hi or (None, None)), points)
             if view.smoothing > 0:
-                rx, ry = window(x, y, *(lo_hi or (None, None)), points)
-                plot.plot(rx, ry, line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
+                plot.plot(*window(x, y, lo, hi, points), line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
+            wx, wy = window(x, smooth(y, view.smoothing), lo, hi, points)
             plot.plot(wx, wy, line_style=colour, hires_mode=HiResMode.BRAILLE)
             ys_in_view.append(wy)
             if view.best:
-                bx, by = window(x, running_best(y, self.spec.higher_is_better), *(lo_hi or (None, None)), points)
+                bx, by = window(x, running_best(y, self.spec.higher_is_better), lo, hi, points)
                 plot.plot(bx, by, line_style=f"{colour} italic", hires_mode=HiResMode.HALFBLOCK)
             self._title_entry(title, track, colour, x, y, view, run_names, len(tracks))
-        if self.shown:
-            self._draw_markers(plot, data, view, origin)
-        else:
-            self.markers_shown = []
-            self.query_one(".chart-markers", Static).update("")
-        self._set_limits(plot, data, view, origin, ys_in_view)
-        if not self.shown:
-            title.append("no points yet" if data.wanted & set(self.names(data)) else "no such series in this run",
-                         style="dim")
         self.query_one(".chart-title", Static).update(title)
+        self._draw_markers(plot, data, view, origin, lo, hi)
+        plot.set_xlimits(lo, hi if hi > lo else lo + 1.0)
+        self._set_ylimits(plot, ys_in_view)
 
     def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
                      view: ChartView, run_names: dict[str, str], count: int) -> None:
@@ -183,35 +181,38 @@ class ChartPanel(Widget, can_focus=True):
             where = f"@{_fmt(best[0])}" if count <= 2 else ""
             title.append(f" {arrow}{_fmt(best[1])}{where}", style="dim")
 
-    def _draw_markers(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float]) -> None:
-        marks: list[tuple[float, Marker]] = []
+    def _draw_markers(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float],
+                      lo: float, hi: float) -> None:
+        """Commands, anomalies and resumes as vertical lines; every marker as a glyph under its x."""
         env = view.label[4:] if view.label and view.label.startswith("env=") and "," not in view.label else None
+        marks: list[tuple[float, Marker]] = []
         for run_id, markers in data.markers.items():
             shift = origin.get(run_id, 0.0) if view.axis == "ts" else 0.0
             for marker in markers:
                 x = x_of(marker, view.axis)
                 if x is None or (env is not None and marker.env is not None and str(marker.env) != env):
                     continue
-                x -= shift
-                if view.x_range is None or view.x_range[0] <= x <= view.x_range[1]:
-                    marks.append((x, marker))
-        marks = sorted(marks, key=lambda m: m[0])[-MAX_MARKERS:]
-        for x, marker in marks:
-            plot.add_v_line(x, f"{MARKER_STYLE.get(marker.kind, 'white')} dim")
+                if lo <= x - shift <= hi:
+                    marks.append((x - shift, marker))
+        marks.sort(key=lambda m: m[0])
         self.markers_shown = [m for _, m in marks]
-        line = Text()
-        for x, marker in reversed(marks):
-            line.append(MARKER_GLYPH.get(marker.kind, "?"), style=f"bold {MARKER_STYLE.get(marker.kind, 'white')}")
-            env = f" env {marker.env}" if marker.env is not None else ""
-            line.append(f" {_fmt(x)} {marker.label}{env}  ")
-        self.query_one(".chart-markers", Static).update(line or Text("no markers in view", style="dim"))
+        for x, marker in marks[-MAX_MARKERS:]:
+            if marker.kind in LINE_KINDS:
+                plot.add_v_line(x, f"{MARKER_STYLE[marker.kind]} dim")
+        inner = max(plot.size.width - plot.margin_left - 2, 1)  # inside the axis box
+        strip = [" "] * (plot.margin_left + 1 + inner)
+        styles: dict[int, str] = {}
+        for x, marker in sorted(marks, key=lambda m: GLYPH_PRIORITY.index(m[1].kind)
+                                if m[1].kind in GLYPH_PRIORITY else 0):
+            col = plot.margin_left + 1 + min(int((x - lo) / (hi - lo) * inner) if hi > lo else 0, inner - 1)
+            strip[col] = MARKER_GLYPH.get(marker.kind, "?")
+            styles[col] = f"bold {MARKER_STYLE.get(marker.kind, 'white')}"
+        line = Text("".join(strip))
+        for col, style in styles.items():
+            line.stylize(style, col, col + 1)
+        self.query_one(".chart-markers", Static).update(line)
 
-    def _set_limits(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float],
-                    ys: list[np.ndarray]) -> None:
-        if view.x_range is not None:
-            plot.set_xlimits(*view.x_range)
-        else:
-            plot.set_xlimits(None, None)
+    def _set_ylimits(self, plot: PlotWidget, ys: list[np.ndarray]) -> None:
         finite = [y[np.isfinite(y)] for y in ys]
         finite = [y for y in finite if len(y)]
         if not finite:
