@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from leyline import Event
+from leyline import Event, RunFinished
 from leyline.frames import EventBatch
 from leyline.series import X_AXES, Marker, x_of
 
@@ -210,6 +210,10 @@ class ChartScreen(Screen[None]):
         if local is not None:
             local.add(message.events)
         self.data.add_events(message.run_id, message.events)
+        run = self.runs.get(message.run_id)
+        ended = [e.payload.status for e in message.events if isinstance(e.payload, RunFinished)]
+        if run is not None and ended:
+            run.status = "finished" if ended[-1] == "completed" else ended[-1]
 
     def on_history_loaded(self, message: HistoryLoaded) -> None:
         self.data.load_history(message.run_id, message.name, message.series)
