@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from leyline import SERVER_RANK, EventKind, Severity
 from leyline.events import MAX_INT
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
-from nissa_server.auth import bearer_ok
+from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
 from nissa_server.protocols import link_of
@@ -125,9 +125,11 @@ class WatchStream:
 
 
 async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
-    await ws.accept()
+    offered = list(ws.scope.get("subprotocols") or ())
+    await ws.accept(subprotocol=BROWSER_PROTOCOL if BROWSER_PROTOCOL in offered else None)
     settings = nissa.settings
-    if settings.read_auth and not bearer_ok(ws.headers.get("authorization"), settings.token):
+    header = ws.headers.get("authorization") or bearer_from_protocols(offered)
+    if settings.read_auth and not bearer_ok(header, settings.token):
         await ws.close(CLOSE_UNAUTHORIZED, "missing or wrong bearer token")
         return
     try:

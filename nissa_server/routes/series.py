@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline.series import Marker, parse_key
 from nissa_server.auth import require_read
-from nissa_server.openapi import error, ok
+from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.series import SeriesReply, parse_labels, shape, to_csv
+from nissa_server.series import SeriesInfo, SeriesReply, parse_labels, shape, to_csv
 from nissa_server.store import series_queries
 
 router = APIRouter(tags=["series"])
@@ -22,13 +21,10 @@ MAX_OVERLAY = 16
 ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
                      "token"), 404: error("No such run", "unknown run 'r-x'")}
 Axis = Literal["step", "epoch", "round", "ts"]
-
-
-class SeriesInfo(msgspec.Struct):
-    key: str
-    name: str
-    labels: dict[str, str]
-    points: int
+_PAIR = r"[^,=]*[^\s,=][^,=]*=[^,]*"
+_LABELS = rf"^\s*({_PAIR})?\s*(,\s*({_PAIR})?\s*)*$"
+"""``name=value`` pairs separated by commas, spelled out for the schema (``parse_labels`` checks)."""
+_RUNS = rf"^[^,]*(,[^,]*){{0,{MAX_OVERLAY - 1}}}$"
 
 
 _LIST_EXAMPLE = [{"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
@@ -40,7 +36,7 @@ _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
 
 @router.get("/runs/{run_id}/series", summary="Every series of a run: each numeric field of its events, by label",
             response_class=Response, dependencies=READ,
-            responses={200: ok(msgspec.json.schema(list[SeriesInfo]), _LIST_EXAMPLE), **ERRORS})
+            responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS})
 async def list_series(request: Request, run_id: str) -> Response:
     n = nissa(request)
     run = await run_or_404(n, run_id)
@@ -55,7 +51,7 @@ async def list_series(request: Request, run_id: str) -> Response:
                         "`max_points` points each. `after` returns only the points with x above it (what a "
                         "chart lacks). `format=csv` gives `run_id,key,x,y` rows.",
             response_class=Response, dependencies=READ,
-            responses={200: ok(msgspec.json.schema(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
+            responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
                        422: error("Bad parameter", "labels: 'env' is not name=value")})
 async def get_series(
     request: Request,
@@ -65,9 +61,9 @@ async def get_series(
     max_points: Annotated[int, Query(ge=10, le=20_000, description="Most points per series")] = 2000,
     after: Annotated[float | None, Query(allow_inf_nan=False, description="Only points with x above it")] = None,
     labels: Annotated[str | None, Query(max_length=1000, description="Only series with these labels: "
-                                        "`env=2` or `env=2,rank=0`")] = None,
-    runs: Annotated[str | None, Query(max_length=4000, description="More runs to overlay, separated by "
-                                      "commas")] = None,
+                                        "`env=2` or `env=2,rank=0`", json_schema_extra={"pattern": _LABELS})] = None,
+    runs: Annotated[str | None, Query(max_length=4000, description=f"More runs to overlay, separated by commas "
+                                      f"(at most {MAX_OVERLAY})", json_schema_extra={"pattern": _RUNS})] = None,
     format: Annotated[Literal["json", "csv"], Query(description="json, or csv rows")] = "json",
 ) -> Response:
     n = nissa(request)
@@ -75,14 +71,14 @@ async def get_series(
         wanted = parse_labels(labels)
     except ValueError as err:
         raise HTTPException(422, str(err)) from None
-    run_ids = [run_id] + [r.strip() for r in (runs or "").split(",") if r.strip() and r.strip() != run_id]
-    run_ids = list(dict.fromkeys(run_ids))
-    if len(run_ids) > MAX_OVERLAY:
-        raise HTTPException(422, f"runs: at most {MAX_OVERLAY} runs in one call, got {len(run_ids)}")
+    others = [r.strip() for r in (runs or "").split(",") if r.strip()]
+    if len(others) > MAX_OVERLAY:
+        raise HTTPException(422, f"runs: at most {MAX_OVERLAY} runs to overlay, got {len(others)}")
+    run_ids = list(dict.fromkeys([run_id, *others]))
     reply = SeriesReply(name=name, x=x, series=[])
     for rid in run_ids:
         run = await run_or_404(n, rid)
-        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after)
+        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points)
         reply.series.extend(shape(rid, data, wanted, max_points))
     if format == "csv":
         return Response(to_csv(reply), media_type="text/csv")
@@ -93,7 +89,7 @@ async def get_series(
             description="Commands applied, completed or failed; anomalies; seeds fossilized and pruned; resumes; "
                         "the end. `after` (on the axis `x`) gives only the later ones.",
             response_class=Response, dependencies=READ,
-            responses={200: ok(msgspec.json.schema(list[Marker]), [
+            responses={200: ok({"type": "array", "items": ref(Marker)}, [
                 {"kind": "command", "label": "debug applied", "step": 120, "epoch": 6, "round": None,
                  "ts": 1.7e9, "env": None, "rank": 0}]), **ERRORS})
 async def list_markers(

@@ -6,12 +6,16 @@ column-wise: one ``series_chunks`` row holds consecutive points of one series as
 (step, epoch, round, ts, value; NaN where a point has no round). A commit adds one row per series it
 touched; rows are merged as they pile up (16 rows of a level into one row of the next level, which takes
 the first one's id), so a series of a million points is a few dozen rows whichever way it was written,
-and ``ORDER BY id`` is always the points' order. Markers (``leyline.series.marker_of``) get a row each.
+and ``ORDER BY id`` is always the points' order. A row of ``SUMMARY_MIN`` points or more also keeps its
+summary: the minimum and maximum of each block of ``SUMMARY_BLOCK`` points, what a chart of a long run
+reads instead of every point (an eighth of the bytes; every block's extremes, so no spike is lost).
+Markers (``leyline.series.marker_of``) get a row each.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 import msgspec
@@ -26,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 MERGE_AT = 16
 """Rows of one level that are merged into one row of the next."""
+SUMMARY_BLOCK = 16
+SUMMARY_MIN = 512
+"""Points from which a row keeps a summary."""
 COLUMNS = ("step", "epoch", "round", "ts", "value")
 _marker_enc = msgspec.json.Encoder()
 
@@ -48,7 +55,13 @@ def schema_sql(blob: str, key: str) -> str:
             epoch {blob} NOT NULL,
             round {blob} NOT NULL,
             ts {blob} NOT NULL,
-            value {blob} NOT NULL
+            value {blob} NOT NULL,
+            summary_n INTEGER,
+            summary_step {blob},
+            summary_epoch {blob},
+            summary_round {blob},
+            summary_ts {blob},
+            summary_value {blob}
         );
         CREATE INDEX IF NOT EXISTS series_chunks_name ON series_chunks (run_key, name, key, id);
         CREATE TABLE IF NOT EXISTS series_markers (
@@ -88,18 +101,34 @@ class _Points:
         cols[4].append(value)
 
 
+def summarize(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The points that are the minimum or maximum of their block of ``SUMMARY_BLOCK`` (in order)."""
+    y = arrays[4]
+    n = len(y) - len(y) % SUMMARY_BLOCK
+    blocks = np.where(np.isnan(y[:n]), np.inf, y[:n]).reshape(-1, SUMMARY_BLOCK)
+    starts = np.arange(0, n, SUMMARY_BLOCK)
+    lows = starts + blocks.argmin(axis=1)
+    highs = starts + np.where(np.isnan(y[:n]), -np.inf, y[:n]).reshape(-1, SUMMARY_BLOCK).argmax(axis=1)
+    keep = np.unique(np.concatenate([lows, highs, np.arange(n, len(y)), np.flatnonzero(np.isnan(y))]))
+    return [a[keep] for a in arrays]
+
+
 def _row_values(arrays: list[np.ndarray]) -> tuple:
-    """(n, step_max, epoch_max, round_max, ts_max, blobs…) of a chunk's arrays."""
+    """(n, step_max, epoch_max, round_max, ts_max, blobs…, summary_n, summary blobs…) of a chunk's arrays."""
     rounds = arrays[2]
     round_max = None if np.isnan(rounds).all() else float(np.nanmax(rounds))
+    summary: tuple = (None,) * 6
+    if len(arrays[0]) >= SUMMARY_MIN:
+        short = summarize(arrays)
+        summary = (len(short[0]), *(a.astype(np.float64).tobytes() for a in short))
     return (len(arrays[0]), float(arrays[0].max()), float(arrays[1].max()), round_max, float(arrays[3].max()),
-            *(a.astype(np.float64).tobytes() for a in arrays))
+            *(a.astype(np.float64).tobytes() for a in arrays), *summary)
 
 
-_INSERT = ("INSERT INTO series_chunks (run_key, name, key, level, n, step_max, epoch_max, round_max, ts_max, "
-           "step, epoch, round, ts, value) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-_INSERT_AT = ("INSERT INTO series_chunks (id, run_key, name, key, level, n, step_max, epoch_max, round_max, "
-              "ts_max, step, epoch, round, ts, value) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+_COLS = ("n, step_max, epoch_max, round_max, ts_max, step, epoch, round, ts, value, summary_n, summary_step, "
+         "summary_epoch, summary_round, summary_ts, summary_value")
+_INSERT = f"INSERT INTO series_chunks (run_key, name, key, level, {_COLS}) VALUES ({','.join('?' * 20)})"
+_INSERT_AT = f"INSERT INTO series_chunks (id, run_key, name, key, level, {_COLS}) VALUES ({','.join('?' * 21)})"
 _MARKER = ("INSERT INTO series_markers (run_key, event_id, step, epoch, round, ts, body) VALUES (?,?,?,?,?,?,?) "
            "ON CONFLICT DO NOTHING")
 
@@ -111,6 +140,8 @@ class SeriesWriter:
         self._rows: dict[tuple[int, str], list[int]] = {}
         """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback:
         a merge then finds fewer rows, or happens later, and the data stays right)."""
+        self.seconds = 0.0
+        """Time spent writing series (what charts cost ingest), for benchmarks and metrics."""
 
     def forget(self) -> None:
         """After a rollback, or once a run is deleted: the hints may be wrong."""
@@ -118,6 +149,7 @@ class SeriesWriter:
 
     def write(self, conn: Conn, stored: Iterable[tuple[int, int, bytes]]) -> None:
         """Points and markers of ``stored`` blocks: (run key, first event id, body of the block's events)."""
+        began = time.perf_counter()
         series: dict[tuple[int, str], _Points] = {}
         markers: list[tuple] = []
         for run_key, first_id, body in stored:
@@ -129,6 +161,7 @@ class SeriesWriter:
             self._merge(conn, run_key, points.name, key)
         if markers:
             conn.executemany(_MARKER, markers)
+        self.seconds += time.perf_counter() - began
 
     @staticmethod
     def _gather(run_key: int, event_id: int, event: Event, series: dict[tuple[int, str], _Points],
