@@ -142,6 +142,9 @@ class SeriesSet:
             if marker is not None:
                 self.add_marker(run_id, marker)
 
+    def run_of(self, marker: Marker) -> str:
+        return next((run for run, markers in self.markers.items() if marker in markers), "")
+
     def needs_history(self, run_id: str) -> list[str]:
         return sorted(n for n in self.wanted if (run_id, n) not in self._loaded)
 

@@ -12,16 +12,16 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from leyline import Event, RunFinished
 from leyline.frames import EventBatch
-from leyline.series import X_AXES, Marker, x_of
+from leyline.series import X_AXES, x_of
 
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import ApiError, Connection, RunSummary, WatchStream
+from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
 from tui.screens.series_picker import SeriesPicker
 from tui.widgets.chart import DEFAULT_CHARTS, MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
 
@@ -31,42 +31,6 @@ if TYPE_CHECKING:
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 RUNNING = ("live", "degraded")
 MAX_POINTS = 2000
-
-
-def marker_run(data: SeriesSet, marker: Marker) -> str:
-    return next((run for run, markers in data.markers.items() if marker in markers), "")
-
-
-class SeriesEvents(Message):
-    def __init__(self, run_id: str, events: list[Event]) -> None:
-        super().__init__()
-        self.run_id, self.events = run_id, events
-
-
-class HistoryLoaded(Message):
-    def __init__(self, run_id: str, name: str, series: list[dict]) -> None:
-        super().__init__()
-        self.run_id, self.name, self.series = run_id, name, series
-
-
-class MarkersLoaded(Message):
-    def __init__(self, run_id: str, markers: list[Marker]) -> None:
-        super().__init__()
-        self.run_id, self.markers = run_id, markers
-
-
-class HistoryDue(Message):
-    """The run's live stream is open (or it is over): its history can be read without a gap."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__()
-        self.run_id = run_id
-
-
-class RunKnown(Message):
-    def __init__(self, run: RunSummary, names: list[str] | None) -> None:
-        super().__init__()
-        self.run, self.names = run, names
 
 
 class ChartScreen(Screen[None]):
@@ -275,7 +239,7 @@ class ChartScreen(Screen[None]):
             x = x_of(marker, self.view.axis)
             line.append(MARKER_GLYPH.get(marker.kind, "?"), style=f"bold {MARKER_STYLE.get(marker.kind, 'white')}")
             env = f" env {marker.env}" if marker.env is not None else ""
-            run = f" {names.get(marker_run(self.data, marker), '')}" if names else ""
+            run = f" {names.get(self.data.run_of(marker), '')}" if names else ""
             line.append(f" {self.view.axis} {x:.6g}{run} {marker.label}{env}   ")
             if len(line) > self.size.width:
                 break
