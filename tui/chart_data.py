@@ -10,7 +10,7 @@ after that is appended as it comes, so each point shows once and in the order it
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,12 +60,14 @@ class SeriesSet:
         self._markers_loaded: set[str] = set()
         self._pending_markers: dict[str, list[Marker]] = {}
         self.version = 0  # bumped on every change: panels redraw only when it moved
+        self.accept: Callable[[str], bool] = lambda name: False
+        """Whether a name first seen in a live point is one a chart shows (then it is wanted)."""
 
     def reset(self, axis: str) -> None:
         """Start over on another x axis (histories are fetched again for it)."""
-        wanted, seen = self.wanted, self.names_seen
+        wanted, seen, accept = self.wanted, self.names_seen, self.accept
         self.__init__(axis)  # type: ignore[misc]
-        self.wanted, self.names_seen = wanted, seen
+        self.wanted, self.names_seen, self.accept = wanted, seen, accept
 
     def tracks_of(self, name: str, run_id: str | None = None) -> list[Track]:
         return [t for (run, _), t in sorted(self.tracks.items())
@@ -80,7 +82,10 @@ class SeriesSet:
     # --- history ---------------------------------------------------------------------------------
 
     def load_history(self, run_id: str, name: str, series: Iterable[dict]) -> None:
-        """``series`` items as the series API gives them: ``key``, ``labels``, ``x``, ``y``."""
+        """``series`` items as the series API gives them: ``key``, ``labels``, ``x``, ``y``. A second
+        history of a name already loaded is ignored: the live points since the first are in its tracks."""
+        if (run_id, name) in self._loaded:
+            return
         last_x: dict[str, float] = {}
         for item in series:
             track = self._track(run_id, item["key"], name, item.get("labels") or {})
@@ -114,7 +119,10 @@ class SeriesSet:
     def add_points(self, run_id: str, points: Iterable[SeriesPoint]) -> None:
         changed = False
         for point in points:
-            self.names_seen.add(point.name)
+            if point.name not in self.names_seen:
+                self.names_seen.add(point.name)
+                if self.accept(point.name):
+                    self.wanted.add(point.name)  # a chart's series the run had not produced before
             if point.name not in self.wanted:
                 continue
             if (run_id, point.name) not in self._loaded:

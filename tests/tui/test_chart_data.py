@@ -89,3 +89,21 @@ def test_a_window_keeps_the_neighbours_and_the_extremes_when_downsampled():
     assert len(wx) <= 200 and wy.max() == 9.0 and wy.min() < -0.999
     wx, _ = window(x, y, 100.5, 200.5, 500)
     assert wx[0] == 100 and wx[-1] == 201  # one point past each edge, so lines reach them
+
+
+def test_a_second_history_of_a_loaded_series_does_not_drop_the_live_points_since_the_first():
+    data = SeriesSet("step")
+    data.wanted.add(ACC)
+    data.load_history("r", ACC, _history([0], [0.0]))
+    data.add_events("r", [_epoch(2, 20, 0.2)])
+    data.load_history("r", ACC, _history([0], [0.0]))  # read before the live point, answered after it
+    assert data.tracks_of(ACC)[0].x == [0, 20]
+
+
+def test_a_name_first_seen_live_is_wanted_when_a_chart_takes_it_and_waits_for_its_history():
+    data = SeriesSet("step")
+    data.accept = lambda name: name == ACC
+    data.add_events("r", [_epoch(1, 10, 0.1)])
+    assert ACC in data.wanted and data.needs_history("r") == [ACC] and not data.tracks
+    data.load_history("r", ACC, _history([10], [0.1]))  # the history holds that point: shown once
+    assert data.tracks_of(ACC)[0].x == [10]

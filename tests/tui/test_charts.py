@@ -118,3 +118,21 @@ async def test_compare_overlays_runs_one_colour_each(tmp_path: Path):
                 assert "run-a (finished)" in head and "run-b (live)" in head  # same names: ids tell them apart
                 await pilot.press("escape")  # back to the runs table it opened over
                 assert type(app.screen).__name__ == "RunPickerScreen"
+
+
+async def test_charts_opened_before_the_run_has_points_fill_as_they_come(tmp_path: Path):
+    with running_server(tmp_path) as url:
+        async with scripted_trainer(url, "run-young") as trainer:
+            await trainer.send(scripted_run("run-young", epochs=4, finish=False)[:1])  # run_started alone
+            app = console(url, run_id="run-young", charts=True)
+            async with app.run_test(size=(100, 30)) as pilot:
+                screen = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "charts")
+                await until(pilot, lambda: "run-young" in screen.runs, "run found, stream open")
+                acc = panel(screen, "accuracy")
+                steps = []
+                for i in range(3):
+                    trainer.step += 10
+                    steps.append(trainer.step)
+                    await trainer.send([trainer.event(EpochCompleted(accuracy=0.1 * i, val_loss=1.0), env=1)])
+                await until(pilot, lambda: [t.x for t in acc.shown] == [steps], "each point once, in order")
+                assert acc.shown[0].label_text == "env=1"

@@ -17,9 +17,9 @@ class SeriesEvents(Message):
 
 
 class HistoryLoaded(Message):
-    def __init__(self, run_id: str, name: str, series: list[dict]) -> None:
+    def __init__(self, run_id: str, name: str, axis: str, series: list[dict]) -> None:
         super().__init__()
-        self.run_id, self.name, self.series = run_id, name, series
+        self.run_id, self.name, self.axis, self.series = run_id, name, axis, series
 
 
 class MarkersLoaded(Message):

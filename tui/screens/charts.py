@@ -68,6 +68,9 @@ class ChartScreen(Screen[None]):
         self.view = ChartView(by_run=len(self.run_ids) > 1)
         self.local: dict[str, LocalSeries] = {run: LocalSeries(run, events) for run, events in (local or {}).items()}
         self._drawn: tuple[object, ...] | None = None
+        self._fetching: set[str] = set()  # runs whose history is being read
+        self._asked: set[tuple[str, str]] = set()  # (run, name) read on the current x axis
+        self.data.accept = lambda name: any(p.spec.matches(name) for p in self.panels)
 
     @property
     def watch_app(self) -> EsperWatch:
@@ -146,15 +149,31 @@ class ChartScreen(Screen[None]):
 
     @work(group="history")
     async def fetch_history(self, run_id: str) -> None:
+        """Every wanted series the run has no history of yet (one read at a time per run)."""
+        if run_id in self._fetching:
+            return
+        self._fetching.add(run_id)
         client = self.watch_app.require_client()
         try:
-            for name in self.data.needs_history(run_id):
-                series = await client.series(run_id, name, self.data.axis, MAX_POINTS)
-                self.post_message(HistoryLoaded(run_id, name, series))
+            while names := [n for n in self.data.needs_history(run_id) if (run_id, n) not in self._asked]:
+                for name in names:
+                    self._asked.add((run_id, name))
+                    axis = self.data.axis
+                    series = await client.series(run_id, name, axis, MAX_POINTS)
+                    self.post_message(HistoryLoaded(run_id, name, axis, series))
             if run_id not in self.data.markers:
                 self.post_message(MarkersLoaded(run_id, await client.markers(run_id)))
         except ApiError as err:
             self.notify(f"history of {run_id}: {err.reason}", severity="error")
+        finally:
+            self._fetching.discard(run_id)
+
+    def _load_wanted(self, run_id: str) -> None:
+        """The history of every wanted series the run lacks: from its log, or from the server."""
+        if run_id in self.local:
+            self.local[run_id].fill(self.data)
+        elif run_id in self.runs:
+            self.fetch_history(run_id)
 
     def on_run_known(self, message: RunKnown) -> None:
         run = message.run
@@ -174,13 +193,16 @@ class ChartScreen(Screen[None]):
         if local is not None:
             local.add(message.events)
         self.data.add_events(message.run_id, message.events)
+        if self.data.needs_history(message.run_id):  # a chart's series the run just began to produce
+            self._load_wanted(message.run_id)
         run = self.runs.get(message.run_id)
         ended = [e.payload.status for e in message.events if isinstance(e.payload, RunFinished)]
         if run is not None and ended:
             run.status = "finished" if ended[-1] == "completed" else ended[-1]
 
     def on_history_loaded(self, message: HistoryLoaded) -> None:
-        self.data.load_history(message.run_id, message.name, message.series)
+        if message.axis == self.data.axis:  # not one read before the x axis changed
+            self.data.load_history(message.run_id, message.name, message.series)
 
     def on_markers_loaded(self, message: MarkersLoaded) -> None:
         self.data.load_markers(message.run_id, message.markers)
@@ -305,11 +327,9 @@ class ChartScreen(Screen[None]):
     def action_axis(self) -> None:
         axis = X_AXES[(X_AXES.index(self.view.axis) + 1) % len(X_AXES)]
         self.data.reset(axis)
+        self._asked.clear()
         for run_id in self.run_ids:
-            if run_id in self.local:
-                self.local[run_id].fill(self.data)
-            elif run_id in self.runs:
-                self.fetch_history(run_id)
+            self._load_wanted(run_id)
         self._set_view(axis=axis, x_range=None)
 
     def action_label(self) -> None:
@@ -333,10 +353,7 @@ class ChartScreen(Screen[None]):
         self.query_one("#charts").mount(panel)
         self.data.wanted.update(n for n in self.data.names_seen if spec.matches(n))
         for run_id in self.run_ids:
-            if run_id in self.local:
-                self.local[run_id].fill(self.data)
-            elif run_id in self.runs:
-                self.fetch_history(run_id)
+            self._load_wanted(run_id)
         self.call_after_refresh(self._after_add, panel)
         return panel
 
