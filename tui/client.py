@@ -23,6 +23,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
+from leyline.outcome import RunOutcome
 from leyline.payloads import Scalar
 from leyline.series import Marker
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
@@ -78,17 +79,6 @@ class ApiError(Exception):
         self.reason = reason
 
 
-class RunTotals(msgspec.Struct, kw_only=True):
-    """What a run achieved, as the paged ``GET /runs`` summarises it (None where unknown)."""
-
-    final_accuracy: float | None = None
-    best_accuracy: float | None = None
-    fossilized: int | None = None
-    pruned: int | None = None
-    rounds: int | None = None
-    policy: str | None = None
-
-
 class RunSummary(msgspec.Struct, kw_only=True):
     """A run as ``GET /runs`` lists it: the older full items (``started_at``, ``last_seq``) and the paged
     summaries (``started``, ``duration_s``, ``summary``, ``params``) both read; other fields are ignored."""
@@ -103,7 +93,7 @@ class RunSummary(msgspec.Struct, kw_only=True):
     started: float | str | None = None
     ended: float | str | None = None
     duration_s: float | None = None
-    summary: RunTotals | None = None
+    summary: RunOutcome | None = None
     params: dict[str, Scalar] | None = None
     config: dict[str, Scalar] | None = None
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from leyline import RunStarted
+from leyline.outcome import RunOutcome
 
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tests.tui.test_live import console, until
-from tui.client import RunSummary, RunTotals
+from tui.client import RunSummary
 from tui.runs_table import columns, config_diff, differing_params, matches, sort_runs
 from tui.screens.charts import ChartScreen
 from tui.screens.config_diff import ConfigDiffScreen
@@ -16,10 +17,10 @@ from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
 
 
-def _run(name: str, lr: float, status: str = "finished", best: float | None = None) -> RunTotals | RunSummary:
+def _run(name: str, lr: float, status: str = "finished", best: float | None = None) -> RunSummary:
     return RunSummary(run_id=f"{name}-id", name=name, status=status, started=1000.0, duration_s=60.0,
                       params={"lr": lr, "policy": "ppo", "n_envs": 4},
-                      summary=RunTotals(best_accuracy=best) if best is not None else None)
+                      summary=RunOutcome(best_accuracy=best) if best is not None else None)
 
 
 def test_only_config_values_that_differ_become_columns_and_unknowns_sort_last():
