@@ -67,6 +67,9 @@ async def test_replay_charts_keys_zoom_pan_smooth_axis_and_markers(tmp_path: Pat
 
         await pilot.press("escape")  # back to the replay it was opened over
         assert not isinstance(app.screen, ChartScreen)
+        await pilot.press("g")  # and from the replay, its charts again, computed from its events
+        again = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "charts again")
+        await until(pilot, lambda: len(panel(again, "accuracy").shown) == 4, "drawn again")
 
 
 async def test_live_points_arrive_once_and_in_order_with_their_markers(tmp_path: Path):

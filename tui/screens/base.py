@@ -24,7 +24,8 @@ class DashboardScreen(Screen[None]):
     BINDINGS = [
         Binding("slash", "filter", "filter"),
         Binding("escape", "clear_filter", "clear filter", show=False),
-        Binding("g", "charts", "charts"),
+        # Not in the footer: it is full at 120 columns (help and the README name it).
+        Binding("g", "charts", "charts", show=False),
     ]
     events: list[Event] | None = None
     """Every event of the run when the screen holds them (a replay): its charts are computed from them."""
