@@ -58,22 +58,39 @@ async function loadRuns() {
   renderRuns();
 }
 
+function runColumns(runs) {
+  // [title, value for sorting, text shown]; then the config values that differ between the runs listed.
+  const fixed = [
+    ["name", (r) => r.name || r.run_id], ["status", (r) => r.status],
+    ["started", (r) => r.started || r.created_at, (v) => fmtTime(v)], ["duration", (r) => r.duration_s, fmtDur],
+    ["final acc", (r) => (r.summary || {}).final_accuracy], ["best acc", (r) => (r.summary || {}).best_accuracy],
+    ["fossilized", (r) => (r.summary || {}).fossilized], ["rounds", (r) => (r.summary || {}).rounds],
+    ["policy", (r) => (r.summary || {}).policy],
+  ];
+  return [...fixed, ...differingParams(runs).map((k) => [k, (r) => (r.params || {})[k]])];
+}
+
 function renderRuns() {
-  const diff = differingParams(state.runs);
-  const cols = ["", "name", "status", "started", "duration", "final acc", "best acc", "fossilized", "rounds",
-                "policy", ...diff];
-  $("runs").tHead.innerHTML = "<tr>" + cols.map((c) => `<th>${escapeHtml(c)}</th>`).join("") + "</tr>";
+  const cols = runColumns(state.runs);
+  if (state.sort) {
+    const [i, dir] = state.sort, get = cols[i] ? cols[i][1] : () => 0;
+    state.runs.sort((a, b) => { const x = get(a), y = get(b); return (x == null) - (y == null) || (x < y ? -dir : x > y ? dir : 0); });
+  }
+  $("runs").tHead.innerHTML = "<tr><th></th>" + cols.map(([c], i) => `<th data-col="${i}">${escapeHtml(c)}` +
+    (state.sort && state.sort[0] === i ? (state.sort[1] > 0 ? " ▲" : " ▼") : "") + "</th>").join("") + "</tr>";
+  $("runs").tHead.querySelectorAll("th[data-col]").forEach((th) => th.addEventListener("click", () => {
+    const i = Number(th.dataset.col);
+    state.sort = [i, state.sort && state.sort[0] === i ? -state.sort[1] : 1];
+    renderRuns();
+  }));
   const body = $("runs").tBodies[0];
   body.innerHTML = "";
   for (const r of state.runs) {
-    const s = r.summary || {};
     const tr = document.createElement("tr");
     tr.dataset.runId = r.run_id;
-    const cells = [fmtTime(r.started || r.created_at), fmtDur(r.duration_s), fmtNum(s.final_accuracy),
-                   fmtNum(s.best_accuracy), fmtNum(s.fossilized), fmtNum(s.rounds), fmtNum(s.policy),
-                   ...diff.map((k) => fmtNum((r.params || {})[k]))];
+    const cells = cols.slice(2).map(([, get, show]) => (show || fmtNum)(get(r)));
     tr.innerHTML = `<td><input type="checkbox"></td><td><a href="#run=${encodeURIComponent(r.run_id)}">` +
-      `${escapeHtml(r.name || r.run_id)}</a></td><td class="status-${r.status}">${r.status}</td>` +
+      `${escapeHtml(r.name || r.run_id)}</a></td><td class="status-${escapeHtml(r.status)}">${escapeHtml(r.status)}</td>` +
       cells.map((c, i) => `<td class="${i > 1 ? "num" : ""}">${escapeHtml(c)}</td>`).join("");
     const box = tr.querySelector("input");
     box.checked = state.selected.has(r.run_id);

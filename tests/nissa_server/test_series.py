@@ -176,7 +176,7 @@ async def test_a_watcher_applying_the_definition_gets_the_stored_series_once_in_
 
 
 @pytest.mark.single_backend
-async def test_a_browser_websocket_gives_the_token_as_a_subprotocol(tmp_path):
+async def test_reads_need_the_token_and_a_browser_websocket_gives_it_as_a_subprotocol(tmp_path):
     import base64
 
     from websockets.asyncio.client import connect
@@ -191,6 +191,10 @@ async def test_a_browser_websocket_gives_the_token_as_a_subprotocol(tmp_path):
             assert ws.subprotocol == "nissa"
             with pytest.raises(TimeoutError):  # accepted: it waits for events, it is not closed
                 await asyncio.wait_for(ws.recv(), 0.3)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            for path in ("/runs", "/runs/x/series", "/runs/x/series/a.b", "/runs/x/markers"):
+                assert (await http.get(path)).status_code == 401, path
+            assert (await http.get("/ui")).status_code == 200, "the page itself holds no data"
         for offered in (["nissa"], ["nissa", "nissa.bearer.d3Jvbmc"], ["nissa", "nissa.bearer.%%%"]):
             async with connect(ws_url(url, "/ws/watch"), subprotocols=offered) as ws:
                 code, reason = await close_of(ws)

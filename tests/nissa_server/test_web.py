@@ -106,6 +106,14 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
         page.wait_for_selector('tr[data-run-id="live-a"]')
         assert page.locator("#runs tbody tr").count() == 2
         assert "lr" in page.locator("#runs thead").inner_text(), "the config value that differs is a column"
+        page.click('#runs th:text("name")')
+        assert page.locator("#runs tbody tr").first.get_attribute("data-run-id") == "done-b"
+        page.click('#runs th:text("name")')
+        assert page.locator("#runs tbody tr").first.get_attribute("data-run-id") == "live-a"
+        page.check('tr[data-run-id="live-a"] input')
+        page.check('tr[data-run-id="done-b"] input')
+        page.click("#overlay")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
 
         page.goto(server_url + "/ui#run=live-a")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-points="12"]')
@@ -147,3 +155,23 @@ def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
         finally:
             live.close()
 
+
+
+def test_every_file_of_the_page_is_package_data():
+    # A non-editable install carries only what pyproject.toml names: the page must not 404 there.
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["nissa_server"]
+    web = root / "nissa_server" / "web"
+    files = [p.relative_to(root / "nissa_server").as_posix() for p in web.rglob("*") if p.is_file()]
+    assert "web/vendor/uplot/LICENSE" in files and "web/index.html" in files
+    def named(f: str, glob: str) -> bool:  # setuptools' globs: ``*`` stays within one folder
+        path, pattern = pathlib.PurePosixPath(f), pathlib.PurePosixPath(glob)
+        return len(path.parts) == len(pattern.parts) and path.match(glob)
+
+    assert [f for f in files if not any(named(f, g) for g in globs)] == []
+    from nissa_server.routes.web import _files
+
+    assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())
