@@ -13,7 +13,7 @@ from typing import Any
 from leyline import EventKind
 from nissa_server.commands import CommandService
 from nissa_server.fanout import FanOut
-from nissa_server.metrics import Metrics
+from nissa_server.metrics import Metrics, watch_loop_lag
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
 from nissa_server.store import Published, Store, create_store, queries, ranks_sql, sql
@@ -88,11 +88,15 @@ class Nissa:
             watchers=lambda: len(self.fanout.watchers),
             watcher_queue=lambda: self.fanout.pending,
             writer_queue=lambda: self.store.queue_depth,
-            commands=lambda: self.store.read_sync(queries.commands_by_status),
+            by_status={"commands": lambda: self.store.read_sync(queries.commands_by_status),
+                       "runs": lambda: self.store.read_sync(queries.runs_by_status),
+                       "ranks": lambda: self.store.read_sync(queries.ranks_by_status)},
             errors=self.store.errors,
         )
+        self.store.on_committed = self.metrics.committed
         self.store.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="nissa-maintenance"))
+        self._tasks.append(asyncio.create_task(watch_loop_lag(self.metrics.loop_lag), name="nissa-loop-lag"))
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 
     async def stop(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -112,14 +113,17 @@ class WatchStream:
             if sum(block.n for block in page) < REPLAY_PAGE:
                 break
         floor = max(upto, self.cursor)
+        sent = self.nissa.metrics.watch_send
         while True:
             for chunk in await self.watcher.take():
                 if chunk.first_id <= floor < chunk.last_id:  # straddles the seam: send only what replay did not
                     await self._send([part for block in chunk.blocks if (part := block.after(floor)) is not None])
+                    sent.observe(time.monotonic() - chunk.published)
                 elif chunk.first_id > floor:
                     for text, last_id in chunk.frames():
                         await self.ws.send_text(text)
                         self.cursor = last_id
+                    sent.observe(time.monotonic() - chunk.published)
                 floor = max(floor, chunk.last_id)
                 self.watcher.sent(chunk)
 

@@ -106,6 +106,7 @@ def test_lab_benchmark_measures_both_backends_side_by_side():
         assert figures[f"stored_ratio_{backend}"] == 1.0, backend
         assert figures[f"server_us_per_event_{backend}"] > 0 and figures[f"bytes_per_event_{backend}"] > 0
         assert figures[f"p99_ms_{backend}"] > 0
+    assert figures["floor_us_per_event"] > 0  # the same frames into a bare websocket server
     assert figures["ratio"] == pytest.approx(figures["server_us_per_event_postgresql"]
                                              / figures["server_us_per_event_sqlite"], rel=1e-2)
 

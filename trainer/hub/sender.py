@@ -47,6 +47,27 @@ _FRAME_TAIL = b"]}"
 _RECV_TICK_S = 0.5
 
 
+class Gathering:
+    """Lets logged events gather into one frame: a frame goes out once ``batch_events`` are waiting, or
+    ``linger_s`` after the first of them was seen. The server's cost is mostly per frame, so a trainer
+    emitting a steady trickle sends a few large frames a second rather than one per log write."""
+
+    def __init__(self, batch_events: int, linger_s: float) -> None:
+        self._batch, self._linger = batch_events, linger_s
+        self._since: float | None = None
+
+    def wait_s(self, waiting: int) -> float:
+        """How long to wait before sending ``waiting`` events (0: send now, and start afresh)."""
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        left = self._since + self._linger - now
+        if waiting >= self._batch or left <= 0:
+            self._since = None
+            return 0.0
+        return left
+
+
 class ProtocolViolation(Exception):
     """The server answered with a frame the protocol does not allow at that point."""
 
@@ -270,9 +291,15 @@ class Sender:
 
     def _stream(self, conn: ClientConnection, reader: LogReader, next_seq: int) -> None:
         cfg = self._cfg
+        gathering = Gathering(cfg.batch_events, cfg.send_linger_s)
         while not self._stop.is_set() and self._session_error is None:
             committed = self._source.committed
             if next_seq <= committed[0] and next_seq - 1 - self._stats.acked < cfg.window_events:
+                wait = gathering.wait_s(committed[0] - next_seq + 1)
+                if wait > 0:
+                    with self._cv:
+                        self._cv.wait(timeout=wait)
+                    continue
                 lines = reader.read(next_seq, committed, cfg.batch_events, cfg.batch_bytes)
                 if next_seq - 1 <= self._stats.acked:
                     self._unacked_since = time.monotonic()

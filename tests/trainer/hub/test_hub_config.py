@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import pathlib
 import random
+import time
 
 import pytest
 
 from trainer.hub import BackoffConfig, HubConfig, ingest_url
 from trainer.hub.ratelog import RateLimitedLog
-from trainer.hub.sender import backoff_delay
+from trainer.hub.sender import Gathering, backoff_delay
 
 
 @pytest.mark.parametrize(("server", "url"), [
@@ -63,3 +65,14 @@ def test_rate_limited_log_holds_back_repeats(caplog):
         log.warning("other", "another key")
     assert results.count(True) == 1
     assert [r.getMessage() for r in caplog.records] == ["failed 0", "another key"]
+
+
+def test_gathering_sends_a_full_frame_at_once_and_a_partial_one_after_the_linger():
+    gathering = Gathering(batch_events=10, linger_s=0.05)
+    assert 0 < gathering.wait_s(3) < 0.051
+    assert gathering.wait_s(10) == 0.0  # a frame's worth: now
+    assert gathering.wait_s(1) > 0  # the next frame starts its own linger
+    time.sleep(0.06)
+    assert gathering.wait_s(1) == 0.0
+    with pytest.raises(ValueError, match="send_linger_s"):
+        HubConfig(run_id="r", log_dir=pathlib.Path("."), send_linger_s=2.0)
