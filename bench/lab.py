@@ -36,72 +36,23 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from ingest import cpu_seconds, free_port  # bench/ is the script's directory
-from leyline import EpochCompleted, SlotSnapshot, encode, make_event
-from leyline.frames import CLOSE_LAGGING, Hello
+from streams import stream
+from leyline.frames import CLOSE_LAGGING
 from trainer.hub.config import HubConfig
 
-SECRET = "lab-bench-stream-secret-" + "0" * 20
 DRAIN_S = 10.0
 
 
 # --- the producer process --------------------------------------------------------------------------
 
 
-def frame_maker(run_id: str, t0: float, rate: int):
-    """A function (first seq, count) -> an events frame: a real event encoded once, seq and ts spliced; each
-    event is stamped with the moment it was due (emitted), so watcher latency includes the batching."""
-    payload = EpochCompleted(round=1, accuracy=0.5, val_loss=1.25, train_loss=1.3, reward=0.01, action="WAIT",
-                             seeds=[SlotSnapshot(slot="r0c0"), SlotSnapshot(slot="r0c1")])
-    body = encode(make_event(payload, run_id=run_id, seq=987654321, ts=1234567890.5, step=7, epoch=1)).decode()
-    a, _, b = body.partition("987654321")
-    b, _, c = b.partition("1234567890.5")
-
-    def make(first: int, n: int) -> str:
-        return '{"type":"events","events":[' + ",".join(
-            a + str(s) + b + repr(t0 + (s - 1) / rate) + c for s in range(first, first + n)) + "]}"
-
-    return make
-
-
-async def _stream(url: str, run_id: str, rate: int, seconds: float, batch_s: float, t0: float, out: dict,
-                  drain: bool) -> None:
-    make = frame_maker(run_id, t0, rate)
-    async with connect(url.replace("http", "ws") + "/ws/ingest", max_size=None, compression=None) as ws:
-        await ws.send(encode(Hello(run_id=run_id, name=run_id, secret=SECRET)).decode())
-        await ws.recv()  # welcome
-        acked = {"seq": 0}
-
-        async def acks() -> None:
-            async for raw in ws:
-                frame = json.loads(raw)
-                if frame.get("type") == "ack":
-                    acked["seq"] = max(acked["seq"], frame["seq"])
-
-        reader = asyncio.create_task(acks())
-        total, sent = int(rate * seconds), 0
-        await asyncio.sleep(max(0.0, t0 - time.time()))
-        while sent < total:
-            now = time.time()
-            due = min(total, int((now - t0) * rate))
-            if due > sent:
-                await ws.send(make(sent + 1, due - sent))
-                sent = due
-            await asyncio.sleep(batch_s)
-        deadline = time.time() + (DRAIN_S if drain else 0.0)
-        while acked["seq"] < sent and time.time() < deadline:
-            await asyncio.sleep(0.01)
-        out[run_id] = {"offered": total, "sent": sent, "stored": acked["seq"]}
-        reader.cancel()
-
-
 def produce_main(url: str, runs: list[str], rate: int, seconds: float, batch_ms: float, t0: float,
                  drain: bool) -> None:
-    out: dict = {}
+    async def main() -> list[dict]:
+        return await asyncio.gather(*(stream(url, r, rate, seconds, t0, linger_s=batch_ms / 1000,
+                                             drain_s=DRAIN_S if drain else 0.0) for r in runs))
 
-    async def main() -> None:
-        await asyncio.gather(*(_stream(url, r, rate, seconds, batch_ms / 1000, t0, out, drain) for r in runs))
-
-    asyncio.run(main())
+    out = dict(zip(runs, asyncio.run(main())))
     print(json.dumps(out), flush=True)
 
 
@@ -160,16 +111,19 @@ def watch_main(url: str, targets: list[str], t0: float, seconds: float) -> None:
 # --- the floor: the same frames into a websocket server that does nothing with them -----------------
 
 
+_FLOOR_ACK = '{"type":"ack","seq":%d}' % (2**53)
+
+
 async def floor_app(scope: dict, receive, send) -> None:
-    """An ASGI app that takes ingest connections, answers the hello and drops every frame unread."""
+    """An ASGI app that takes ingest connections, answers the hello, and acks and drops every frame unread."""
     if scope["type"] != "websocket":
         return
     await receive()  # websocket.connect
     await send({"type": "websocket.accept"})
     await receive()  # the hello
     await send({"type": "websocket.send", "text": '{"type":"welcome","last_seq":0,"server_version":"floor"}'})
-    while (await receive())["type"] == "websocket.receive":
-        pass
+    while (await receive())["type"] == "websocket.receive":  # each frame acked at once, as if stored
+        await send({"type": "websocket.send", "text": _FLOOR_ACK})
 
 
 def floor_main(port: int) -> None:
@@ -332,7 +286,8 @@ def main() -> int:
     parser.add_argument("--watchers", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--batch-ms", type=float, default=HubConfig.send_linger_s * 1000,
-                        help="a producer sends a frame this often (default: as a NissaHub gathers one)")
+                        help="how long a producer lets events gather into a frame (as a NissaHub's send_linger_s; "
+                             "longer while a frame awaits its ack)")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--profile", metavar="PATH", help="write the server's cProfile to PATH.<backend>")
     parser.add_argument("--produce-child", nargs=7, help=argparse.SUPPRESS)

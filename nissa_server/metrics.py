@@ -5,7 +5,6 @@ Every label set is bounded: reasons, statuses and route templates, never a run i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterator
 
@@ -106,12 +105,3 @@ class Metrics:
         for what, read in by_status.items():
             self.registry.register(_ByStatus(f"nissa_{what}", docs[what], read, errors))
 
-
-async def watch_loop_lag(histogram: Histogram, every_s: float = 0.25) -> None:
-    """Observe, every ``every_s``, how much later than asked the event loop wakes a sleeper: what every
-    connection's keepalive, ack and request waits on when the server is busy."""
-    loop = asyncio.get_running_loop()
-    while True:
-        due = loop.time() + every_s
-        await asyncio.sleep(every_s)
-        histogram.observe(max(0.0, loop.time() - due))
