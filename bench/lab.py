@@ -2,14 +2,17 @@
 side by side in one invocation.
 
 Each backend gets a fresh database and a ``nissa-server`` subprocess. Producer processes stream
-``--runs`` runs at ``--rate`` events/s each over ``/ws/ingest`` (a frame every ``--batch-ms``, events of
-~450 bytes stamped with their send time); a watcher process holds ``--watchers`` ``/ws/watch``
-connections (one follows every run, as a lab dashboard does; the others one run each). Producers and
-watchers are separate processes; only the server's own CPU is counted.
+``--runs`` runs at ``--rate`` events/s each over ``/ws/ingest`` in frames gathered as a NissaHub gathers
+them (for ``--batch-ms``, longer while two frames await their ack; see ``streams``), events of ~450 bytes
+stamped with the moment they were due; a watcher process holds ``--watchers`` ``/ws/watch`` connections
+(one follows every run, as a lab dashboard does; the others one run each). Producers and watchers are
+separate processes; only the server's own CPU is counted. First, the floor: the same producers stream
+into a bare websocket server (uvicorn with nissa-server's websocket implementation and options) that acks
+each frame and drops it; its CPU per event is ``floor_us_per_event=``.
 
 Figures per backend: stored/offered (events acknowledged as stored within a short drain after the
-window, over the rate times the window), watcher delivery latency (arrival minus the event's send time,
-p50/p99), server CPU microseconds per stored event, database bytes per stored event (and, on
+window, over the rate times the window), watcher delivery latency (arrival minus the moment the event was
+due, p50/p99), server CPU microseconds per stored event, database bytes per stored event (and, on
 PostgreSQL, the database processes' CPU per event). ``ratio=`` is the server's CPU per event on
 PostgreSQL over SQLite's.
 
@@ -36,7 +39,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from ingest import cpu_seconds, free_port  # bench/ is the script's directory
-from streams import stream
+from streams import child, child_result, stream
 from leyline.frames import CLOSE_LAGGING
 from trainer.hub.config import HubConfig
 
@@ -136,21 +139,21 @@ def floor_main(port: int) -> None:
 
 def _producers(url: str, runs: list[str], args: argparse.Namespace, t0: float, drain: bool) -> list[subprocess.Popen]:
     halves = [runs[: len(runs) // 2], runs[len(runs) // 2:]]
-    return [_child("--produce-child", url, ",".join(h), str(args.rate), str(t0), str(args.seconds),
-                   str(args.batch_ms), "1" if drain else "0") for h in halves if h]
+    return [child(__file__, "--produce-child", url, ",".join(h), str(args.rate), str(t0), str(args.seconds),
+                  str(args.batch_ms), "1" if drain else "0") for h in halves if h]
 
 
 def run_floor(args: argparse.Namespace) -> float:
     """Server CPU microseconds per event of the floor, fed by the same producers as the real server."""
     port = free_port()
-    server = _child("--floor-child", str(port))
+    server = child(__file__, "--floor-child", str(port))
     try:
         _wait_port(port)
         runs = [f"lab-{i:03d}" for i in range(args.runs)]
         t0 = time.time() + 3.0
         producers = _producers(f"http://127.0.0.1:{port}", runs, args, t0, drain=False)
         cpu0 = cpu_seconds(server.pid)
-        sent = sum(s["sent"] for proc in producers for s in _result(proc, args.seconds + 60).values())
+        sent = sum(s["sent"] for proc in producers for s in child_result(proc, args.seconds + 60).values())
         return (cpu_seconds(server.pid) - cpu0) / max(1, sent) * 1e6
     finally:
         server.send_signal(signal.SIGINT)
@@ -226,14 +229,6 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return out
 
 
-def _child(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
-
-
-def _result(proc: subprocess.Popen, timeout: float) -> dict:
-    out, _ = proc.communicate(timeout=timeout)
-    return json.loads(out.strip().splitlines()[-1])
-
 
 def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> dict:
     db = Database(backend, root)
@@ -253,15 +248,15 @@ def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> d
         targets = [""] + runs[: max(0, args.watchers - 1)]
         targets = (targets * args.watchers)[: args.watchers]
         common = [str(t0), str(args.seconds)]
-        watcher = _child("--watch-child", url, ",".join(targets), *common)
+        watcher = child(__file__, "--watch-child", url, ",".join(targets), *common)
         producers = _producers(url, runs, args, t0, drain=True)
         cpu0, threads0 = cpu_seconds(server.pid), thread_cpu(server.pid)
         streams: dict = {}
         for proc in producers:
-            streams.update(_result(proc, args.seconds + DRAIN_S + 60))
+            streams.update(child_result(proc, args.seconds + DRAIN_S + 60))
         cpu = cpu_seconds(server.pid) - cpu0
         threads = {name: t - threads0.get(name, 0.0) for name, t in thread_cpu(server.pid).items()}
-        watched = _result(watcher, args.seconds + DRAIN_S + 60)
+        watched = child_result(watcher, args.seconds + DRAIN_S + 60)
         stored = sum(s["stored"] for s in streams.values())
         offered = sum(s["offered"] for s in streams.values())
         db_cpu = db.cpu() - db_cpu0
@@ -306,7 +301,7 @@ def main() -> int:
         watch_main(url, targets.split(","), float(t0), float(seconds))
         return 0
     floor = run_floor(args)
-    print(f"{'floor':>10}: {floor:.2f} us/event (the same frames into a websocket server that drops them)",
+    print(f"{'floor':>10}: {floor:.2f} us/event (the same streams into a websocket server that acks and drops each frame)",
           flush=True)
     results: dict[str, dict] = {}
     for backend in args.backends.split(","):

@@ -31,7 +31,7 @@ import httpx
 
 from ingest import cpu_seconds, free_port  # bench/ is the script's directory
 from lab import watch_main
-from streams import stream
+from streams import child, child_result, stream
 from trainer.hub.config import HubConfig
 
 DRAIN_S = 5.0
@@ -61,14 +61,6 @@ async def probe_health(url: str, t0: float, until: float) -> list[float]:
     return out
 
 
-def _child(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
-
-
-def _result(proc: subprocess.Popen, timeout: float) -> dict:
-    out, _ = proc.communicate(timeout=timeout)
-    return json.loads(out.strip().splitlines()[-1])
-
 
 def _pct(values: list[float], p: float) -> float:
     values = sorted(values)
@@ -86,17 +78,17 @@ def run(args: argparse.Namespace, root: pathlib.Path) -> dict:
         assert server.stdout is not None and "listening" in server.stdout.readline(), "nissa-server did not start"
         runs = [f"load-{i:04d}" for i in range(args.trainers)]
         t0 = time.time() + 5.0  # every connection open by then
-        watcher = _child("--watch-child", url, ",".join([""] * args.watchers), str(t0), str(args.seconds))
+        watcher = child(__file__, "--watch-child", url, ",".join([""] * args.watchers), str(t0), str(args.seconds))
         shares = [runs[i::args.procs] for i in range(args.procs)]
-        trainers = [_child("--trainers-child", url, ",".join(s), str(args.rate), str(args.seconds), str(t0))
+        trainers = [child(__file__, "--trainers-child", url, ",".join(s), str(args.rate), str(args.seconds), str(t0))
                     for s in shares if s]
         cpu0 = cpu_seconds(server.pid)
         health = asyncio.run(probe_health(url, t0, t0 + args.seconds + DRAIN_S))
         streams: dict = {}
         for proc in trainers:
-            streams.update(_result(proc, args.seconds + DRAIN_S + 120))
+            streams.update(child_result(proc, args.seconds + DRAIN_S + 120))
         cpu = cpu_seconds(server.pid) - cpu0
-        watched = _result(watcher, args.seconds + DRAIN_S + 120)
+        watched = child_result(watcher, args.seconds + DRAIN_S + 120)
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(30)

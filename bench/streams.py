@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 
 from websockets.asyncio.client import connect
@@ -105,3 +107,14 @@ async def stream(url: str, run_id: str, rate: int, seconds: float, t0: float, *,
     except OSError as err:
         dropped = f"connect: {err}"
     return {"offered": total, "sent": acked["sent"], "stored": min(acked["seq"], acked["sent"]), "dropped": dropped}
+
+
+def child(script: str, *args: str) -> subprocess.Popen:
+    """``script`` (a benchmark playing one of its parts) in a process of its own; its stdout piped."""
+    return subprocess.Popen([sys.executable, script, *args], stdout=subprocess.PIPE, text=True)
+
+
+def child_result(proc: subprocess.Popen, timeout: float) -> dict:
+    """The JSON line a child prints last."""
+    out, _ = proc.communicate(timeout=timeout)
+    return json.loads(out.strip().splitlines()[-1])
