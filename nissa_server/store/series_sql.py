@@ -21,10 +21,10 @@ from collections.abc import Iterable
 import msgspec
 import numpy as np
 
-from leyline import Event
-from leyline.codec import DecodeError, decode_events
-from leyline.series import X_AXES, marker_of, round_of, values_of
+from leyline.codec import DecodeError
+from leyline.series import X_AXES
 from nissa_server.store.conn import Conn
+from nissa_server.store.series_gather import Gathered
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ SUMMARY_MIN = 512
 """Points from which a row keeps a summary."""
 COLUMNS = ("step", "epoch", "round", "ts", "value")
 _marker_enc = msgspec.json.Encoder()
-NAN = float("nan")
 
 
 def schema_sql(blob: str, key: str) -> str:
@@ -84,23 +83,6 @@ def delete_run(conn: Conn, run_key: int) -> None:
     """Inside the transaction that deletes a run."""
     conn.execute("DELETE FROM series_chunks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM series_markers WHERE run_key = ?", (run_key,))
-
-
-class _Points:
-    """Points of one series gathered in one transaction, column by column."""
-
-    __slots__ = ("name", "step", "epoch", "round", "ts", "value")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.step: list[float] = []
-        self.epoch: list[float] = []
-        self.round: list[float] = []
-        self.ts: list[float] = []
-        self.value: list[float] = []
-
-    def arrays(self) -> list[np.ndarray]:
-        return [np.asarray(getattr(self, col), dtype=np.float64) for col in COLUMNS]
 
 
 def summarize(arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -156,37 +138,19 @@ class SeriesWriter:
     def write(self, conn: Conn, stored: Iterable[tuple[int, int, bytes]]) -> None:
         """Points and markers of ``stored`` blocks: (run key, first event id, body of the block's events)."""
         began = time.thread_time()
-        series: dict[tuple[int, str], _Points] = {}
-        markers: list[tuple] = []
+        gathered = Gathered()
         for run_key, first_id, body in stored:
-            for i, event in enumerate(_events(body)):
-                self._gather(run_key, first_id + i, event, series, markers)
-        for (run_key, key), points in series.items():
-            arrays = points.arrays()
-            conn.execute(_INSERT, (run_key, points.name, key, 0, *_row_values(arrays)))
-            self._merge(conn, run_key, points.name, key)
-        if markers:
-            conn.executemany(_MARKER, markers)
+            try:
+                gathered.add(run_key, first_id, body)
+            except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
+                logger.warning("events not charted from the first one that does not decode: %s", err)
+        for (run_key, key), (name, arrays) in gathered.series().items():
+            conn.execute(_INSERT, (run_key, name, key, 0, *_row_values(arrays)))
+            self._merge(conn, run_key, name, key)
+        if gathered.markers:
+            conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
+                                       for run_key, event_id, m in gathered.markers])
         self.seconds += time.thread_time() - began
-
-    @staticmethod
-    def _gather(run_key: int, event_id: int, event: Event, series: dict[tuple[int, str], _Points],
-                markers: list[tuple]) -> None:
-        rnd = round_of(event)
-        step, epoch, rnd, ts = event.step, event.epoch, NAN if rnd is None else rnd, event.ts
-        for key, name, value in values_of(event):
-            acc = series.get((run_key, key))
-            if acc is None:
-                acc = series[(run_key, key)] = _Points(name)
-            acc.step.append(step)
-            acc.epoch.append(epoch)
-            acc.round.append(rnd)
-            acc.ts.append(ts)
-            acc.value.append(value)
-        marker = marker_of(event)
-        if marker is not None:
-            markers.append((run_key, event_id, marker.step, marker.epoch or 0, marker.round, marker.ts,
-                            _marker_enc.encode(marker)))
 
     def _merge(self, conn: Conn, run_key: int, name: str, key: str) -> None:
         levels = self._rows.setdefault((run_key, key), [])
@@ -215,14 +179,6 @@ class SeriesWriter:
                      (run_key, name, key, level))
         conn.execute(_INSERT_AT, (first, run_key, name, key, level + 1, *_row_values(arrays)))
         return True
-
-
-def _events(body: bytes) -> list[Event]:
-    try:
-        return decode_events(b"[" + body + b"]")
-    except DecodeError as err:  # stored events were validated at ingest; one that is not stays out of charts
-        logger.warning("events not charted: %s", err)
-        return []
 
 
 assert COLUMNS[:4] == X_AXES
