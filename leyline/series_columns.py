@@ -66,7 +66,7 @@ class Shape:
     series' names), its struct fields and lists of structs (shapes of their own), the rest walked."""
 
     __slots__ = ("item_of", "label_names", "flat_fields", "flat_names", "structs", "others",
-                 "other_names", "compiled")
+                 "other_names", "lean", "compiled")
 
     def __init__(self, cls: type, prefix: str, item_of: str = "") -> None:
         self.item_of = item_of
@@ -86,11 +86,31 @@ class Shape:
         self.flat_names = tuple(f"{prefix}.{name}" for name in flat)
         self.others = _getter(others)
         self.other_names = tuple((f"{prefix}.{name}", name) for name in others)
+        self.lean = _lean(cls, {*self.label_names, *flat, *others, *COORDINATE_FIELDS},
+                          {name: (shape.lean, many) for name, many, shape in self.structs})
+        """``cls`` with only the fields a point needs (and no cycles to collect): what a store decodes."""
         scalar_labels = all(isinstance(m, _SCALARS) for f in labels for m in _members(f.type))
         self.compiled = scalar_labels and all(shape.compiled and not shape.structs and not shape.other_names
                                               for _, _, shape in self.structs)
         """False where a label field may hold something unhashable, or structs nest deeper than one
         level under the payload, or hold more than numbers: such events are walked."""
+
+
+def _lean(cls: type, keep: set[str], structs: dict[str, tuple[type, bool]]) -> type:
+    """A struct type decoding the same JSON as ``cls`` into only its fields ``keep`` and ``structs`` (those
+    as their own lean types), with the same defaults: what its points are made of, nothing else decoded."""
+    fields: list[tuple] = []
+    for f in msgspec.structs.fields(cls):
+        if f.name in structs:
+            lean, many = structs[f.name]
+            kind: Any = list[lean] if many else lean | None  # type: ignore[valid-type]
+        elif f.name in keep:
+            kind = f.type
+        else:
+            continue
+        fields.append((f.name, kind, msgspec.field(default=f.default, default_factory=f.default_factory,
+                                                   name=f.encode_name)))
+    return msgspec.defstruct(f"{cls.__name__}Points", fields, kw_only=True, gc=False)
 
 
 def _struct_of(t: mi.Type) -> tuple[type | None, bool]:
@@ -114,9 +134,10 @@ class KindPlan:
 
     def __init__(self, kind: EventKind, cls: type) -> None:
         self.kind = kind.value
-        self.decode: Callable[[bytes], Any] = msgspec.json.Decoder(cls).decode
         self.marker: Callable[..., Marker | None] | None = marker_maker(kind)
         self.root = root = Shape(cls, self.kind)
+        self.decode: Callable[[bytes], Any] = msgspec.json.Decoder(cls if self.marker else root.lean).decode
+        """The payload's JSON → what its points are made of (a marker's label needs the whole payload)."""
         self.has_round = "round" in cls.__struct_fields__  # type: ignore[attr-defined]
         self.rows = _rows(root, self.has_round) if root.compiled else None
         """``payload`` → (the labels of its structs, the flat values of all of them in one tuple, its round):
