@@ -1,14 +1,15 @@
 """Series points and markers, written by the writer in the transaction that stores their events.
 
 Charting a series of a long run must not read the run's events back (a million events is seconds of
-decoding). The writer decodes each stored event once, applies ``leyline.series`` and keeps the points
-column-wise: one ``series_chunks`` row holds consecutive points of one series as packed float64 arrays
-(step, epoch, round, ts, value; NaN where a point has no round). A commit adds one row per series it
-touched; rows are merged as they pile up (16 rows of a level into one row of the next level, which takes
-the first one's id), so a series of a million points is a few dozen rows whichever way it was written,
-and ``ORDER BY id`` is always the points' order. A row of ``SUMMARY_MIN`` points or more also keeps its
-summary: the minimum and maximum of each block of ``SUMMARY_BLOCK`` points, what a chart of a long run
-reads instead of every point (an eighth of the bytes; every block's extremes, so no spike is lost).
+decoding). The writer gathers each stored event's points (``series_gather``: the definition of
+``leyline.series`` compiled per payload type) and keeps them column-wise: one ``series_chunks`` row holds
+consecutive points of one series as packed float64 arrays (step, epoch, round, ts, value; NaN where a
+point has no round). A commit adds one row per series it touched; rows are merged as they pile up (16
+rows of a level into one row of the next level, which takes the first one's id), so a series of a million
+points is a few dozen rows whichever way it was written, and ``ORDER BY id`` is always the points' order.
+A row of ``SUMMARY_MIN`` points or more also keeps its summary: the minimum and maximum of each block of
+``SUMMARY_BLOCK`` points, what a chart of a long run reads instead of every point (an eighth of the
+bytes; every block's extremes, so no spike is lost).
 Markers (``leyline.series.marker_of``) get a row each.
 """
 
@@ -102,15 +103,16 @@ _STORED_ORDER = (4, 0, 3, 1, 2)
 
 
 def _row_values(arrays: list[np.ndarray]) -> tuple:
-    """The ``_COLS`` values of a chunk of ``arrays`` (in ``COLUMNS`` order)."""
-    rounds = arrays[2]
-    round_max = None if np.isnan(rounds).all() else float(np.nanmax(rounds))
+    """The ``_COLS`` values of a chunk of ``arrays`` (float64, in ``COLUMNS`` order). A commit of a lab's
+    load writes hundreds of short rows: a few numpy calls each, no copies."""
+    step, epoch, rounds, ts = arrays[:4]
+    round_max = float(np.fmax.reduce(rounds))  # NaN only where no point has a round
     summary: tuple = (None,) * 6
-    if len(arrays[0]) >= SUMMARY_MIN:
+    if len(step) >= SUMMARY_MIN:
         short = summarize(arrays)
-        summary = (len(short[0]), *(short[i].astype(np.float64).tobytes() for i in _STORED_ORDER))
-    return (len(arrays[0]), float(arrays[0].max()), float(arrays[1].max()), round_max, float(arrays[3].max()),
-            *summary, *(arrays[i].astype(np.float64).tobytes() for i in _STORED_ORDER))
+        summary = (len(short[0]), *(short[i].tobytes() for i in _STORED_ORDER))
+    return (len(step), float(step.max()), float(epoch.max()), None if round_max != round_max else round_max,
+            float(ts.max()), *summary, *(arrays[i].tobytes() for i in _STORED_ORDER))
 
 
 _COLS = ("n, step_max, epoch_max, round_max, ts_max, summary_n, summary_value, summary_step, summary_ts, "
