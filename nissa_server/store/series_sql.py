@@ -146,8 +146,10 @@ class SeriesWriter:
                 gathered.add(run_key, first_id, body)
             except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
                 logger.warning("events not charted from the first one that does not decode: %s", err)
-        for (run_key, key), (name, arrays) in gathered.series().items():
-            conn.execute(_INSERT, (run_key, name, key, 0, *_row_values(arrays)))
+        series = gathered.series()
+        conn.executemany(_INSERT, [(run_key, name, key, 0, *_row_values(arrays))
+                                   for (run_key, key), (name, arrays) in series.items()])
+        for (run_key, key), (name, _) in series.items():
             self._merge(conn, run_key, name, key)
         if gathered.markers:
             conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
@@ -175,10 +177,10 @@ class SeriesWriter:
             "AND level = ? ORDER BY id", (run_key, name, key, level)).fetchall()
         if len(rows) < 2:
             return False
-        arrays = [np.concatenate([np.frombuffer(bytes(r[c]), dtype=np.float64) for r in rows]) for c in range(1, 6)]
+        arrays = [np.frombuffer(b"".join([r[c] for r in rows]), dtype=np.float64) for c in range(1, 6)]
         first = rows[0][0]
-        conn.execute("DELETE FROM series_chunks WHERE run_key = ? AND name = ? AND key = ? AND level = ?",
-                     (run_key, name, key, level))
+        ids = [r[0] for r in rows]
+        conn.execute(f"DELETE FROM series_chunks WHERE id IN ({','.join('?' * len(ids))})", ids)
         conn.execute(_INSERT_AT, (first, run_key, name, key, level + 1, *_row_values(arrays)))
         return True
 
