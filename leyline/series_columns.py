@@ -2,14 +2,15 @@
 
 ``points_of`` walks each event's payload field by field and formats each point's key. A store that
 writes every event of a lab cannot afford that per event; this module finds, once per payload type,
-what ``points_of`` would find again and again:
+what ``points_of`` would find again and again (``KindPlan``, one ``Shape`` per struct type in a payload):
 
 - which fields label (``LABEL_FIELDS``), place (``round``) or measure a value, from the type's
-  annotations: a field that can only hold an int, a float or None is *flat*: its series are
-  ``<kind>.<field>`` with the event's labels, so all flat fields of an event share one set of labels and
-  their keys are formatted once per set of labels, not per event;
-- the other fields that may hold numbers (nested structs, lists, dicts) are walked as ``points_of`` walks
-  them, only when they hold something.
+  annotations: a field that can only hold an int, a float or None is *flat*; the flat fields of the
+  payload and of the structs in it (a struct field, or a list of structs such as an epoch's seeds) share
+  their struct's labels, so a store formats their keys once per set of labels, not per event;
+- a function written for the type (``KindPlan.rows``) that reads an event's labels and flat values in one
+  call; numbers in dicts, lists of numbers and deeper structs are walked as ``points_of`` walks them;
+- a lean copy of the payload type with only those fields (``Shape.lean``), what a store decodes.
 
 ``envelopes`` decodes stored events without validating them again (they were validated when they were
 stored) and without building an ``Event``: only what a point needs.
