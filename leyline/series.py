@@ -17,6 +17,7 @@ an anomaly, a seed fossilized or pruned, a resume, the end), for the markers on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -148,19 +149,8 @@ _Found = list[tuple[str, dict[str, str], float]]
 
 def _walk(obj: object, prefix: str, labels: dict[str, str], out: _Found, item_of: str = "") -> None:
     """Append ``(name, labels, value)`` for every number under struct ``obj``."""
-    label_fields, value_fields = _plan(type(obj))
-    own = labels
-    for field in label_fields:
-        value = getattr(obj, field)
-        if isinstance(value, (str, int)) and not isinstance(value, bool):
-            if field == "name":  # in a list's item, ``name`` says which item: ``layers`` → ``layer``
-                if not item_of:
-                    continue
-                field = item_of
-            if own is labels:
-                own = dict(labels)
-            own[field] = str(value)
-    for field in value_fields:
+    own = own_labels(obj, labels, item_of)
+    for field in _plan(type(obj))[1]:
         value = getattr(obj, field)
         if value is None or value is True or value is False:
             continue
@@ -170,6 +160,27 @@ def _walk(obj: object, prefix: str, labels: dict[str, str], out: _Found, item_of
                 out.append((f"{prefix}.{field}", own, float(value)))
         elif cls is not str:
             _value(value, f"{prefix}.{field}", field, own, out)
+
+
+def own_labels(obj: object, labels: dict[str, str], item_of: str = "") -> dict[str, str]:
+    """``labels`` with those of struct ``obj``'s label fields (a copy only where it has some)."""
+    own = labels
+    for field in _plan(type(obj))[0]:
+        value = getattr(obj, field)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            if field == "name":  # in a list's item, ``name`` says which item: ``layers`` → ``layer``
+                if not item_of:
+                    continue
+                field = item_of
+            if own is labels:
+                own = dict(labels)
+            own[field] = str(value)
+    return own
+
+
+def walk_value(value: object, name: str, field: str, labels: dict[str, str], out: _Found) -> None:
+    """Append ``(name, labels, value)`` for every number in ``value``, field ``field`` of a payload."""
+    _value(value, name, field, labels, out)
 
 
 def _value(value: object, name: str, field: str, labels: dict[str, str], out: _Found) -> None:
@@ -213,12 +224,22 @@ def values_of(event: Event) -> list[tuple[str, str, float]]:
 
 
 def _found(event: Event) -> _Found:
-    envelope = {"rank": str(event.rank)}
-    if event.env is not None:
-        envelope["env"] = str(event.env)
+    return found_in(event.payload, _kind_name(event), event.rank, event.env)
+
+
+def found_in(payload: object, kind: str, rank: int, env: int | None) -> _Found:
+    """``(name, labels, value)`` of every point of an event of ``kind`` with this payload, rank and env."""
+    envelope = {"rank": str(rank)}
+    if env is not None:
+        envelope["env"] = str(env)
     found: _Found = []
-    _walk(event.payload, _kind_name(event), envelope, found)
+    _walk(payload, kind, envelope, found)
     return found
+
+
+def key_of(name: str, labels: dict[str, str]) -> str:
+    """``format_key``, remembered: the same few series recur in every event."""
+    return _key(name, labels)
 
 
 def _key(name: str, labels: dict[str, str]) -> str:
@@ -277,12 +298,24 @@ MARKER_KINDS: frozenset[EventKind] = frozenset(_MARKERS)
 
 def marker_of(event: Event) -> Marker | None:
     """What happened to the run, if ``event`` is worth a mark on its charts."""
-    entry = _MARKERS.get(event.kind)  # type: ignore[call-overload]
+    make = marker_maker(event.kind)  # type: ignore[arg-type]
+    if make is None:
+        return None
+    return make(event.payload, event.step, event.epoch, _round_of(event), event.ts, event.env, event.rank)
+
+
+def marker_maker(kind: EventKind) -> Callable[..., Marker | None] | None:
+    """For a kind that may be a marker: ``(payload, step, epoch, round, ts, env, rank)`` → its marker or None."""
+    entry = _MARKERS.get(kind)
     if entry is None:
         return None
-    kind, label_of = entry
-    label = label_of(event.payload)
-    if label is None:
-        return None
-    return Marker(kind=kind, label=str(label), step=event.step, epoch=event.epoch, round=_round_of(event),
-                  ts=event.ts, env=event.env, rank=event.rank)
+    marker_kind, label_of = entry
+
+    def make(payload: object, step: int, epoch: int | None, rnd: int | None, ts: float, env: int | None,
+             rank: int) -> Marker | None:
+        label = label_of(payload)
+        if label is None:
+            return None
+        return Marker(kind=marker_kind, label=str(label), step=step, epoch=epoch, round=rnd, ts=ts, env=env,
+                      rank=rank)
+    return make

@@ -1,14 +1,15 @@
 """Series points and markers, written by the writer in the transaction that stores their events.
 
 Charting a series of a long run must not read the run's events back (a million events is seconds of
-decoding). The writer decodes each stored event once, applies ``leyline.series`` and keeps the points
-column-wise: one ``series_chunks`` row holds consecutive points of one series as packed float64 arrays
-(step, epoch, round, ts, value; NaN where a point has no round). A commit adds one row per series it
-touched; rows are merged as they pile up (16 rows of a level into one row of the next level, which takes
-the first one's id), so a series of a million points is a few dozen rows whichever way it was written,
-and ``ORDER BY id`` is always the points' order. A row of ``SUMMARY_MIN`` points or more also keeps its
-summary: the minimum and maximum of each block of ``SUMMARY_BLOCK`` points, what a chart of a long run
-reads instead of every point (an eighth of the bytes; every block's extremes, so no spike is lost).
+decoding). The writer gathers each stored event's points (``series_gather``: the definition of
+``leyline.series`` compiled per payload type) and keeps them column-wise: one ``series_chunks`` row holds
+consecutive points of one series as packed float64 arrays (step, epoch, round, ts, value; NaN where a
+point has no round). A commit adds one row per series it touched; rows are merged as they pile up (16
+rows of a level into one row of the next level, which takes the first one's id), so a series of a million
+points is a few dozen rows whichever way it was written, and ``ORDER BY id`` is always the points' order.
+A row of ``SUMMARY_MIN`` points or more also keeps its summary: the minimum and maximum of each block of
+``SUMMARY_BLOCK`` points, what a chart of a long run reads instead of every point (an eighth of the
+bytes; every block's extremes, so no spike is lost).
 Markers (``leyline.series.marker_of``) get a row each.
 """
 
@@ -21,10 +22,10 @@ from collections.abc import Iterable
 import msgspec
 import numpy as np
 
-from leyline import Event
-from leyline.codec import DecodeError, decode_events
-from leyline.series import X_AXES, marker_of, round_of, values_of
+from leyline.codec import DecodeError
+from leyline.series import X_AXES
 from nissa_server.store.conn import Conn
+from nissa_server.store.series_gather import Gathered
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,6 @@ SUMMARY_MIN = 512
 """Points from which a row keeps a summary."""
 COLUMNS = ("step", "epoch", "round", "ts", "value")
 _marker_enc = msgspec.json.Encoder()
-NAN = float("nan")
 
 
 def schema_sql(blob: str, key: str) -> str:
@@ -86,23 +86,6 @@ def delete_run(conn: Conn, run_key: int) -> None:
     conn.execute("DELETE FROM series_markers WHERE run_key = ?", (run_key,))
 
 
-class _Points:
-    """Points of one series gathered in one transaction, column by column."""
-
-    __slots__ = ("name", "step", "epoch", "round", "ts", "value")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.step: list[float] = []
-        self.epoch: list[float] = []
-        self.round: list[float] = []
-        self.ts: list[float] = []
-        self.value: list[float] = []
-
-    def arrays(self) -> list[np.ndarray]:
-        return [np.asarray(getattr(self, col), dtype=np.float64) for col in COLUMNS]
-
-
 def summarize(arrays: list[np.ndarray]) -> list[np.ndarray]:
     """The points that are the minimum or maximum of their block of ``SUMMARY_BLOCK`` (in order)."""
     y = arrays[4]
@@ -120,15 +103,16 @@ _STORED_ORDER = (4, 0, 3, 1, 2)
 
 
 def _row_values(arrays: list[np.ndarray]) -> tuple:
-    """The ``_COLS`` values of a chunk of ``arrays`` (in ``COLUMNS`` order)."""
-    rounds = arrays[2]
-    round_max = None if np.isnan(rounds).all() else float(np.nanmax(rounds))
+    """The ``_COLS`` values of a chunk of ``arrays`` (float64, in ``COLUMNS`` order). A commit of a lab's
+    load writes hundreds of short rows: a few numpy calls each, no copies."""
+    step, epoch, rounds, ts = arrays[:4]
+    round_max = float(np.fmax.reduce(rounds))  # NaN only where no point has a round
     summary: tuple = (None,) * 6
-    if len(arrays[0]) >= SUMMARY_MIN:
+    if len(step) >= SUMMARY_MIN:
         short = summarize(arrays)
-        summary = (len(short[0]), *(short[i].astype(np.float64).tobytes() for i in _STORED_ORDER))
-    return (len(arrays[0]), float(arrays[0].max()), float(arrays[1].max()), round_max, float(arrays[3].max()),
-            *summary, *(arrays[i].astype(np.float64).tobytes() for i in _STORED_ORDER))
+        summary = (len(short[0]), *(short[i].tobytes() for i in _STORED_ORDER))
+    return (len(step), float(step.max()), float(epoch.max()), None if round_max != round_max else round_max,
+            float(ts.max()), *summary, *(arrays[i].tobytes() for i in _STORED_ORDER))
 
 
 _COLS = ("n, step_max, epoch_max, round_max, ts_max, summary_n, summary_value, summary_step, summary_ts, "
@@ -156,37 +140,21 @@ class SeriesWriter:
     def write(self, conn: Conn, stored: Iterable[tuple[int, int, bytes]]) -> None:
         """Points and markers of ``stored`` blocks: (run key, first event id, body of the block's events)."""
         began = time.thread_time()
-        series: dict[tuple[int, str], _Points] = {}
-        markers: list[tuple] = []
+        gathered = Gathered()
         for run_key, first_id, body in stored:
-            for i, event in enumerate(_events(body)):
-                self._gather(run_key, first_id + i, event, series, markers)
-        for (run_key, key), points in series.items():
-            arrays = points.arrays()
-            conn.execute(_INSERT, (run_key, points.name, key, 0, *_row_values(arrays)))
-            self._merge(conn, run_key, points.name, key)
-        if markers:
-            conn.executemany(_MARKER, markers)
+            try:
+                gathered.add(run_key, first_id, body)
+            except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
+                logger.warning("events not charted from the first one that does not decode: %s", err)
+        series = gathered.series()
+        conn.executemany(_INSERT, [(run_key, name, key, 0, *_row_values(arrays))
+                                   for (run_key, key), (name, arrays) in series.items()])
+        for (run_key, key), (name, _) in series.items():
+            self._merge(conn, run_key, name, key)
+        if gathered.markers:
+            conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
+                                       for run_key, event_id, m in gathered.markers])
         self.seconds += time.thread_time() - began
-
-    @staticmethod
-    def _gather(run_key: int, event_id: int, event: Event, series: dict[tuple[int, str], _Points],
-                markers: list[tuple]) -> None:
-        rnd = round_of(event)
-        step, epoch, rnd, ts = event.step, event.epoch, NAN if rnd is None else rnd, event.ts
-        for key, name, value in values_of(event):
-            acc = series.get((run_key, key))
-            if acc is None:
-                acc = series[(run_key, key)] = _Points(name)
-            acc.step.append(step)
-            acc.epoch.append(epoch)
-            acc.round.append(rnd)
-            acc.ts.append(ts)
-            acc.value.append(value)
-        marker = marker_of(event)
-        if marker is not None:
-            markers.append((run_key, event_id, marker.step, marker.epoch or 0, marker.round, marker.ts,
-                            _marker_enc.encode(marker)))
 
     def _merge(self, conn: Conn, run_key: int, name: str, key: str) -> None:
         levels = self._rows.setdefault((run_key, key), [])
@@ -209,20 +177,12 @@ class SeriesWriter:
             "AND level = ? ORDER BY id", (run_key, name, key, level)).fetchall()
         if len(rows) < 2:
             return False
-        arrays = [np.concatenate([np.frombuffer(bytes(r[c]), dtype=np.float64) for r in rows]) for c in range(1, 6)]
+        arrays = [np.frombuffer(b"".join([r[c] for r in rows]), dtype=np.float64) for c in range(1, 6)]
         first = rows[0][0]
-        conn.execute("DELETE FROM series_chunks WHERE run_key = ? AND name = ? AND key = ? AND level = ?",
-                     (run_key, name, key, level))
+        ids = [r[0] for r in rows]
+        conn.execute(f"DELETE FROM series_chunks WHERE id IN ({','.join('?' * len(ids))})", ids)
         conn.execute(_INSERT_AT, (first, run_key, name, key, level + 1, *_row_values(arrays)))
         return True
-
-
-def _events(body: bytes) -> list[Event]:
-    try:
-        return decode_events(b"[" + body + b"]")
-    except DecodeError as err:  # stored events were validated at ingest; one that is not stays out of charts
-        logger.warning("events not charted: %s", err)
-        return []
 
 
 assert COLUMNS[:4] == X_AXES

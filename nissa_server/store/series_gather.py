@@ -1,0 +1,170 @@
+"""A transaction's series points, gathered column-wise from its stored blocks (``leyline.series_columns``).
+
+Per event: the envelope and the payload decoded (not validated again), its *layout* found (its kind, run,
+rank, env and the labels of the payload and of each struct in it: the seeds of an epoch, the layers of a
+layer report …) and one row appended to that layout: the event's x and the tuples of its structs' flat
+values. A layout is created once per transaction and with it the keys of its series, so no key is
+formatted and no point is an object. Numbers in dicts and lists of numbers are walked as ``points_of``
+walks them. At the end each layout's rows become columns (a ``None`` is no point). Every point carries
+the event's place in the transaction, so a series that two layouts both feed keeps its points in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from leyline.series import MAX_POINTS_PER_EVENT, found_in, key_of, own_labels, walk_value
+from leyline.series_columns import Envelope, KindPlan, Shape, envelopes, plan_of
+
+NAN = float("nan")
+Arrays = list[np.ndarray]
+"""ordinal, step, epoch, round, ts, value (float64)."""
+_Parts = dict[tuple[int, str], tuple[str, list[Arrays]]]
+
+
+class _Layout:
+    """Events of one kind, run, rank and env whose structs have the same labels: a row each."""
+
+    __slots__ = ("run_key", "labels", "columns", "rows")
+
+    def __init__(self, run_key: int, plan: KindPlan, payload: Any, envelope: dict[str, str]) -> None:
+        root = plan.root
+        self.run_key = run_key
+        self.labels = own_labels(payload, envelope)
+        self.columns: list[tuple[str, str]] = [(n, key_of(n, self.labels)) for n in root.flat_names]
+        """(name, key) of each value of a row (the payload's flat fields, then each struct's in it)."""
+        for field, many, sub in root.structs:
+            value = getattr(payload, field)
+            for item in (() if value is None else value if many else (value,)):
+                labels = own_labels(item, self.labels, sub.item_of)
+                self.columns += [(n, key_of(n, labels)) for n in sub.flat_names]
+        self.rows: list[tuple] = []
+        """Per event: ordinal, step, epoch, round, ts, then the values of ``columns``."""
+
+
+class Gathered:
+    """The points of the events of one transaction, by (run key, series key)."""
+
+    def __init__(self) -> None:
+        self._layouts: dict[tuple, _Layout] = {}
+        self._walked: dict[tuple[int, str], tuple[str, tuple[list[float], ...]]] = {}
+        self._n = 0
+        self.markers: list[tuple] = []
+        """(run key, event id, marker) of the events that are a marker."""
+
+    def add(self, run_key: int, first_id: int, body: bytes) -> None:
+        """The events of a stored block: (run key, first event id, their JSON joined by commas). This loop
+        runs for every stored event: locals, and the usual event (a compiled kind, not a marker, no numbers
+        in dicts) handled in it."""
+        get = self._layouts.get
+        kind = None
+        n = self._n
+        for i, env in enumerate(envelopes(b"[" + body + b"]")):
+            if env.kind != kind:
+                kind = env.kind
+                plan = plan_of(kind)
+                decode, rows, usual = plan.decode, plan.rows, plan.usual
+            payload = decode(env.payload)
+            n += 1
+            if usual:
+                labels, values, rnd = rows(payload)
+                layout = get((run_key, env.rank, env.env, plan, labels))
+                if layout is None:
+                    layout = self._layout(run_key, env, plan, payload, labels)
+                if len(values) < MAX_POINTS_PER_EVENT:
+                    layout.rows.append((n, env.step, env.epoch, rnd if type(rnd) is int else NAN, env.ts, *values))
+                    continue
+            self._unusual(run_key, first_id + i, n, env, plan, payload)
+        self._n = n
+
+    def _unusual(self, run_key: int, event_id: int, n: int, env: Envelope, plan: KindPlan, payload: Any) -> None:
+        """An event of a kind that has numbers in dicts or lists, or may be a marker, or near the cap."""
+        rnd = payload.round if plan.has_round else None
+        if type(rnd) is not int:
+            rnd = None
+        x = (n, env.step, env.epoch, NAN if rnd is None else rnd, env.ts)
+        found = None
+        if plan.rows is not None:
+            labels, values, _ = plan.rows(payload)
+            layout = self._layouts.get((run_key, env.rank, env.env, plan, labels))
+            if layout is None:
+                layout = self._layout(run_key, env, plan, payload, labels)
+            found = self._others(plan.root, payload, layout.labels)
+            if len(values) + len(found) < MAX_POINTS_PER_EVENT:
+                layout.rows.append(x + values)
+            else:
+                found = None  # near the cap: walked, to drop exactly the points ``points_of`` drops
+        if found is None:
+            found = found_in(payload, plan.kind, env.rank, env.env)
+        self._walk(run_key, x, found)
+        if plan.marker is not None:
+            marker = plan.marker(payload, env.step, env.epoch, rnd, env.ts, env.env, env.rank)
+            if marker is not None:
+                self.markers.append((run_key, event_id, marker))
+
+    def _layout(self, run_key: int, env: Envelope, plan: KindPlan, payload: Any, labels: tuple) -> _Layout:
+        envelope = {"rank": str(env.rank)}
+        if env.env is not None:
+            envelope["env"] = str(env.env)
+        layout = self._layouts[(run_key, env.rank, env.env, plan, labels)] = _Layout(run_key, plan, payload, envelope)
+        return layout
+
+    @staticmethod
+    def _others(shape: Shape, obj: Any, labels: dict[str, str]) -> list:
+        found: list = []
+        if not shape.other_names:
+            return found
+        for (name, field), value in zip(shape.other_names, shape.others(obj)):
+            if value is not None:
+                walk_value(value, name, field, labels, found)
+        return found
+
+    def _walk(self, run_key: int, x: tuple, found: list) -> None:
+        for name, labels, value in found:
+            key = (run_key, key_of(name, labels))
+            entry = self._walked.get(key)
+            if entry is None:
+                entry = self._walked[key] = (name, ([], [], [], [], [], []))
+            for col, v in zip(entry[1], (*x, value)):
+                col.append(v)
+
+    def series(self) -> dict[tuple[int, str], tuple[str, Arrays]]:
+        """(run key, series key) → (name, arrays in ``COLUMNS`` order), points in the order of their events."""
+        parts: _Parts = {}
+        for layout in self._layouts.values():
+            if layout.rows:
+                _layout_parts(layout, parts)
+        for key, (name, cols) in self._walked.items():
+            parts.setdefault(key, (name, []))[1].append([np.array(c, dtype=np.float64) for c in cols])
+        return {key: (name, _in_order(arrays)) for key, (name, arrays) in parts.items()}
+
+
+def _layout_parts(layout: _Layout, parts: _Parts) -> None:
+    columns = list(zip(*layout.rows))
+    xs = np.array([np.array(col, dtype=np.float64) for col in columns[:5]])
+    for (name, key), column in zip(layout.columns, columns[5:]):
+        arrays = _column(xs, column)
+        if arrays is not None:
+            parts.setdefault((layout.run_key, key), (name, []))[1].append(arrays)
+
+
+def _column(xs: np.ndarray, column: tuple) -> Arrays | None:
+    """The arrays of one flat field's column (None where no event had a value)."""
+    nones = column.count(None)
+    if not nones:
+        return [*xs, np.array(column, dtype=np.float64)]
+    if nones == len(column):
+        return None
+    keep = [i for i, v in enumerate(column) if v is not None]
+    return [*xs[:, keep], np.array([column[i] for i in keep], dtype=np.float64)]
+
+
+def _in_order(parts: list[Arrays]) -> Arrays:
+    """One series' parts as one, in the order of their events, without the ordinal."""
+    if len(parts) == 1:
+        return parts[0][1:]
+    joined = [np.concatenate(cols) for cols in zip(*parts)]
+    order = np.argsort(joined[0], kind="stable")
+    return [a[order] for a in joined[1:]]

@@ -1,0 +1,82 @@
+"""The writer's compiled, column-wise gathering of series points says exactly what ``points_of`` says."""
+
+import random
+
+import numpy as np
+import pytest
+
+from leyline import EpochCompleted, SlotSnapshot, encode_event, make_event
+from leyline.codec import decode_events
+from leyline.payloads_ops import EventsDropped
+from leyline.samples import SAMPLE_PAYLOADS, sample_events
+from leyline.series import MAX_POINTS_PER_EVENT, marker_of, points_of
+from nissa_server.store.series_gather import Gathered
+
+pytestmark = pytest.mark.single_backend  # no database: the gathering itself
+
+
+def _epochs(n: int, seed: int) -> list:
+    """Epoch events whose seeds, labels and missing values vary, so one series is fed by several layouts."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        seeds = [SlotSnapshot(slot=f"r0c{j}", seed_id=rng.choice([None, f"s{j}"]), alpha=rng.random(),
+                              contribution=rng.choice([None, rng.random()])) for j in range(rng.randrange(3))]
+        payload = EpochCompleted(round=i // 5, accuracy=rng.random(), val_loss=rng.choice([None, rng.random()]),
+                                 seeds=seeds, host_params=rng.choice([None, 1000 + i]))
+        out.append(make_event(payload, run_id="r", seq=i + 1, ts=1.7e9 + i, step=i * 8, epoch=i,
+                              env=rng.choice([None, 0, 1]), rank=rng.choice([0, 1])))
+    return out
+
+
+def _expected(blocks: list[tuple[int, int, bytes]]) -> tuple[dict, list]:
+    """What ``points_of`` and ``marker_of`` say of the same blocks, as (run key, key) → (name, columns)."""
+    series: dict = {}
+    markers = []
+    for run_key, first_id, body in blocks:
+        for i, event in enumerate(decode_events(b"[" + body + b"]")):
+            for p in points_of(event):
+                cols = series.setdefault((run_key, p.key), (p.name, [[], [], [], [], []]))[1]
+                for col, v in zip(cols, (p.step, p.epoch, np.nan if p.round is None else p.round, p.ts, p.value)):
+                    col.append(v)
+            marker = marker_of(event)
+            if marker is not None:
+                markers.append((run_key, first_id + i, marker))
+    return series, markers
+
+
+def _assert_same(blocks: list[tuple[int, int, bytes]]) -> dict:
+    gathered = Gathered()
+    for block in blocks:
+        gathered.add(*block)
+    got = gathered.series()
+    series, markers = _expected(blocks)
+    assert set(got) == set(series)
+    for key, (name, cols) in series.items():
+        assert got[key][0] == name
+        for column, expected in zip(got[key][1], cols):
+            np.testing.assert_array_equal(column, np.array(expected, dtype=np.float64), err_msg=str(key))
+    assert gathered.markers == markers
+    return got
+
+
+def _body(events: list) -> bytes:
+    return b",".join(encode_event(e) for e in events)
+
+
+def test_every_kind_and_varied_epochs_give_the_points_of_the_definition_in_order():
+    samples = sample_events()
+    epochs = _epochs(120, seed=7)
+    got = _assert_same([(1, 1, _body(samples + epochs[:60])), (1, 200, _body(epochs[60:])),
+                        (2, 1, _body(_epochs(30, seed=8)))])
+    fed = [k for k in got if k[1].startswith("epoch_completed.accuracy{") and k[0] == 1]
+    assert 2 <= len(fed) <= 6, "accuracy is one series per env and rank, whatever its seeds"
+    assert sum(len(got[k][1][0]) for k in fed) == 120 + 1
+
+
+def test_an_event_over_the_cap_keeps_the_same_points_as_the_definition():
+    counts = {f"kind{i}": i for i in range(MAX_POINTS_PER_EVENT + 50)}
+    big = make_event(EventsDropped(counts=counts, total=5), run_id="r", seq=1, ts=1.0)
+    small = make_event(SAMPLE_PAYLOADS[big.kind], run_id="r", seq=2, ts=2.0)
+    got = _assert_same([(1, 1, _body([big, small]))])
+    assert sum(len(cols[0]) for _, cols in got.values()) == MAX_POINTS_PER_EVENT + len(points_of(small))
