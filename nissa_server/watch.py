@@ -100,7 +100,9 @@ class WatchStream:
 
     async def run(self) -> None:
         store, flt = self.nissa.store, self.query.filter
-        upto = store.published_upto  # read after the watcher is registered: the seam
+        # Read after the watcher is registered: the seam. What is committed, not what this server has
+        # published yet: an event acked to its trainer is behind a cursor given past the end.
+        upto = await store.committed_upto()
         self.cursor, run_key = await self._start_cursor(upto)
         kinds = sorted(flt.kinds) if flt.kinds else None
         while self.cursor < upto:
