@@ -125,6 +125,8 @@ class Settings:
     """Largest JSON request body (``/escalate``)."""
     max_artifact_bytes: int = 512 * 1024 * 1024
     """Largest artifact upload."""
+    max_page_bytes: int = 8 * 1024 * 1024
+    """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event)."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     watcher_max_pending_bytes: int = 16 * 1024 * 1024
@@ -165,7 +167,7 @@ class Settings:
         if not 0 <= self.commit_interval_s <= 1:
             raise ValueError("commit_interval_s must be in 0..1")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
-                     "max_body_bytes", "max_artifact_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
+                     "max_body_bytes", "max_artifact_bytes", "max_page_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
                      "writer_queue_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -25,6 +26,7 @@ from nissa_server.store.blocks import Block
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
+_INTEGER = re.compile(r"-?[0-9]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ def parse_query(params) -> WatchQuery:
         raw = params.get(name)
         if raw is None or raw == "":
             return None
+        if not _INTEGER.fullmatch(raw):  # int() would take "1_0", " 1 " and other digits than ASCII
+            raise ValueError(f"{name} must be an integer, got {raw[:40]!r}")
         value = int(raw)
         if not low <= value <= high:
             raise ValueError(f"{name} must be in {low}..{high}")
@@ -111,8 +115,8 @@ class WatchStream:
             if not page:
                 break
             await self._send(page)
-            if sum(block.n for block in page) < REPLAY_PAGE:
-                break
+            if sum(block.n for block in page) < REPLAY_PAGE and page[-1].last_id >= upto:
+                break  # a page cut short by its bytes goes on
         floor = max(upto, self.cursor)
         while True:
             for chunk in await self.watcher.take():

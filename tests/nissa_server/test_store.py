@@ -14,7 +14,7 @@ from nissa_server.settings import Settings
 from nissa_server.store import UnusableDatabase, create_store
 from nissa_server.store import postgres_schema
 from nissa_server.store import sqlite_schema as db
-from nissa_server.store import queries
+from nissa_server.store import pages, queries
 from nissa_server.store.postgres import PgConn
 from nissa_server.store.sqlite import SqliteStore
 from tests.support import events_for, ingest_events, running_server
@@ -213,9 +213,9 @@ _ONE_BY_ONE = [(i, 1, 0, seq, kind, 2 if kind == "anomaly_detected" else 0,
 def _old_events_read_back_the_same(conn) -> None:
     assert conn.execute("SELECT id, run_key, seq, n FROM event_blocks ORDER BY id").fetchall() == [
         (1, 1, 1, 5), (6, 1, 7, 2), (8, 2, 1, 2), (10, 1, 6, 1)]
-    assert [bytes(b) for b in queries.events_page(conn, 1, 0, 100)] == [
+    assert [bytes(b) for b in pages.events_page(conn, 1, 0, 100).bodies] == [
         row[6] for row in sorted(_ONE_BY_ONE[:8], key=lambda row: row[3])]
-    assert queries.events_page(conn, 1, 0, 100, kinds=["anomaly_detected"]) == [_ONE_BY_ONE[2][6]]
+    assert pages.events_page(conn, 1, 0, 100, kinds=["anomaly_detected"]).bodies == [_ONE_BY_ONE[2][6]]
     replayed = [b.first_id for page in [queries.replay_page(conn, None, 2, 10, 100)] for block in page
                 for b in block.singles()]
     assert replayed == list(range(3, 11))

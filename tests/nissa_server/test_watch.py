@@ -185,7 +185,21 @@ async def test_a_cursor_past_the_end_still_gets_live_events(server_url):
 
 async def test_bad_query_is_refused_with_a_reason(server_url):
     for query in ({"after_seq": "-1"}, {"after_id": "x"}, {"after_id": str(2**63)}, {"kind": "weather"},
-                  {"min_severity": "loud"}):
+                  {"min_severity": "loud"}, {"after_seq": "1_0"}, {"after_id": " 1"}, {"after_seq": "2 "},
+                  {"rank": "\u0661"}, {"after_id": "1" * 400}):
         async with connect(ws_url(server_url, "/ws/watch", **query)) as ws:
             code, reason = await close_of(ws)
         assert code == CLOSE_BAD_FRAME and reason, query
+
+
+async def test_the_largest_cursors_the_schema_accepts_wait_for_live_events(server_url):
+    await ingest_events(server_url, events_for("top", 3))
+    for params in ({"after_id": 2**63 - 1}, {"after_seq": 2**63 - 1}, {"after_seq": 2**63 - 1, "rank": 65535},
+                   {"after_seq": 2**63 - 1, "rank": -1, "kind": "anomaly_detected"}):
+        async with connect(ws_url(server_url, "/ws/watch", run_id="top", **params)) as ws:
+            try:
+                frame = await asyncio.wait_for(ws.recv(), 0.3)
+            except TimeoutError:
+                frame = None
+            assert frame is None, (params, frame)  # nothing is after these cursors, and the socket stays open
+            assert ws.close_code is None
