@@ -4,6 +4,8 @@ readers that do not block the writer) and the PostgreSQL schema (migrations, one
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import httpx
@@ -249,3 +251,26 @@ def test_events_stored_one_by_one_are_regrouped_into_blocks_postgresql():
         conn.commit()
         postgres_schema.migrate(conn)
         _old_events_read_back_the_same(PgConn(conn))
+
+
+@sqlite_only
+def test_a_symlink_or_a_hard_link_to_a_served_file_is_refused(tmp_path):
+    (tmp_path / "other").mkdir()
+    first = SqliteStore(tmp_path / "n.db")
+    first.open()
+    try:
+        (tmp_path / "other" / "sym.db").symlink_to(tmp_path / "n.db")
+        os.link(tmp_path / "n.db", tmp_path / "other" / "hard.db")
+        for name in ("sym.db", "hard.db"):
+            with pytest.raises(db.UnusableDatabase, match="in use by another nissa-server"):
+                SqliteStore(tmp_path / "other" / name).open()
+        # Another process (the case that matters: another server) is refused on the file's own lock.
+        done = subprocess.run([sys.executable, "-m", "nissa_server.cli", "--port", "0", "--db",
+                               str(tmp_path / "other" / "hard.db")], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "in use by another nissa-server" in done.stderr, done.stderr
+        assert not (tmp_path / "other" / "hard.db-wal").exists()  # it never opened the file
+    finally:
+        asyncio.run(first.close())
+    second = SqliteStore(tmp_path / "other" / "hard.db")
+    second.open()  # released with the first store
+    asyncio.run(second.close())
