@@ -34,3 +34,12 @@ def require_read(request: Request) -> None:
     settings = request.app.state.nissa.settings
     if settings.read_auth:
         require(request, settings.token)
+
+
+def require_destructive(request: Request) -> None:
+    """Dependency of calls that destroy data: the token; a server without one must be open on purpose."""
+    settings = request.app.state.nissa.settings
+    if settings.token is None and not settings.open:
+        raise HTTPException(403, "this server has no token, so it does not delete: start it with --token (or "
+                                 "NISSA_TOKEN), or with --open to let every local process delete")
+    require(request, settings.token)

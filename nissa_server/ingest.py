@@ -22,6 +22,7 @@ from leyline.codec import BatchEvent, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_CONFLICT,
+    CLOSE_DELETED,
     CLOSE_FORBIDDEN,
     CLOSE_IDLE,
     CLOSE_SUPERSEDED,
@@ -37,7 +38,7 @@ from nissa_server import __version__, batches, ownership
 from nissa_server.auth import bearer_ok
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
-from nissa_server.store import EventWrite, Superseded, queries, sql
+from nissa_server.store import EventWrite, Superseded, history, queries, sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -196,8 +197,11 @@ class IngestSession:
             raise FrameRejected(CLOSE_FORBIDDEN, str(err), err.label) from None
         hold_s, session = nissa.settings.hold_s, self.session
 
-        def claim(conn: Conn) -> tuple[sql.RunRow, Stream | None]:
+        def claim(conn: Conn) -> tuple[sql.RunRow | float, Stream | None]:
             now = time.time()
+            deleted = history.deleted_at(conn, hello.run_id)
+            if deleted is not None:
+                return deleted, None
             row = sql.claim_run(conn, hello.run_id, hello.name, digest, live=live, now=now)
             try:
                 ownership.check(row.secret_hash, digest, hello.run_id)
@@ -210,6 +214,10 @@ class IngestSession:
             return row, sql.load_stream(conn, row.run_key, hello.rank)
 
         row, stream = await nissa.store.call(claim)
+        if isinstance(row, float):
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(row))
+            raise FrameRejected(CLOSE_DELETED, f"run deleted on this server {when}, its id stays taken: start a "
+                                f"new run ({hello.run_id})", "deleted")
         try:
             ownership.check(row.secret_hash, digest, hello.run_id)
         except ownership.NotOwner as err:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -47,7 +48,7 @@ async def delete_run(n: Nissa, run: RunState) -> DeletedRun | None:
     store = n.store
 
     def delete(conn) -> Removed | RunStatus | None:
-        removed = delete_rows(conn, run.run_key)
+        removed = delete_rows(conn, run.run_key, time.time())
         if isinstance(removed, Removed):
             store.announce_deleted(conn, run.run_key)
         return removed

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from leyline import CommandRecord, Event, EventKind
 from leyline.events import MAX_INT
 from nissa_server import retention
-from nissa_server.auth import require_read, require_write
+from nissa_server.auth import require_destructive, require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.schemas import DeletedRun, RunInfo
@@ -56,9 +56,11 @@ async def get_run(request: Request, run_id: str) -> Response:
 
 
 @router.delete("/runs/{run_id}", summary="Delete a run that is not live: its events, commands and artifacts",
-               response_class=Response, dependencies=[Depends(require_write)],
+               response_class=Response, dependencies=[Depends(require_destructive)],
                responses={200: ok(ref(DeletedRun), EXAMPLES["deleted"], "Deleted"), **NOT_FOUND,
                           401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
+                          403: error("The server has no token and was not started --open",
+                                     "this server has no token, so it does not delete: …"),
                           409: error("The run is live", "run 'r-x' is live: stop its trainer first, or wait "
                                                         "until it is lost")})
 async def delete_run(request: Request, run_id: str) -> Response:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nissa_server.store.blocks import regroup
+from nissa_server.store.history import DELETED_RUNS_SCHEMA
 from nissa_server.store.model import UnusableDatabase
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL, insert_rare
@@ -185,8 +186,13 @@ def _v7(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE events")
 
 
+def _v8(conn: sqlite3.Connection) -> None:
+    # Deleted runs are remembered: their streams are refused, their ids never claimed again.
+    conn.execute(DELETED_RUNS_SCHEMA.format(real="REAL"))
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
