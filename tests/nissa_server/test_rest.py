@@ -165,3 +165,10 @@ async def test_a_page_is_bounded_by_bytes_and_links_to_the_next(tmp_path):
             one = (await http.get(f"{url}/runs/big/events", params={"limit": 1, "after_seq": 12})).json()
     assert got == sorted([(s, 0) for s in range(1, 13)] + [(s, 1) for s in range(1, 4)])
     assert pages >= 4 and len(one) == 0
+
+
+async def test_405_names_every_method_of_the_path(http):
+    for method, path, allowed in (("POST", "/runs/x", "DELETE, GET"), ("DELETE", "/runs/x/artifacts/a.json", "GET, PUT"),
+                                  ("PUT", "/healthz", "GET"), ("POST", "/openapi.json", "GET, HEAD")):
+        resp = await http.request(method, path)
+        assert resp.status_code == 405 and resp.headers["allow"] == allowed, (method, path, resp.headers)
