@@ -29,7 +29,7 @@ def parse_age(text: str) -> float:
     """``30d``, ``12h``, ``90m``, ``2w``, ``45s`` → seconds; ValueError says what is expected."""
     match = _AGE.match(text)
     if match is None:
-        raise ValueError(f"expected a number and a unit (s, m, h, d or w), like 30d; got {text!r}")
+        raise ValueError(f"expected a positive number and a unit (s, m, h, d or w), like 30d; got {text!r}")
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 

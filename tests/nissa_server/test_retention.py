@@ -110,12 +110,22 @@ def test_prune_thins_old_runs_and_leaves_live_ones_beside_a_running_server(tmp_p
 
 
 def test_prune_refuses_bad_flags_in_one_line(tmp_path, capsys):
-    for args, flag in ((["--older-than", "soon"], "--older-than"),
+    for args, flag in ((["--older-than", "soon"], "--older-than"), (["--older-than", "-1d"], "--older-than"),
                        (["--older-than", "1d", "--keep-kinds", "weather"], "--keep-kinds")):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["prune", "--db", str(tmp_path / "n.db"), *args])
         err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert exit_.value.code == 2 and err.startswith(f"nissa-server prune: error: {flag}: ")
+        assert exit_.value.code == 2 and err.startswith(f"nissa-server prune: error: {flag}: "), err
+        assert flag != "--older-than" or "a positive number and a unit" in err
+
+
+@pytest.mark.single_backend
+def test_prune_of_a_missing_file_creates_nothing(tmp_path, capsys):
+    for db in (tmp_path / "typo.db", tmp_path / "no-such-dir" / "n.db"):
+        assert cli.main(["prune", "--older-than", "1d", "--db", str(db)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"nissa-server prune: error: --db: no database at {db}"
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_a_lost_run_can_be_deleted_once_its_trainer_is_gone(tmp_path):
