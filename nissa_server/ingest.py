@@ -36,6 +36,7 @@ from leyline.frames import (
 )
 from nissa_server import __version__, batches, ownership
 from nissa_server.auth import bearer_ok
+from nissa_server.protocols import engage
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
 from nissa_server.store import EventWrite, Superseded, history, queries, sql
@@ -341,6 +342,7 @@ async def serve_ingest(ws: WebSocket, nissa: Nissa) -> None:
         hello = await session.hello()
         if hello is None:
             return
+        engage(ws)  # it said who it is: no longer displaceable as idle
         run = await session.open(hello)
         sender = asyncio.create_task(session.sender(), name=f"ingest-send-{run.run_id}-{hello.rank}")
         await session.pump(run)

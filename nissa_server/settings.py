@@ -145,8 +145,9 @@ class Settings:
     commit_interval_s: float = 0.02
     """The store commits at most this often; writes arriving meanwhile join the next transaction (fewer,
     larger transactions under load; a write after a quiet spell is committed at once)."""
-    hello_timeout_s: float = 15.0
-    """How long an ingest connection may take to send its ``hello``."""
+    hello_timeout_s: float = 5.0
+    """How long an ingest connection may take to send its ``hello`` (a trainer sends it at once); until it
+    does, a server at its connection cap may displace it for a newcomer."""
     maintenance_interval_s: float = 1.0
     """How often lost runs and expired commands are looked for."""
 

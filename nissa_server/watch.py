@@ -19,7 +19,7 @@ from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE
 from nissa_server.auth import bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
-from nissa_server.protocols import link_of
+from nissa_server.protocols import engage, link_of
 from nissa_server.state import Nissa
 from nissa_server.store import queries
 from nissa_server.store.blocks import Block
@@ -131,6 +131,7 @@ class WatchStream:
 
 
 async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
+    engage(ws)  # a watcher says nothing after its query: what bounds watchers is their own cap
     await ws.accept()
     settings = nissa.settings
     if settings.read_auth and not bearer_ok(ws.headers.get("authorization"), settings.token):
