@@ -18,7 +18,7 @@ import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, Command, encode
-from leyline.codec import BatchEvent, WireBatch, decode_frame_wire
+from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_CONFLICT,
@@ -106,10 +106,9 @@ def _rejected(err: batches.BatchRejected) -> FrameRejected:
 
 
 def _decode_error(err: msgspec.DecodeError) -> FrameRejected:
-    text = str(err)
-    if ("Invalid enum value" in text and "kind`" in text) or "is newer than" in text:
-        return FrameRejected(CLOSE_UNSUPPORTED, f"unsupported: {text}", "unsupported")
-    return FrameRejected(CLOSE_BAD_FRAME, f"bad frame: {text}", "bad_frame")
+    if isinstance(err, Unsupported):  # a newer trainer's kind or schema: not a broken one
+        return FrameRejected(CLOSE_UNSUPPORTED, f"unsupported: {err}", "unsupported")
+    return FrameRejected(CLOSE_BAD_FRAME, f"bad frame: {err}", "bad_frame")
 
 
 class IngestSession:
