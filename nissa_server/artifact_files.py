@@ -60,7 +60,10 @@ def land(conn: Conn, run_key: int, run_id: str, partial: pathlib.Path, path: pat
         return left
     if size > left:
         return Refused(413, f"run {run_id!r} has {left} bytes left of its {quota.max_bytes} for artifacts")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial, path)
+    except OSError as err:  # the disk, not the request: said as such, and nothing recorded
+        return Refused(507, f"cannot store the artifact: {err.strerror or err}")
     sql.put_artifact(conn, run_key, *row)
     return None
