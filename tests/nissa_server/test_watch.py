@@ -9,7 +9,7 @@ import socket
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from leyline import EventKind
+from leyline import EventKind, RunStarted, make_event
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING
 from nissa_server.settings import ConnectionLimits
 from tests.support import (
@@ -203,3 +203,16 @@ async def test_the_largest_cursors_the_schema_accepts_wait_for_live_events(serve
                 frame = None
             assert frame is None, (params, frame)  # nothing is after these cursors, and the socket stays open
             assert ws.close_code is None
+
+
+async def test_a_replay_cut_by_its_bytes_goes_on_to_the_end(server_url):
+    # 44 events of 250 KB in blocks of 6: 11 MB, past the 8 MiB a replay page holds (it ends after the block
+    # that passes it): the replay goes on to the end, then live events follow.
+    blob = {"blob": "x" * 250_000}
+    big = [make_event(RunStarted(name="big", config=blob), run_id="huge", seq=seq, ts=1.7e9) for seq in range(1, 45)]
+    await ingest_events(server_url, big, batch=6)
+    watch = asyncio.create_task(collect_watch(server_url, 46, run_id="huge", timeout=60))
+    async with IngestClient(server_url, "huge") as client:
+        await client.send(events_for("huge", 46)[44:])
+        events, _ = await watch
+    assert [e["seq"] for e in events] == list(range(1, 47))
