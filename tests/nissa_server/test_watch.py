@@ -172,11 +172,15 @@ async def test_stalled_watchers_lose_their_tcp_connection_and_pin_a_bounded_amou
 async def test_a_cursor_past_the_end_still_gets_live_events(server_url):
     # A watcher that connects as soon as the events are acked: on PostgreSQL they are committed then, and
     # published to watchers only when their notification comes back (a race lost one time in four).
+    fanout = server_url.app.state.nissa.fanout
     for attempt in range(12):
         run_id = f"far{attempt}"
+        await async_wait_for(lambda: not fanout.watchers, message="the last attempt's watcher gone")
         await ingest_events(server_url, events_for(run_id, 5))
         watch = asyncio.create_task(collect_watch(server_url, 3, run_id=run_id, after_id=10**9))
-        await asyncio.sleep(0.05)  # the watcher registered (an event sent before would be behind its cursor)
+        # Registered, and its start read: an event sent before that would be behind its cursor.
+        await async_wait_for(lambda: bool(fanout.watchers), message="the watcher registered")
+        await asyncio.sleep(0.1)
         async with IngestClient(server_url, run_id) as client:
             await client.send(events_for(run_id, 8)[5:])
             events, _ = await watch
