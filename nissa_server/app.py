@@ -14,7 +14,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from nissa_server import __version__, openapi
-from nissa_server.routes import artifacts, commands, ops, runs, ws
+from nissa_server.request_metrics import RequestTimer
+from nissa_server.routes import artifacts, commands, ops, runs, series, web, ws
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
@@ -57,7 +58,8 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                          static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
-    routers = (runs.router, commands.router, artifacts.router, ops.router, ws.router)
+    app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
+    routers = (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router, web.router)
     served = [*app.router.routes, *(route for router in routers for route in router.routes)]
     for router in routers:
         app.include_router(router)

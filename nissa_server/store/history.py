@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from leyline import RunStatus
 from nissa_server.store.blocks import Block, Row, pack
+from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
 
 DELETED_RUNS_SCHEMA = "CREATE TABLE deleted_runs (run_id TEXT PRIMARY KEY, deleted_at {real} NOT NULL)"
@@ -55,6 +56,7 @@ def delete_run(conn: Conn, run_key: int, now: float) -> Removed | RunStatus | No
                               (run_key,)).fetchone()[0])
     conn.execute("DELETE FROM event_blocks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM rare_events WHERE run_key = ?", (run_key,))
+    series_sql.delete_run(conn, run_key)
     run_id = conn.execute("SELECT run_id FROM runs WHERE run_key = ?", (run_key,)).fetchone()[0]
     conn.execute("INSERT INTO deleted_runs (run_id, deleted_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING",
                  (run_id, now))
