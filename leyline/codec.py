@@ -22,6 +22,33 @@ _rank_decoder = msgspec.json.Decoder(Rank)
 DecodeError = msgspec.DecodeError  # ValidationError is a subclass
 
 
+class Unsupported(msgspec.ValidationError):
+    """A frame this side cannot read though a newer side may: an event of a newer schema version, or of a
+    kind this side does not know. Raised instead of the plain ``ValidationError`` it would be."""
+
+
+class _KindOnly(msgspec.Struct):
+    kind: str
+    v: int = SCHEMA_VERSION
+
+
+class _KindsOnly(msgspec.Struct, tag="events", tag_field="type"):
+    events: list[_KindOnly]
+
+
+_kinds_only = msgspec.json.Decoder(_KindsOnly)
+
+
+def _newer(data: bytes | str) -> bool:
+    """Whether an events frame holds an event of a kind or schema version this side does not know (only
+    asked once the frame failed to decode: it costs a second pass)."""
+    try:
+        frame = _kinds_only.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return any(e.v > SCHEMA_VERSION or e.kind not in EventKind._value2member_map_ for e in frame.events)
+
+
 def encode_event(event: Event) -> bytes:
     """One event as compact JSON bytes (one line of the run log)."""
     return _encoder.encode(event)
@@ -35,7 +62,7 @@ def encode(obj: object) -> bytes:
 def payload_of(wire: _WireEvent | _BatchEvent) -> Payload:
     """Validate and decode the raw payload of a ``WireEvent`` (and its schema version)."""
     if wire.v > SCHEMA_VERSION:
-        raise msgspec.ValidationError(f"schema v{wire.v} is newer than this side's v{SCHEMA_VERSION}")
+        raise Unsupported(f"schema v{wire.v} is newer than this side's v{SCHEMA_VERSION}")
     try:
         payload: Payload = _payload_decoders[wire.kind].decode(wire.payload)
     except msgspec.ValidationError as err:
@@ -180,7 +207,8 @@ def _decode_any_frame(data: bytes | str) -> object:
 
 def _not_too_deep(decode: Callable[[bytes | str], object]) -> Callable[[bytes | str], object]:
     """``decode``, with JSON nested deeper than the interpreter's stack allows refused like any
-    other bad input (a ``DecodeError``), instead of escaping as a ``RecursionError``."""
+    other bad input (a ``DecodeError``), instead of escaping as a ``RecursionError``; and an event this
+    side cannot read (a newer kind or schema) raised as ``Unsupported``, a ``ValidationError``."""
 
     @functools.wraps(decode)
     def checked(data: bytes | str) -> object:
@@ -188,6 +216,12 @@ def _not_too_deep(decode: Callable[[bytes | str], object]) -> Callable[[bytes | 
             return decode(data)
         except RecursionError:
             raise msgspec.DecodeError("JSON nested too deeply") from None
+        except Unsupported:
+            raise
+        except msgspec.ValidationError as err:
+            if _newer(data):
+                raise Unsupported(str(err)) from None
+            raise
 
     return checked
 

@@ -23,6 +23,7 @@ MAX_EVENT_BYTES = 256 * 1024
 # Websocket close codes (4000-4999 are the application's own).
 CLOSE_BAD_FRAME = 4400
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_DELETED = 4404  # the run was deleted on the server: its stream is refused for good, final, do not retry
 CLOSE_FORBIDDEN = 4403  # the hello's stream secret is missing or is not the run's: final, do not retry
 CLOSE_LAGGING = 4408  # a watcher too far behind; reconnect from its cursor
 CLOSE_SUPERSEDED = 4409  # another connection took over this run and rank
@@ -31,6 +32,9 @@ CLOSE_TOO_LARGE = 4413
 CLOSE_UNSUPPORTED = 4415
 CLOSE_CONFLICT = 4422  # a seq already stored, sent again with other content: final, do not retry
 CLOSE_TOO_MANY = 4429  # the server has as many watchers as it takes; try again later
+
+STREAM_SECRET_HEADER = "X-Nissa-Stream-Secret"
+"""HTTP header of an artifact upload that carries the run's stream secret (only its trainer may upload)."""
 
 StreamSecret = Annotated[str, msgspec.Meta(min_length=32, max_length=128, pattern=r"^[A-Za-z0-9_-]+$(?!\n)")]
 """The run's stream secret: it binds the run's stream to whoever created it (the trainer keeps it in

@@ -6,10 +6,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from nissa_server import __version__, openapi
 from nissa_server.request_metrics import RequestTimer
@@ -30,6 +32,16 @@ after the cursor, then live ones, as `events` frames with a `cursor` to resume f
 close codes are defined in `leyline.frames`."""
 
 
+def allowed_methods(routes: list[BaseRoute], scope: dict) -> list[str]:
+    """Every method some route of ``routes`` serves on the request's path (HEAD wherever GET is)."""
+    methods: set[str] = set()
+    for route in routes:
+        match, _ = route.matches({**scope, "method": "OPTIONS"})
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def create_app(settings: Settings) -> FastAPI:
     nissa = Nissa(settings)
 
@@ -47,8 +59,9 @@ def create_app(settings: Settings) -> FastAPI:
                          static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
-    for router in (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router,
-                   web.router):
+    routers = (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router, web.router)
+    served = [*app.router.routes, *(route for router in routers for route in router.routes)]
+    for router in routers:
         app.include_router(router)
 
     @app.exception_handler(RequestValidationError)
@@ -58,9 +71,12 @@ def create_app(settings: Settings) -> FastAPI:
         where = ".".join(str(p) for p in first.get("loc", ()))
         return JSONResponse({"detail": f"{where}: {first.get('msg', 'invalid request')}"}, status_code=422)
 
-    @app.exception_handler(HTTPException)
-    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = exc.headers
+        if exc.status_code == 405:  # Starlette names the methods of the first route on the path only
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(served, request.scope))}
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     openapi.install(app)
     return app

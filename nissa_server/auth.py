@@ -54,3 +54,12 @@ def bearer_from_protocols(offered: list[str]) -> str | None:
             except (binascii.Error, UnicodeDecodeError):
                 return None
     return None
+
+
+def require_destructive(request: Request) -> None:
+    """Dependency of calls that destroy data: the token; a server without one must be open on purpose."""
+    settings = request.app.state.nissa.settings
+    if settings.token is None and not settings.open:
+        raise HTTPException(403, "this server has no token, so it does not delete: start it with --token (or "
+                                 "NISSA_TOKEN), or with --open to let every local process delete")
+    require(request, settings.token)

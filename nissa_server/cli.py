@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  f"(default: ${TOKEN_ENV})")
     p.add_argument("--read-auth", action="store_true",
                    help="require the token on reads and /ws/watch too (default: reads are open)")
+    p.add_argument("--open", action="store_true",
+                   help="serve without a token on purpose: any local process may delete runs (default: without a "
+                        "token, DELETE is refused)")
     p.add_argument("--artifact-dir", type=pathlib.Path, default=None,
                    help="where uploaded artifacts go (default: next to the database)")
     p.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
@@ -89,7 +92,7 @@ def database_settings(db: str | None) -> dict[str, object]:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(
         host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
-        token=args.token or token_from_env(), read_auth=args.read_auth, artifact_dir=args.artifact_dir,
+        token=args.token or token_from_env(), read_auth=args.read_auth, open=args.open, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
         **limit_settings(args),  # type: ignore[arg-type]
     )

@@ -46,9 +46,20 @@ async def _prune(db: object, older_than_s: float, kinds: list[str]) -> list[rete
         await store.close()
 
 
+def _joined(argv: Sequence[str]) -> list[str]:
+    """``--older-than -1d`` as ``--older-than=-1d``: argparse would take ``-1d`` for a flag, and its message
+    would say nothing of durations."""
+    out = list(argv)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--older-than":
+            out[i:i + 2] = [f"--older-than={out[i + 1]}"]
+            break
+    return out
+
+
 def main(argv: Sequence[str]) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined(argv))
     try:
         older_than_s = retention.parse_age(args.older_than)
     except ValueError as err:
@@ -61,6 +72,9 @@ def main(argv: Sequence[str]) -> int:
         settings = Settings(**database_settings(args.db))  # type: ignore[arg-type]
     except ValueError as err:
         parser.error(str(err))
+    if settings.db_url is None and not settings.db_path.is_file():  # pruning never creates a database
+        sys.stderr.write(f"nissa-server prune: error: --db: no database at {settings.db_path}\n")
+        return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -19,10 +19,11 @@ import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, Command, encode
-from leyline.codec import BatchEvent, WireBatch, decode_frame_wire
+from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_CONFLICT,
+    CLOSE_DELETED,
     CLOSE_FORBIDDEN,
     CLOSE_IDLE,
     CLOSE_SUPERSEDED,
@@ -36,9 +37,10 @@ from leyline.frames import (
 )
 from nissa_server import __version__, batches, ownership
 from nissa_server.auth import bearer_ok
+from nissa_server.protocols import engage
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
-from nissa_server.store import EventWrite, Superseded, queries, sql
+from nissa_server.store import EventWrite, Superseded, history, queries, sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -105,10 +107,9 @@ def _rejected(err: batches.BatchRejected) -> FrameRejected:
 
 
 def _decode_error(err: msgspec.DecodeError) -> FrameRejected:
-    text = str(err)
-    if ("Invalid enum value" in text and "kind`" in text) or "is newer than" in text:
-        return FrameRejected(CLOSE_UNSUPPORTED, f"unsupported: {text}", "unsupported")
-    return FrameRejected(CLOSE_BAD_FRAME, f"bad frame: {text}", "bad_frame")
+    if isinstance(err, Unsupported):  # a newer trainer's kind or schema: not a broken one
+        return FrameRejected(CLOSE_UNSUPPORTED, f"unsupported: {err}", "unsupported")
+    return FrameRejected(CLOSE_BAD_FRAME, f"bad frame: {err}", "bad_frame")
 
 
 class IngestSession:
@@ -197,8 +198,11 @@ class IngestSession:
             raise FrameRejected(CLOSE_FORBIDDEN, str(err), err.label) from None
         hold_s, session = nissa.settings.hold_s, self.session
 
-        def claim(conn: Conn) -> tuple[sql.RunRow, Stream | None]:
+        def claim(conn: Conn) -> tuple[sql.RunRow | float, Stream | None]:
             now = time.time()
+            deleted = history.deleted_at(conn, hello.run_id)
+            if deleted is not None:
+                return deleted, None
             row = sql.claim_run(conn, hello.run_id, hello.name, digest, live=live, now=now)
             try:
                 ownership.check(row.secret_hash, digest, hello.run_id)
@@ -211,6 +215,10 @@ class IngestSession:
             return row, sql.load_stream(conn, row.run_key, hello.rank)
 
         row, stream = await nissa.store.call(claim)
+        if isinstance(row, float):
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(row))
+            raise FrameRejected(CLOSE_DELETED, f"run deleted on this server {when}, its id stays taken: start a "
+                                f"new run ({hello.run_id})", "deleted")
         try:
             ownership.check(row.secret_hash, digest, hello.run_id)
         except ownership.NotOwner as err:
@@ -338,6 +346,7 @@ async def serve_ingest(ws: WebSocket, nissa: Nissa) -> None:
         hello = await session.hello()
         if hello is None:
             return
+        engage(ws)  # it said who it is: no longer displaceable as idle
         run = await session.open(hello)
         sender = asyncio.create_task(session.sender(), name=f"ingest-send-{run.run_id}-{hello.rank}")
         await session.pump(run)

@@ -37,6 +37,13 @@ class Link:
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self.lost = asyncio.Event()
+        self.opened_at = time.monotonic()
+        self.engaged = False
+        """The peer said who it is (an ingest hello) or the route took it on (a watcher): until then the
+        connection is idle, and may be displaced when the server is full, as a silent HTTP one may."""
+
+    def engage(self) -> None:
+        self.engaged = True
 
     def drop(self) -> None:
         """Cut the connection now, whatever is still buffered for the peer: a reset. Closing alone would
@@ -57,6 +64,13 @@ class Link:
 
 def link_of(scope: dict[str, Any]) -> Link | None:
     return scope.get(LINK)
+
+
+def engage(ws: Any) -> None:
+    """The route has taken the websocket ``ws`` on: it is no longer idle (see ``Link.engaged``)."""
+    link = link_of(ws.scope)
+    if link is not None:
+        link.engage()
 
 
 class LimitedHttp(HttpToolsProtocol):
@@ -90,14 +104,19 @@ class LimitedHttp(HttpToolsProtocol):
         return sum(1 for c in self.connections if not c.transport.is_closing())
 
     def _displace_idle(self) -> bool:
-        """Close the connection that has waited longest without sending a request; False if none has."""
-        idle = [c for c in self.connections if isinstance(c, LimitedHttp) and c.awaiting_head and c is not self]
+        """Close the connection that has waited longest without a request (or, a websocket, without saying
+        who it is); False if none has."""
+        idle = [c for c in self.connections if c is not self and (
+            (isinstance(c, LimitedHttp) and c.awaiting_head) or (isinstance(c, LimitedWebSocket) and c.idle))]
         if not idle:
             return False
         oldest = min(idle, key=lambda c: c.waiting_since)
-        oldest._on_refused("displaced")
-        oldest._cancel_head_timer()
-        oldest.transport.close()
+        self._on_refused("displaced")
+        if isinstance(oldest, LimitedWebSocket):
+            oldest.displace()
+        else:
+            oldest._cancel_head_timer()
+            oldest.transport.close()
         return True
 
     def data_received(self, data: bytes) -> None:
@@ -201,6 +220,20 @@ class LimitedWebSocket(WebSocketsSansIOProtocol):
         super().connection_made(transport)
         self.transport.set_write_buffer_limits(high=self._limits.write_buffer_bytes)
         self.link = Link(self.transport)
+
+    @property
+    def idle(self) -> bool:
+        """Open, and not yet taken on by its route (see ``Link.engaged``)."""
+        return self.link is not None and not self.link.engaged and not self.transport.is_closing()
+
+    @property
+    def waiting_since(self) -> float:
+        return self.link.opened_at if self.link is not None else 0.0
+
+    def displace(self) -> None:
+        """Make room for a newcomer: this connection never said who it is."""
+        if self.link is not None:
+            self.link.drop()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ def parse_age(text: str) -> float:
     """``30d``, ``12h``, ``90m``, ``2w``, ``45s`` → seconds; ValueError says what is expected."""
     match = _AGE.match(text)
     if match is None:
-        raise ValueError(f"expected a number and a unit (s, m, h, d or w), like 30d; got {text!r}")
+        raise ValueError(f"expected a positive number and a unit (s, m, h, d or w), like 30d; got {text!r}")
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
@@ -47,7 +48,7 @@ async def delete_run(n: Nissa, run: RunState) -> DeletedRun | None:
     store = n.store
 
     def delete(conn) -> Removed | RunStatus | None:
-        removed = delete_rows(conn, run.run_key)
+        removed = delete_rows(conn, run.run_key, time.time())
         if isinstance(removed, Removed):
             store.announce_deleted(conn, run.run_key)
         return removed

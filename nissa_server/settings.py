@@ -102,6 +102,9 @@ class Settings:
     """Bearer token required by ingest, uploads and ``/escalate`` (and by reads with ``read_auth``)."""
     read_auth: bool = False
     """Require the token on read endpoints and ``/ws/watch`` as well."""
+    open: bool = False
+    """No token, on purpose: destructive calls (``DELETE /runs/{id}``) are open to every local process. Without
+    a token and without this, they are refused (403)."""
     artifact_dir: pathlib.Path | None = None
     """Where uploaded artifacts live; defaults to ``<db name>.artifacts`` next to a SQLite file, to the
     user data directory with PostgreSQL (servers that share a database must share this directory too)."""
@@ -125,6 +128,12 @@ class Settings:
     """Largest JSON request body (``/escalate``)."""
     max_artifact_bytes: int = 512 * 1024 * 1024
     """Largest artifact upload."""
+    max_run_artifacts: int = 200
+    """Artifacts one run may hold; an upload past it is answered 413."""
+    max_run_artifact_bytes: int = 2 * 1024 * 1024 * 1024
+    """Bytes of artifacts one run may hold; an upload past it is answered 413."""
+    max_page_bytes: int = 8 * 1024 * 1024
+    """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event)."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     watcher_max_pending_bytes: int = 16 * 1024 * 1024
@@ -136,8 +145,9 @@ class Settings:
     commit_interval_s: float = 0.02
     """The store commits at most this often; writes arriving meanwhile join the next transaction (fewer,
     larger transactions under load; a write after a quiet spell is committed at once)."""
-    hello_timeout_s: float = 15.0
-    """How long an ingest connection may take to send its ``hello``."""
+    hello_timeout_s: float = 5.0
+    """How long an ingest connection may take to send its ``hello`` (a trainer sends it at once); until it
+    does, a server at its connection cap may displace it for a newcomer."""
     maintenance_interval_s: float = 1.0
     """How often lost runs and expired commands are looked for."""
 
@@ -156,6 +166,8 @@ class Settings:
                 f"refusing to listen on non-loopback address {self.host!r} without a token "
                 f"(pass --token or set {TOKEN_ENV})"
             )
+        if self.open and self.token:
+            raise ValueError("--open means serving without a token: drop --open or the token")
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
         for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "hello_timeout_s",
@@ -165,7 +177,8 @@ class Settings:
         if not 0 <= self.commit_interval_s <= 1:
             raise ValueError("commit_interval_s must be in 0..1")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
-                     "max_body_bytes", "max_artifact_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
+                     "max_body_bytes", "max_artifact_bytes", "max_run_artifacts", "max_run_artifact_bytes",
+                     "max_page_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
                      "writer_queue_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

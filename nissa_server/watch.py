@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -20,13 +21,14 @@ from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
 from nissa_server.pressure import WATCH_YIELD_S
-from nissa_server.protocols import link_of
+from nissa_server.protocols import engage, link_of
 from nissa_server.state import Nissa
 from nissa_server.store import queries
 from nissa_server.store.blocks import Block
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
+_INTEGER = re.compile(r"-?[0-9]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ def parse_query(params) -> WatchQuery:
         raw = params.get(name)
         if raw is None or raw == "":
             return None
+        if not _INTEGER.fullmatch(raw):  # int() would take "1_0", " 1 " and other digits than ASCII
+            raise ValueError(f"{name} must be an integer, got {raw[:40]!r}")
         value = int(raw)
         if not low <= value <= high:
             raise ValueError(f"{name} must be in {low}..{high}")
@@ -102,7 +106,9 @@ class WatchStream:
 
     async def run(self) -> None:
         store, flt = self.nissa.store, self.query.filter
-        upto = store.published_upto  # read after the watcher is registered: the seam
+        # Read after the watcher is registered: the seam. What is committed, not what this server has
+        # published yet: an event acked to its trainer is behind a cursor given past the end.
+        upto = await store.committed_upto()
         self.cursor, run_key = await self._start_cursor(upto)
         kinds = sorted(flt.kinds) if flt.kinds else None
         while self.cursor < upto:
@@ -111,8 +117,8 @@ class WatchStream:
             if not page:
                 break
             await self._send(page)
-            if sum(block.n for block in page) < REPLAY_PAGE:
-                break
+            if sum(block.n for block in page) < REPLAY_PAGE and page[-1].last_id >= upto:
+                break  # a page cut short by its bytes goes on
         await self._live(max(upto, self.cursor))
 
     async def _live(self, floor: int) -> None:
@@ -139,6 +145,7 @@ class WatchStream:
 
 
 async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
+    engage(ws)  # a watcher says nothing after its query: what bounds watchers is their own cap
     offered = list(ws.scope.get("subprotocols") or ())
     await ws.accept(subprotocol=BROWSER_PROTOCOL if BROWSER_PROTOCOL in offered else None)
     settings = nissa.settings

@@ -207,7 +207,7 @@ class NissaClient:
             while len(out) < max_events:
                 batch = await self.events(run_id, after_seq=after, limit=page, rank=rank)
                 out.extend(batch[: max_events - len(out)])
-                if len(batch) < page:
+                if not batch:  # a page may hold fewer than asked for (it is bounded by bytes too)
                     break
                 after = batch[-1].seq
         # Ranks interleave by time; the server's own events (rank -1) after a trainer's at equal ts.

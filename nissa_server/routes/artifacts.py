@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import pathlib
 import re
 import time
+import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
 from fastapi.responses import FileResponse
 
+from leyline.frames import STREAM_SECRET_HEADER
+from nissa_server import artifact_files, ownership
+from nissa_server.artifact_files import Quota, Refused
 from nissa_server.auth import require_read, require_write
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.schemas import ArtifactInfo
+from nissa_server.runs import RunState
 from nissa_server.state import Nissa
-from nissa_server.store import queries, sql
+from nissa_server.store import queries
 
 router = APIRouter(tags=["artifacts"])
 NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9._-]{1,128}$"
@@ -44,44 +48,72 @@ def _url(run_id: str, name: str) -> str:
     return f"/runs/{run_id}/artifacts/{name}"
 
 
+def _check_secret(request: Request, run: RunState) -> None:
+    """Only the run's own trainer (its stream secret) writes its artifacts."""
+    given = request.headers.get(STREAM_SECRET_HEADER)
+    if not given:
+        raise HTTPException(403, f"an upload needs the run's stream secret in {STREAM_SECRET_HEADER}")
+    try:
+        ownership.check(run.secret_hash, ownership.secret_hash(given), run.run_id)
+    except ownership.NotOwner as err:
+        raise HTTPException(403, str(err)) from None
+
+
 @router.put("/runs/{run_id}/artifacts/{name}", status_code=201, summary="Upload an artifact (raw body)",
             dependencies=[Depends(require_write)], response_class=Response,
+            description=f"Only the run's own trainer may: the `{STREAM_SECRET_HEADER}` header carries the run's "
+                        "stream secret. A run holds at most 200 artifacts and 2 GiB of them (server settings).",
             openapi_extra={"requestBody": {"required": True, "content": {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
             responses={201: ok(ref(ArtifactInfo), EXAMPLES["artifact"], "Stored"),
+                       403: error("Not the run's stream secret", "stream secret does not match run r-x"),
                        404: error("No such run", "unknown run 'r-x'"),
-                       413: error("Too large", "artifact over 536870912 bytes"),
+                       413: error("Too large, or the run's quota is used up", "artifact over 536870912 bytes"),
                        422: error("Invalid name, or an empty body", "invalid artifact name 'a/b'"),
                        **UNAUTHORIZED})
 async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
     n = nissa(request)
     run = await run_or_404(n, run_id)
     path = _path(n, run.run_key, name)
-    limit = n.settings.max_artifact_bytes
+    _check_secret(request, run)
+    quota = Quota(n.settings.max_run_artifacts, n.settings.max_run_artifact_bytes)
+    left = artifact_files.room(quota, *await n.store.read(artifact_files.held, run.run_key, name), run_id)
+    if isinstance(left, Refused):
+        raise HTTPException(left.status, left.reason)
+    limit = min(n.settings.max_artifact_bytes, left)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"artifact over {limit} bytes")
-    await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-    partial = path.with_name(f".{name}.{os.getpid()}.{id(request)}.part")
+        raise HTTPException(413, _over(n, limit))
+    spool = n.settings.artifacts_root / artifact_files.SPOOL
+    await asyncio.to_thread(spool.mkdir, parents=True, exist_ok=True)
+    partial = spool / f"{run.run_key}-{uuid.uuid4().hex}.part"
     digest, size = hashlib.sha256(), 0
     try:
         with open(partial, "wb") as out:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
-                    raise HTTPException(413, f"artifact over {limit} bytes")
+                    raise HTTPException(413, _over(n, limit))
                 digest.update(chunk)
                 await asyncio.to_thread(out.write, chunk)
         if size == 0:
             raise HTTPException(422, "empty artifact: the body has no bytes")
-        await asyncio.to_thread(os.replace, partial, path)
+        info = ArtifactInfo(name=name, size=size, sha256=digest.hexdigest(), created_at=time.time(),
+                            url=_url(run_id, name))
+        row = (info.name, info.size, info.sha256, info.created_at)
+        refused = await n.store.call(lambda conn: artifact_files.land(conn, run.run_key, run_id, partial, path, row,
+                                                                      quota))
     finally:
         partial.unlink(missing_ok=True)
-    info = ArtifactInfo(name=name, size=size, sha256=digest.hexdigest(), created_at=time.time(),
-                        url=_url(run_id, name))
-    await n.store.call(lambda conn: sql.put_artifact(conn, run.run_key, info.name, info.size, info.sha256,
-                                                     info.created_at))
+    if refused is not None:
+        raise HTTPException(refused.status, refused.reason)
     return json_response(info, status_code=201)
+
+
+def _over(n: Nissa, limit: int) -> str:
+    if limit < n.settings.max_artifact_bytes:
+        return f"artifact over the {limit} bytes left of this run's quota"
+    return f"artifact over {limit} bytes"
 
 
 @router.get("/runs/{run_id}/artifacts", summary="A run's artifacts", dependencies=[Depends(require_read)],

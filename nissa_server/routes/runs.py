@@ -11,11 +11,11 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from leyline import CommandRecord, Event, EventKind, RunStatus
 from leyline.events import MAX_INT
 from nissa_server import retention
-from nissa_server.auth import require_read, require_write
+from nissa_server.auth import require_destructive, require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.schemas import DeletedRun, RunInfo
-from nissa_server.store import queries, runs_page
+from nissa_server.store import pages, queries, runs_page
 from nissa_server.store.runs_page import RunSummary
 
 router = APIRouter(tags=["runs"])
@@ -88,9 +88,11 @@ async def get_run(request: Request, run_id: str) -> Response:
 
 
 @router.delete("/runs/{run_id}", summary="Delete a run that is not live: its events, commands and artifacts",
-               response_class=Response, dependencies=[Depends(require_write)],
+               response_class=Response, dependencies=[Depends(require_destructive)],
                responses={200: ok(ref(DeletedRun), EXAMPLES["deleted"], "Deleted"), **NOT_FOUND,
                           401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
+                          403: error("The server has no token and was not started --open",
+                                     "this server has no token, so it does not delete: …"),
                           409: error("The run is live", "run 'r-x' is live: stop its trainer first, or wait "
                                                         "until it is lost")})
 async def delete_run(request: Request, run_id: str) -> Response:
@@ -126,7 +128,10 @@ def _kinds(kind: str | None) -> list[str] | None:
             description="Page through a run with the (seq, rank) of the last event received: `after_seq=S"
                         "&after_rank=R` returns the events after it, so a run with several ranks (the "
                         "server's own events are rank -1) is read whole, each event once. `after_seq` alone "
-                        "skips every event with seq S: enough when only one rank is read (`rank=`).",
+                        "skips every event with seq S: enough when only one rank is read (`rank=`). A page "
+                        "holds at most `limit` events and 8 MiB of them (always one, if there is one); a page "
+                        "that stopped there has a `Link: <…>; rel=\"next\"` header with the next page's URL. "
+                        "Read on until a page is empty (or has no `Link`).",
             response_class=Response,
             responses={200: ok({"type": "array", "items": ref(Event)}, EXAMPLES["events"][:3]),
                        **NOT_FOUND, **UNAUTHORIZED})
@@ -146,9 +151,14 @@ async def list_events(
 ) -> Response:
     n = nissa(request)
     run = await run_or_404(n, run_id)
-    bodies = await n.store.read(queries.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank)
+    page = await n.store.read(pages.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank,
+                              n.settings.max_page_bytes)
+    headers = {}
+    if page.cut and page.last is not None:  # where the next page starts, the other parameters as they were
+        query = dict(request.query_params, after_seq=str(page.last[0]), after_rank=str(page.last[1]))
+        headers["Link"] = f'<{request.url.path}?{urlencode(query)}>; rel="next"'
     # Stored bodies are already validated JSON envelopes: join them, no re-encoding.
-    return Response(b"[" + b",".join(bodies) + b"]", media_type="application/json")
+    return Response(b"[" + b",".join(page.bodies) + b"]", media_type="application/json", headers=headers)
 
 
 @router.get("/runs/{run_id}/commands", summary="Every command sent to a run, oldest first",

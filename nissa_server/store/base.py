@@ -330,6 +330,11 @@ class Store(abc.ABC):
         """Run a query on a worker thread's read connection; the event loop never waits on the database."""
         return await asyncio.to_thread(self.read_sync, fn, *args)
 
+    async def committed_upto(self) -> int:
+        """Highest event id such that every id up to it is committed, as of now (at least
+        ``published_upto``; more where events are published some time after their commit)."""
+        return self.published_upto
+
     async def find_run(self, run_id: str) -> RunState | None:
         """The run ``run_id`` (from the cache, or the database: another server may have created it)."""
         run = self.registry.get(run_id)

@@ -12,6 +12,9 @@ from nissa_server.store.blocks import Block, Row, pack
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
 
+DELETED_RUNS_SCHEMA = "CREATE TABLE deleted_runs (run_id TEXT PRIMARY KEY, deleted_at {real} NOT NULL)"
+"""Ids of deleted runs: their trainers' streams are refused for good, and nobody can claim the ids again."""
+
 DELETE_CHUNK = 5000
 """Events deleted (and blocks read) per transaction when thinning: each transaction stays short, so ingest
 barely waits."""
@@ -34,8 +37,15 @@ def run_status(conn: Conn, run_key: int) -> RunStatus | None:
     return None if row is None else RunStatus(row[0])
 
 
-def delete_run(conn: Conn, run_key: int) -> Removed | RunStatus | None:
-    """Delete every row of a run that is not live; its status if it is live, None if it is gone."""
+def deleted_at(conn: Conn, run_id: str) -> float | None:
+    """When the run ``run_id`` was deleted; None if it never was."""
+    row = conn.execute("SELECT deleted_at FROM deleted_runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else float(row[0])
+
+
+def delete_run(conn: Conn, run_key: int, now: float) -> Removed | RunStatus | None:
+    """Delete every row of a run that is not live, and remember its id; its status if it is live, None if
+    it is gone."""
     status = run_status(conn, run_key)
     if status is None or status.running:
         return status
@@ -47,6 +57,9 @@ def delete_run(conn: Conn, run_key: int) -> Removed | RunStatus | None:
     conn.execute("DELETE FROM event_blocks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM rare_events WHERE run_key = ?", (run_key,))
     series_sql.delete_run(conn, run_key)
+    run_id = conn.execute("SELECT run_id FROM runs WHERE run_key = ?", (run_key,)).fetchone()[0]
+    conn.execute("INSERT INTO deleted_runs (run_id, deleted_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING",
+                 (run_id, now))
     commands = conn.execute("DELETE FROM commands WHERE run_key = ?", (run_key,)).rowcount
     for table in ("artifacts", "kind_counts", "streams", "ranks", "command_ranks", "runs"):
         conn.execute(f"DELETE FROM {table} WHERE run_key = ?", (run_key,))

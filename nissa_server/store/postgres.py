@@ -274,10 +274,20 @@ class PostgresStore(Store):
 
     # --- reading ---------------------------------------------------------------------------------
 
+    async def committed_upto(self) -> int:
+        # Acks follow the commit, publication follows its notification: a client that was acked may ask
+        # before this server has published. The counter as committed is where commits are (read without
+        # the writers' row lock, which only a transaction taking ids needs).
+        return max(self.published_upto, await self.read(_committed_ids))
+
     def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None, "store not open"
         with self._pool.connection() as raw:
             return fn(PgConn(raw), *args)
+
+
+def _committed_ids(conn: Conn) -> int:
+    return int(conn.execute("SELECT value FROM counters WHERE name = 'event_id'").fetchone()[0])
 
 
 def _group(rows: list[tuple]) -> list[Committed]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import psycopg
 
 from nissa_server.store.blocks import regroup
+from nissa_server.store.history import DELETED_RUNS_SCHEMA
 from nissa_server.store.model import UnusableDatabase
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.series_sql import schema_sql
@@ -149,8 +150,13 @@ def _v4(conn: psycopg.Connection) -> None:
     conn.execute("DROP TABLE events")
 
 
+def _v5(conn: psycopg.Connection) -> None:
+    # As SQLite's v8: deleted runs are remembered.
+    conn.execute(DELETED_RUNS_SCHEMA.format(real="DOUBLE PRECISION"))  # type: ignore[arg-type]
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import islice, takewhile
+from itertools import takewhile
 
 import msgspec
 
@@ -24,7 +24,19 @@ _request = msgspec.json.Decoder(dict[str, Scalar])
 
 MAX_RANK = 65535
 BLOCK_PAGE = 64
-"""Blocks read per query when walking a stream or an id range."""
+"""Blocks read per query when walking a stream or an id range, at most."""
+FETCH_BYTES = 8 * 1024 * 1024
+"""Bytes of blocks one such query aims to read at most: a block is up to a frame (4 MiB), so the first
+query reads a few, and the next ones as many as the largest block seen so far says fit."""
+FIRST_FETCH = 4
+REPLAY_BYTES = 8 * 1024 * 1024
+"""Bytes of events in one page of a watcher's replay at most (beyond its first block)."""
+
+
+def _next_fetch(rows: list[tuple], body: int) -> int:
+    """Blocks to ask for next, given the rows just read (``body``: the index of their body column)."""
+    largest = max((len(row[body]) for row in rows), default=1)
+    return max(1, min(BLOCK_PAGE, FETCH_BYTES // max(1, largest)))
 
 _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
                 " last_epoch, config, finish, hub_health, world_size, status_detail")
@@ -83,64 +95,24 @@ def count_runs(conn: Conn) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
 
-def events_page(conn: Conn, run_key: int, after_seq: int, limit: int,
-                kinds: list[str] | None = None, rank: int | None = None,
-                after_rank: int | None = None) -> list[bytes]:
-    """Stored events after the cursor in (seq, rank) order, at most ``limit``.
-
-    The cursor is (``after_seq``, ``after_rank``): the events after it have a larger seq, or the same
-    seq and a larger rank. Without ``after_rank`` every event with seq ``after_seq`` is behind it.
-    """
-    if not kinds or not set(kinds) <= INDEXED_KIND_SET:
-        ranks = [rank] if rank is not None else [r for (r,) in conn.execute(
-            "SELECT rank FROM streams WHERE run_key = ?", (run_key,)).fetchall()]
-        return _merge_ranks(conn, run_key, ranks, after_seq, after_rank, limit, kinds)
-    # Rare kinds only: their own table has them by (run_key, kind, seq, rank).
-    where, args = ["run_key = ?", "(seq > ? OR (seq = ? AND rank > ?))",
-                   f"kind IN ({','.join('?' * len(kinds))})"], [run_key, after_seq, after_seq,
-                                                               _rank_floor(after_rank), *kinds]
-    if rank is not None:
-        where.append("rank = ?")
-        args.append(rank)
-    sql = f"SELECT body FROM rare_events WHERE {' AND '.join(where)} ORDER BY seq, rank LIMIT ?"
-    return [bytes(body) for (body,) in conn.execute(sql, (*args, limit))]
-
-
-def _rank_floor(after_rank: int | None) -> int:
-    return MAX_RANK if after_rank is None else after_rank
-
-
-def _merge_ranks(conn: Conn, run_key: int, ranks: list[int], after_seq: int, after_rank: int | None,
-                 limit: int, kinds: list[str] | None) -> list[bytes]:
-    # Each rank's events in seq order, merged here: the database would otherwise sort the whole run for
-    # every page. A kind filter reads on until the page is full.
-    rows: list[tuple[int, int, bytes]] = []
-    floor = _rank_floor(after_rank)
-    wanted = frozenset(kinds) if kinds else None
-    for rank in ranks:
-        first = after_seq + 1 if rank <= floor else after_seq  # this rank's events at after_seq are ahead
-        rows += [(seq, rank, body) for seq, body in islice(_stream_events(conn, run_key, rank, first, wanted), limit)]
-    rows.sort(key=lambda row: (row[0], row[1]))
-    return [body for _, _, body in rows[:limit]]
-
-
 def _stream_blocks(conn: Conn, run_key: int, rank: int, first_seq: int) -> Iterator[Block]:
     """A stream's blocks in seq order, from the one that holds ``first_seq`` (blocks of a stream never
     overlap: it is the last to start at or below it, if that one reaches it)."""
     row = conn.execute("SELECT seq FROM event_blocks WHERE run_key = ? AND rank = ? AND seq <= ? ORDER BY seq DESC"
                        " LIMIT 1", (run_key, rank, first_seq)).fetchone()
     start = row[0] if row else first_seq
+    fetch = FIRST_FETCH
     while True:
         rows = conn.execute("SELECT id, seq, n, body FROM event_blocks WHERE run_key = ? AND rank = ? AND seq >= ?"
-                            " ORDER BY seq LIMIT ?", (run_key, rank, start, BLOCK_PAGE)).fetchall()
+                            " ORDER BY seq LIMIT ?", (run_key, rank, start, fetch)).fetchall()
         for columns in rows:
             yield from_row(columns)
-        if len(rows) < BLOCK_PAGE:
+        if len(rows) < fetch:
             return
-        start = rows[-1][1] + 1
+        start, fetch = rows[-1][1] + 1, _next_fetch(rows, 3)
 
 
-def _stream_events(conn: Conn, run_key: int, rank: int, first_seq: int,
+def stream_events(conn: Conn, run_key: int, rank: int, first_seq: int,
                    kinds: frozenset[str] | None) -> Iterator[tuple[int, bytes]]:
     """(seq, body) of a stream's events from ``first_seq`` on, of ``kinds`` (None: all), in seq order."""
     for block in _stream_blocks(conn, run_key, rank, first_seq):
@@ -155,13 +127,14 @@ def _stream_events(conn: Conn, run_key: int, rank: int, first_seq: int,
 
 def bodies(conn: Conn, run_key: int, rank: int, first: int, last: int) -> list[tuple[int, bytes]]:
     """(seq, stored body) of one stream's events with ``first <= seq <= last``."""
-    return list(takewhile(lambda item: item[0] <= last, _stream_events(conn, run_key, rank, first, None)))
+    return list(takewhile(lambda item: item[0] <= last, stream_events(conn, run_key, rank, first, None)))
 
 
 def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, limit: int,
                 kinds: list[str] | None = None, min_severity: int = 0, rank: int | None = None) -> list[Block]:
     """Stored events with ``after_id < id <= upto_id`` in id order, in blocks: a watcher's replay (of one
-    rank, or all). They hold ``limit`` events or more (whole blocks) unless the range has fewer."""
+    rank, or all). They hold ``limit`` events or more (whole blocks), or ``REPLAY_BYTES`` or more, unless
+    the range has fewer."""
     if kinds and set(kinds) <= INDEXED_KIND_SET:
         stream, args = _stream_filter(run_key, rank)
         where = f"{stream}id > ? AND id <= ? AND kind IN ({','.join('?' * len(kinds))}) AND severity >= ?"
@@ -170,19 +143,20 @@ def replay_page(conn: Conn, run_key: int | None, after_id: int, upto_id: int, li
             (*args, after_id, upto_id, *kinds, min_severity, limit))]
     wanted = frozenset(kinds) if kinds else None
     out: list[Block] = []
-    count = 0
+    count = size = 0
     for block in _id_blocks(conn, run_key, after_id, upto_id, rank):
         part = block.after(after_id)
         if part is None:
             continue
         if wanted is not None or min_severity > 0:
-            out += [Block(part.first_id + i, seq, 1, body) for i, (seq, kind, severity, body) in enumerate(part.rows())
+            kept = [Block(part.first_id + i, seq, 1, body) for i, (seq, kind, severity, body) in enumerate(part.rows())
                     if severity >= min_severity and (wanted is None or kind in wanted)]
-            count = len(out)
         else:
-            out.append(part)
-            count += part.n
-        if count >= limit:
+            kept = [part]
+        out += kept
+        count += sum(b.n for b in kept)
+        size += sum(len(b.body) for b in kept)
+        if count >= limit or size >= REPLAY_BYTES:
             break
     return out
 
@@ -200,14 +174,15 @@ def _id_blocks(conn: Conn, run_key: int | None, after_id: int, upto_id: int,
     run, args = _stream_filter(run_key, rank)
     row = conn.execute(f"SELECT MAX(id) FROM event_blocks WHERE {run}id <= ?", (*args, after_id + 1)).fetchone()
     start = row[0] if row and row[0] is not None else after_id + 1
+    fetch = FIRST_FETCH
     while True:
         rows = conn.execute(f"SELECT id, seq, n, body FROM event_blocks WHERE {run}id >= ? AND id <= ? ORDER BY id"
-                            " LIMIT ?", (*args, start, upto_id, BLOCK_PAGE)).fetchall()
+                            " LIMIT ?", (*args, start, upto_id, fetch)).fetchall()
         for columns in rows:
             yield from_row(columns)
-        if len(rows) < BLOCK_PAGE:
+        if len(rows) < fetch:
             return
-        start = rows[-1][0] + 1
+        start, fetch = rows[-1][0] + 1, _next_fetch(rows, 3)
 
 
 def seq_to_id(conn: Conn, run_key: int, seq: int, rank: int = 0) -> int:

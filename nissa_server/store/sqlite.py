@@ -33,7 +33,7 @@ class SqliteStore(Store):
         self._exclusive = exclusive
         """Hold ``<db>.lock`` while open: the server does; maintenance beside a running server does not."""
         self._conn: schema.SqliteConn | None = None
-        self._lock: int | None = None
+        self._lock: schema.FileLock | None = None
         self._next_id = 1
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []

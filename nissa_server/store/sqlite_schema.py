@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import pathlib
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from nissa_server.store.blocks import regroup
+from nissa_server.store.history import DELETED_RUNS_SCHEMA
 from nissa_server.store.model import UnusableDatabase
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL, insert_rare
@@ -183,8 +186,13 @@ def _v7(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE events")
 
 
+def _v8(conn: sqlite3.Connection) -> None:
+    # Deleted runs are remembered: their streams are refused, their ids never claimed again.
+    conn.execute(DELETED_RUNS_SCHEMA.format(real="REAL"))
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -201,11 +209,27 @@ PAGE_BYTES = 16384
 WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024
 
 
-def lock(path: pathlib.Path) -> int:
-    """Hold ``<db>.lock`` (an OS lock, released when the process ends however it ends): two servers on
-    one file would each allocate run keys and event ids in memory and file one run's events under
-    another's. Returns the descriptor to pass to ``unlock``."""
-    lock_path = path.with_name(path.name + ".lock")
+_HELD: set[tuple[int, int]] = set()
+"""(device, inode) of the database files this process holds: a second store here is refused before it
+opens the file, since closing any descriptor of a file drops every POSIX lock SQLite holds on it."""
+
+
+@dataclass
+class FileLock:
+    """The locks of one server on one database file (see ``lock``)."""
+
+    lock_fd: int
+    db_fd: int
+    inode: tuple[int, int]
+
+
+def lock(path: pathlib.Path) -> FileLock:
+    """Hold the database file itself (an OS lock, released when the process ends however it ends): two
+    servers on one file would each allocate run keys and event ids in memory and file one run's events
+    under another's. A symlink or a hard link names the same file, so the lock is on the file (its inode),
+    beside ``<resolved path>.lock``, which says which process holds it."""
+    real = path.resolve()
+    lock_path = real.with_name(real.name + ".lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as err:
@@ -218,11 +242,40 @@ def lock(path: pathlib.Path) -> int:
         raise UnusableDatabase(f"{path} is in use by another nissa-server (pid {holder}, lock {lock_path})") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    try:
+        return FileLock(fd, *_lock_file(path, real))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
-def unlock(fd: int) -> None:
-    os.close(fd)  # closing the last descriptor of the open file releases the flock
+def _lock_file(path: pathlib.Path, real: pathlib.Path) -> tuple[int, tuple[int, int]]:
+    with contextlib.suppress(FileNotFoundError):
+        st = os.stat(real)
+        if (st.st_dev, st.st_ino) in _HELD:
+            raise UnusableDatabase(f"{path} is in use by another nissa-server (pid {os.getpid()}, the same file "
+                                   f"under another name)")
+    try:
+        db_fd = os.open(real, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise UnusableDatabase(f"cannot open {path}: {err.strerror}") from None
+    try:
+        fcntl.flock(db_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # flock, not fcntl: SQLite's own locks are fcntl's
+    except BlockingIOError:
+        os.close(db_fd)
+        raise UnusableDatabase(f"{path} is in use by another nissa-server (the same file under another name: "
+                               f"a link)") from None
+    st = os.fstat(db_fd)
+    inode = (st.st_dev, st.st_ino)
+    _HELD.add(inode)
+    return db_fd, inode
+
+
+def unlock(held: FileLock) -> None:
+    """Release ``lock``'s locks; after the store's connections are closed."""
+    _HELD.discard(held.inode)
+    os.close(held.db_fd)
+    os.close(held.lock_fd)  # closing the last descriptor of the open file releases the flock
 
 
 def connect_writer(path: pathlib.Path) -> SqliteConn:

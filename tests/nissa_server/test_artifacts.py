@@ -1,18 +1,23 @@
-"""Artifacts: upload, list, download, and names that must not escape the artifact directory."""
+"""Artifacts: upload, list, download, and names that must not escape the artifact directory; only the
+run's own trainer uploads, within a quota per run; an upload racing the run's deletion leaves nothing."""
 
+import asyncio
 import hashlib
 import socket
 
 import httpx
 import pytest
 
-from tests.support import events_for, ingest_events, running_server
+from leyline.frames import STREAM_SECRET_HEADER
+from tests.support import SECRET, events_for, ingest_events, running_server
+
+OWNER = {STREAM_SECRET_HEADER: SECRET}
 
 
 @pytest.fixture
 async def http(server_url):
     await ingest_events(server_url, events_for("art", 1))
-    async with httpx.AsyncClient(base_url=server_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=server_url, timeout=30, headers=OWNER) as client:
         yield client
 
 
@@ -69,7 +74,7 @@ async def test_unknown_run_and_missing_artifact(http):
 async def test_size_limit(tmp_path):
     with running_server(tmp_path, max_artifact_bytes=1000) as url:
         await ingest_events(url, events_for("big", 1))
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=OWNER) as http:
             assert (await http.put("/runs/big/artifacts/a.bin", content=b"x" * 1001)).status_code == 413
 
             async def chunks():
@@ -79,3 +84,47 @@ async def test_size_limit(tmp_path):
             assert (await http.put("/runs/big/artifacts/b.bin", content=chunks())).status_code == 413
             assert (await http.get("/runs/big/artifacts")).json() == []
         assert not [p for p in url.settings.artifacts_root.rglob("*") if p.is_file()]
+
+
+async def test_only_the_runs_own_trainer_uploads(server_url):
+    await ingest_events(server_url, events_for("victim", 1))
+    async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
+        assert (await http.put("/runs/victim/artifacts/t.json", content=b"mine", headers=OWNER)).status_code == 201
+        for headers in ({}, {STREAM_SECRET_HEADER: "another-secret-" + "1" * 30}, {STREAM_SECRET_HEADER: "short"}):
+            resp = await http.put("/runs/victim/artifacts/t.json", content=b"forged", headers=headers)
+            assert resp.status_code == 403 and "secret" in resp.json()["detail"], headers
+        assert (await http.get("/runs/victim/artifacts/t.json")).content == b"mine"
+
+
+async def test_a_run_holds_artifacts_up_to_its_quota(tmp_path):
+    with running_server(tmp_path, max_run_artifacts=3, max_run_artifact_bytes=1000) as url:
+        await ingest_events(url, events_for("q", 1))
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=OWNER) as http:
+            for name in ("a", "b", "c"):
+                assert (await http.put(f"/runs/q/artifacts/{name}", content=b"x" * 300)).status_code == 201
+            full = await http.put("/runs/q/artifacts/d", content=b"x")
+            assert full.status_code == 413 and "3 artifacts" in full.json()["detail"]
+            assert (await http.put("/runs/q/artifacts/c", content=b"x" * 400)).status_code == 201  # replaced
+            over = await http.put("/runs/q/artifacts/c", content=b"x" * 401)
+            assert over.status_code == 413 and "quota" in over.json()["detail"]
+            assert sum(a["size"] for a in (await http.get("/runs/q/artifacts")).json()) == 1000
+
+
+async def test_an_upload_racing_the_runs_deletion_leaves_no_row_and_no_file(tmp_path):
+    token = {"Authorization": "Bearer race-token"}
+    with running_server(tmp_path, token="race-token", lost_after_s=0.2, maintenance_interval_s=0.05) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers={**OWNER, **token}) as http:
+            for attempt in range(8):
+                run_id = f"race{attempt}"
+                await ingest_events(url, events_for(run_id, 1), token="race-token")
+                while (await http.get(f"/runs/{run_id}")).json()["status"] != "lost":
+                    await asyncio.sleep(0.05)
+                uploads = [http.put(f"/runs/{run_id}/artifacts/t{i}.json", content=b"x" * 100_000) for i in range(4)]
+                *puts, deleted = await asyncio.gather(*uploads, http.delete(f"/runs/{run_id}"))
+                assert deleted.status_code == 200
+                assert {p.status_code for p in puts} <= {201, 404}, [p.text for p in puts]
+        root = url.settings.artifacts_root
+        assert not [p for p in root.rglob("*") if p.is_file()]
+    with running_server(tmp_path, token="race-token") as url:  # and no row: nothing left for any run
+        assert url.app.state.nissa.store.read_sync(lambda conn: conn.execute(
+            "SELECT COUNT(*) FROM artifacts").fetchone()[0]) == 0

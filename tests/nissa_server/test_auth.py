@@ -4,11 +4,12 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from leyline.frames import CLOSE_UNAUTHORIZED
-from tests.support import IngestClient, close_of, collect_watch, events_for, running_server, ws_url
+from leyline.frames import CLOSE_UNAUTHORIZED, STREAM_SECRET_HEADER
+from tests.support import SECRET, IngestClient, close_of, collect_watch, events_for, running_server, ws_url
 
 TOKEN = "s3cret-token"
 GOOD = {"Authorization": f"Bearer {TOKEN}"}
+OWNER = {STREAM_SECRET_HEADER: SECRET}
 BAD_HEADERS = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": "Basic abc"}]
 READS = ["/runs", "/runs/sec", "/runs/sec/events", "/runs/sec/commands", "/runs/sec/artifacts", "/metrics"]
 
@@ -37,9 +38,10 @@ async def test_matrix(secured):
             for headers in BAD_HEADERS:
                 resp = await http.post("/escalate", json=body, headers=headers)
                 assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
-                assert (await http.put("/runs/sec/artifacts/a.txt", content=b"x", headers=headers)).status_code == 401
+                assert (await http.put("/runs/sec/artifacts/a.txt", content=b"x",
+                                       headers={**headers, **OWNER})).status_code == 401
             assert (await http.post("/escalate", json=body, headers=GOOD)).status_code == 202
-            assert (await http.put("/runs/sec/artifacts/a.txt", content=b"x", headers=GOOD)).status_code == 201
+            assert (await http.put("/runs/sec/artifacts/a.txt", content=b"x", headers={**GOOD, **OWNER})).status_code == 201
             for path in READS + ["/runs/sec/artifacts/a.txt"]:
                 assert (await http.get(path, headers=GOOD)).status_code == 200, path
                 assert (await http.get(path)).status_code == (401 if read_auth else 200), path
@@ -55,3 +57,14 @@ async def test_without_a_token_everything_is_open(server_url):
     async with IngestClient(server_url, "open") as client:
         await client.send(events_for("open", 1))
         assert await client.wait_ack(1) == 1
+
+
+async def test_without_a_token_deleting_needs_the_server_open_on_purpose(tmp_path):
+    with running_server(tmp_path) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            refused = await http.delete("/runs/any")
+            assert refused.status_code == 403 and "--token" in refused.json()["detail"]
+            assert "--open" in refused.json()["detail"]
+    with running_server(tmp_path, open=True) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            assert (await http.delete("/runs/any")).status_code == 404  # past the check: no such run

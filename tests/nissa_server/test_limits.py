@@ -175,3 +175,23 @@ async def test_a_silent_ingest_connection_is_closed(tmp_path):
 def test_invalid_limits(change):
     with pytest.raises(ValueError, match=next(iter(change))):
         ConnectionLimits(**change)
+
+
+async def test_websockets_that_never_say_hello_cannot_hold_the_slots(tmp_path):
+    with running_server(tmp_path, limits=ConnectionLimits(max_connections=20)) as url:
+        silent = [await connect(ws_url(url, "/ws/ingest")) for _ in range(20)]
+        try:
+            for _ in range(3):
+                assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+            async with IngestClient(url, "newcomer") as trainer:  # a trainer gets in, and keeps its slot
+                await trainer.send(events_for("newcomer", 2))
+                assert await trainer.wait_ack(2) == 2
+                for _ in range(25):
+                    assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+                await trainer.send(events_for("newcomer", 3)[2:])
+                assert await trainer.wait_ack(3) == 3
+        finally:
+            for ws in silent:
+                await ws.close()
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    assert 'nissa_connections_refused_total{reason="displaced"}' in metrics

@@ -3,10 +3,10 @@
 import httpx
 import pytest
 
-from leyline import EventKind, HubHealth, make_event
+from leyline import EventKind, HubHealth, RunStarted, make_event
 from websockets.asyncio.client import connect
 
-from tests.support import IngestClient, close_of, events_for, ingest_events, ws_url
+from tests.support import IngestClient, close_of, events_for, ingest_events, running_server, ws_url
 
 MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED)
 
@@ -126,3 +126,49 @@ async def test_openapi_documents_every_endpoint_with_examples(http):
             media = next(iter(content.values()))
             assert "example" in media or "examples" in media or "format" in media.get("schema", {}), (path, method)
     assert "payload" in doc["components"]["schemas"]["Event"]["properties"]
+
+
+MAX_INT = 2**63 - 1
+
+
+async def test_every_cursor_the_schema_accepts_is_answered(server_url, http):
+    # The largest seq plus one overflowed the database's integer: a 500 instead of an empty page.
+    await ingest_events(server_url, events_for("edge", 4, kinds=(EventKind.HEARTBEAT, EventKind.ANOMALY_DETECTED)))
+    await ingest_events(server_url, events_for("edge", 2, rank=1))
+    for after_seq in (0, 3, MAX_INT):
+        for after_rank in (None, -1, 65535):
+            for kind in (None, "anomaly_detected", "heartbeat"):
+                for rank in (None, -1, 65535):
+                    params = {"after_seq": after_seq, "limit": 10000, **({"kind": kind} if kind else {}),
+                              **({"after_rank": after_rank} if after_rank is not None else {}),
+                              **({"rank": rank} if rank is not None else {})}
+                    resp = await http.get("/runs/edge/events", params=params)
+                    assert resp.status_code == 200, (params, resp.text)
+                    assert after_seq < MAX_INT or resp.json() == []
+
+
+async def test_a_page_is_bounded_by_bytes_and_links_to_the_next(tmp_path):
+    big = [make_event(RunStarted(name="big", config={"blob": "x" * 20_000}), run_id="big", seq=seq, ts=1.7e9)
+           for seq in range(1, 13)]
+    with running_server(tmp_path, max_page_bytes=64 * 1024) as url:
+        await ingest_events(url, big, batch=3)
+        await ingest_events(url, events_for("big", 3, rank=1))
+        async with httpx.AsyncClient(timeout=30) as http:
+            got, pages, link = [], 0, f"{url}/runs/big/events?limit=1000"
+            while link:
+                resp = await http.get(link)
+                assert resp.status_code == 200 and len(resp.content) <= 64 * 1024 + 2
+                got += [(e["seq"], e["rank"]) for e in resp.json()]
+                pages += 1
+                link = f"{url}{resp.links['next']['url']}" if "next" in resp.links else ""
+                assert not link or "limit=1000" in link
+            one = (await http.get(f"{url}/runs/big/events", params={"limit": 1, "after_seq": 12})).json()
+    assert got == sorted([(s, 0) for s in range(1, 13)] + [(s, 1) for s in range(1, 4)])
+    assert pages >= 4 and len(one) == 0
+
+
+async def test_405_names_every_method_of_the_path(http):
+    for method, path, allowed in (("POST", "/runs/x", "DELETE, GET"), ("DELETE", "/runs/x/artifacts/a.json", "GET, PUT"),
+                                  ("PUT", "/healthz", "GET"), ("POST", "/openapi.json", "GET, HEAD")):
+        resp = await http.request(method, path)
+        assert resp.status_code == 405 and resp.headers["allow"] == allowed, (method, path, resp.headers)

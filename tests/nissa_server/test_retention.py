@@ -8,9 +8,12 @@ import asyncio
 import httpx
 import pytest
 
-from leyline import EventKind, RunFinished, make_event
+from websockets.asyncio.client import connect
+
+from leyline import EventKind, RunFinished, encode, make_event
+from leyline.frames import CLOSE_DELETED, STREAM_SECRET_HEADER, Hello
 from nissa_server import cli
-from tests.support import IngestClient, events_for, ingest_events, running_server, wait_status
+from tests.support import SECRET, IngestClient, close_of, events_for, ingest_events, running_server, wait_status, ws_url
 
 TOKEN = "retention-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -35,7 +38,8 @@ async def test_delete_a_run_its_events_commands_and_artifacts(tmp_path):
         await ingest_events(url, _finished("old", 20), token=TOKEN)
         await ingest_events(url, events_for("kept", 5), token=TOKEN)
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            put = await http.put("/runs/old/artifacts/trace.json", content=b"t" * 1000, headers=AUTH)
+            put = await http.put("/runs/old/artifacts/trace.json", content=b"t" * 1000,
+                                 headers={**AUTH, STREAM_SECRET_HEADER: SECRET})
             assert put.status_code == 201
             listed = {r["run_id"]: r["stored_bytes"] for r in (await http.get("/runs")).json()}
             assert listed["old"] > 1000 and listed["kept"] > 0
@@ -46,12 +50,18 @@ async def test_delete_a_run_its_events_commands_and_artifacts(tmp_path):
             deleted = (await http.delete("/runs/old", headers=AUTH)).json()
             assert deleted == {"run_id": "old", "events": 21, "commands": 0, "artifacts": 1,
                                "stored_bytes": listed["old"]}
-            assert (await http.get("/runs/old")).status_code == 404
+            assert httpx.get(f"{url}/runs/old", timeout=30).status_code == 404
             assert (await http.get("/runs/old/artifacts/trace.json")).status_code == 404
             assert [r["run_id"] for r in (await http.get("/runs")).json()] == ["kept"]
             assert not any((url.settings.artifacts_root).glob("*/trace.json"))
-        async with IngestClient(url, "old", token=TOKEN) as again:  # the id is free again: a new run
-            assert again.welcome.last_seq == 0
+        # The run stays deleted: its trainer (or an upload of its log) is refused for good, and nobody else
+        # may claim its id.
+        for secret, upload in ((SECRET, False), (SECRET, True), ("someone-else-" + "2" * 30, False)):
+            async with connect(ws_url(url, "/ws/ingest"), additional_headers=AUTH) as ws:
+                await ws.send(encode(Hello(run_id="old", secret=secret, upload=upload)).decode())
+                code, reason = await close_of(ws)
+            assert code == CLOSE_DELETED and "deleted" in reason and "new run" in reason
+        assert httpx.get(f"{url}/runs/old", timeout=30).status_code == 404
 
 
 async def test_stored_bytes_count_the_events_as_stored(server_url):
@@ -100,16 +110,26 @@ def test_prune_thins_old_runs_and_leaves_live_ones_beside_a_running_server(tmp_p
 
 
 def test_prune_refuses_bad_flags_in_one_line(tmp_path, capsys):
-    for args, flag in ((["--older-than", "soon"], "--older-than"),
+    for args, flag in ((["--older-than", "soon"], "--older-than"), (["--older-than", "-1d"], "--older-than"),
                        (["--older-than", "1d", "--keep-kinds", "weather"], "--keep-kinds")):
         with pytest.raises(SystemExit) as exit_:
             cli.main(["prune", "--db", str(tmp_path / "n.db"), *args])
         err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert exit_.value.code == 2 and err.startswith(f"nissa-server prune: error: {flag}: ")
+        assert exit_.value.code == 2 and err.startswith(f"nissa-server prune: error: {flag}: "), err
+        assert flag != "--older-than" or "a positive number and a unit" in err
+
+
+@pytest.mark.single_backend
+def test_prune_of_a_missing_file_creates_nothing(tmp_path, capsys):
+    for db in (tmp_path / "typo.db", tmp_path / "no-such-dir" / "n.db"):
+        assert cli.main(["prune", "--older-than", "1d", "--db", str(db)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"nissa-server prune: error: --db: no database at {db}"
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_a_lost_run_can_be_deleted_once_its_trainer_is_gone(tmp_path):
-    with running_server(tmp_path, lost_after_s=0.2, maintenance_interval_s=0.05) as url:
+    with running_server(tmp_path, lost_after_s=0.2, maintenance_interval_s=0.05, open=True) as url:
         async with IngestClient(url, "left") as trainer:
             await trainer.send(events_for("left", 3))
             await trainer.wait_ack(3)

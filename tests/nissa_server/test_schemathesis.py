@@ -5,7 +5,6 @@ import asyncio
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi import checks
 
 from tests.support import events_for, ingest_events, running_server
 
@@ -25,9 +24,7 @@ schema = schemathesis.pytest.from_fixture("api")
 
 def _check(case, headers):
     case.headers = {**(case.headers or {}), **headers}
-    # Starlette answers 405 with the Allow header of the first route on a path, so a path served by two
-    # routes (PUT and GET of an artifact) lists one method; that is a framework limit, not ours.
-    case.call_and_validate(excluded_checks=[checks.unsupported_method, checks.allow_header_conformance])
+    case.call_and_validate()
 
 
 @schema.parametrize()

@@ -25,6 +25,8 @@ def test_other_addresses_need_a_token(tmp_path, host):
     ({"token": "two words"}, "ASCII"), ({"read_auth": True}, "read_auth"),
     ({"lost_after_s": 0}, "lost_after_s"), ({"max_open_commands": 0}, "max_open_commands"),
     ({"max_frame_bytes": 0}, "max_frame_bytes"), ({"watcher_max_pending_bytes": 0}, "watcher_max_pending_bytes"),
+    ({"open": True, "token": "t"}, "--open"), ({"max_page_bytes": 0}, "max_page_bytes"),
+    ({"max_run_artifacts": 0}, "max_run_artifacts"),
 ])
 def test_invalid_values(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):

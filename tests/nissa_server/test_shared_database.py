@@ -111,7 +111,7 @@ async def test_a_trainer_moving_to_another_server_closes_its_old_connection(tmp_
 async def test_a_run_deleted_on_one_server_is_forgotten_by_the_others(tmp_path):
     url = database_for(tmp_path)["db_url"]
     with running_server(tmp_path / "a", db_url=url, lost_after_s=0.2, maintenance_interval_s=0.05) as a, \
-            running_server(tmp_path / "b", db_url=url) as b:
+            running_server(tmp_path / "b", db_url=url, open=True) as b:
         async with IngestClient(a, "brief") as trainer:
             await trainer.send(events_for("brief", 3))
             await trainer.wait_ack(3)

@@ -4,6 +4,8 @@ readers that do not block the writer) and the PostgreSQL schema (migrations, one
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import httpx
@@ -14,7 +16,7 @@ from nissa_server.settings import Settings
 from nissa_server.store import UnusableDatabase, create_store
 from nissa_server.store import postgres_schema
 from nissa_server.store import sqlite_schema as db
-from nissa_server.store import queries
+from nissa_server.store import pages, queries
 from nissa_server.store.postgres import PgConn
 from nissa_server.store.sqlite import SqliteStore
 from tests.support import events_for, ingest_events, running_server
@@ -213,9 +215,9 @@ _ONE_BY_ONE = [(i, 1, 0, seq, kind, 2 if kind == "anomaly_detected" else 0,
 def _old_events_read_back_the_same(conn) -> None:
     assert conn.execute("SELECT id, run_key, seq, n FROM event_blocks ORDER BY id").fetchall() == [
         (1, 1, 1, 5), (6, 1, 7, 2), (8, 2, 1, 2), (10, 1, 6, 1)]
-    assert [bytes(b) for b in queries.events_page(conn, 1, 0, 100)] == [
+    assert [bytes(b) for b in pages.events_page(conn, 1, 0, 100).bodies] == [
         row[6] for row in sorted(_ONE_BY_ONE[:8], key=lambda row: row[3])]
-    assert queries.events_page(conn, 1, 0, 100, kinds=["anomaly_detected"]) == [_ONE_BY_ONE[2][6]]
+    assert pages.events_page(conn, 1, 0, 100, kinds=["anomaly_detected"]).bodies == [_ONE_BY_ONE[2][6]]
     replayed = [b.first_id for page in [queries.replay_page(conn, None, 2, 10, 100)] for block in page
                 for b in block.singles()]
     assert replayed == list(range(3, 11))
@@ -249,3 +251,26 @@ def test_events_stored_one_by_one_are_regrouped_into_blocks_postgresql():
         conn.commit()
         postgres_schema.migrate(conn)
         _old_events_read_back_the_same(PgConn(conn))
+
+
+@sqlite_only
+def test_a_symlink_or_a_hard_link_to_a_served_file_is_refused(tmp_path):
+    (tmp_path / "other").mkdir()
+    first = SqliteStore(tmp_path / "n.db")
+    first.open()
+    try:
+        (tmp_path / "other" / "sym.db").symlink_to(tmp_path / "n.db")
+        os.link(tmp_path / "n.db", tmp_path / "other" / "hard.db")
+        for name in ("sym.db", "hard.db"):
+            with pytest.raises(db.UnusableDatabase, match="in use by another nissa-server"):
+                SqliteStore(tmp_path / "other" / name).open()
+        # Another process (the case that matters: another server) is refused on the file's own lock.
+        done = subprocess.run([sys.executable, "-m", "nissa_server.cli", "--port", "0", "--db",
+                               str(tmp_path / "other" / "hard.db")], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "in use by another nissa-server" in done.stderr, done.stderr
+        assert not (tmp_path / "other" / "hard.db-wal").exists()  # it never opened the file
+    finally:
+        asyncio.run(first.close())
+    second = SqliteStore(tmp_path / "other" / "hard.db")
+    second.open()  # released with the first store
+    asyncio.run(second.close())

@@ -153,3 +153,14 @@ async def test_a_read_in_the_writers_transaction_sees_the_writes_queued_before_i
     seen = await store.call(lambda conn: queries.bodies(conn, run.run_key, 0, 1, 4))
     await store.close()
     assert [seq for seq, _ in seen] == [1, 2, 3, 4]
+
+
+async def test_what_is_acked_is_committed_before_it_is_published(tmp_path):
+    # A watcher's seam is what is committed: on PostgreSQL an acked event reaches this server's watchers
+    # only once its notification comes back, and a cursor past the end must already be past it.
+    store, (run,) = await started(tmp_path, "acked")
+    write = await store.submit_and_wait(write_for(run, 3))
+    assert await store.committed_upto() >= write.last_id == 3
+    await settled(store)
+    assert await store.committed_upto() == store.published_upto == 3
+    await store.close()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import httpx
 
+from leyline.frames import STREAM_SECRET_HEADER
 from trainer.hub.config import INGEST_PATH
 
 PROBE_TIMEOUT_S = 3.0
@@ -57,8 +58,12 @@ def artifact_name(window: str, host: str | None = None, pid: int | None = None, 
     return f"profile-{window}-{who}{host}-{os.getpid() if pid is None else pid}.pt.trace.json"[:128]
 
 
-def auth_headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
+def auth_headers(token: str | None, secret: str | None = None) -> dict[str, str]:
+    """The bearer token, and the run's stream secret (which an artifact upload needs), when given."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if secret:
+        headers[STREAM_SECRET_HEADER] = secret
+    return headers
 
 
 def check_server(server: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:

@@ -57,11 +57,22 @@ def _check_line(path: pathlib.Path, index: list[int], seq: int) -> Event:
     return event
 
 
+def check_inside(path: pathlib.Path) -> None:
+    """A log is a regular file of its run directory: a link that leads out of it (to another file, or to
+    a device such as ``/dev/zero`` that never ends) is refused, not followed."""
+    if not path.exists() and not path.is_symlink():
+        return
+    real = path.resolve()
+    if not real.is_relative_to(path.parent.resolve()) or not real.is_file():
+        raise LogCorrupt(f"{path}: not a regular file inside its run directory (a link to {real}?): not followed")
+
+
 class LogFile:
     """An existing log opened for reading: its length, index, run and rank (late upload)."""
 
     def __init__(self, path: pathlib.Path) -> None:
         self.path = pathlib.Path(path)
+        check_inside(self.path)
         self.index: list[int] = []
         self.committed = _scan(self.path, self.index)
         if self.committed[0] == 0:
@@ -79,6 +90,7 @@ class RunLog:
     def __init__(self, path: pathlib.Path) -> None:
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_inside(self.path)
         self.index: list[int] = []
         last_seq, end = (0, 0)
         if self.path.exists():

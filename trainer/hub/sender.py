@@ -27,6 +27,7 @@ from websockets.sync.client import ClientConnection, connect
 from leyline import Command, decode_frame, encode
 from leyline.frames import (
     CLOSE_CONFLICT,
+    CLOSE_DELETED,
     CLOSE_FORBIDDEN,
     CLOSE_UNAUTHORIZED,
     MAX_FRAME_BYTES,
@@ -99,7 +100,7 @@ def backoff_delay(cfg: BackoffConfig, failures: int, rng: random.Random) -> floa
     return delay * (1.0 - cfg.jitter * rng.random())
 
 
-_FINAL_CODES = (CLOSE_FORBIDDEN, CLOSE_CONFLICT)
+_FINAL_CODES = (CLOSE_FORBIDDEN, CLOSE_CONFLICT, CLOSE_DELETED)
 
 
 def _close_code(err: BaseException) -> int | None:
@@ -114,8 +115,8 @@ def is_refusal(err: BaseException) -> bool:
 
 
 def is_final(err: BaseException) -> bool:
-    """A refusal no retry can change: the run's stream belongs to another secret, or the server holds
-    other events under this log's seqs. A token, by contrast, may be fixed on the server meanwhile."""
+    """A refusal no retry can change: the run's stream belongs to another secret, the server holds
+    other events under this log's seqs, or the run was deleted there. A token, by contrast, may be fixed on the server meanwhile."""
     return _close_code(err) in _FINAL_CODES
 
 

@@ -94,12 +94,13 @@ def _local_trace(run_dir: pathlib.Path, payload: ProfileCompleted) -> pathlib.Pa
 
 
 def upload_traces(traces: list[Trace], server: str, run_id: str, token: str | None,
-                  timeout_s: float = 60.0) -> TraceUpload:
-    """PUT each trace the server does not hold yet; reports, never raises for one trace's failure."""
+                  timeout_s: float = 60.0, secret: str | None = None) -> TraceUpload:
+    """PUT each trace the server does not hold yet (``secret``: the run's stream secret, which the server
+    asks of uploads); reports, never raises for one trace's failure."""
     out = TraceUpload()
     if not traces:
         return out
-    headers = auth_headers(token)
+    headers = auth_headers(token, secret)
     with httpx.Client(headers=headers, timeout=timeout_s) as http:
         try:
             held = _held(http, server, run_id)

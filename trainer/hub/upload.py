@@ -100,7 +100,8 @@ def upload_run(run_dir: pathlib.Path, server: str, token: str | None = None, tim
     for path in logs:
         result = upload_log(path, server, token, timeout)
         if result.stored >= result.events:  # the run exists on the server: its traces can follow
-            traces = upload_traces(logged_traces(path, pathlib.Path(run_dir)), server, result.run_id, token)
+            traces = upload_traces(logged_traces(path, pathlib.Path(run_dir)), server, result.run_id, token,
+                                   secret=run_secret(path.parent))
             result = replace(result, traces=traces)
         results.append(result)
     return results

@@ -21,6 +21,7 @@ from leyline import HEAD_NAMES, CommandAction
 
 from trainer.control.agreement import ControlRound
 from trainer.hooks import RunHooks
+from trainer.hub.secret import run_secret
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes
 from trainer.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
@@ -39,7 +40,8 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
     hub = runtime.hub.config
     uploader = None
     if hub.server:
-        uploader = ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token))
+        uploader = ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token,
+                                                 secret=run_secret(hub.run_dir)))
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
                              config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None)
     runtime.commands.register(CommandAction.PROFILE, handler)

@@ -30,7 +30,7 @@ from leyline.enums import ProfileTarget
 from leyline.commands import MAX_PROFILE_BATCHES
 
 from trainer.control import CommandContext, CommandProcessor, CommandRejected
-from trainer.hub.rest import artifact_name, artifact_url
+from trainer.hub.rest import artifact_name, artifact_url, auth_headers
 from trainer.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profiles_dir
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ class UploadConfig:
     run_id: str
     token: str | None = None
     """Bearer token, sent when set."""
+    secret: str | None = None
+    """The run's stream secret: the server takes a run's artifacts only from its own trainer."""
     timeout_s: float = 60.0
     """Per attempt."""
     attempts: int = 3
@@ -71,9 +73,7 @@ class ArtifactUploader:
     def _put(self, path: pathlib.Path, name: str) -> str:
         c = self.config
         url = artifact_url(c.server, c.run_id, name)
-        headers = {"Content-Type": "application/json"}
-        if c.token:
-            headers["Authorization"] = f"Bearer {c.token}"
+        headers = {"Content-Type": "application/json", **auth_headers(c.token, c.secret)}
         body = path.read_bytes()
         for attempt in range(1, c.attempts + 1):
             try:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from leyline import SeedGerminated
-from leyline.frames import CLOSE_FORBIDDEN
+from leyline.frames import CLOSE_DELETED, CLOSE_FORBIDDEN
 from tests.support.server import running_server
 from tests.support.waiting import wait_for
 from trainer.hub import HubConfig, NissaHub
@@ -89,3 +89,20 @@ def test_upload_binds_a_run_logged_before_secrets_and_then_holds_to_it(tmp_path)
         (run_dir / SECRET_FILE).unlink()  # another secret now: the server holds to the first
         [again] = upload_run(run_dir, url, timeout=30)
     assert not again.complete and str(CLOSE_FORBIDDEN) in (again.error or "")
+
+
+def test_the_hub_of_a_deleted_run_stops_and_says_why(tmp_path):
+    with running_server(tmp_path, open=True, lost_after_s=0.2, maintenance_interval_s=0.05) as url:
+        first = NissaHub(HubConfig(run_id="deleted", log_dir=tmp_path, server=url)).start()
+        first.emit(_seed(0), step=0, epoch=0)
+        assert first.close(timeout=30).complete
+        wait_for(lambda: httpx.get(f"{url}/runs/deleted", timeout=10).json()["status"] == "lost", message="lost")
+        assert httpx.delete(f"{url}/runs/deleted", timeout=10).status_code == 200
+        again = NissaHub(HubConfig(run_id="deleted", log_dir=tmp_path, server=url)).start()  # it resumes
+        again.emit(_seed(1), step=1, epoch=0)
+        wait_for(lambda: again.report().refused, timeout=30, message="the refusal")
+        assert str(CLOSE_DELETED) in again.report().refused and "new run" in again.report().refused
+        again.close(timeout=5)
+        assert httpx.get(f"{url}/runs/deleted", timeout=10).status_code == 404  # it did not come back
+        metrics = wait_for(lambda: _metrics(url), message="metrics")
+    assert 'nissa_frames_rejected_total{reason="deleted"} 1.0' in metrics  # one try: no retry loop

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import random
 
 import pytest
@@ -72,3 +73,24 @@ def test_logfile_reports_run_rank_and_length(tmp_path):
     path.write_bytes(b"\n".join(_lines(1, 300, run_id="run-x")) + b"\n")
     log = LogFile(path)
     assert (log.run_id, log.rank, log.committed[0]) == ("run-x", 0, 300)
+
+
+def test_a_log_that_links_out_of_its_run_directory_is_not_followed(tmp_path):
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_bytes(b"\n".join(_lines(1, 3)) + b"\n")  # a whole log, but another directory's
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for target in (outside, pathlib.Path("/dev/zero")):
+        link = run_dir / "events.jsonl"
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        with pytest.raises(LogCorrupt, match="not followed"):
+            LogFile(link)
+        with pytest.raises(LogCorrupt, match="not followed"):
+            RunLog(link)
+    assert outside.read_bytes().count(b"\n") == 3  # nothing appended through the link
+    inside = run_dir / "events.rank0.real"
+    inside.write_bytes(outside.read_bytes())
+    (run_dir / "events.jsonl").unlink()
+    (run_dir / "events.jsonl").symlink_to(inside.name)  # a link within the directory is the directory's file
+    assert LogFile(run_dir / "events.jsonl").committed[0] == 3
