@@ -18,8 +18,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
+# Two workers (pytest-xdist; -n auto gives one per core): the end-to-end tests run one at a time on one
+# of them (the `heavy` group, tests/conftest.py) while the other takes the rest; a count of the tests
+# run at each line's end, and the 15 slowest tests at the end.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -o console_output_style=count \
+		--durations=15
 
 bench: $(STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
