@@ -222,6 +222,7 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
 
 def _train(argv: Sequence[str]) -> int:
     from trainer.checkpoint.resume import check_checkpoint_args, resume_target, resumed_config, stored_config
+    from trainer.checkpoint.streaming import previous_server
     from trainer.simic.config import ConfigError, TrainConfig
 
     parser = train_parser()
@@ -232,11 +233,15 @@ def _train(argv: Sequence[str]) -> int:
         _check_telemetry_args(args)
         check_checkpoint_args(args)
         if args.resume:
-            config = resumed_config(stored_config(resume_target(args), args.checkpoint), args)
+            run_dir = resume_target(args)
+            config = resumed_config(stored_config(run_dir, args.checkpoint), args)
+            args.server_before = args.server is None  # then where it streamed before
+            args.server = args.server if args.server is not None else previous_server(run_dir)
         else:
             config = TrainConfig.from_args(args)
         if args.run_id:
             _checked_run_id(args.run_id)
+        args.server = args.server or None  # --server '': none
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
@@ -252,6 +257,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     """One rank's run, from agreeing on its id to its last line."""
     import dataclasses
 
+    from trainer.checkpoint.streaming import remember_server, streaming_line
     from trainer.data import DataError
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling, install_rank_checks
@@ -264,8 +270,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                                                    ranks=ranks, env_base=ranks.rank * config.n_envs))
     point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None
     checkpoints = _checkpointer(runtime, args, config)
+    remember_server(hub.run_dir, args.server)
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
+    if ranks.is_main:
+        line, to_stderr = streaming_line(args.server, getattr(args, "server_before", False), hub.log_path, hub.run_dir)
+        _say(line, err=to_stderr)
     _interrupt_on_sigterm()
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
