@@ -116,7 +116,10 @@ def train_parser() -> argparse.ArgumentParser:
     r.add_argument("--rank-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="how long the ranks wait for each other at an exchange before giving up (default 600)")
     r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
-                   help="a rank whose step time is over F times the other ranks' median is a straggler (default 1.5)")
+                   help="a rank whose step time is over F times the other ranks' median is slow (default 1.5)")
+    r.add_argument("--straggler-epochs", type=int, default=3, metavar="N",
+                   help="a slow rank is reported once slow N epochs running, and again only after N epochs "
+                        "under the midpoint of 1 and F (default 3)")
     add_checkpoint_args(p)
     add_training_args(p)
     return p
@@ -162,8 +165,9 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
-    if not args.straggler_factor > 1:
-        raise ValueError(f"--straggler-factor: must be > 1, got {args.straggler_factor}")
+    from trainer.telemetry.stragglers import StragglerConfig
+
+    StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
 
 
 def _start_runtime(parser: argparse.ArgumentParser, config: RuntimeConfig) -> Runtime:
@@ -288,7 +292,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
             runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
-        install_rank_checks(runtime, straggler_factor=args.straggler_factor)
+        install_rank_checks(runtime, straggler_factor=args.straggler_factor, straggler_epochs=args.straggler_epochs)
         summary = run_training(config, runtime, ranks=ranks, checkpoints=checkpoints,
                                resume=None if point is None else point.state)
     except KeyboardInterrupt:
