@@ -166,7 +166,6 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
     from trainer.telemetry.stragglers import StragglerConfig
-
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
 
 
@@ -263,6 +262,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
 
     from trainer.checkpoint.streaming import remember_server, streaming_line
     from trainer.data import DataError
+    from trainer.first_contact import token_refused
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling, install_rank_checks
 
@@ -272,6 +272,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                     rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue)
     runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
                                                    ranks=ranks, env_base=ranks.rank * config.n_envs))
+    if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
+        parser.exit(2, f"{parser.prog}: error: {refused}\n" if refused else "")
     point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None
     checkpoints = _checkpointer(runtime, args, config)
     remember_server(hub.run_dir, args.server)
