@@ -135,6 +135,9 @@ async def test_token_is_sent_and_its_absence_reported(tmp_path):
                 async with app.run_test(size=SIZE) as pilot:
                     app.notify = lambda message, *, title="", **kw: notes.append(title)  # type: ignore[method-assign]
                     view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+                    header = view.query_one(RunHeader)
+                    # The header says up front whether commands will be taken, before any is tried.
+                    await until(pilot, lambda: header.view and header.view.token_refused is not expect_ok, "header")
                     await pilot.press("d")
                     if expect_ok:
                         await until(pilot, lambda: trainer.commands, "command reached the trainer")

@@ -14,7 +14,7 @@ from leyline import CommandAction
 from leyline.frames import EventBatch
 
 from tui.client import ApiError, Connection, WatchStream
-from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
+from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
 from tui.screens.base import DashboardScreen
 from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
@@ -41,6 +41,7 @@ class RunViewScreen(DashboardScreen):
         self.then = then  # an action to run once shown: ``d``/``p`` pressed in the run picker
         self.connection = Connection("connecting")
         self.reconnects = 0
+        self.token_refused = False
         self.unknown_polls = 0  # status polls that found the run not (yet) on the server
         self.last_arrival: float | None = None
         self._inflight = 0
@@ -54,6 +55,7 @@ class RunViewScreen(DashboardScreen):
         self.sub_title = self.run_id
         self.stream_events()
         self.poll_status()
+        self.check_token()
         self.set_interval(self.watch_app.config.refresh_s, self.render_tick)
         self.render_tick()
         if self.then is not None:
@@ -77,6 +79,21 @@ class RunViewScreen(DashboardScreen):
                     await self._drained.wait()
             else:
                 self.post_message(ConnectionChanged(item, stream.reconnects))
+
+    @work(exclusive=True, group="token")
+    async def check_token(self) -> None:
+        """Whether the server takes our token for commands, asked once: a wrong one is shown in the header at
+        once, not found out at the first escalation."""
+        allowed = await self.watch_app.require_client().may_write()
+        if allowed is not None:
+            self.post_message(WriteAccess(allowed))
+
+    def on_write_access(self, message: WriteAccess) -> None:
+        self.token_refused = not message.allowed
+        if self.token_refused:
+            self.notify("the server does not take this console's token: d, p, c and S will be refused; "
+                        "pass --token (or NISSA_TOKEN)", title="token refused", severity="error", timeout=10)
+        self.render_tick()
 
     @work(exclusive=True, group="status")
     async def poll_status(self) -> None:
@@ -141,7 +158,7 @@ class RunViewScreen(DashboardScreen):
         conn = self.connection
         label = conn.state if conn.state != "reconnecting" else f"reconnecting (try {conn.attempt})"
         return StreamInfo(label, staleness(silence, self.state.status, self.watch_app.config.stale),
-                          self.reconnects, self.artifact_url())
+                          self.reconnects, self.artifact_url(), token_refused=self.token_refused)
 
     def render_tick(self) -> None:
         self.dashboard.show(self.state, self.stream_info())

@@ -43,6 +43,8 @@ class StreamInfo:
     staleness: Staleness
     reconnects: int = 0
     artifact_url: str | None = None
+    token_refused: bool = False
+    """The server does not take this console's token for commands (they would be refused)."""
 
 
 def _boxed(widget: Widget, title: str) -> Widget:
@@ -103,7 +105,8 @@ class RunDashboard(Vertical):
         dirty = state.take_dirty()
         self.renders += 1
         q = self.query_one
-        q(RunHeader).view = header_view(state, stream.connection, stream.staleness, stream.reconnects)
+        q(RunHeader).view = header_view(state, stream.connection, stream.staleness, stream.reconnects,
+                                        token_refused=stream.token_refused)
         if everything or "envs" in dirty:
             q(EnvGrid).rows = env_rows(state)
         if everything or "timeline" in dirty:
