@@ -263,6 +263,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.checkpoint.streaming import remember_server, streaming_line
     from trainer.data import DataError
     from trainer.first_contact import token_refused
+    from trainer.run_end import end_lines
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling, install_rank_checks
 
@@ -313,15 +314,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
         report = runtime.finish(summary, timeout=args.close_timeout)
-    _say(f"run {run_id} {summary.status}: {report.describe()}")
-    if not report.complete:
-        if report.unsent:
-            _say(f"not delivered: {report.unsent} events; upload later with: "
-                 f"esper-train upload {hub.run_dir} --server URL", err=True)
-        if report.pending or report.lost:
-            _say(f"not logged: {report.pending + report.lost} events", err=True)
-    if checkpoints.written:
-        _say(f"last checkpoint: {checkpoints.written[-1].path}")
+    last = checkpoints.written[-1].path if checkpoints.written else None
+    for line, to_stderr in end_lines(run_id, ranks.rank if ranks.distributed else None, summary, report, hub.run_dir,
+                                     last):
+        _say(line, err=to_stderr)
     return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
 
 

@@ -11,7 +11,8 @@ from trainer.cli import main
 
 def test_a_wrong_token_is_refused_at_the_start_once(capsys, tmp_path):
     runs = tmp_path / "runs"
-    with running_server(tmp_path, token="right") as url:
+    with running_server(tmp_path, token="right") as served:
+        url = str(served)
         err = _one_line_error(capsys, ["--server", url, "--token", "wrong", "--log-dir", str(runs), "--run-id", "t",
                                        *TINY])
         assert f"--server {url} refused this run's stream at its start" in err and "4401" in err, err
