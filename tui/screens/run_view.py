@@ -35,6 +35,9 @@ class RunViewScreen(DashboardScreen):
         Binding("S", "stop", "stop…"),
     ]
 
+    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop"})
+    """Actions that send the run a command: offered only while it can take one."""
+
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
         super().__init__(run_id, name=f"run:{run_id}")
         self.state.status = status
@@ -42,6 +45,7 @@ class RunViewScreen(DashboardScreen):
         self.connection = Connection("connecting")
         self.reconnects = 0
         self.token_refused = False
+        self._ended = run_ended(status)
         self.unknown_polls = 0  # status polls that found the run not (yet) on the server
         self.last_arrival: float | None = None
         self._inflight = 0
@@ -162,6 +166,13 @@ class RunViewScreen(DashboardScreen):
 
     def render_tick(self) -> None:
         self.dashboard.show(self.state, self.stream_info())
+        if run_ended(self.state.status) != self._ended:  # the footer stops (or starts) offering commands
+            self._ended = not self._ended
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A run that ended takes no command: d, p, c and S leave the footer (each would be a 409)."""
+        return not (action in self.COMMANDS and run_ended(self.state.status))
 
     # --- escalation -----------------------------------------------------------------------------
 
