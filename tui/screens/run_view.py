@@ -33,6 +33,7 @@ class RunViewScreen(DashboardScreen):
         Binding("p", "profile", "profile…"),
         Binding("c", "checkpoint", "checkpoint"),
         Binding("S", "stop", "stop…"),
+        Binding("n", "next_panel", "next panel"),
     ]
 
     COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop"})
@@ -169,6 +170,9 @@ class RunViewScreen(DashboardScreen):
         if run_ended(self.state.status) != self._ended:  # the footer stops (or starts) offering commands
             self._ended = not self._ended
             self.refresh_bindings()
+
+    def action_next_panel(self) -> None:
+        self.dashboard.next_panel()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A run that ended takes no command: d, p, c and S leave the footer (each would be a 409)."""

@@ -136,6 +136,18 @@ class RunDashboard(Vertical):
         log.border_title = f"events ({state.events_total:,})" + (
             f" filter: {log.log_filter.text}" if log.log_filter.text else "")
 
+    def next_panel(self) -> str:
+        """Scroll the right column so that its next panel is at its top (after the last, the first again):
+        on a short terminal the commands and profile panels are one key away. Returns that panel's id."""
+        right = self.query_one("#right", VerticalScroll)
+        panels = [w for w in right.children if w.display and w.size.height]
+        if right.scroll_y >= right.max_scroll_y:  # at the end: the later panels cannot come any higher
+            target = panels[0]
+        else:
+            target = next((w for w in panels if w.virtual_region.y > right.scroll_y), panels[0])
+        right.scroll_to(y=target.virtual_region.y, animate=False)
+        return target.id or ""
+
     def set_filter(self, text: str, state: RunState) -> None:
         self.query_one(EventLog).refilter(LogFilter(text), state.log)
         self._rendered_total = state.logged_total
