@@ -26,8 +26,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
+# Two workers (pytest-xdist; -n auto gives one per core): the end-to-end tests run one at a time on one
+# of them (the `heavy` group, tests/conftest.py) while the other takes the rest; a count of the tests
+# run at each line's end, and the 15 slowest tests at the end.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) promtool
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -o console_output_style=count \
+		--durations=15
 
 # promtool (Debian's prometheus package) checks the server's /metrics in the suite; where apt-get cannot
 # run (not root, no apt), that one test is skipped and says why.

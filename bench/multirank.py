@@ -42,6 +42,7 @@ from leyline import CommandStatus, CommandStatusChanged, decode_events
 
 TRAIN = ["--device", "cpu", "--n-envs", "1", "--train-size", "512", "--val-size", "64", "--batch-size", "32",
          "--episode-length", "4", "--lstm-hidden", "16", "--log-every", "0"]
+SIZE = TRAIN.index("--train-size") + 1
 WORKER_TAG = "WORKER "
 
 
@@ -195,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=6, help="rounds of each timed run (default 6)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs of each variant (default 3)")
     p.add_argument("--samples", type=int, default=20, help="escalations per live run (default 20)")
+    p.add_argument("--train-size", type=int, default=int(TRAIN[SIZE]),
+                   help=f"training images an epoch (default {TRAIN[SIZE]}; 32 a step)")
     args = p.parse_args(argv)
+    TRAIN[SIZE] = str(args.train_size)
     with tempfile.TemporaryDirectory(prefix="multirank-bench-") as tmp_name:
         tmp = Path(tmp_name)
         times = step_times(args.rounds, args.repeats, tmp)
@@ -206,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             assert server.stdout is not None
             url = server.stdout.readline().strip().rsplit(" ", 1)[-1]
             threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
-            spread = 2 * times["step_ms_2_on"] * 16 / 1e3  # about an epoch of the default shape
+            spread = 2 * times["step_ms_2_on"] * (args.train_size // 32) / 1e3  # about an epoch
             one = latencies(url, 1, args.samples, tmp, spread)
             two = latencies(url, 2, args.samples, tmp, spread)
         finally:

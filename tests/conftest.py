@@ -22,3 +22,30 @@ def server_process(tmp_path):
         yield proc, url
     finally:
         stop_process(proc)
+
+
+# --- running in parallel (pytest-xdist, ``--dist loadgroup``: see the Makefile) -------------------------
+
+HEAVY = "heavy"
+"""The xdist group of the end-to-end tests (``tests/e2e/``, and any marked ``e2e``): they train in
+subprocesses, so one at a time, on one worker, while the other workers take the light tests."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into the groups it schedules
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _group(item: pytest.Item) -> str | None:
+    """Which tests must run on one worker: the end-to-end ones together, and a module's tests that share a
+    fixture wider than one test (run once per worker it reaches: set up once, not once per worker)."""
+    if item.get_closest_marker("e2e") is not None or "e2e" in item.path.parts:  # the benchmarks' runs too
+        return HEAVY
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {})
+    if any(d.scope in ("module", "class", "package") for ds in defs.values() for d in ds):
+        return item.nodeid.split("::", 1)[0]
+    return None

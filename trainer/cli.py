@@ -116,7 +116,10 @@ def train_parser() -> argparse.ArgumentParser:
     r.add_argument("--rank-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="how long the ranks wait for each other at an exchange before giving up (default 600)")
     r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
-                   help="a rank whose step time is over F times the other ranks' median is a straggler (default 1.5)")
+                   help="a rank whose step time is over F times the other ranks' median is slow (default 1.5)")
+    r.add_argument("--straggler-epochs", type=int, default=3, metavar="N",
+                   help="a slow rank is reported once slow N epochs running, and again only after N epochs "
+                        "under the midpoint of 1 and F (default 3)")
     add_checkpoint_args(p)
     add_training_args(p)
     return p
@@ -162,8 +165,8 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
-    if not args.straggler_factor > 1:
-        raise ValueError(f"--straggler-factor: must be > 1, got {args.straggler_factor}")
+    from trainer.telemetry.stragglers import StragglerConfig
+    StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
 
 
 def _start_runtime(parser: argparse.ArgumentParser, config: RuntimeConfig) -> Runtime:
@@ -222,6 +225,7 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
 
 def _train(argv: Sequence[str]) -> int:
     from trainer.checkpoint.resume import check_checkpoint_args, resume_target, resumed_config, stored_config
+    from trainer.checkpoint.streaming import previous_server
     from trainer.simic.config import ConfigError, TrainConfig
 
     parser = train_parser()
@@ -232,11 +236,15 @@ def _train(argv: Sequence[str]) -> int:
         _check_telemetry_args(args)
         check_checkpoint_args(args)
         if args.resume:
-            config = resumed_config(stored_config(resume_target(args), args.checkpoint), args)
+            run_dir = resume_target(args)
+            config = resumed_config(stored_config(run_dir, args.checkpoint), args)
+            args.server_before = args.server is None  # then where it streamed before
+            args.server = args.server if args.server is not None else previous_server(run_dir)
         else:
             config = TrainConfig.from_args(args)
         if args.run_id:
             _checked_run_id(args.run_id)
+        args.server = args.server or None  # --server '': none
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
@@ -252,7 +260,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     """One rank's run, from agreeing on its id to its last line."""
     import dataclasses
 
+    from trainer.checkpoint.streaming import remember_server, streaming_line
     from trainer.data import DataError
+    from trainer.first_contact import token_refused
+    from trainer.run_end import end_lines
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling, install_rank_checks
 
@@ -262,10 +273,16 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                     rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue)
     runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
                                                    ranks=ranks, env_base=ranks.rank * config.n_envs))
+    if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
+        parser.exit(2, f"{parser.prog}: error: {refused}\n" if refused else "")
     point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None
     checkpoints = _checkpointer(runtime, args, config)
+    remember_server(hub.run_dir, args.server)
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
+    if ranks.is_main:
+        line, to_stderr = streaming_line(args.server, getattr(args, "server_before", False), hub.log_path, hub.run_dir)
+        _say(line, err=to_stderr)
     _interrupt_on_sigterm()
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
@@ -278,7 +295,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
             runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
-        install_rank_checks(runtime, straggler_factor=args.straggler_factor)
+        install_rank_checks(runtime, straggler_factor=args.straggler_factor, straggler_epochs=args.straggler_epochs)
         summary = run_training(config, runtime, ranks=ranks, checkpoints=checkpoints,
                                resume=None if point is None else point.state)
     except KeyboardInterrupt:
@@ -297,15 +314,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
         report = runtime.finish(summary, timeout=args.close_timeout)
-    _say(f"run {run_id} {summary.status}: {report.describe()}")
-    if not report.complete:
-        if report.unsent:
-            _say(f"not delivered: {report.unsent} events; upload later with: "
-                 f"esper-train upload {hub.run_dir} --server URL", err=True)
-        if report.pending or report.lost:
-            _say(f"not logged: {report.pending + report.lost} events", err=True)
-    if checkpoints.written:
-        _say(f"last checkpoint: {checkpoints.written[-1].path}")
+    last = checkpoints.written[-1].path if checkpoints.written else None
+    for line, to_stderr in end_lines(run_id, ranks.rank if ranks.distributed else None, summary, report, hub.run_dir,
+                                     last):
+        _say(line, err=to_stderr)
     return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
 
 

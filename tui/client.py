@@ -186,6 +186,16 @@ class NissaClient:
     async def markers(self, run_id: str) -> list[Marker]:
         return _markers_decoder.decode((await self._request("GET", f"/runs/{run_id}/markers")).content)
 
+    async def may_write(self) -> bool | None:
+        """Whether the server takes this console's token for commands (``GET /auth``); None: the server
+        does not say (an older one) or cannot be reached."""
+        try:
+            answer = (await self._request("GET", "/auth")).json()
+        except (ApiError, ValueError):
+            return None
+        write = answer.get("write") if isinstance(answer, dict) else None
+        return write if isinstance(write, bool) else None
+
     async def get_run(self, run_id: str) -> RunSummary:
         return _run_decoder.decode((await self._request("GET", f"/runs/{run_id}")).content)
 

@@ -33,7 +33,9 @@ from leyline import (
     TelemetryLevelChanged,
 )
 
-SPARK_CHARS = "▁▂▃▄▅▆▇█"
+SPARK_CHARS = "▁▂▃▄▅▆▇"
+"""No full block: a browser (``--web``) draws block glyphs to the cell's edges, so rows of sparklines with
+full blocks touch and merge into one shape; the top eighth of every cell stays clear."""
 
 # Seven characters of log prefix per kind: the text after it is what an operator reads.
 SHORT_KIND: dict[EventKind, str] = {

@@ -65,3 +65,11 @@ class RunStatusPolled(Message):
     def __init__(self, status: str) -> None:
         super().__init__()
         self.status = status
+
+
+class WriteAccess(Message):
+    """``GET /auth`` said whether the server takes this console's token for commands."""
+
+    def __init__(self, allowed: bool) -> None:
+        super().__init__()
+        self.allowed = allowed

@@ -67,6 +67,7 @@ class HeaderView:
     gaps: int = 0
     watch_reconnects: int = 0
     growth: Growth | None = None
+    token_refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def growth(state: RunState) -> Growth | None:
     return Growth(fossils, sum(v.fossilized_params for v in envs), sum(v.host_params or 0 for v in envs))
 
 
-def header_view(state: RunState, connection: str, stale: Staleness, watch_reconnects: int) -> HeaderView:
+def header_view(state: RunState, connection: str, stale: Staleness, watch_reconnects: int, *,
+                token_refused: bool = False) -> HeaderView:
     hub = state.hub
     return HeaderView(
         run_id=state.run_id, name=state.name, status=state.status, round=state.round,
@@ -104,7 +106,7 @@ def header_view(state: RunState, connection: str, stale: Staleness, watch_reconn
         hub_queue=hub.queue_depth if hub else None, hub_drops=state.hub_drops,
         hub_reconnects=hub.reconnects if hub else None, hub_connected=hub.connected if hub else None,
         connection=connection, staleness=stale, events=state.events_total, gaps=state.gaps,
-        watch_reconnects=watch_reconnects, growth=growth(state),
+        watch_reconnects=watch_reconnects, growth=growth(state), token_refused=token_refused,
     )
 
 

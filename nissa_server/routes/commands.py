@@ -48,7 +48,7 @@ async def _body(request: Request) -> bytes:
 
 
 @router.post(
-    "/escalate", status_code=202, summary="Ask a live run for a debug or profile window",
+    "/escalate", status_code=202, summary="Ask a live run for a debug or profile window, a checkpoint, or to stop",
     dependencies=[Depends(require_write)], response_class=Response, openapi_extra=_ESCALATE_BODY,
     responses={
         202: ok(ref(EscalateAccepted), EXAMPLES["accepted"], "Queued (or, for a retried Idempotency-Key, "

@@ -1,4 +1,4 @@
-"""``GET /`` (where to start), ``GET /healthz`` and ``GET /metrics``."""
+"""``GET /`` (where to start), ``GET /healthz``, ``GET /auth`` and ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nissa_server import __version__
-from nissa_server.auth import require_read
+from nissa_server.auth import bearer_ok, require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa
 from nissa_server.schemas import Health
@@ -36,6 +36,20 @@ async def healthz(request: Request) -> Response:
     runs = await n.store.read(queries.count_runs)
     return json_response(Health(status="ok", version=__version__, schema_version=n.store.schema_version,
                                 runs=runs, watchers=len(n.fanout.watchers)))
+
+
+_ACCESS_SCHEMA = {"type": "object", "required": ["write", "read"], "properties": {
+    "write": {"type": "boolean", "description": "escalations, uploads and deletes will be taken"},
+    "read": {"type": "boolean", "description": "runs, events, artifacts and metrics will be served"}}}
+
+
+@router.get("/auth", summary="What the request's bearer token (or none) may do here: write, read (never needs a "
+            "token; a client checks its token with it before the operator needs it)",
+            response_class=Response, responses={200: ok(_ACCESS_SCHEMA, {"write": False, "read": True})})
+async def access(request: Request) -> Response:
+    settings = nissa(request).settings
+    write = bearer_ok(request.headers.get("authorization"), settings.token)
+    return json_response({"write": write, "read": write or not settings.read_auth})
 
 
 @router.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(require_read)],

@@ -261,3 +261,10 @@ class Committed:
         for row in self.rows:
             counts[row[1]] = counts.get(row[1], 0) + 1
         return counts
+
+
+def migration_line(current: int, target: int) -> str:
+    """What a server says, once, when it brings a database to its schema."""
+    if current == 0:
+        return f"creating the database (schema v{target})"
+    return f"migrating the database from schema v{current} to v{target}"

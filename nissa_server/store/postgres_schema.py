@@ -11,7 +11,7 @@ import psycopg
 
 from nissa_server.store.blocks import regroup
 from nissa_server.store.history import DELETED_RUNS_SCHEMA
-from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.model import UnusableDatabase, migration_line
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.series_sql import schema_sql
 from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL
@@ -178,8 +178,10 @@ def migrate(conn: psycopg.Connection) -> int:
         if current == 0:
             conn.execute("CREATE TABLE nissa_schema (version INTEGER NOT NULL)")
             conn.execute("INSERT INTO nissa_schema VALUES (0)")
+        if current < SCHEMA_VERSION:  # one line, not one per migration
+            logger.info("%s", migration_line(current, SCHEMA_VERSION))
         for version in range(current + 1, SCHEMA_VERSION + 1):
-            logger.info("migrating database to schema v%d", version)
+            logger.debug("migrating database to schema v%d", version)
             MIGRATIONS[version - 1](conn)
             conn.execute("UPDATE nissa_schema SET version = %s", (version,))
     return SCHEMA_VERSION

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from nissa_server.store.blocks import regroup
 from nissa_server.store.history import DELETED_RUNS_SCHEMA
-from nissa_server.store.model import UnusableDatabase
+from nissa_server.store.model import UnusableDatabase, migration_line
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
 from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL, insert_rare
 
@@ -331,8 +331,10 @@ def migrate(conn: sqlite3.Connection) -> int:
         raise UnusableDatabase(
             f"database schema v{current} is newer than this nissa-server (v{SCHEMA_VERSION}); upgrade the server"
         )
+    if current < SCHEMA_VERSION:  # one line, not one per migration
+        logger.info("%s", migration_line(current, SCHEMA_VERSION))
     for version in range(current + 1, SCHEMA_VERSION + 1):
-        logger.info("migrating database to schema v%d", version)
+        logger.debug("migrating database to schema v%d", version)
         conn.execute("BEGIN IMMEDIATE")
         try:
             MIGRATIONS[version - 1](conn)
@@ -342,3 +344,4 @@ def migrate(conn: sqlite3.Connection) -> int:
             raise
         conn.execute("COMMIT")
     return SCHEMA_VERSION
+

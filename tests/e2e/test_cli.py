@@ -28,6 +28,7 @@ def test_sigterm_ends_the_run_with_run_finished_interrupted(tmp_path):
         assert trainer.wait(timeout=60) == 130, trainer.stderr
     finally:
         trainer.kill()
+    assert "nothing to resume from" in trainer.stderr or "esper-train --resume" in trainer.stderr, trainer.stderr
     events = [decode_event(line) for line in log_lines(trainer.log_path)]
     assert events[0].kind is EventKind.RUN_STARTED
     assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].payload.status == "interrupted"

@@ -30,8 +30,9 @@ def assert_stream_is_the_log(url: str, trainer: TrainerProcess, run_id: str) -> 
 
 
 def test_trainer_killed_mid_round_resumes_as_the_same_run(tmp_path):
-    """kill -9 in round 2; the run goes lost, then live again from round 1's checkpoint, and ends with its
-    three rounds: one run on the server, its stream contiguous and equal to the local log."""
+    """kill -9 in round 2; the run goes lost, then live again from round 1's checkpoint (resumed without
+    --server: it streams to the server it streamed to), and ends with its three rounds: one run on the
+    server, its stream contiguous and equal to the local log."""
     server = ServerProcess(tmp_path / "nissa.db", extra_args=("--lost-after", "1")).start()
     runs = tmp_path / "runs"
     first = TrainerProcess(["--server", server.url, "--rounds", "40", *TINY], runs)
@@ -44,7 +45,8 @@ def test_trainer_killed_mid_round_resumes_as_the_same_run(tmp_path):
         first.kill()
         wait_for(lambda: run_info(server.url, run_id)["status"] == "lost", 30, "the run to be found lost")
 
-        resumed = TrainerProcess(["--server", server.url, "--resume", str(runs / run_id), "--rounds", "3"], runs)
+        # No --server: a resumed run streams where it streamed before.
+        resumed = TrainerProcess(["--resume", str(runs / run_id), "--rounds", "3"], runs)
         assert resumed.wait(timeout=120) == 0, resumed.stderr
         assert resumed.run_id == run_id
         stored = assert_stream_is_the_log(server.url, resumed, run_id)

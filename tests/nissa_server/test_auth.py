@@ -46,6 +46,9 @@ async def test_matrix(secured):
                 assert (await http.get(path, headers=GOOD)).status_code == 200, path
                 assert (await http.get(path)).status_code == (401 if read_auth else 200), path
             assert (await http.get("/healthz")).status_code == 200  # health checks never need the token
+            for headers in BAD_HEADERS:  # what a token may do, asked without needing one
+                assert (await http.get("/auth", headers=headers)).json() == {"write": False, "read": not read_auth}
+            assert (await http.get("/auth", headers=GOOD)).json() == {"write": True, "read": True}
     if read_auth:
         async with connect(ws_url(url, "/ws/watch", run_id="sec")) as ws:
             assert (await close_of(ws))[0] == CLOSE_UNAUTHORIZED

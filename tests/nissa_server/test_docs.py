@@ -35,3 +35,9 @@ def test_documentation_pages_load_only_files_the_server_serves(server_url, page)
         assert url.startswith("/") and not url.startswith("//"), url
         asset = httpx.get(f"{server_url}{url}", timeout=30)
         assert asset.status_code == 200 and asset.content, url
+
+
+def test_the_escalate_summary_names_every_action(server_url):
+    summary = httpx.get(f"{server_url}/openapi.json", timeout=10).json()["paths"]["/escalate"]["post"]["summary"]
+    for action in ("debug", "profile", "checkpoint", "stop"):
+        assert action in summary, summary

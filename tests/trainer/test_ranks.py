@@ -75,7 +75,7 @@ def _runtime_epochs(ranks: Ranks, log_dir: pathlib.Path) -> None:
     second), and for another at the end of the second (in flight when the run ends: never applied)."""
     runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id="two", log_dir=log_dir, rank=ranks.rank),
                                           ranks=ranks))
-    install_rank_checks(runtime, straggler_factor=1.5)
+    install_rank_checks(runtime, straggler_factor=1.5, straggler_epochs=1)  # two epochs: one measured exchange
     for epoch in (1, 2):
         for step in range(4 * epoch - 3, 4 * epoch + 1):
             time.sleep(0.01 if ranks.rank == 0 else 0.06)

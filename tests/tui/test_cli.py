@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -81,6 +82,13 @@ def test_web_serves_the_console_over_http(tmp_path):
         html = wait_for(page, timeout=30, message="the web console")
         assert "esper-watch" in html and "textual" in html.lower()
         assert "hidden-token" not in html  # the token reaches the app by environment, never the page
+        # Nothing from outside (no web font from a CDN): the console works offline, and leaks no visit.
+        own = f"http://127.0.0.1:{port}/"
+        outside = [u for u in re.findall(r"https?://[^\s\"'<>)]+", html)
+                   if not u.startswith(own) and u != "http://www.w3.org/2000/svg"]  # an XML namespace, not a load
+        assert outside == [], outside
+        font = re.search(r'url\("([^"]+RobotoMono-VariableFont_wght.ttf)"\)', html)
+        assert font and httpx.get(font.group(1), timeout=10).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -17,10 +17,11 @@ def test_num_says_not_measured_instead_of_zero():
 
 
 def test_sparkline_scales_to_its_own_range_and_keeps_gaps():
-    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
-    assert sparkline([1.0, None, 3.0], 3) == "▁ █"
+    assert sparkline([0, 1, 2, 3, 4, 5, 6], 7) == "▁▂▃▄▅▆▇"
+    assert sparkline([1.0, None, 3.0], 3) == "▁ ▇"
     assert sparkline([5.0, 5.0], 2) == "▄▄"
-    assert sparkline([1, 2, 3, 4], 2) == "▁█"  # only the last ``width`` values
+    assert sparkline([1, 2, 3, 4], 2) == "▁▇"  # only the last ``width`` values
+    assert "█" not in sparkline(list(range(100)), 100)  # rows of sparklines never touch in a browser
     assert sparkline([], 4) == ""
     assert sparkline([None, None], 2) == "  "
 

@@ -115,14 +115,20 @@ async def test_unknown_and_finished_runs_are_refused_visibly(tmp_path):
     with running_server(tmp_path) as url:
         async with scripted_trainer(url, "run-done") as trainer:
             await trainer.send(scripted_run("run-done", epochs=2, finish=True))
-        for run_id, status in (("no-such-run", "HTTP 404"), ("run-done", "HTTP 409")):
-            app = console(url, run_id=run_id)
-            notes: list[str] = []
-            async with app.run_test(size=SIZE) as pilot:
-                app.notify = lambda message, *, title="", **kw: notes.append(title)  # type: ignore[method-assign]
-                await until(pilot, lambda: isinstance(app.screen, RunViewScreen), "view")
-                await pilot.press("d")
-                await until(pilot, lambda: status in notes, f"{status} shown")
+        app = console(url, run_id="no-such-run")
+        notes: list[str] = []
+        async with app.run_test(size=SIZE) as pilot:
+            app.notify = lambda message, *, title="", **kw: notes.append(title)  # type: ignore[method-assign]
+            await until(pilot, lambda: isinstance(app.screen, RunViewScreen), "view")
+            await pilot.press("d")
+            await until(pilot, lambda: "HTTP 404" in notes, "HTTP 404 shown")
+        app = console(url, run_id="run-done")
+        async with app.run_test(size=SIZE) as pilot:  # a finished run: the footer offers no command at all
+            view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+            await until(pilot, lambda: view.state.status == "finished", "finished")
+            await until(pilot, lambda: not {"d", "p", "c", "S"} & set(view.active_bindings), "commands gone")
+            await pilot.press("S")
+            assert app.screen is view and not view.state.commands
 
 
 async def test_token_is_sent_and_its_absence_reported(tmp_path):
@@ -135,6 +141,9 @@ async def test_token_is_sent_and_its_absence_reported(tmp_path):
                 async with app.run_test(size=SIZE) as pilot:
                     app.notify = lambda message, *, title="", **kw: notes.append(title)  # type: ignore[method-assign]
                     view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+                    header = view.query_one(RunHeader)
+                    # The header says up front whether commands will be taken, before any is tried.
+                    await until(pilot, lambda: header.view and header.view.token_refused is not expect_ok, "header")
                     await pilot.press("d")
                     if expect_ok:
                         await until(pilot, lambda: trainer.commands, "command reached the trainer")

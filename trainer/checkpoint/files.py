@@ -6,11 +6,15 @@ size, the round, step and epoch, the torch version, how long the training thread
 Each file is written beside (``*.tmp``), fsynced, renamed into place, and the directory fsynced; the
 manifest comes last, so a part with a manifest is whole. A checkpoint is complete when every rank's
 manifest is there. Loading checks sizes and checksums first, then ``torch.load(weights_only=True)``:
-a checkpoint is a file someone may hand over, and it holds only tensors and plain containers.
+a checkpoint is a file someone may hand over, and it holds only tensors and plain containers. For the
+same reason only the names the format gives are read (``round-NNNNNN/rankR.json`` and the ``rankR.pt``
+its manifest lists), each only as a regular file inside the checkpoint directory: a link (to
+``/dev/zero``, say), a device, a pipe or a manifest naming any other file is refused, never read.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -19,9 +23,10 @@ import pathlib
 import pickle
 import re
 import shutil
+import stat
 import zipfile
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -29,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "esper-checkpoint/1"
 _NAME = re.compile(r"^round-(\d{6,})$")
+MANIFEST_MAX_BYTES = 1 << 20
+"""A manifest is a few hundred bytes plus the training config: anything past this is not one."""
 
 
 class CheckpointError(ValueError):
@@ -37,6 +44,29 @@ class CheckpointError(ValueError):
 
 def checkpoint_name(round_: int) -> str:
     return f"round-{round_:06d}"
+
+
+def is_checkpoint_name(name: str) -> bool:
+    """``round-NNNNNN``: a name, never a path (``/abs``, ``round-000001/../x``)."""
+    return _NAME.match(name) is not None
+
+
+def open_regular(path: pathlib.Path, name: str) -> IO[bytes]:
+    """``path`` opened for reading if it is a regular file; a symbolic link, a device, a pipe or a directory is
+    refused (``CheckpointError``) without being read or waited on. FileNotFoundError if it is not there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CheckpointError(f"checkpoint {name}: {path.name} is a symbolic link, not a regular file") from None
+        if err.errno == errno.ENOENT:
+            raise
+        raise CheckpointError(f"checkpoint {name}: {path.name} cannot be opened: {err.strerror}") from None
+    f = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise CheckpointError(f"checkpoint {name}: {path.name} is not a regular file")
+    return f
 
 
 @dataclass(frozen=True)
@@ -69,10 +99,14 @@ def _replace_durably(tmp: pathlib.Path, final: pathlib.Path) -> None:
 
 
 def sha256_of(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+        return _sha256(f)
+
+
+def _sha256(f: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 
@@ -143,13 +177,23 @@ class CheckpointStore:
         """Checkpoint directories, oldest first (complete or not)."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _NAME.match(p.name))
+        return sorted(p.name for p in self.root.iterdir()
+                      if _NAME.match(p.name) and not p.is_symlink() and p.is_dir())
 
     def manifest(self, name: str, rank: int | None = None) -> dict[str, Any]:
         rank = self.rank if rank is None else rank
+        if not is_checkpoint_name(name):
+            raise CheckpointError(f"checkpoint {name!r}: not a checkpoint's name (round-NNNNNN)")
+        if (self.root / name).is_symlink():
+            raise CheckpointError(f"checkpoint {name}: a symbolic link, not a directory of {self.root}")
         path = self.root / name / f"rank{rank}.json"
         try:
-            body = json.loads(path.read_text(encoding="utf-8"))
+            with open_regular(path, name) as f:
+                raw = f.read(MANIFEST_MAX_BYTES + 1)
+            if len(raw) > MANIFEST_MAX_BYTES:
+                raise CheckpointError(f"checkpoint {name}: {path.name} is over {MANIFEST_MAX_BYTES} bytes: "
+                                      "not a manifest")
+            body = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint {name}: rank {rank}'s part is incomplete (no {path.name})") from None
         except (OSError, ValueError) as err:
@@ -169,32 +213,43 @@ class CheckpointStore:
     def verify(self, name: str, ranks: range | None = None) -> dict[str, Any]:
         """Check the sizes and checksums of ``ranks``' parts (all the run's by default); returns rank
         0's manifest. Raises ``CheckpointError`` naming the checkpoint and the file."""
-        if not (self.root / name).is_dir():
+        directory = self.root / name
+        if not is_checkpoint_name(name) or directory.is_symlink() or not directory.is_dir():
             raise CheckpointError(f"checkpoint {name}: no such checkpoint in {self.root}")
         head = self.manifest(name, 0)
         for rank in ranks if ranks is not None else range(int(head.get("world_size", 1))):
-            for file, entry in self.manifest(name, rank)["files"].items():
-                self._check_file(name, self.root / name / file, entry)
+            self._check_file(name, rank, self.manifest(name, rank)["files"]).close()
         return head
 
-    @staticmethod
-    def _check_file(name: str, path: pathlib.Path, entry: dict[str, Any]) -> None:
+    def _check_file(self, name: str, rank: int, files: dict[str, Any]) -> IO[bytes]:
+        """Rank ``rank``'s state file, checked against its manifest's entry ``files``: returned open, so that
+        what is loaded is the file that was checked."""
+        expected = f"rank{rank}.pt"
+        if set(files) != {expected} or not isinstance(files[expected], dict):
+            raise CheckpointError(f"checkpoint {name}: rank{rank}.json must list {expected} and nothing else, "
+                                  f"not {sorted(files)[:4]}")
+        entry, path = files[expected], self.root / name / expected
         try:
-            size = path.stat().st_size
+            f = open_regular(path, name)
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint {name}: {path.name} is missing") from None
+        size = os.fstat(f.fileno()).st_size
         if size != entry.get("bytes"):
+            f.close()
             raise CheckpointError(f"checkpoint {name}: {path.name} is truncated or altered "
                                   f"({size} bytes, the manifest says {entry.get('bytes')})")
-        if sha256_of(path) != entry.get("sha256"):
+        if _sha256(f) != entry.get("sha256"):
+            f.close()
             raise CheckpointError(f"checkpoint {name}: {path.name} is corrupt (sha256 differs from the manifest)")
+        f.seek(0)
+        return f
 
     def load(self, name: str) -> dict[str, Any]:
         """This rank's state of checkpoint ``name``, verified, on the CPU."""
-        self.verify(name, range(self.rank, self.rank + 1))
         path = self.root / name / f"rank{self.rank}.pt"
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            with self._check_file(name, self.rank, self.manifest(name)["files"]) as f:
+                state = torch.load(f, map_location="cpu", weights_only=True)
         except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError) as err:
             raise CheckpointError(f"checkpoint {name}: {path.name} cannot be loaded: {err}".splitlines()[0]) from None
         if not isinstance(state, dict) or "progress" not in state:

@@ -20,7 +20,7 @@ from typing import Any
 from leyline import RunResumed
 
 from trainer.checkpoint.control import DEFAULT_EVERY, DEFAULT_KEEP, CheckpointConfig
-from trainer.checkpoint.files import CheckpointError, CheckpointStore
+from trainer.checkpoint.files import CheckpointError, CheckpointStore, is_checkpoint_name
 from trainer.ranks import Ranks
 from trainer.simic.config import ConfigError, TrainConfig, parse_slots
 
@@ -119,6 +119,9 @@ def check_checkpoint_args(args: argparse.Namespace) -> CheckpointConfig:
     """The checkpoint flags' bounds; ValueError names the flag."""
     if args.checkpoint and not args.resume:
         raise ValueError("--checkpoint: only with --resume LOG_DIR/RUN_ID")
+    if args.checkpoint is not None and not is_checkpoint_name(args.checkpoint):
+        raise ValueError(f"--checkpoint {args.checkpoint}: a checkpoint's name, round-NNNNNN (a directory under "
+                         "LOG_DIR/<run_id>/checkpoints/), not a path")
     return CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints)
 
 

@@ -3,11 +3,13 @@
 On a terminal the epochs are one live line, redrawn in place (a few times a second at most) and
 replaced by the round's line when the round ends. Anywhere else (a pipe, a log file) an epoch line is
 written only once ``plain_every_s`` has passed without any line, so a short round adds nothing to a
-log and a long one adds a line now and then, never one per epoch.
+log and a long one adds a line now and then, never one per epoch. A live line is ended before anything
+else is logged to the terminal (a warning, say), so that the record starts a line of its own.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +35,22 @@ class Progress:
         self._last_line = self.start  # the last full line (plain mode's epoch lines wait on it)
         self._last_draw = float("-inf")  # the last live redraw
         self._drawn = False
+        self._end_line = _EndLine(self)
+        if self.live:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(self._end_line)
+
+    def end_line(self) -> None:
+        """End a live line drawn so far: what is written next starts a line of its own."""
+        if self._drawn:
+            self._write("\n")
+            self._drawn = False
+
+    def close(self) -> None:
+        """The run's progress is over: end its line, stop watching the log handlers."""
+        self.end_line()
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(self._end_line)
 
     def epoch(self, round_: int, epoch_in_round: int, accuracies: list[float]) -> None:
         if self.every <= 0:
@@ -69,3 +87,15 @@ class Progress:
     def _write(self, text: str) -> None:
         self.stream.write(text)
         self.stream.flush()
+
+
+class _EndLine(logging.Filter):
+    """On the root logger's handlers: ends the live line before a record is written (never drops one)."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.progress.end_line()
+        return True

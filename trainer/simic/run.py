@@ -94,6 +94,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
     status = "completed"
+    progress: Progress | None = None
     try:
         progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
                     if config.log_every > 0 and (ranks is None or ranks.is_main) else None)
@@ -120,6 +121,8 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
                 status = "stopped"
                 break
     finally:
+        if progress is not None:
+            progress.close()
         if checkpoints is not None:
             checkpoints.finish()
         torch.set_num_threads(threads)

@@ -54,12 +54,13 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
     return handler
 
 
-def install_rank_checks(runtime: Runtime, *, straggler_factor: float = 1.5) -> StragglerCheck | None:
+def install_rank_checks(runtime: Runtime, *, straggler_factor: float = 1.5,
+                        straggler_epochs: int = 3) -> StragglerCheck | None:
     """In a run of several ranks, compare the ranks' step times at every exchange; rank 0 reports the
     stragglers (once, not once per rank). Alone: nothing to compare, None."""
     if not runtime.ranks.distributed:
         return None
-    check = StragglerCheck(StragglerConfig(factor=straggler_factor))
+    check = StragglerCheck(StragglerConfig(factor=straggler_factor, epochs=straggler_epochs))
 
     def observe(agreed: ControlRound) -> None:
         found = check.run(agreed.step_times)

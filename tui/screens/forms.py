@@ -127,6 +127,7 @@ HELP = (
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
     ("S", "stop the run: it finishes the epoch, checkpoints and ends 'stopped' (asks first; "
           "esper-train --resume goes on)"),
+    ("n", "next panel of the right column: PPO health, gradients, commands, profile (a short terminal)"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),
     ("[ ]", "replay: one epoch back / forward"),

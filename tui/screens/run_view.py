@@ -14,7 +14,7 @@ from leyline import CommandAction
 from leyline.frames import EventBatch
 
 from tui.client import ApiError, Connection, WatchStream
-from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
+from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
 from tui.screens.base import DashboardScreen
 from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
@@ -33,7 +33,11 @@ class RunViewScreen(DashboardScreen):
         Binding("p", "profile", "profile…"),
         Binding("c", "checkpoint", "checkpoint"),
         Binding("S", "stop", "stop…"),
+        Binding("n", "next_panel", "next panel"),
     ]
+
+    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop"})
+    """Actions that send the run a command: offered only while it can take one."""
 
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
         super().__init__(run_id, name=f"run:{run_id}")
@@ -41,6 +45,8 @@ class RunViewScreen(DashboardScreen):
         self.then = then  # an action to run once shown: ``d``/``p`` pressed in the run picker
         self.connection = Connection("connecting")
         self.reconnects = 0
+        self.token_refused = False
+        self._ended = run_ended(status)
         self.unknown_polls = 0  # status polls that found the run not (yet) on the server
         self.last_arrival: float | None = None
         self._inflight = 0
@@ -54,6 +60,7 @@ class RunViewScreen(DashboardScreen):
         self.sub_title = self.run_id
         self.stream_events()
         self.poll_status()
+        self.check_token()
         self.set_interval(self.watch_app.config.refresh_s, self.render_tick)
         self.render_tick()
         if self.then is not None:
@@ -77,6 +84,21 @@ class RunViewScreen(DashboardScreen):
                     await self._drained.wait()
             else:
                 self.post_message(ConnectionChanged(item, stream.reconnects))
+
+    @work(exclusive=True, group="token")
+    async def check_token(self) -> None:
+        """Whether the server takes our token for commands, asked once: a wrong one is shown in the header at
+        once, not found out at the first escalation."""
+        allowed = await self.watch_app.require_client().may_write()
+        if allowed is not None:
+            self.post_message(WriteAccess(allowed))
+
+    def on_write_access(self, message: WriteAccess) -> None:
+        self.token_refused = not message.allowed
+        if self.token_refused:
+            self.notify("the server does not take this console's token: d, p, c and S will be refused; "
+                        "pass --token (or NISSA_TOKEN)", title="token refused", severity="error", timeout=10)
+        self.render_tick()
 
     @work(exclusive=True, group="status")
     async def poll_status(self) -> None:
@@ -141,10 +163,20 @@ class RunViewScreen(DashboardScreen):
         conn = self.connection
         label = conn.state if conn.state != "reconnecting" else f"reconnecting (try {conn.attempt})"
         return StreamInfo(label, staleness(silence, self.state.status, self.watch_app.config.stale),
-                          self.reconnects, self.artifact_url())
+                          self.reconnects, self.artifact_url(), token_refused=self.token_refused)
 
     def render_tick(self) -> None:
         self.dashboard.show(self.state, self.stream_info())
+        if run_ended(self.state.status) != self._ended:  # the footer stops (or starts) offering commands
+            self._ended = not self._ended
+            self.refresh_bindings()
+
+    def action_next_panel(self) -> None:
+        self.dashboard.next_panel()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A run that ended takes no command: d, p, c and S leave the footer (each would be a 409)."""
+        return not (action in self.COMMANDS and run_ended(self.state.status))
 
     # --- escalation -----------------------------------------------------------------------------
 

@@ -43,6 +43,8 @@ class StreamInfo:
     staleness: Staleness
     reconnects: int = 0
     artifact_url: str | None = None
+    token_refused: bool = False
+    """The server does not take this console's token for commands (they would be refused)."""
 
 
 def _boxed(widget: Widget, title: str) -> Widget:
@@ -103,7 +105,8 @@ class RunDashboard(Vertical):
         dirty = state.take_dirty()
         self.renders += 1
         q = self.query_one
-        q(RunHeader).view = header_view(state, stream.connection, stream.staleness, stream.reconnects)
+        q(RunHeader).view = header_view(state, stream.connection, stream.staleness, stream.reconnects,
+                                        token_refused=stream.token_refused)
         if everything or "envs" in dirty:
             q(EnvGrid).rows = env_rows(state)
         if everything or "timeline" in dirty:
@@ -132,6 +135,18 @@ class RunDashboard(Vertical):
         self._rendered_total = state.logged_total
         log.border_title = f"events ({state.events_total:,})" + (
             f" filter: {log.log_filter.text}" if log.log_filter.text else "")
+
+    def next_panel(self) -> str:
+        """Scroll the right column so that its next panel is at its top (after the last, the first again):
+        on a short terminal the commands and profile panels are one key away. Returns that panel's id."""
+        right = self.query_one("#right", VerticalScroll)
+        panels = [w for w in right.children if w.display and w.size.height]
+        if right.scroll_y >= right.max_scroll_y:  # at the end: the later panels cannot come any higher
+            target = panels[0]
+        else:
+            target = next((w for w in panels if w.virtual_region.y > right.scroll_y), panels[0])
+        right.scroll_to(y=target.virtual_region.y, animate=False)
+        return target.id or ""
 
     def set_filter(self, text: str, state: RunState) -> None:
         self.query_one(EventLog).refilter(LogFilter(text), state.log)

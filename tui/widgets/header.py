@@ -53,18 +53,20 @@ class RunHeader(Static):
             second.append(f", +{g.params:,} params ({g.percent:+.1f}% of host)")
         third = Text()
         if v.hub_queue is None:
-            third.append("hub —")
+            third.append("trainer hub —")
         else:
-            third.append(f"hub queue {v.hub_queue}  drops ")
+            third.append(f"trainer hub: queue {v.hub_queue}, drops ")
             third.append(str(v.hub_drops), style="bold red" if v.hub_drops else "")
-            third.append(f"  reconnects {v.hub_reconnects}")
+            third.append(f", reconnects {v.hub_reconnects}")
             if v.hub_connected is False:
-                third.append("  (trainer offline)", style="yellow")
-        third.append("   stream ")
+                third.append(" (trainer offline)", style="yellow")
+        third.append("   console stream: ")
         third.append(v.connection, style=CONNECTION_STYLE.get(v.connection, "yellow"))
-        third.append(f"   {v.events:,} events   reconnects {v.watch_reconnects}")
+        third.append(f", {v.events:,} events, reconnects {v.watch_reconnects}")
         if v.gaps:
-            third.append(f"   gaps {v.gaps}", style="bold red")
+            third.append(f", gaps {v.gaps}", style="bold red")
+        if v.token_refused:
+            third.append("   token refused: commands will fail (--token)", style="bold red")
         return Text("\n").join([first, second, third])
 
 

@@ -59,3 +59,10 @@ def test_resume_of_the_current_directory_is_that_run(capsys, finished_run, monke
     err = _one_line_error(capsys, ["--resume", ".", "--rounds", "1"])
     assert "--rounds 1: checkpoint round-00000" in err and "already holds" in err
     assert sorted(p.name for p in finished_run.parent.iterdir()) == runs_before
+
+
+@pytest.mark.parametrize("name", ["ABS", "round-000001/../round-000001"])
+def test_a_checkpoint_given_as_a_path_is_one_line(capsys, finished_run, name):
+    name = str(finished_run / "checkpoints" / "round-000001") if name == "ABS" else name
+    err = _one_line_error(capsys, ["--resume", str(finished_run), "--checkpoint", name, "--rounds", "3"])
+    assert f"--checkpoint {name}: a checkpoint's name, round-NNNNNN" in err

@@ -4,6 +4,7 @@ refused with one line naming it and the previous good one offered."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -109,3 +110,54 @@ def test_resuming_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path):
     resume_point(run, "round-000001", Ranks.single(), rounds=5)  # once more: a second place beside the first
     assert sorted(p.name for p in (store.root / "abandoned-after-round-000001-2").iterdir()) == ["round-000002"]
     assert resume_point(run, None, Ranks.single(), rounds=5).name == "round-000001"
+
+
+def _hostile(store: CheckpointStore, how: str, elsewhere) -> None:
+    """Round 3 made into what someone could leave in a run directory: each of these was read for ever."""
+    part = store.root / "round-000003"
+    meta, data = part / "rank0.json", part / "rank0.pt"
+    body = json.loads(meta.read_text())
+    if how == "state file a link to /dev/zero":
+        data.unlink()
+        data.symlink_to("/dev/zero")
+        body["files"]["rank0.pt"]["bytes"] = 0  # what stat() says of /dev/zero
+    elif how == "state file a pipe":
+        data.unlink()
+        os.mkfifo(data)
+        body["files"]["rank0.pt"]["bytes"] = 0
+    elif how == "manifest naming a file outside":
+        body["files"]["../../../../dev/zero"] = {"bytes": 0, "sha256": "0" * 64}
+    elif how == "manifest a link to /dev/zero":
+        meta.unlink()
+        meta.symlink_to("/dev/zero")
+        return
+    elif how == "checkpoint a link to another directory":
+        part.rename(elsewhere)
+        part.symlink_to(elsewhere, target_is_directory=True)
+        return
+    meta.write_text(json.dumps(body))
+
+
+@pytest.mark.timeout(20)  # before, every one of these hung the resume
+@pytest.mark.parametrize("how", ["state file a link to /dev/zero", "state file a pipe", "manifest naming a file outside",
+                                 "manifest a link to /dev/zero", "checkpoint a link to another directory"])
+def test_a_hostile_checkpoint_is_refused_without_being_read(tmp_path, how):
+    run, store = run_dir(tmp_path)
+    _hostile(store, how, tmp_path / "elsewhere")
+    with pytest.raises(CheckpointError) as info:
+        choose(run, "round-000003")
+    line = str(info.value)
+    assert "\n" not in line and "round-000003" in line and "the previous good one is round-000002" in line, line
+    if how.startswith(("manifest a", "checkpoint")):  # not a complete checkpoint: the newest is passed over
+        assert choose(run, None) == "round-000002"
+    with pytest.raises(CheckpointError):
+        CheckpointStore(store.root).load("round-000003")
+
+
+@pytest.mark.parametrize("name", ["/etc", "round-000001/../round-000001", "../run/checkpoints/round-000001", ""])
+def test_a_checkpoint_is_named_never_reached_by_a_path(tmp_path, name):
+    run, store = run_dir(tmp_path, (1,))
+    with pytest.raises(CheckpointError):
+        store.verify(name)
+    with pytest.raises(CheckpointError):
+        store.manifest(name)

@@ -50,7 +50,7 @@ def test_stalled_peer_neither_blocks_emit_nor_grows_memory(tmp_path, stalling_pe
         if i % 1000 == 0:
             hub.emit(SeedGerminated(slot="r0c0", seed_id=f"s{i}", blueprint="b", params=1), step=i, epoch=0)
             assert len(hub._queue) <= 100_000 + 60  # bounded: only critical events may pass the limit
-    hub.flush(timeout=0.5)  # logs everything; the acks never come
+    hub.flush(timeout=60, delivered=False)  # logs everything (the acks never come); a loaded machine takes longer
     assert hub.stats.logged > 40_000, "a 100,000-event queue should have taken most of the burst"
 
     def reconnected() -> bool:

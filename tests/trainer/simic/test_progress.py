@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 
 from trainer.cli import main
 from trainer.simic.progress import Progress
@@ -73,4 +74,24 @@ def test_log_every_zero_silences_the_trainer(capsys, tmp_path):
     assert main(["--log-dir", str(tmp_path), *TINY]) == 0
     assert "round 1/1" in capsys.readouterr().err
     assert main(["--log-dir", str(tmp_path), *TINY, "--log-every", "0"]) == 0
-    assert capsys.readouterr().err == ""
+    err = capsys.readouterr().err  # what is left: that this run without a server is only logged
+    assert "round" not in err and err.count("\n") == 1 and "no --server" in err, err
+
+
+def test_a_log_record_starts_a_line_of_its_own_after_a_live_line():
+    out, clock = Terminal(), Clock()
+    handler = logging.StreamHandler(out)
+    logging.getLogger().addHandler(handler)
+    try:
+        progress = Progress(2, stream=out, episode_length=10, clock=clock)
+        progress.epoch(1, 1, [0.5])
+        logging.getLogger("trainer.test").warning("something happened")
+        clock.now += 1.0
+        progress.epoch(1, 2, [0.5])
+        progress.close()
+        logging.getLogger("trainer.test").warning("after the run")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    lines = out.getvalue().split("\n")
+    assert lines[0].endswith("epoch 1/10  acc 0.500  0.0s") and lines[1] == "something happened", lines
+    assert lines[2].endswith("epoch 2/10  acc 0.500  1.0s") and lines[3] == "after the run", lines
