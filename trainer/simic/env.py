@@ -80,6 +80,11 @@ class Env:
     def slots(self) -> list[SeedSlot]:
         return self.model.slots
 
+    @property
+    def host_size(self) -> int:
+        """Parameters of the host alone (what a seed's parameters are a share of)."""
+        return self.model.host_params
+
     # --- training ------------------------------------------------------------------------
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor, measure: bool, telemetry: bool, sites: LoopSites) -> None:
