@@ -215,8 +215,12 @@ def main() -> None:
     t0 = time.perf_counter()
     runs: dict[str, dict[Key, Episode]] = {}
     for seed in range(ns.seeds):
-        for name, episodes in measure_seed(base, seed, ns.window, ns.test_size).items():
+        got = measure_seed(base, seed, ns.window, ns.test_size)
+        for name, episodes in got.items():
             runs.setdefault(name, {}).update(episodes)
+        print(f"seed {seed} test accuracy: " + ", ".join(
+            f"{name} {statistics.fmean(e.test_acc for e in eps.values()):.4f}" for name, eps in got.items()),
+            file=sys.stderr, flush=True)
     report(runs, base, ns.seeds, ns.window, time.perf_counter() - t0)
 
 

@@ -182,7 +182,8 @@ class Env:
                                              blueprint=slot.blueprint or "", params=slot.params,
                                              contribution=slot.contribution, host_params=self.model.host_params))
         elif action.op is Op.PRUNE:
-            events = slot.prune(action.alpha_speed, action.alpha_curve, "policy prune")
+            measured = "" if slot.contribution is None else f" at contribution {100 * slot.contribution:+.1f} pp"
+            events = slot.prune(action.alpha_speed, action.alpha_curve, f"policy prune{measured}")
         elif action.op is Op.SET_ALPHA_TARGET:
             events = slot.set_alpha_target(action.alpha_target, action.alpha_speed, action.alpha_curve)
         self.last_op, self.last_action_ok = int(action.op), ok

@@ -135,7 +135,9 @@ class HeuristicPolicy:
         return blended and self._clears(slot.contribution, -1.0) and self._clears(slot.prev_contribution, -1.0)
 
     def _unproven(self, slot: SeedSlot) -> bool:
-        return slot.stage is SeedStage.HOLDING and slot.epochs_in_stage >= self.config.hold_epochs
+        """Held for ``hold_epochs`` without clearing its noise (a last reading that clears it earns one more)."""
+        return (slot.stage is SeedStage.HOLDING and slot.epochs_in_stage >= self.config.hold_epochs
+                and not self._clears(slot.contribution, 1.0))
 
     def plateaued(self, env: EnvSignals) -> bool:
         """The last ``plateau_epochs`` accuracies did not beat the best before them by ``plateau_delta``."""
