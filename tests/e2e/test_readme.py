@@ -4,8 +4,8 @@ tour says. Placeholders come from the tour's own run (``<run_id>``) and its answ
 the fixed ports 8765 and 8766 are rewritten to free ones. A command line this test cannot run fails it,
 so a new command in the tour needs a runner here.
 
-Cost: one default ``esper-train`` run (about 20 s on two cores) and three consoles in a pseudo-terminal;
-the other commands run while it trains.
+Cost: the tour's ``esper-train`` run cut to three rounds (about 20 s on two cores), which must fossilize
+a seed, and three consoles in a pseudo-terminal; the other commands run while it trains.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 AFTER_THE_RUN = ("esper-train upload", "esper-watch --replay")  # the tour's commands for a run that ended
+TOUR_ROUNDS = 3
 
 
 def tour_commands(readme: str) -> list[str]:
@@ -104,6 +105,10 @@ class Tour:
         self.done.append(line)
 
     def _train(self, line: str) -> None:
+        assert "--policy heuristic" in line and "--rounds" in line, line  # the tour's run grows seeds at once
+        # The tour's run lasts minutes, for a reader to steer; this one as many rounds as the commands
+        # need (a later --rounds wins, the flag the tour explains).
+        line = f"{line} --rounds {TOUR_ROUNDS}"
         self.trainer = self.shell.start(line, "esper-train", ready=lambda out: "run id: " in out)
         run_id = re.search(r"run id: (\S+)", self.shell.output("esper-train")).group(1)
         assert run_id.startswith("try1-"), run_id
@@ -129,5 +134,9 @@ class Tour:
         assert self.trainer is not None, "the tour never started its run"
         code = self.trainer.wait(timeout=480)
         assert code == 0, self.shell.output("esper-train")
-        run = httpx.get(f"{self.url}/runs/{self.shell.values['<run_id>']}", timeout=10).json()
+        run_id = self.shell.values["<run_id>"]
+        run = httpx.get(f"{self.url}/runs/{run_id}", timeout=10).json()
         assert run["status"] == "finished", run
+        grown = httpx.get(f"{self.url}/runs/{run_id}/events", params={"after_seq": 0, "kind": "seed_fossilized"},
+                          timeout=10).json()
+        assert grown and all(e["payload"]["contribution"] is not None for e in grown), grown
