@@ -160,15 +160,16 @@ class Kind:
 KINDS: tuple[Kind, ...] = (
     # With BatchNorm a spike shows in the loss and the accuracy more than in the gradients: the weights
     # grow and the gradients measured at the next stride are often back to normal.
-    Kind("lr_spike", lr_spike, frozenset({"gradient_explosion", "loss_spike", "nan_inf", "performance_degradation"}),
-         (3, 10, 30, 100, 300)),
+    Kind("lr_spike", lr_spike, frozenset({"gradient_explosion", "loss_spike", "loss_drift", "nan_inf",
+                                          "performance_degradation"}), (3, 10, 30, 100, 300)),
     Kind("nan_seed", nan_seed, frozenset({"nan_inf"}), (0.005, 0.02, 0.1, 1.0), policy="heuristic"),
     Kind("dead_seed", dead_seed, frozenset({"dead_seed"}), (0.3, 0.1, 0.01, 0.0), policy="heuristic"),
     Kind("value_collapse", value_collapse, frozenset({"value_collapse"}), (0.3, 0.1, 0.01, 0.0), env=None),
     Kind("entropy_collapse", entropy_collapse, frozenset({"entropy_collapse"}), (3, 10, 100, 1000), env=None),
-    Kind("gradient_drift", gradient_drift, frozenset({"gradient_drift"}), (1.1, 1.2, 1.5, 2.0), abrupt=False),
-    Kind("label_corruption", corrupt_labels, frozenset({"performance_degradation"}), (0.1, 0.2, 0.5, 1.0),
-         env=None),
+    Kind("gradient_drift", gradient_drift, frozenset({"gradient_drift", "loss_drift"}), (1.1, 1.2, 1.5, 2.0),
+         abrupt=False),
+    Kind("label_corruption", corrupt_labels, frozenset({"performance_degradation", "loss_drift"}),
+         (0.1, 0.2, 0.5, 1.0), env=None),
 )
 DOSES: dict[str, tuple[float, ...]] = {k.name: k.doses for k in KINDS}
 
