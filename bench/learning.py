@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import pathlib
 import statistics
 import sys
 import time
@@ -199,28 +201,52 @@ def report(runs: dict[str, dict[Key, Episode]], config: TrainConfig, seeds: int,
     print(" ".join(f"{k}={v}" for k, v in fields.items()))
 
 
+def save(path: pathlib.Path, runs: dict[str, dict[Key, Episode]]) -> None:
+    rows = [[name, list(key), dataclasses.asdict(e)] for name, eps in runs.items() for key, e in eps.items()]
+    path.write_text(json.dumps(rows))
+
+
+def load(paths: list[pathlib.Path]) -> dict[str, dict[Key, Episode]]:
+    runs: dict[str, dict[Key, Episode]] = {}
+    for path in paths:
+        for name, key, e in json.loads(path.read_text()):
+            arch = tuple(tuple(seed) for seed in e.pop("arch"))
+            runs.setdefault(name, {})[tuple(key)] = Episode(**e, arch=arch)  # type: ignore[index]
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
     parser.add_argument("--seeds", type=int, default=3, help="seeds (task data, hosts, policies), each measured apart")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first of the --seeds seeds")
     parser.add_argument("--window", type=int, default=3, help="rounds at each end of the run that are compared")
     parser.add_argument("--test-size", type=int, default=1024, help="test images no decision sees")
+    parser.add_argument("--save", type=pathlib.Path, help="also write every episode to this JSON file")
+    parser.add_argument("--load", type=pathlib.Path, nargs="+",
+                        help="report on episodes saved by earlier invocations (seeds run apart) instead of running")
     ns = parser.parse_args()
     if ns.rounds is None:
         ns.rounds = 12
     base = dataclasses.replace(TrainConfig.from_args(ns), device="cpu", log_every=0)
     if ns.seeds < 1 or ns.window < 1 or base.rounds < 2 * ns.window or ns.test_size < 1:
         parser.error(f"need --seeds, --window, --test-size >= 1 and --rounds >= 2 × --window ({2 * ns.window})")
+    if ns.load:
+        runs = load(ns.load)
+        report(runs, base, len({k[0] for k in runs["heuristic"]}), ns.window, 0.0)
+        return
     torch.set_num_threads(max(base.cpu_threads, 1))
     t0 = time.perf_counter()
     runs: dict[str, dict[Key, Episode]] = {}
-    for seed in range(ns.seeds):
+    for seed in range(ns.first_seed, ns.first_seed + ns.seeds):
         got = measure_seed(base, seed, ns.window, ns.test_size)
         for name, episodes in got.items():
             runs.setdefault(name, {}).update(episodes)
         print(f"seed {seed} test accuracy: " + ", ".join(
             f"{name} {statistics.fmean(e.test_acc for e in eps.values()):.4f}" for name, eps in got.items()),
             file=sys.stderr, flush=True)
+        if ns.save:
+            save(ns.save, runs)
     report(runs, base, ns.seeds, ns.window, time.perf_counter() - t0)
 
 
