@@ -11,10 +11,10 @@ threshold was tuned on.
    ``--inject-at`` epochs of the second round of a run on each of ``--fault-seeds`` seeds. Its cost
    is the accuracy it took: the struck env's (every env's for a run-wide fault) mean validation
    accuracy from the injection to the round's end, against the same run without the fault (same
-   seed, same everything).
-   It is caught only by an anomaly of a kind that names it, in the env it struck (any env for a
+   seed, same everything), which counts among the healthy runs. It is caught only by an anomaly of a kind that names it, in the env it struck (any env for a
    run-wide fault), within ``--catch-window`` epochs after the injection; the delay is counted
-   from the injection. Anomalies before the injection are false alarms too.
+   from the injection. (A fault run repeats its twin up to the injection: its epochs before it are
+   not counted again.)
 
 Last line: ``key=value`` pairs with ``recall_harmful=`` (recall over the injections that cost at least
 ``--harmful-pp`` accuracy points), ``recall=`` (over all) and ``false_alarms_per_100_epochs=``.
@@ -204,12 +204,12 @@ def main() -> None:
 
 
 def summarize(reports: list[RunReport], outcomes: list[Outcome], harmful_pp: float, split: str, wall: float) -> None:
-    epochs = sum(r.epochs for r in reports) + sum(o.epochs_before for o in outcomes)
+    # A fault run repeats its twin exactly up to the injection: its epochs before it are not counted again.
+    epochs = sum(r.epochs for r in reports)
     per_check = collections.Counter(a for r in reports for _, _, a, _ in r.anomalies)
-    alarms = sum(per_check.values()) + sum(o.false_alarms for o in outcomes)
-    print(f"healthy ({split} seeds): {sum(r.epochs for r in reports)} epochs in {len(reports)} runs, plus "
-          f"{sum(o.epochs_before for o in outcomes)} epochs before injections; false alarms {alarms}"
-          + "".join(f"; {k} {v}" for k, v in sorted(per_check.items())))
+    alarms = sum(per_check.values())
+    print(f"healthy ({split} seeds): {epochs} epochs in {len(reports)} runs (the twins included); false alarms "
+          f"{alarms}" + "".join(f"; {k} {v}" for k, v in sorted(per_check.items())))
     table(outcomes, harmful_pp)
     harmful = [o for o in outcomes if o.cost_pp >= harmful_pp]
     caught = [o for o in outcomes if o.caught]
