@@ -105,10 +105,11 @@ class Tour:
         self.done.append(line)
 
     def _train(self, line: str) -> None:
-        assert "--policy heuristic" in line and "--rounds" in line, line  # the tour's run grows seeds at once
-        # The tour's run lasts minutes, for a reader to steer; this one as many rounds as the commands
-        # need (a later --rounds wins, the flag the tour explains).
-        line = f"{line} --rounds {TOUR_ROUNDS}"
+        if "--run-name try1" in line:
+            assert "--policy heuristic" in line and "--rounds" in line, line  # the tour's run grows seeds at once
+            # The tour's run lasts minutes, for a reader to steer; this one as many rounds as the commands
+            # need (a later --rounds wins, the flag the tour explains).
+            line = f"{line} --rounds {TOUR_ROUNDS}"
         self.trainer = self.shell.start(line, "esper-train", ready=lambda out: "run id: " in out)
         run_id = re.search(r"run id: (\S+)", self.shell.output("esper-train")).group(1)
         assert run_id.startswith("try1-"), run_id
