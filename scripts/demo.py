@@ -82,7 +82,7 @@ def _summary(url: str, run_id: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=str(ROOT / "runs" / "demo"), help="where the db and run logs go")
-    parser.add_argument("--rounds", type=int, default=40, help="rounds of the demo run (default 40)")
+    parser.add_argument("--rounds", type=int, default=60, help="rounds of the demo run (default 60)")
     parser.add_argument("train_args", nargs="*", help="extra esper-train flags (after --)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
