@@ -96,7 +96,9 @@ class Tour:
             assert page.status_code == 200 and "esper-watch" in page.text
             self.shell.stop("esper-watch-web")
         elif words[0] == "esper-watch":
-            marker = "REPLAY" if "--replay" in words else self.shell.values["<run_id>"]
+            compared = re.search(r"--compare <(\S+) run_id>", line)
+            marker = ("REPLAY" if "--replay" in words
+                      else self.shell.values[f"<{compared.group(1)} run_id>"] if compared else self.shell.values["<run_id>"])
             self.shell.console(line, marker)
         elif words[0] == "curl":
             self._curl(line)
@@ -105,16 +107,26 @@ class Tour:
         self.done.append(line)
 
     def _train(self, line: str) -> None:
-        if "--run-name try1" in line:
-            assert "--policy heuristic" in line and "--rounds" in line, line  # the tour's run grows seeds at once
-            # The tour's run lasts minutes, for a reader to steer; this one as many rounds as the commands
-            # need (a later --rounds wins, the flag the tour explains).
-            line = f"{line} --rounds {TOUR_ROUNDS}"
+        name = re.search(r"--run-name (\S+)", line).group(1)
+        if name != "try1":
+            self._side_run(line, name)
+            return
+        assert "--policy heuristic" in line and "--rounds" in line, line  # the tour's run grows seeds at once
+        # The tour's run lasts minutes, for a reader to steer; this one as many rounds as the commands
+        # need (a later --rounds wins, the flag the tour explains).
+        line = f"{line} --rounds {TOUR_ROUNDS}"
         self.trainer = self.shell.start(line, "esper-train", ready=lambda out: "run id: " in out)
         run_id = re.search(r"run id: (\S+)", self.shell.output("esper-train")).group(1)
         assert run_id.startswith("try1-"), run_id
         self.shell.values["<run_id>"] = run_id
         wait_for(lambda: run_known(self.url, run_id), 60, "the server to know the run")
+
+    def _side_run(self, line: str, name: str) -> None:
+        """A run of "Runs side by side", trained to its end (cut to two rounds); ``<NAME run_id>`` is its id."""
+        out = self.shell.run(f"{line} --rounds 2", timeout=300)
+        run_id = re.search(r"run id: (\S+)", out).group(1)
+        assert run_id.startswith(f"{name}-"), run_id
+        self.shell.values[f"<{name} run_id>"] = run_id
 
     def _curl(self, line: str) -> None:
         out = self.shell.run(line)
