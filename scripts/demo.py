@@ -1,8 +1,12 @@
 """A short live run you can watch: nissa-server, esper-train and esper-watch together.
 
-Starts the server on a free loopback port, starts a short training run that streams to it, and opens
-the console on that run in this terminal. Quit the console with `q`; the trainer and the server are
-stopped with it. Without a terminal (CI, a pipe) it waits for the run to finish and prints a summary.
+Starts the server on a free loopback port, starts a training run that streams to it, and opens the
+console on that run in this terminal. Quit the console with `q`; the trainer and the server are
+stopped with it. Without a terminal (CI, a pipe) it waits for the run to finish and prints a summary:
+every seed fossilized or pruned, with the contribution it was judged on.
+
+The run uses heuristic Tamiyo unless told otherwise (``-- --policy ppo``): it grows seeds from the
+first round, where PPO learns to over tens of rounds (the README's "Growth, measured").
 """
 
 from __future__ import annotations
@@ -57,17 +61,28 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
-def _summary(url: str) -> None:
-    with urllib.request.urlopen(f"{url}/runs", timeout=10) as resp:
-        runs = json.load(resp)
-    for run in runs:
-        print(f"run {run['run_id']} ({run.get('name', '')}): {run['status']}")
+def _get(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.load(resp)
+
+
+def _summary(url: str, run_id: str) -> None:
+    run = _get(f"{url}/runs/{run_id}")
+    print(f"run {run_id} ({run.get('name', '')}): {run['status']}")  # type: ignore[union-attr]
+    for kind, verb in (("seed_fossilized", "fossilized"), ("seed_pruned", "pruned")):
+        for event in _get(f"{url}/runs/{run_id}/events?after_seq=0&kind={kind}&limit=1000"):  # type: ignore[union-attr]
+            p = event["payload"]
+            share = f", +{100 * p['params'] / p['host_params']:.1f}% params" if p.get("host_params") else ""
+            contribution = "not measured" if p.get("contribution") is None else f"{100 * p['contribution']:+.1f} pp"
+            why = f" ({p['reason']})" if p.get("reason") else ""
+            print(f"  epoch {event['epoch']} env {event['env']}: {p['blueprint']} {verb} in {p['slot']}{why}, "
+                  f"contribution {contribution}{share}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=str(ROOT / "runs" / "demo"), help="where the db and run logs go")
-    parser.add_argument("--rounds", type=int, default=8, help="PPO rounds of the demo run (default 8)")
+    parser.add_argument("--rounds", type=int, default=60, help="rounds of the demo run (default 60)")
     parser.add_argument("train_args", nargs="*", help="extra esper-train flags (after --)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
@@ -77,7 +92,8 @@ def main() -> int:
     run_id = time.strftime("demo-%Y%m%d-%H%M%S")
     trainer = subprocess.Popen(
         [_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", "demo",
-         "--run-id", run_id, "--rounds", str(args.rounds), *args.train_args],
+         "--run-id", run_id, "--rounds", str(args.rounds),
+         *([] if "--policy" in args.train_args else ["--policy", "heuristic"]), *args.train_args],
         stdout=subprocess.PIPE if not sys.stdin.isatty() else subprocess.DEVNULL,
         stderr=subprocess.STDOUT if not sys.stdin.isatty() else subprocess.DEVNULL,
         text=True,
@@ -88,7 +104,7 @@ def main() -> int:
         else:
             out, _ = trainer.communicate(timeout=600)
             print(out, end="")
-            _summary(url)
+            _summary(url, run_id)
     finally:
         _stop(trainer)
         _stop(server)

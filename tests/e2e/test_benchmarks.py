@@ -40,27 +40,40 @@ TINY_TRAINING = ("--train-size", "128", "--val-size", "64", "--batch-size", "64"
 
 
 @pytest.mark.timeout(240)
-def test_learning_benchmark_compares_the_three_policies_per_seed():
-    # About 10 s: one seed, two rounds of one env.
-    figures = _run_bench("bench/learning.py", "--seeds", "1", "--rounds", "2", "--window", "1", "--n-envs", "1",
-                         "--episode-length", "4", *TINY_TRAINING)
-    assert figures["seeds"] == 1 and figures["rounds"] == 2
-    for key in ("no_seed_acc", "heuristic_acc", "ppo_gain_first_pp", "ppo_gain_last_pp", "ppo_return_last"):
+def test_learning_benchmark_pairs_every_control_on_a_test_split():
+    # About 10 s: one seed, two rounds of two envs.
+    figures = _run_bench("bench/learning.py", "--seeds", "1", "--rounds", "2", "--window", "1", "--n-envs", "2",
+                         "--episode-length", "4", "--test-size", "64", *TINY_TRAINING)
+    assert figures["seeds"] == 1 and figures["rounds"] == 2 and figures["episodes"] == 2
+    for key in ("alone_acc", "heuristic_acc", "static_acc", "scratch_acc", "ppo_gain_first_pp", "ppo_gain_last_pp"):
         assert figures[key] == figures[key], key  # a number, not nan
-    assert 0.0 < figures["no_seed_acc"] <= 1.0 and 0.0 <= figures["heuristic_fossil_rate"] <= 1.0
-    assert figures["heuristic_gain_pp"] == pytest.approx(100 * (figures["heuristic_acc"] - figures["no_seed_acc"]),
+    assert 0.0 < figures["alone_acc"] <= 1.0 and 0.0 <= figures["heuristic_fossil_rate"] <= 1.0
+    assert figures["heuristic_gain_pp"] == pytest.approx(100 * (figures["heuristic_acc"] - figures["alone_acc"]),
                                                          abs=0.02)
-    assert figures["ppo_kl"] > 0.0 and "ppo_vs_heuristic" in figures
+    assert figures["gain_vs_static_matched_pp"] == pytest.approx(
+        100 * (figures["heuristic_acc"] - figures["static_acc"]), abs=0.02)
+    assert figures["gain_vs_from_scratch_pp"] == pytest.approx(
+        100 * (figures["heuristic_acc"] - figures["scratch_acc"]), abs=0.02)
+    assert figures["acc_per_tflop_ratio_vs_static"] > 0 and figures["flops_ratio_vs_static"] > 0
+    assert figures["static_added_params_pct"] >= 0 and "ppo_vs_heuristic" in figures and "goal_met" in figures
 
 
 @pytest.mark.timeout(240)
-def test_anomaly_benchmark_injects_faults_into_the_real_loop():
-    # About 6 s: one healthy run (the heuristic's) and one fault in its own run, two short rounds each.
-    figures = _run_bench("bench/anomaly_detection.py", "--seeds", "0", "--long-rounds", "0", "--rounds", "2",
-                         "--episode-length", "6", "--inject-at", "3", "--faults", "dead_seed", *TINY_TRAINING)
-    assert figures["faults"] == 1 and figures["healthy_epochs"] > 0
-    assert 0.0 <= figures["recall"] <= 1.0 and figures["false_alarms_per_100_epochs"] >= 0.0
-    assert figures["delay_dead_seed"] in (1, 2)  # a zeroed seed is read from the next epoch's gradients
+def test_anomaly_benchmark_injects_each_dose_next_to_a_twin_run():
+    # About 10 s: one healthy run (the heuristic's), a twin and the four doses of one fault, two short rounds each.
+    done = subprocess.run([sys.executable, "bench/anomaly_detection.py", "--seeds", "0", "--long-rounds", "0",
+                           "--fault-seeds", "1", "--rounds", "2", "--episode-length", "10", "--min-training-epochs",
+                           "1", "--inject-at", "5", "--faults", "dead_seed", *TINY_TRAINING],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    figures = dict(pair.split("=") for pair in lines[-1].split())
+    assert figures["split"] == "test" and int(figures["injections"]) == 4 and int(figures["healthy_epochs"]) > 0
+    assert 0.0 <= float(figures["recall_harmful"]) <= 1.0 and 0.0 <= float(figures["recall"]) <= 1.0
+    assert float(figures["false_alarms_per_100_epochs"]) >= 0.0
+    rows = [line.split() for line in lines if line.startswith("dead_seed")]
+    assert [float(row[1]) for row in rows] == [0.3, 0.1, 0.01, 0.0]  # every dose, barely harmful to extreme
+    assert rows[-1][3] == "1/1"  # gradients gone entirely: caught
 
 
 @pytest.mark.timeout(60)

@@ -4,8 +4,8 @@ tour says. Placeholders come from the tour's own run (``<run_id>``) and its answ
 the fixed ports 8765 and 8766 are rewritten to free ones. A command line this test cannot run fails it,
 so a new command in the tour needs a runner here.
 
-Cost: one default ``esper-train`` run (about 20 s on two cores) and three consoles in a pseudo-terminal;
-the other commands run while it trains.
+Cost: the tour's ``esper-train`` run cut to three rounds (about 20 s on two cores), which must fossilize
+a seed, and three consoles in a pseudo-terminal; the other commands run while it trains.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 AFTER_THE_RUN = ("esper-train upload", "esper-watch --replay")  # the tour's commands for a run that ended
+TOUR_ROUNDS = 3
 
 
 def tour_commands(readme: str) -> list[str]:
@@ -95,7 +96,9 @@ class Tour:
             assert page.status_code == 200 and "esper-watch" in page.text
             self.shell.stop("esper-watch-web")
         elif words[0] == "esper-watch":
-            marker = "REPLAY" if "--replay" in words else self.shell.values["<run_id>"]
+            compared = re.search(r"--compare <(\S+) run_id>", line)
+            marker = ("REPLAY" if "--replay" in words
+                      else self.shell.values[f"<{compared.group(1)} run_id>"] if compared else self.shell.values["<run_id>"])
             self.shell.console(line, marker)
         elif words[0] == "curl":
             self._curl(line)
@@ -104,11 +107,26 @@ class Tour:
         self.done.append(line)
 
     def _train(self, line: str) -> None:
+        name = re.search(r"--run-name (\S+)", line).group(1)
+        if name != "try1":
+            self._side_run(line, name)
+            return
+        assert "--policy heuristic" in line and "--rounds" in line, line  # the tour's run grows seeds at once
+        # The tour's run lasts minutes, for a reader to steer; this one as many rounds as the commands
+        # need (a later --rounds wins, the flag the tour explains).
+        line = f"{line} --rounds {TOUR_ROUNDS}"
         self.trainer = self.shell.start(line, "esper-train", ready=lambda out: "run id: " in out)
         run_id = re.search(r"run id: (\S+)", self.shell.output("esper-train")).group(1)
         assert run_id.startswith("try1-"), run_id
         self.shell.values["<run_id>"] = run_id
         wait_for(lambda: run_known(self.url, run_id), 60, "the server to know the run")
+
+    def _side_run(self, line: str, name: str) -> None:
+        """A run of "Runs side by side", trained to its end (cut to two rounds); ``<NAME run_id>`` is its id."""
+        out = self.shell.run(f"{line} --rounds 2", timeout=300)
+        run_id = re.search(r"run id: (\S+)", out).group(1)
+        assert run_id.startswith(f"{name}-"), run_id
+        self.shell.values[f"<{name} run_id>"] = run_id
 
     def _curl(self, line: str) -> None:
         out = self.shell.run(line)
@@ -129,5 +147,9 @@ class Tour:
         assert self.trainer is not None, "the tour never started its run"
         code = self.trainer.wait(timeout=480)
         assert code == 0, self.shell.output("esper-train")
-        run = httpx.get(f"{self.url}/runs/{self.shell.values['<run_id>']}", timeout=10).json()
+        run_id = self.shell.values["<run_id>"]
+        run = httpx.get(f"{self.url}/runs/{run_id}", timeout=10).json()
         assert run["status"] == "finished", run
+        grown = httpx.get(f"{self.url}/runs/{run_id}/events", params={"after_seq": 0, "kind": "seed_fossilized"},
+                          timeout=10).json()
+        assert grown and all(e["payload"]["contribution"] is not None for e in grown), grown

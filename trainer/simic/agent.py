@@ -65,10 +65,10 @@ class HeuristicAgent:
         return None
 
     def state_dict(self) -> dict[str, object]:
-        return {"germinations": self.policy._germinations}
+        return self.policy.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        self.policy._germinations = int(state["germinations"])
+        self.policy.load_state_dict(state)
 
     def act(self, t: int, envs: Sequence[EnvSignals], op_mask: torch.Tensor,
             slot_mask: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,8 @@ from torch import nn
 
 from leyline import Payload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
 
-from trainer.kasmina.host import CNNHost, HostConfig
+from trainer.kasmina.blueprints import param_count
+from trainer.kasmina.host import CNNHost, HostConfig, slot_index
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_POTENTIAL, LifecycleConfig
 from trainer.kasmina.model import MorphogeneticModel
 from trainer.kasmina.slot import SeedSlot
@@ -79,6 +80,11 @@ class Env:
     @property
     def slots(self) -> list[SeedSlot]:
         return self.model.slots
+
+    @property
+    def host_size(self) -> int:
+        """Parameters of the host alone (what a seed's parameters are a share of)."""
+        return self.model.host_params
 
     # --- training ------------------------------------------------------------------------
 
@@ -176,7 +182,8 @@ class Env:
                                              blueprint=slot.blueprint or "", params=slot.params,
                                              contribution=slot.contribution, host_params=self.model.host_params))
         elif action.op is Op.PRUNE:
-            events = slot.prune(action.alpha_speed, action.alpha_curve, "policy prune")
+            measured = "" if slot.contribution is None else f" at contribution {100 * slot.contribution:+.1f} pp"
+            events = slot.prune(action.alpha_speed, action.alpha_curve, f"policy prune{measured}")
         elif action.op is Op.SET_ALPHA_TARGET:
             events = slot.set_alpha_target(action.alpha_target, action.alpha_speed, action.alpha_curve)
         self.last_op, self.last_action_ok = int(action.op), ok
@@ -219,6 +226,17 @@ class Env:
     def fossilized_params(self) -> int:
         """Parameters the fossilized seeds added to the host."""
         return sum(s.params for s in self.slots if s.stage is SeedStage.FOSSILIZED)
+
+    def extra_compute(self) -> float:
+        """Training compute of the attached seeds over the host's, per image. A weight costs one
+        multiply-add per position of the feature map it acts on (for pooled blueprints, such as
+        attention, an upper bound); the host's convolutions act before their pooling."""
+        cfg = self.model.host.config
+        side = [cfg.image_size // 2**i for i in range(cfg.n_blocks + 1)]
+        host = sum(param_count(b.conv) * side[i] ** 2 for i, b in enumerate(self.model.host.blocks))
+        host += param_count(self.model.host.classifier)
+        extra = sum(s.params * side[slot_index(s.slot_id) + 1] ** 2 for s in self.slots if s.seed is not None)
+        return extra / host
 
     def potential(self) -> float:
         return sum(STAGE_POTENTIAL.get(s.stage, 0.0) for s in self.slots)

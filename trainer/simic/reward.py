@@ -1,7 +1,12 @@
 """The reward, for all envs at once as tensor ops over struct-of-arrays inputs.
 
-reward = contribution attribution − parameter rent + potential-based shaping − action costs
+reward = contribution attribution − parameter and compute rent + potential-based shaping − action costs
          (+ a terminal bonus from final accuracy); normalized by a running std and clipped.
+
+A fossilized seed's contribution is paid in full, a seed still blending or holding earns only
+``blending_share`` of its own: fossilizing a seed that helps is worth more than leaving it blending,
+and fossilizing one that hurts costs more. The rent charges every attached seed for the parameters
+and the training compute it adds, so a gain must pay for its size.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ class RewardConfig:
 
     contribution_weight: float = 10.0
     """Scale of the summed counterfactual contributions of blended seeds (accuracy fractions)."""
+    blending_share: float = 0.5
+    """Share of its contribution a seed earns while blending or holding (fossilized: all of it)."""
     rent_weight: float = 0.2
     """Scale of the parameter rent ``min(0.5·ln(1 + extra/host), 1.5)``."""
+    compute_rent_weight: float = 0.2
+    """Scale of the compute rent ``min(extra compute / host compute, 1.5)`` (per training image)."""
     pbrs_weight: float = 0.1
     """Scale of the potential-based shaping ``γ·Φ(s') − Φ(s)`` over stage potentials."""
     gamma: float = 0.995
@@ -40,6 +49,8 @@ class RewardConfig:
             raise ValueError(f"action_costs needs {N_OPS} entries")
         if self.clip <= 0 or not 0 < self.gamma <= 1:
             raise ValueError("clip must be > 0 and gamma in (0, 1]")
+        if not 0.0 <= self.blending_share <= 1.0:
+            raise ValueError("blending_share must be in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,10 @@ class RewardInputs:
     terminal: bool
     accuracy: torch.Tensor
     """[E] validation accuracy now."""
+    fossilized: torch.Tensor | None = None
+    """[E, S] the slot's seed is fossilized (None: none is)."""
+    extra_compute: torch.Tensor | None = None
+    """[E] training compute of the attached seeds over the host's (None: not charged)."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +94,14 @@ class RewardTerms:
 def compute_rewards(inp: RewardInputs, cfg: RewardConfig) -> RewardTerms:
     """Raw (unnormalized) rewards for all envs; no Python loop over envs."""
     measured = torch.nan_to_num(inp.contributions, nan=0.0) * inp.blended
+    if inp.fossilized is not None:
+        measured = measured * torch.where(inp.fossilized, 1.0, cfg.blending_share)
+    else:
+        measured = measured * cfg.blending_share
     attribution = cfg.contribution_weight * measured.sum(dim=1)
     rent = cfg.rent_weight * torch.clamp(0.5 * torch.log1p(inp.extra_params / inp.host_params), max=1.5)
+    if inp.extra_compute is not None:
+        rent = rent + cfg.compute_rent_weight * torch.clamp(inp.extra_compute, max=1.5)
     shaping = cfg.pbrs_weight * (cfg.gamma * inp.potential_now - inp.potential_prev)
     costs = torch.tensor(cfg.action_costs, dtype=torch.float32)
     cost = costs[inp.op] + cfg.failed_action_cost * (~inp.action_ok).float()

@@ -43,7 +43,8 @@ def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
 def build_agent(config: TrainConfig, device: torch.device, ranks: Ranks | None = None) -> Agent:
     """The run's policy; with several ranks one policy, its weights rank 0's, its sampling each rank's own."""
     if config.policy == "heuristic":
-        return HeuristicAgent(HeuristicPolicy(HeuristicConfig(), lifecycle_config(config)))
+        return HeuristicAgent(HeuristicPolicy(HeuristicConfig(validation_images=config.val_size),
+                                              lifecycle_config(config)))
     ranks = ranks or Ranks.single()
     ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
     return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device,

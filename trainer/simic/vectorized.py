@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import EpochCompleted, Payload, PPOUpdate, SeedGerminated, TelemetryLevel
+from leyline import EpochCompleted, Payload, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
 
 from trainer.data import TaskData
 from trainer.hooks import RunHooks
@@ -176,7 +176,9 @@ class VectorizedTrainer:
             op=torch.tensor([int(a.op) for a in previous.actions]),
             action_ok=torch.tensor([env.last_action_ok for env in envs]),
             terminal=terminal,
-            accuracy=torch.tensor([env.val_acc for env in envs]))
+            accuracy=torch.tensor([env.val_acc for env in envs]),
+            fossilized=torch.tensor([[s.stage is SeedStage.FOSSILIZED for s in env.slots] for env in envs]),
+            extra_compute=torch.tensor([env.extra_compute() for env in envs]))
         return compute_rewards(inputs, self.reward_cfg).total
 
     def update(self, round_: int, returns: torch.Tensor) -> PPOMetrics | None:

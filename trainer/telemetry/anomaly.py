@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 ANOMALIES: frozenset[str] = frozenset({
     "ratio_explosion", "ratio_collapse", "value_collapse", "entropy_collapse", "kl_spike", "nan_inf",
-    "gradient_drift", "lstm_explosion", "lstm_vanishing", "gradient_explosion", "dead_seed", "loss_spike",
+    "gradient_drift", "lstm_explosion", "lstm_vanishing", "gradient_explosion", "dead_seed", "loss_spike", "loss_drift",
     "performance_degradation", "straggler"})
 # Every check fires on a change against the run's own history (or on broken numerics), so each is
 # worth a DEBUG window: gradients every batch, per-layer stats and the LSTM state around the next

@@ -11,6 +11,9 @@ decision showed). Checks, each on the run's own history rather than on absolute 
 - ``loss_spike``: an env's training loss jumped well above the highest it had in this round (a
   learning-rate spike: with BatchNorm the weights grow and the gradients measured at the next
   stride are often back to normal, while the epoch's loss shows the blow-up);
+- ``loss_drift``: an env's training loss stayed well above what the hosts of earlier rounds had at
+  the same epoch, for several epochs (corrupted labels, a milder learning-rate spike: the loss
+  triples on 10% permuted labels, where a healthy host's is within 2× of the reference);
 - ``gradient_drift``: an env's host gradient norm moved away from the norm the hosts of earlier
   rounds had at the same epoch of their episode, for several epochs in a row (hosts are fresh
   every round, so the same epoch of earlier rounds is the fair reference, not the epoch before);
@@ -65,6 +68,12 @@ class EpochCheckConfig:
     """Weight of earlier rounds in the per-epoch reference (an EMA across rounds)."""
     loss_spike: float = 3.0
     """An env's training loss over the highest of its earlier epochs this round above which it spiked."""
+    loss_drift_factor: float = 2.0
+    """An env's training loss over the same epoch of earlier rounds (an EMA across rounds, weighted by
+    ``drift_memory``) above which it drifted. Chosen on development seeds, where healthy hosts stayed
+    under 2.0 (99th percentile 1.9) and 10% permuted labels gave 3×."""
+    loss_drift_epochs: int = 2
+    """Consecutive epochs the loss must stay that high before it is reported."""
     degradation: float = 0.4
     """Fraction of its recent best an env's accuracy must lose to count as degraded."""
     degradation_epochs: int = 2
@@ -81,12 +90,13 @@ class EpochCheckConfig:
     def __post_init__(self) -> None:
         if self.min_history < 1 or self.history < self.min_history:
             raise ValueError("need 1 <= min_history <= history")
-        if self.explosion_factor <= 1 or self.drift_factor <= 1 or self.loss_spike <= 1:
-            raise ValueError("explosion_factor, drift_factor and loss_spike must be > 1")
+        if min(self.explosion_factor, self.drift_factor, self.loss_spike, self.loss_drift_factor) <= 1:
+            raise ValueError("explosion_factor, drift_factor, loss_spike and loss_drift_factor must be > 1")
         if not (0 < self.dead_factor < 1 and 0 < self.value_factor < 1 and 0 < self.entropy_factor < 1
                 and 0 < self.degradation < 1 and 0 <= self.drift_memory < 1):
             raise ValueError("dead, value and entropy factors, degradation and drift_memory must be in (0, 1)")
-        if min(self.drift_epochs, self.recent_epochs, self.degradation_epochs) < 1 or self.warmup_epochs < 0:
+        if min(self.drift_epochs, self.recent_epochs, self.degradation_epochs, self.loss_drift_epochs) < 1 \
+                or self.warmup_epochs < 0:
             raise ValueError("drift_epochs, recent_epochs and degradation_epochs must be >= 1, warmup_epochs >= 0")
 
 
@@ -123,6 +133,8 @@ class EpochChecks:
         self._acc: dict[int, deque[float]] = {}
         self._low_run: dict[int, int] = {}
         self._top_loss: dict[int, float] = {}
+        self._loss_ref: dict[tuple[int, int], float] = {}
+        self._loss_run: dict[int, int] = {}
         self._round = -1
         self._last_values: tuple[float, ...] | None = None
         self._value_moves = _Series(self.config.history)
@@ -135,7 +147,8 @@ class EpochChecks:
         return {"norms": {key: list(series.values) for key, series in self._norms.items()},
                 "drift_ref": dict(self._drift_ref), "drift_run": dict(self._drift_run),
                 "acc": {env: list(values) for env, values in self._acc.items()}, "low_run": dict(self._low_run),
-                "top_loss": dict(self._top_loss), "round": self._round, "last_values": self._last_values,
+                "top_loss": dict(self._top_loss), "loss_ref": dict(self._loss_ref),
+                "loss_run": dict(self._loss_run), "round": self._round, "last_values": self._last_values,
                 "value_moves": list(self._value_moves.values), "value_spread": list(self._value_spread.values),
                 "entropy": list(self._entropy.values), "active": sorted(self._active, key=repr)}
 
@@ -148,6 +161,7 @@ class EpochChecks:
         self._drift_ref, self._drift_run = dict(state["drift_ref"]), dict(state["drift_run"])
         self._acc = {env: deque(values, maxlen=c.recent_epochs) for env, values in state["acc"].items()}
         self._low_run, self._top_loss = dict(state["low_run"]), dict(state["top_loss"])
+        self._loss_ref, self._loss_run = dict(state.get("loss_ref", {})), dict(state.get("loss_run", {}))
         self._round, self._last_values = int(state["round"]), state["last_values"]
         for name in ("value_moves", "value_spread", "entropy"):
             series = _Series(c.history)
@@ -242,6 +256,7 @@ class EpochChecks:
             found += self._edge(bool(bad), "nan_inf", env, "metrics", lambda bad=bad, env=env: _finding(
                 "nan_inf", f"env {env}: non-finite {', '.join(bad)}", **{f"{b}_nonfinite": 1.0 for b in bad}))
             found += self._loss(env, train_loss)
+            found += self._loss_drift(env, train_loss, s.epoch_in_round)
             found += self._accuracy(env, acc, s.epoch_in_round)
         return found
 
@@ -254,6 +269,19 @@ class EpochChecks:
         if math.isfinite(loss):
             self._top_loss[env] = loss if top is None else max(top, loss)
         return found
+
+    def _loss_drift(self, env: int, loss: float, epoch: int) -> list[Finding]:
+        c = self.config
+        ref = self._loss_ref.get((env, epoch))
+        ratio = loss / ref if ref and math.isfinite(loss) else math.nan
+        high = math.isfinite(ratio) and ratio > c.loss_drift_factor
+        run = self._loss_run[env] = self._loss_run.get(env, 0) + 1 if high else 0
+        if math.isfinite(loss) and not high:  # a drifted round does not become the reference
+            self._loss_ref[(env, epoch)] = loss if ref is None else c.drift_memory * ref + (1 - c.drift_memory) * loss
+        return self._edge(run >= c.loss_drift_epochs, "loss_drift", env, "loss", lambda: _finding(
+            "loss_drift", f"env {env}: training loss {loss:.3g} is {ratio:.1f}× the loss at this epoch of earlier "
+            f"rounds ({ref:.3g}) for {run} epochs", loss=loss, reference=ref or math.nan, ratio=ratio,
+            threshold=c.loss_drift_factor))
 
     def _accuracy(self, env: int, acc: float, epoch_in_round: int) -> list[Finding]:
         c = self.config

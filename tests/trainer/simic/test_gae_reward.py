@@ -45,7 +45,7 @@ def _inputs(**over):
 
 def test_reward_terms_by_hand():
     cfg = RewardConfig(contribution_weight=10.0, rent_weight=1.0, pbrs_weight=0.1, gamma=0.9,
-                       failed_action_cost=0.05, terminal_weight=2.0)
+                       failed_action_cost=0.05, terminal_weight=2.0, blending_share=1.0)
     terms = compute_rewards(_inputs(), cfg)
     assert terms.attribution.tolist() == pytest.approx([0.2, -0.1])  # unblended 0.05 ignored
     assert terms.rent.tolist() == pytest.approx([0.0, 0.5 * math.log(2.0)])
@@ -56,6 +56,20 @@ def test_reward_terms_by_hand():
     assert terms.total.tolist() == pytest.approx(expected)
     final = compute_rewards(_inputs(terminal=True), cfg)
     assert (final.total - terms.total).tolist() == pytest.approx([1.0, 1.2])
+
+
+def test_a_fossilized_seed_earns_its_whole_contribution_a_blending_one_a_share():
+    cfg = RewardConfig(contribution_weight=10.0, blending_share=0.5)
+    blending = compute_rewards(_inputs(), cfg).attribution
+    fossilized = compute_rewards(_inputs(fossilized=torch.tensor([[True, False], [False, False]])), cfg).attribution
+    assert blending.tolist() == pytest.approx([0.1, -0.05])
+    assert fossilized.tolist() == pytest.approx([0.2, -0.05])  # fossilizing the helpful seed pays more
+
+
+def test_rent_charges_parameters_and_compute():
+    cfg = RewardConfig(rent_weight=1.0, compute_rent_weight=0.5)
+    terms = compute_rewards(_inputs(extra_compute=torch.tensor([0.0, 0.4])), cfg)
+    assert terms.rent.tolist() == pytest.approx([0.0, 0.5 * math.log(2.0) + 0.5 * 0.4])
 
 
 def test_rent_is_capped():

@@ -1,4 +1,4 @@
-"""Action masks, op-first masked sampling with causal heads, features and the heuristic."""
+"""Action masks, op-first masked sampling with causal heads and features."""
 
 import torch
 
@@ -7,7 +7,6 @@ from trainer.kasmina.lifecycle import STAGE_CODE, LifecycleConfig
 from trainer.kasmina.slot import SeedSlot
 from trainer.tamiyo.actions import CAUSAL_HEADS, Action, Op, head_sizes
 from trainer.tamiyo.features import BASE_FEATURES, NEVER, SLOT_FEATURES, build_observations, obs_dim
-from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
 from trainer.tamiyo.masks import SlotView, compute_masks
 from trainer.tamiyo.policy import ActorCritic, PolicyConfig
 
@@ -118,30 +117,6 @@ def test_features_shape_and_never_measured():
     slot0 = obs[0, BASE_FEATURES: BASE_FEATURES + SLOT_FEATURES]
     assert slot0[0] == 0.0 and slot0[1 + STAGE_CODE[S.DORMANT]] == 1.0
     assert slot0[11] == NEVER  # contribution never measured
-
-
-def test_heuristic_germinates_on_plateau_then_advances_and_fossilizes():
-    lifecycle = LifecycleConfig(min_training_epochs=1)
-    heuristic = HeuristicPolicy(HeuristicConfig(patience=5), lifecycle)
-    slots = _slots()
-    env = _Env(slots, [0.5, 0.6])
-    masks = compute_masks(_view([[s.stage for s in slots]]), 0)
-    assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is Op.WAIT  # still improving
-    env = _Env(slots, [0.5, 0.6, 0.601])
-    row = heuristic.act([env], *masks)[0].tolist()
-    action = Action.from_row(row)
-    assert action.op is Op.GERMINATE and action.blueprint == "conv_light"
-    slots[action.slot].germinate(action.blueprint, action.style, action.tempo, "s", torch.device("cpu"))
-    masks = compute_masks(_view([[s.stage for s in slots]]), 0)
-    assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is Op.ADVANCE
-    slot = slots[action.slot]
-    slot.stage, slot.contribution = S.HOLDING, 0.01
-    masks = compute_masks(_view([[s.stage for s in slots]]), 0)
-    assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is Op.FOSSILIZE
-    slot.contribution = -0.5
-    assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is not Op.PRUNE  # one bad reading
-    slot.prev_contribution = -0.4
-    assert Action.from_row(heuristic.act([env], *masks)[0].tolist()).op is Op.PRUNE
 
 
 def test_decision_entropy_is_normalised_by_the_legal_choices():

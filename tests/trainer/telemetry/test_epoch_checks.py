@@ -93,9 +93,24 @@ def test_loss_spike_against_the_highest_loss_of_the_round():
     checks = EpochChecks()
     _warm(checks)
     assert checks.run(_signals(3, 1, loss=(2.3, 2.3)), []) == []
-    assert checks.run(_signals(3, 2, loss=(4.0, 2.0)), []) == []  # under 3× the round's highest
+    assert checks.run(_signals(3, 2, loss=(3.0, 2.0)), []) == []  # under 3× the round's highest
     found = checks.run(_signals(3, 3, loss=(19.0, 2.0)), [])
     assert _kinds(found) == [("loss_spike", 0)] and "19" in found[0][1].detail
+
+
+def test_loss_drift_against_the_same_epoch_of_earlier_rounds_for_two_epochs():
+    checks = EpochChecks()
+    _warm(checks)  # the reference: 2.3 · 0.85^epoch, ±10%
+    for e in range(1, 5):
+        assert checks.run(_signals(3, e, loss=(2.3 * 0.85**e,) * 2), []) == []
+    reference = [2.3 * 0.85**e for e in (5, 6, 7)]
+    assert checks.run(_signals(3, 5, loss=(3 * reference[0], reference[0])), []) == []  # one epoch is no verdict
+    found = checks.run(_signals(3, 6, loss=(3 * reference[1], reference[1])), [])
+    assert _kinds(found) == [("loss_drift", 0)] and 2.5 < found[0][1].evidence["ratio"] < 3.5
+    assert checks.run(_signals(3, 7, loss=(3 * reference[2], reference[2])), []) == []  # still high: one event
+    restored = EpochChecks()
+    restored.load_state_dict(checks.state_dict())
+    assert restored.state_dict() == checks.state_dict()
 
 
 def test_host_gradient_drift_against_the_same_epoch_of_earlier_rounds():
