@@ -110,6 +110,9 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-every", type=int, metavar="ROUNDS",
                    help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
                         "(0: none; default 1)")
+    g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
+                   help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
+                        "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
     g.add_argument("-v", "--verbose", action="store_true",
                    help="log what the hub and the loop do to stderr (default: warnings only)")
     r = p.add_argument_group("ranks (under torchrun)")
@@ -162,6 +165,8 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
+    if not args.stack_watchdog >= 0:
+        raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
     if not args.straggler_factor > 1:
         raise ValueError(f"--straggler-factor: must be > 1, got {args.straggler_factor}")
 
@@ -253,6 +258,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     import dataclasses
 
     from trainer.data import DataError
+    from trainer.diagnostics import install_diagnostics
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling, install_rank_checks
 
@@ -269,6 +275,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     _interrupt_on_sigterm()
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
+    stop_watchdog = install_diagnostics(runtime, args.stack_watchdog)
     try:
         if point is None:
             runtime.emit(_run_started(runtime, args.run_name, config, args))
@@ -296,6 +303,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
         summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
+        stop_watchdog()
         report = runtime.finish(summary, timeout=args.close_timeout)
     _say(f"run {run_id} {summary.status}: {report.describe()}")
     if not report.complete:
