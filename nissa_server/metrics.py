@@ -47,6 +47,13 @@ class Metrics:
         self.commands_created = Counter("nissa_commands_created", "Commands queued by /escalate", registry=r)
         self.conflicts = Counter("nissa_events_conflicting", "Events re-sent with a stored seq but other content "
                                  "(their connection is closed with 4422)", registry=r)
+        self.alerts_fired = Counter("nissa_alerts_fired", "Alerts opened by this server, by rule and condition",
+                                    ["rule", "condition"], registry=r)
+        self.alerts_resolved = Counter("nissa_alerts_resolved", "Alerts resolved by this server, by rule and "
+                                       "condition", ["rule", "condition"], registry=r)
+        self.alert_deliveries = Counter("nissa_alert_deliveries", "Notification attempts by this server, by "
+                                        "destination and result (sent, retry, failed, rate_limited)",
+                                        ["destination", "result"], registry=r)
         self.refused = Counter("nissa_connections_refused", "Connections refused or closed by a limit, by reason",
                                ["reason"], registry=r)
 

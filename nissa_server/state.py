@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leyline import EventKind
+from nissa_server.alerts.service import AlertService
 from nissa_server.commands import CommandService
 from nissa_server.fanout import FanOut
 from nissa_server.metrics import Metrics
@@ -31,6 +32,7 @@ class Nissa:
     fanout: FanOut = field(default_factory=FanOut)
     metrics: Metrics = field(default_factory=Metrics)
     commands: CommandService = field(init=False)
+    alerts: AlertService = field(init=False)
     server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """Prefix of this server's ingest sessions in the database (other servers' show as theirs)."""
     _tasks: list[asyncio.Task] = field(default_factory=list)
@@ -41,6 +43,9 @@ class Nissa:
                                   commit_interval_s=self.settings.commit_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands)
+        self.alerts = AlertService(self.settings.alert_rules, self.store, self.commands, self.metrics,
+                                   silent_after_s=self.settings.rank_silent_after_s,
+                                   lost_after_s=self.settings.lost_after_s)
         self.store.on_publish = self._published
         self.store.on_stream_taken = self._stream_taken
         self.store.on_run_deleted = self.forget
@@ -93,6 +98,10 @@ class Nissa:
         )
         self.store.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="nissa-maintenance"))
+        if self.alerts.active:
+            interval = self.settings.maintenance_interval_s
+            self._tasks.append(asyncio.create_task(self.alerts.run_sweeps(interval), name="nissa-alert-sweep"))
+            self._tasks.append(asyncio.create_task(self.alerts.run_delivery(interval), name="nissa-alert-delivery"))
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 
     async def stop(self) -> None:

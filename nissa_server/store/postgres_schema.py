@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from nissa_server.store.alerts_sql import ALERTS_SCHEMA
 from nissa_server.store.blocks import regroup
 from nissa_server.store.model import UnusableDatabase
 from nissa_server.store.ranks_sql import RANKS_SCHEMA
@@ -148,8 +149,15 @@ def _v4(conn: psycopg.Connection) -> None:
     conn.execute("DROP TABLE events")
 
 
+def _v5(conn: psycopg.Connection) -> None:
+    # As SQLite's v8: alerts, their notifications and every delivery attempt (see store.alerts_sql).
+    for statement in ALERTS_SCHEMA.format(key="BIGINT", real="DOUBLE PRECISION", rowid="").split(";"):
+        if statement.strip():
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

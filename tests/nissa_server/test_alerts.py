@@ -1,0 +1,110 @@
+"""Alerts against a real webhook receiver on 127.0.0.1: status, anomaly and hang rules fire once per
+condition and run, resolve with a "resolved", retry a failed delivery, and are stored and listed."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from leyline import AnomalyDetected, Heartbeat, RunFinished, Severity, make_event
+from nissa_server.alerts.rules import parse_rules
+from tests.support import IngestClient, async_wait_for, events_for, ingest_events, running_server
+from tests.support.webhook import webhook_receiver
+
+
+def _rules(url: str, *rules: dict) -> object:
+    return parse_rules({"destinations": {"hook": {"urls": [url]}}, "rules": list(rules)}, "alerts.toml")
+
+
+def _fast(tmp_path, rules, **kw):
+    return running_server(tmp_path, alert_rules=rules, maintenance_interval_s=0.2, **kw)
+
+
+def _event(run_id: str, seq: int, payload, step: int, severity: Severity | None = None):
+    return make_event(payload, run_id=run_id, seq=seq, ts=1.7e9 + seq, step=step, epoch=0, severity=severity)
+
+
+async def test_an_anomaly_alert_is_sent_once_retried_and_resolved(tmp_path):
+    with webhook_receiver(fail_first=1) as hook, _fast(tmp_path, _rules(
+            hook.url, {"name": "bad", "when": "anomaly", "min_severity": "error", "quiet_s": 1.5},
+            {"name": "ended", "when": "status", "status": ["finished"], "runs": "other-*"})) as url:
+        run = "anom"
+        await ingest_events(url, events_for(run, 3, started=True))
+        spike = AnomalyDetected(anomaly="kl_spike", detail="approx KL 0.09 > 0.0225")
+        await ingest_events(url, [_event(run, 4, spike, 4, Severity.ERROR), _event(run, 5, spike, 5, Severity.ERROR),
+                                  _event(run, 6, spike, 6, Severity.WARNING),
+                                  _event(run, 7, RunFinished(status="completed", duration_s=1.0), 7)])
+        posts = hook.wait(lambda bodies: any("resolved" in b["title"] for b in bodies), timeout=40)
+        titles = [b["title"] for _, b in posts]
+        assert titles == ["[nissa] bad: demo: kl_spike", "[nissa] resolved: bad: demo: kl_spike"]
+        assert posts[0][1]["type"] == "warning" and "approx KL" in posts[0][1]["message"]
+        assert hook.refused == 1  # the first try failed and was retried
+        async with httpx.AsyncClient(base_url=url) as http:
+            (alert,) = (await http.get(f"/runs/{run}/alerts")).json()
+            assert (alert["rule"], alert["status"], alert["subject"]) == ("bad", "resolved", "kl_spike")
+            firing = [d for d in alert["deliveries"] if d["state"] == "firing"]
+            assert firing == [{"destination": "hook/0", "state": "firing", "status": "sent", "attempts": 2,
+                               "last_error": "", "sent_at": firing[0]["sent_at"]}]
+            assert [a["alert_id"] for a in (await http.get("/alerts", params={"status": "resolved"})).json()] == [
+                alert["alert_id"]]
+            assert (await http.get("/alerts", params={"status": "firing"})).json() == []
+            events = (await http.get(f"/runs/{run}/events", params={"kind": "alert", "rank": -1})).json()
+            assert [e["payload"]["state"] for e in events] == ["firing", "resolved"]
+            metrics = (await http.get("/metrics")).text
+            assert 'nissa_alerts_fired_total{condition="anomaly",rule="bad"} 1.0' in metrics
+            assert 'nissa_alert_deliveries_total{destination="hook",result="retry"} 1.0' in metrics
+            rules = (await http.get("/alerts/rules")).json()
+            assert [r["name"] for r in rules["rules"]] == ["bad", "ended"] and rules["rules"][1]["runs"] == "other-*"
+
+
+async def test_a_rank_that_stops_advancing_while_its_heartbeats_go_on_is_hung(tmp_path):
+    with webhook_receiver() as hook, _fast(tmp_path, _rules(hook.url, {"name": "stuck", "when": "hang",
+                                                                       "after_s": 1.0})) as url:
+        run = "hung"
+        async with IngestClient(url, run) as trainer:
+            await trainer.send(events_for(run, 1, started=True))
+            seq = 1
+            async def beat(step: int) -> None:
+                nonlocal seq
+                seq += 1
+                await trainer.send([_event(run, seq, Heartbeat(uptime_s=seq), step)])
+
+            async def fired() -> list:
+                await beat(5)
+                return hook.posts
+            await async_wait_for(fired, timeout=30, interval=0.3, message="the hang alert at the webhook")
+            command = await trainer.wait_command()  # the server asked the run for its stacks
+            assert command.action.value == "stacks" and command.reason.startswith("alert stuck: rank 0")
+            async with httpx.AsyncClient(base_url=url) as http:
+                (alert,) = (await http.get("/alerts")).json()
+                assert (alert["subject"], alert["rank"], alert["step"], alert["command_id"]) == (
+                    "rank 0", 0, 5, command.command_id)
+                assert hook.posts[0][1]["title"] == "[nissa] stuck: demo: rank 0"
+                assert f"GET /commands/{command.command_id}" in hook.posts[0][1]["message"]
+            await beat(6)
+            hook.wait(lambda bodies: len(bodies) == 2, timeout=30)
+            assert hook.posts[1][1]["title"] == "[nissa] resolved: stuck: demo: rank 0"
+            async with httpx.AsyncClient(base_url=url) as http:
+                assert (await http.get("/alerts")).json()[0]["status"] == "resolved"
+                events = (await http.get(f"/runs/{run}/events", params={"kind": "alert", "rank": -1})).json()
+                assert [e["payload"]["message"] for e in events][1] == "resolved: rank 0 advanced to step 6"
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"rules": [{"name": "x", "when": "hung"}]},
+     "alerts.toml: rules[0] ('x'): when: must be one of status, anomaly, hang, straggler, got 'hung'"),
+    ({"rules": [{"name": "x", "when": "hang", "after_s": -1}]},
+     "alerts.toml: rules[0] ('x'): after_s: must be a number of seconds in (0, 604800]"),
+    ({"rules": [{"name": "x", "when": "status", "notify": ["pager"]}]},
+     "alerts.toml: rules[0] ('x'): notify: no destination 'pager' (define [destinations.pager])"),
+    ({"destinations": {"d": {"urls": ["nonsense://x"]}}},
+     "alerts.toml: destination 'd': urls: nonsense:// is not a notification URL apprise knows (or it is malformed)"),
+    ({"rules": [{"name": "x", "when": "anomaly", "after_s": 3}]},
+     "alerts.toml: rules[0] ('x'): unknown field 'after_s' for when = 'anomaly'"),
+])
+def test_a_bad_rules_file_is_one_line_naming_the_rule_and_field(spec, message):
+    from nissa_server.alerts.rules import RulesError
+
+    with pytest.raises(RulesError) as caught:
+        parse_rules(spec, "alerts.toml")
+    assert str(caught.value) == message
