@@ -110,6 +110,9 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-every", type=int, metavar="ROUNDS",
                    help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
                         "(0: none; default 1)")
+    g.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
+                   help="a heartbeat (with the step reached) this often: the server tells a hung rank, alive but "
+                        "not advancing, from a silent one by them (default 5)")
     g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
                    help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
                         "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
@@ -165,6 +168,8 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
+    if not 0.1 <= args.heartbeat <= 3600:
+        raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
     if not args.stack_watchdog >= 0:
         raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
     if not args.straggler_factor > 1:
@@ -265,7 +270,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     config = dataclasses.replace(config, device=ranks.device_name(config.device))
     run_id = _agree_on_run(parser, args, ranks)
     hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
-                    rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue)
+                    rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue, heartbeat_s=args.heartbeat)
     runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
                                                    ranks=ranks, env_base=ranks.rank * config.n_envs))
     point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None

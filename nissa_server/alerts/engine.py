@@ -169,10 +169,11 @@ class AlertEngine:
                 self._steps[key] = (row.step, now)
                 continue
             stuck_s = now - since
-            if now - row.seen_at > self.silent_after_s:
-                continue  # silent: not alive-but-stuck (the status rules say degraded or lost)
             for rule in self._of("hang"):
-                if stuck_s >= rule.after_s and rule.matches(row.run_id, row.name):
+                # Alive: heard from within the rule's time (and before it counts as silent); a rank stopped
+                # outright is silent, not hung (the status rules say degraded, then lost or failed).
+                alive = now - row.seen_at < min(rule.after_s, self.silent_after_s)
+                if alive and stuck_s >= rule.after_s and rule.matches(row.run_id, row.name):
                     out.append(Firing(rule, row.run_key, row.run_id, f"rank {row.rank}",
                                       f"rank {row.rank} has not advanced past step {row.step} for {stuck_s:.0f} s "
                                       f"while its heartbeats continue", rank=row.rank, step=row.step))
