@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
+from nissa_server.store.series_sql import SeriesWriter
 from nissa_server.store.model import (
     CallWrite,
     Committed,
@@ -95,6 +96,8 @@ class Store(abc.ABC):
         """Held from building an event write until it is queued: FIFO, so build order is queue order. A
         write built while nobody is in it and queued at once (``ready``, ``put_now``) keeps that order too."""
         self.commits = 0
+        self.series = SeriesWriter()
+        """Series points and chart markers of the stored events, written in the same transaction."""
 
     # --- what a backend provides -------------------------------------------------------------
 
@@ -308,9 +311,12 @@ class Store(abc.ABC):
             for write in batch:
                 write.apply(conn, ids, pending)  # type: ignore[arg-type]
             pending.flush(conn)
+            self.series.write(conn, ((w.run.run_key, b.first_id, b.body) for w in batch
+                                     if isinstance(w, EventWrite) and w.rows for b in w.blocks))
             self._commit(conn, ids if ids is not None and ids.used else None, batch)
         except BaseException:
             self._rollback(conn)
+            self.series.forget()
             raise
 
     # --- reading -------------------------------------------------------------------------------
