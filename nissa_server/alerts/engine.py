@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from leyline import AnomalyDetected, DecodeError, RunStatus, Severity, decode_event
 from nissa_server.alerts.rules import AlertRules, Rule
+from nissa_server.alerts.series_rules import SERIES_CONDITIONS, Latest, SeriesWatch, read_latest
 from nissa_server.store.alerts_sql import firing as firing_alerts
 from nissa_server.store.conn import Conn
 
@@ -64,6 +65,8 @@ class Snapshot:
     """(alert id, run key, rule, subject, rank, step, seen_at, run status) of the alerts firing now."""
     last_id: int
     """The highest event id read."""
+    series: list[Latest] = field(default_factory=list)
+    """The newest point of each series the rules watch, in every running run."""
 
 
 def last_event_id(conn: Conn) -> int:
@@ -71,7 +74,7 @@ def last_event_id(conn: Conn) -> int:
     return int(top[0]) if top else 0
 
 
-def read_snapshot(conn: Conn, since: float, after_id: int | None) -> Snapshot:
+def read_snapshot(conn: Conn, since: float, after_id: int | None, series: tuple[list[str], list[str]]) -> Snapshot:
     ranks = [RankRow(*row) for row in conn.execute(
         "SELECT r.run_key, r.run_id, r.name, k.rank, COALESCE(k.seen_at, 0), k.last_step FROM runs r"
         " JOIN ranks k USING (run_key) WHERE r.status IN ('live', 'degraded') AND k.rank >= 0"
@@ -81,7 +84,8 @@ def read_snapshot(conn: Conn, since: float, after_id: int | None) -> Snapshot:
         " OR (status <> 'live' AND COALESCE(ended_at, last_seen_at) >= ?)", (since,)).fetchall()]
     last_id = last_event_id(conn)
     anomalies = [] if after_id is None else _anomalies(conn, after_id, last_id)
-    return Snapshot(ranks=ranks, runs=runs, anomalies=anomalies, firing=firing_alerts(conn), last_id=last_id)
+    return Snapshot(ranks=ranks, runs=runs, anomalies=anomalies, firing=firing_alerts(conn), last_id=last_id,
+                    series=read_latest(conn, *series))
 
 
 def _anomalies(conn: Conn, after_id: int, upto_id: int) -> list[Anomaly]:
@@ -135,6 +139,16 @@ class AlertEngine:
         anomalies stored before are history, not news)."""
         self._steps: dict[tuple[int, int], tuple[int, float]] = {}
         self._stragglers: dict[tuple[int, int], tuple[float, str]] = {}
+        self._series = SeriesWatch()
+
+    @property
+    def series_names(self) -> tuple[list[str], list[str]]:
+        """The series names the rules watch (labels stripped), and the event kinds of the ``nan`` rules'."""
+        from leyline.series import parse_key
+
+        names = {parse_key(r.series)[0] for r in self.rules.values() if r.when in SERIES_CONDITIONS}
+        kinds = {parse_key(r.series)[0].split(".")[0] for r in self.rules.values() if r.when == "nan"}
+        return sorted(names), sorted(kinds)
 
     def _of(self, when: str) -> list[Rule]:
         return [r for r in self.rules.values() if r.when == when]
@@ -146,6 +160,11 @@ class AlertEngine:
         verdict.firing += self._hangs(snap, now)
         verdict.firing += self._anomalies(snap)
         verdict.firing += self._straggling(snap, now)
+        self._series.observe(snap.series, now)
+        for rule in self.rules.values():
+            if rule.when in SERIES_CONDITIONS:
+                verdict.firing += [Firing(rule, p.run_key, p.run_id, subject, message)
+                                   for p, subject, message in self._series.firing(rule, snap.series, now)]
         verdict.resolved = self._ended(snap, now)
         return verdict
 
@@ -225,8 +244,10 @@ class AlertEngine:
                     why = f"the run is {run_status}"
                 elif current is not None and step is not None and current > step:
                     why = f"rank {rank} advanced to step {current}"
-            elif rule.when == "straggler" and not running:
+            elif rule.when in ("straggler", *SERIES_CONDITIONS) and not running:
                 why = f"the run is {run_status}"
+            elif rule.when in SERIES_CONDITIONS:
+                why = self._series.ended(rule, run_key, subject, snap.series, now)
             if why is not None:
                 out.append((alert_id, rule, why))
         return out

@@ -8,9 +8,15 @@
 
     [[rules]]
     name = "stuck"
-    when = "hang"          # status | anomaly | hang | straggler
+    when = "hang"          # status | anomaly | hang | straggler | threshold | nan | stale
     after_s = 120
     runs = "prod-*"        # a glob on the run's name (default: every run)
+
+    [[rules]]
+    name = "not learning"
+    when = "threshold"     # on any series of leyline.series, labels optional
+    series = "epoch_completed.accuracy{env=0}"
+    below = 0.2
 
 The file is checked whole when the server starts; the first problem is one line naming the file, the
 rule and the field (``RulesError``).
@@ -26,7 +32,7 @@ from typing import Any
 
 from leyline import RunStatus, Severity
 
-CONDITIONS = ("status", "anomaly", "hang", "straggler")
+CONDITIONS = ("status", "anomaly", "hang", "straggler", "threshold", "nan", "stale")
 _DEFAULT_STATUSES = ("lost", "failed", "degraded")
 
 
@@ -64,6 +70,12 @@ class Rule:
     """``anomaly``: the alert resolves after this long without a new matching anomaly."""
     stacks: bool = True
     """``hang``: ask the run for every rank's stacks when it fires."""
+    series: str = ""
+    """``threshold``, ``nan``, ``stale``: the series name, with labels to narrow it (``name{env=0}``)."""
+    below: float | None = None
+    """``threshold``: fires when the series' latest point is below this…"""
+    above: float | None = None
+    """…or above this."""
 
     def matches(self, run_id: str, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.runs) or fnmatch.fnmatchcase(run_id, self.runs)
@@ -76,9 +88,13 @@ class Rule:
         elif self.when == "anomaly":
             out.update(min_severity=self.min_severity.value, quiet_s=self.quiet_s)
         else:
-            out["after_s"] = self.after_s
+            if self.when not in ("threshold", "nan"):
+                out["after_s"] = self.after_s
             if self.when == "hang":
                 out["stacks"] = self.stacks
+            if self.series:
+                out["series"] = self.series
+            out.update({k: v for k, v in (("below", self.below), ("above", self.above)) if v is not None})
         return out
 
 
@@ -158,7 +174,8 @@ def _destination(source: str, name: str, spec: object) -> Destination:
 
 
 _FIELDS = {"status": {"status"}, "anomaly": {"min_severity", "quiet_s"}, "hang": {"after_s", "stacks"},
-           "straggler": {"after_s"}}
+           "straggler": {"after_s"}, "threshold": {"series", "below", "above"}, "nan": {"series"},
+           "stale": {"series", "after_s"}}
 
 
 def _rule(source: str, i: int, spec: dict[str, Any], destinations: dict[str, Destination]) -> Rule:
@@ -198,11 +215,34 @@ def _rule(source: str, i: int, spec: dict[str, Any], destinations: dict[str, Des
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 7 * 86400:
                 raise RulesError(f"{where}: {key}: must be a number of seconds in (0, 604800]")
             kw[key] = float(value)
+    if when in ("threshold", "nan", "stale"):
+        kw["series"] = _series(where, spec.get("series"))
+    for key in ("below", "above"):
+        if key in spec:
+            value = spec[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise RulesError(f"{where}: {key}: must be a number")
+            kw[key] = float(value)
+    if when == "threshold" and "below" not in kw and "above" not in kw:
+        raise RulesError(f"{where}: below/above: a threshold rule needs 'below' or 'above' (or both)")
     if "stacks" in spec:
         if not isinstance(spec["stacks"], bool):
             raise RulesError(f"{where}: stacks: must be true or false")
         kw["stacks"] = spec["stacks"]
     return Rule(**kw)
+
+
+def _series(where: str, value: object) -> str:
+    from leyline.series import parse_key
+
+    if not isinstance(value, str) or "." not in value:
+        raise RulesError(f"{where}: series: must name a series, such as 'epoch_completed.accuracy' (with labels "
+                         "to narrow it: 'epoch_completed.accuracy{env=0}')")
+    try:
+        parse_key(value)
+    except ValueError as err:
+        raise RulesError(f"{where}: series: {err}") from None
+    return value
 
 
 def _statuses(where: str, value: object) -> tuple[str, ...]:

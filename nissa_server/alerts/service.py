@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 CLAIM_S = 120.0
 """How long a claimed notice is this server's to send before another server may take it over."""
 _SEVERITY = {"status": Severity.ERROR, "hang": Severity.ERROR, "anomaly": Severity.WARNING,
-             "straggler": Severity.WARNING}
+             "straggler": Severity.WARNING, "threshold": Severity.WARNING, "nan": Severity.ERROR,
+             "stale": Severity.WARNING}
 
 
 class AlertService:
@@ -60,7 +61,7 @@ class AlertService:
         if not self.active:
             return
         now = time.time() if now is None else now
-        snap = await self._store.read(read_snapshot, self._since, self._engine.after_id)
+        snap = await self._store.read(read_snapshot, self._since, self._engine.after_id, self._engine.series_names)
         verdict = self._engine.evaluate(snap, now)
         open_keys = {(rule, run_key, subject) for _, run_key, rule, subject, *_ in snap.firing}
         for f in verdict.firing:
@@ -192,7 +193,7 @@ def _message(alert: alerts_sql.AlertRow, state: str) -> tuple[str, str, str]:
     if state == "firing":
         title = f"[nissa] {alert.rule}: {run}: {alert.subject}"
         body = alert.message
-        kind = "failure" if alert.condition in ("hang", "status") else "warning"
+        kind = "failure" if alert.condition in ("hang", "status", "nan") else "warning"
     else:
         title = f"[nissa] resolved: {alert.rule}: {run}: {alert.subject}"
         body = f"resolved (was: {alert.message})"

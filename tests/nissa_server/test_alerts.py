@@ -92,7 +92,7 @@ async def test_a_rank_that_stops_advancing_while_its_heartbeats_go_on_is_hung(tm
 
 @pytest.mark.parametrize(("spec", "message"), [
     ({"rules": [{"name": "x", "when": "hung"}]},
-     "alerts.toml: rules[0] ('x'): when: must be one of status, anomaly, hang, straggler, got 'hung'"),
+     "alerts.toml: rules[0] ('x'): when: must be one of status, anomaly, hang, straggler, threshold, nan, stale, got 'hung'"),
     ({"rules": [{"name": "x", "when": "hang", "after_s": -1}]},
      "alerts.toml: rules[0] ('x'): after_s: must be a number of seconds in (0, 604800]"),
     ({"rules": [{"name": "x", "when": "status", "notify": ["pager"]}]},
@@ -101,6 +101,11 @@ async def test_a_rank_that_stops_advancing_while_its_heartbeats_go_on_is_hung(tm
      "alerts.toml: destination 'd': urls: nonsense:// is not a notification URL apprise knows (or it is malformed)"),
     ({"rules": [{"name": "x", "when": "anomaly", "after_s": 3}]},
      "alerts.toml: rules[0] ('x'): unknown field 'after_s' for when = 'anomaly'"),
+    ({"rules": [{"name": "x", "when": "threshold", "series": "epoch_completed.accuracy"}]},
+     "alerts.toml: rules[0] ('x'): below/above: a threshold rule needs 'below' or 'above' (or both)"),
+    ({"rules": [{"name": "x", "when": "nan", "series": "accuracy"}]},
+     "alerts.toml: rules[0] ('x'): series: must name a series, such as 'epoch_completed.accuracy' (with labels "
+     "to narrow it: 'epoch_completed.accuracy{env=0}')"),
 ])
 def test_a_bad_rules_file_is_one_line_naming_the_rule_and_field(spec, message):
     from nissa_server.alerts.rules import RulesError
@@ -108,3 +113,52 @@ def test_a_bad_rules_file_is_one_line_naming_the_rule_and_field(spec, message):
     with pytest.raises(RulesError) as caught:
         parse_rules(spec, "alerts.toml")
     assert str(caught.value) == message
+
+
+async def test_series_rules_fire_on_a_threshold_a_nan_and_a_series_that_went_quiet(tmp_path):
+    import msgspec
+
+    from leyline import EventKind, GradientHealth, PPOUpdate
+    from leyline.samples import SAMPLE_PAYLOADS
+
+    epoch, ppo = SAMPLE_PAYLOADS[EventKind.EPOCH_COMPLETED], SAMPLE_PAYLOADS[EventKind.PPO_UPDATE]
+    grads = SAMPLE_PAYLOADS[EventKind.GRADIENT_HEALTH]
+    assert isinstance(ppo, PPOUpdate) and isinstance(grads, GradientHealth)
+    with webhook_receiver() as hook, _fast(tmp_path, _rules(
+            hook.url, {"name": "low", "when": "threshold", "series": "epoch_completed.accuracy{env=1}", "below": 0.2},
+            {"name": "nan", "when": "nan", "series": "gradient_health.global_norm{scope=policy}"},
+            {"name": "quiet", "when": "stale", "series": "ppo_update.approx_kl", "after_s": 1.5})) as url:
+        run = "curves"
+        async with IngestClient(url, run) as trainer:
+            seq = 0
+
+            async def send(payload, env: int | None = None) -> None:
+                nonlocal seq
+                seq += 1
+                await trainer.send([make_event(payload, run_id=run, seq=seq, ts=1.7e9 + seq, step=seq, epoch=0,
+                                               env=env)])
+            await send(SAMPLE_PAYLOADS[EventKind.RUN_STARTED])
+            await send(msgspec.structs.replace(epoch, accuracy=0.1), env=0)  # another env: not this rule's
+            await send(msgspec.structs.replace(epoch, accuracy=0.1), env=1)
+            await send(msgspec.structs.replace(ppo, approx_kl=0.004))
+            await send(msgspec.structs.replace(grads, scope="policy"))
+            # The trainer reports a non-finite norm as null (JSON has no NaN) beside its other fields.
+            await send(msgspec.structs.replace(grads, scope="policy", global_norm=None, nonfinite=3))
+            bodies = [b for _, b in hook.wait(lambda got: len(got) >= 3, timeout=30)]
+            assert sorted(b["title"] for b in bodies) == [
+                "[nissa] low: demo: epoch_completed.accuracy{env=1,rank=0}",
+                "[nissa] nan: demo: gradient_health.global_norm{rank=0,scope=policy}",
+                "[nissa] quiet: demo: ppo_update.approx_kl"]
+            messages = {b["title"].split(":")[0].removeprefix("[nissa] "): b["message"].splitlines()[0] for b in bodies}
+            assert messages["low"] == "epoch_completed.accuracy{env=1,rank=0} = 0.1, below 0.2"
+            assert messages["nan"] == ("gradient_health.global_norm{rank=0,scope=policy} arrived without a value "
+                                       "(NaN or infinity)")
+            assert messages["quiet"].startswith("no new point of ppo_update.approx_kl for ")
+            await send(msgspec.structs.replace(epoch, accuracy=0.5), env=1)
+            await send(msgspec.structs.replace(ppo, approx_kl=0.01))
+            await send(msgspec.structs.replace(grads, scope="policy", global_norm=0.8))
+            bodies = [b for _, b in hook.wait(lambda got: len(got) >= 6, timeout=30)]
+            assert sorted(b["title"] for b in bodies[3:]) == [
+                "[nissa] resolved: low: demo: epoch_completed.accuracy{env=1,rank=0}",
+                "[nissa] resolved: nan: demo: gradient_health.global_norm{rank=0,scope=policy}",
+                "[nissa] resolved: quiet: demo: ppo_update.approx_kl"]
