@@ -162,3 +162,45 @@ async def test_series_rules_fire_on_a_threshold_a_nan_and_a_series_that_went_qui
                 "[nissa] resolved: low: demo: epoch_completed.accuracy{env=1,rank=0}",
                 "[nissa] resolved: nan: demo: gradient_health.global_norm{rank=0,scope=policy}",
                 "[nissa] resolved: quiet: demo: ppo_update.approx_kl"]
+
+
+@pytest.mark.postgresql_only
+async def test_two_servers_on_one_database_send_each_alert_once(tmp_path):
+    import asyncio
+
+    from tests.support.databases import database_for
+
+    db_url = database_for(tmp_path)["db_url"]
+    with webhook_receiver() as hook:
+        rules = _rules(hook.url, {"name": "bad", "when": "anomaly", "min_severity": "error", "quiet_s": 1.0})
+        with _fast(tmp_path, rules, db_url=db_url) as a, _fast(tmp_path, rules, db_url=db_url) as b:
+            run = "shared"
+            await ingest_events(a, events_for(run, 3, started=True))
+            spike = AnomalyDetected(anomaly="nan_inf", detail="loss is nan")
+            await ingest_events(a, [_event(run, 4, spike, 4, Severity.ERROR)])
+            hook.wait(lambda bodies: len(bodies) >= 2, timeout=30)  # firing, then resolved after a quiet second
+            await asyncio.sleep(1.5)  # both servers sweep and deliver several times meanwhile
+            assert [body["title"] for _, body in hook.posts] == ["[nissa] bad: demo: nan_inf",
+                                                                 "[nissa] resolved: bad: demo: nan_inf"]
+            for url in (a, b):
+                (alert,) = httpx.get(f"{url}/alerts").json()
+                assert [d["status"] for d in alert["deliveries"]] == ["sent", "sent"]
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[[rules]]\nname = 'stuck'\nwhen = 'hang'\nafter_s = 'soon'\n",
+     "nissa-server: error: --alerts: {path}: rules[0] ('stuck'): after_s: must be a number of seconds in (0, 604800]"),
+    ("[[rules]\n", "nissa-server: error: --alerts: {path}: not valid TOML: "),
+])
+def test_nissa_server_refuses_a_bad_rules_file_in_one_line(tmp_path, text, expected):
+    import subprocess
+
+    from tests.support.server import script_path
+
+    path = tmp_path / "alerts.toml"
+    path.write_text(text)
+    out = subprocess.run([script_path("nissa-server"), "--port", "0", "--db", str(tmp_path / "n.db"), "--alerts",
+                          str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith(expected.format(path=path)), out.stderr
