@@ -21,6 +21,7 @@ from nissa_server.alerts.rules import AlertRules, Rule
 from nissa_server.batches import add_server_event
 from nissa_server.commands import CommandError, CommandService
 from nissa_server.metrics import Metrics
+from nissa_server.schemas import AlertInfo
 from nissa_server.store import EventWrite, Store, alerts_sql
 from nissa_server.store.conn import Conn
 
@@ -187,7 +188,7 @@ class AlertService:
                 logger.warning("alert sweep failed: %s", err)
 
 
-def _message(alert: alerts_sql.AlertRow, state: str) -> tuple[str, str, str]:
+def _message(alert: AlertInfo, state: str) -> tuple[str, str, str]:
     """Title, body and apprise notify type of one notice."""
     run = alert.run_name or alert.run_id
     if state == "firing":

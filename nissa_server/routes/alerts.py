@@ -10,9 +10,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from nissa_server.auth import require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.schemas import AlertDelivery, AlertInfo
+from nissa_server.schemas import AlertInfo
 from nissa_server.store import alerts_sql
-from nissa_server.store.alerts_sql import AlertRow
 from nissa_server.store.conn import Conn
 
 router = APIRouter(tags=["alerts"])
@@ -24,14 +23,10 @@ Status = Annotated[Literal["firing", "resolved"] | None, Query(description="only
 Limit = Annotated[int, Query(ge=1, le=1000, description="newest first, at most this many")]
 
 
-def _with_deliveries(conn: Conn, rows: list[AlertRow]) -> list[AlertInfo]:
-    sent = alerts_sql.deliveries(conn, [r.alert_id for r in rows])
-    return [AlertInfo(**vars(r), deliveries=[AlertDelivery(**d) for d in sent[r.alert_id]]) for r in rows]
-
-
 def _listed(run_key: int | None, status: str | None, limit: int):
     def read(conn: Conn) -> list[AlertInfo]:
-        return _with_deliveries(conn, alerts_sql.list_alerts(conn, run_key=run_key, status=status, limit=limit))
+        return alerts_sql.with_deliveries(conn, alerts_sql.list_alerts(conn, run_key=run_key, status=status,
+                                                                       limit=limit))
     return read
 
 
@@ -53,7 +48,7 @@ async def rules(request: Request) -> Response:
 async def get_alert(request: Request, alert_id: str) -> Response:
     def read(conn: Conn) -> list[AlertInfo]:
         row = alerts_sql.get_alert(conn, alert_id)
-        return [] if row is None else _with_deliveries(conn, [row])
+        return [] if row is None else alerts_sql.with_deliveries(conn, [row])
 
     found = await nissa(request).store.read(read)
     if not found:

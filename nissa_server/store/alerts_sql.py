@@ -11,8 +11,8 @@ attempt is a row of ``alert_attempts``.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
+from nissa_server.schemas import AlertDelivery, AlertInfo
 from nissa_server.store.conn import Conn
 
 ALERTS_SCHEMA = """
@@ -65,24 +65,6 @@ CREATE INDEX alert_attempts_alert ON alert_attempts (alert_id)
 
 ALERT_COLUMNS = ("a.alert_id, r.run_id, r.name, a.rule, a.condition, a.subject, a.rank, a.step, a.status, a.message,"
                  " a.fired_at, a.seen_at, a.resolved_at, a.command_id")
-
-
-@dataclass(frozen=True)
-class AlertRow:
-    alert_id: str
-    run_id: str
-    run_name: str
-    rule: str
-    condition: str
-    subject: str
-    rank: int | None
-    step: int | None
-    status: str
-    message: str
-    fired_at: float
-    seen_at: float
-    resolved_at: float | None
-    command_id: str | None
 
 
 def open_key(rule: str, run_key: int, subject: str) -> str:
@@ -148,12 +130,16 @@ def firing(conn: Conn) -> list[tuple]:
         " JOIN runs r USING (run_key) WHERE a.status = 'firing'").fetchall()
 
 
-def _row(row: tuple) -> AlertRow:
-    return AlertRow(*row)
+_FIELDS = ("alert_id", "run_id", "run_name", "rule", "condition", "subject", "rank", "step", "status", "message",
+           "fired_at", "seen_at", "resolved_at", "command_id")
+
+
+def _row(row: tuple) -> AlertInfo:
+    return AlertInfo(**dict(zip(_FIELDS, row, strict=True)))
 
 
 def list_alerts(conn: Conn, *, run_key: int | None = None, status: str | None = None, limit: int = 100
-                ) -> list[AlertRow]:
+                ) -> list[AlertInfo]:
     where, args = [], []
     if run_key is not None:
         where.append("a.run_key = ?")
@@ -167,14 +153,21 @@ def list_alerts(conn: Conn, *, run_key: int | None = None, status: str | None = 
         " ORDER BY a.fired_at DESC, a.alert_id LIMIT ?", (*args, limit)).fetchall()]
 
 
-def get_alert(conn: Conn, alert_id: str) -> AlertRow | None:
+def get_alert(conn: Conn, alert_id: str) -> AlertInfo | None:
     row = conn.execute(f"SELECT {ALERT_COLUMNS} FROM alerts a JOIN runs r USING (run_key) WHERE a.alert_id = ?",
                        (alert_id,)).fetchone()
     return None if row is None else _row(row)
 
 
-def deliveries(conn: Conn, alert_ids: list[str]) -> dict[str, list[dict]]:
-    """Each alert's delivery attempts, oldest first."""
+def with_deliveries(conn: Conn, alerts: list[AlertInfo]) -> list[AlertInfo]:
+    """The alerts with each one's notifications, oldest first."""
+    sent = _deliveries(conn, [a.alert_id for a in alerts])
+    for alert in alerts:
+        alert.deliveries = [AlertDelivery(**d) for d in sent[alert.alert_id]]
+    return alerts
+
+
+def _deliveries(conn: Conn, alert_ids: list[str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {a: [] for a in alert_ids}
     if not alert_ids:
         return out
