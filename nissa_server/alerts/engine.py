@@ -81,7 +81,7 @@ def read_snapshot(conn: Conn, since: float, after_id: int | None, series: tuple[
         " AND k.status = 'live'").fetchall()]
     runs = [RunRow(*row) for row in conn.execute(
         "SELECT run_key, run_id, name, status, status_detail FROM runs WHERE status = 'degraded'"
-        " OR (status <> 'live' AND COALESCE(ended_at, last_seen_at) >= ?)", (since,)).fetchall()]
+        " OR (status <> 'live' AND last_seen_at >= ?)", (since,)).fetchall()]
     last_id = last_event_id(conn)
     anomalies = [] if after_id is None else _anomalies(conn, after_id, last_id)
     return Snapshot(ranks=ranks, runs=runs, anomalies=anomalies, firing=firing_alerts(conn), last_id=last_id,

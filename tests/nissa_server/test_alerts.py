@@ -204,3 +204,36 @@ def test_nissa_server_refuses_a_bad_rules_file_in_one_line(tmp_path, text, expec
                           str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith(expected.format(path=path)), out.stderr
+
+
+async def test_a_status_rule_fires_on_its_runs_only_and_resolves_when_the_run_goes_on(tmp_path):
+    from leyline import EventKind
+    from leyline.samples import SAMPLE_PAYLOADS
+
+    with webhook_receiver() as hook, _fast(tmp_path, _rules(
+            hook.url, {"name": "ended", "when": "status", "status": ["finished"], "runs": "dem*"},
+            {"name": "elsewhere", "when": "status", "status": ["finished"], "runs": "prod-*"})) as url:
+        run = "ends"
+        await ingest_events(url, events_for(run, 3, started=True))
+        await ingest_events(url, [_event(run, 4, RunFinished(status="completed", duration_s=1.0), 4)])
+        hook.wait(lambda bodies: len(bodies) >= 1, timeout=30)
+        await ingest_events(url, [_event(run, 5, SAMPLE_PAYLOADS[EventKind.RUN_RESUMED], 5)])
+        bodies = [b for _, b in hook.wait(lambda bodies: len(bodies) >= 2, timeout=30)]
+        assert [b["title"] for b in bodies] == ["[nissa] ended: demo: finished",
+                                                "[nissa] resolved: ended: demo: finished"]
+        assert bodies[0]["message"].startswith("run demo is finished") and bodies[0]["type"] == "failure"
+
+
+def test_rate_limits_hold_notifications_back_and_retries_back_off():
+    import random
+
+    from nissa_server.alerts.notify import MAX_BACKOFF_S, RateLimit, backoff_s
+
+    limit = RateLimit(per_minute=2)
+    assert (limit.take(100.0), limit.take(101.0)) == (0.0, 0.0)
+    assert limit.take(102.0) == 160.0  # the oldest of the minute's two frees a slot at 160 s
+    assert limit.take(160.5) == 0.0
+    rng = random.Random(1)
+    delays = [backoff_s(a, rng) for a in (1, 2, 3, 20)]
+    assert 1.6 <= delays[0] <= 2.0 and 3.2 <= delays[1] <= 4.0 and 6.4 <= delays[2] <= 8.0
+    assert 0.8 * MAX_BACKOFF_S <= delays[3] <= MAX_BACKOFF_S

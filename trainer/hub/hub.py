@@ -197,7 +197,13 @@ class NissaHub:
                                        status=CommandStatus.DELIVERED), step=step, epoch=epoch)
         answer = self._at_once.get(command.action)
         if answer is not None:
-            answer(command)
+            try:
+                answer(command)
+            except Exception as err:  # an answer is a plugin: its failure is the command's, never the hub's
+                logger.exception("command %s (%s) failed", command.command_id, command.action.value)
+                self.emit(CommandStatusChanged(command_id=command.command_id, action=command.action,
+                                               status=CommandStatus.FAILED, message=f"{type(err).__name__}: {err}"),
+                          step=step, epoch=epoch)
 
     # --- the worker thread ------------------------------------------------------------------------
 
