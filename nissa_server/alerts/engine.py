@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 
 from leyline import AnomalyDetected, DecodeError, RunStatus, Severity, decode_event
 from nissa_server.alerts.rules import AlertRules, Rule
-from nissa_server.alerts.series_rules import SERIES_CONDITIONS, Latest, SeriesWatch, read_latest
+from nissa_server.alerts.series_rules import (
+    PHASE_SERIES,
+    SERIES_CONDITIONS,
+    Latest,
+    SeriesWatch,
+    StragglerWatch,
+    read_latest,
+)
 from nissa_server.store.alerts_sql import firing as firing_alerts
 from nissa_server.store.conn import Conn
 
 _SEVERITIES = list(Severity)
-STRAGGLER = "straggler"
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,7 @@ class AlertEngine:
         """Anomalies with a higher event id are new (None: not started; set when the server starts, so that
         anomalies stored before are history, not news)."""
         self._steps: dict[tuple[int, int], tuple[int, float]] = {}
-        self._stragglers: dict[tuple[int, int], tuple[float, str]] = {}
+        self._stragglers = StragglerWatch()
         self._series = SeriesWatch()
 
     @property
@@ -147,6 +153,8 @@ class AlertEngine:
         from leyline.series import parse_key
 
         names = {parse_key(r.series)[0] for r in self.rules.values() if r.when in SERIES_CONDITIONS}
+        if self._of("straggler"):
+            names.add(PHASE_SERIES)
         kinds = {parse_key(r.series)[0].split(".")[0] for r in self.rules.values() if r.when == "nan"}
         return sorted(names), sorted(kinds)
 
@@ -203,8 +211,6 @@ class AlertEngine:
     def _anomalies(self, snap: Snapshot) -> list[Firing]:
         out = []
         for a in snap.anomalies:
-            if a.anomaly == STRAGGLER and a.rank is not None:
-                self._stragglers.setdefault((a.run_key, a.rank), (a.ts, a.detail))
             for rule in self._of("anomaly"):
                 if a.severity.rank >= rule.min_severity.rank and rule.matches(a.run_id, a.name):
                     out.append(Firing(rule, a.run_key, a.run_id, a.anomaly, f"{a.anomaly}: {a.detail}",
@@ -212,17 +218,19 @@ class AlertEngine:
         return out
 
     def _straggling(self, snap: Snapshot, now: float) -> list[Firing]:
-        running = {row.run_key: row for row in snap.ranks}
+        rules = self._of("straggler")
+        if not rules:
+            return []
+        slow = self._stragglers.observe(snap.series, now, min(r.factor for r in rules))
         out = []
-        for (run_key, rank), (since, detail) in list(self._stragglers.items()):
-            run = running.get(run_key)
-            if run is None:
-                del self._stragglers[(run_key, rank)]
-                continue
-            for rule in self._of("straggler"):
-                if now - since >= rule.after_s and rule.matches(run.run_id, run.name):
-                    out.append(Firing(rule, run_key, run.run_id, f"rank {rank}",
-                                      f"rank {rank} has been a straggler for {now - since:.0f} s: {detail}", rank=rank))
+        for rule in rules:
+            for (run_key, rank), (since, point, median) in slow.items():
+                if now - since >= rule.after_s and rule.matches(point.run_id, point.run_name) \
+                        and point.value > rule.factor * median:
+                    out.append(Firing(rule, run_key, point.run_id, f"rank {rank}",
+                                      f"rank {rank} has been a straggler for {now - since:.0f} s: its training phase "
+                                      f"took {point.value:.0f} ms, {point.value / median:.1f}× the other ranks' "
+                                      f"median {median:.0f} ms", rank=rank))
         return out
 
     def _ended(self, snap: Snapshot, now: float) -> list[tuple[str, Rule, str]]:
@@ -246,6 +254,8 @@ class AlertEngine:
                     why = f"rank {rank} advanced to step {current}"
             elif rule.when in ("straggler", *SERIES_CONDITIONS) and not running:
                 why = f"the run is {run_status}"
+            elif rule.when == "straggler":
+                why = self._stragglers.caught_up(run_key, rank, rule.factor)
             elif rule.when in SERIES_CONDITIONS:
                 why = self._series.ended(rule, run_key, subject, snap.series, now)
             if why is not None:

@@ -70,6 +70,8 @@ class Rule:
     """``anomaly``: the alert resolves after this long without a new matching anomaly."""
     stacks: bool = True
     """``hang``: ask the run for every rank's stacks when it fires."""
+    factor: float = 1.5
+    """``straggler``: a rank whose training phase takes over this many times the other ranks' median."""
     series: str = ""
     """``threshold``, ``nan``, ``stale``: the series name, with labels to narrow it (``name{env=0}``)."""
     below: float | None = None
@@ -92,6 +94,8 @@ class Rule:
                 out["after_s"] = self.after_s
             if self.when == "hang":
                 out["stacks"] = self.stacks
+            if self.when == "straggler":
+                out["factor"] = self.factor
             if self.series:
                 out["series"] = self.series
             out.update({k: v for k, v in (("below", self.below), ("above", self.above)) if v is not None})
@@ -174,7 +178,7 @@ def _destination(source: str, name: str, spec: object) -> Destination:
 
 
 _FIELDS = {"status": {"status"}, "anomaly": {"min_severity", "quiet_s"}, "hang": {"after_s", "stacks"},
-           "straggler": {"after_s"}, "threshold": {"series", "below", "above"}, "nan": {"series"},
+           "straggler": {"after_s", "factor"}, "threshold": {"series", "below", "above"}, "nan": {"series"},
            "stale": {"series", "after_s"}}
 
 
@@ -217,6 +221,11 @@ def _rule(source: str, i: int, spec: dict[str, Any], destinations: dict[str, Des
             kw[key] = float(value)
     if when in ("threshold", "nan", "stale"):
         kw["series"] = _series(where, spec.get("series"))
+    if "factor" in spec:
+        factor = spec["factor"]
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor <= 100:
+            raise RulesError(f"{where}: factor: must be a number in (1, 100]")
+        kw["factor"] = float(factor)
     for key in ("below", "above"):
         if key in spec:
             value = spec[key]

@@ -24,6 +24,9 @@ from nissa_server.alerts.rules import Rule
 from nissa_server.store.conn import Conn
 
 SERIES_CONDITIONS = ("threshold", "nan", "stale")
+PHASE_SERIES = "phase_timing.phases.wall_ms"
+"""Each rank's wall time per phase of a round; its ``train`` phase is the rank's own work (no waiting for
+the others), what the straggler rule compares."""
 
 
 @dataclass(frozen=True)
@@ -142,3 +145,49 @@ class SeriesWatch:
         if point is None or _out_of_range(rule, point) is not None:
             return None
         return f"{subject} = {point.value:.4g}"
+
+
+class StragglerWatch:
+    """Which ranks of a run take longer than the others to train, and since when: each rank's latest
+    ``train`` phase time against the median of the other ranks' (a slow rank drags no median of its own)."""
+
+    def __init__(self) -> None:
+        self._since: dict[tuple[int, int], float] = {}
+        self._latest: dict[tuple[int, int], tuple[Latest, float]] = {}
+
+    def observe(self, latest: list[Latest], now: float, factor: float
+                ) -> dict[tuple[int, int], tuple[float, Latest, float]]:
+        """(run key, rank) → (since when over ``factor`` times the other ranks' median, its point, that median)."""
+        by_run: dict[int, dict[int, Latest]] = {}
+        for p in latest:
+            labels = parse_key(p.key)[1]
+            if p.series == PHASE_SERIES and labels.get("phase") == "train" and labels.get("rank", "").isdigit():
+                by_run.setdefault(p.run_key, {})[int(labels["rank"])] = p
+        self._latest = {}
+        out = {}
+        for run_key, ranks in by_run.items():
+            if len(ranks) < 2:
+                continue
+            for rank, point in ranks.items():
+                others = sorted(q.value for r, q in ranks.items() if r != rank and math.isfinite(q.value))
+                if not others or not math.isfinite(point.value):
+                    continue
+                median = float(np.median(others))
+                self._latest[(run_key, rank)] = (point, median)
+                if point.value > factor * median:
+                    since = self._since.setdefault((run_key, rank), now)
+                    out[(run_key, rank)] = (since, point, median)
+                else:
+                    self._since.pop((run_key, rank), None)
+        for key in set(self._since) - set(out):
+            del self._since[key]
+        return out
+
+    def caught_up(self, run_key: int, rank: int | None, factor: float) -> str | None:
+        """Why a straggler alert on ``rank`` ended (its training phase is within ``factor`` of the median)."""
+        found = self._latest.get((run_key, rank)) if rank is not None else None
+        if found is None:
+            return None
+        point, median = found
+        return None if point.value > factor * median else f"rank {rank} trains in {point.value:.0f} ms, the " \
+            f"others' median {median:.0f} ms"

@@ -237,3 +237,26 @@ def test_rate_limits_hold_notifications_back_and_retries_back_off():
     delays = [backoff_s(a, rng) for a in (1, 2, 3, 20)]
     assert 1.6 <= delays[0] <= 2.0 and 3.2 <= delays[1] <= 4.0 and 6.4 <= delays[2] <= 8.0
     assert 0.8 * MAX_BACKOFF_S <= delays[3] <= MAX_BACKOFF_S
+
+
+async def test_a_rank_that_trains_slower_than_the_others_for_a_while_is_a_straggler_until_it_catches_up(tmp_path):
+    from leyline import PhaseTime, PhaseTiming
+
+    def timing(ms: float) -> PhaseTiming:
+        return PhaseTiming(round=1, phases=[PhaseTime(phase="train", wall_ms=ms, cpu_ms=ms)])
+
+    with webhook_receiver() as hook, _fast(tmp_path, _rules(
+            hook.url, {"name": "slow", "when": "straggler", "after_s": 0.5, "factor": 2.0})) as url:
+        run = "ranks"
+        await ingest_events(url, events_for(run, 1, started=True))
+        await ingest_events(url, [_event(run, 2, timing(100.0), 2)])
+        async with IngestClient(url, run, rank=1) as rank1:
+            await rank1.send([make_event(timing(150.0), run_id=run, seq=1, ts=1.7e9, rank=1, step=2, epoch=0)])
+            await rank1.send([make_event(timing(320.0), run_id=run, seq=2, ts=1.7e9, rank=1, step=3, epoch=0)])
+            (_, fired), = hook.wait(lambda bodies: len(bodies) >= 1, timeout=30)
+            assert fired["title"] == "[nissa] slow: demo: rank 1"
+            assert fired["message"].split(": ", 1)[1].startswith(
+                "its training phase took 320 ms, 3.2× the other ranks' median 100 ms")
+            await rank1.send([make_event(timing(110.0), run_id=run, seq=3, ts=1.7e9, rank=1, step=4, epoch=0)])
+            bodies = [b for _, b in hook.wait(lambda bodies: len(bodies) >= 2, timeout=30)]
+            assert bodies[1]["title"] == "[nissa] resolved: slow: demo: rank 1"
