@@ -83,3 +83,25 @@ def test_a_watchdog_that_never_fired_leaves_no_file(tmp_path):
     dog = StackWatchdog(tmp_path, 0, 5.0).start()
     dog.stop()
     assert not dog.path.exists()
+
+
+def test_upload_sends_the_stack_files_a_run_left_in_its_directory(tmp_path):
+    from leyline import RunStarted
+    from trainer.hub import NissaHub
+    from trainer.hub.traces import STACKS_DIR, stacks_name
+    from trainer.hub.upload import upload_run
+
+    hub = NissaHub(HubConfig(run_id="offline", log_dir=tmp_path / "runs")).start()  # no server: log only
+    hub.emit(RunStarted(name="offline", config={}), step=0, epoch=0)
+    hub.close(timeout=10)
+    run_dir = tmp_path / "runs" / "offline"
+    dump = run_dir / STACKS_DIR / stacks_name("watchdog", 0)
+    dump.parent.mkdir()
+    dump.write_text('Timeout (0:05:00)!\nThread 0x1 (most recent call first):\n  File "x.py", line 1 in stuck\n')
+    (run_dir / STACKS_DIR / stacks_name("watchdog", 3)).write_text("")  # empty (and another rank's): not sent
+    with running_server(tmp_path) as url:
+        (result,) = upload_run(run_dir, url)
+        assert result.complete and result.traces is not None and result.traces.sent == 1
+        (artifact,) = httpx.get(f"{url}/runs/offline/artifacts").json()
+        assert artifact["name"] == dump.name
+        assert httpx.get(f"{url}/runs/offline/artifacts/{dump.name}").text == dump.read_text()
