@@ -179,10 +179,11 @@ class AlertService:
                 logger.warning("alert delivery: the database failed: %s", err)
 
     async def run_sweeps(self, interval_s: float) -> None:
-        self._engine.after_id = await self._store.read(last_event_id)
         while True:
-            await asyncio.sleep(interval_s)
             try:
+                if self._engine.after_id is None:  # anomalies stored before the server started are history
+                    self._engine.after_id = await self._store.read(last_event_id)
+                await asyncio.sleep(interval_s)
                 await self.sweep()
             except self._store.errors as err:  # the database is away for a moment: the next sweep tries again
                 logger.warning("alert sweep failed: %s", err)
