@@ -14,7 +14,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-import apprise
 
 MAX_ATTEMPTS = 6
 BACKOFF_S = 2.0
@@ -29,6 +28,8 @@ def backoff_s(attempt: int, rng: random.Random | None = None) -> float:
 
 def send(url: str, title: str, body: str, notify_type: str) -> tuple[bool, str]:
     """One notification to one apprise URL: (sent, why not)."""
+    import apprise  # here, not at import: a server without alert rules never loads it
+
     sender = apprise.Apprise()
     if not sender.add(url):
         return False, f"{url.split('://', 1)[0]}:// is not a URL apprise can send to"
