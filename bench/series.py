@@ -2,8 +2,9 @@
 same events, on SQLite and PostgreSQL side by side in one invocation.
 
 Per backend: a fresh database, one run of ``--events`` ``epoch_completed`` events (one env) written
-through the store's writer in batches of 2,000 (as ingest writes them; the writer also writes their series
-points and markers, whose share of the writer's time is reported: ``series_write_us``); then, ``--repeats``
+through the store's writer in batches of 2,000 (as ingest writes them), with the CPU it took per event
+(``store_cpu_us_per_event``) and the part of it the writer spent on the events' series points and markers
+(``series_cpu_us_per_event``: what charts cost ingest); then, ``--repeats``
 times each, (a) the raw read: every stored block of the run fetched (bytes, not decoded), and (b) the
 series read: ``epoch_completed.accuracy`` of the run on the step axis, downsampled to ``--points`` points
 keeping each bucket's min and max and encoded as the API's JSON reply. Figures are medians.
@@ -48,7 +49,8 @@ def _batch(run_id: str, start: int, n: int) -> list:
 
 
 async def fill(store, n: int) -> tuple[int, float]:
-    """Store ``n`` events of one run; returns its run key and the writer's seconds per event."""
+    """Store ``n`` events of one run; returns its run key and the CPU seconds per event it took this
+    process (building the writes and the writer's thread; a PostgreSQL server's own CPU not counted)."""
     def claim(conn):
         row = sql.claim_run(conn, "bench-series", "bench", b"x" * 32, live=True, now=time.time())
         sql.take_stream(conn, row.run_key, 0, "bench", time.time() + 3600)
@@ -56,13 +58,13 @@ async def fill(store, n: int) -> tuple[int, float]:
 
     row = await store.call(claim)
     run = store.registry.remember(row.run_key, row.run_id, row.name, row.secret_hash)
-    began = time.perf_counter()
+    began = time.process_time()
     for start in range(1, n + 1, BATCH):
         events = _batch(run.run_id, start, min(BATCH, n + 1 - start))
         write = build_write(run, 0, run.stream(0), events, max_event_bytes=1 << 20, session="bench")[0]
         await store.submit(write)
     await store.call(lambda conn: None)
-    return row.run_key, (time.perf_counter() - began) / n
+    return row.run_key, (time.process_time() - began) / n
 
 
 def raw_read(conn, run_key: int) -> int:
@@ -71,7 +73,7 @@ def raw_read(conn, run_key: int) -> int:
 
 
 def series_read(conn, run_key: int, points: int) -> bytes:
-    data = series_queries.read_series(conn, run_key, NAME, "step", None)
+    data = series_queries.read_series(conn, run_key, NAME, "step", None, points)
     reply = SeriesReply(name=NAME, x="step", series=shape("bench-series", data, {}, points))
     assert len(reply.series[0].x) <= points
     return json_response(reply).body
@@ -138,13 +140,13 @@ def main() -> int:
                     pg.cleanup()
         print(f"{backend:>10}: series of {args.events:,} events -> {r['points']:.0f} points in "
               f"{r['series_ms']:.1f} ms; raw read of the same events {r['raw_ms']:.1f} ms ({r['raw_mb']:.0f} MB); "
-              f"stored at {r['store_us']:.1f} us/event, of which series {r['series_write_us']:.1f} us", flush=True)
+              f"stored with {r['store_us']:.1f} us of CPU per event, of which series {r['series_write_us']:.1f} us", flush=True)
     pairs = [f"events={args.events}", f"points={args.points}"]
     names = {"sqlite": "", "postgresql": "_pg"}
     for backend, r in results.items():
         tag = names.get(backend, f"_{backend}")
-        pairs += [f"series_ms_1m{tag}={r['series_ms']:.1f}", f"raw_read_ms{tag}={r['raw_ms']:.1f}",
-                  f"store_us_per_event{tag}={r['store_us']:.1f}", f"series_write_us_per_event{tag}="
+        pairs += [f"series_ms_1m{tag}={r['series_ms']:.2f}", f"raw_read_ms{tag}={r['raw_ms']:.2f}",
+                  f"store_cpu_us_per_event{tag}={r['store_us']:.1f}", f"series_cpu_us_per_event{tag}="
                   f"{r['series_write_us']:.1f}"]
     if "sqlite" in results:
         pairs.append(f"ratio={results['sqlite']['series_ms'] / results['sqlite']['raw_ms']:.3f}")

@@ -199,15 +199,26 @@ def _kind_name(event: Event) -> str:
 
 def points_of(event: Event) -> list[SeriesPoint]:
     """Every point an event carries (none for a payload without numbers)."""
+    found = _found(event)
+    rnd = _round_of(event)
+    step, epoch, ts = event.step, event.epoch, event.ts
+    return [SeriesPoint(name=name, labels=labels, key=_key(name, labels), step=step, epoch=epoch, round=rnd,
+                        ts=ts, value=value) for name, labels, value in found]
+
+
+def values_of(event: Event) -> list[tuple[str, str, float]]:
+    """``points_of``'s points as ``(key, name, value)`` only (their x are the event's ``step``, ``epoch``,
+    ``ts`` and the payload's ``round``): for a store that writes millions, without the objects."""
+    return [(_key(name, labels), name, value) for name, labels, value in _found(event)]
+
+
+def _found(event: Event) -> _Found:
     envelope = {"rank": str(event.rank)}
     if event.env is not None:
         envelope["env"] = str(event.env)
     found: _Found = []
     _walk(event.payload, _kind_name(event), envelope, found)
-    rnd = _round_of(event)
-    step, epoch, ts = event.step, event.epoch, event.ts
-    return [SeriesPoint(name=name, labels=labels, key=_key(name, labels), step=step, epoch=epoch, round=rnd,
-                        ts=ts, value=value) for name, labels, value in found]
+    return found
 
 
 def _key(name: str, labels: dict[str, str]) -> str:
@@ -221,6 +232,11 @@ def _key(name: str, labels: dict[str, str]) -> str:
 
 
 _KEYS: dict[tuple, str] = {}
+
+
+def round_of(event: Event) -> int | None:
+    """The event's place on the ``round`` axis: its payload's ``round``, if it has one."""
+    return _round_of(event)
 
 
 def _round_of(event: Event) -> int | None:

@@ -35,7 +35,7 @@ class SeriesOut(msgspec.Struct):
     x: list[float]
     y: list[float]
     points: int
-    """Points stored for it on this x axis (after ``after``), before downsampling."""
+    """Points stored for it (in the stored rows with points after ``after``), before downsampling."""
 
 
 class SeriesReply(msgspec.Struct):
@@ -72,7 +72,7 @@ def shape(run_id: str, data: Sequence[SeriesData], labels: dict[str, str], max_p
             continue
         x, y = downsample(series.x, series.y, max_points)
         out.append(SeriesOut(run_id=run_id, key=series.key, labels=own, x=x.tolist(), y=y.tolist(),
-                             points=len(series.x)))
+                             points=series.stored or len(series.x)))
     return out
 
 

@@ -78,7 +78,7 @@ async def get_series(
     reply = SeriesReply(name=name, x=x, series=[])
     for rid in run_ids:
         run = await run_or_404(n, rid)
-        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after)
+        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points)
         reply.series.extend(shape(rid, data, wanted, max_points))
     if format == "csv":
         return Response(to_csv(reply), media_type="text/csv")

@@ -180,12 +180,9 @@ def _deliveries(conn: Conn, alert_ids: list[str]) -> dict[str, list[dict]]:
     return out
 
 
-def counts(conn: Conn) -> dict[str, int]:
-    """Alerts by status and notices by status, for /metrics."""
-    out = {f"alerts_{s}": n for s, n in conn.execute("SELECT status, COUNT(*) FROM alerts GROUP BY status")}
-    out.update({f"notices_{s}": n for s, n in conn.execute(
-        "SELECT status, COUNT(*) FROM alert_notices GROUP BY status")})
-    return out
+def alerts_by_status(conn: Conn) -> dict[str, int]:
+    """Alerts stored by status (firing, resolved), for /metrics."""
+    return {status: n for status, n in conn.execute("SELECT status, COUNT(*) FROM alerts GROUP BY status")}
 
 
 # --- delivering -----------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ class Store(abc.ABC):
         self.on_stream_taken: Callable[[int, int, str], None] = lambda run_key, rank, session: None
         """Another session (maybe on another server) took over (run key, rank)."""
         self.on_run_deleted: Callable[[int], None] = lambda run_key: None
+        self.on_committed: Callable[[int, float], None] = lambda events, seconds: None
+        """A transaction committed ``events`` events in ``seconds`` (for the writer's histograms)."""
         self._queue_batches = queue_batches
         self._max_ops = max_ops_per_commit
         # Bounds what one commit publishes at once: a backlog committed whole would reach every
@@ -264,8 +266,11 @@ class Store(abc.ABC):
                 write.fail(StaleWrite(f"an earlier write of run {write.run_id!r} rank {write.rank} failed"))
         if not batch:
             return
+        began = loop.time()
         failures = await loop.run_in_executor(self._executor, self._commit_batch, batch)
         self.commits += 1
+        self.on_committed(sum(len(w.rows) for w, err in zip(batch, failures)
+                              if err is None and isinstance(w, EventWrite)), loop.time() - began)
         stored: list[EventWrite] = []
         for write, err in zip(batch, failures):
             if err is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from leyline import RunFinished, RunStarted
+from leyline.outcome import RunOutcome as Outcome
 from leyline.payloads import Scalar
 from nissa_server.store.conn import Conn
 
@@ -16,17 +17,6 @@ MAX_CHARS = 80
 
 _started = msgspec.json.Decoder(RunStarted)
 _finished = msgspec.json.Decoder(RunFinished)
-
-
-class Outcome(msgspec.Struct, kw_only=True):
-    """What an Esper run achieved (null where unknown: a live run, or not an Esper run)."""
-
-    final_accuracy: float | None = None
-    best_accuracy: float | None = None
-    fossilized: int | None = None
-    pruned: int | None = None
-    rounds: int | None = None
-    policy: str | None = None
 
 
 class RunSummary(msgspec.Struct, kw_only=True):

@@ -13,6 +13,8 @@ from nissa_server.store.conn import Conn
 AXIS_COLUMNS = {"step": "step", "epoch": "epoch", "round": "round", "ts": "ts"}
 """x axis → its column (a fixed set: the names go into SQL text)."""
 _markers = msgspec.json.Decoder(Marker)
+SUMMARY_USE = 16
+"""Summaries are read for a series over this many times the points asked for (they hold about an eighth)."""
 
 
 @dataclass
@@ -22,6 +24,8 @@ class SeriesData:
     key: str
     x: np.ndarray
     y: np.ndarray
+    stored: int = 0
+    """Points stored (in the rows read): more than ``len(x)`` where summaries were read."""
 
 
 def list_series(conn: Conn, run_key: int) -> list[tuple[str, str, int]]:
@@ -31,17 +35,28 @@ def list_series(conn: Conn, run_key: int) -> list[tuple[str, str, int]]:
     return [(row[0], row[1], int(row[2])) for row in rows]
 
 
-def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | None) -> list[SeriesData]:
-    """Every series called ``name`` of a run: its points on ``axis``, only those with x above ``after``."""
+def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | None,
+                max_points: int | None = None) -> list[SeriesData]:
+    """Every series called ``name`` of a run: its points on ``axis``, only those with x above ``after``.
+
+    For a chart of at most ``max_points`` points of a series many times longer, the rows' summaries are
+    read where they have one (each block's extremes: what a min/max downsampling keeps anyway)."""
     col = AXIS_COLUMNS[axis]
-    query = f"SELECT key, {col}, value FROM series_chunks WHERE run_key = ? AND name = ?"
-    params: tuple = (run_key, name)
+    where, params = "run_key = ? AND name = ?", (run_key, name)
     if after is not None:
-        query += f" AND {col}_max > ?"
+        where += f" AND {col}_max > ?"
         params += (after,)
-    parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
+    sizes: dict[str, int] = {}
+    for key, n in conn.execute(f"SELECT key, n FROM series_chunks WHERE {where}", params):
+        sizes[key] = sizes.get(key, 0) + n
+    short = {k for k, n in sizes.items() if max_points is not None and after is None and n > SUMMARY_USE * max_points}
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
-    for key, x, y in execute(query + " ORDER BY key, id", params):
+    parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
+    # Only the chosen columns leave the database (PostgreSQL reads a blob only when it is selected).
+    pick = f"summary_n IS NOT NULL AND key IN ({','.join('?' * len(short))})" if short else "0 = 1"
+    query = (f"SELECT key, CASE WHEN {pick} THEN summary_{col} ELSE {col} END, CASE WHEN {pick} THEN summary_value "
+             f"ELSE value END FROM series_chunks WHERE {where} ORDER BY key, id")
+    for key, x, y in execute(query, (*short, *short, *params)):
         xs, ys = parts.setdefault(key, ([], []))
         xs.append(x)
         ys.append(y)
@@ -52,7 +67,7 @@ def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | N
         keep = ~np.isnan(x) if after is None else x > after  # NaN > after is False: no round, no place
         if not keep.all():
             x, y = x[keep], y[keep]
-        out.append(SeriesData(key, x, y))
+        out.append(SeriesData(key, x, y, sizes[key]))
     return out
 
 

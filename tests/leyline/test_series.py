@@ -19,6 +19,8 @@ from leyline.series import (
     marker_of,
     parse_key,
     points_of,
+    round_of,
+    values_of,
     x_of,
 )
 
@@ -48,6 +50,8 @@ def test_every_numeric_field_of_every_kind_is_a_point(event):
         assert p.labels["rank"] == str(event.rank)
         assert (p.step, p.epoch, p.ts) == (event.step, event.epoch, event.ts)
     assert len({p.key for p in points}) == len(points), "one point per series per event"
+    assert values_of(event) == [(p.key, p.name, p.value) for p in points], "the fast path says the same"
+    assert all(p.round == round_of(event) for p in points)
 
 
 def test_names_and_labels_follow_fields_and_identity():

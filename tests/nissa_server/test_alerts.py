@@ -53,6 +53,7 @@ async def test_an_anomaly_alert_is_sent_once_retried_and_resolved(tmp_path):
             metrics = (await http.get("/metrics")).text
             assert 'nissa_alerts_fired_total{condition="anomaly",rule="bad"} 1.0' in metrics
             assert 'nissa_alert_deliveries_total{destination="hook",result="retry"} 1.0' in metrics
+            assert 'nissa_alerts{status="resolved"} 1.0' in metrics
             rules = (await http.get("/alerts/rules")).json()
             assert [r["name"] for r in rules["rules"]] == ["bad", "ended"] and rules["rules"][1]["runs"] == "other-*"
 

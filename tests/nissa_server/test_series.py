@@ -1,16 +1,27 @@
 """The series API on a real server (both stores): listing, one name downsampled, overlays, csv,
 incremental reads, markers; and the downsampling that keeps each bucket's extremes."""
 
+import asyncio
+import json
 import math
 
 import httpx
 import numpy as np
 import pytest
 
-from leyline import CommandAction, CommandStatus, CommandStatusChanged, EpochCompleted, SeedFossilized, make_event
+from leyline import (
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
+    EpochCompleted,
+    SeedFossilized,
+    decode_event,
+    make_event,
+)
+from leyline.series import points_of
 from nissa_server.series import downsample
 from nissa_server.store.series_sql import MERGE_AT
-from tests.support import IngestClient
+from tests.support import IngestClient, collect_watch
 
 
 def _epochs(run_id, n, envs=2, start_seq=1, acc=lambda i: i / 100):
@@ -142,3 +153,61 @@ def test_downsampling_orders_a_resumed_run_and_keeps_nan_and_infinities():
     assert np.isinf(ys).any() and np.isnan(ys).any()
     small_x, small_y = downsample(x[:8], y[:8], 100)
     assert list(small_x) == [0, 1, 1, 2, 2, 3, 3, 4]
+
+
+async def test_a_watcher_applying_the_definition_gets_the_stored_series_once_in_order(server_url, http):
+    # What a console does live: each event of /ws/watch through leyline.series.points_of. Its points
+    # are the server's series, each once and in order, with no read of the history.
+    events = _epochs("w", 9, envs=2)
+    watching = asyncio.create_task(collect_watch(server_url, len(events), run_id="w"))
+    async with IngestClient(server_url, "w") as client:
+        for chunk in (events[:4], events[4:11], events[11:]):
+            await client.send(chunk)
+            await client.wait_ack(chunk[-1].seq)
+    seen, _ = await watching
+    live: dict[str, list[tuple[float, float]]] = {}
+    for raw in seen:
+        for point in points_of(decode_event(json.dumps(raw))):
+            live.setdefault(point.key, []).append((float(point.step), point.value))
+    stored = (await http.get("/runs/w/series/epoch_completed.accuracy")).json()["series"]
+    assert {s["key"] for s in stored} == {k for k in live if k.startswith("epoch_completed.accuracy")}
+    for s in stored:
+        assert live[s["key"]] == list(zip(s["x"], s["y"]))
+
+
+@pytest.mark.single_backend
+async def test_reads_need_the_token_and_a_browser_websocket_gives_it_as_a_subprotocol(tmp_path):
+    import base64
+
+    from websockets.asyncio.client import connect
+
+    from tests.support import close_of, ws_url
+    from tests.support.server import running_server
+
+    token = "web-page-token"
+    with running_server(tmp_path, token=token, read_auth=True) as url:
+        good = "nissa.bearer." + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+        async with connect(ws_url(url, "/ws/watch"), subprotocols=["nissa", good]) as ws:
+            assert ws.subprotocol == "nissa"
+            with pytest.raises(TimeoutError):  # accepted: it waits for events, it is not closed
+                await asyncio.wait_for(ws.recv(), 0.3)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            for path in ("/runs", "/runs/x/series", "/runs/x/series/a.b", "/runs/x/markers"):
+                assert (await http.get(path)).status_code == 401, path
+            assert (await http.get("/ui")).status_code == 200, "the page itself holds no data"
+        for offered in (["nissa"], ["nissa", "nissa.bearer.d3Jvbmc"], ["nissa", "nissa.bearer.%%%"]):
+            async with connect(ws_url(url, "/ws/watch"), subprotocols=offered) as ws:
+                code, reason = await close_of(ws)
+                assert code == 4401 and "token" in reason
+
+
+async def test_a_long_series_is_read_from_summaries_that_keep_every_spike(server_url, http):
+    spikes = {137: 9.0, 1290: -9.0, 2555: 7.0}
+    events = _epochs("long", 3000, envs=1, acc=lambda i: spikes.get(i, (i % 7) / 10))
+    await _send(server_url, "long", [events[i:i + 1000] for i in range(0, 3000, 1000)])
+    short = (await http.get("/runs/long/series/epoch_completed.accuracy", params={"max_points": 50})).json()
+    series = short["series"][0]
+    assert series["points"] == 3000 and len(series["y"]) <= 50
+    assert set(spikes.values()) <= set(series["y"]) and min(series["x"]) == 0.0
+    full = (await http.get("/runs/long/series/epoch_completed.accuracy", params={"max_points": 20000})).json()
+    assert len(full["series"][0]["y"]) == 3000
