@@ -43,6 +43,7 @@ from leyline.payloads import (
     SeedStageChanged,
     SlotSnapshot,
 )
+from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
     CommandStatusChanged,
     CompileStats,

@@ -32,7 +32,8 @@ Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
 class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Body of ``POST /escalate``: a debug window of ``epochs`` (and/or through the next PPO update),
     or a profile window of ``batches``, or (``"target": "update"``) over the next PPO update; or
-    ``checkpoint`` (one at the next safe boundary) or ``stop`` (checkpoint, then end the run ``stopped``)."""
+    ``checkpoint`` (one at the next safe boundary) or ``stop`` (checkpoint, then end the run ``stopped``); or
+    ``stacks`` (every thread's Python stack from every rank, answered at once by each rank's hub thread)."""
 
     run_id: RunId
     action: CommandAction
@@ -41,9 +42,18 @@ class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     through_update: bool = False
     target: ProfileTarget | None = None
     reason: Reason | None = None
+    record_shapes: bool = False
+    """Profile windows: record operator input shapes (costs a little per operator)."""
+    with_stack: bool = False
+    """Profile windows: record the Python stack of every operator (costs much more)."""
+    profile_memory: bool = False
+    """Profile windows: record tensor allocations and frees (memory timeline)."""
 
     def __post_init__(self) -> None:
-        if self.action in (CommandAction.CHECKPOINT, CommandAction.STOP):
+        if self.action is not CommandAction.PROFILE and (self.record_shapes or self.with_stack
+                                                          or self.profile_memory):
+            raise ValueError("'record_shapes', 'with_stack' and 'profile_memory' belong to action 'profile'")
+        if self.action in (CommandAction.CHECKPOINT, CommandAction.STOP, CommandAction.STACKS):
             if self.epochs is not None or self.batches is not None or self.through_update or self.target is not None:
                 raise ValueError(f"action {self.action.value!r} takes no 'epochs', 'batches', 'through_update' "
                                  "or 'target' (only 'reason')")
@@ -77,6 +87,9 @@ class Command(msgspec.Struct, kw_only=True):
     """Profile windows: ``update`` records the next PPO update; None or ``batches``: ``batches`` batches."""
     reason: str | None = None
     created_at: float = 0.0
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
 
 
 class StatusChange(msgspec.Struct, kw_only=True):
@@ -114,6 +127,9 @@ class CommandRecord(msgspec.Struct, kw_only=True):
     through_update: bool = False
     target: ProfileTarget | None = None
     reason: str | None = None
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
     applied_step: Step | None = None
     result: dict[str, Scalar] | None = None
     message: str = ""

@@ -31,6 +31,7 @@ class EventKind(str, enum.Enum):
     HUB_HEALTH = "hub_health"
     HEARTBEAT = "heartbeat"
     RUN_RESUMED = "run_resumed"
+    ALERT = "alert"
 
 
 class Severity(str, enum.Enum):
@@ -87,6 +88,7 @@ class CommandAction(str, enum.Enum):
     PROFILE = "profile"
     CHECKPOINT = "checkpoint"
     STOP = "stop"
+    STACKS = "stacks"
 
 
 class CommandStatus(str, enum.Enum):

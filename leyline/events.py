@@ -28,6 +28,7 @@ from leyline.payloads import (
     SeedPruned,
     SeedStageChanged,
 )
+from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
     CommandStatusChanged,
     EventsDropped,
@@ -56,6 +57,7 @@ PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {
         SeedGateEvaluated, SeedFossilized, SeedPruned, PPOUpdate, GradientHealth, LSTMHealth,
         AnomalyDetected, TelemetryLevelChanged, DebugLayerStats, ProfileStarted,
         ProfileCompleted, PhaseTiming, CommandStatusChanged, EventsDropped, HubHealth, Heartbeat, RunResumed,
+        AlertChanged,
     )
 }
 assert set(PAYLOAD_TYPES) == set(EventKind), "every kind needs exactly one payload type"
@@ -82,6 +84,7 @@ DEFAULT_SEVERITY: dict[EventKind, Severity] = {
     EventKind.PHASE_TIMING: Severity.DEBUG,
     EventKind.ANOMALY_DETECTED: Severity.WARNING,
     EventKind.EVENTS_DROPPED: Severity.WARNING,
+    EventKind.ALERT: Severity.WARNING,
 }
 
 # ``$(?!\n)``: a plain ``$`` would also match before a final newline. A run id names a directory

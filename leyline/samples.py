@@ -17,6 +17,7 @@ from leyline.payloads import (
     SeedStageChanged,
     SlotSnapshot,
 )
+from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
     CommandStatusChanged,
     EventsDropped,
@@ -87,6 +88,8 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
         Heartbeat(uptime_s=30.0),
         RunResumed(checkpoint="round-000002", path="runs/r/checkpoints/round-000002", round=2,
                    checkpoint_step=384, checkpoint_epoch=24, checkpoint_seq=310, pid=4242),
+        AlertChanged(alert_id="a1", rule="stuck", condition="hang", state="firing", subject="rank 1",
+                     message="rank 1 has not advanced past step 4210 for 62 s", command_id="c2"),
     )
 }
 assert set(SAMPLE_PAYLOADS) == set(PAYLOAD_TYPES)

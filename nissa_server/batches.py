@@ -100,7 +100,7 @@ def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: 
     run = write.run
     progress = sql.run_progress(conn, run.run_key)
     step, epoch = (progress[1], progress[2]) if progress else (0, 0)
-    seq = sql.next_server_seq(conn, run.run_key, SERVER_RANK)
+    seq = max(sql.next_server_seq(conn, run.run_key, SERVER_RANK), write.last_seq + 1)  # a second one: the next
     event = make_event(payload, run_id=run.run_id, seq=seq, ts=time.time(), rank=SERVER_RANK, step=step,
                        epoch=epoch, severity=severity)
     wire = _wire.decode(_encoder.encode(event))

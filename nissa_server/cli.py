@@ -18,6 +18,7 @@ from typing import NoReturn
 
 import uvicorn
 
+from nissa_server.alerts.rules import RulesError, load_rules
 from nissa_server.app import create_app
 from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
 from nissa_server.protocols import protocols
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="expire commands still undelivered after this long (default 300)")
     p.add_argument("--max-open-commands", type=int, default=8, metavar="N",
                    help="open commands per run before /escalate answers 429 (default 8)")
+    p.add_argument("--alerts", type=pathlib.Path, default=None, metavar="FILE",
+                   help="alert rules and their destinations (TOML; see the README's 'Alerts and hangs'); "
+                        "checked at start (default: no alerts)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="what the server logs to stderr (default info)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (default: off)")
@@ -90,7 +94,8 @@ def database_settings(db: str | None) -> dict[str, object]:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    return Settings(
+    rules = {} if args.alerts is None else {"alert_rules": load_rules(args.alerts)}
+    return Settings(**rules,  # type: ignore[arg-type]
         host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
         token=args.token or token_from_env(), read_auth=args.read_auth, open=args.open, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
@@ -155,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = settings_from_args(args)
+    except RulesError as err:
+        _fail(f"--alerts: {err}")
     except ValueError as err:
         if str(err).startswith("--db: "):  # one line, as for a database that cannot be served
             _fail(str(err))

@@ -65,12 +65,6 @@ class CommandService:
         run = await self._store.find_run(req.run_id)
         if run is None:
             raise CommandError(404, f"unknown run {req.run_id!r}")
-        now = time.time()
-        command_id = uuid.uuid4().hex
-        record = CommandRecord(command_id=command_id, run_id=run.run_id, action=req.action,
-                               status=CommandStatus.QUEUED, created_at=now, updated_at=now)
-        queued = CommandStatusChanged(command_id=command_id, action=req.action, status=CommandStatus.QUEUED,
-                                      message=req.reason or "")
 
         def prepare(conn: Conn, write: EventWrite) -> None:
             if key is not None:
@@ -80,18 +74,29 @@ class CommandService:
                                                       "body") if earlier[1] != request
                                     else (earlier[0], False, CommandStatus(earlier[2])))
                     return
-            refused = self._refusal(conn, run)
-            if refused is not None:
-                write.result = refused
-                return
-            sql.insert_command(conn, run.run_key, record, request, key)
-            add_server_event(conn, write, queued)
-            write.result = (command_id, True, CommandStatus.QUEUED)
+            queued = self.queue_in(conn, write, run, req, key)
+            write.result = queued if isinstance(queued, CommandError) else (queued, True, CommandStatus.QUEUED)
 
         write = await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
         if isinstance(write.result, CommandError):
             raise write.result
         return write.result
+
+    def queue_in(self, conn: Conn, write: EventWrite, run: RunState, req: EscalateRequest,
+                 key: str | None = None) -> str | CommandError:
+        """Inside the writer's transaction of ``write`` (a server event write of ``run``): queue ``req``;
+        returns its command id, or why the run cannot take it."""
+        refused = self._refusal(conn, run)
+        if refused is not None:
+            return refused
+        now = time.time()
+        command_id = uuid.uuid4().hex
+        record = CommandRecord(command_id=command_id, run_id=run.run_id, action=req.action,
+                               status=CommandStatus.QUEUED, created_at=now, updated_at=now)
+        sql.insert_command(conn, run.run_key, record, _encoder.encode(req), key)
+        add_server_event(conn, write, CommandStatusChanged(command_id=command_id, action=req.action,
+                                                           status=CommandStatus.QUEUED, message=req.reason or ""))
+        return command_id
 
     def _refusal(self, conn: Conn, run: RunState) -> CommandError | None:
         progress = sql.run_progress(conn, run.run_key)

@@ -58,6 +58,13 @@ class Metrics:
         self.commands_created = Counter("nissa_commands_created", "Commands queued by /escalate", registry=r)
         self.conflicts = Counter("nissa_events_conflicting", "Events re-sent with a stored seq but other content "
                                  "(their connection is closed with 4422)", registry=r)
+        self.alerts_fired = Counter("nissa_alerts_fired", "Alerts opened by this server, by rule and condition",
+                                    ["rule", "condition"], registry=r)
+        self.alerts_resolved = Counter("nissa_alerts_resolved", "Alerts resolved by this server, by rule and "
+                                       "condition", ["rule", "condition"], registry=r)
+        self.alert_deliveries = Counter("nissa_alert_deliveries", "Notification attempts by this server, by "
+                                        "destination and result (sent, retry, failed, rate_limited)",
+                                        ["destination", "result"], registry=r)
         self.refused = Counter("nissa_connections_refused", "Connections refused or closed by a limit, by reason",
                                ["reason"], registry=r)
         self.ingest_commit = Histogram(
@@ -101,7 +108,7 @@ class Metrics:
         self.watcher_queue.set_function(watcher_queue)
         self.writer_queue.set_function(writer_queue)
         docs = {"commands": "Commands stored, by status", "runs": "Runs stored, by status",
-                "ranks": "Ranks of runs stored, by status"}
+                "ranks": "Ranks of runs stored, by status", "alerts": "Alerts stored, by status (firing, resolved)"}
         for what, read in by_status.items():
             self.registry.register(_ByStatus(f"nissa_{what}", docs[what], read, errors))
 

@@ -16,10 +16,20 @@ from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
 from nissa_server.series import SeriesInfo, SeriesReply
 from nissa_server.store.runs_page import RunSummary
-from nissa_server.schemas import ArtifactInfo, DeletedRun, ErrorBody, EscalateAccepted, Health, RunInfo
+from nissa_server.schemas import (
+    AlertDelivery,
+    AlertInfo,
+    ArtifactInfo,
+    DeletedRun,
+    ErrorBody,
+    EscalateAccepted,
+    Health,
+    RunInfo,
+)
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
+TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
+         EscalateAccepted, ArtifactInfo, Health, ErrorBody,
          WireEvent, *PAYLOAD_TYPES.values())
 
 
@@ -42,9 +52,13 @@ def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
     epochs, batches = props["epochs"]["anyOf"][0], props["batches"]["anyOf"][0]
     null = {"type": "null"}
 
+    options = ("record_shapes", "with_stack", "profile_memory")
+
     def variant(title: str, required: list[str], **fields: Any) -> dict[str, Any]:
+        recording = {o: {"type": "boolean"} if fields["action"] == {"enum": ["profile"]} else {"enum": [False]}
+                     for o in options}
         return {"title": title, "type": "object", "required": ["run_id", "action", *required],
-                "properties": {**common, **fields}, "additionalProperties": False}
+                "properties": {**common, **recording, **fields}, "additionalProperties": False}
 
     return {
         "title": "EscalateRequest",
@@ -58,8 +72,8 @@ def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
                     epochs=null, through_update={"enum": [False]}, target={"enum": ["batches", None]}),
             variant("Profile window over the next PPO update", ["target"], action={"enum": ["profile"]},
                     target={"enum": ["update"]}, batches=null, epochs=null, through_update={"enum": [False]}),
-            variant("Checkpoint at the next safe boundary, or stop after one", [],
-                    action={"enum": ["checkpoint", "stop"]}, epochs=null, batches=null, target=null,
+            variant("Checkpoint at the next safe boundary, or stop after one; or every rank's stacks now", [],
+                    action={"enum": ["checkpoint", "stop", "stacks"]}, epochs=null, batches=null, target=null,
                     through_update={"enum": [False]}),
         ],
     }
@@ -67,6 +81,14 @@ def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
 
 def ref(tp: type) -> dict[str, str]:
     return {"$ref": REF.format(name=tp.__name__)}
+
+
+_ALERT = AlertInfo(alert_id="9e0d1b", run_id="r-20250101-abc", run_name="demo", rule="stuck", condition="hang",
+                   subject="rank 1", rank=1, step=4210, status="firing",
+                   message="rank 1 has not advanced past step 4210 for 121 s while its heartbeats continue",
+                   fired_at=1.7e9, seen_at=1.7e9, command_id="4f1c2a",
+                   deliveries=[AlertDelivery(destination="ops/0", state="firing", status="sent", attempts=1,
+                                             sent_at=1.7e9 + 0.2)])
 
 
 def _examples() -> dict[str, Any]:
@@ -109,6 +131,12 @@ def _examples() -> dict[str, Any]:
         "escalate_profile_update": {"run_id": "r-20250101-abc", "action": "profile", "target": "update"},
         "escalate_checkpoint": {"run_id": "r-20250101-abc", "action": "checkpoint"},
         "escalate_stop": {"run_id": "r-20250101-abc", "action": "stop", "reason": "enough"},
+        "escalate_stacks": {"run_id": "r-20250101-abc", "action": "stacks", "reason": "looks stuck"},
+        "alert": to_builtins(_ALERT),
+        "alerts": [to_builtins(_ALERT)],
+        "rules": {"source": "alerts.toml", "rules": [{"name": "stuck", "when": "hang", "runs": "*", "notify": [],
+                                                      "after_s": 120.0, "stacks": True}],
+                  "destinations": [{"name": "ops", "urls": 1, "max_per_minute": 20}]},
     }
 
 

@@ -114,3 +114,42 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     """Every 4xx answer: why the request was refused."""
 
     detail: str
+
+
+class AlertDelivery(msgspec.Struct, kw_only=True):
+    """One notification of an alert to one destination URL (``name/index`` of the rules file)."""
+
+    destination: str
+    state: str
+    """What it says: firing or resolved."""
+    status: str
+    """pending (retries left), sent, or failed (gave up)."""
+    attempts: int = 0
+    last_error: str = ""
+    sent_at: float | None = None
+
+
+class AlertInfo(msgspec.Struct, kw_only=True):
+    """An alert as ``GET /alerts`` shows it: a rule's condition on a run, from firing to resolved."""
+
+    alert_id: str
+    run_id: str
+    run_name: str
+    rule: str
+    condition: str
+    """status, anomaly, hang or straggler."""
+    subject: str
+    """What it is about within the run: a status, an anomaly's name, a rank."""
+    rank: int | None = None
+    step: int | None = None
+    """Hangs: the step the rank is stuck at."""
+    status: str
+    """firing or resolved."""
+    message: str
+    fired_at: float
+    seen_at: float
+    """Last time the condition was seen (anomalies: the last matching one)."""
+    resolved_at: float | None = None
+    command_id: str | None = None
+    """The ``stacks`` command asked for it (hangs): every rank's stacks at ``GET /commands/{command_id}``."""
+    deliveries: list[AlertDelivery] = []

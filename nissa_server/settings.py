@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import platformdirs
 
 from leyline.frames import MAX_BATCH_EVENTS, MAX_EVENT_BYTES, MAX_FRAME_BYTES
+from nissa_server.alerts.rules import AlertRules
 
 DEFAULT_PORT = 8765
 TOKEN_ENV = "NISSA_TOKEN"
@@ -149,7 +150,9 @@ class Settings:
     """How long an ingest connection may take to send its ``hello`` (a trainer sends it at once); until it
     does, a server at its connection cap may displace it for a newcomer."""
     maintenance_interval_s: float = 1.0
-    """How often lost runs and expired commands are looked for."""
+    """How often lost runs and expired commands are looked for (and alert conditions checked)."""
+    alert_rules: AlertRules = field(default_factory=AlertRules)
+    """Alert rules and where their notifications go (``--alerts FILE``); none by default."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "db_path", pathlib.Path(self.db_path))

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leyline import EventKind
+from nissa_server.alerts.service import AlertService
 from nissa_server.commands import CommandService
 from nissa_server.fanout import FanOut
 from nissa_server.metrics import Metrics
 from nissa_server.pressure import Pressure
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
-from nissa_server.store import Published, Store, create_store, queries, ranks_sql, sql
+from nissa_server.store import Published, Store, alerts_sql, create_store, queries, ranks_sql, sql
 
 logger = logging.getLogger(__name__)
 _COMMAND_STATUS = EventKind.COMMAND_STATUS.value
@@ -32,6 +33,7 @@ class Nissa:
     fanout: FanOut = field(default_factory=FanOut)
     metrics: Metrics = field(default_factory=Metrics)
     commands: CommandService = field(init=False)
+    alerts: AlertService = field(init=False)
     pressure: Pressure = field(init=False)
     server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """Prefix of this server's ingest sessions in the database (other servers' show as theirs)."""
@@ -43,6 +45,9 @@ class Nissa:
                                   commit_interval_s=self.settings.commit_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands)
+        self.alerts = AlertService(self.settings.alert_rules, self.store, self.commands, self.metrics,
+                                   silent_after_s=self.settings.rank_silent_after_s,
+                                   lost_after_s=self.settings.lost_after_s)
         self.pressure = Pressure(lambda: self.store.queue_depth, self.settings.writer_queue_batches,
                                  self.metrics.loop_lag)
         self.store.on_publish = self._published
@@ -94,12 +99,17 @@ class Nissa:
             writer_queue=lambda: self.store.queue_depth,
             by_status={"commands": lambda: self.store.read_sync(queries.commands_by_status),
                        "runs": lambda: self.store.read_sync(queries.runs_by_status),
-                       "ranks": lambda: self.store.read_sync(queries.ranks_by_status)},
+                       "ranks": lambda: self.store.read_sync(queries.ranks_by_status),
+                       "alerts": lambda: self.store.read_sync(alerts_sql.alerts_by_status)},
             errors=self.store.errors,
         )
         self.store.on_committed = self.metrics.committed
         self.store.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="nissa-maintenance"))
+        if self.alerts.active:
+            interval = self.settings.maintenance_interval_s
+            self._tasks.append(asyncio.create_task(self.alerts.run_sweeps(interval), name="nissa-alert-sweep"))
+            self._tasks.append(asyncio.create_task(self.alerts.run_delivery(interval), name="nissa-alert-delivery"))
         self._tasks.append(asyncio.create_task(self.pressure.watch_loop(), name="nissa-loop-lag"))
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 

@@ -110,6 +110,12 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-every", type=int, metavar="ROUNDS",
                    help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
                         "(0: none; default 1)")
+    g.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
+                   help="a heartbeat (with the step reached) this often: the server tells a hung rank, alive but "
+                        "not advancing, from a silent one by them (default 5)")
+    g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
+                   help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
+                        "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
     g.add_argument("-v", "--verbose", action="store_true",
                    help="log what the hub and the loop do to stderr (default: warnings only)")
     r = p.add_argument_group("ranks (under torchrun)")
@@ -167,6 +173,10 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
     from trainer.telemetry.stragglers import StragglerConfig
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
+    if not 0.1 <= args.heartbeat <= 3600:
+        raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
+    if not args.stack_watchdog >= 0:
+        raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
 
 
 def _start_runtime(parser: argparse.ArgumentParser, config: RuntimeConfig) -> Runtime:
@@ -264,13 +274,14 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.data import DataError
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
+    from trainer.diagnostics import install_diagnostics
     from trainer.simic.run import run_training
     from trainer.telemetry import install_profiling, install_rank_checks
 
     config = dataclasses.replace(config, device=ranks.device_name(config.device))
     run_id = _agree_on_run(parser, args, ranks)
     hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
-                    rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue)
+                    rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue, heartbeat_s=args.heartbeat)
     runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
                                                    ranks=ranks, env_base=ranks.rank * config.n_envs))
     if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
@@ -286,6 +297,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     _interrupt_on_sigterm()
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
+    stop_watchdog = install_diagnostics(runtime, args.stack_watchdog)
     try:
         if point is None:
             runtime.emit(_run_started(runtime, args.run_name, config, args))
@@ -313,6 +325,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
         summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
+        stop_watchdog()
         report = runtime.finish(summary, timeout=args.close_timeout)
     last = checkpoints.written[-1].path if checkpoints.written else None
     for line, to_stderr in end_lines(run_id, ranks.rank if ranks.distributed else None, summary, report, hub.run_dir,

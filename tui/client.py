@@ -226,7 +226,7 @@ class NissaClient:
 
     async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
                        batches: int | None = None, through_update: bool = False, target: str | None = None,
-                       reason: str | None = None) -> str:
+                       reason: str | None = None, recording: tuple[str, ...] = ()) -> str:
         """``POST /escalate``; returns the new command's id.
 
         Fields left unset are not sent, so the server's own rules decide what a request may
@@ -238,6 +238,7 @@ class NissaClient:
                 body[key] = value
         if through_update:
             body["through_update"] = True
+        body.update({key: True for key in recording})  # record_shapes, with_stack, profile_memory
         response = await self._request("POST", "/escalate", json=body)
         return str(response.json()["command_id"])
 

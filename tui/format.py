@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from leyline import (
+    AlertChanged,
     AnomalyDetected,
     CommandStatusChanged,
     DebugLayerStats,
@@ -46,7 +47,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.TELEMETRY_LEVEL_CHANGED: "level", EventKind.DEBUG_LAYER_STATS: "layers",
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
-    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run",
+    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT",
 }
 
 
@@ -170,6 +171,7 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     EventsDropped: lambda p: f"hub dropped {p.total} events: {p.counts}",
     HubHealth: _hub,  # type: ignore[dict-item]
     Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
+    AlertChanged: lambda p: f"{p.state} {p.rule}: {p.message}",
 }
 
 

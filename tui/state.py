@@ -10,6 +10,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from leyline import (
+    AlertChanged,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
@@ -38,6 +39,7 @@ from leyline import (
     TelemetryLevelChanged,
 )
 
+from tui.alerts import AlertTracker
 from tui.format import LogLine, describe
 from tui.ranks import RankTracker
 
@@ -156,6 +158,8 @@ class RunState:
         self.duplicates = 0
         self.ranks = RankTracker()
         """Each rank of a run of several (torchrun)."""
+        self.alerts = AlertTracker()
+        """The server's alerts on the run."""
         self.dirty: set[str] = set()
 
     # --- folding ---------------------------------------------------------------------------
@@ -338,7 +342,13 @@ def _on_dropped(state: RunState, event: Event) -> None:
     state.dropped_reported += p.total
 
 
+def _on_alert(state: RunState, event: Event) -> None:
+    state.alerts.apply(event)
+    state.dirty.update(("alerts", "ranks"))
+
+
 _HANDLERS = {
+    AlertChanged: _on_alert,
     RunStarted: _on_run_started,
     RunFinished: _on_run_finished,
     RunResumed: _on_run_resumed,

@@ -28,7 +28,8 @@ _ESCALATE_BODY = {
                          "profile": {"value": EXAMPLES["escalate_profile"]},
                          "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
                          "checkpoint": {"value": EXAMPLES["escalate_checkpoint"]},
-                         "stop": {"value": EXAMPLES["escalate_stop"]}},
+                         "stop": {"value": EXAMPLES["escalate_stop"]},
+                         "stacks": {"value": EXAMPLES["escalate_stacks"]}},
         }},
     }
 }

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from leyline import RunStatus
+from nissa_server.store import alerts_sql
 from nissa_server.store.blocks import Block, Row, pack
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
@@ -61,6 +62,7 @@ def delete_run(conn: Conn, run_key: int, now: float) -> Removed | RunStatus | No
     conn.execute("INSERT INTO deleted_runs (run_id, deleted_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING",
                  (run_id, now))
     commands = conn.execute("DELETE FROM commands WHERE run_key = ?", (run_key,)).rowcount
+    alerts_sql.delete_run_alerts(conn, run_key)
     for table in ("artifacts", "kind_counts", "streams", "ranks", "command_ranks", "runs"):
         conn.execute(f"DELETE FROM {table} WHERE run_key = ?", (run_key,))
     return Removed(events=events, commands=commands, artifacts=[name for name, _ in artifacts],

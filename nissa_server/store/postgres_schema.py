@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from nissa_server.store.alerts_sql import ALERTS_SCHEMA
 from nissa_server.store.blocks import regroup
 from nissa_server.store.history import DELETED_RUNS_SCHEMA
 from nissa_server.store.model import UnusableDatabase, migration_line
@@ -155,8 +156,15 @@ def _v5(conn: psycopg.Connection) -> None:
     conn.execute(DELETED_RUNS_SCHEMA.format(real="DOUBLE PRECISION"))  # type: ignore[arg-type]
 
 
+def _v6(conn: psycopg.Connection) -> None:
+    # As SQLite's v9: alerts, their notifications and every delivery attempt (see store.alerts_sql).
+    for statement in ALERTS_SCHEMA.format(key="BIGINT", real="DOUBLE PRECISION", rowid="").split(";"):
+        if statement.strip():
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

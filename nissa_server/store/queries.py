@@ -207,7 +207,8 @@ def _record(row: tuple) -> CommandRecord:
         command_id=command_id, run_id=run_id, action=req["action"], status=status, created_at=created,
         updated_at=updated, epochs=req.get("epochs"), batches=req.get("batches"),
         through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
-        applied_step=step,
+        record_shapes=bool(req.get("record_shapes")), with_stack=bool(req.get("with_stack")),
+        profile_memory=bool(req.get("profile_memory")), applied_step=step,
         result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
     )
 
@@ -249,7 +250,8 @@ def queued_commands(conn: Conn, run_key: int) -> list[Command]:
 def _command(rec: CommandRecord) -> Command:
     return Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
                    batches=rec.batches, through_update=rec.through_update, target=rec.target, reason=rec.reason,
-                   created_at=rec.created_at)
+                   created_at=rec.created_at, record_shapes=rec.record_shapes, with_stack=rec.with_stack,
+                   profile_memory=rec.profile_memory)
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nissa_server.store.alerts_sql import ALERTS_SCHEMA
 from nissa_server.store.blocks import regroup
 from nissa_server.store.history import DELETED_RUNS_SCHEMA
 from nissa_server.store.model import UnusableDatabase, migration_line
@@ -191,8 +192,13 @@ def _v8(conn: sqlite3.Connection) -> None:
     conn.execute(DELETED_RUNS_SCHEMA.format(real="REAL"))
 
 
+def _v9(conn: sqlite3.Connection) -> None:
+    # Alerts, their notifications and every delivery attempt (see store.alerts_sql).
+    _run_script(conn, ALERTS_SCHEMA.format(key="INTEGER", real="REAL", rowid=""))
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

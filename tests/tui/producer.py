@@ -101,6 +101,12 @@ class ScriptedTrainer:
                                       reason="window ended", command_id=command.command_id),
                 status(CommandStatus.COMPLETED, result={"epochs": command.epochs or 1}),
             )
+        elif command.action is CommandAction.STACKS:  # answered at once, the step where it is
+            self.step -= 10
+            await self.emit(status(CommandStatus.APPLIED, applied_step=self.step))
+            stacks = 'Thread 0x1 "MainThread" (most recent call last):\n  File "ranks.py", line 9, in _collective\n'
+            await self.emit(status(CommandStatus.COMPLETED, applied_step=self.step,
+                                   result={"threads": 1, "rank": self.rank, "stacks": stacks}))
         else:
             await self.emit(status(CommandStatus.APPLIED, applied_step=self.step))
             await self.emit(status(CommandStatus.COMPLETED, result={"batches": command.batches or 0}))

@@ -43,7 +43,7 @@ def _line(kind_event):
     [
         ("kind:ppo", {"ppo_update"}),
         ("kind:seed_pr", {"seed_pruned"}),
-        ("sev:warning", {"anomaly_detected", "events_dropped"}),
+        ("sev:warning", {"anomaly_detected", "events_dropped", "alert"}),
         ("kl_spike", {"anomaly_detected"}),
         ("kind:seed !pruned !fossilized !germinated !gate", {"seed_stage_changed"}),
         ("", {k.value for k in EventKind}),

@@ -15,12 +15,14 @@ import threading
 import time
 import weakref
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leyline import (
     METRIC_KINDS,
     PAYLOAD_TYPES,
     Command,
+    CommandAction,
     CommandStatus,
     CommandStatusChanged,
     EventsDropped,
@@ -73,6 +75,7 @@ class NissaHub:
         self._ratelog = RateLimitedLog(logger)
         self._writer = EventWriter(config, self._log, self.stats, self._ratelog)
         self._inbox: deque[Command] = deque()
+        self._at_once: dict[CommandAction, Callable[[Command], None]] = {}
         self._seen_commands: set[str] = set()
         self._position = (0, 0)
         self._started_at = time.monotonic()
@@ -116,6 +119,11 @@ class NissaHub:
     def mark_position(self, step: int, epoch: int) -> None:
         """Where training is: stamps the events the hub authors itself (heartbeats, deliveries)."""
         self._position = (step, epoch)
+
+    def answer_at_once(self, action: CommandAction, answer: Callable[[Command], None]) -> None:
+        """Commands of ``action`` are answered by ``answer`` on the thread that receives them, never
+        queued for the training thread (which may be the one that is stuck)."""
+        self._at_once[action] = answer
 
     def poll_commands(self) -> list[Command]:
         """Commands received since the last poll, oldest first."""
@@ -182,10 +190,20 @@ class NissaHub:
         if command.command_id in self._seen_commands:
             return  # re-delivered after a reconnect: already in hand
         self._seen_commands.add(command.command_id)
-        self._inbox.append(command)
+        if command.action not in self._at_once:
+            self._inbox.append(command)
         step, epoch = self._position
         self.emit(CommandStatusChanged(command_id=command.command_id, action=command.action,
                                        status=CommandStatus.DELIVERED), step=step, epoch=epoch)
+        answer = self._at_once.get(command.action)
+        if answer is not None:
+            try:
+                answer(command)
+            except Exception as err:  # an answer is a plugin: its failure is the command's, never the hub's
+                logger.exception("command %s (%s) failed", command.command_id, command.action.value)
+                self.emit(CommandStatusChanged(command_id=command.command_id, action=command.action,
+                                               status=CommandStatus.FAILED, message=f"{type(err).__name__}: {err}"),
+                          step=step, epoch=epoch)
 
     # --- the worker thread ------------------------------------------------------------------------
 

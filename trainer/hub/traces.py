@@ -4,14 +4,18 @@ A live run uploads each trace when its window closes; a run that never reached i
 run log says which windows completed (``profile_completed``) and where their traces went; an upload finds
 them under the run directory and sends those the server does not already hold, byte for byte, under the
 name the live run would have used. Only files under ``<run_dir>/profiles/`` are ever sent, whatever a
-log line says.
+log line says. Stack files (``stacks`` answers, the stack watchdog's dumps) are the files of
+``<run_dir>/stacks/``, sent under their own names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import pathlib
+import platform
+import re
 from dataclasses import dataclass, field
 
 import httpx
@@ -23,6 +27,8 @@ from trainer.hub.rest import artifact_name, artifact_url, artifacts_url, auth_he
 
 logger = logging.getLogger(__name__)
 
+STACKS_DIR = "stacks"
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _MARKERS = (b'"kind":"profile_completed"', b'"kind":"run_started"')
 _listing = msgspec.json.Decoder(list[dict[str, object]])
 
@@ -91,6 +97,21 @@ def _local_trace(run_dir: pathlib.Path, payload: ProfileCompleted) -> pathlib.Pa
         if resolved.is_relative_to(profiles) and resolved.is_file():
             return resolved
     return None
+
+
+def stacks_name(kind: str, rank: int, host: str | None = None, pid: int | None = None) -> str:
+    """``stacks-<kind>-rank<N>-<host>-<pid>.txt``: the artifact's name and the file's under the run dir."""
+    host = _SAFE.sub("-", (platform.node() if host is None else host) or "host")[:40]
+    return f"stacks-{_SAFE.sub('-', kind)[:40]}-rank{rank}-{host}-{os.getpid() if pid is None else pid}.txt"
+
+
+def stack_dumps(run_dir: pathlib.Path, rank: int) -> list[Trace]:
+    """Every non-empty stack file of ``rank`` under the run directory."""
+    folder = pathlib.Path(run_dir) / STACKS_DIR
+    if not folder.is_dir():
+        return []
+    return [Trace(p.name, p) for p in sorted(folder.glob(f"stacks-*-rank{rank}-*.txt"))
+            if p.is_file() and p.stat().st_size > 0]
 
 
 def upload_traces(traces: list[Trace], server: str, run_id: str, token: str | None,

@@ -1,4 +1,5 @@
-"""Late upload: send a finished run's local log to a server, idempotently, then its profile traces.
+"""Late upload: send a finished run's local log to a server, idempotently, then its profile traces and
+stack files (``stacks`` answers, watchdog dumps).
 
 The same sender as a live run: hello, the server's welcome says what it already holds,
 only the rest is sent, and the server de-duplicates on (run_id, rank, seq) anyway. A server
@@ -24,7 +25,7 @@ from trainer.hub.runlog import LogFile
 from trainer.hub.secret import run_secret
 from trainer.hub.sender import Sender
 from trainer.hub.stats import HubStats
-from trainer.hub.traces import TraceUpload, logged_traces, upload_traces
+from trainer.hub.traces import TraceUpload, logged_traces, stack_dumps, upload_traces
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +101,8 @@ def upload_run(run_dir: pathlib.Path, server: str, token: str | None = None, tim
     for path in logs:
         result = upload_log(path, server, token, timeout)
         if result.stored >= result.events:  # the run exists on the server: its traces can follow
-            traces = upload_traces(logged_traces(path, pathlib.Path(run_dir)), server, result.run_id, token,
-                                   secret=run_secret(path.parent))
+            found = logged_traces(path, pathlib.Path(run_dir)) + stack_dumps(pathlib.Path(run_dir), result.rank)
+            traces = upload_traces(found, server, result.run_id, token, secret=run_secret(path.parent))
             result = replace(result, traces=traces)
         results.append(result)
     return results

@@ -16,6 +16,7 @@ request is rejected with a reason.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import pathlib
 import time
@@ -145,7 +146,8 @@ class ProfileHandler:
                                   f"{self._open.ctx.command_id}); one window at a time")
         self._count += 1
         name = f"w{self._count}-{'update' if on_update else 'step'}{ctx.step}"
-        window = ProfileWindow(name, batches, self.trace_root / name, self.config, rank=self.rank)
+        window = ProfileWindow(name, batches, self.trace_root / name, window_config(self.config, command),
+                               rank=self.rank)
         self._open = _Open(ctx=ctx, window=window)
         if not on_update:
             self._start(self._open)
@@ -237,9 +239,20 @@ class ProfileHandler:
                                     wall_s=result.wall_s, top_ops=result.top_ops, artifact=artifact,
                                     command_id=current.ctx.command_id, target=target))
         top = result.top_ops[0].name if result.top_ops else None
+        options = current.window.config
         current.ctx.complete({"window": result.window, "target": target, "batches": batches,
                               "partial": result.partial, "trace_path": str(result.trace_path), "artifact": artifact,
-                              "top_op": top}, message=message)
+                              "top_op": top, "record_shapes": options.record_shapes,
+                              "with_stack": options.with_stack, "profile_memory": options.profile_memory},
+                             message=message)
+
+
+def window_config(base: ProfileConfig, command: Command) -> ProfileConfig:
+    """The run's profile settings with what this request asks for on top (a request only adds recording:
+    shapes, Python stacks, memory; the cheap default records none of them)."""
+    return dataclasses.replace(base, record_shapes=base.record_shapes or command.record_shapes,
+                               with_stack=base.with_stack or command.with_stack,
+                               profile_memory=base.profile_memory or command.profile_memory)
 
 
 def profile_at_start(processor: CommandProcessor, run_id: str, batches: int | None,

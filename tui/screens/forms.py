@@ -40,6 +40,12 @@ class EscalateChoice(NamedTuple):
     amount: int | None
     through_update: bool = False
     update: bool = False
+    recording: tuple[str, ...] = ()
+    """Profile windows: what to record besides the operators (record_shapes, with_stack, profile_memory)."""
+
+
+RECORDING = (("record_shapes", "record input shapes"), ("with_stack", "record Python stacks (costly)"),
+             ("profile_memory", "record memory (allocations)"))
 
 
 class EscalateForm(ModalScreen[EscalateChoice | None]):
@@ -71,6 +77,9 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
             yield Input(str(self.default), type="integer", id="amount",
                         validators=[Integer(minimum=1, maximum=self.maximum)])
             yield Checkbox(THROUGH_UPDATE if self.is_debug else PROFILE_UPDATE, id="through_update")
+            if not self.is_debug:  # off by default: a window stays cheap unless asked for more
+                for key, label in RECORDING:
+                    yield Checkbox(label, id=key)
             yield Static("", id="error")
             with Horizontal():
                 yield Button("Request", variant="primary", id="ok")
@@ -88,9 +97,14 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
         self.query_one("#amount", Input).valid_empty = event.value
         self.query_one("#error", Static).update("")
 
+    def _recording(self) -> tuple[str, ...]:
+        if self.is_debug:
+            return ()
+        return tuple(key for key, _ in RECORDING if self.query_one(f"#{key}", Checkbox).value)
+
     def _submit(self) -> None:
         if not self.is_debug and self._ticked():
-            self.dismiss(EscalateChoice(None, update=True))
+            self.dismiss(EscalateChoice(None, update=True, recording=self._recording()))
             return
         box = self.query_one("#amount", Input)
         value = box.value.strip()
@@ -101,7 +115,8 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
                 why = f"give 1..{self.maximum} epochs, or tick '{THROUGH_UPDATE}'"
             self.query_one("#error", Static).update(why)
             return
-        self.dismiss(EscalateChoice(int(value) if value else None, self.is_debug and self._ticked()))
+        self.dismiss(EscalateChoice(int(value) if value else None, self.is_debug and self._ticked(),
+                                    recording=self._recording()))
 
     @on(Input.Submitted, "#amount")
     def submitted(self) -> None:
@@ -123,7 +138,10 @@ HELP = (
     ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
-    ("p", "profile window: choose how many batches to profile, or the next PPO update"),
+    ("p", "profile window: choose how many batches to profile, or the next PPO update (and shapes, stacks, "
+          "memory)"),
+    ("t", "stacks: every thread's Python stack from every rank, now (even while training is stuck)"),
+    ("a", "the run's alerts (a red banner says when one fires; a hung rank is marked in the ranks panel)"),
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
     ("S", "stop the run: it finishes the epoch, checkpoints and ends 'stopped' (asks first; "
           "esper-train --resume goes on)"),

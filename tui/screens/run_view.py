@@ -16,6 +16,7 @@ from leyline.frames import EventBatch
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
 from tui.screens.base import DashboardScreen
+from tui.screens.diagnostics import AlertsScreen, StacksScreen
 from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
@@ -25,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 class RunViewScreen(DashboardScreen):
     """One run, live: header, panels, event log; ``d``/``p`` escalate, ``c`` checkpoints and ``S`` stops
-    (once confirmed) the run, through ``POST /escalate``."""
+    (once confirmed) the run, ``t`` asks for every rank's stacks, through ``POST /escalate``; ``a`` lists
+    the run's alerts."""
 
     BINDINGS = [
         Binding("d", "debug", "debug window"),
@@ -34,9 +36,11 @@ class RunViewScreen(DashboardScreen):
         Binding("c", "checkpoint", "checkpoint"),
         Binding("S", "stop", "stop…"),
         Binding("n", "next_panel", "next panel"),
+        Binding("t", "stacks", "stacks"),
+        Binding("a", "alerts", "alerts"),
     ]
 
-    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop"})
+    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop", "stacks"})
     """Actions that send the run a command: offered only while it can take one."""
 
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
@@ -51,6 +55,7 @@ class RunViewScreen(DashboardScreen):
         self.last_arrival: float | None = None
         self._inflight = 0
         self._drained = asyncio.Event()
+        self._stacks_shown: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield RunDashboard(self.watch_app.config.limits.log_lines, id="dashboard")
@@ -189,6 +194,12 @@ class RunViewScreen(DashboardScreen):
     def action_profile(self) -> None:
         self._ask(CommandAction.PROFILE, self.watch_app.config.profile_batches)
 
+    def action_stacks(self) -> None:
+        self.escalate(CommandAction.STACKS, None)
+
+    def action_alerts(self) -> None:
+        self.app.push_screen(AlertsScreen(list(self.state.alerts.alerts.values())))
+
     def action_checkpoint(self) -> None:
         self.escalate(CommandAction.CHECKPOINT, None)
 
@@ -202,20 +213,21 @@ class RunViewScreen(DashboardScreen):
     def _ask(self, action: CommandAction, default: int) -> None:
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
-                self.escalate(action, choice.amount, through_update=choice.through_update, update=choice.update)
+                self.escalate(action, choice.amount, through_update=choice.through_update, update=choice.update,
+                              recording=choice.recording)
 
         self.app.push_screen(EscalateForm(action, default), chosen)
 
     @work(group="escalate")
     async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
-                       update: bool = False) -> None:
+                       update: bool = False, recording: tuple[str, ...] = ()) -> None:
         """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
         profile window over the next PPO update."""
         client = self.watch_app.require_client()
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
         what += " over the next PPO update" if update else ""
         try:
-            if action in (CommandAction.CHECKPOINT, CommandAction.STOP):
+            if action in (CommandAction.CHECKPOINT, CommandAction.STOP, CommandAction.STACKS):
                 what = action.value
                 command_id = await client.escalate(self.run_id, action, reason="esper-watch")
             elif action is CommandAction.DEBUG:
@@ -223,7 +235,8 @@ class RunViewScreen(DashboardScreen):
                                                    through_update=through_update, reason="esper-watch")
             else:
                 command_id = await client.escalate(self.run_id, action, batches=None if update else amount,
-                                                   target="update" if update else None, reason="esper-watch")
+                                                   target="update" if update else None, reason="esper-watch",
+                                                   recording=recording)
         except ApiError as err:
             self.post_message(ApiFailed(what, err))
             return
@@ -247,6 +260,10 @@ class RunViewScreen(DashboardScreen):
         r = message.record
         self.state.command_polled(r.command_id, r.action, r.status, r.applied_step,
                                   dict(r.result) if r.result is not None else None, r.message)
+        answered = r.result is not None or any(rank.result for rank in r.ranks)
+        if r.action is CommandAction.STACKS and answered and r.command_id not in self._stacks_shown:
+            self._stacks_shown.add(r.command_id)  # once: a rank that never answers leaves it "applied"
+            self.app.push_screen(StacksScreen(r))
 
     def on_api_failed(self, message: ApiFailed) -> None:
         err = message.error

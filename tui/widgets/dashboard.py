@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from tui.format import LogFilter
 from tui.state import RunState
@@ -70,6 +70,8 @@ class RunDashboard(Vertical):
     RunDashboard #filter.-shown { display: block; }
     RunDashboard #ppo, RunDashboard #health, RunDashboard #commands { height: auto; }
     RunDashboard #profile { height: auto; min-height: 4; }
+    RunDashboard #alert-banner { display: none; height: 1; background: $error; color: $text; text-style: bold; }
+    RunDashboard #alert-banner.-shown { display: block; }
     RunDashboard #ranks { display: none; height: auto; }
     RunDashboard #ranks.-shown { display: block; }
     """
@@ -82,6 +84,7 @@ class RunDashboard(Vertical):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
+        yield Static("", id="alert-banner", markup=False)
         yield AnomalyStrip(id="anomalies")
         with Horizontal(id="columns"):
             with Vertical(id="left"):
@@ -121,9 +124,14 @@ class RunDashboard(Vertical):
             q(CommandPanel).rows = command_rows(state)
         if everything or "profile" in dirty:
             q(ProfilePanel).view = profile_view(state, stream.artifact_url)
+        if everything or "alerts" in dirty:
+            banner = q("#alert-banner", Static)
+            banner.update(state.alerts.banner())
+            banner.set_class(bool(state.alerts.firing), "-shown")
         if state.ranks.several:  # every tick: the heartbeats' ages move with the clock
             panel = q(RanksPanel)
             panel.set_class(True, "-shown")
+            panel.hung = state.alerts.hung_ranks()
             panel.rows = state.ranks.rows()
         log = q(EventLog)
         if everything or self._rendered_total > state.logged_total:

@@ -13,9 +13,11 @@ from tui.ranks import RankRow
 
 
 class RanksPanel(Static):
-    """Step rate, lag in steps, hub queue and last heartbeat of each rank; a straggler is marked."""
+    """Step rate, lag in steps, hub queue and last heartbeat of each rank; a straggler is marked, and so
+    is a rank a firing hang alert names (alive but not advancing)."""
 
     rows: reactive[tuple[RankRow, ...]] = reactive((), layout=True)
+    hung: reactive[frozenset[int]] = reactive(frozenset())
 
     def render(self) -> RenderableType:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 1))
@@ -28,5 +30,11 @@ class RanksPanel(Static):
             late = r.heartbeat_age_s is not None and r.heartbeat_age_s > 15
             table.add_row(str(r.rank), rate, str(r.lag), "—" if r.queue_depth is None else str(r.queue_depth),
                           Text(beat, style="bold red" if late else ""),
-                          Text(f"slow: {r.straggler}" if r.straggler else "", style="bold yellow"))
+                          _mark(r, r.rank in self.hung))
         return table
+
+
+def _mark(row: RankRow, hung: bool) -> Text:
+    if hung:
+        return Text("HUNG: not advancing", style="bold white on red")
+    return Text(f"slow: {row.straggler}" if row.straggler else "", style="bold yellow")

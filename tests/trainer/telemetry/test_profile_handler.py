@@ -175,3 +175,21 @@ def test_profile_at_start_goes_through_the_command_path(tmp_path):
 ])
 def test_artifact_url(server, expected):
     assert artifact_url(server, "r:1", "a b.json") == expected
+
+
+def test_a_request_records_shapes_and_memory_when_it_asks_and_neither_by_default(tmp_path):
+    run = _Run(tmp_path, None)
+    run.batch()
+    run.inbox.append(_profile("plain", 1))
+    plain = run.until_finished("plain")
+    asked = Command(command_id="rich", run_id="run-1", action=CommandAction.PROFILE, batches=1, record_shapes=True,
+                    profile_memory=True)
+    run.inbox.append(asked)
+    rich = run.until_finished("rich")
+    assert [(s.result["record_shapes"], s.result["with_stack"], s.result["profile_memory"]) for s in (plain, rich)] \
+        == [(False, False, False), (True, False, True)]
+    events = {cid: json.loads(pathlib.Path(s.result["trace_path"]).read_text())["traceEvents"]
+              for cid, s in (("plain", plain), ("rich", rich))}
+    shapes = {cid: any("Input Dims" in e.get("args", {}) for e in evs) for cid, evs in events.items()}
+    memory = {cid: any(e.get("name") == "[memory]" for e in evs) for cid, evs in events.items()}
+    assert shapes == {"plain": False, "rich": True} and memory == {"plain": False, "rich": True}

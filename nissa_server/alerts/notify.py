@@ -1,0 +1,61 @@
+"""Sending notifications with apprise, off the event loop: retries with backoff, and rate limits.
+
+apprise is synchronous (it speaks HTTP, SMTP… itself): each send runs on a worker thread, one at a time,
+so that its log can be captured to say why a send failed. A failed send is retried after 2, 4, 8 … s
+(capped), ``MAX_ATTEMPTS`` times in all; a destination over its ``max_per_minute`` holds notifications
+back until the minute allows them (none is dropped).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+
+
+MAX_ATTEMPTS = 6
+BACKOFF_S = 2.0
+MAX_BACKOFF_S = 300.0
+
+
+def backoff_s(attempt: int, rng: random.Random | None = None) -> float:
+    """Delay after failed attempt ``attempt`` (1, 2, …): doubling from ``BACKOFF_S``, capped, jittered down."""
+    delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (attempt - 1))
+    return delay * (1.0 - 0.2 * (rng or random).random())
+
+
+def send(url: str, title: str, body: str, notify_type: str) -> tuple[bool, str]:
+    """One notification to one apprise URL: (sent, why not)."""
+    import apprise  # here, not at import: a server without alert rules never loads it
+
+    sender = apprise.Apprise()
+    if not sender.add(url):
+        return False, f"{url.split('://', 1)[0]}:// is not a URL apprise can send to"
+    with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as captured:
+        ok = sender.notify(title=title, body=body, notify_type=notify_type)
+    if ok:
+        return True, ""
+    lines = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
+    return False, lines[-1] if lines else "the destination did not accept the notification"
+
+
+@dataclass
+class RateLimit:
+    """At most ``per_minute`` sends in any 60 s."""
+
+    per_minute: int
+    _sent: deque[float] | None = None
+
+    def take(self, now: float | None = None) -> float:
+        """0.0 if a send may go now (and counts it), else the time from which one may."""
+        now = time.time() if now is None else now
+        sent = self._sent if self._sent is not None else deque()
+        self._sent = sent
+        while sent and sent[0] <= now - 60.0:
+            sent.popleft()
+        if len(sent) >= self.per_minute:
+            return sent[0] + 60.0
+        sent.append(now)
+        return 0.0

@@ -1,0 +1,206 @@
+"""The server's alerting: a sweep that opens and resolves alerts, and a deliverer that sends their notices.
+
+Both run as background tasks of the server's lifespan, beside ingest, never in its path: the sweep reads
+a snapshot on a reader thread (``engine.read_snapshot``) and writes through the store's writer like any
+server event; the deliverer sends on a worker thread (``notify``). An alert opens and resolves inside one
+transaction with its ``alert`` event in the run's stream, its notices, and for a hang its ``stacks``
+command: with several servers on one database, the first to see a condition opens it and the others
+find it open (``store.alerts_sql``), so each alert is sent once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from leyline import AlertChanged, CommandAction, EscalateRequest, SERVER_RANK, Severity
+from nissa_server.alerts.engine import AlertEngine, Firing, last_event_id, read_snapshot
+from nissa_server.alerts.notify import MAX_ATTEMPTS, RateLimit, backoff_s, send
+from nissa_server.alerts.rules import AlertRules, Rule
+from nissa_server.batches import add_server_event
+from nissa_server.commands import CommandError, CommandService
+from nissa_server.metrics import Metrics
+from nissa_server.schemas import AlertInfo
+from nissa_server.store import EventWrite, Store, alerts_sql
+from nissa_server.store.conn import Conn
+
+logger = logging.getLogger(__name__)
+CLAIM_S = 120.0
+"""How long a claimed notice is this server's to send before another server may take it over."""
+_SEVERITY = {"status": Severity.ERROR, "hang": Severity.ERROR, "anomaly": Severity.WARNING,
+             "straggler": Severity.WARNING, "threshold": Severity.WARNING, "nan": Severity.ERROR,
+             "stale": Severity.WARNING}
+
+
+class AlertService:
+    """See the module docstring."""
+
+    def __init__(self, rules: AlertRules, store: Store, commands: CommandService, metrics: Metrics, *,
+                 silent_after_s: float, lost_after_s: float) -> None:
+        self.rules = rules
+        self._store = store
+        self._commands = commands
+        self._metrics = metrics
+        self._engine = AlertEngine(rules, silent_after_s=silent_after_s)
+        self._since = time.time() - lost_after_s - 10.0
+        self._limits = {d.name: RateLimit(d.max_per_minute) for d in rules.destinations.values()}
+        self._targets = {f"{d.name}/{i}": url for d in rules.destinations.values() for i, url in enumerate(d.urls)}
+        self.wake = asyncio.Event()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rules.rules)
+
+    def _destinations(self, rule: Rule) -> list[str]:
+        return [f"{d.name}/{i}" for d in self.rules.targets(rule) for i in range(len(d.urls))]
+
+    # --- the sweep ------------------------------------------------------------------------------
+
+    async def sweep(self, now: float | None = None) -> None:
+        """Open alerts whose conditions hold, resolve those whose conditions ended."""
+        if not self.active:
+            return
+        now = time.time() if now is None else now
+        snap = await self._store.read(read_snapshot, self._since, self._engine.after_id, self._engine.series_names)
+        verdict = self._engine.evaluate(snap, now)
+        open_keys = {(rule, run_key, subject) for _, run_key, rule, subject, *_ in snap.firing}
+        for f in verdict.firing:
+            if (f.rule.name, f.run_key, f.subject) in open_keys:
+                if f.renewed:
+                    await self._store.call(lambda c, f=f: alerts_sql.touch_alert(c, f.rule.name, f.run_key,
+                                                                                   f.subject, now))
+                continue
+            open_keys.add((f.rule.name, f.run_key, f.subject))
+            await self._open(f, now)
+        for alert_id, rule, why in verdict.resolved:
+            await self._resolve(alert_id, rule, why, now)
+
+    async def _open(self, f: Firing, now: float) -> None:
+        run = await self._store.find_run(f.run_id)
+        if run is None:
+            return
+        rule = f.rule
+
+        def prepare(conn: Conn, write: EventWrite) -> None:
+            write.result = None
+            alert_id = alerts_sql.open_alert(conn, run_key=run.run_key, rule=rule.name, condition=rule.when,
+                                             subject=f.subject, rank=f.rank, step=f.step, message=f.message,
+                                             now=now, destinations=self._destinations(rule))
+            if alert_id is None:
+                return  # another server opened it first
+            command_id = None
+            if rule.when == "hang" and rule.stacks:
+                req = EscalateRequest(run_id=run.run_id, action=CommandAction.STACKS,
+                                      reason=f"alert {rule.name}: {f.message}"[:500])
+                queued = self._commands.queue_in(conn, write, run, req)
+                if isinstance(queued, CommandError):
+                    logger.warning("alert %s: no stacks for run %s: %s", rule.name, run.run_id, queued.detail)
+                else:
+                    command_id = queued
+                    alerts_sql.set_command(conn, alert_id, command_id)
+            add_server_event(conn, write, AlertChanged(
+                alert_id=alert_id, rule=rule.name, condition=rule.when, state="firing",  # type: ignore[arg-type]
+                subject=f.subject, message=f.message, rank=f.rank, command_id=command_id), _SEVERITY[rule.when])
+            write.result = alert_id
+
+        write = await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
+        if write.result is not None:
+            logger.warning("alert %s fired on run %s: %s", rule.name, run.run_id, f.message)
+            self._metrics.alerts_fired.labels(rule.name, rule.when).inc()
+            self.wake.set()
+
+    async def _resolve(self, alert_id: str, rule: Rule, why: str, now: float) -> None:
+        alert = await self._store.read(alerts_sql.get_alert, alert_id)
+        run = None if alert is None else await self._store.find_run(alert.run_id)
+        if alert is None or run is None:
+            return
+
+        def prepare(conn: Conn, write: EventWrite) -> None:
+            write.result = alerts_sql.resolve_alert(conn, alert_id, now, self._destinations(rule))
+            if write.result:
+                add_server_event(conn, write, AlertChanged(
+                    alert_id=alert_id, rule=rule.name, condition=rule.when, state="resolved",  # type: ignore[arg-type]
+                    subject=alert.subject, message=f"resolved: {why}", rank=alert.rank,
+                    command_id=alert.command_id), Severity.INFO)
+
+        write = await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
+        if write.result:
+            logger.info("alert %s on run %s resolved: %s", rule.name, run.run_id, why)
+            self._metrics.alerts_resolved.labels(rule.name, rule.when).inc()
+            self.wake.set()
+
+    # --- delivery -------------------------------------------------------------------------------
+
+    async def deliver_due(self, now: float | None = None) -> int:
+        """Send the notices due now that this server's destinations cover; returns how many were tried."""
+        if not self._targets:
+            return 0
+        now = time.time() if now is None else now
+        targets = list(self._targets)
+        claimed = await self._store.call(lambda c: alerts_sql.claim_due(c, now, CLAIM_S, targets))
+        for notice_id, alert_id, destination, state, attempts in claimed:
+            await self._deliver(notice_id, alert_id, destination, state, attempts + 1)
+        return len(claimed)
+
+    async def _deliver(self, notice_id: str, alert_id: str, destination: str, state: str, attempt: int) -> None:
+        name = destination.rsplit("/", 1)[0]
+        wait_until = self._limits[name].take()
+        if wait_until:
+            await self._store.call(lambda c: alerts_sql.postpone(c, notice_id, wait_until))
+            self._metrics.alert_deliveries.labels(name, "rate_limited").inc()
+            return
+        alert = await self._store.read(alerts_sql.get_alert, alert_id)
+        if alert is None:  # its run was deleted meanwhile
+            return
+        title, body, kind = _message(alert, state)
+        ok, error = await asyncio.to_thread(send, self._targets[destination], title, body, kind)
+        now = time.time()
+        next_at = None if ok or attempt >= MAX_ATTEMPTS else now + backoff_s(attempt)
+        await self._store.call(lambda c: alerts_sql.record_attempt(c, notice_id, alert_id, destination, attempt, now,
+                                                                    ok, error, next_at))
+        result = "sent" if ok else ("retry" if next_at is not None else "failed")
+        self._metrics.alert_deliveries.labels(name, result).inc()
+        if not ok:
+            logger.warning("alert %s to %s: attempt %d failed: %s", alert_id, destination, attempt, error)
+
+    async def run_delivery(self, interval_s: float) -> None:
+        """Deliver as notices come (woken by the sweep) and as retries fall due."""
+        while True:
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=interval_s)
+            except TimeoutError:
+                pass
+            self.wake.clear()
+            try:
+                while await self.deliver_due():
+                    pass
+            except self._store.errors as err:
+                logger.warning("alert delivery: the database failed: %s", err)
+
+    async def run_sweeps(self, interval_s: float) -> None:
+        while True:
+            try:
+                if self._engine.after_id is None:  # anomalies stored before the server started are history
+                    self._engine.after_id = await self._store.read(last_event_id)
+                await asyncio.sleep(interval_s)
+                await self.sweep()
+            except self._store.errors as err:  # the database is away for a moment: the next sweep tries again
+                logger.warning("alert sweep failed: %s", err)
+
+
+def _message(alert: AlertInfo, state: str) -> tuple[str, str, str]:
+    """Title, body and apprise notify type of one notice."""
+    run = alert.run_name or alert.run_id
+    if state == "firing":
+        title = f"[nissa] {alert.rule}: {run}: {alert.subject}"
+        body = alert.message
+        kind = "failure" if alert.condition in ("hang", "status", "nan") else "warning"
+    else:
+        title = f"[nissa] resolved: {alert.rule}: {run}: {alert.subject}"
+        body = f"resolved (was: {alert.message})"
+        kind = "success"
+    body += f"\nrun {alert.run_id}; alert {alert.alert_id}: GET /alerts/{alert.alert_id}"
+    if alert.command_id:
+        body += f"\nstacks of every rank: GET /commands/{alert.command_id}"
+    return title, body, kind

@@ -1,0 +1,9 @@
+"""Diagnosing a run that is stuck: every thread's stack on demand (answered by the hub's own thread, so a
+training thread blocked in a collective, a data loader or a sleep does not stop it) and a ``faulthandler``
+watchdog that writes them to the run directory when no Python thread can run at all."""
+
+from trainer.diagnostics.install import install_diagnostics
+from trainer.diagnostics.stacks import StacksResponder, format_stacks, install_stacks
+from trainer.diagnostics.watchdog import StackWatchdog
+
+__all__ = ["StackWatchdog", "install_diagnostics", "StacksResponder", "format_stacks", "install_stacks"]
