@@ -58,9 +58,9 @@ def worker(argv: list[str]) -> int:
     """One rank of a timed run (no server): prints, on rank 0, every rank's step time and exchange time."""
     from leyline import TelemetryLevel
     from trainer.cli import train_parser
-    from trainer.hub import HubConfig
-    from trainer.ranks import Ranks
-    from trainer.runtime import RuntimeConfig, build_runtime
+    from nissa.hub import HubConfig
+    from nissa.ranks import Ranks
+    from nissa.runtime import RuntimeConfig, build_runtime
     from trainer.simic.config import TrainConfig
     from trainer.simic.run import run_training
 
@@ -95,7 +95,7 @@ def worker(argv: list[str]) -> int:
 def _exchange_alone(runtime) -> float:
     """Median time of the run's exchange (an empty report) with the ranks arriving together: its own cost,
     without the wait for a slower rank that the loop's exchanges include."""
-    from trainer.control.agreement import Agreement
+    from nissa.control.agreement import Agreement
 
     agreement = Agreement(runtime.ranks)
     for _ in range(100):

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig
 from trainer.simic.run import run_training
 from trainer.telemetry.install import install_profiling

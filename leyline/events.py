@@ -15,18 +15,22 @@ from typing import Annotated, Union
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.payloads import (
-    MAX_INT,
+from leyline.esper import (
     EpochCompleted,
-    Payload,
-    RunFinished,
-    RunResumed,
-    RunStarted,
+    LSTMHealth,
+    PPOUpdate,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
     SeedPruned,
     SeedStageChanged,
+)
+from leyline.payloads import (
+    MAX_INT,
+    Payload,
+    RunFinished,
+    RunResumed,
+    RunStarted,
 )
 from leyline.payloads_ops import (
     CommandStatusChanged,
@@ -42,8 +46,6 @@ from leyline.payloads_policy import (
     AnomalyDetected,
     DebugLayerStats,
     GradientHealth,
-    LSTMHealth,
-    PPOUpdate,
 )
 
 SCHEMA_VERSION = 1

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from leyline.enums import CommandAction, CommandStatus, EventKind, SeedStage, TelemetryLevel
+from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
 from leyline.events import PAYLOAD_TYPES, Event, make_event
-from leyline.payloads import (
+from leyline.esper import (
     EpochCompleted,
-    Payload,
-    RunFinished,
-    RunResumed,
-    RunStarted,
+    LSTMHealth,
+    PPOUpdate,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
     SeedPruned,
+    SeedStage,
     SeedStageChanged,
     SlotSnapshot,
+)
+from leyline.payloads import (
+    Payload,
+    RunFinished,
+    RunResumed,
+    RunStarted,
 )
 from leyline.payloads_ops import (
     CommandStatusChanged,
@@ -35,8 +40,6 @@ from leyline.payloads_policy import (
     DebugLayerStats,
     GradientHealth,
     LayerStat,
-    LSTMHealth,
-    PPOUpdate,
 )
 
 _SLOTS = [

@@ -1,4 +1,5 @@
-"""trainer, nissa_server and tui never import each other; leyline imports none of them; tui never imports torch."""
+"""trainer, nissa_server and tui never import each other; leyline imports none of them; tui never imports torch;
+the nissa client stands on leyline only, and of the others only trainer may use it."""
 
 import ast
 import pathlib
@@ -7,10 +8,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "leyline": {"trainer", "nissa_server", "tui", "torch", "fastapi", "textual"},
+    "leyline": {"nissa", "trainer", "nissa_server", "tui", "torch", "fastapi", "textual"},
+    "nissa": {"trainer", "nissa_server", "tui", "fastapi", "textual"},
     "trainer": {"nissa_server", "tui", "fastapi", "textual"},
-    "nissa_server": {"trainer", "tui", "torch", "textual"},
-    "tui": {"trainer", "nissa_server", "torch"},
+    "nissa_server": {"nissa", "trainer", "tui", "torch", "textual"},
+    "tui": {"nissa", "trainer", "nissa_server", "torch"},
 }
 
 

@@ -21,13 +21,13 @@ from leyline import RunFinished, RunStarted, TelemetryLevel
 from leyline.events import RunId
 from leyline.commands import MAX_PROFILE_BATCHES
 
-from trainer.hub import HubConfig
-from trainer.hub.rest import ServerUnavailable
-from trainer.hub.runlog import LogCorrupt
-from trainer.hub.secret import SecretError, run_secret
-from trainer.hub.upload import UploadResult, upload_run
-from trainer.ranks import RankError, Ranks, RanksConfig
-from trainer.runtime import Runtime, RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.hub.rest import ServerUnavailable
+from nissa.hub.runlog import LogCorrupt
+from nissa.hub.secret import SecretError, run_secret
+from nissa.hub.upload import UploadResult, upload_run
+from nissa.ranks import RankError, Ranks, RanksConfig
+from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.

@@ -13,7 +13,7 @@ from leyline import RunFinished
 from trainer.checkpoint.state import Stateful, Totals, restore
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
-from trainer.ranks import Ranks
+from nissa.ranks import Ranks
 from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig

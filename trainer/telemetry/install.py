@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 
 from leyline import HEAD_NAMES, CommandAction
 
-from trainer.control.agreement import ControlRound
+from nissa.control.agreement import ControlRound
 from trainer.hooks import RunHooks
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes
-from trainer.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
-from trainer.telemetry.profiler import ProfileConfig
+from nissa.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
+from nissa.telemetry.profiler import ProfileConfig
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
-from trainer.telemetry.stragglers import StragglerCheck, StragglerConfig
+from nissa.telemetry.stragglers import StragglerCheck, StragglerConfig
 
 if TYPE_CHECKING:
-    from trainer.runtime import Runtime
+    from nissa.runtime import Runtime
 
 
 def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, profile_update: bool = False,
