@@ -41,6 +41,8 @@ from leyline.esper import (
     SeedStageChanged,
     SlotSnapshot,
 )
+from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
+from leyline.metrics import MAX_METRICS, Metrics, metric_value
 from leyline.payloads import (
     Payload,
     RunFinished,

@@ -31,6 +31,7 @@ class EventKind(str, enum.Enum):
     HUB_HEALTH = "hub_health"
     HEARTBEAT = "heartbeat"
     RUN_RESUMED = "run_resumed"
+    METRICS = "metrics"
 
 
 class Severity(str, enum.Enum):
@@ -73,6 +74,8 @@ class CommandAction(str, enum.Enum):
     PROFILE = "profile"
     CHECKPOINT = "checkpoint"
     STOP = "stop"
+    CALL = "call"
+    """A command the run declared itself (``name`` and ``args``; see ``leyline.calls``)."""
 
 
 class CommandStatus(str, enum.Enum):

@@ -6,6 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
+from leyline.calls import Declared
 from leyline.enums import EventKind
 
 # Flat, JSON-safe values: what a config entry or a command result may hold.
@@ -41,6 +42,8 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     log_dir: str = ""
     world_size: int = 1
     """Ranks of the run (torchrun's WORLD_SIZE); each rank sends its own ``run_started``."""
+    commands: Declared = []
+    """Commands of the run's own it takes (``action`` ``call``); rank 0's declaration is the run's."""
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):

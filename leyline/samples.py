@@ -16,6 +16,7 @@ from leyline.esper import (
     SeedStageChanged,
     SlotSnapshot,
 )
+from leyline.metrics import Metrics
 from leyline.payloads import (
     Payload,
     RunFinished,
@@ -88,6 +89,7 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
         HubHealth(queue_depth=2, logged=100, sent=98, acked=97, dropped={}, reconnects=0,
                   connected=True),
         Heartbeat(uptime_s=30.0),
+        Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
         RunResumed(checkpoint="round-000002", path="runs/r/checkpoints/round-000002", round=2,
                    checkpoint_step=384, checkpoint_epoch=24, checkpoint_seq=310, pid=4242),
     )

@@ -144,7 +144,7 @@ class ProfileHandler:
             raise CommandRejected(f"profile window {self._open.window.name} is still {self._open.state} (command "
                                   f"{self._open.ctx.command_id}); one window at a time")
         self._count += 1
-        name = f"w{self._count}-{'update' if on_update else 'step'}{ctx.step}"
+        name = f"w{self._count}-{(command.phase or 'update') if on_update else 'step'}{ctx.step}"
         window = ProfileWindow(name, batches, self.trace_root / name, self.config, rank=self.rank)
         self._open = _Open(ctx=ctx, window=window)
         if not on_update:
@@ -188,6 +188,19 @@ class ProfileHandler:
         current = self._open
         if current is not None and current.on_update and current.window.open and current.window.step():
             self._recorded(current, current.window.result)
+
+    def phase_begin(self, name: str) -> None:
+        """A phase of the loop's own begins (``with run.phase(name)``): an armed window for it starts."""
+        if self._awaits(name):
+            self.update_begin(0)
+
+    def phase_end(self, name: str) -> None:
+        if self._awaits(name):
+            self.update_end(0)
+
+    def _awaits(self, name: str) -> bool:
+        current = self._open
+        return current is not None and current.on_update and (current.ctx.command.phase or "update") == name
 
     def run_end(self, reason: str) -> None:
         current = self._open

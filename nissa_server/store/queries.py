@@ -20,7 +20,7 @@ _finished = msgspec.json.Decoder(RunFinished)
 _health = msgspec.json.Decoder(HubHealth)
 _history = msgspec.json.Decoder(list[StatusChange])
 _result = msgspec.json.Decoder(dict[str, Scalar])
-_request = msgspec.json.Decoder(dict[str, Scalar])
+_request = msgspec.json.Decoder(dict[str, Scalar | dict[str, Scalar]])  # a call's "args" is the one mapping
 
 MAX_RANK = 65535
 BLOCK_PAGE = 64
@@ -65,6 +65,7 @@ def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
         device=start.device if start else None, finish=_finished.decode(finish) if finish else None,
         hub_health=_health.decode(health) if health else None, stored_bytes=stored, world_size=world,
         status_detail=why, ranks=_ranks(conn, key, last_seq, held_ranks),
+        commands=start.commands if start else [],
     )
 
 
@@ -232,7 +233,7 @@ def _record(row: tuple) -> CommandRecord:
         command_id=command_id, run_id=run_id, action=req["action"], status=status, created_at=created,
         updated_at=updated, epochs=req.get("epochs"), batches=req.get("batches"),
         through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
-        applied_step=step,
+        applied_step=step, name=req.get("name"), args=req.get("args") or {}, phase=req.get("phase"),
         result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
     )
 
@@ -274,7 +275,7 @@ def queued_commands(conn: Conn, run_key: int) -> list[Command]:
 def _command(rec: CommandRecord) -> Command:
     return Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
                    batches=rec.batches, through_update=rec.through_update, target=rec.target, reason=rec.reason,
-                   created_at=rec.created_at)
+                   created_at=rec.created_at, name=rec.name, args=rec.args, phase=rec.phase)
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:
