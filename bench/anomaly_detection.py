@@ -30,7 +30,7 @@ from leyline import EventKind, RunFinished, TelemetryLevel, TelemetryLevelChange
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig, add_training_args
-from trainer.simic.run import build_trainer
+from trainer.build import build_trainer
 from trainer.telemetry.install import telemetry_for_training
 
 from faults import Fault, FaultNotApplicable, FaultSites, standard_faults  # a sibling script module

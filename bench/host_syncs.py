@@ -26,7 +26,7 @@ from leyline import TelemetryLevel
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import RoundSyncs, count_host_syncs
-from trainer.simic.run import build_trainer
+from trainer.build import build_trainer
 from trainer.simic.runtime import resolve_device
 from nissa.telemetry.syncs import CudaSyncCounter
 

@@ -60,9 +60,8 @@ def worker(argv: list[str]) -> int:
     from trainer.cli import train_parser
     from nissa.hub import HubConfig
     from nissa.ranks import Ranks
-    from nissa.runtime import RuntimeConfig, build_runtime
+    from trainer.build import Hosting, build_run
     from trainer.simic.config import TrainConfig
-    from trainer.simic.run import run_training
 
     p = argparse.ArgumentParser()
     p.add_argument("--agree", choices=("on", "off"), default="on")
@@ -73,10 +72,10 @@ def worker(argv: list[str]) -> int:
     try:
         run_id = ranks.agree(f"bench-{os.getpid()}")
         hub = HubConfig(run_id=run_id, log_dir=Path(ours.log_dir), rank=ranks.rank)
-        runtime = build_runtime(RuntimeConfig(hub=hub, level=TelemetryLevel.NORMAL, ranks=ranks,
-                                              agree=ours.agree == "on", env_base=ranks.rank * config.n_envs))
+        run = build_run(config, ranks, Hosting(hub=hub, level=TelemetryLevel.NORMAL, agree=ours.agree == "on"))
+        runtime = run.runtime
         start = time.perf_counter()
-        summary = run_training(config, runtime, ranks=ranks)
+        summary = run.train()
         wall = time.perf_counter() - start
         runtime.finish(summary, timeout=5.0)
         steps = runtime.step

@@ -38,7 +38,7 @@ from trainer.kasmina.host import CNNHost
 from trainer.kasmina.model import MorphogeneticModel
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import SEED_BLUEPRINTS, RoundSyncs, count_host_syncs, with_live_seeds
-from trainer.simic.run import build_trainer, lifecycle_config
+from trainer.build import build_trainer, lifecycle_config
 from trainer.simic.runtime import resolve_device
 from nissa.telemetry.syncs import CudaSyncCounter
 

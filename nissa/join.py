@@ -63,7 +63,7 @@ def agree_on_run(ranks: Ranks, log_dir: pathlib.Path, run_id: str | None, name: 
             raise
     chosen = ranks.agree(chosen)
     if chosen is None:
-        raise ValueError(f"log_dir {log_dir}: rank 0 could not create the run directory")
+        raise ValueError("rank 0 could not create the run directory")
     rid, secret = chosen
     if not ranks.is_main:
         run_secret(log_dir / rid, secret)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from leyline import (
+    Metrics,
     AnomalyDetected,
     CommandStatusChanged,
     DebugLayerStats,
@@ -44,7 +45,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.TELEMETRY_LEVEL_CHANGED: "level", EventKind.DEBUG_LAYER_STATS: "layers",
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
-    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run",
+    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.METRICS: "metrics",
 }
 
 
@@ -168,6 +169,7 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     EventsDropped: lambda p: f"hub dropped {p.total} events: {p.counts}",
     HubHealth: _hub,  # type: ignore[dict-item]
     Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
+    Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),
 }
 
 
@@ -197,7 +199,7 @@ class LogLine:
     @property
     def plain(self) -> str:
         env = f"env{self.env}" if self.env is not None else ""
-        return f"e{self.epoch:<3d} {env:<5} {SHORT_KIND[self.kind]:<7} {self.text}"
+        return f"e{self.epoch:<3d} {env:<5} {SHORT_KIND.get(self.kind, self.kind.value):<7} {self.text}"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from leyline import (
+    Metrics,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
@@ -39,6 +40,7 @@ from leyline import (
 )
 
 from tui.format import LogLine, describe
+from tui.loop import LoopView
 from tui.ranks import RankTracker
 
 
@@ -156,6 +158,8 @@ class RunState:
         self.duplicates = 0
         self.ranks = RankTracker()
         """Each rank of a run of several (torchrun)."""
+        self.loop = LoopView()
+        """Its metrics and declared commands (any loop's run)."""
         self.dirty: set[str] = set()
 
     # --- folding ---------------------------------------------------------------------------
@@ -222,6 +226,11 @@ class RunState:
         return max(reported, self.dropped_reported)
 
     @property
+    def esper(self) -> bool:
+        """Esper's own kinds arrived (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
+        return bool(self.envs or self.timeline or self.ppo or self.lstm)
+
+    @property
     def pending_commands(self) -> list[CommandView]:
         return [c for c in self.commands.values() if not c.status.terminal]
 
@@ -229,6 +238,8 @@ class RunState:
 def _on_run_started(state: RunState, event: Event) -> None:
     p: RunStarted = event.payload  # type: ignore[assignment]
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
+    if event.rank == 0:
+        state.loop.declared = list(p.commands)
     level = p.config.get("telemetry_level")
     if state.level is None and isinstance(level, str) and level.upper() in TelemetryLevel.__members__:
         state.level = TelemetryLevel[level.upper()]  # the starting level, until a change says otherwise
@@ -338,6 +349,11 @@ def _on_dropped(state: RunState, event: Event) -> None:
     state.dropped_reported += p.total
 
 
+def _on_metrics(state: RunState, event: Event) -> None:
+    state.loop.fold(event)
+    state.dirty.add("metrics")
+
+
 _HANDLERS = {
     RunStarted: _on_run_started,
     RunFinished: _on_run_finished,
@@ -359,4 +375,5 @@ _HANDLERS = {
     ProfileCompleted: _on_profile_completed,
     HubHealth: _on_hub,
     EventsDropped: _on_dropped,
+    Metrics: _on_metrics,
 }

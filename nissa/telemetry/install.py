@@ -33,13 +33,20 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
                              config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None)
     runtime.commands.register(CommandAction.PROFILE, handler)
-    if not runtime.ranks.is_main:
-        return handler  # rank 0 asks for the start windows; the ranks' agreement applies them on every rank
-    if profile_batches is not None:
-        profile_at_start(runtime.commands, hub.run_id, profile_batches)
-    if profile_update:
-        profile_at_start(runtime.commands, hub.run_id, None, reason="--profile-update", target="update")
+    open_start_windows(runtime, profile_batches=profile_batches, profile_update=profile_update)
     return handler
+
+
+def open_start_windows(runtime: Runtime, *, profile_batches: int | None = None, profile_update: bool = False) -> None:
+    """Ask, through the command path, for a window over the first ``profile_batches`` batches and (both: after
+    it) one over the first update. Rank 0 asks; the ranks' agreement applies them on every rank."""
+    if not runtime.ranks.is_main:
+        return
+    run_id = runtime.run_id
+    if profile_batches is not None:
+        profile_at_start(runtime.commands, run_id, profile_batches)
+    if profile_update:
+        profile_at_start(runtime.commands, run_id, None, reason="--profile-update", target="update")
 
 
 def install_rank_checks(runtime: Runtime, *, straggler_factor: float = 1.5) -> StragglerCheck | None:

@@ -125,6 +125,7 @@ HELP = (
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
     ("S", "stop the run: it finishes the epoch, checkpoints and ends 'stopped' (asks first; "
           "esper-train --resume goes on)"),
+    ("x", "call a command of the run's own (a loop on the nissa client: set_lr value=0.01)"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),
     ("[ ]", "replay: one epoch back / forward"),

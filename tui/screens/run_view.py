@@ -16,6 +16,7 @@ from leyline.frames import EventBatch
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled
 from tui.screens.base import DashboardScreen
+from tui.screens.call_form import CallForm
 from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
@@ -33,6 +34,7 @@ class RunViewScreen(DashboardScreen):
         Binding("p", "profile", "profile…"),
         Binding("c", "checkpoint", "checkpoint"),
         Binding("S", "stop", "stop…"),
+        Binding("x", "call", "call…"),
     ]
 
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
@@ -167,6 +169,18 @@ class RunViewScreen(DashboardScreen):
 
         self.app.push_screen(ConfirmStop(self.run_id), answered)
 
+    def action_call(self) -> None:
+        loop = self.state.loop
+        if not loop.declared:
+            self.notify("this run declared no commands of its own", severity="warning")
+            return
+
+        def chosen(call: tuple[str, dict[str, object]] | None) -> None:
+            if call is not None:
+                self.escalate(CommandAction.CALL, None, call=call)
+
+        self.app.push_screen(CallForm(loop.declared, loop.offered()), chosen)
+
     def _ask(self, action: CommandAction, default: int) -> None:
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
@@ -176,14 +190,18 @@ class RunViewScreen(DashboardScreen):
 
     @work(group="escalate")
     async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
-                       update: bool = False) -> None:
+                       update: bool = False, call: tuple[str, dict[str, object]] | None = None) -> None:
         """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
         profile window over the next PPO update."""
         client = self.watch_app.require_client()
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
         what += " over the next PPO update" if update else ""
         try:
-            if action in (CommandAction.CHECKPOINT, CommandAction.STOP):
+            if call is not None:
+                what = f"call {call[0]}"
+                command_id = await client.escalate(self.run_id, action, name=call[0], args=call[1],
+                                                   reason="esper-watch")
+            elif action in (CommandAction.CHECKPOINT, CommandAction.STOP):
                 what = action.value
                 command_id = await client.escalate(self.run_id, action, reason="esper-watch")
             elif action is CommandAction.DEBUG:

@@ -29,6 +29,7 @@ from tui.views import (
 from tui.widgets.event_log import EventLog
 from tui.widgets.header import AnomalyStrip, RunHeader
 from tui.widgets.lifecycle import CommandPanel, ProfilePanel, SeedTimeline
+from tui.widgets.loop import LoopPanel
 from tui.widgets.metrics import EnvGrid, HealthPanel, PPOPanel
 from tui.widgets.ranks import RanksPanel
 
@@ -70,6 +71,10 @@ class RunDashboard(Vertical):
     RunDashboard #profile { height: auto; min-height: 4; }
     RunDashboard #ranks { display: none; height: auto; }
     RunDashboard #ranks.-shown { display: block; }
+    RunDashboard #loop { display: none; height: auto; }
+    RunDashboard.-loop #loop { display: block; }
+    RunDashboard.-plain #envs, RunDashboard.-plain #timeline, RunDashboard.-plain #ppo,
+    RunDashboard.-plain #health { display: none; }
     """
 
     def __init__(self, log_lines: int, **kwargs: object) -> None:
@@ -93,6 +98,7 @@ class RunDashboard(Vertical):
                 yield _boxed(EventLog(self.log_lines, id="log"), "events")
             with VerticalScroll(id="right"):
                 yield _boxed(RanksPanel(id="ranks"), "ranks")
+                yield _boxed(LoopPanel(id="loop"), "metrics")
                 yield _boxed(PPOPanel(id="ppo"), "PPO health")
                 yield _boxed(HealthPanel(id="health"), "gradients & LSTM")
                 yield _boxed(CommandPanel(id="commands"), "commands")
@@ -118,6 +124,8 @@ class RunDashboard(Vertical):
             q(CommandPanel).rows = command_rows(state)
         if everything or "profile" in dirty:
             q(ProfilePanel).view = profile_view(state, stream.artifact_url)
+        if everything or "metrics" in dirty or "header" in dirty:
+            self._show_loop(state)
         if state.ranks.several:  # every tick: the heartbeats' ages move with the clock
             panel = q(RanksPanel)
             panel.set_class(True, "-shown")
@@ -132,6 +140,15 @@ class RunDashboard(Vertical):
         self._rendered_total = state.logged_total
         log.border_title = f"events ({state.events_total:,})" + (
             f" filter: {log.log_filter.text}" if log.log_filter.text else "")
+
+    def _show_loop(self, state: RunState) -> None:
+        """A run with metrics or commands of its own shows them; one with no Esper kinds hides Esper's panels."""
+        panel = self.query_one(LoopPanel)
+        panel.rows = tuple(state.loop.rows())
+        panel.offered = tuple(state.loop.offered())
+        own = bool(state.loop.metrics or state.loop.declared)
+        self.set_class(own, "-loop")
+        self.set_class(own and not state.esper, "-plain")
 
     def set_filter(self, text: str, state: RunState) -> None:
         self.query_one(EventLog).refilter(LogFilter(text), state.log)

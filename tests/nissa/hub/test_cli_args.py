@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from leyline.events import RunId
-from trainer.cli import main, new_run_id
+from nissa.join import new_run_id
+from trainer.cli import main
 
 
 def test_help_documents_the_upload(capsys):

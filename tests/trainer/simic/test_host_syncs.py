@@ -14,7 +14,7 @@ from leyline import TelemetryLevel
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
 from trainer.simic.diagnostics import count_host_syncs
-from trainer.simic.run import build_trainer
+from trainer.build import build_trainer
 from nissa.telemetry.syncs import HostSyncCounter
 
 TINY = dict(device="cpu", rounds=2, episode_length=3, train_size=256, val_size=64, batch_size=64, base_channels=4,

@@ -23,7 +23,7 @@ from leyline import (
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
+from trainer.build import run_training
 from trainer.telemetry.install import install_profiling, telemetry_for_training
 from nissa.telemetry.phases import PHASES
 

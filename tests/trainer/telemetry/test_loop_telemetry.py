@@ -31,7 +31,7 @@ from leyline import (
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
+from trainer.build import run_training
 from trainer.telemetry.anomaly import AnomalyConfig
 from trainer.telemetry.install import telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds

@@ -1,15 +1,24 @@
-"""``run_training``: builds the loop from a ``TrainConfig`` and runs its rounds (shared by the CLI and tests)."""
+"""The composition root of an Esper run: ``build_run(config, ranks, hosting)`` wires the runtime (hub, commands,
+windows), the checkpointer (a null one when the run takes none) and the loop; the CLI, the tests and the
+benchmarks all build runs here. ``run_training`` runs the rounds of a built loop."""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from leyline import RunFinished
+from leyline import RunFinished, TelemetryLevel
 
+from nissa.hub import HubConfig
+from nissa.runtime import Runtime, RuntimeConfig, build_runtime
+from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+from trainer.checkpoint.control import CheckpointConfig, Checkpointer
+from trainer.checkpoint.null import NullCheckpointer
+from trainer.checkpoint.resume import store_of
 from trainer.checkpoint.state import Stateful, Totals, restore
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
@@ -27,12 +36,9 @@ from trainer.simic.vectorized import RoundResult, RoundStopped, VectorizedTraine
 from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
 from trainer.telemetry.install import telemetry_for_training
 
-if TYPE_CHECKING:
-    from trainer.checkpoint.control import Checkpointer
-
 logger = logging.getLogger(__name__)
 
-__all__ = ["build_trainer", "default_sites", "resolve_device", "run_training"]
+__all__ = ["build_run", "build_trainer", "default_sites", "resolve_device", "run_training"]
 
 
 def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
@@ -81,7 +87,8 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
 
 def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
                  data: TaskData | None = None, ranks: Ranks | None = None,
-                 checkpoints: Checkpointer | None = None, resume: dict[str, Any] | None = None) -> RunFinished:
+                 checkpoints: Checkpointer | NullCheckpointer | None = None,
+                 resume: dict[str, Any] | None = None) -> RunFinished:
     """Train up to ``config.rounds`` rounds; returns the summary.
 
     Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
@@ -94,20 +101,19 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
     status = "completed"
+    checkpoints = checkpoints or NullCheckpointer()
     try:
         progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
                     if config.log_every > 0 and (ranks is None or ranks.is_main) else None)
         trainer = build_trainer(config, hooks, sites, data, progress, ranks)
         totals = Totals() if resume is None else restore(trainer, resume, _stateful(trainer.sites))
         last: RoundResult | None = None
-        if checkpoints is not None:
-            trainer.should_stop = checkpoints.stopping
-            checkpoints.begin(trainer, totals, resumed=resume is not None)
+        trainer.should_stop = checkpoints.stopping
+        checkpoints.begin(trainer, totals, resumed=resume is not None)
         for round_ in range(totals.round + 1, config.rounds + 1):
             try:
                 last = trainer.run_round(round_)
             except RoundStopped as stopped:
-                assert checkpoints is not None
                 logger.info("%s: checkpoint of round %d's end", stopped, totals.round)
                 checkpoints.stop_mid_round()
                 status = "stopped"
@@ -116,12 +122,11 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
                 totals.pruned + last.pruned
             if progress is not None:
                 progress.round(last)
-            if checkpoints is not None and checkpoints.round_end(trainer, totals):
+            if checkpoints.round_end(trainer, totals):
                 status = "stopped"
                 break
     finally:
-        if checkpoints is not None:
-            checkpoints.finish()
+        checkpoints.finish()
         torch.set_num_threads(threads)
     final = None if last is None else sum(last.final_accuracy) / len(last.final_accuracy)
     return RunFinished(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch,
@@ -132,3 +137,62 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
 def _stateful(sites: LoopSites) -> Stateful | None:
     """The collectors, where they keep histories a checkpoint holds (the null sites keep none)."""
     return sites if hasattr(sites, "state_dict") and hasattr(sites, "load_state_dict") else None  # type: ignore[return-value]
+
+
+# --- the run around the loop ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """How an Esper run is hosted: its hub, its telemetry level, its checkpoints and its ranks' checks."""
+
+    hub: HubConfig
+    """Run id, log directory, server(s), token, queue."""
+    level: TelemetryLevel = TelemetryLevel.NORMAL
+    """Telemetry level outside debug windows."""
+    checkpoints: CheckpointConfig | None = None
+    """None: the run takes no checkpoints (a null checkpointer; ``checkpoint`` and ``stop`` are rejected)."""
+    straggler_factor: float = 1.5
+    """With several ranks: a rank slower than this times the others' median is reported."""
+    agree: bool = True
+    """With several ranks, commands apply where the ranks agreed (off only to measure what agreement costs)."""
+
+
+@dataclass
+class EsperRun:
+    """A built run: the loop's config and ranks, the runtime it reports through, its checkpointer."""
+
+    config: TrainConfig
+    ranks: Ranks
+    runtime: Runtime
+    checkpoints: Checkpointer | NullCheckpointer
+
+    def open_start_windows(self, *, profile_batches: int | None = None, profile_update: bool = False) -> None:
+        """Profile windows from the run's start (``--profile``, ``--profile-update``); after ``run_started``."""
+        open_start_windows(self.runtime, profile_batches=profile_batches, profile_update=profile_update)
+
+    def train(self, *, data: TaskData | None = None, sites: LoopSites | None = None,
+              resume: dict[str, Any] | None = None) -> RunFinished:
+        return run_training(self.config, self.runtime, sites=sites, data=data, ranks=self.ranks,
+                            checkpoints=self.checkpoints, resume=resume)
+
+
+def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
+    """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
+    ``r * n_envs``), the profile handler and the ranks' straggler check, and the checkpointer. ``OSError`` /
+    ``LogCorrupt`` when the run log cannot be written or continued."""
+    runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
+                                          env_base=ranks.rank * config.n_envs))
+    install_profiling(runtime)
+    install_rank_checks(runtime, straggler_factor=hosting.straggler_factor)
+    checkpoints: Checkpointer | NullCheckpointer = NullCheckpointer()
+    if hosting.checkpoints is not None:
+        hub = runtime.hub
+        checkpoints = Checkpointer(hosting.checkpoints, store_of(hub.config.run_dir, ranks.rank),
+                                   run_config=config.as_flat_dict(),
+                                   manifest={"run_id": runtime.run_id, "name": hub.config.name,
+                                             "world_size": ranks.world_size},
+                                   hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
+                                   prunes=ranks.is_main)
+        checkpoints.register(runtime.commands)
+    return EsperRun(config=config, ranks=ranks, runtime=runtime, checkpoints=checkpoints)
