@@ -11,7 +11,8 @@ this table; nothing else lists kinds.
   already stored. An indexed kind is critical (a dropped event would leave a gap in the index).
 
 An event whose kind this table does not know is refused: ``decode_event`` raises, and the server closes
-an ingest connection that sends one with code 4400 and the reason (``kind``). A loop reports anything
+an ingest connection that sends one with code 4415 (``CLOSE_UNSUPPORTED``, as for a newer schema version)
+and a reason naming ``kind``: a trainer must not stream kinds its server does not know. A loop reports anything
 of its own through ``metrics`` (named scalars) rather than a kind of its own.
 """
 

@@ -128,3 +128,34 @@ def test_null_hooks_run_with_default_telemetry(data):
     config = TrainConfig(policy="ppo", n_envs=1, rounds=1, episode_length=2, **TINY)
     summary = run_training(config, NullHooks(TelemetryLevel.NORMAL), data=data)
     assert summary.rounds == 1 and summary.final_accuracy is not None
+
+
+def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_path, data):
+    """The composition root the CLI and the benchmarks share: a run without checkpoints has the null
+    checkpointer, so ``checkpoint`` and ``stop`` are refused with a reason, and the loop runs the same."""
+    import time
+
+    from leyline import Command, CommandAction, EventKind, RunFinished, decode_event
+    from nissa.hub import HubConfig
+    from nissa.ranks import Ranks
+    from trainer.build import Hosting, build_run
+    from trainer.checkpoint import CheckpointConfig, Checkpointer
+    from trainer.checkpoint.null import NullCheckpointer
+
+    config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
+    plain = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id="plain", log_dir=tmp_path)))
+    assert isinstance(plain.checkpoints, NullCheckpointer)
+    plain.runtime.commands.submit(Command(command_id="local-stop", run_id="plain", action=CommandAction.STOP,
+                                          created_at=time.time()))
+    summary = plain.train(data=data)
+    plain.runtime.finish(summary)
+    assert summary.status == "completed" and summary.rounds == 1
+    events = [decode_event(line) for line in (tmp_path / "plain" / "events.jsonl").read_bytes().splitlines()]
+    stop = [e.payload for e in events if e.kind is EventKind.COMMAND_STATUS and e.payload.command_id == "local-stop"]
+    assert stop[-1].status.value == "rejected" and stop[-1].message
+
+    kept = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id="kept", log_dir=tmp_path),
+                                                     checkpoints=CheckpointConfig(every=1, keep=1)))
+    assert isinstance(kept.checkpoints, Checkpointer)
+    assert kept.train(data=data).status == "completed" and kept.checkpoints.written
+    kept.runtime.finish(RunFinished(status="completed", duration_s=0.0))
