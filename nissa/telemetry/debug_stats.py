@@ -23,21 +23,65 @@ from nissa.telemetry.readback import StreamFence, read_all
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
 
 
-def _finite(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    x = x.detach().float()
+CHUNK_ELEMENTS = 1 << 22
+"""Elements of one concatenation of layers (16 MiB in float32): what a collection adds to memory, at most."""
+_SEGMENTS: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+"""Segment ids and sizes of a whole model's layout that fits in one chunk (seeds come and go: a few layouts)."""
+
+
+def _segments(sizes: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer index of every element and each layer's size, made on ``device`` (no upload, no sync)."""
+    key = (sizes, device)
+    cached = _SEGMENTS.get(key)
+    if cached is not None:
+        return cached
+    seg = torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)])
+    made = (seg, torch.cat([torch.full((1,), float(n), device=device) for n in sizes]))
+    if sum(sizes) <= CHUNK_ELEMENTS:
+        if len(_SEGMENTS) >= 64:
+            _SEGMENTS.clear()
+        _SEGMENTS[key] = made
+    return made
+
+
+def _finite_flat(tensors: list[torch.Tensor], seg: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tensors as one float vector with NaN/Inf zeroed, and each layer's count of those."""
+    x = torch.cat([t.detach().reshape(-1).float() for t in tensors])
     ok = torch.isfinite(x)
-    return torch.where(ok, x, torch.zeros((), dtype=x.dtype, device=x.device)), (~ok).sum()
+    bad = torch.zeros(n, device=x.device).index_add_(0, seg, (~ok).float())
+    return torch.where(ok, x, torch.zeros((), dtype=x.dtype, device=x.device)), bad
 
 
-def _layer_row(param: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    g, g_bad = _finite(grad)
-    w, w_bad = _finite(param)
-    n_ok = (g.numel() - g_bad).clamp(min=1)
-    mean = g.sum() / n_ok
-    # Population std over the finite entries (one-element layers give 0, not NaN).
-    std = ((g - mean).pow(2).sum() - g_bad * mean.pow(2)).clamp(min=0).div(n_ok).sqrt()
-    return torch.stack([torch.linalg.vector_norm(g), mean, std, g.abs().max(),
-                        torch.linalg.vector_norm(w), (g_bad + w_bad).float()])
+def _chunk_rows(params: list[torch.Tensor], grads: list[torch.Tensor]) -> torch.Tensor:
+    """``[len(params), 6]`` rows of one chunk, in a fixed number of kernels whatever its number of layers."""
+    n = len(params)
+    seg, size = _segments(tuple(g.numel() for g in grads), grads[0].device)
+    g, g_bad = _finite_flat(grads, seg, n)
+    w, w_bad = _finite_flat(params, seg, n)
+    zeros = torch.zeros(n, device=g.device)
+    n_ok = (size - g_bad).clamp(min=1)
+    mean = zeros.index_add(0, seg, g) / n_ok
+    # Population std over the finite entries (the zeroed ones deviate by -mean: taken back out).
+    dev = zeros.index_add(0, seg, (g - mean[seg]).pow(2))
+    std = (dev - g_bad * mean.pow(2)).clamp(min=0).div(n_ok).sqrt()
+    g_norm = zeros.index_add(0, seg, g * g).sqrt()
+    w_norm = zeros.index_add(0, seg, w * w).sqrt()
+    g_max = zeros.scatter_reduce(0, seg, g.abs(), "amax", include_self=True)
+    return torch.stack([g_norm, mean, std, g_max, w_norm, g_bad + w_bad], dim=1)
+
+
+def _chunks(layers: list[tuple[str, torch.Tensor, torch.Tensor]]) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
+    """Consecutive layers in groups of at most ``CHUNK_ELEMENTS`` elements (a larger layer alone)."""
+    out: list[list[tuple[str, torch.Tensor, torch.Tensor]]] = [[]]
+    total = 0
+    for layer in layers:
+        size = layer[2].numel()
+        if out[-1] and total + size > CHUNK_ELEMENTS:
+            out.append([])
+            total = 0
+        out[-1].append(layer)
+        total += size
+    return out
 
 
 class PendingLayers:
@@ -74,17 +118,12 @@ class PendingLayers:
 @torch.compiler.disable
 def launch_layer_stats(model: str, named_params: Iterable[tuple[str, torch.nn.Parameter]]) -> PendingLayers | None:
     """Launch the statistics of every parameter of ``model`` that has a gradient; no sync (None: no gradients)."""
-    names: list[str] = []
-    rows: list[torch.Tensor] = []
     with torch.no_grad():
-        for name, p in named_params:
-            if p.grad is None:
-                continue
-            names.append(name)
-            rows.append(_layer_row(p, p.grad))
-        if not rows:
+        layers = [(name, p, p.grad) for name, p in named_params if p.grad is not None]
+        if not layers:
             return None
-        return PendingLayers(model, names, torch.stack(rows))
+        rows = [_chunk_rows([p for _, p, _ in chunk], [g for _, _, g in chunk]) for chunk in _chunks(layers)]
+        return PendingLayers(model, [name for name, _, _ in layers], rows[0] if len(rows) == 1 else torch.cat(rows))
 
 
 def collect_layer_stats(named_params: Iterable[tuple[str, torch.nn.Parameter]]) -> list[LayerStat]:

@@ -65,3 +65,15 @@ def test_large_models_are_split_across_events():
         params.append((f"p{i}", p))
     payloads = debug_layer_payloads("big", params, TelemetryLevel.DEBUG)
     assert [len(p.layers) for p in payloads] == [LAYERS_PER_EVENT, 3]
+
+
+def test_chunked_collections_give_the_same_rows(monkeypatch):
+    """A model larger than one concatenation is collected chunk by chunk, a large layer alone: same figures."""
+    model = _model()
+    whole = collect_layer_stats(model.named_parameters())
+    monkeypatch.setattr("nissa.telemetry.debug_stats.CHUNK_ELEMENTS", 50)  # the conv weight (108) alone
+    chunked = collect_layer_stats(model.named_parameters())
+    assert [s.name for s in chunked] == [s.name for s in whole]
+    for a, b in zip(chunked, whole, strict=True):
+        for field in ("grad_norm", "grad_mean", "grad_std", "grad_abs_max", "weight_norm"):
+            assert getattr(a, field) == pytest.approx(getattr(b, field), rel=1e-6, abs=1e-9), (a.name, field)
