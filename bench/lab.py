@@ -2,18 +2,21 @@
 side by side in one invocation.
 
 Each backend gets a fresh database and a ``nissa-server`` subprocess. Producer processes stream
-``--runs`` runs at ``--rate`` events/s each over ``/ws/ingest`` (a frame every ``--batch-ms``, events of
-~450 bytes stamped with their send time); a watcher process holds ``--watchers`` ``/ws/watch``
-connections (one follows every run, as a lab dashboard does; the others one run each). Producers and
-watchers are separate processes; only the server's own CPU is counted.
+``--runs`` runs at ``--rate`` events/s each over ``/ws/ingest`` in frames gathered as a NissaHub gathers
+them (for ``--batch-ms``, longer while two frames await their ack; see ``streams``), events of ~450 bytes
+stamped with the moment they were due; a watcher process holds ``--watchers`` ``/ws/watch`` connections
+(one follows every run, as a lab dashboard does; the others one run each). Producers and watchers are
+separate processes; only the server's own CPU is counted. First, the floor: the same producers stream
+into a bare websocket server (uvicorn with nissa-server's websocket implementation and options) that acks
+each frame and drops it; its CPU per event is ``floor_us_per_event=``.
 
 Figures per backend: stored/offered (events acknowledged as stored within a short drain after the
-window, over the rate times the window), watcher delivery latency (arrival minus the event's send time,
-p50/p99), server CPU microseconds per stored event, database bytes per stored event (and, on
+window, over the rate times the window), watcher delivery latency (arrival minus the moment the event was
+due, p50/p99), server CPU microseconds per stored event, database bytes per stored event (and, on
 PostgreSQL, the database processes' CPU per event). ``ratio=`` is the server's CPU per event on
 PostgreSQL over SQLite's.
 
-    python bench/lab.py [--runs 32] [--rate 1000] [--watchers 10] [--seconds 30] [--batch-ms 10]
+    python bench/lab.py [--runs 32] [--rate 1000] [--watchers 10] [--seconds 30] [--batch-ms 20]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,68 +39,23 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from ingest import cpu_seconds, free_port  # bench/ is the script's directory
-from leyline import EpochCompleted, SlotSnapshot, encode, make_event
-from leyline.frames import CLOSE_LAGGING, Hello
+from streams import child, child_result, stream
+from leyline.frames import CLOSE_LAGGING
+from nissa.hub.config import HubConfig
 
-SECRET = "lab-bench-stream-secret-" + "0" * 20
 DRAIN_S = 10.0
 
 
 # --- the producer process --------------------------------------------------------------------------
 
 
-def frame_maker(run_id: str):
-    """A function (first seq, count, ts) -> an events frame: a real event encoded once, seq and ts spliced."""
-    payload = EpochCompleted(round=1, accuracy=0.5, val_loss=1.25, train_loss=1.3, reward=0.01, action="WAIT",
-                             seeds=[SlotSnapshot(slot="r0c0"), SlotSnapshot(slot="r0c1")])
-    body = encode(make_event(payload, run_id=run_id, seq=987654321, ts=1234567890.5, step=7, epoch=1)).decode()
-    a, _, b = body.partition("987654321")
-    b, _, c = b.partition("1234567890.5")
+def produce_main(url: str, runs: list[str], rate: int, seconds: float, batch_ms: float, t0: float,
+                 drain: bool) -> None:
+    async def main() -> list[dict]:
+        return await asyncio.gather(*(stream(url, r, rate, seconds, t0, linger_s=batch_ms / 1000,
+                                             drain_s=DRAIN_S if drain else 0.0) for r in runs))
 
-    def make(first: int, n: int, ts: float) -> str:
-        stamp = repr(ts)
-        return '{"type":"events","events":[' + ",".join(a + str(s) + b + stamp + c for s in range(first, first + n)) + "]}"
-
-    return make
-
-
-async def _stream(url: str, run_id: str, rate: int, seconds: float, batch_s: float, t0: float, out: dict) -> None:
-    make = frame_maker(run_id)
-    async with connect(url.replace("http", "ws") + "/ws/ingest", max_size=None, compression=None) as ws:
-        await ws.send(encode(Hello(run_id=run_id, name=run_id, secret=SECRET)).decode())
-        await ws.recv()  # welcome
-        acked = {"seq": 0}
-
-        async def acks() -> None:
-            async for raw in ws:
-                frame = json.loads(raw)
-                if frame.get("type") == "ack":
-                    acked["seq"] = max(acked["seq"], frame["seq"])
-
-        reader = asyncio.create_task(acks())
-        total, sent = int(rate * seconds), 0
-        await asyncio.sleep(max(0.0, t0 - time.time()))
-        while sent < total:
-            now = time.time()
-            due = min(total, int((now - t0) * rate))
-            if due > sent:
-                await ws.send(make(sent + 1, due - sent, now))
-                sent = due
-            await asyncio.sleep(batch_s)
-        deadline = time.time() + DRAIN_S
-        while acked["seq"] < sent and time.time() < deadline:
-            await asyncio.sleep(0.01)
-        out[run_id] = {"offered": total, "sent": sent, "stored": acked["seq"]}
-        reader.cancel()
-
-
-def produce_main(url: str, runs: list[str], rate: int, seconds: float, batch_ms: float, t0: float) -> None:
-    out: dict = {}
-
-    async def main() -> None:
-        await asyncio.gather(*(_stream(url, r, rate, seconds, batch_ms / 1000, t0, out) for r in runs))
-
-    asyncio.run(main())
+    out = dict(zip(runs, asyncio.run(main())))
     print(json.dumps(out), flush=True)
 
 
@@ -150,6 +109,66 @@ def watch_main(url: str, targets: list[str], t0: float, seconds: float) -> None:
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
 
     print(json.dumps({**stats, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0)}), flush=True)
+
+
+# --- the floor: the same frames into a websocket server that does nothing with them -----------------
+
+
+_FLOOR_ACK = '{"type":"ack","seq":%d}' % (2**53)
+
+
+async def floor_app(scope: dict, receive, send) -> None:
+    """An ASGI app that takes ingest connections, answers the hello, and acks and drops every frame unread."""
+    if scope["type"] != "websocket":
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    await receive()  # the hello
+    await send({"type": "websocket.send", "text": '{"type":"welcome","last_seq":0,"server_version":"floor"}'})
+    while (await receive())["type"] == "websocket.receive":  # each frame acked at once, as if stored
+        await send({"type": "websocket.send", "text": _FLOOR_ACK})
+
+
+def floor_main(port: int) -> None:
+    import uvicorn
+
+    # The websocket implementation and options nissa-server runs on: only what it does with a frame differs.
+    uvicorn.run(floor_app, host="127.0.0.1", port=port, log_config=None, lifespan="off", http="httptools",
+                ws="websockets-sansio", ws_per_message_deflate=False, ws_max_size=1 << 24)
+
+
+def _producers(url: str, runs: list[str], args: argparse.Namespace, t0: float, drain: bool) -> list[subprocess.Popen]:
+    halves = [runs[: len(runs) // 2], runs[len(runs) // 2:]]
+    return [child(__file__, "--produce-child", url, ",".join(h), str(args.rate), str(t0), str(args.seconds),
+                  str(args.batch_ms), "1" if drain else "0") for h in halves if h]
+
+
+def run_floor(args: argparse.Namespace) -> float:
+    """Server CPU microseconds per event of the floor, fed by the same producers as the real server."""
+    port = free_port()
+    server = child(__file__, "--floor-child", str(port))
+    try:
+        _wait_port(port)
+        runs = [f"lab-{i:03d}" for i in range(args.runs)]
+        t0 = time.time() + 3.0
+        producers = _producers(f"http://127.0.0.1:{port}", runs, args, t0, drain=False)
+        cpu0 = cpu_seconds(server.pid)
+        sent = sum(s["sent"] for proc in producers for s in child_result(proc, args.seconds + 60).values())
+        return (cpu_seconds(server.pid) - cpu0) / max(1, sent) * 1e6
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+
+
+def _wait_port(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
 
 
 # --- the databases and the server ------------------------------------------------------------------
@@ -210,14 +229,6 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return out
 
 
-def _child(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
-
-
-def _result(proc: subprocess.Popen, timeout: float) -> dict:
-    out, _ = proc.communicate(timeout=timeout)
-    return json.loads(out.strip().splitlines()[-1])
-
 
 def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> dict:
     db = Database(backend, root)
@@ -237,17 +248,15 @@ def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> d
         targets = [""] + runs[: max(0, args.watchers - 1)]
         targets = (targets * args.watchers)[: args.watchers]
         common = [str(t0), str(args.seconds)]
-        watcher = _child("--watch-child", url, ",".join(targets), *common)
-        halves = [runs[: len(runs) // 2], runs[len(runs) // 2:]]
-        producers = [_child("--produce-child", url, ",".join(h), str(args.rate), *common, str(args.batch_ms))
-                     for h in halves if h]
+        watcher = child(__file__, "--watch-child", url, ",".join(targets), *common)
+        producers = _producers(url, runs, args, t0, drain=True)
         cpu0, threads0 = cpu_seconds(server.pid), thread_cpu(server.pid)
         streams: dict = {}
         for proc in producers:
-            streams.update(_result(proc, args.seconds + DRAIN_S + 60))
+            streams.update(child_result(proc, args.seconds + DRAIN_S + 60))
         cpu = cpu_seconds(server.pid) - cpu0
         threads = {name: t - threads0.get(name, 0.0) for name, t in thread_cpu(server.pid).items()}
-        watched = _result(watcher, args.seconds + DRAIN_S + 60)
+        watched = child_result(watcher, args.seconds + DRAIN_S + 60)
         stored = sum(s["stored"] for s in streams.values())
         offered = sum(s["offered"] for s in streams.values())
         db_cpu = db.cpu() - db_cpu0
@@ -271,20 +280,29 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=1000, help="events/s per run")
     parser.add_argument("--watchers", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--batch-ms", type=float, default=10.0, help="a producer sends a frame this often")
+    parser.add_argument("--batch-ms", type=float, default=HubConfig.send_linger_s * 1000,
+                        help="how long a producer lets events gather into a frame (as a NissaHub's send_linger_s; "
+                             "longer while a frame awaits its ack)")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--profile", metavar="PATH", help="write the server's cProfile to PATH.<backend>")
-    parser.add_argument("--produce-child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--produce-child", nargs=7, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-child", nargs=1, help=argparse.SUPPRESS)
     parser.add_argument("--watch-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce_child:
-        url, runs, rate, t0, seconds, batch_ms = args.produce_child
-        produce_main(url, runs.split(","), int(rate), float(seconds), float(batch_ms), float(t0))
+        url, runs, rate, t0, seconds, batch_ms, drain = args.produce_child
+        produce_main(url, runs.split(","), int(rate), float(seconds), float(batch_ms), float(t0), drain == "1")
+        return 0
+    if args.floor_child:
+        floor_main(int(args.floor_child[0]))
         return 0
     if args.watch_child:
         url, targets, t0, seconds = args.watch_child
         watch_main(url, targets.split(","), float(t0), float(seconds))
         return 0
+    floor = run_floor(args)
+    print(f"{'floor':>10}: {floor:.2f} us/event (the same streams into a websocket server that acks and drops each frame)",
+          flush=True)
     results: dict[str, dict] = {}
     for backend in args.backends.split(","):
         with tempfile.TemporaryDirectory() as tmp:
@@ -299,7 +317,8 @@ def main() -> int:
               f"({r['stored']:.0f} events, watcher resumes {r['watcher_resumes']:.0f})", flush=True)
         print(" " * 12 + "server threads, us/event: " + ", ".join(
             f"{name} {us:.2f}" for name, us in sorted(r["threads"].items(), key=lambda kv: -kv[1])), flush=True)
-    pairs = [f"runs={args.runs}", f"rate={args.rate}", f"watchers={args.watchers}", f"seconds={args.seconds:g}"]
+    pairs = [f"runs={args.runs}", f"rate={args.rate}", f"watchers={args.watchers}", f"seconds={args.seconds:g}",
+             f"batch_ms={args.batch_ms:g}", f"floor_us_per_event={floor:.4g}"]
     for backend, r in results.items():
         pairs += [f"{key}_{backend}={r[key]:.4g}" for key in ("stored_ratio", "server_us_per_event", "p99_ms",
                                                                 "bytes_per_event", "db_us_per_event")]

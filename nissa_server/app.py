@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from nissa_server import __version__, openapi
-from nissa_server.routes import artifacts, commands, ops, runs, ws
+from nissa_server.request_metrics import RequestTimer
+from nissa_server.routes import artifacts, commands, ops, runs, series, web, ws
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
@@ -45,7 +46,9 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                          static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
-    for router in (runs.router, commands.router, artifacts.router, ops.router, ws.router):
+    app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
+    for router in (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router,
+                   web.router):
         app.include_router(router)
 
     @app.exception_handler(RequestValidationError)

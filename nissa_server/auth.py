@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 
 from fastapi import HTTPException, Request
@@ -34,3 +36,21 @@ def require_read(request: Request) -> None:
     settings = request.app.state.nissa.settings
     if settings.read_auth:
         require(request, settings.token)
+
+
+BROWSER_PROTOCOL = "nissa"
+"""The websocket subprotocol a browser offers (a browser cannot set an Authorization header on a
+websocket): with it, ``nissa.bearer.<token in unpadded base64url>`` carries the token."""
+_BEARER_PROTOCOL = "nissa.bearer."
+
+
+def bearer_from_protocols(offered: list[str]) -> str | None:
+    """``Bearer <token>`` from the subprotocols a browser offered (None if it offered none)."""
+    for protocol in offered:
+        if protocol.startswith(_BEARER_PROTOCOL):
+            encoded = protocol[len(_BEARER_PROTOCOL):]
+            try:
+                return "Bearer " + base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -54,10 +55,12 @@ class Chunk:
     """Blocks of events queued together; the frames built from them are cached, so a batch every watcher
     takes whole is turned into JSON text once, not once per watcher."""
 
-    __slots__ = ("blocks", "events", "nbytes", "_frames")
+    __slots__ = ("blocks", "events", "nbytes", "published", "_frames")
 
-    def __init__(self, blocks: list[Block]) -> None:
+    def __init__(self, blocks: list[Block], published: float = 0.0) -> None:
         self.blocks = blocks
+        self.published = published
+        """When its events were published to the watchers (``time.monotonic``)."""
         self.events = sum(block.n for block in blocks)
         self.nbytes = sum(len(block.body) for block in blocks)
         self._frames: list[tuple[str, int]] | None = None
@@ -176,16 +179,17 @@ class FanOut:
         if not batches:
             return
         shared: dict[str | None, Chunk | None] = {}  # a whole-run (or whole-commit) chunk, built once
+        now = time.monotonic()
         for watcher in self.watchers:
             flt = watcher.filter
             if flt.selects_all_of_a_run:
                 if flt.run_id not in shared:
                     blocks = [block for b in batches if flt.wants_run(b.run_id) for block in b.blocks]
-                    shared[flt.run_id] = Chunk(blocks) if blocks else None
+                    shared[flt.run_id] = Chunk(blocks, now) if blocks else None
                 chunk = shared[flt.run_id]
             else:
                 picked = [i for b in batches if flt.wants_run(b.run_id) for i in flt.pick(b)]
-                chunk = Chunk(picked) if picked else None
+                chunk = Chunk(picked, now) if picked else None
             if chunk is None:
                 continue
             was_lagging = watcher.lagging

@@ -7,6 +7,7 @@ code from ``leyline.frames`` and a reason; other connections never notice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -239,7 +240,7 @@ class IngestSession:
                 if not isinstance(frame, WireBatch):
                     raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
                                         "bad_frame")
-                await self._ingest(run, frame.events)
+                await self._ingest(run, frame.events, loop.time())
                 # Frames already received are taken without suspending: a backlog of them would hold the
                 # loop (watch senders, acks, other runs, REST) until it is decoded, so it is let go now
                 # and then (not after every frame: that would cost a task switch per frame).
@@ -250,18 +251,18 @@ class IngestSession:
         finally:
             idle.stop()
 
-    async def _ingest(self, run: RunState, events: list[BatchEvent]) -> None:
+    async def _ingest(self, run: RunState, events: list[BatchEvent], received: float) -> None:
         store = self.nissa.store
         repeats = self._checked(run, events)
         if not repeats and store.ready:  # the usual frame: built and queued with no suspension
-            write = self._build(run, events)
+            write = self._build(run, events, received)
             if write is not None:
                 store.put_now(write)
             return
         async with store.ordered:  # built and queued in one order (see Store.submit)
             if repeats:
                 await self._check_repeats(run, repeats)
-            write = self._build(run, events)
+            write = self._build(run, events, received)
             if write is not None:
                 await store.submit(write)
 
@@ -273,7 +274,7 @@ class IngestSession:
             raise _rejected(err) from None
         return batches.repeats(self.stream, events)
 
-    def _build(self, run: RunState, events: list[BatchEvent]) -> EventWrite | None:
+    def _build(self, run: RunState, events: list[BatchEvent], received: float) -> EventWrite | None:
         """The write of a checked batch's new events; None (and an ack) if it has none."""
         try:
             write, duplicates = batches.build_write(run, self.rank, self.stream, events,
@@ -288,7 +289,7 @@ class IngestSession:
             self.acked(self.stream.stored)
             return None
         metrics.ingested.inc(len(write.rows))
-        write.on_stored = self.acked
+        write.on_stored = functools.partial(self._stored, received)
         write.on_failed = self._store_failed
         return write
 
@@ -310,6 +311,10 @@ class IngestSession:
                 reason = f"seq {event.seq} of run {run.run_id} rank {rank} is stored with other content"
                 logger.warning("ingest refused: %s", reason)
                 raise FrameRejected(CLOSE_CONFLICT, reason, "conflict")
+
+    def _stored(self, received: float, seq: int) -> None:
+        self.nissa.metrics.ingest_commit.observe(time.monotonic() - received)
+        self.acked(seq)
 
     def _store_failed(self, err: BaseException) -> None:
         if isinstance(err, Superseded):

@@ -13,10 +13,13 @@ from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
+from leyline.series import Marker
+from nissa_server.series import SeriesInfo, SeriesReply
+from nissa_server.store.runs_page import RunSummary
 from nissa_server.schemas import ArtifactInfo, DeletedRun, ErrorBody, EscalateAccepted, Health, RunInfo
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, DeletedRun, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
+TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, EscalateRequest, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
          WireEvent, *PAYLOAD_TYPES.values())
 
 
@@ -84,6 +87,15 @@ def _examples() -> dict[str, Any]:
         "events": events,
         "run": to_builtins(run),
         "runs": [to_builtins(run)],
+        "run_summaries": [{
+            "run_id": "r-20250101-abc", "name": "demo", "status": "finished", "connected": False, "created_at": 1.7e9,
+            "started": 1.7e9, "ended": 1.7e9 + 30, "started_at": 1.7e9, "ended_at": 1.7e9 + 30,
+            "last_seen_at": 1.7e9 + 30, "duration_s": 30.0, "ranks": 1, "last_step": 120, "last_epoch": 6,
+            "last_seq": {"0": 140}, "counts": {"epoch_completed": 12}, "stored_bytes": 61_440,
+            "status_detail": None, "host": "trainer-1", "device": "cpu",
+            "summary": {"final_accuracy": 0.61, "best_accuracy": 0.64, "fossilized": 2, "pruned": 1, "rounds": 4,
+                        "policy": "ppo"},
+            "params": started["payload"]["config"]}],
         "command": to_builtins(command),
         "commands": [to_builtins(command)],
         "accepted": {"command_id": "4f1c2a", "status": "queued"},

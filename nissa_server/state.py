@@ -14,6 +14,7 @@ from leyline import EventKind
 from nissa_server.commands import CommandService
 from nissa_server.fanout import FanOut
 from nissa_server.metrics import Metrics
+from nissa_server.pressure import Pressure
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
 from nissa_server.store import Published, Store, create_store, queries, ranks_sql, sql
@@ -31,6 +32,7 @@ class Nissa:
     fanout: FanOut = field(default_factory=FanOut)
     metrics: Metrics = field(default_factory=Metrics)
     commands: CommandService = field(init=False)
+    pressure: Pressure = field(init=False)
     server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """Prefix of this server's ingest sessions in the database (other servers' show as theirs)."""
     _tasks: list[asyncio.Task] = field(default_factory=list)
@@ -41,6 +43,8 @@ class Nissa:
                                   commit_interval_s=self.settings.commit_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands)
+        self.pressure = Pressure(lambda: self.store.queue_depth, self.settings.writer_queue_batches,
+                                 self.metrics.loop_lag)
         self.store.on_publish = self._published
         self.store.on_stream_taken = self._stream_taken
         self.store.on_run_deleted = self.forget
@@ -88,11 +92,15 @@ class Nissa:
             watchers=lambda: len(self.fanout.watchers),
             watcher_queue=lambda: self.fanout.pending,
             writer_queue=lambda: self.store.queue_depth,
-            commands=lambda: self.store.read_sync(queries.commands_by_status),
+            by_status={"commands": lambda: self.store.read_sync(queries.commands_by_status),
+                       "runs": lambda: self.store.read_sync(queries.runs_by_status),
+                       "ranks": lambda: self.store.read_sync(queries.ranks_by_status)},
             errors=self.store.errors,
         )
+        self.store.on_committed = self.metrics.committed
         self.store.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="nissa-maintenance"))
+        self._tasks.append(asyncio.create_task(self.pressure.watch_loop(), name="nissa-loop-lag"))
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 
     async def stop(self) -> None:

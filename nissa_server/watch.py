@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -15,9 +16,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from leyline import SERVER_RANK, EventKind, Severity
 from leyline.events import MAX_INT
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
-from nissa_server.auth import bearer_ok
+from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
 from nissa_server.ingest import close_reason
+from nissa_server.pressure import WATCH_YIELD_S
 from nissa_server.protocols import link_of
 from nissa_server.state import Nissa
 from nissa_server.store import queries
@@ -111,23 +113,37 @@ class WatchStream:
             await self._send(page)
             if sum(block.n for block in page) < REPLAY_PAGE:
                 break
-        floor = max(upto, self.cursor)
+        await self._live(max(upto, self.cursor))
+
+    async def _live(self, floor: int) -> None:
+        """Send live chunks above ``floor`` (what replay sent), several taken at once coalesced into
+        fewer frames; while the server is saturated, let them gather first (ingest goes first)."""
+        pressure, sent = self.nissa.pressure, self.nissa.metrics.watch_send
         while True:
-            for chunk in await self.watcher.take():
-                if chunk.first_id <= floor < chunk.last_id:  # straddles the seam: send only what replay did not
-                    await self._send([part for block in chunk.blocks if (part := block.after(floor)) is not None])
-                elif chunk.first_id > floor:
-                    for text, last_id in chunk.frames():
-                        await self.ws.send_text(text)
-                        self.cursor = last_id
+            if pressure.saturated:
+                await asyncio.sleep(WATCH_YIELD_S)
+            chunks = await self.watcher.take()
+            if len(chunks) == 1 and chunks[0].first_id > floor:
+                for text, last_id in chunks[0].frames():  # built once for every watcher that takes it whole
+                    await self.ws.send_text(text)
+                    self.cursor = last_id
+            else:
+                await self._send([part for chunk in chunks for block in chunk.blocks
+                                  if (part := block.after(floor)) is not None])
+            now = time.monotonic()
+            for chunk in chunks:
+                if chunk.last_id > floor:
+                    sent.observe(now - chunk.published)
                 floor = max(floor, chunk.last_id)
                 self.watcher.sent(chunk)
 
 
 async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
-    await ws.accept()
+    offered = list(ws.scope.get("subprotocols") or ())
+    await ws.accept(subprotocol=BROWSER_PROTOCOL if BROWSER_PROTOCOL in offered else None)
     settings = nissa.settings
-    if settings.read_auth and not bearer_ok(ws.headers.get("authorization"), settings.token):
+    header = ws.headers.get("authorization") or bearer_from_protocols(offered)
+    if settings.read_auth and not bearer_ok(header, settings.token):
         await ws.close(CLOSE_UNAUTHORIZED, "missing or wrong bearer token")
         return
     try:

@@ -12,6 +12,7 @@ from leyline import DecodeError, Event, decode_event
 
 from tui.client import NissaClient
 from tui.config import WatchConfig
+from tui.screens.charts import ChartScreen
 from tui.screens.forms import HelpScreen
 from tui.screens.replay import ReplayScreen
 from tui.screens.run_picker import RunPickerScreen
@@ -47,6 +48,11 @@ class EsperWatch(App[None]):
         if self._replay_events is not None:
             run_id = self._replay_events[0].run_id if self._replay_events else "empty"
             await self.push_screen(ReplayScreen(run_id, self._replay_events))
+            if self.config.charts:
+                await self.push_screen(ChartScreen([run_id], {run_id: self._replay_events}))
+        elif self.config.compare or (self.config.run_id and self.config.charts):
+            await self.push_screen(RunPickerScreen())
+            await self.push_screen(ChartScreen(list(self.config.compare) or [str(self.config.run_id)]))
         elif self.config.run_id:
             await self.push_screen(RunViewScreen(self.config.run_id))
         else:

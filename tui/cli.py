@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", type=Path, default=None, metavar="EVENTS_JSONL",
                    help="replay a local run log (<log-dir>/<run_id>/events.jsonl) without a server "
                         "(default: none)")
+    p.add_argument("--charts", action="store_true",
+                   help="open --run RUN or --replay FILE straight on its charts (default: the run view)")
+    p.add_argument("--compare", default=None, metavar="RUN_A,RUN_B[,...]",
+                   help="open these runs' charts overlaid, one colour per run (default: none)")
     p.add_argument("--web", action="store_true",
                    help="serve the console in a browser (textual-serve) (default: in this terminal)")
     p.add_argument("--web-host", default="127.0.0.1", help="address --web listens on (default 127.0.0.1)")
@@ -105,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = args.server or os.environ.get("NISSA_SERVER") or DEFAULT_SERVER
         client = None if args.replay and not args.server else ClientConfig(server, token)
+        compare = tuple(r.strip() for r in args.compare.split(",") if r.strip()) if args.compare else ()
         config = WatchConfig(client=client, run_id=args.run_id, replay_file=args.replay,
+                             charts=args.charts, compare=compare,
                              refresh_hz=args.refresh_hz, debug_epochs=args.debug_epochs,
                              profile_batches=args.profile_batches)
     except ValueError as err:

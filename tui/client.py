@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from datetime import datetime
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
+from leyline.outcome import RunOutcome
+from leyline.payloads import Scalar
+from leyline.series import Marker
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 
 logger = logging.getLogger(__name__)
@@ -76,7 +80,8 @@ class ApiError(Exception):
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
-    """A run as ``GET /runs`` lists it; fields the server adds later are ignored."""
+    """A run as ``GET /runs`` lists it: the older full items (``started_at``, ``last_seq``) and the paged
+    summaries (``started``, ``duration_s``, ``summary``, ``params``) both read; other fields are ignored."""
 
     run_id: str
     name: str = ""
@@ -85,6 +90,27 @@ class RunSummary(msgspec.Struct, kw_only=True):
     ended_at: float | None = None
     last_seq: dict[str, int] | int | None = None
     counts: dict[str, int] | None = None
+    started: float | str | None = None
+    ended: float | str | None = None
+    duration_s: float | None = None
+    summary: RunOutcome | None = None
+    params: dict[str, Scalar] | None = None
+    config: dict[str, Scalar] | None = None
+
+    @property
+    def start_ts(self) -> float | None:
+        return _ts(self.started) if self.started is not None else self.started_at
+
+    @property
+    def end_ts(self) -> float | None:
+        return _ts(self.ended) if self.ended is not None else self.ended_at
+
+    @property
+    def rank0_seq(self) -> int:
+        """The last ``seq`` of rank 0 stored (0 when unknown): where a live stream may start."""
+        if isinstance(self.last_seq, dict):
+            return int(self.last_seq.get("0", 0))
+        return self.last_seq if isinstance(self.last_seq, int) else 0
 
     @property
     def events(self) -> int:
@@ -95,9 +121,19 @@ class RunSummary(msgspec.Struct, kw_only=True):
         return sum(self.counts.values()) if self.counts else 0
 
 
+def _ts(value: float | str) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
 _runs_decoder = msgspec.json.Decoder(list[RunSummary])
 _run_decoder = msgspec.json.Decoder(RunSummary)
 _command_decoder = msgspec.json.Decoder(CommandRecord)
+_markers_decoder = msgspec.json.Decoder(list[Marker])
 
 
 def _reason(response: httpx.Response) -> str:
@@ -132,8 +168,23 @@ class NissaClient:
             raise ApiError(response.status_code, _reason(response))
         return response
 
-    async def list_runs(self) -> list[RunSummary]:
-        return _runs_decoder.decode((await self._request("GET", "/runs")).content)
+    async def list_runs(self, limit: int | None = None) -> list[RunSummary]:
+        params = {"limit": limit} if limit is not None else None
+        return _runs_decoder.decode((await self._request("GET", "/runs", params=params)).content)
+
+    async def series_names(self, run_id: str) -> list[str]:
+        """Names of a run's series (``GET /runs/{id}/series``)."""
+        items = (await self._request("GET", f"/runs/{run_id}/series")).json()
+        return sorted({str(item["name"]) for item in items})
+
+    async def series(self, run_id: str, name: str, x: str, max_points: int) -> list[dict]:
+        """Every label set of one series, downsampled: ``key``, ``labels``, ``x``, ``y`` each."""
+        params = {"x": x, "max_points": max_points}
+        body = (await self._request("GET", f"/runs/{run_id}/series/{name}", params=params)).json()
+        return [item for item in body["series"] if item.get("run_id", run_id) == run_id]
+
+    async def markers(self, run_id: str) -> list[Marker]:
+        return _markers_decoder.decode((await self._request("GET", f"/runs/{run_id}/markers")).content)
 
     async def get_run(self, run_id: str) -> RunSummary:
         return _run_decoder.decode((await self._request("GET", f"/runs/{run_id}")).content)

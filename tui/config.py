@@ -22,6 +22,10 @@ class WatchConfig:
     """Open this run directly instead of the run picker."""
     replay_file: Path | None = None
     """Replay a local run log (``events.jsonl``) without a server."""
+    charts: bool = False
+    """Open ``run_id`` (or the replay) straight on its charts."""
+    compare: tuple[str, ...] = ()
+    """Open these runs straight on their charts, overlaid."""
     refresh_hz: float = 4.0
     """How often panels re-render at most; events between two renders are coalesced."""
     limits: Limits = field(default_factory=Limits)
@@ -47,6 +51,10 @@ class WatchConfig:
     def __post_init__(self) -> None:
         if self.client is None and self.replay_file is None:
             raise ValueError("need --server URL (or --replay FILE)")
+        if self.charts and not (self.run_id or self.replay_file):
+            raise ValueError("--charts needs --run RUN or --replay FILE")
+        if self.compare and (len(set(self.compare)) < 2 or self.run_id or self.replay_file):
+            raise ValueError("--compare needs two or more different runs, RUN_A,RUN_B, and no --run or --replay")
         if not 0.5 <= self.refresh_hz <= 60:
             raise ValueError(f"refresh_hz must be in 0.5..60, got {self.refresh_hz}")
         if not 1 <= self.debug_epochs <= MAX_DEBUG_EPOCHS:

@@ -10,6 +10,7 @@ a capped, jittered exponential backoff.
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import socket
@@ -45,6 +46,39 @@ logger = logging.getLogger(__name__)
 _FRAME_HEAD = b'{"type":"events","events":['
 _FRAME_TAIL = b"]}"
 _RECV_TICK_S = 0.5
+
+
+class Gathering:
+    """Lets logged events gather into one frame. A frame goes out once ``batch_events`` are waiting; else
+    ``linger_s`` after the first of them was seen, unless ``PIPELINE`` frames sent are still unacknowledged:
+    then once an ack comes, or ``hold_s`` after the first was seen. The server's cost is mostly per frame:
+    a steady trickle goes out as a few larger frames a second, and a server slow to acknowledge (saturated)
+    gets fewer, larger frames still, instead of a growing queue of small ones."""
+
+    PIPELINE = 2
+    """Frames in flight before new events wait for an ack: one being committed, one queued behind it."""
+
+    def __init__(self, batch_events: int, linger_s: float, hold_s: float) -> None:
+        self._batch, self._linger, self._hold = batch_events, linger_s, max(linger_s, hold_s)
+        self._since: float | None = None
+        self._ends: collections.deque[int] = collections.deque()
+
+    def wait_s(self, waiting: int, acked: int) -> float:
+        """How long to wait before sending ``waiting`` events, with seqs up to ``acked`` acknowledged;
+        0: send now (and say so with ``sent``)."""
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        ends = self._ends
+        while ends and ends[0] <= acked:
+            ends.popleft()
+        left = self._since + (self._hold if len(ends) >= self.PIPELINE else self._linger) - now
+        return 0.0 if waiting >= self._batch or left <= 0 else left
+
+    def sent(self, last_seq: int) -> None:
+        """A frame up to ``last_seq`` went out; the next one gathers afresh."""
+        self._since = None
+        self._ends.append(last_seq)
 
 
 class ProtocolViolation(Exception):
@@ -270,15 +304,22 @@ class Sender:
 
     def _stream(self, conn: ClientConnection, reader: LogReader, next_seq: int) -> None:
         cfg = self._cfg
+        gathering = Gathering(cfg.batch_events, cfg.send_linger_s, cfg.send_hold_s)
         while not self._stop.is_set() and self._session_error is None:
             committed = self._source.committed
             if next_seq <= committed[0] and next_seq - 1 - self._stats.acked < cfg.window_events:
+                wait = gathering.wait_s(committed[0] - next_seq + 1, self._stats.acked)
+                if wait > 0:
+                    with self._cv:
+                        self._cv.wait(timeout=wait)
+                    continue
                 lines = reader.read(next_seq, committed, cfg.batch_events, cfg.batch_bytes)
                 if next_seq - 1 <= self._stats.acked:
                     self._unacked_since = time.monotonic()
                 conn.send(b"".join((_FRAME_HEAD, b",".join(lines), _FRAME_TAIL)), text=True)
                 next_seq += len(lines)
                 self._sent_upto = next_seq - 1
+                gathering.sent(self._sent_upto)
                 self._stats.sent += len(lines)
                 continue
             with self._cv:

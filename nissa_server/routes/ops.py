@@ -17,7 +17,7 @@ from nissa_server.store import queries
 router = APIRouter(tags=["operations"])
 
 # What ``GET /`` points to: enough for someone who typed the server's address into a browser.
-INDEX = {"service": "nissa-server", "version": __version__, "docs": "/docs", "openapi": "/openapi.json",
+INDEX = {"service": "nissa-server", "version": __version__, "ui": "/ui", "docs": "/docs", "openapi": "/openapi.json",
          "runs": "/runs", "health": "/healthz", "metrics": "/metrics"}
 _INDEX_SCHEMA = {"type": "object", "properties": {key: {"type": "string"} for key in INDEX},
                  "required": list(INDEX)}

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import time
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from leyline import CommandRecord, Event, EventKind
+from leyline import CommandRecord, Event, EventKind, RunStatus
 from leyline.events import MAX_INT
 from nissa_server import retention
 from nissa_server.auth import require_read, require_write
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.schemas import DeletedRun, RunInfo
-from nissa_server.store import queries
+from nissa_server.store import queries, runs_page
+from nissa_server.store.runs_page import RunSummary
 
 router = APIRouter(tags=["runs"])
 READ = [Depends(require_read)]
 MAX_PAGE = 10_000
+MAX_RUNS_PAGE = 500
+_STATUSES = "|".join(s.value for s in RunStatus)
+_STATUS_LIST = rf"^\s*({_STATUSES})?(\s*,\s*({_STATUSES})?)*\s*$"
 UNAUTHORIZED = {401: error("Reads need the bearer token (server started with --read-auth)",
                            "missing or wrong bearer token")}
 NOT_FOUND = {404: error("No such run", "unknown run 'r-x'")}
@@ -35,12 +40,40 @@ def _with_live_state(request: Request, info: RunInfo) -> RunInfo:
     return info
 
 
-@router.get("/runs", summary="Every run, newest first", response_class=Response, dependencies=READ,
-            responses={200: ok({"type": "array", "items": ref(RunInfo)}, EXAMPLES["runs"]), **UNAUTHORIZED})
-async def list_runs(request: Request) -> Response:
+@router.get("/runs", summary="Runs, newest first, a page at a time, each as a summary", response_class=Response,
+            dependencies=READ, description="`limit` runs from `offset` (the `Link` header names the next and "
+            "previous pages, `X-Total-Count` the runs that match). Each run is a summary, its config cut to "
+            "`params` (64 entries at most, values cut to 80 characters): the full config is on `GET /runs/{run_id}`.",
+            responses={200: ok({"type": "array", "items": ref(RunSummary)}, EXAMPLES["run_summaries"]),
+                       **UNAUTHORIZED})
+async def list_runs(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Most runs in this page")] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Runs to skip (newest first)")] = 0,
+    status: Annotated[str | None, Query(max_length=200, description="Only runs with this status, or one of "
+                                        "several separated by commas", json_schema_extra={"pattern": _STATUS_LIST})] = None,
+    name: Annotated[str | None, Query(max_length=200, description="Only runs whose name contains it "
+                                      "(any case)")] = None,
+) -> Response:
     n = nissa(request)
-    infos = await n.store.read(queries.list_runs, time.time(), n.server_id)
-    return json_response([_with_live_state(request, info) for info in infos])
+    statuses = [s.strip() for s in (status or "").split(",") if s.strip()] or None
+    for s in statuses or ():
+        if s not in RunStatus._value2member_map_:
+            raise HTTPException(422, f"status: unknown status {s!r}")
+    total, page = await n.store.read(runs_page.page_runs, limit, offset, statuses, name, time.time(), n.server_id)
+    for summary in page:
+        run = n.run(summary.run_id)
+        summary.connected = summary.connected or (run is not None and run.connected)
+    response = json_response(page)
+    response.headers["X-Total-Count"] = str(total)
+    links = [(rel, at) for rel, at in (("next", offset + limit), ("prev", max(0, offset - limit)))
+             if (rel == "next" and at < total) or (rel == "prev" and offset > 0)]
+    if links:
+        base = {k: v for k, v in (("status", status), ("name", name)) if v}
+        response.headers["Link"] = ", ".join(
+            f'<{request.url.path}?{urlencode({**base, "limit": limit, "offset": at})}>; rel="{rel}"'
+            for rel, at in links)
+    return response
 
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",

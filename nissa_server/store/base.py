@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
+from nissa_server.store.series_sql import SeriesWriter
 from nissa_server.store.model import (
     CallWrite,
     Committed,
@@ -79,6 +80,8 @@ class Store(abc.ABC):
         self.on_stream_taken: Callable[[int, int, str], None] = lambda run_key, rank, session: None
         """Another session (maybe on another server) took over (run key, rank)."""
         self.on_run_deleted: Callable[[int], None] = lambda run_key: None
+        self.on_committed: Callable[[int, float], None] = lambda events, seconds: None
+        """A transaction committed ``events`` events in ``seconds`` (for the writer's histograms)."""
         self._queue_batches = queue_batches
         self._max_ops = max_ops_per_commit
         # Bounds what one commit publishes at once: a backlog committed whole would reach every
@@ -95,6 +98,8 @@ class Store(abc.ABC):
         """Held from building an event write until it is queued: FIFO, so build order is queue order. A
         write built while nobody is in it and queued at once (``ready``, ``put_now``) keeps that order too."""
         self.commits = 0
+        self.series = SeriesWriter()
+        """Series points and chart markers of the stored events, written in the same transaction."""
 
     # --- what a backend provides -------------------------------------------------------------
 
@@ -261,8 +266,11 @@ class Store(abc.ABC):
                 write.fail(StaleWrite(f"an earlier write of run {write.run_id!r} rank {write.rank} failed"))
         if not batch:
             return
+        began = loop.time()
         failures = await loop.run_in_executor(self._executor, self._commit_batch, batch)
         self.commits += 1
+        self.on_committed(sum(len(w.rows) for w, err in zip(batch, failures)
+                              if err is None and isinstance(w, EventWrite)), loop.time() - began)
         stored: list[EventWrite] = []
         for write, err in zip(batch, failures):
             if err is None:
@@ -308,9 +316,12 @@ class Store(abc.ABC):
             for write in batch:
                 write.apply(conn, ids, pending)  # type: ignore[arg-type]
             pending.flush(conn)
+            self.series.write(conn, ((w.run.run_key, b.first_id, b.body) for w in batch
+                                     if isinstance(w, EventWrite) and w.rows for b in w.blocks))
             self._commit(conn, ids if ids is not None and ids.used else None, batch)
         except BaseException:
             self._rollback(conn)
+            self.series.forget()
             raise
 
     # --- reading -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from leyline import RunStatus
 from nissa_server.store.blocks import Block, Row, pack
+from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
 
 DELETE_CHUNK = 5000
@@ -45,6 +46,7 @@ def delete_run(conn: Conn, run_key: int) -> Removed | RunStatus | None:
                               (run_key,)).fetchone()[0])
     conn.execute("DELETE FROM event_blocks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM rare_events WHERE run_key = ?", (run_key,))
+    series_sql.delete_run(conn, run_key)
     commands = conn.execute("DELETE FROM commands WHERE run_key = ?", (run_key,)).rowcount
     for table in ("artifacts", "kind_counts", "streams", "ranks", "command_ranks", "runs"):
         conn.execute(f"DELETE FROM {table} WHERE run_key = ?", (run_key,))

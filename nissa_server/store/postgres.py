@@ -59,6 +59,10 @@ class PgConn:
     def execute(self, query: str, params: Any = ()) -> psycopg.Cursor:
         return self.raw.execute(_pg(query), params)  # type: ignore[arg-type]
 
+    def execute_binary(self, query: str, params: Any = ()) -> psycopg.Cursor:
+        """``execute`` with results in binary form: large blobs arrive as they are, not hex-encoded."""
+        return self.raw.execute(_pg(query), params, binary=True)  # type: ignore[arg-type]
+
     def executemany(self, query: str, params: Any) -> psycopg.Cursor:
         cur = self.raw.cursor()
         cur.executemany(_pg(query), list(params))  # type: ignore[arg-type]
@@ -116,6 +120,7 @@ class PostgresStore(Store):
         raw = self._connect(autocommit=False)
         try:
             schema.migrate(raw)
+            schema.create_series_tables(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             raw.commit()
         except psycopg.Error as err:

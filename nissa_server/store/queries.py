@@ -310,6 +310,15 @@ def commands_by_status(conn: Conn) -> dict[str, int]:
     return dict(conn.execute("SELECT status, COUNT(*) FROM commands GROUP BY status"))
 
 
+def runs_by_status(conn: Conn) -> dict[str, int]:
+    return dict(conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status"))
+
+
+def ranks_by_status(conn: Conn) -> dict[str, int]:
+    """Trainer ranks only (the server's own stream is no rank)."""
+    return dict(conn.execute("SELECT status, COUNT(*) FROM ranks WHERE rank >= 0 GROUP BY status"))
+
+
 def list_artifacts(conn: Conn, run_key: int) -> list[tuple[str, int, str, float]]:
     return conn.execute(
         "SELECT name, size, sha256, created_at FROM artifacts WHERE run_key = ? ORDER BY name", (run_key,)

@@ -106,6 +106,7 @@ def test_lab_benchmark_measures_both_backends_side_by_side():
         assert figures[f"stored_ratio_{backend}"] == 1.0, backend
         assert figures[f"server_us_per_event_{backend}"] > 0 and figures[f"bytes_per_event_{backend}"] > 0
         assert figures[f"p99_ms_{backend}"] > 0
+    assert figures["floor_us_per_event"] > 0  # the same frames into a bare websocket server
     assert figures["ratio"] == pytest.approx(figures["server_us_per_event_postgresql"]
                                              / figures["server_us_per_event_sqlite"], rel=1e-2)
 
@@ -128,3 +129,12 @@ def test_checkpoint_benchmark_reports_size_and_pause_of_both_shapes():
     for shape in ("default", "cifar"):
         assert figures[f"{shape}_bytes"] > 0 and figures[f"{shape}_pause_ms"] > 0 and figures[f"{shape}_round_s"] > 0
     assert figures["pause_ms"] == figures["cifar_pause_ms"] and 0 < figures["ratio"] < 1
+
+
+@pytest.mark.timeout(300)
+def test_overload_benchmark_counts_dropped_trainers_and_healthz_latency():
+    figures = _run_bench("bench/overload.py", "--trainers", "4", "--rate", "20", "--watchers", "2", "--seconds", "2",
+                         "--procs", "1")
+    assert figures["trainers_dropped"] == 0 and figures["stored_ratio"] == 1.0
+    assert figures["healthz_p99_ms"] > 0 and figures["ratio"] == pytest.approx(figures["healthz_p99_ms"] / 1000,
+                                                                               rel=1e-2)

@@ -1,6 +1,8 @@
 """Pure logic: sequence bookkeeping, blocks of events, frame building, the watcher's bounded queue."""
 
+import asyncio
 import json
+import time
 
 import pytest
 
@@ -98,3 +100,34 @@ async def test_watcher_bytes_are_bounded_too_and_a_chunk_in_a_send_counts():
     assert not w.lagging and w.pending_bytes == 90
     w.offer(Chunk([Block(3, 3, 1, b"z" * 30)]))  # 120 bytes > 100, though only 3 events
     assert w.lagging
+
+
+def test_pressure_is_a_writer_backlog_or_a_late_loop():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from nissa_server.pressure import LATE_S, Pressure
+
+    backlog = [0]
+    pressure = Pressure(lambda: backlog[0], capacity=100, lag=Histogram("lag", "lag", registry=CollectorRegistry()))
+    assert not pressure.saturated
+    backlog[0] = 25  # a quarter of the writer's queue
+    assert pressure.saturated
+    backlog[0] = 0
+    pressure.lag = LATE_S
+    assert pressure.saturated
+
+
+async def test_pressure_measures_how_late_the_loop_runs_a_timer():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from nissa_server.pressure import LATE_S, Pressure
+
+    registry = CollectorRegistry()
+    pressure = Pressure(lambda: 0, capacity=100, lag=Histogram("lag", "lag", registry=registry))
+    task = asyncio.create_task(pressure.watch_loop(every_s=0.01))
+    await asyncio.sleep(0.015)
+    time.sleep(LATE_S + 0.05)  # the loop is held: the timer due meanwhile runs late
+    await asyncio.sleep(0.001)  # the overdue timer runs first
+    task.cancel()
+    assert pressure.lag >= LATE_S and pressure.saturated
+    assert registry.get_sample_value("lag_count") >= 1

@@ -26,6 +26,12 @@ def test_bad_flags_name_the_flag(capsys, tmp_path):
     assert "--allow-remote" in capsys.readouterr().err
     assert main(["--web", "--web-port", "99999"]) == 2
     assert "--web-port must be in 1..65535" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--charts"]) == 2
+    assert "--charts needs --run RUN or --replay FILE" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--compare", "run-a"]) == 2
+    assert "--compare needs two or more different runs" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--compare", "a,b", "--run", "a"]) == 2
+    assert "--compare" in capsys.readouterr().err
 
 
 def test_an_unusable_log_file_or_replay_is_one_line(capsys, tmp_path):

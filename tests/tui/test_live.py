@@ -158,12 +158,15 @@ async def test_finished_run_opens_as_a_replay(tmp_path):
                             and picker.runs["run-old"].status == "finished", "both runs")
                 assert picker.selected_run().run_id == "run-new"  # live runs sort first
                 table = picker.query_one(DataTable)
-                await pilot.click(DataTable, offset=(12, 0))  # the "run" header: by run id
-                await pilot.click(DataTable, offset=(12, 0))  # again: reversed
-                assert picker.sort_field == "run_id" and picker.sort_reverse
-                assert table.get_row_at(0)[1] == "run-old"
-                await pilot.press("s")  # next column: name
-                assert picker.sort_field == "name"
+                keys = [str(k.value) for k in table.columns]
+                run_x = 1 + sum(table.columns[k].get_render_width(table) for k in table.columns
+                                if keys.index(str(k.value)) < keys.index("run_id"))
+                await pilot.click(DataTable, offset=(run_x, 0))  # the "run" header: by run id
+                await pilot.click(DataTable, offset=(run_x, 0))  # again: reversed
+                assert picker.sort_key == "run_id" and picker.sort_reverse
+                assert table.get_row_at(0)[keys.index("run_id")] == "run-old"
+                await pilot.press("s")  # next column: started
+                assert picker.sort_key == "started"
                 table.move_cursor(row=table.get_row_index("run-old"))
                 await pilot.press("enter")
                 replay = await until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen, "replay")

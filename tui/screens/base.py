@@ -9,6 +9,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input
 
+from leyline import Event
+
 from tui.state import RunState
 from tui.widgets.dashboard import RunDashboard
 
@@ -22,7 +24,11 @@ class DashboardScreen(Screen[None]):
     BINDINGS = [
         Binding("slash", "filter", "filter"),
         Binding("escape", "clear_filter", "clear filter", show=False),
+        # Not in the footer: it is full at 120 columns (help and the README name it).
+        Binding("g", "charts", "charts", show=False),
     ]
+    events: list[Event] | None = None
+    """Every event of the run when the screen holds them (a replay): its charts are computed from them."""
 
     def __init__(self, run_id: str, name: str) -> None:
         super().__init__(name=name)
@@ -43,6 +49,11 @@ class DashboardScreen(Screen[None]):
             return None
         client = self.watch_app.client
         return client.artifact_url(self.run_id, profile.artifact) if client else profile.artifact
+
+    def action_charts(self) -> None:
+        from tui.screens.charts import ChartScreen  # the charts screen opens run views: no import cycle
+
+        self.app.push_screen(ChartScreen([self.run_id], {self.run_id: self.events} if self.events else None))
 
     def action_filter(self) -> None:
         self.dashboard.toggle_filter(True).focus()

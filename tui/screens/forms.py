@@ -119,6 +119,8 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
 HELP = (
     ("r", "run picker: choose a run (enter opens it; a finished run opens as a replay)"),
     ("s", "run picker: sort by the next column (or click a column header)"),
+    ("space c =", "run picker: select runs; overlay the selected runs' charts; diff two runs' configs"),
+    ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
     ("p", "profile window: choose how many batches to profile, or the next PPO update"),

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import pathlib
 import random
+import time
 
 import pytest
 
 from nissa.hub import BackoffConfig, HubConfig, ingest_url
 from nissa.hub.ratelog import RateLimitedLog
-from nissa.hub.sender import backoff_delay
+from nissa.hub.sender import Gathering, backoff_delay
 
 
 @pytest.mark.parametrize(("server", "url"), [
@@ -63,3 +65,25 @@ def test_rate_limited_log_holds_back_repeats(caplog):
         log.warning("other", "another key")
     assert results.count(True) == 1
     assert [r.getMessage() for r in caplog.records] == ["failed 0", "another key"]
+
+
+def test_gathering_sends_a_full_frame_at_once_a_partial_one_after_the_linger_or_once_acked():
+    gathering = Gathering(batch_events=10, linger_s=0.05, hold_s=0.2)
+    assert 0 < gathering.wait_s(3, acked=0) < 0.051
+    assert gathering.wait_s(10, acked=0) == 0.0  # a frame's worth: now
+    gathering.sent(10)
+    assert gathering.wait_s(1, acked=0) > 0  # the next frame starts its own linger
+    time.sleep(0.06)
+    assert gathering.wait_s(1, acked=0) == 0.0  # one frame in flight: the linger is enough
+    gathering.sent(11)
+    gathering.wait_s(1, acked=0)
+    time.sleep(0.06)
+    assert 0 < gathering.wait_s(1, acked=0) < 0.15  # two in flight: held past the linger, for an ack
+    assert gathering.wait_s(1, acked=10) == 0.0  # acked: out it goes
+    gathering.sent(12)
+    gathering.sent(13)
+    gathering.wait_s(1, acked=10)
+    time.sleep(0.21)
+    assert gathering.wait_s(1, acked=10) == 0.0  # held no longer than hold_s
+    with pytest.raises(ValueError, match="send_linger_s"):
+        HubConfig(run_id="r", log_dir=pathlib.Path("."), send_linger_s=2.0)

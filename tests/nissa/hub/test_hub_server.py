@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 import socket
+import time
 
 import httpx
 import pytest
@@ -93,3 +94,22 @@ def test_every_server_of_a_list_is_checked():
         HubConfig(run_id="r", log_dir=pathlib.Path("."), server="http://a:1,ftp://b")
     with pytest.raises(ValueError, match="--server: expected"):
         HubConfig(run_id="r", log_dir=pathlib.Path("."), server=" , ")
+
+
+def _frames_received(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return float(next(line.split()[-1] for line in text.splitlines()
+                      if line.startswith("nissa_ingest_commit_seconds_count")))
+
+
+def test_events_logged_meanwhile_gather_into_one_frame(tmp_path):
+    with running_server(tmp_path) as url:
+        hub = NissaHub(HubConfig(run_id="gather", log_dir=tmp_path / "runs", server=url, send_linger_s=0.5)).start()
+        hub.flush(timeout=30)  # connected; what the hub says on its own at start is out of the way
+        before = _frames_received(url)
+        for i in range(100):  # over ~100 ms: dozens of log writes, sent as one frame (two at a boundary)
+            hub.emit(_seed(i), step=i, epoch=0)
+            time.sleep(0.001)
+        report = hub.close(timeout=30)
+        assert report.complete and len(_stored(url, "gather")) == report.logged
+        assert _frames_received(url) - before <= 3

@@ -1,0 +1,104 @@
+"""Series and markers of runs, for charts: the list, one name's series downsampled (several runs in one
+call), markers of what happened to a run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+
+from leyline.series import Marker, parse_key
+from nissa_server.auth import require_read
+from nissa_server.openapi import error, ok, ref
+from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.series import SeriesInfo, SeriesReply, parse_labels, shape, to_csv
+from nissa_server.store import series_queries
+
+router = APIRouter(tags=["series"])
+READ = [Depends(require_read)]
+MAX_OVERLAY = 16
+"""Runs one call may overlay (the run in the path and ``runs``)."""
+ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
+                     "token"), 404: error("No such run", "unknown run 'r-x'")}
+Axis = Literal["step", "epoch", "round", "ts"]
+_PAIR = r"[^,=]*[^\s,=][^,=]*=[^,]*"
+_LABELS = rf"^\s*({_PAIR})?\s*(,\s*({_PAIR})?\s*)*$"
+"""``name=value`` pairs separated by commas, spelled out for the schema (``parse_labels`` checks)."""
+_RUNS = rf"^[^,]*(,[^,]*){{0,{MAX_OVERLAY - 1}}}$"
+
+
+_LIST_EXAMPLE = [{"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
+                  "labels": {"env": "0", "rank": "0"}, "points": 120}]
+_SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
+    {"run_id": "r-20250101-abc", "key": "epoch_completed.accuracy{env=0,rank=0}", "labels": {"env": "0", "rank": "0"},
+     "x": [16, 32, 48], "y": [0.31, 0.42, 0.47], "points": 3}]}
+
+
+@router.get("/runs/{run_id}/series", summary="Every series of a run: each numeric field of its events, by label",
+            response_class=Response, dependencies=READ,
+            responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS})
+async def list_series(request: Request, run_id: str) -> Response:
+    n = nissa(request)
+    run = await run_or_404(n, run_id)
+    rows = await n.store.read(series_queries.list_series, run.run_key)
+    return json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points)
+                          for key, name, points in rows])
+
+
+@router.get("/runs/{run_id}/series/{name:path}", summary="A series, downsampled keeping each bucket's min and max",
+            description="Every series called `name` (each label set, or those with all of `labels`) of the run "
+                        "and of each run in `runs` (an overlay in one call), on the x axis `x`, with at most "
+                        "`max_points` points each. `after` returns only the points with x above it (what a "
+                        "chart lacks). `format=csv` gives `run_id,key,x,y` rows.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
+                       422: error("Bad parameter", "labels: 'env' is not name=value")})
+async def get_series(
+    request: Request,
+    run_id: str,
+    name: str,
+    x: Annotated[Axis, Query(description="The x axis")] = "step",
+    max_points: Annotated[int, Query(ge=10, le=20_000, description="Most points per series")] = 2000,
+    after: Annotated[float | None, Query(allow_inf_nan=False, description="Only points with x above it")] = None,
+    labels: Annotated[str | None, Query(max_length=1000, description="Only series with these labels: "
+                                        "`env=2` or `env=2,rank=0`", json_schema_extra={"pattern": _LABELS})] = None,
+    runs: Annotated[str | None, Query(max_length=4000, description=f"More runs to overlay, separated by commas "
+                                      f"(at most {MAX_OVERLAY})", json_schema_extra={"pattern": _RUNS})] = None,
+    format: Annotated[Literal["json", "csv"], Query(description="json, or csv rows")] = "json",
+) -> Response:
+    n = nissa(request)
+    try:
+        wanted = parse_labels(labels)
+    except ValueError as err:
+        raise HTTPException(422, str(err)) from None
+    others = [r.strip() for r in (runs or "").split(",") if r.strip()]
+    if len(others) > MAX_OVERLAY:
+        raise HTTPException(422, f"runs: at most {MAX_OVERLAY} runs to overlay, got {len(others)}")
+    run_ids = list(dict.fromkeys([run_id, *others]))
+    reply = SeriesReply(name=name, x=x, series=[])
+    for rid in run_ids:
+        run = await run_or_404(n, rid)
+        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points)
+        reply.series.extend(shape(rid, data, wanted, max_points))
+    if format == "csv":
+        return Response(to_csv(reply), media_type="text/csv")
+    return json_response(reply)
+
+
+@router.get("/runs/{run_id}/markers", summary="What happened to a run, to mark on its charts",
+            description="Commands applied, completed or failed; anomalies; seeds fossilized and pruned; resumes; "
+                        "the end. `after` (on the axis `x`) gives only the later ones.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok({"type": "array", "items": ref(Marker)}, [
+                {"kind": "command", "label": "debug applied", "step": 120, "epoch": 6, "round": None,
+                 "ts": 1.7e9, "env": None, "rank": 0}]), **ERRORS})
+async def list_markers(
+    request: Request,
+    run_id: str,
+    x: Annotated[Axis, Query(description="The x axis `after` is on")] = "step",
+    after: Annotated[float | None, Query(allow_inf_nan=False, description="Only markers with x above it")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="Most markers")] = 2000,
+) -> Response:
+    n = nissa(request)
+    run = await run_or_404(n, run_id)
+    return json_response(await n.store.read(series_queries.read_markers, run.run_key, x, after, limit))

@@ -1,0 +1,65 @@
+"""The web page at ``/ui``: static files shipped in the package (``nissa_server/web``), uPlot vendored
+beside them. The page reads the API like any client; with ``--read-auth`` it asks for the token, and the
+files themselves (no data in them) are served to anyone."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import pathlib
+
+from fastapi import APIRouter, HTTPException, Response
+from fastapi.responses import RedirectResponse
+
+router = APIRouter(tags=["web page"])
+TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+         ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8"}
+# The page loads nothing from anywhere else: scripts, styles and connections to this server only.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+@functools.cache
+def _files() -> dict[str, bytes]:
+    """Every file of the page by its path under ``/ui/`` (read once: they are small)."""
+    root = importlib.resources.files("nissa_server") / "web"
+    out: dict[str, bytes] = {}
+
+    def walk(node, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.is_dir():
+                walk(child, f"{prefix}{child.name}/")
+            elif pathlib.PurePosixPath(child.name).suffix in TYPES:
+                out[prefix + child.name] = child.read_bytes()
+            elif child.name == "LICENSE":
+                out[prefix + child.name] = child.read_bytes()
+
+    walk(root, "")
+    return out
+
+
+def _serve(path: str) -> Response:
+    body = _files().get(path)
+    if body is None:
+        raise HTTPException(404, f"no file {path!r} in the web page")
+    media = TYPES.get(pathlib.PurePosixPath(path).suffix, "text/plain; charset=utf-8")
+    return Response(body, media_type=media, headers={"Content-Security-Policy": CSP,
+                                                     "X-Content-Type-Options": "nosniff",
+                                                     "Cache-Control": "no-cache"})
+
+
+@router.get("/ui", summary="The web page: runs, charts with markers, live updates, overlays",
+            response_class=Response, responses={200: {"description": "The page", "content": {"text/html": {}}}})
+async def page() -> Response:
+    return _serve("index.html")
+
+
+@router.get("/ui/", include_in_schema=False)
+async def page_slash() -> RedirectResponse:
+    return RedirectResponse("/ui", status_code=308)
+
+
+@router.get("/ui/{path:path}", summary="A file of the web page (its script, styles, the vendored uPlot)",
+            response_class=Response, responses={404: {"description": "No such file"}})
+async def asset(path: str) -> Response:
+    return _serve(path)

@@ -1,0 +1,100 @@
+"""Series for display: a series' points downsampled keeping the extremes, for one run or several."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+from tsdownsample import MinMaxDownsampler, NaNMinMaxDownsampler
+
+from leyline.series import parse_key
+from nissa_server.store.series_queries import SeriesData
+
+_minmax = MinMaxDownsampler()
+_nan_minmax = NaNMinMaxDownsampler()
+
+
+class SeriesInfo(msgspec.Struct):
+    """One series of a run, as ``GET /runs/{id}/series`` lists it."""
+
+    key: str
+    name: str
+    labels: dict[str, str]
+    points: int
+
+
+class SeriesOut(msgspec.Struct):
+    """One series of one run, as the API returns it (``y`` null where a value is NaN or infinite)."""
+
+    run_id: str
+    key: str
+    labels: dict[str, str]
+    x: list[float]
+    y: list[float]
+    points: int
+    """Points stored for it (in the stored rows with points after ``after``), before downsampling."""
+
+
+class SeriesReply(msgspec.Struct):
+    name: str
+    x: str
+    series: list[SeriesOut]
+
+
+def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` points, in x order, that keep each bucket's minimum and maximum (x split
+    into ``max_points / 2`` equal buckets): a spike never disappears from a chart however long the run."""
+    if len(x) > 1 and not bool(np.all(x[1:] >= x[:-1])):  # a resumed run went back in step: its x order
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+    if len(x) <= max_points:
+        return x, y
+    finite = np.isfinite(y)
+    if not finite.all():
+        # NaN: the NaN-aware variant (a bucket with a NaN shows it); an infinity counts as an extreme.
+        y_for = np.where(np.isinf(y), np.sign(y) * np.finfo(np.float64).max, y)
+        idx = _nan_minmax.downsample(x, y_for, n_out=max_points - max_points % 2)
+    else:
+        idx = _minmax.downsample(x, y, n_out=max_points - max_points % 2)
+    idx = np.asarray(idx, dtype=np.int64)
+    return x[idx], y[idx]
+
+
+def shape(run_id: str, data: Sequence[SeriesData], labels: dict[str, str], max_points: int) -> list[SeriesOut]:
+    """The series of one run with all of ``labels``, downsampled."""
+    out = []
+    for series in data:
+        own = parse_key(series.key)[1]
+        if any(own.get(k) != v for k, v in labels.items()):
+            continue
+        x, y = downsample(series.x, series.y, max_points)
+        out.append(SeriesOut(run_id=run_id, key=series.key, labels=own, x=x.tolist(), y=y.tolist(),
+                             points=series.stored or len(series.x)))
+    return out
+
+
+def parse_labels(text: str | None) -> dict[str, str]:
+    """``env=2,rank=0`` → ``{"env": "2", "rank": "0"}``; raises ``ValueError`` with the reason."""
+    labels: dict[str, str] = {}
+    for pair in (text or "").split(","):
+        if not pair.strip():
+            continue
+        k, sep, v = pair.partition("=")
+        if not sep or not k.strip():
+            raise ValueError(f"labels: {pair!r} is not name=value")
+        labels[k.strip()] = v.strip()
+    return labels
+
+
+def to_csv(reply: SeriesReply) -> str:
+    """``run_id,key,x,y`` rows (y empty where it is NaN or infinite)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["run_id", "key", "x", "y"])
+    for s in reply.series:
+        for x, y in zip(s.x, s.y):
+            writer.writerow([s.run_id, s.key, repr(x), repr(y) if np.isfinite(y) else ""])
+    return buf.getvalue()

@@ -1,0 +1,82 @@
+"""Reads of series and markers (see ``series_sql``): the listing, one name's points on one x axis, markers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+from leyline.series import Marker
+from nissa_server.store.conn import Conn
+
+AXIS_COLUMNS = {"step": "step", "epoch": "epoch", "round": "round", "ts": "ts"}
+"""x axis → its column (a fixed set: the names go into SQL text)."""
+_markers = msgspec.json.Decoder(Marker)
+SUMMARY_USE = 16
+"""Summaries are read for a series over this many times the points asked for (they hold about an eighth)."""
+
+
+@dataclass
+class SeriesData:
+    """The points of one series on one x axis, in stored order (points with no place on it left out)."""
+
+    key: str
+    x: np.ndarray
+    y: np.ndarray
+    stored: int = 0
+    """Points stored (in the rows read): more than ``len(x)`` where summaries were read."""
+
+
+def list_series(conn: Conn, run_key: int) -> list[tuple[str, str, int]]:
+    """(key, name, points) of every series of a run, by key."""
+    rows = conn.execute("SELECT key, name, SUM(n) FROM series_chunks WHERE run_key = ? GROUP BY key, name "
+                        "ORDER BY key", (run_key,)).fetchall()
+    return [(row[0], row[1], int(row[2])) for row in rows]
+
+
+def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | None,
+                max_points: int | None = None) -> list[SeriesData]:
+    """Every series called ``name`` of a run: its points on ``axis``, only those with x above ``after``.
+
+    For a chart of at most ``max_points`` points of a series many times longer, the rows' summaries are
+    read where they have one (each block's extremes: what a min/max downsampling keeps anyway)."""
+    col = AXIS_COLUMNS[axis]
+    where, params = "run_key = ? AND name = ?", (run_key, name)
+    if after is not None:
+        where += f" AND {col}_max > ?"
+        params += (after,)
+    sizes: dict[str, int] = {}
+    for key, n in conn.execute(f"SELECT key, n FROM series_chunks WHERE {where}", params):
+        sizes[key] = sizes.get(key, 0) + n
+    short = {k for k, n in sizes.items() if max_points is not None and after is None and n > SUMMARY_USE * max_points}
+    execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
+    parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
+    # Only the chosen columns leave the database (PostgreSQL reads a blob only when it is selected).
+    pick = f"summary_n IS NOT NULL AND key IN ({','.join('?' * len(short))})" if short else "0 = 1"
+    query = (f"SELECT key, CASE WHEN {pick} THEN summary_{col} ELSE {col} END, CASE WHEN {pick} THEN summary_value "
+             f"ELSE value END FROM series_chunks WHERE {where} ORDER BY key, id")
+    for key, x, y in execute(query, (*short, *short, *params)):
+        xs, ys = parts.setdefault(key, ([], []))
+        xs.append(x)
+        ys.append(y)
+    out = []
+    for key, (xs, ys) in parts.items():
+        x = np.frombuffer(b"".join(xs), dtype=np.float64)
+        y = np.frombuffer(b"".join(ys), dtype=np.float64)
+        keep = ~np.isnan(x) if after is None else x > after  # NaN > after is False: no round, no place
+        if not keep.all():
+            x, y = x[keep], y[keep]
+        out.append(SeriesData(key, x, y, sizes[key]))
+    return out
+
+
+def read_markers(conn: Conn, run_key: int, axis: str, after: float | None, limit: int) -> list[Marker]:
+    """A run's markers in stored order, those with x above ``after`` on ``axis`` (at most ``limit``)."""
+    col = AXIS_COLUMNS[axis]
+    query, params = "SELECT body FROM series_markers WHERE run_key = ?", [run_key]
+    if after is not None:
+        query += f" AND {col} > ?"
+        params.append(after)
+    rows = conn.execute(query + " ORDER BY event_id LIMIT ?", (*params, limit)).fetchall()
+    return [_markers.decode(bytes(row[0])) for row in rows]

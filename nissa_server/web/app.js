@@ -1,0 +1,335 @@
+// nissa web page: the runs table, a run's charts with markers, live updates over /ws/watch, overlays.
+// Read-only; every request goes to this server (no CDN, no outside fonts). With --read-auth the
+// token is asked for once and kept for the tab (sessionStorage).
+"use strict";
+
+const DEFAULT_CHARTS = [
+  ["accuracy per env", ["epoch_completed.accuracy"]],
+  ["return", ["ppo_update.episode_return"]],
+  ["policy loss", ["ppo_update.policy_loss"]],
+  ["value loss", ["ppo_update.value_loss"]],
+  ["KL", ["ppo_update.approx_kl"]],
+  ["entropy", ["ppo_update.entropy."]],  // a trailing dot: every name under it (one per head)
+  ["explained variance", ["ppo_update.explained_variance"]],
+  ["env-epochs/s", ["phase_timing.env_epochs_per_s"]],
+];
+const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
+const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
+                     resumed: "#56d4dd", end: "#7d8590"};
+const LIVE_EVERY_MS = 1000;
+const LIST_EVERY_MS = 2000;
+
+const $ = (id) => document.getElementById(id);
+const state = {runs: [], selected: new Set(), view: null};
+window.nissa = state;  // for tests and the curious: what the page shows
+
+function token() { return sessionStorage.getItem("nissa-token"); }
+
+async function api(path) {
+  const headers = token() ? {Authorization: "Bearer " + token()} : {};
+  const res = await fetch(path, {headers});
+  if (res.status === 401) { $("auth").hidden = false; throw new Error("this server needs its token to read"); }
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
+  $("auth").hidden = true;
+  return res.json();
+}
+
+function showError(err) { $("error").textContent = err ? String(err.message || err) : ""; }
+
+// --- the runs table --------------------------------------------------------------------------------
+
+function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
+function fmtDur(s) {
+  if (s == null) return "";
+  const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60, sec = Math.floor(s % 60);
+  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(sec).padStart(2, "0")}s` : `${sec}s`;
+}
+function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v); }
+
+function differingParams(runs) {
+  const keys = new Set(runs.flatMap((r) => Object.keys(r.params || {})));
+  return [...keys].filter((k) => new Set(runs.map((r) => JSON.stringify((r.params || {})[k]))).size > 1).slice(0, 6);
+}
+
+async function loadRuns() {
+  const params = new URLSearchParams({limit: "200"});
+  if ($("filter").value) params.set("name", $("filter").value);
+  if ($("status-filter").value) params.set("status", $("status-filter").value);
+  state.runs = await api("/runs?" + params);
+  renderRuns();
+}
+
+function runColumns(runs) {
+  // [title, value for sorting, text shown]; then the config values that differ between the runs listed.
+  const fixed = [
+    ["name", (r) => r.name || r.run_id], ["status", (r) => r.status],
+    ["started", (r) => r.started || r.created_at, (v) => fmtTime(v)], ["duration", (r) => r.duration_s, fmtDur],
+    ["final acc", (r) => (r.summary || {}).final_accuracy], ["best acc", (r) => (r.summary || {}).best_accuracy],
+    ["fossilized", (r) => (r.summary || {}).fossilized], ["rounds", (r) => (r.summary || {}).rounds],
+    ["policy", (r) => (r.summary || {}).policy],
+  ];
+  return [...fixed, ...differingParams(runs).map((k) => [k, (r) => (r.params || {})[k]])];
+}
+
+function renderRuns() {
+  const cols = runColumns(state.runs);
+  if (state.sort) {
+    const [i, dir] = state.sort, get = cols[i] ? cols[i][1] : () => 0;
+    state.runs.sort((a, b) => { const x = get(a), y = get(b); return (x == null) - (y == null) || (x < y ? -dir : x > y ? dir : 0); });
+  }
+  $("runs").tHead.innerHTML = "<tr><th></th>" + cols.map(([c], i) => `<th data-col="${i}">${escapeHtml(c)}` +
+    (state.sort && state.sort[0] === i ? (state.sort[1] > 0 ? " ▲" : " ▼") : "") + "</th>").join("") + "</tr>";
+  $("runs").tHead.querySelectorAll("th[data-col]").forEach((th) => th.addEventListener("click", () => {
+    const i = Number(th.dataset.col);
+    state.sort = [i, state.sort && state.sort[0] === i ? -state.sort[1] : 1];
+    renderRuns();
+  }));
+  const body = $("runs").tBodies[0];
+  body.innerHTML = "";
+  for (const r of state.runs) {
+    const tr = document.createElement("tr");
+    tr.dataset.runId = r.run_id;
+    const cells = cols.slice(2).map(([, get, show]) => (show || fmtNum)(get(r)));
+    tr.innerHTML = `<td><input type="checkbox"></td><td><a href="#run=${encodeURIComponent(r.run_id)}">` +
+      `${escapeHtml(r.name || r.run_id)}</a></td><td class="status-${escapeHtml(r.status)}">${escapeHtml(r.status)}</td>` +
+      cells.map((c, i) => `<td class="${i > 1 ? "num" : ""}">${escapeHtml(c)}</td>`).join("");
+    const box = tr.querySelector("input");
+    box.checked = state.selected.has(r.run_id);
+    box.addEventListener("change", () => {
+      box.checked ? state.selected.add(r.run_id) : state.selected.delete(r.run_id);
+      $("overlay").disabled = state.selected.size < 2;
+    });
+    body.appendChild(tr);
+  }
+}
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+}
+
+// --- charts ----------------------------------------------------------------------------------------
+
+class Chart {
+  constructor(view, title, names) {
+    this.view = view; this.title = title; this.names = names;
+    this.lines = new Map();  // "run_id key" -> {run, key, labels, x: [], y: []}
+    this.el = document.createElement("div");
+    this.el.className = "chart";
+    this.el.dataset.title = title;
+    this.el.innerHTML = `<h3><span>${escapeHtml(title)}</span><button title="remove">×</button></h3><div class="plot"></div>`;
+    this.el.querySelector("button").addEventListener("click", () => view.remove(this));
+    this.plot = null;
+  }
+
+  async load(run, after) {
+    for (const name of this.names) {
+      const params = new URLSearchParams({x: this.view.axis, max_points: "2000"});
+      if (after != null) params.set("after", String(after));
+      const reply = await api(`/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params);
+      for (const s of reply.series) {
+        const id = s.run_id + " " + s.key;
+        let line = this.lines.get(id);
+        if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
+        const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
+        s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+      }
+    }
+  }
+
+  lastX(run) {
+    let last = null;
+    for (const line of this.lines.values()) {
+      if (line.run === run && line.x.length) last = Math.max(last ?? -Infinity, line.x[line.x.length - 1]);
+    }
+    return last;
+  }
+
+  render() {
+    const lines = [...this.lines.values()].sort((a, b) => (a.run + a.key).localeCompare(b.run + b.key));
+    this.el.dataset.points = String(lines.reduce((n, l) => n + l.x.length, 0));
+    this.el.dataset.runs = [...new Set(lines.map((l) => l.run))].join(",");
+    if (!lines.length) { this.el.hidden = true; return; }
+    this.el.hidden = false;
+    const data = uPlot.join(lines.map((l) => [l.x, l.y]));
+    const runs = this.view.runs;
+    const series = [{label: this.view.axis}, ...lines.map((l, i) => ({
+      label: labelOf(l, runs.length > 1, this.names.length > 1 || this.names[0].endsWith(".")),
+      stroke: PALETTE[(runs.length > 1 ? runs.indexOf(l.run) * 3 + lines.filter((m, j) => j < i && m.run === l.run).length
+                                       : i) % PALETTE.length],
+      dash: runs.length > 1 && runs.indexOf(l.run) > 0 ? [6, 3] : undefined,
+      width: 1.5, spanGaps: true, points: {show: false},
+    }))];
+    const width = Math.max(300, this.el.clientWidth - 16);
+    if (this.plot && this.plot.series.length === series.length) { this.plot.setData(data); return; }
+    if (this.plot) this.plot.destroy();
+    this.plot = new uPlot({
+      width, height: 240, series, scales: {x: {time: this.view.axis === "ts"}},
+      axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
+      hooks: {draw: [(u) => drawMarkers(u, this.view)]},
+    }, data, this.el.querySelector(".plot"));
+  }
+}
+
+function labelOf(line, withRun, withName) {
+  const labels = Object.entries(line.labels).filter(([k, v]) => !(k === "rank" && v === "0"))
+    .map(([k, v]) => `${k}=${v}`).join(" ");
+  const name = withName ? line.key.split("{")[0].split(".").slice(-1)[0] + " " : "";
+  return ((withRun ? line.run + " " : "") + name + labels).trim() || line.key;
+}
+
+function drawMarkers(u, view) {
+  // A thin line per marker; a label only where it does not run into the previous one.
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.globalAlpha = 0.7;
+  let free = -Infinity;
+  const marks = view.markers.filter((m) => m[view.axis] != null).sort((a, b) => a[view.axis] - b[view.axis]);
+  for (const m of marks) {
+    const px = Math.round(u.valToPos(m[view.axis], "x", true));
+    if (px < u.bbox.left || px > u.bbox.left + u.bbox.width) continue;
+    ctx.strokeStyle = ctx.fillStyle = MARK_COLORS[m.kind] || "#7d8590";
+    ctx.setLineDash([2, 4]);
+    ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
+    const text = view.runs.length > 1 ? `${m.label} (${m.run})` : m.label;
+    if (px >= free) { ctx.fillText(text, px + 3, u.bbox.top + 12); free = px + ctx.measureText(text).width + 12; }
+  }
+  ctx.restore();
+}
+
+class ChartsView {
+  constructor(runs) {
+    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = [];
+    this.sockets = new Map(); this.dirty = new Set(); this.timer = null; this.closed = false; this.listed = 0; this.relist = false;
+  }
+
+  async open() {
+    $("charts").innerHTML = "";
+    delete $("charts").dataset.ready;
+    // Where each run stands first: what is stored after it and before the charts' first read comes again
+    // over the watch, and a chart only takes the points past those it has.
+    const infos = [];
+    for (const run of this.runs) infos.push(await api(`/runs/${encodeURIComponent(run)}`));
+    await this.addDefaults();
+    await this.loadMarkers(null);
+    this.charts.forEach((c) => c.render());
+    $("charts").dataset.ready = "1";
+    infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
+    if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
+  }
+
+  async addDefaults() {
+    // The default charts the first run has series for (a live run gains some as it goes: asked again).
+    this.listed = Date.now();
+    const listing = await api(`/runs/${encodeURIComponent(this.runs[0])}/series`);
+    const names = [...new Set(listing.map((s) => s.name))].sort();
+    const options = names.map((n) => `<option>${escapeHtml(n)}</option>`).join("");
+    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || names[0] || ""; }
+    for (const [title, wanted] of DEFAULT_CHARTS) {
+      if (this.charts.some((c) => c.title === title)) continue;
+      const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
+      if (found.length) await this.add(title, found);
+    }
+  }
+
+  async add(title, names) {
+    const chart = new Chart(this, title, names);
+    this.charts.push(chart);
+    $("charts").appendChild(chart.el);
+    for (const run of this.runs) await chart.load(run, null);
+    chart.render();
+  }
+
+  remove(chart) { this.charts = this.charts.filter((c) => c !== chart); chart.el.remove(); }
+
+  async loadMarkers(after) {
+    for (const run of this.runs) await this.loadMarkersFor(run, after);
+  }
+
+  watch(run, info) {
+    // Live: the watch stream says new events are stored; each chart then asks for the run's points after
+    // the last x it has (never the history again), at most once a second.
+    const seqs = Object.entries(info.last_seq || {}).filter(([r]) => Number(r) >= 0).map(([, s]) => s);
+    const params = new URLSearchParams({run_id: run, after_seq: String(seqs.length ? Math.min(...seqs) : 0)});
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/watch?${params}`;
+    const protocols = token() ? ["nissa", "nissa.bearer." + btoa(token()).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")] : [];
+    const ws = new WebSocket(url, protocols);
+    this.sockets.set(run, ws);
+    ws.onopen = () => { $("live").hidden = false; };
+    ws.onmessage = () => { this.dirty.add(run); };
+    ws.onclose = () => {
+      this.sockets.delete(run);
+      $("live").hidden = this.sockets.size === 0;
+      if (!this.closed) setTimeout(() => this.closed || this.watch(run, info), 3000);
+    };
+  }
+
+  async refresh() {
+    try {
+      if (this.dirty.has(this.runs[0])) this.relist = true;
+      if (this.relist && Date.now() - this.listed > LIST_EVERY_MS) { this.relist = false; await this.addDefaults(); }
+      const runs = [...this.dirty];
+      this.dirty.clear();
+      for (const run of runs) {
+        for (const chart of this.charts) { await chart.load(run, chart.lastX(run)); chart.render(); }
+        const own = this.markers.filter((m) => m.run === run && m[this.axis] != null);
+        await this.loadMarkersFor(run, own.length ? Math.max(...own.map((m) => m[this.axis])) : null);
+      }
+      showError(null);
+    } catch (err) { showError(err); }
+  }
+
+  async loadMarkersFor(run, after) {
+    const params = new URLSearchParams({x: this.axis});
+    if (after != null) params.set("after", String(after));
+    const marks = await api(`/runs/${encodeURIComponent(run)}/markers?` + params);
+    if (marks.length) { this.markers.push(...marks.map((m) => ({...m, run}))); this.charts.forEach((c) => c.plot && c.plot.redraw()); }
+  }
+
+  close() {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.sockets.forEach((ws) => ws.close());
+    this.charts.forEach((c) => c.plot && c.plot.destroy());
+  }
+}
+
+// --- routing: #run=A&overlay=B,C, or the runs table --------------------------------------------------
+
+async function route() {
+  showError(null);
+  if (state.view) { state.view.close(); state.view = null; }
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const run = hash.get("run");
+  $("runs-view").hidden = !!run;
+  $("charts-view").hidden = !run;
+  try {
+    if (!run) { $("where").textContent = "runs"; await loadRuns(); return; }
+    const runs = [run, ...(hash.get("overlay") || "").split(",").filter((r) => r && r !== run)];
+    $("where").textContent = runs.join(" vs ");
+    $("legend-runs").innerHTML = (runs.length > 1 ? runs.map((r, i) =>
+      `<span style="color:${PALETTE[(i * 3) % PALETTE.length]}">${i ? "- - " : "—— "}${escapeHtml(r)}</span>`).join(" ") : "") +
+      " &nbsp; marks: " + Object.entries(MARK_COLORS).map(([k, c]) => `<span style="color:${c}">┆${k}</span>`).join(" ");
+    state.view = new ChartsView(runs);
+    await state.view.open();
+  } catch (err) { showError(err); }
+}
+
+function main() {
+  $("auth").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("nissa-token", $("token").value); route(); });
+  $("filter").addEventListener("input", () => loadRuns().catch(showError));
+  $("status-filter").addEventListener("change", () => loadRuns().catch(showError));
+  $("overlay").addEventListener("click", () => {
+    const [first, ...rest] = [...state.selected];
+    location.hash = `run=${encodeURIComponent(first)}&overlay=${rest.map(encodeURIComponent).join(",")}`;
+  });
+  $("axis").addEventListener("change", () => route());
+  $("add-chart").addEventListener("click", () => {
+    const name = $("picker").value;
+    if (name && state.view) state.view.add(name, [name]).catch(showError);
+  });
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+main();

@@ -1,0 +1,183 @@
+"""The web page in a real headless Chromium (the system's, driven by Playwright): it loads with no
+request leaving 127.0.0.1, shows the runs, a live run's chart gains points while we watch, the overlay
+shows two runs, and with --read-auth it reads with the token (its websocket too). One browser for all."""
+
+import asyncio
+import os
+import shutil
+import threading
+import urllib.parse
+
+import httpx
+import pytest
+
+from leyline import EpochCompleted, PPOUpdate, RunStarted, SeedFossilized, make_event
+from tests.support import IngestClient
+
+pytestmark = pytest.mark.single_backend
+CHROMIUM = os.environ.get("NISSA_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+TOKEN = "web-page-token"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("no chromium on this machine (make install puts Debian's there: apt-get install chromium)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+class Feed:
+    """A trainer rank on its own thread and loop: stays connected (the run is live) while the page watches."""
+
+    def __init__(self, url, run_id, token=None):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.client = IngestClient(url, run_id, token=token)
+        self.run_id, self.seq = run_id, 0
+        self._call(self.client.__aenter__())
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    def epochs(self, first, n, acc=0.3, ppo=True):
+        events = []
+        if self.seq == 0:
+            events.append(self._event(RunStarted(name=self.run_id, config={"policy": "ppo", "lr": acc}), 0))
+        for i in range(first, first + n):
+            events.append(self._event(EpochCompleted(round=i // 4, accuracy=acc + i / 100, val_loss=1.0), i, env=0))
+            if ppo:
+                events.append(self._event(PPOUpdate(round=i // 4, policy_loss=0.1 / (i + 1), value_loss=0.5, entropy={"op": 1.0},
+                                                    approx_kl=0.01, clip_fraction=0.1, explained_variance=0.5,
+                                                    ratio_min=0.9, ratio_max=1.1, grad_norm=1.0, update_epochs=4), i))
+            if i == 5:
+                events.append(self._event(SeedFossilized(slot="r0c0", seed_id="s1", blueprint="conv", params=9), i))
+        self._call(self._send(events))
+
+    def _event(self, payload, i, env=None):
+        self.seq += 1
+        return make_event(payload, run_id=self.run_id, seq=self.seq, ts=1.7e9 + self.seq, step=16 * i, epoch=i, env=env)
+
+    async def _send(self, events):
+        await self.client.send(events)
+        await self.client.wait_ack(events[-1].seq)
+
+    def close(self):
+        self._call(self.client.__aexit__(None, None, None))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def _page(browser, base):
+    """A page that lets only requests to the server through, and records any other it was asked for."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    outside, errors = [], []
+    host = urllib.parse.urlsplit(base).hostname
+
+    def only_ours(route):
+        if urllib.parse.urlsplit(route.request.url).hostname == host:
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_ours)
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    return page, outside, errors
+
+
+def _points(page, title):
+    return int(page.locator(f'.chart[data-title="{title}"]').get_attribute("data-points") or 0)
+
+
+def test_runs_charts_live_points_and_overlay(browser, server_url):
+    done = Feed(server_url, "done-b")
+    done.epochs(0, 12, acc=0.2)
+    done.close()
+    live = Feed(server_url, "live-a")
+    try:
+        live.epochs(0, 12, ppo=False)
+        page, outside, errors = _page(browser, server_url)
+        index = httpx.get(server_url + "/").json()
+        page.goto(server_url + index["ui"])
+        page.wait_for_selector('tr[data-run-id="live-a"]')
+        assert page.locator("#runs tbody tr").count() == 2
+        assert "lr" in page.locator("#runs thead").inner_text(), "the config value that differs is a column"
+        page.click('#runs th:text("name")')
+        assert page.locator("#runs tbody tr").first.get_attribute("data-run-id") == "done-b"
+        page.click('#runs th:text("name")')
+        assert page.locator("#runs tbody tr").first.get_attribute("data-run-id") == "live-a"
+        page.check('tr[data-run-id="live-a"] input')
+        page.check('tr[data-run-id="done-b"] input')
+        page.click("#overlay")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
+
+        page.goto(server_url + "/ui#run=live-a")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-points="12"]')
+        assert page.locator(".chart").count() == 1, "no PPO update yet: no chart of it"
+        page.wait_for_selector("#live:not([hidden])")
+        live.epochs(12, 6)
+        page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="18"]')
+        page.wait_for_selector('.chart[data-title="policy loss"][data-points="6"]')  # its series appeared live
+        titles = page.locator(".chart").evaluate_all("els => els.filter(e => !e.hidden).map(e => e.dataset.title)")
+        assert {"accuracy per env", "policy loss", "KL", "entropy", "explained variance"} <= set(titles)
+        assert page.evaluate("window.nissa.view.markers.map(m => m.kind)") == ["fossilized"]
+
+        page.goto(server_url + "/ui#run=done-b&overlay=live-a")
+        page.wait_for_selector('.chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
+        assert _points(page, "accuracy per env") == 18 + 12
+        page.wait_for_selector("#live:not([hidden])")
+        live.epochs(18, 2)  # a live run overlaid on a finished one still grows
+        page.wait_for_selector(f'.chart[data-title="accuracy per env"][data-points="{20 + 12}"]')
+        assert outside == [] and errors == []
+        page.close()
+    finally:
+        live.close()
+
+
+def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
+    from tests.support.server import running_server
+
+    with running_server(tmp_path, token=TOKEN, read_auth=True) as url:
+        live = Feed(url, "guarded", token=TOKEN)
+        try:
+            live.epochs(0, 4)
+            page, outside, errors = _page(browser, url)
+            page.goto(url + "/ui#run=guarded")
+            page.wait_for_selector("#auth:not([hidden])")
+            assert httpx.get(url + "/runs/guarded/series").status_code == 401
+            page.fill("#token", TOKEN)
+            page.click("#auth button")
+            page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="4"]')
+            page.wait_for_selector("#live:not([hidden])")  # the websocket took the token too
+            live.epochs(4, 2)
+            page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="6"]')
+            assert outside == [] and errors == []
+            page.close()
+        finally:
+            live.close()
+
+
+
+def test_every_file_of_the_page_is_package_data():
+    # A non-editable install carries only what pyproject.toml names: the page must not 404 there.
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["nissa_server"]
+    web = root / "nissa_server" / "web"
+    files = [p.relative_to(root / "nissa_server").as_posix() for p in web.rglob("*") if p.is_file()]
+    assert "web/vendor/uplot/LICENSE" in files and "web/index.html" in files
+    def named(f: str, glob: str) -> bool:  # setuptools' globs: ``*`` stays within one folder
+        path, pattern = pathlib.PurePosixPath(f), pathlib.PurePosixPath(glob)
+        return len(path.parts) == len(pattern.parts) and path.match(glob)
+
+    assert [f for f in files if not any(named(f, g) for g in globs)] == []
+    from nissa_server.routes.web import _files
+
+    assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())

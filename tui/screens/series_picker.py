@@ -1,0 +1,64 @@
+"""Pick any series of the run for a new chart: type to filter, enter to choose, escape to cancel."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+
+
+class SeriesPicker(ModalScreen[str | None]):
+    """The run's series names, filtered by every word typed (``ppo kl`` finds ``ppo_update.approx_kl``)."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    SeriesPicker { align: center middle; }
+    SeriesPicker > Vertical { width: 70; max-width: 95%; height: 80%; border: round $accent; background: $surface; }
+    SeriesPicker OptionList { height: 1fr; }
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"add a chart: {len(self.names)} series (type to filter, enter picks)")
+            yield Input(placeholder="filter", id="series-filter")
+            yield OptionList(*self.names, id="series-list")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def matching(self, text: str) -> list[str]:
+        words = text.lower().split()
+        return [n for n in self.names if all(w in n.lower() for w in words)]
+
+    @on(Input.Changed, "#series-filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        options = self.query_one(OptionList)
+        options.clear_options()
+        options.add_options(self.matching(event.value))
+        options.highlighted = 0 if options.option_count else None
+
+    @on(Input.Submitted, "#series-filter")
+    def submitted(self, event: Input.Submitted) -> None:
+        options = self.query_one(OptionList)
+        if options.highlighted is not None:
+            self.dismiss(str(options.get_option_at_index(options.highlighted).prompt))
+
+    @on(OptionList.OptionSelected, "#series-list")
+    def selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(str(event.option.prompt))
+
+    def key_down(self) -> None:
+        self.query_one(OptionList).action_cursor_down()
+
+    def key_up(self) -> None:
+        self.query_one(OptionList).action_cursor_up()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

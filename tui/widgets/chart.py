@@ -1,0 +1,223 @@
+"""One chart: a title with each line's current and best value, the plot, and what happened in view.
+
+The plot is textual-plot's ``PlotWidget``, chosen over textual-plotext after trying both: it is a
+native Textual widget (canvas, theme colours, braille lines) that takes numpy arrays and keeps its
+own axes, ticks and vertical lines, where textual-plotext wraps plotext's global figure, re-plots
+from Python lists each frame, has no vertical-line legend and no zoom or pan of its own. Zoom and pan
+are the chart screen's (one x range for every chart, so that charts stay aligned); this widget
+draws what it is given.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widget import Widget
+from textual.widgets import Static
+from textual_plot import HiResMode, PlotWidget
+
+from leyline.series import Marker, x_of
+
+from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """A chart: its title, the series names it draws (``*`` patterns allowed), which way is better."""
+
+    title: str
+    names: tuple[str, ...]
+    higher_is_better: bool = True
+
+    def matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
+
+    @classmethod
+    def of_name(cls, name: str) -> ChartSpec:
+        lower = any(word in name for word in ("loss", "kl", "_ms", "norm", "dropped", "depth"))
+        return cls(name, (name,), higher_is_better=not lower)
+
+
+DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("accuracy", ("epoch_completed.accuracy",)),
+    ChartSpec("return", ("ppo_update.episode_return",)),
+    ChartSpec("policy loss", ("ppo_update.policy_loss",), higher_is_better=False),
+    ChartSpec("value loss", ("ppo_update.value_loss",), higher_is_better=False),
+    ChartSpec("KL", ("ppo_update.approx_kl",), higher_is_better=False),
+    ChartSpec("entropy", ("ppo_update.entropy.*",)),
+    ChartSpec("explained variance", ("ppo_update.explained_variance",)),
+    ChartSpec("env-epochs/s", ("phase_timing.env_epochs_per_s",)),
+)
+"""What an Esper run is watched by; any other series is a chart away (the screen's picker)."""
+
+PALETTE = ("#4ea8ff", "#ff9f1c", "#5fd75f", "#e05fe0", "#ffd75f", "#ff5f5f", "#2ed3d3", "#b0b0b0")
+MARKER_STYLE = {"command": "#d7af00", "anomaly": "#ff3030", "fossilized": "#00c000", "pruned": "#c000c0",
+                "resumed": "#00afff", "end": "#808080"}
+MARKER_GLYPH = {"command": "C", "anomaly": "!", "fossilized": "F", "pruned": "P", "resumed": "R", "end": "E"}
+MAX_MARKERS = 48  # vertical lines drawn at most per chart: the latest ones
+LINE_KINDS = frozenset({"command", "anomaly", "resumed"})
+"""Markers drawn across the chart; seeds fossilized and pruned (many) only as glyphs under it."""
+GLYPH_PRIORITY = ("end", "pruned", "fossilized", "command", "resumed", "anomaly")
+"""Where glyphs share a column, the later kind here wins."""
+
+
+@dataclass(frozen=True)
+class ChartView:
+    """How every chart of a screen is drawn at the moment."""
+
+    axis: str = "step"
+    x_range: tuple[float, float] | None = None
+    """The x window shown; None: the whole run, following live points."""
+    smoothing: float = 0.0
+    best: bool = False
+    """Draw each line's best-so-far as well."""
+    label: str | None = None
+    """Show only the tracks with this label text (``env=2``); None: all."""
+    by_run: bool = False
+    """One colour per run (an overlay of runs) rather than one per line."""
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or not np.isfinite(value):
+        return "—"
+    magnitude = abs(value)
+    if magnitude and (magnitude >= 1e5 or magnitude < 1e-3):
+        return f"{value:.2e}"
+    return f"{value:.4g}"
+
+
+class ChartPanel(Widget, can_focus=True):
+    """A chart of one ``ChartSpec`` over a ``SeriesSet``; focus it to add, cycle labels or remove it."""
+
+    DEFAULT_CSS = """
+    ChartPanel { height: 14; border: round $panel; padding: 0; }
+    ChartPanel:focus { border: round $accent; }
+    ChartPanel > .chart-title { height: 1; }
+    ChartPanel > .chart-markers { height: 1; color: $text-muted; }
+    ChartPanel > PlotWidget { height: 1fr; }
+    """
+
+    def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.spec = spec
+        self.border_title = spec.title
+        self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
+        self.markers_shown: list[Marker] = []
+        self.ready = False  # the plot's own children exist only once this panel is mounted
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="chart-title")
+        plot = PlotWidget(allow_pan_and_zoom=False)
+        plot.can_focus = False
+        yield plot
+        yield Static(classes="chart-markers")
+
+    def on_mount(self) -> None:
+        plot = self.query_one(PlotWidget)
+        plot.margin_top, plot.margin_bottom, plot.margin_left = 0, 1, 9
+        self.ready = True
+
+    def names(self, data: SeriesSet) -> list[str]:
+        return sorted(n for n in data.names_seen | data.wanted if self.spec.matches(n))
+
+    def draw(self, data: SeriesSet, view: ChartView, run_names: dict[str, str],
+             origin: dict[str, float]) -> None:
+        if not self.ready:
+            return
+        plot = self.query_one(PlotWidget)
+        plot.clear()
+        tracks = [t for name in self.names(data) for t in data.tracks_of(name) if t.x]
+        if view.label is not None:
+            tracks = [t for t in tracks if t.label_text == view.label] or tracks
+        arrays = [(np.asarray(t.x, dtype=float) - (origin.get(t.run_id, 0.0) if view.axis == "ts" else 0.0),
+                   np.asarray(t.y, dtype=float)) for t in tracks]
+        self.shown = tracks
+        title = Text()
+        if not tracks:
+            title.append("no points yet" if data.wanted & set(self.names(data)) else "no such series in this run",
+                         style="dim")
+            self.query_one(".chart-title", Static).update(title)
+            self.markers_shown = []
+            self.query_one(".chart-markers", Static).update("")
+            return
+        lo, hi = view.x_range or (min(float(x.min()) for x, _ in arrays), max(float(x.max()) for x, _ in arrays))
+        points = max(2 * self.size.width, 64)
+        runs = list(dict.fromkeys(run_names))
+        ys_in_view = []
+        for i, (track, (x, y)) in enumerate(zip(tracks, arrays)):
+            colour = PALETTE[(runs.index(track.run_id) if view.by_run and track.run_id in runs else i) % len(PALETTE)]
+            if view.smoothing > 0:
+                plot.plot(*window(x, y, lo, hi, points), line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
+            wx, wy = window(x, smooth(y, view.smoothing), lo, hi, points)
+            plot.plot(wx, wy, line_style=colour, hires_mode=HiResMode.BRAILLE)
+            ys_in_view.append(wy)
+            if view.best:
+                bx, by = window(x, running_best(y, self.spec.higher_is_better), lo, hi, points)
+                plot.plot(bx, by, line_style=f"{colour} italic", hires_mode=HiResMode.HALFBLOCK)
+            self._title_entry(title, track, colour, x, y, view, run_names, len(tracks))
+        self.query_one(".chart-title", Static).update(title)
+        self._draw_markers(plot, data, view, origin, lo, hi)
+        plot.set_xlimits(lo, hi if hi > lo else lo + 1.0)
+        self._set_ylimits(plot, ys_in_view)
+
+    def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
+                     view: ChartView, run_names: dict[str, str], count: int) -> None:
+        name = track.label_text
+        if view.by_run:
+            run = run_names.get(track.run_id, track.run_id)
+            name = run if count <= len(run_names) else f"{run} {name}"
+        if title:
+            title.append("  ")
+        title.append("━ ", style=colour)
+        title.append(f"{name} ", style="bold")
+        title.append(_fmt(track.last()))
+        best = best_point(x, y, self.spec.higher_is_better)
+        if best is not None:
+            arrow = "↑" if self.spec.higher_is_better else "↓"
+            where = f"@{_fmt(best[0])}" if count <= 2 else ""
+            title.append(f" {arrow}{_fmt(best[1])}{where}", style="dim")
+
+    def _draw_markers(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float],
+                      lo: float, hi: float) -> None:
+        """Commands, anomalies and resumes as vertical lines; every marker as a glyph under its x."""
+        env = view.label[4:] if view.label and view.label.startswith("env=") and "," not in view.label else None
+        marks: list[tuple[float, Marker]] = []
+        for run_id, markers in data.markers.items():
+            shift = origin.get(run_id, 0.0) if view.axis == "ts" else 0.0
+            for marker in markers:
+                x = x_of(marker, view.axis)
+                if x is None or (env is not None and marker.env is not None and str(marker.env) != env):
+                    continue
+                if lo <= x - shift <= hi:
+                    marks.append((x - shift, marker))
+        marks.sort(key=lambda m: m[0])
+        self.markers_shown = [m for _, m in marks]
+        for x, marker in marks[-MAX_MARKERS:]:
+            if marker.kind in LINE_KINDS:
+                plot.add_v_line(x, f"{MARKER_STYLE[marker.kind]} dim")
+        inner = max(plot.size.width - plot.margin_left - 2, 1)  # inside the axis box
+        strip = [" "] * (plot.margin_left + 1 + inner)
+        styles: dict[int, str] = {}
+        for x, marker in sorted(marks, key=lambda m: GLYPH_PRIORITY.index(m[1].kind)
+                                if m[1].kind in GLYPH_PRIORITY else 0):
+            col = plot.margin_left + 1 + min(int((x - lo) / (hi - lo) * inner) if hi > lo else 0, inner - 1)
+            strip[col] = MARKER_GLYPH.get(marker.kind, "?")
+            styles[col] = f"bold {MARKER_STYLE.get(marker.kind, 'white')}"
+        line = Text("".join(strip))
+        for col, style in styles.items():
+            line.stylize(style, col, col + 1)
+        self.query_one(".chart-markers", Static).update(line)
+
+    def _set_ylimits(self, plot: PlotWidget, ys: list[np.ndarray]) -> None:
+        finite = [y[np.isfinite(y)] for y in ys]
+        finite = [y for y in finite if len(y)]
+        if not finite:
+            plot.set_ylimits(None, None)
+            return
+        lo, hi = float(min(y.min() for y in finite)), float(max(y.max() for y in finite))
+        pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+        plot.set_ylimits(lo - pad, hi + pad)
