@@ -84,6 +84,8 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
         lr = [(e.step, e.payload.values["lr"]) for e in events if e.kind is EventKind.METRICS]
         applied = set_lr["applied_step"]
         assert {v for s, v in lr if s < applied} == {0.05} and {v for s, v in lr if s >= applied} == {0.01}
+        series = httpx.get(f"{server.url}/runs/{run_id}/series", timeout=10).json()
+        assert {"loss", "lr", "val_loss"} <= {row["name"] for row in series}, series
         val = [e.payload.values["val_loss"] for e in events if e.kind is EventKind.METRICS and "val_loss" in e.payload.values]
         assert len(val) >= 2 and all(isinstance(v, float) for v in val)
         layers = [e for e in events if e.kind is EventKind.DEBUG_LAYER_STATS]
