@@ -34,10 +34,10 @@ import time
 import torch
 
 from leyline import EpochCompleted, EventKind, RunFinished, TelemetryLevel, TelemetryLevelChanged, decode_event
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig, add_training_args
-from trainer.simic.run import build_trainer
+from trainer.build import build_trainer
 from trainer.telemetry.install import telemetry_for_training
 
 from faults import Fault, FaultNotApplicable, FaultSites, dosed_faults  # a sibling script module

@@ -29,7 +29,7 @@ from leyline import TelemetryLevel
 from trainer.checkpoint import CheckpointConfig, Checkpointer, CheckpointStore
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
+from trainer.build import run_training
 
 
 def measure(config: TrainConfig, root: pathlib.Path) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """Host synchronizations per epoch of the Esper loop at NORMAL and at DEBUG telemetry.
 
-Counted with ``trainer.telemetry.syncs.HostSyncCounter`` on any device: what would make the
+Counted with ``nissa.telemetry.syncs.HostSyncCounter`` on any device: what would make the
 host wait for the device on a GPU run (reads of device tensors, blocking uploads). With
 ``--device cuda`` it also counts what ``torch.cuda.set_sync_debug_mode("warn")`` reports, the
 ground truth the CPU count stands in for. The last of ``--rounds`` rounds is counted (the
@@ -26,9 +26,9 @@ from leyline import TelemetryLevel
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import RoundSyncs, count_host_syncs
-from trainer.simic.run import build_trainer
+from trainer.build import build_trainer
 from trainer.simic.runtime import resolve_device
-from trainer.telemetry.syncs import CudaSyncCounter
+from nissa.telemetry.syncs import CudaSyncCounter
 
 
 def measure(config: TrainConfig, level: TelemetryLevel, live_seeds: int, rounds: int, cuda: bool = False) -> RoundSyncs:

@@ -26,7 +26,7 @@ import time
 import torch
 
 from leyline import DEFAULT_SEVERITY, EpochCompleted, Event, encode_event
-from trainer.hub import HubConfig, NissaHub
+from nissa.hub import HubConfig, NissaHub
 
 EVENTS_PER_STEP = 4
 

@@ -40,7 +40,7 @@ from websockets.sync.client import connect
 
 from leyline import EpochCompleted, RunStarted, SlotSnapshot
 from leyline.frames import CLOSE_LAGGING
-from trainer.hub import HubConfig, NissaHub
+from nissa.hub import HubConfig, NissaHub
 
 BATCH = 2000
 

@@ -41,7 +41,7 @@ from websockets.exceptions import ConnectionClosed
 from ingest import cpu_seconds, free_port  # bench/ is the script's directory
 from streams import child, child_result, stream
 from leyline.frames import CLOSE_LAGGING
-from trainer.hub.config import HubConfig
+from nissa.hub.config import HubConfig
 
 DRAIN_S = 10.0
 

@@ -18,7 +18,7 @@ import time
 from ingest import Server, Watcher
 
 from leyline import EpochCompleted, RunStarted
-from trainer.hub import HubConfig, NissaHub
+from nissa.hub import HubConfig, NissaHub
 
 
 def _pct(xs: list[float], q: float) -> float:

@@ -40,7 +40,7 @@ from trainer.data import TaskData, make_synthetic
 from trainer.hooks import NullHooks
 from trainer.simic.agent import HeuristicAgent
 from trainer.simic.config import TrainConfig, add_training_args
-from trainer.simic.run import build_trainer
+from trainer.build import build_trainer
 from trainer.simic.vectorized import VectorizedTrainer
 
 from controls import (  # a sibling script module

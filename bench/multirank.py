@@ -59,11 +59,10 @@ def worker(argv: list[str]) -> int:
     """One rank of a timed run (no server): prints, on rank 0, every rank's step time and exchange time."""
     from leyline import TelemetryLevel
     from trainer.cli import train_parser
-    from trainer.hub import HubConfig
-    from trainer.ranks import Ranks
-    from trainer.runtime import RuntimeConfig, build_runtime
+    from nissa.hub import HubConfig
+    from nissa.ranks import Ranks
+    from trainer.build import Hosting, build_run
     from trainer.simic.config import TrainConfig
-    from trainer.simic.run import run_training
 
     p = argparse.ArgumentParser()
     p.add_argument("--agree", choices=("on", "off"), default="on")
@@ -74,10 +73,10 @@ def worker(argv: list[str]) -> int:
     try:
         run_id = ranks.agree(f"bench-{os.getpid()}")
         hub = HubConfig(run_id=run_id, log_dir=Path(ours.log_dir), rank=ranks.rank)
-        runtime = build_runtime(RuntimeConfig(hub=hub, level=TelemetryLevel.NORMAL, ranks=ranks,
-                                              agree=ours.agree == "on", env_base=ranks.rank * config.n_envs))
+        run = build_run(config, ranks, Hosting(hub=hub, level=TelemetryLevel.NORMAL, agree=ours.agree == "on"))
+        runtime = run.runtime
         start = time.perf_counter()
-        summary = run_training(config, runtime, ranks=ranks)
+        summary = run.train()
         wall = time.perf_counter() - start
         runtime.finish(summary, timeout=5.0)
         steps = runtime.step
@@ -96,7 +95,7 @@ def worker(argv: list[str]) -> int:
 def _exchange_alone(runtime) -> float:
     """Median time of the run's exchange (an empty report) with the ranks arriving together: its own cost,
     without the wait for a slower rank that the loop's exchanges include."""
-    from trainer.control.agreement import Agreement
+    from nissa.control.agreement import Agreement
 
     agreement = Agreement(runtime.ranks)
     for _ in range(100):

@@ -24,11 +24,10 @@ from pathlib import Path
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.ranks import Ranks
+from trainer.build import Hosting, build_run
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
-from trainer.telemetry.install import install_profiling
 
 VARIANTS = ("OFF", "NORMAL", "DEBUG", "PROFILE")
 
@@ -41,11 +40,12 @@ def _say(text: str) -> None:
 def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: int, tag: str) -> tuple[float, float]:
     """env-epochs per wall second and per CPU second (this process, all threads) of one run of ``variant``."""
     level = TelemetryLevel.NORMAL if variant == "PROFILE" else TelemetryLevel(variant)
-    runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id=f"bench-{variant.lower()}-{tag}", log_dir=log_dir),
-                                          level=level))
-    install_profiling(runtime, profile_batches=profile_batches if variant == "PROFILE" else None)
+    run = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id=f"bench-{variant.lower()}-{tag}",
+                                                                  log_dir=log_dir), level=level))
+    run.open_start_windows(profile_batches=profile_batches if variant == "PROFILE" else None)
+    runtime = run.runtime
     start, cpu = time.perf_counter(), time.process_time()
-    summary = run_training(config, runtime)
+    summary = run.train()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     runtime.finish(RunFinished(status="completed", duration_s=elapsed), timeout=30.0)
     env_epochs = config.n_envs * summary.epochs

@@ -11,7 +11,7 @@ spread), ``ratio_cpu`` the median per CPU second of this process, which other lo
 starts (the policy still decides everything after that): the seeds' cost is on both sides, and
 the ratio is what the Esper machinery costs around them.
 
-It also counts the full loop's host syncs per epoch at NORMAL (``trainer.telemetry.syncs``, as
+It also counts the full loop's host syncs per epoch at NORMAL (``nissa.telemetry.syncs``, as
 ``bench/host_syncs.py`` does), and with ``--device cuda`` what ``torch.cuda.set_sync_debug_mode
 ("warn")`` reports. CIFAR shape with 3 live seeds:
 ``--device cuda --train-size 50000 --val-size 10000 --n-envs 4 --batch-size 512 --slots 3
@@ -38,9 +38,9 @@ from trainer.kasmina.host import CNNHost
 from trainer.kasmina.model import MorphogeneticModel
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import SEED_BLUEPRINTS, RoundSyncs, count_host_syncs, with_live_seeds
-from trainer.simic.run import build_trainer, lifecycle_config
+from trainer.build import build_trainer, lifecycle_config
 from trainer.simic.runtime import resolve_device
-from trainer.telemetry.syncs import CudaSyncCounter
+from nissa.telemetry.syncs import CudaSyncCounter
 
 
 def bare_models(config: TrainConfig, device: torch.device, round_: int, live_seeds: int) -> list[nn.Module]:

@@ -11,12 +11,10 @@ from leyline.codec import (
 )
 from leyline.commands import Command, CommandRecord, EscalateRequest, RankCommandStatus, StatusChange
 from leyline.enums import (
-    HEAD_NAMES,
     CommandAction,
     CommandStatus,
     EventKind,
     RunStatus,
-    SeedStage,
     Severity,
     TelemetryLevel,
 )
@@ -30,20 +28,28 @@ from leyline.events import (
     Event,
     make_event,
 )
-from leyline.payloads import (
+from leyline.esper import (
+    HEAD_NAMES,
     EpochCompleted,
-    Payload,
-    RunFinished,
-    RunResumed,
-    RunStarted,
+    LSTMHealth,
+    PPOUpdate,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
     SeedPruned,
+    SeedStage,
     SeedStageChanged,
     SlotSnapshot,
 )
 from leyline.payloads_alerts import AlertChanged
+from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
+from leyline.metrics import MAX_METRICS, Metrics, metric_value
+from leyline.payloads import (
+    Payload,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+)
 from leyline.payloads_ops import (
     CommandStatusChanged,
     CompileStats,
@@ -62,8 +68,6 @@ from leyline.payloads_policy import (
     DebugLayerStats,
     GradientHealth,
     LayerStat,
-    LSTMHealth,
-    PPOUpdate,
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]

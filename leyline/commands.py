@@ -6,6 +6,7 @@ from typing import Annotated
 
 import msgspec
 
+from leyline.calls import MAX_ARGS, CallValue, CommandName
 from leyline.enums import CommandAction, CommandStatus, ProfileTarget
 from leyline.events import RunId
 from leyline.payloads import Scalar, Step
@@ -49,7 +50,26 @@ class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     profile_memory: bool = False
     """Profile windows: record tensor allocations and frees (memory timeline)."""
 
+    phase: CommandName | None = None
+    """Action ``profile``, target ``update``: the phase of the run's own to record (``with run.phase(name)``);
+    None: the update (Esper's PPO update, or a loop's phase named ``update``)."""
+    name: CommandName | None = None
+    """Action ``call``: which of the run's own commands (the server checks it against the run's declaration)."""
+    args: Annotated[dict[CommandName, CallValue], msgspec.Meta(max_length=MAX_ARGS)] = {}
+    """Action ``call``: its arguments by name."""
+
     def __post_init__(self) -> None:
+        if (self.action is CommandAction.CALL) != (self.name is not None):
+            raise ValueError("action 'call' needs 'name' (a command the run declared); other actions take no 'name'")
+        if self.phase is not None and self.target != "update":
+            raise ValueError("'phase' belongs to action 'profile' with target 'update'")
+        if self.args and self.action is not CommandAction.CALL:
+            raise ValueError("'args' belong to action 'call'")
+        if self.action is CommandAction.CALL:
+            if (self.epochs is not None or self.batches is not None or self.through_update or self.target is not None
+                    or self.record_shapes or self.with_stack or self.profile_memory):
+                raise ValueError("action 'call' takes 'name' and 'args' (and 'reason') only")
+            return
         if self.action is not CommandAction.PROFILE and (self.record_shapes or self.with_stack
                                                           or self.profile_memory):
             raise ValueError("'record_shapes', 'with_stack' and 'profile_memory' belong to action 'profile'")
@@ -90,6 +110,11 @@ class Command(msgspec.Struct, kw_only=True):
     record_shapes: bool = False
     with_stack: bool = False
     profile_memory: bool = False
+    phase: str | None = None
+    """Profile windows of target ``update``: the phase to record (None: the update)."""
+    name: str | None = None
+    """Action ``call``: the run's own command to run."""
+    args: dict[str, CallValue] = {}
 
 
 class StatusChange(msgspec.Struct, kw_only=True):
@@ -135,4 +160,8 @@ class CommandRecord(msgspec.Struct, kw_only=True):
     message: str = ""
     history: list[StatusChange] = []
     ranks: list[RankCommandStatus] = []
+    phase: str | None = None
+    name: str | None = None
+    """Action ``call``: the run's own command called."""
+    args: dict[str, CallValue] = {}
     """Each rank's status, in rank order (runs of several ranks only)."""

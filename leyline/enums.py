@@ -32,6 +32,7 @@ class EventKind(str, enum.Enum):
     HEARTBEAT = "heartbeat"
     RUN_RESUMED = "run_resumed"
     ALERT = "alert"
+    METRICS = "metrics"
 
 
 class Severity(str, enum.Enum):
@@ -49,20 +50,6 @@ class Severity(str, enum.Enum):
 
 
 _SEVERITY_ORDER = {s: i for i, s in enumerate(Severity)}
-
-
-class SeedStage(str, enum.Enum):
-    """Lifecycle stage of a seed in a slot (legal transitions live in ``trainer.kasmina``)."""
-
-    DORMANT = "DORMANT"
-    GERMINATED = "GERMINATED"
-    TRAINING = "TRAINING"
-    BLENDING = "BLENDING"
-    HOLDING = "HOLDING"
-    FOSSILIZED = "FOSSILIZED"
-    PRUNED = "PRUNED"
-    EMBARGOED = "EMBARGOED"
-    RESETTING = "RESETTING"
 
 
 class TelemetryLevel(str, enum.Enum):
@@ -89,6 +76,8 @@ class CommandAction(str, enum.Enum):
     CHECKPOINT = "checkpoint"
     STOP = "stop"
     STACKS = "stacks"
+    CALL = "call"
+    """A command the run declared itself (``name`` and ``args``; see ``leyline.calls``)."""
 
 
 class CommandStatus(str, enum.Enum):
@@ -151,19 +140,6 @@ _AFTER_FINISH = {
     "failed": RunStatus.FAILED,
 }
 _ENDED = frozenset(_AFTER_FINISH.values())
-
-
-# Static order of the policy's factored action heads; every tensor of heads follows it.
-HEAD_NAMES: tuple[str, ...] = (
-    "op",
-    "slot",
-    "blueprint",
-    "style",
-    "tempo",
-    "alpha_target",
-    "alpha_speed",
-    "alpha_curve",
-)
 
 
 ProfileTarget = Literal["batches", "update"]

@@ -15,77 +15,21 @@ from typing import Annotated, Union
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.payloads import (
-    MAX_INT,
-    EpochCompleted,
-    Payload,
-    RunFinished,
-    RunResumed,
-    RunStarted,
-    SeedFossilized,
-    SeedGateEvaluated,
-    SeedGerminated,
-    SeedPruned,
-    SeedStageChanged,
-)
-from leyline.payloads_alerts import AlertChanged
-from leyline.payloads_ops import (
-    CommandStatusChanged,
-    EventsDropped,
-    Heartbeat,
-    HubHealth,
-    PhaseTiming,
-    ProfileCompleted,
-    ProfileStarted,
-    TelemetryLevelChanged,
-)
-from leyline.payloads_policy import (
-    AnomalyDetected,
-    DebugLayerStats,
-    GradientHealth,
-    LSTMHealth,
-    PPOUpdate,
-)
+from leyline.kinds import KINDS
+from leyline.payloads import MAX_INT, Payload
 
 SCHEMA_VERSION = 1
 SERVER_RANK = -1  # events the server itself authors (command queued/expired) use this rank
 
-PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {
-    cls.KIND: cls
-    for cls in (
-        RunStarted, RunFinished, EpochCompleted, SeedGerminated, SeedStageChanged,
-        SeedGateEvaluated, SeedFossilized, SeedPruned, PPOUpdate, GradientHealth, LSTMHealth,
-        AnomalyDetected, TelemetryLevelChanged, DebugLayerStats, ProfileStarted,
-        ProfileCompleted, PhaseTiming, CommandStatusChanged, EventsDropped, HubHealth, Heartbeat, RunResumed,
-        AlertChanged,
-    )
-}
-assert set(PAYLOAD_TYPES) == set(EventKind), "every kind needs exactly one payload type"
+PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {kind: spec.payload for kind, spec in KINDS.items()}
 
 AnyPayload = Union[tuple(PAYLOAD_TYPES.values())]  # type: ignore[valid-type]
 
-# Kinds the hub may drop under overload (each drop counted); every other kind is critical.
-METRIC_KINDS: frozenset[EventKind] = frozenset(
-    {
-        EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE, EventKind.GRADIENT_HEALTH,
-        EventKind.LSTM_HEALTH, EventKind.DEBUG_LAYER_STATS, EventKind.PHASE_TIMING,
-        EventKind.HUB_HEALTH, EventKind.HEARTBEAT,
-    }
-)
+# Read from the kind table (``leyline.kinds``), never listed again.
+METRIC_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if not spec.critical)
+"""Kinds the hub may drop under overload (each drop counted); every other kind is critical."""
 CRITICAL_KINDS: frozenset[EventKind] = frozenset(EventKind) - METRIC_KINDS
-
-DEFAULT_SEVERITY: dict[EventKind, Severity] = {
-    **{k: Severity.INFO for k in EventKind},
-    EventKind.HEARTBEAT: Severity.DEBUG,
-    EventKind.HUB_HEALTH: Severity.DEBUG,
-    EventKind.DEBUG_LAYER_STATS: Severity.DEBUG,
-    EventKind.GRADIENT_HEALTH: Severity.DEBUG,
-    EventKind.LSTM_HEALTH: Severity.DEBUG,
-    EventKind.PHASE_TIMING: Severity.DEBUG,
-    EventKind.ANOMALY_DETECTED: Severity.WARNING,
-    EventKind.EVENTS_DROPPED: Severity.WARNING,
-    EventKind.ALERT: Severity.WARNING,
-}
+DEFAULT_SEVERITY: dict[EventKind, Severity] = {kind: spec.severity for kind, spec in KINDS.items()}
 
 # ``$(?!\n)``: a plain ``$`` would also match before a final newline. A run id names a directory
 # (``<log-dir>/<run_id>/``): no separator, and not ``.``, ``..`` or any other name made of dots only.

@@ -6,7 +6,8 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from leyline.enums import EventKind, SeedStage
+from leyline.calls import Declared
+from leyline.enums import EventKind
 
 # Flat, JSON-safe values: what a config entry or a command result may hold.
 Scalar = str | int | float | bool | None
@@ -41,6 +42,8 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     log_dir: str = ""
     world_size: int = 1
     """Ranks of the run (torchrun's WORLD_SIZE); each rank sends its own ``run_started``."""
+    commands: Declared = []
+    """Commands of the run's own it takes (``action`` ``call``); rank 0's declaration is the run's."""
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):
@@ -76,94 +79,3 @@ class RunResumed(Payload, kw_only=True, frozen=True):
     checkpoint_seq: int = 0
     """The last ``seq`` this rank had logged when the checkpoint was taken."""
     pid: int = 0
-
-
-class SlotSnapshot(msgspec.Struct, kw_only=True, frozen=True):
-    """One slot of one env at the end of an epoch; ``stage`` None means the slot is empty.
-    ``contribution``: the seed's counterfactual contribution this epoch, validation accuracy with
-    the seed minus without it (None while the seed is not blended in)."""
-
-    slot: str
-    stage: SeedStage | None = None
-    seed_id: str | None = None
-    blueprint: str | None = None
-    alpha: float = 0.0
-    contribution: float | None = None
-
-
-class EpochCompleted(Payload, kw_only=True, frozen=True):
-    """One env finished one epoch: its validation accuracy and loss, and each slot's seed."""
-
-    KIND: ClassVar[EventKind] = EventKind.EPOCH_COMPLETED
-    round: int = 0
-    accuracy: float
-    val_loss: float | None
-    """None when the loss was not finite (JSON has no NaN): the epoch is still reported."""
-    train_loss: float | None = None
-    reward: float | None = None
-    action: str | None = None
-    seeds: list[SlotSnapshot] = []
-    host_params: int | None = None
-    """Parameters of the env's host (what the seeds' parameters are measured against)."""
-    fossilized_params: int = 0
-    """Parameters the env's fossilized seeds added to its host."""
-
-
-# --- seed lifecycle --------------------------------------------------------------------------
-
-
-class SeedGerminated(Payload, kw_only=True, frozen=True):
-    """A seed module was created in an empty slot."""
-
-    KIND: ClassVar[EventKind] = EventKind.SEED_GERMINATED
-    slot: str
-    seed_id: str
-    blueprint: str
-    params: int
-
-
-class SeedStageChanged(Payload, kw_only=True, frozen=True):
-    """A seed moved along a legal lifecycle transition."""
-
-    KIND: ClassVar[EventKind] = EventKind.SEED_STAGE_CHANGED
-    slot: str
-    seed_id: str
-    from_stage: SeedStage
-    to_stage: SeedStage
-    reason: str = ""
-
-
-class SeedGateEvaluated(Payload, kw_only=True, frozen=True):
-    """A lifecycle gate (G1, G2, G3, G5) was checked for a seed."""
-
-    KIND: ClassVar[EventKind] = EventKind.SEED_GATE_EVALUATED
-    slot: str
-    seed_id: str
-    gate: Literal["G1", "G2", "G3", "G5"]
-    passed: bool
-    reason: str = ""
-
-
-class SeedFossilized(Payload, kw_only=True, frozen=True):
-    """A seed was kept for good."""
-
-    KIND: ClassVar[EventKind] = EventKind.SEED_FOSSILIZED
-    slot: str
-    seed_id: str
-    blueprint: str
-    params: int
-    contribution: float | None = None
-    """Its counterfactual contribution (accuracy with minus without it) when it was fossilized."""
-    host_params: int | None = None
-    """Parameters of the host it joined: its cost is ``params / host_params``."""
-
-
-class SeedPruned(Payload, kw_only=True, frozen=True):
-    """A seed was removed; its slot goes through embargo before it can be used again."""
-
-    KIND: ClassVar[EventKind] = EventKind.SEED_PRUNED
-    slot: str
-    seed_id: str
-    blueprint: str
-    reason: str = ""
-    contribution: float | None = None

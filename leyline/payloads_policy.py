@@ -1,4 +1,4 @@
-"""Payloads of the policy update and the health collectors."""
+"""Payloads of the health collectors: gradient norms, per-layer statistics, anomalies."""
 
 from __future__ import annotations
 
@@ -8,33 +8,6 @@ import msgspec
 
 from leyline.enums import EventKind
 from leyline.payloads import Payload
-
-
-class PPOUpdate(Payload, kw_only=True, frozen=True):
-    """One PPO update of the policy: losses, KL, clipping, entropy per head, value fit."""
-
-    KIND: ClassVar[EventKind] = EventKind.PPO_UPDATE
-    round: int
-    policy_loss: float
-    value_loss: float
-    entropy: dict[str, float]
-    approx_kl: float
-    clip_fraction: float
-    explained_variance: float | None
-    ratio_min: float
-    ratio_max: float
-    grad_norm: float
-    update_epochs: int
-    early_stopped: bool = False
-    mean_reward: float | None = None
-    episode_return: float | None = None
-    value_std: float | None = None
-    """Spread (std) of the critic's estimates over the round's decisions, in return units."""
-    return_std: float | None = None
-    """Spread (std) of the returns those estimates track."""
-    policy_digest: str | None = None
-    """Digest of the policy's weights after the update, in runs of several ranks (the same on every rank:
-    one policy); None alone."""
 
 
 class GradientHealth(Payload, kw_only=True, frozen=True):
@@ -51,19 +24,6 @@ class GradientHealth(Payload, kw_only=True, frozen=True):
     ema_norm: float | None = None
     drift: float | None = None
     ratio: float | None = None
-
-
-class LSTMHealth(Payload, kw_only=True, frozen=True):
-    """Norms of the policy LSTM's hidden and cell states, and whether they are finite."""
-
-    KIND: ClassVar[EventKind] = EventKind.LSTM_HEALTH
-    h_norm: float
-    c_norm: float
-    h_max: float
-    c_max: float
-    nonfinite: bool = False
-    exploding: bool = False
-    vanishing: bool = False
 
 
 class AnomalyDetected(Payload, kw_only=True, frozen=True):

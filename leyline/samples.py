@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from leyline.enums import CommandAction, CommandStatus, EventKind, SeedStage, TelemetryLevel
+from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
 from leyline.events import PAYLOAD_TYPES, Event, make_event
-from leyline.payloads import (
+from leyline.esper import (
     EpochCompleted,
-    Payload,
-    RunFinished,
-    RunResumed,
-    RunStarted,
+    LSTMHealth,
+    PPOUpdate,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
     SeedPruned,
+    SeedStage,
     SeedStageChanged,
     SlotSnapshot,
 )
 from leyline.payloads_alerts import AlertChanged
+from leyline.metrics import Metrics
+from leyline.payloads import (
+    Payload,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+)
 from leyline.payloads_ops import (
     CommandStatusChanged,
     EventsDropped,
@@ -36,8 +42,6 @@ from leyline.payloads_policy import (
     DebugLayerStats,
     GradientHealth,
     LayerStat,
-    LSTMHealth,
-    PPOUpdate,
 )
 
 _SLOTS = [
@@ -86,6 +90,7 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
         HubHealth(queue_depth=2, logged=100, sent=98, acked=97, dropped={}, reconnects=0,
                   connected=True),
         Heartbeat(uptime_s=30.0),
+        Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
         RunResumed(checkpoint="round-000002", path="runs/r/checkpoints/round-000002", round=2,
                    checkpoint_step=384, checkpoint_epoch=24, checkpoint_seq=310, pid=4242),
         AlertChanged(alert_id="a1", rule="stuck", condition="hang", state="firing", subject="rank 1",

@@ -10,7 +10,8 @@ together with the envelope's ``env`` and ``rank``::
     epoch_completed.seeds.alpha{env=0,rank=0,seed_id=s3,slot=r0c0}
     ppo_update.entropy.op{rank=0}
 
-A numeric field added to a payload later is a series with no further change. ``None`` ("not measured")
+A numeric field added to a payload later is a series with no further change. A loop's free-form
+``metrics`` event is the one exception: each of its values is the series of its own name. ``None`` ("not measured")
 is no point; NaN and infinity are points. ``marker_of`` says what happened to a run (a command applied,
 an anomaly, a seed fossilized or pruned, a resume, the end), for the markers on its charts.
 """
@@ -233,13 +234,25 @@ def found_in(payload: object, kind: str, rank: int, env: int | None) -> _Found:
     if env is not None:
         envelope["env"] = str(env)
     found: _Found = []
-    _walk(payload, kind, envelope, found)
+    if kind == "metrics":
+        _metrics(payload, envelope, found)
+    else:
+        _walk(payload, kind, envelope, found)
     return found
 
 
 def key_of(name: str, labels: dict[str, str]) -> str:
     """``format_key``, remembered: the same few series recur in every event."""
     return _key(name, labels)
+
+
+def _metrics(payload: object, labels: dict[str, str], out: _Found) -> None:
+    """A loop's ``metrics`` (``run.log``): each value is the series of its own name (``loss``, not
+    ``metrics.values.loss``), labelled by the event's labels; ``"nan"`` and ``"inf"`` are points too."""
+    own = {**labels, **payload.labels} if payload.labels else labels  # type: ignore[attr-defined]
+    for name, value in payload.values.items():  # type: ignore[attr-defined]
+        if len(out) < MAX_POINTS_PER_EVENT:
+            out.append((name, own, float(value)))
 
 
 def _key(name: str, labels: dict[str, str]) -> str:

@@ -16,14 +16,17 @@ import msgspec
 
 from leyline import (
     Command,
+    CommandAction,
     CommandRecord,
     CommandStatus,
     CommandStatusChanged,
     EscalateRequest,
+    RunStarted,
     RunStatus,
     SERVER_RANK,
     Severity,
 )
+from leyline.calls import check_call
 from leyline.commands import is_trainer_command
 from nissa_server.batches import add_server_event
 from nissa_server.runs import RunState
@@ -41,6 +44,22 @@ class CommandError(Exception):
         super().__init__(detail)
         self.status_code = status_code
         self.detail = detail
+
+
+_started = msgspec.json.Decoder(RunStarted)
+
+
+def _bad_call(conn: Conn, run: RunState, req: EscalateRequest) -> CommandError | None:
+    """A ``call`` the run did not declare, or with arguments its declaration refuses (rank 0's ``run_started``)."""
+    if req.action is not CommandAction.CALL:
+        return None
+    row = conn.execute("SELECT config FROM runs WHERE run_key = ?", (run.run_key,)).fetchone()
+    declared = _started.decode(row[0]).commands if row is not None and row[0] else []
+    try:
+        check_call(declared, req.name or "", req.args)
+    except ValueError as err:
+        return CommandError(422, str(err))
+    return None
 
 
 class CommandSink(Protocol):
@@ -74,6 +93,10 @@ class CommandService:
                                                       "body") if earlier[1] != request
                                     else (earlier[0], False, CommandStatus(earlier[2])))
                     return
+            refused = _bad_call(conn, run, req)
+            if refused is not None:
+                write.result = refused
+                return
             queued = self.queue_in(conn, write, run, req, key)
             write.result = queued if isinstance(queued, CommandError) else (queued, True, CommandStatus.QUEUED)
 

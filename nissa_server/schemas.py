@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from leyline import CommandStatus, HubHealth, RunFinished, RunStatus
+from leyline.calls import CommandSpec
 from leyline.payloads import Scalar
 
 
@@ -67,6 +68,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     without finishing" (failed)."""
     ranks: list[RankInfo] = []
     """Each rank's state, by rank."""
+    commands: list[CommandSpec] = []
+    """Commands of the run's own it declared when it started (``POST /escalate {"action": "call", ...}``)."""
 
 
 class DeletedRun(msgspec.Struct, kw_only=True):

@@ -1,4 +1,5 @@
-"""trainer, nissa_server and tui never import each other; leyline imports none of them; tui never imports torch."""
+"""trainer, nissa_server and tui never import each other; leyline imports none of them; tui never imports torch;
+the nissa client stands on leyline only, and of the others only trainer may use it."""
 
 import ast
 import pathlib
@@ -7,10 +8,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "leyline": {"trainer", "nissa_server", "tui", "torch", "fastapi", "textual"},
+    "leyline": {"nissa", "trainer", "nissa_server", "tui", "torch", "fastapi", "textual"},
+    "nissa": {"trainer", "nissa_server", "tui", "fastapi", "textual"},
     "trainer": {"nissa_server", "tui", "fastapi", "textual"},
-    "nissa_server": {"trainer", "tui", "torch", "textual"},
-    "tui": {"trainer", "nissa_server", "torch"},
+    "nissa_server": {"nissa", "trainer", "tui", "torch", "textual"},
+    "tui": {"nissa", "trainer", "nissa_server", "torch"},
 }
 
 
@@ -33,3 +35,30 @@ def test_package_boundaries(package):
         if bad:
             offenders.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not offenders, "\n".join(offenders)
+
+
+def _trainer_parts(path: pathlib.Path) -> set[str]:
+    """The ``trainer`` subpackages (or top-level modules) that ``path`` imports, at any depth."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    parts: set[str] = set()
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        parts.update(n.split(".")[1] for n in names if n.startswith("trainer.") and "." in n)
+    return parts
+
+
+def test_trainer_subpackages_form_no_circle():
+    """The wiring lives in ``trainer.build`` and ``trainer.cli``, above the algorithm packages: no package of
+    ``trainer`` imports, directly or through others, one that imports it back."""
+    graph: dict[str, set[str]] = {}
+    for path in (ROOT / "trainer").rglob("*.py"):
+        rel = path.relative_to(ROOT / "trainer").parts
+        part = rel[0].removesuffix(".py")
+        graph.setdefault(part, set()).update(_trainer_parts(path) - {part})
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph.get(start, ()))
+
+    circles = sorted(p for p in graph if reaches(p, p, {p}))
+    assert not circles, f"trainer packages in an import circle: {circles}"

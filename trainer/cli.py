@@ -7,33 +7,30 @@ import logging
 import os
 import pathlib
 import platform
-import re
-import secrets
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-import msgspec
 
 from leyline import RunFinished, RunStarted, TelemetryLevel
-from leyline.events import RunId
 from leyline.commands import MAX_PROFILE_BATCHES
 
-from trainer.hub import HubConfig
-from trainer.hub.rest import ServerUnavailable
-from trainer.hub.runlog import LogCorrupt
-from trainer.hub.secret import SecretError, run_secret
-from trainer.hub.upload import UploadResult, upload_run
-from trainer.ranks import RankError, Ranks, RanksConfig
-from trainer.runtime import Runtime, RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.hub.rest import ServerUnavailable
+from nissa.hub.runlog import LogCorrupt
+from nissa.hub.secret import SecretError
+from nissa.hub.upload import UploadResult, upload_run
+from nissa.ranks import RankError, Ranks, RanksConfig
+from nissa.join import agree_on_run, checked_run_id
+from nissa.runtime import Runtime
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.
 
 if TYPE_CHECKING:
-    from trainer.checkpoint import Checkpointer
+    from trainer.build import EsperRun, Hosting
     from trainer.checkpoint.resume import ResumePoint
     from trainer.simic.config import TrainConfig
 
@@ -68,17 +65,8 @@ def _say(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-def new_run_id(name: str) -> str:
-    """``<name>-<utc time>-<random>``: unique, sortable, and a valid leyline RunId."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:64] or "run"
-    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
-
-
 def _checked_run_id(value: str) -> str:
-    try:
-        return msgspec.convert(value, RunId)
-    except msgspec.ValidationError:
-        raise ValueError(f"--run-id: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -, not dots only") from None
+    return checked_run_id(value, "--run-id")
 
 
 def train_parser() -> argparse.ArgumentParser:
@@ -154,7 +142,7 @@ def _interrupt_on_sigterm() -> None:
 def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argparse.Namespace) -> RunStarted:
     import torch
 
-    from trainer.simic.run import resolve_device
+    from trainer.build import resolve_device
 
     flat = config.as_flat_dict()
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
@@ -171,7 +159,7 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
-    from trainer.telemetry.stragglers import StragglerConfig
+    from nissa.telemetry.stragglers import StragglerConfig
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
     if not 0.1 <= args.heartbeat <= 3600:
         raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
@@ -179,16 +167,17 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
 
 
-def _start_runtime(parser: argparse.ArgumentParser, config: RuntimeConfig) -> Runtime:
-    """The hub opens the run log first: a log dir it cannot write, or a log it cannot continue, is the
-    flag's fault and gets one line."""
-    hub = config.hub
+def _build(parser: argparse.ArgumentParser, config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
+    """The run, from the composition root. The hub opens the run log first: a log dir it cannot write, or a
+    log it cannot continue, is the flag's fault and gets one line."""
+    from trainer.build import build_run
+
     try:
-        return build_runtime(config)
+        return build_run(config, ranks, hosting)
     except LogCorrupt as err:
-        parser.error(f"--run-id {hub.run_id}: its existing log cannot be continued: {err}")
+        parser.error(f"--run-id {hosting.hub.run_id}: its existing log cannot be continued: {err}")
     except OSError as err:
-        _log_dir_error(parser, hub.log_dir, err)
+        _log_dir_error(parser, hosting.hub.log_dir, err)
 
 
 def _log_dir_error(parser: argparse.ArgumentParser, log_dir: object, err: OSError) -> NoReturn:
@@ -209,28 +198,12 @@ def _join(parser: argparse.ArgumentParser, args: argparse.Namespace, device: str
 def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks) -> str:
     """Rank 0 chooses the run id and creates the run directory with its stream secret; every rank gets
     both through the process group (a rank on another machine writes the secret into its own log dir)."""
-    chosen: tuple[str, str] | None = None
-    if ranks.is_main:
-        run_id = _checked_run_id(args.run_id) if args.run_id else new_run_id(args.run_name)
-        try:
-            chosen = (run_id, run_secret(pathlib.Path(args.log_dir) / run_id))
-        except (OSError, SecretError) as err:
-            ranks.agree(None)  # the others stop too
-            if isinstance(err, OSError):
-                _log_dir_error(parser, args.log_dir, err)
-            parser.error(f"--log-dir {args.log_dir}: {err}")
-    chosen = ranks.agree(chosen)
-    if chosen is None:
-        parser.error(f"--log-dir {args.log_dir}: rank 0 could not create the run directory")
-    run_id, secret = chosen
-    if not ranks.is_main:
-        try:
-            run_secret(pathlib.Path(args.log_dir) / run_id, secret)
-        except OSError as err:
-            _log_dir_error(parser, args.log_dir, err)
-        except SecretError as err:
-            parser.error(f"--log-dir {args.log_dir}: {err}")
-    return run_id
+    try:
+        return agree_on_run(ranks, pathlib.Path(args.log_dir), args.run_id, args.run_name)
+    except OSError as err:
+        _log_dir_error(parser, args.log_dir, err)
+    except (SecretError, ValueError) as err:
+        parser.error(f"--log-dir {args.log_dir}: {err}")
 
 
 def _train(argv: Sequence[str]) -> int:
@@ -270,24 +243,26 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     """One rank's run, from agreeing on its id to its last line."""
     import dataclasses
 
+    from trainer.build import Hosting
+    from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
     from trainer.data import DataError
+    from trainer.diagnostics import install_diagnostics
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
-    from trainer.diagnostics import install_diagnostics
-    from trainer.simic.run import run_training
-    from trainer.telemetry import install_profiling, install_rank_checks
 
     config = dataclasses.replace(config, device=ranks.device_name(config.device))
     run_id = _agree_on_run(parser, args, ranks)
     hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                     rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue, heartbeat_s=args.heartbeat)
-    runtime = _start_runtime(parser, RuntimeConfig(hub=hub, level=TelemetryLevel(args.telemetry_level),
-                                                   ranks=ranks, env_base=ranks.rank * config.n_envs))
+    hosting = Hosting(hub=hub, level=TelemetryLevel(args.telemetry_level), straggler_factor=args.straggler_factor,
+                      straggler_epochs=args.straggler_epochs,
+                      checkpoints=CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints))
+    run = _build(parser, config, ranks, hosting)
+    runtime, checkpoints = run.runtime, run.checkpoints
     if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
         parser.exit(2, f"{parser.prog}: error: {refused}\n" if refused else "")
     point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None
-    checkpoints = _checkpointer(runtime, args, config)
     remember_server(hub.run_dir, args.server)
     _say(f"run id: {run_id}")
     _say(f"run log: {hub.log_path}")
@@ -306,10 +281,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
             resumed = point.resumed()
             runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
         # After run_started: it may open windows. Both flags: the update window waits for the first.
-        install_profiling(runtime, profile_batches=args.profile, profile_update=args.profile_update)
-        install_rank_checks(runtime, straggler_factor=args.straggler_factor, straggler_epochs=args.straggler_epochs)
-        summary = run_training(config, runtime, ranks=ranks, checkpoints=checkpoints,
-                               resume=None if point is None else point.state)
+        run.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
+        summary = run.train(resume=None if point is None else point.state)
     except KeyboardInterrupt:
         summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
     except RankError as err:  # another rank died or hung: this one cannot go on alone
@@ -343,22 +316,6 @@ def _resume_point(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
         return resume_point(run_dir, args.checkpoint, ranks, rounds)
     except CheckpointError as err:
         parser.error(str(err))
-
-
-def _checkpointer(runtime: Runtime, args: argparse.Namespace, config: TrainConfig) -> Checkpointer:
-    """The run's checkpoints, under its run directory; the checkpoint and stop commands go to them."""
-    from trainer.checkpoint import CheckpointConfig, Checkpointer
-    from trainer.checkpoint.resume import store_of
-
-    hub, ranks = runtime.hub, runtime.ranks
-    checkpoints = Checkpointer(CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints),
-                               store_of(hub.config.run_dir, ranks.rank), run_config=config.as_flat_dict(),
-                               manifest={"run_id": runtime.run_id, "name": args.run_name,
-                                         "world_size": ranks.world_size},
-                               hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
-                               prunes=ranks.is_main)
-    checkpoints.register(runtime.commands)
-    return checkpoints
 
 
 def _upload(argv: Sequence[str]) -> int:

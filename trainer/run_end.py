@@ -7,7 +7,7 @@ import pathlib
 
 from leyline import RunFinished
 
-from trainer.hub import DeliveryReport
+from nissa.hub import DeliveryReport
 
 
 def end_lines(run_id: str, rank: int | None, summary: RunFinished, report: DeliveryReport, run_dir: pathlib.Path,

@@ -226,14 +226,16 @@ class NissaClient:
 
     async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
                        batches: int | None = None, through_update: bool = False, target: str | None = None,
-                       reason: str | None = None, recording: tuple[str, ...] = ()) -> str:
+                       reason: str | None = None, recording: tuple[str, ...] = (), name: str | None = None,
+                       args: dict[str, object] | None = None) -> str:
         """``POST /escalate``; returns the new command's id.
 
         Fields left unset are not sent, so the server's own rules decide what a request may
         combine (``through_update`` belongs to a debug window; a profile window refuses it).
         """
         body: dict[str, object] = {"run_id": run_id, "action": action.value}
-        for key, value in (("epochs", epochs), ("batches", batches), ("target", target), ("reason", reason)):
+        for key, value in (("epochs", epochs), ("batches", batches), ("target", target), ("reason", reason),
+                           ("name", name), ("args", args)):
             if value is not None:
                 body[key] = value
         if through_update:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from leyline import (
     AlertChanged,
+    Metrics,
     AnomalyDetected,
     CommandStatusChanged,
     DebugLayerStats,
@@ -47,7 +48,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.TELEMETRY_LEVEL_CHANGED: "level", EventKind.DEBUG_LAYER_STATS: "layers",
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
-    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT",
+    EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT", EventKind.METRICS: "metrics",
 }
 
 
@@ -172,6 +173,7 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     HubHealth: _hub,  # type: ignore[dict-item]
     Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
     AlertChanged: lambda p: f"{p.state} {p.rule}: {p.message}",
+    Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),
 }
 
 
@@ -201,7 +203,7 @@ class LogLine:
     @property
     def plain(self) -> str:
         env = f"env{self.env}" if self.env is not None else ""
-        return f"e{self.epoch:<3d} {env:<5} {SHORT_KIND[self.kind]:<7} {self.text}"
+        return f"e{self.epoch:<3d} {env:<5} {SHORT_KIND.get(self.kind, self.kind.value):<7} {self.text}"
 
 
 @dataclass(frozen=True)

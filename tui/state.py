@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from leyline import (
     AlertChanged,
+    Metrics,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
@@ -41,6 +42,7 @@ from leyline import (
 
 from tui.alerts import AlertTracker
 from tui.format import LogLine, describe
+from tui.loop import LoopView
 from tui.ranks import RankTracker
 
 
@@ -160,6 +162,8 @@ class RunState:
         """Each rank of a run of several (torchrun)."""
         self.alerts = AlertTracker()
         """The server's alerts on the run."""
+        self.loop = LoopView()
+        """Its metrics and declared commands (any loop's run)."""
         self.dirty: set[str] = set()
 
     # --- folding ---------------------------------------------------------------------------
@@ -226,6 +230,11 @@ class RunState:
         return max(reported, self.dropped_reported)
 
     @property
+    def esper(self) -> bool:
+        """Esper's own kinds arrived (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
+        return bool(self.envs or self.timeline or self.ppo or self.lstm)
+
+    @property
     def pending_commands(self) -> list[CommandView]:
         return [c for c in self.commands.values() if not c.status.terminal]
 
@@ -233,6 +242,8 @@ class RunState:
 def _on_run_started(state: RunState, event: Event) -> None:
     p: RunStarted = event.payload  # type: ignore[assignment]
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
+    if event.rank == 0:
+        state.loop.declared = list(p.commands)
     level = p.config.get("telemetry_level")
     if state.level is None and isinstance(level, str) and level.upper() in TelemetryLevel.__members__:
         state.level = TelemetryLevel[level.upper()]  # the starting level, until a change says otherwise
@@ -347,6 +358,11 @@ def _on_alert(state: RunState, event: Event) -> None:
     state.dirty.update(("alerts", "ranks"))
 
 
+def _on_metrics(state: RunState, event: Event) -> None:
+    state.loop.fold(event)
+    state.dirty.add("metrics")
+
+
 _HANDLERS = {
     AlertChanged: _on_alert,
     RunStarted: _on_run_started,
@@ -369,4 +385,5 @@ _HANDLERS = {
     ProfileCompleted: _on_profile_completed,
     HubHealth: _on_hub,
     EventsDropped: _on_dropped,
+    Metrics: _on_metrics,
 }

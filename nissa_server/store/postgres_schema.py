@@ -101,7 +101,7 @@ def _v1(conn: psycopg.Connection) -> None:
 
 
 def _v2(conn: psycopg.Connection) -> None:
-    # As SQLite's v5: only the rare kinds are indexed by kind (see store.sql.INDEXED_KINDS).
+    # As SQLite's v5: only the rare kinds are indexed by kind (``indexed`` in ``leyline.kinds``).
     conn.execute("DROP INDEX events_kind")
     conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")  # type: ignore[arg-type]
 

@@ -20,7 +20,7 @@ _finished = msgspec.json.Decoder(RunFinished)
 _health = msgspec.json.Decoder(HubHealth)
 _history = msgspec.json.Decoder(list[StatusChange])
 _result = msgspec.json.Decoder(dict[str, Scalar])
-_request = msgspec.json.Decoder(dict[str, Scalar])
+_request = msgspec.json.Decoder(dict[str, Scalar | dict[str, Scalar]])  # a call's "args" is the one mapping
 
 MAX_RANK = 65535
 BLOCK_PAGE = 64
@@ -77,6 +77,7 @@ def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
         device=start.device if start else None, finish=_finished.decode(finish) if finish else None,
         hub_health=_health.decode(health) if health else None, stored_bytes=stored, world_size=world,
         status_detail=why, ranks=_ranks(conn, key, last_seq, held_ranks),
+        commands=start.commands if start else [],
     )
 
 
@@ -209,6 +210,7 @@ def _record(row: tuple) -> CommandRecord:
         through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
         record_shapes=bool(req.get("record_shapes")), with_stack=bool(req.get("with_stack")),
         profile_memory=bool(req.get("profile_memory")), applied_step=step,
+        name=req.get("name"), args=req.get("args") or {}, phase=req.get("phase"),
         result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
     )
 
@@ -251,7 +253,7 @@ def _command(rec: CommandRecord) -> Command:
     return Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
                    batches=rec.batches, through_update=rec.through_update, target=rec.target, reason=rec.reason,
                    created_at=rec.created_at, record_shapes=rec.record_shapes, with_stack=rec.with_stack,
-                   profile_memory=rec.profile_memory)
+                   profile_memory=rec.profile_memory, name=rec.name, args=rec.args, phase=rec.phase)
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import msgspec
 
 from leyline import (
+    INDEXED_KINDS,
     CommandRecord,
     CommandStatus,
     CommandStatusChanged,
@@ -38,16 +39,12 @@ OPEN_COMMAND_STATUSES = ("queued", "delivered", "applied")
 MAX_CHUNK = 256
 """Rows in one statement of many (six values each at most: far below SQLite's limit on parameters)."""
 
-INDEXED_KINDS = ("anomaly_detected", "command_status", "events_dropped", "profile_completed", "profile_started",
-                 "run_finished", "run_started", "seed_fossilized", "seed_gate_evaluated", "seed_germinated",
-                 "seed_pruned", "seed_stage_changed", "telemetry_level_changed")
-"""Kinds stored a second time, one row each, in ``rare_events``: the critical ones (lifecycle, anomalies,
-commands), rare and asked for by kind. Metric kinds are the bulk of a run: a query for them reads the run's
-blocks in order, most of which it returns anyway. Fixed with the schema (a kind added later is simply not
-indexed)."""
-INDEXED_KIND_SET = frozenset(INDEXED_KINDS)
-INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in INDEXED_KINDS)
-"""The index's condition, spelled the same in the schema and in the queries that use it."""
+INDEXED_KIND_SET: frozenset[str] = frozenset(kind.value for kind in INDEXED_KINDS)
+"""Kinds stored a second time, one row each, in ``rare_events`` (``leyline.kinds``: ``indexed``): rare and asked
+for by kind. Metric kinds are the bulk of a run: a query for them reads the run's blocks in order, most of which
+it returns anyway."""
+INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in sorted(INDEXED_KIND_SET))
+"""The condition of the (since regrouped) per-event index of schema v5, spelled from the same table."""
 
 
 def next_counter(conn: Conn, name: str, n: int = 1) -> int:

@@ -139,7 +139,7 @@ def _v4(conn: sqlite3.Connection) -> None:
 
 
 def _v5(conn: sqlite3.Connection) -> None:
-    # Only the rare kinds are indexed by kind (see store.sql.INDEXED_KINDS): a metric event stored
+    # Only the rare kinds are indexed by kind (``indexed`` in ``leyline.kinds``): a metric event stored
     # updates one B-tree less.
     conn.execute("DROP INDEX events_kind")
     conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")

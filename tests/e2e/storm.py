@@ -13,7 +13,7 @@ import pathlib
 import sys
 
 from leyline import EpochCompleted, RunFinished, RunStarted, SeedGerminated
-from trainer.hub import HubConfig, NissaHub
+from nissa.hub import HubConfig, NissaHub
 
 
 def main() -> int:

@@ -6,7 +6,7 @@ import pathlib
 
 from leyline import RunFinished
 
-from trainer.hub import DeliveryReport
+from nissa.hub import DeliveryReport
 from trainer.run_end import end_lines
 
 

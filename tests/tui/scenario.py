@@ -40,7 +40,7 @@ from leyline import (
     TopOp,
     make_event,
 )
-from leyline.enums import HEAD_NAMES
+from leyline import HEAD_NAMES
 
 SLOTS = ("r0c0", "r0c1", "r1c0")
 HOST_PARAMS = 52_480

@@ -32,7 +32,7 @@ from leyline import CommandAction
 
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, Written, checkpoint_name
 from trainer.checkpoint.state import Totals, capture
-from trainer.control.commands import CommandContext, CommandProcessor, CommandRejected
+from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
 from trainer.simic.vectorized import VectorizedTrainer
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from leyline import RunResumed
 
 from trainer.checkpoint.control import DEFAULT_EVERY, DEFAULT_KEEP, CheckpointConfig
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, is_checkpoint_name
-from trainer.ranks import Ranks
+from nissa.ranks import Ranks
 from trainer.simic.config import ConfigError, TrainConfig, parse_slots
 
 logger = logging.getLogger(__name__)

@@ -10,13 +10,13 @@ from trainer.diagnostics.stacks import install_stacks
 from trainer.diagnostics.watchdog import StackWatchdog
 
 if TYPE_CHECKING:
-    from trainer.runtime import Runtime
+    from nissa.runtime import Runtime
 
 
 def install_diagnostics(runtime: Runtime, watchdog_s: float) -> Callable[[], None]:
     """``stacks`` commands answered by the hub's thread (their files uploaded when the run has a server),
     and, with ``watchdog_s`` > 0, the stack watchdog; returns what stops the watchdog."""
-    from trainer.telemetry.profile_handler import ArtifactUploader, UploadConfig
+    from nissa.telemetry.profile_handler import ArtifactUploader, UploadConfig
 
     hub = runtime.hub.config
     uploader = (ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token, attempts=2,

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 
 from leyline import Command, CommandAction, CommandStatus, CommandStatusChanged, Payload
 
-from trainer.hub.traces import STACKS_DIR, stacks_name
+from nissa.hub.traces import STACKS_DIR, stacks_name
 
 if TYPE_CHECKING:
-    from trainer.runtime import Runtime
+    from nissa.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

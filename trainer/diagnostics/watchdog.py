@@ -15,7 +15,7 @@ import pathlib
 import threading
 from typing import IO
 
-from trainer.hub.traces import STACKS_DIR, stacks_name
+from nissa.hub.traces import STACKS_DIR, stacks_name
 
 logger = logging.getLogger(__name__)
 

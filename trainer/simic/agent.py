@@ -17,7 +17,7 @@ from torch import nn
 from leyline import HEAD_NAMES
 
 from trainer.kasmina.host import inductor_mode
-from trainer.ranks import Ranks, tensor_bytes
+from nissa.ranks import Ranks, tensor_bytes
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer
 from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer

@@ -3,7 +3,7 @@
 ``with_live_seeds(trainer, n)`` starts every episode with a seed germinated in each of the
 first ``n`` slots of every env (the policy still decides everything after that), so that
 seed cost is part of a measurement. ``count_host_syncs`` runs rounds of the real loop under
-``trainer.telemetry.syncs.HostSyncCounter`` and splits the syncs of the last round into
+``nissa.telemetry.syncs.HostSyncCounter`` and splits the syncs of the last round into
 round setup (fresh hosts), each epoch, and the policy update.
 """
 
@@ -18,7 +18,7 @@ from trainer.hooks import RunHooks
 from trainer.simic.env import Env
 from trainer.simic.vectorized import VectorizedTrainer
 from trainer.tamiyo.actions import Action, Op
-from trainer.telemetry.syncs import HostSyncCounter
+from nissa.telemetry.syncs import HostSyncCounter
 
 SEED_BLUEPRINTS = ("conv_light", "attention", "depthwise")
 # Made once at import: Action.row reads a host table, which a sync counter started later would

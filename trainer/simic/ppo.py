@@ -20,7 +20,7 @@ from torch import nn
 
 from leyline import HEAD_NAMES
 
-from trainer.ranks import Ranks
+from nissa.ranks import Ranks
 from trainer.simic.rollout import RolloutBatch
 from trainer.tamiyo.policy import ActorCritic
 

@@ -4,7 +4,7 @@ Where tensors live is explicit: everything made with ``device=runtime.device`` o
 with ``.to(runtime.device)`` lives on the run's device (models, data, losses, metrics rows, the
 policy's inputs); the loop's bookkeeping (rewards, returns, masks, potentials, stage codes) is
 made from Python values with no device argument and lives on the host on every run. On a GPU
-run, only reading a device tensor on the host is a device→host sync (``trainer.telemetry.syncs``
+run, only reading a device tensor on the host is a device→host sync (``nissa.telemetry.syncs``
 counts them on any device by following this split).
 """
 

@@ -1,12 +1,12 @@
 """Simic telemetry: gradient, LSTM and per-layer health, anomalies, phase timing, profile windows.
 
 Every collector reads the device once per collection and is cheap when the level says
-it should not run. ``trainer.control`` owns levels and commands; the profile handler
+it should not run. ``nissa.control`` owns levels and commands; the profile handler
 here plugs into its command processor.
 """
 
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
-from trainer.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
+from nissa.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
 from trainer.telemetry.ema import BiasCorrectedEMA, Drift, EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientStats,
@@ -18,15 +18,15 @@ from trainer.telemetry.gradients import (
 )
 from trainer.telemetry.install import install_profiling, install_rank_checks, telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
-from trainer.telemetry.phases import PHASES, PhaseTimer
-from trainer.telemetry.profile_handler import (
+from nissa.telemetry.phases import PHASES, PhaseTimer
+from nissa.telemetry.profile_handler import (
     ArtifactUploader,
     ProfileHandler,
     UploadConfig,
     artifact_url,
     profile_at_start,
 )
-from trainer.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
+from nissa.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 __all__ = [

@@ -36,7 +36,7 @@ import torch
 
 from leyline import GradientHealth
 
-from trainer.telemetry.readback import StreamFence, read_all
+from nissa.telemetry.readback import StreamFence, read_all
 
 MIN_TORCH_VERSION = (2, 4)
 

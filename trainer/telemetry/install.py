@@ -1,75 +1,19 @@
-"""Plugging telemetry into a live run: what ``esper-train`` calls once its runtime is built.
-
-    handler = install_profiling(runtime, profile_batches=args.profile)  # --profile N, or None
-    summary = run_training(config, runtime, sites=telemetry_for_training(runtime, config))
-
-registers the ``profile`` command handler with the runtime's command processor (so
-``POST /escalate {"action": "profile", "batches": N}`` opens a window on the live run)
-and, with ``profile_batches``, asks for one window from the start of the run through the
-same command path (``profile_update``: one over the first PPO update). Traces go under
-``<log-dir>/<run_id>/profiles/`` and, when the run has a server, are uploaded to it as
-artifacts. ``telemetry_for_training`` builds the
-loop's collectors for a training config (stride, policy head sizes), escalating through
-the runtime's command path.
+"""Plugging Esper's telemetry into a live run: ``telemetry_for_training`` builds the loop's collectors for a
+training config (stride, policy head sizes), escalating through the runtime's command path. The windows that
+any loop has (``install_profiling``, ``install_rank_checks``) live in ``nissa.telemetry.install``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from leyline import HEAD_NAMES
 
-from leyline import HEAD_NAMES, CommandAction
-
-from trainer.control.agreement import ControlRound
+from nissa.telemetry.install import install_profiling, install_rank_checks
 from trainer.hooks import RunHooks
-from trainer.hub.secret import run_secret
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes
-from trainer.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
-from trainer.telemetry.profiler import ProfileConfig
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
-from trainer.telemetry.stragglers import StragglerCheck, StragglerConfig
 
-if TYPE_CHECKING:
-    from trainer.runtime import Runtime
-
-
-def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, profile_update: bool = False,
-                      config: ProfileConfig | None = None) -> ProfileHandler:
-    """Register the profile handler on ``runtime``; optionally open a window at the start
-    (``profile_batches``) and one over the first PPO update (``profile_update``; after the first)."""
-    hub = runtime.hub.config
-    uploader = None
-    if hub.server:
-        uploader = ArtifactUploader(UploadConfig(server=hub.server, run_id=hub.run_id, token=hub.token,
-                                                 secret=run_secret(hub.run_dir)))
-    handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
-                             config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None)
-    runtime.commands.register(CommandAction.PROFILE, handler)
-    if not runtime.ranks.is_main:
-        return handler  # rank 0 asks for the start windows; the ranks' agreement applies them on every rank
-    if profile_batches is not None:
-        profile_at_start(runtime.commands, hub.run_id, profile_batches)
-    if profile_update:
-        profile_at_start(runtime.commands, hub.run_id, None, reason="--profile-update", target="update")
-    return handler
-
-
-def install_rank_checks(runtime: Runtime, *, straggler_factor: float = 1.5,
-                        straggler_epochs: int = 3) -> StragglerCheck | None:
-    """In a run of several ranks, compare the ranks' step times at every exchange; rank 0 reports the
-    stragglers (once, not once per rank). Alone: nothing to compare, None."""
-    if not runtime.ranks.distributed:
-        return None
-    check = StragglerCheck(StragglerConfig(factor=straggler_factor, epochs=straggler_epochs))
-
-    def observe(agreed: ControlRound) -> None:
-        found = check.run(agreed.step_times)
-        if runtime.ranks.is_main:
-            for anomaly in found:
-                runtime.emit(anomaly)
-
-    runtime.on_round(observe)
-    return check
+__all__ = ["install_profiling", "install_rank_checks", "telemetry_for_training"]
 
 
 def telemetry_for_training(hooks: RunHooks, config: TrainConfig) -> SimicTelemetry:

@@ -40,7 +40,7 @@ from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, Teleme
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
-from trainer.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
+from nissa.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
 from trainer.telemetry.epoch_checks import Finding
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
@@ -51,8 +51,8 @@ from trainer.telemetry.gradients import (
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
-from trainer.telemetry.phases import PhaseTimer
-from trainer.telemetry.readback import read_all
+from nissa.telemetry.phases import PhaseTimer
+from nissa.telemetry.readback import read_all
 
 if TYPE_CHECKING:
     from trainer.telemetry.compile_stats import CompileMonitor

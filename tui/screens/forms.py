@@ -146,6 +146,7 @@ HELP = (
     ("S", "stop the run: it finishes the epoch, checkpoints and ends 'stopped' (asks first; "
           "esper-train --resume goes on)"),
     ("n", "next panel of the right column: PPO health, gradients, commands, profile (a short terminal)"),
+    ("x", "call a command of the run's own (a loop on the nissa client: set_lr value=0.01)"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
     ("← →", "replay: one event back / forward"),
     ("[ ]", "replay: one epoch back / forward"),

@@ -17,6 +17,7 @@ from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
 from tui.screens.base import DashboardScreen
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
+from tui.screens.call_form import CallForm
 from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
@@ -38,9 +39,10 @@ class RunViewScreen(DashboardScreen):
         Binding("n", "next_panel", "next panel"),
         Binding("t", "stacks", "stacks"),
         Binding("a", "alerts", "alerts"),
+        Binding("x", "call", "call…"),
     ]
 
-    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop", "stacks"})
+    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop", "stacks", "call"})
     """Actions that send the run a command: offered only while it can take one."""
 
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
@@ -210,6 +212,18 @@ class RunViewScreen(DashboardScreen):
 
         self.app.push_screen(ConfirmStop(self.run_id), answered)
 
+    def action_call(self) -> None:
+        loop = self.state.loop
+        if not loop.declared:
+            self.notify("this run declared no commands of its own", severity="warning")
+            return
+
+        def chosen(call: tuple[str, dict[str, object]] | None) -> None:
+            if call is not None:
+                self.escalate(CommandAction.CALL, None, call=call)
+
+        self.app.push_screen(CallForm(loop.declared, loop.offered()), chosen)
+
     def _ask(self, action: CommandAction, default: int) -> None:
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
@@ -220,14 +234,19 @@ class RunViewScreen(DashboardScreen):
 
     @work(group="escalate")
     async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
-                       update: bool = False, recording: tuple[str, ...] = ()) -> None:
+                       update: bool = False, recording: tuple[str, ...] = (),
+                       call: tuple[str, dict[str, object]] | None = None) -> None:
         """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
         profile window over the next PPO update."""
         client = self.watch_app.require_client()
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
         what += " over the next PPO update" if update else ""
         try:
-            if action in (CommandAction.CHECKPOINT, CommandAction.STOP, CommandAction.STACKS):
+            if call is not None:
+                what = f"call {call[0]}"
+                command_id = await client.escalate(self.run_id, action, name=call[0], args=call[1],
+                                                   reason="esper-watch")
+            elif action in (CommandAction.CHECKPOINT, CommandAction.STOP, CommandAction.STACKS):
                 what = action.value
                 command_id = await client.escalate(self.run_id, action, reason="esper-watch")
             elif action is CommandAction.DEBUG:

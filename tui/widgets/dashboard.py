@@ -29,6 +29,7 @@ from tui.views import (
 from tui.widgets.event_log import EventLog
 from tui.widgets.header import AnomalyStrip, RunHeader
 from tui.widgets.lifecycle import CommandPanel, ProfilePanel, SeedTimeline
+from tui.widgets.loop import LoopPanel
 from tui.widgets.metrics import EnvGrid, HealthPanel, PPOPanel
 from tui.widgets.ranks import RanksPanel
 
@@ -74,6 +75,10 @@ class RunDashboard(Vertical):
     RunDashboard #alert-banner.-shown { display: block; }
     RunDashboard #ranks { display: none; height: auto; }
     RunDashboard #ranks.-shown { display: block; }
+    RunDashboard #loop { display: none; height: auto; }
+    RunDashboard.-loop #loop { display: block; }
+    RunDashboard.-plain #envs, RunDashboard.-plain #timeline, RunDashboard.-plain #ppo,
+    RunDashboard.-plain #health { display: none; }
     """
 
     def __init__(self, log_lines: int, **kwargs: object) -> None:
@@ -98,6 +103,7 @@ class RunDashboard(Vertical):
                 yield _boxed(EventLog(self.log_lines, id="log"), "events")
             with VerticalScroll(id="right"):
                 yield _boxed(RanksPanel(id="ranks"), "ranks")
+                yield _boxed(LoopPanel(id="loop"), "metrics")
                 yield _boxed(PPOPanel(id="ppo"), "PPO health")
                 yield _boxed(HealthPanel(id="health"), "gradients & LSTM")
                 yield _boxed(CommandPanel(id="commands"), "commands")
@@ -128,6 +134,8 @@ class RunDashboard(Vertical):
             banner = q("#alert-banner", Static)
             banner.update(state.alerts.banner())
             banner.set_class(bool(state.alerts.firing), "-shown")
+        if everything or "metrics" in dirty or "header" in dirty:
+            self._show_loop(state)
         if state.ranks.several:  # every tick: the heartbeats' ages move with the clock
             panel = q(RanksPanel)
             panel.set_class(True, "-shown")
@@ -155,6 +163,15 @@ class RunDashboard(Vertical):
             target = next((w for w in panels if w.virtual_region.y > right.scroll_y), panels[0])
         right.scroll_to(y=target.virtual_region.y, animate=False)
         return target.id or ""
+
+    def _show_loop(self, state: RunState) -> None:
+        """A run with metrics or commands of its own shows them; one with no Esper kinds hides Esper's panels."""
+        panel = self.query_one(LoopPanel)
+        panel.rows = tuple(state.loop.rows())
+        panel.offered = tuple(state.loop.offered())
+        own = bool(state.loop.metrics or state.loop.declared)
+        self.set_class(own, "-loop")
+        self.set_class(own and not state.esper, "-plain")
 
     def set_filter(self, text: str, state: RunState) -> None:
         self.query_one(EventLog).refilter(LogFilter(text), state.log)

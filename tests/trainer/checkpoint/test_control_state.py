@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from leyline import EventKind, RunResumed, TelemetryLevel, decode_event
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import RuntimeConfig, build_runtime
 
 
 def test_open_windows_and_the_level_are_reopened_on_resume(tmp_path):
@@ -33,7 +33,7 @@ def test_open_windows_and_the_level_are_reopened_on_resume(tmp_path):
 def test_of_several_ranks_only_rank_0_reopens_a_window(tmp_path):
     """The ranks' agreement carries rank 0's reopened window to the others; each rank reopening its own would
     open one window per rank on every rank."""
-    from trainer.ranks import Ranks
+    from nissa.ranks import Ranks
 
     state = {"level": "NORMAL", "windows": [{"key": "w1", "through_update": False, "epochs": 2}]}
     announce = RunResumed(checkpoint="round-000001", path="p", round=1, checkpoint_step=10, checkpoint_epoch=4)

@@ -99,7 +99,7 @@ def test_resuming_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path):
     """Their rounds are trained anew: left in place they would mix with the new checkpoints (and pruning could
     take one another rank is writing). Nothing is deleted."""
     from trainer.checkpoint.resume import resume_point
-    from trainer.ranks import Ranks
+    from nissa.ranks import Ranks
 
     run, store = run_dir(tmp_path)
     point = resume_point(run, "round-000001", Ranks.single(), rounds=5)

@@ -14,8 +14,8 @@ import httpx
 from tests.support.server import running_server
 from tests.support.waiting import wait_for
 from trainer.diagnostics import install_diagnostics
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import RuntimeConfig, build_runtime
 
 
 def blocked_in_a_collective(release: threading.Event) -> None:
@@ -87,9 +87,9 @@ def test_a_watchdog_that_never_fired_leaves_no_file(tmp_path):
 
 def test_upload_sends_the_stack_files_a_run_left_in_its_directory(tmp_path):
     from leyline import RunStarted
-    from trainer.hub import NissaHub
-    from trainer.hub.traces import STACKS_DIR, stacks_name
-    from trainer.hub.upload import upload_run
+    from nissa.hub import NissaHub
+    from nissa.hub.traces import STACKS_DIR, stacks_name
+    from nissa.hub.upload import upload_run
 
     hub = NissaHub(HubConfig(run_id="offline", log_dir=tmp_path / "runs")).start()  # no server: log only
     hub.emit(RunStarted(name="offline", config={}), step=0, epoch=0)

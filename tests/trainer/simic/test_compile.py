@@ -15,10 +15,10 @@ import torch
 
 from leyline import CompileStats, EpochCompleted, PhaseTiming, PPOUpdate, TelemetryLevel
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
+from trainer.build import run_training
 from trainer.telemetry.compile_stats import CompileMonitor
 
-from tests.trainer.simic.test_run import RecordingHooks
+from tests.trainer.test_build import RecordingHooks
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

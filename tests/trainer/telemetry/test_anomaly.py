@@ -19,7 +19,7 @@ from leyline import (
     encode_event,
     make_event,
 )
-from trainer.control import CommandProcessor, DebugHandler, LevelController
+from nissa.control import CommandProcessor, DebugHandler, LevelController
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.ema import Drift
 from trainer.telemetry.gradients import GradientStats

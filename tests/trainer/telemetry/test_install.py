@@ -16,10 +16,10 @@ from leyline import (
     TelemetryLevel,
     decode_event,
 )
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.telemetry.install import install_profiling
-from trainer.telemetry.profile_handler import ProfileHandler
+from nissa.telemetry.profile_handler import ProfileHandler
 
 
 def test_profile_at_start_on_a_real_runtime(tmp_path):

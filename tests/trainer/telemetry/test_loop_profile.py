@@ -20,12 +20,12 @@ from leyline import (
     TelemetryLevel,
     decode_event,
 )
-from trainer.hub import HubConfig
-from trainer.runtime import RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
+from trainer.build import run_training
 from trainer.telemetry.install import install_profiling, telemetry_for_training
-from trainer.telemetry.phases import PHASES
+from nissa.telemetry.phases import PHASES
 
 from tests.trainer.telemetry.test_loop_telemetry import CommandAt
 

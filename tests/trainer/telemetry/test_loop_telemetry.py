@@ -28,10 +28,10 @@ from leyline import (
     TelemetryLevelChanged,
     decode_event,
 )
-from trainer.hub import HubConfig
-from trainer.runtime import Runtime, RuntimeConfig, build_runtime
+from nissa.hub import HubConfig
+from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.simic.config import TrainConfig
-from trainer.simic.run import run_training
+from trainer.build import run_training
 from trainer.telemetry.anomaly import AnomalyConfig
 from trainer.telemetry.install import telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds

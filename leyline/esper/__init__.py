@@ -1,0 +1,21 @@
+"""Esper's own kinds: seeds in slots, the epoch report over them, the PPO update and the policy's LSTM.
+
+The core contract (``leyline``) is what every run speaks; these stay fully typed beside it.
+"""
+
+from leyline.esper.policy import HEAD_NAMES, LSTMHealth, PPOUpdate
+from leyline.esper.seeds import (
+    EpochCompleted,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStage,
+    SeedStageChanged,
+    SlotSnapshot,
+)
+
+__all__ = [
+    "HEAD_NAMES", "EpochCompleted", "LSTMHealth", "PPOUpdate", "SeedFossilized", "SeedGateEvaluated",
+    "SeedGerminated", "SeedPruned", "SeedStage", "SeedStageChanged", "SlotSnapshot",
+]

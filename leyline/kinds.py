@@ -1,0 +1,101 @@
+"""What each event kind is, said once: its payload type, whether the hub may drop it, whether the
+server indexes it, and its default severity. The hub's drop policy and the store's index both read
+this table; nothing else lists kinds.
+
+- ``critical``: never dropped. The hub blocks nothing for it, but it never sheds it under overload
+  either; every other kind is a *metric*, droppable when the hub's queue is full, each drop counted
+  and reported in an ``events_dropped`` event.
+- ``indexed``: the store keeps a second row of every event of the kind, so that a query by kind reads
+  those rows instead of the run's whole stream. Only rare kinds are worth it. Changing a kind's
+  ``indexed`` changes what the store holds: it takes a store migration that indexes the events
+  already stored. An indexed kind is critical (a dropped event would leave a gap in the index).
+
+An event whose kind this table does not know is refused: ``decode_event`` raises, and the server closes
+an ingest connection that sends one with code 4415 (``CLOSE_UNSUPPORTED``, as for a newer schema version)
+and a reason naming ``kind``: a trainer must not stream kinds its server does not know. A loop reports anything
+of its own through ``metrics`` (named scalars) rather than a kind of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leyline.enums import EventKind, Severity
+from leyline.esper import (
+    EpochCompleted,
+    LSTMHealth,
+    PPOUpdate,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStageChanged,
+)
+from leyline.metrics import Metrics
+from leyline.payloads import Payload, RunFinished, RunResumed, RunStarted
+from leyline.payloads_alerts import AlertChanged
+from leyline.payloads_ops import (
+    CommandStatusChanged,
+    EventsDropped,
+    Heartbeat,
+    HubHealth,
+    PhaseTiming,
+    ProfileCompleted,
+    ProfileStarted,
+    TelemetryLevelChanged,
+)
+from leyline.payloads_policy import AnomalyDetected, DebugLayerStats, GradientHealth
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One row of the table: how the hub and the store treat a kind."""
+
+    payload: type[Payload]
+    critical: bool
+    """Never dropped by the hub (False: a metric, dropped under overload and counted)."""
+    indexed: bool = False
+    """The store indexes it by kind (rare kinds only)."""
+    severity: Severity = Severity.INFO
+    """The severity an event of the kind gets unless its sender says otherwise."""
+
+
+_D, _W = Severity.DEBUG, Severity.WARNING
+
+CORE_KINDS: tuple[KindSpec, ...] = (
+    KindSpec(RunStarted, critical=True, indexed=True),
+    KindSpec(RunFinished, critical=True, indexed=True),
+    KindSpec(RunResumed, critical=True),
+    KindSpec(Metrics, critical=False),
+    KindSpec(AnomalyDetected, critical=True, indexed=True, severity=_W),
+    KindSpec(TelemetryLevelChanged, critical=True, indexed=True),
+    KindSpec(DebugLayerStats, critical=False, severity=_D),
+    KindSpec(GradientHealth, critical=False, severity=_D),
+    KindSpec(ProfileStarted, critical=True, indexed=True),
+    KindSpec(ProfileCompleted, critical=True, indexed=True),
+    KindSpec(PhaseTiming, critical=False, severity=_D),
+    KindSpec(CommandStatusChanged, critical=True, indexed=True),
+    KindSpec(EventsDropped, critical=True, indexed=True, severity=_W),
+    KindSpec(HubHealth, critical=False, severity=_D),
+    KindSpec(Heartbeat, critical=False, severity=_D),
+    KindSpec(AlertChanged, critical=True, severity=_W),
+)
+"""What every run speaks."""
+
+ESPER_KINDS: tuple[KindSpec, ...] = (
+    KindSpec(EpochCompleted, critical=False),
+    KindSpec(SeedGerminated, critical=True, indexed=True),
+    KindSpec(SeedStageChanged, critical=True, indexed=True),
+    KindSpec(SeedGateEvaluated, critical=True, indexed=True),
+    KindSpec(SeedFossilized, critical=True, indexed=True),
+    KindSpec(SeedPruned, critical=True, indexed=True),
+    KindSpec(PPOUpdate, critical=False),
+    KindSpec(LSTMHealth, critical=False, severity=_D),
+)
+"""Esper's own kinds (``leyline.esper``)."""
+
+KINDS: dict[EventKind, KindSpec] = {spec.payload.KIND: spec for spec in CORE_KINDS + ESPER_KINDS}
+assert set(KINDS) == set(EventKind), "every kind needs exactly one row"
+
+INDEXED_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if spec.indexed)
+"""Kinds the store indexes (read by the store; see ``KindSpec.indexed``)."""

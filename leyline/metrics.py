@@ -1,0 +1,48 @@
+"""The free-form ``metrics`` event: named scalars of any loop at a step (``run.log`` in the client).
+
+Values are numbers; a value that is not finite travels as the string ``"nan"``, ``"inf"`` or
+``"-inf"`` (JSON has no NaN), so a diverging loss is reported as such, never as a null or a 0.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+import msgspec
+
+from leyline.enums import EventKind
+from leyline.payloads import Payload
+
+MAX_METRICS = 256
+"""Named values one ``metrics`` event may carry."""
+MAX_LABELS = 16
+MAX_METRIC_NAME_CHARS = 128
+
+MetricName = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_METRIC_NAME_CHARS,
+                                         pattern=r"^[A-Za-z_][A-Za-z0-9_./:-]*$(?!\n)")]
+"""``loss``, ``train/loss``, ``lr:group0``: a letter or ``_`` first, then letters, digits, ``_ . / : -``."""
+NonFinite = Literal["nan", "inf", "-inf"]
+MetricValue = float | NonFinite
+LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_METRIC_NAME_CHARS)]
+
+
+class Metrics(Payload, kw_only=True, frozen=True):
+    """Named scalars of the run at the envelope's ``step``, with optional labels (``{"split": "val"}``)."""
+
+    KIND: ClassVar[EventKind] = EventKind.METRICS
+    values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(min_length=1, max_length=MAX_METRICS)]
+    labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
+
+
+def metric_value(value: float) -> MetricValue:
+    """``value`` as the contract carries it: the number, or ``"nan"``, ``"inf"``, ``"-inf"``."""
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def as_float(value: MetricValue) -> float:
+    """A carried value back as a float (``"nan"`` → ``nan``)."""
+    return float(value)

@@ -1,0 +1,82 @@
+"""nissa: the client library that puts any PyTorch training loop on a Nissa server.
+
+    import nissa
+    run = nissa.init(server="http://127.0.0.1:8765", run_name="my-run", config={"lr": 0.1})
+
+``nissa.init`` returns a ``Run`` (``nissa.run``): ``log``, ``step``, ``watch``, ``phase``, ``command``,
+``on_checkpoint``, ``on_stop``, ``finish``. Underneath: the hub (``nissa.hub``) never blocks the loop and
+logs every event locally first; the command runtime (``nissa.control``, ``nissa.runtime``) applies commands
+at step boundaries, at one agreed step on every rank (``nissa.ranks``); ``nissa.telemetry`` holds the debug
+and profile windows. ``nissa.upload`` sends a run logged without a server to one later.
+
+Importing ``nissa`` imports neither torch nor the hub; ``init`` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pathlib
+    from collections.abc import Mapping
+
+    from nissa.hub.upload import UploadResult
+    from nissa.run import Run
+
+__all__ = ["Run", "init", "upload"]
+
+
+def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
+         log_dir: str | pathlib.Path = "nissa-runs", run_id: str | None = None, token: str | None = None,
+         level: str = "NORMAL", steps_per_epoch: int = 1, device: str = "cpu", queue_size: int = 10_000,
+         rank_timeout_s: float = 600.0) -> Run:
+    """Start a run: its directory and stream secret under ``log_dir``, its hub streaming to ``server`` (one
+    URL, or several comma-separated for failover; None: ``$NISSA_SERVER``, or log locally only), its command
+    runtime. Under torchrun every rank calls it (the process group is joined unless the loop made it).
+    ``ValueError`` names the argument that is wrong."""
+    import os
+    import pathlib
+
+    from leyline import TelemetryLevel
+    from nissa.hub import HubConfig
+    from nissa.join import agree_on_run, join_ranks
+    from nissa.ranks import RanksConfig
+    from nissa.run import Run
+    from nissa.runtime import RuntimeConfig, build_runtime
+
+    server = server if server is not None else os.environ.get("NISSA_SERVER") or None
+    token = token if token is not None else os.environ.get("NISSA_TOKEN") or None
+    try:
+        telemetry = TelemetryLevel(level.upper())
+    except ValueError:
+        raise ValueError(f"level: expected one of {[lv.value for lv in TelemetryLevel]}, got {level!r}") from None
+    log_root = pathlib.Path(log_dir)
+    HubConfig(run_id="check", log_dir=log_root, server=server, token=token, name=run_name, queue_size=queue_size)
+    import torch.distributed as dist
+
+    joined_here = not (dist.is_available() and dist.is_initialized())
+    ranks = join_ranks(device, RanksConfig(timeout_s=rank_timeout_s))
+    rid = agree_on_run(ranks, log_root, run_id, run_name)
+    hub = HubConfig(run_id=rid, log_dir=log_root, server=server, token=token, rank=ranks.rank, name=run_name,
+                    queue_size=queue_size)
+    runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks))
+    return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
+               close_ranks=joined_here and ranks.distributed)
+
+
+def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
+           timeout: float = 60.0) -> list[UploadResult]:
+    """Send a run logged without a server (or cut off from it) to ``server``, idempotently, with its traces."""
+    import pathlib
+
+    from nissa.hub.upload import upload_run
+
+    return upload_run(pathlib.Path(run_dir), server, token, timeout=timeout)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Run":
+        from nissa.run import Run
+
+        return Run
+    raise AttributeError(f"module 'nissa' has no attribute {name!r}")

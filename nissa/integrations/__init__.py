@@ -1,0 +1,1 @@
+"""Nissa inside the training frameworks people already use (``nissa.integrations.lightning``)."""

@@ -1,0 +1,70 @@
+"""Joining a run: this process's ranks, and the run id and stream secret every rank shares.
+
+Under torchrun ``nissa.init`` joins the process group (or uses the one the loop already made); rank 0 picks
+the run id and creates the run directory with its stream secret, and every rank gets both through the
+group, exactly as ``esper-train`` does.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import secrets
+import time
+
+import msgspec
+
+from leyline.events import RunId
+
+from nissa.hub.secret import SecretError, run_secret
+from nissa.ranks import Ranks, RanksConfig
+
+
+def new_run_id(name: str) -> str:
+    """``<name>-<utc time>-<random>``: unique, sortable, and a valid leyline RunId."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:64] or "run"
+    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def checked_run_id(value: str, flag: str = "run_id") -> str:
+    try:
+        return msgspec.convert(value, RunId)
+    except msgspec.ValidationError:
+        raise ValueError(f"{flag}: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -, not dots only") from None
+
+
+def join_ranks(device: str = "auto", config: RanksConfig | None = None) -> Ranks:
+    """This process's ranks: the group the loop made already, the one torchrun describes, or none."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch without distributed
+        return Ranks.single()
+    if dist.is_available() and dist.is_initialized():
+        world = dist.get_world_size()
+        if world == 1:
+            return Ranks.single()
+        backend = str(dist.get_backend())
+        control = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
+        import os
+        return Ranks(dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0")), control=control, backend=backend)
+    return Ranks.start(device, config)
+
+
+def agree_on_run(ranks: Ranks, log_dir: pathlib.Path, run_id: str | None, name: str) -> str:
+    """Rank 0 chooses the run id and creates its directory and stream secret; every rank gets both.
+    ``OSError`` / ``SecretError`` (on rank 0: ``ValueError`` on the others) say why the directory failed."""
+    chosen: tuple[str, str] | None = None
+    if ranks.is_main:
+        rid = checked_run_id(run_id) if run_id else new_run_id(name)
+        try:
+            chosen = (rid, run_secret(log_dir / rid))
+        except (OSError, SecretError):
+            ranks.agree(None)  # the others stop too
+            raise
+    chosen = ranks.agree(chosen)
+    if chosen is None:
+        raise ValueError("rank 0 could not create the run directory")
+    rid, secret = chosen
+    if not ranks.is_main:
+        run_secret(log_dir / rid, secret)
+    return rid

@@ -1,0 +1,259 @@
+"""``Run``: Nissa for any PyTorch loop (made by ``nissa.init``).
+
+    run = nissa.init(server="http://127.0.0.1:8765", run_name="mnist", config={"lr": 0.1})
+    run.watch(model)                                   # debug windows: per-layer statistics
+
+    @run.command("set_lr", help="Set the learning rate")
+    def set_lr(value: float) -> dict:
+        for group in opt.param_groups:
+            group["lr"] = value
+        return {"lr": value}
+
+    for batch in data:
+        with run.step():                               # a step boundary: commands apply here
+            loss = train_step(batch)
+            run.log({"loss": loss})                    # named scalars (tensors read in one transfer)
+        if run.should_stop:                            # a ``stop`` command
+            break
+    run.finish()
+
+Every event goes to the local run log first and is streamed from there (``nissa.hub``): ``log`` never
+blocks and never raises for the network. Commands apply only at step boundaries, at one agreed step on
+every rank under torchrun (``nissa.runtime``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pathlib
+import platform
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from leyline import Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
+from leyline.metrics import MAX_METRICS
+
+from nissa.calls import CallHandler, spec_of
+from nissa.hub import DeliveryReport
+from nissa.runtime import Runtime
+from nissa.stops import CheckpointHandler, Hook, StopHandler
+from nissa.telemetry.install import install_profiling, install_rank_checks
+from nissa.watch import ModelWatch
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
+Value = float | int | torch.Tensor
+
+
+class Run:
+    """One run of a loop, live on a Nissa server (or logged locally only); see the module docstring."""
+
+    def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
+                 device: str = "cpu", close_ranks: bool = False) -> None:
+        if steps_per_epoch < 0:
+            raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
+        self.runtime = runtime
+        self.name = name
+        self.config = flat_config(config)
+        self.steps_per_epoch = steps_per_epoch
+        self.device = device
+        self._close_ranks = close_ranks
+        self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
+        for handler in (self._calls, self._checkpoints, self._stops):
+            runtime.commands.register(handler.action, handler)
+        self._profiles = install_profiling(runtime)
+        install_rank_checks(runtime)
+        self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
+        self._step = self._epoch = 0
+        self._started_at = time.monotonic()
+        self._started = False
+        self._report: DeliveryReport | None = None
+
+    # --- what the run is ----------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.runtime.run_id
+
+    @property
+    def step_count(self) -> int:
+        """Step boundaries passed (``run.step()`` calls)."""
+        return self._step
+
+    @property
+    def level(self) -> TelemetryLevel:
+        """The telemetry level now (DEBUG inside a debug window)."""
+        return self.runtime.level
+
+    @property
+    def should_stop(self) -> bool:
+        """A ``stop`` command was applied: end the loop; ``finish`` reports the run ``stopped``."""
+        return self._stops.asked is not None
+
+    @property
+    def log_path(self) -> os.PathLike[str]:
+        return self.runtime.hub.log_path
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        """``<log_dir>/<run_id>``: the run's log, stream secret, profile traces."""
+        return self.runtime.hub.config.run_dir
+
+    @property
+    def takes_checkpoints(self) -> bool:
+        """An ``on_checkpoint`` function is set (without one a ``checkpoint`` command is rejected)."""
+        return self._checkpoints.fn is not None
+
+    # --- before the first step ----------------------------------------------------------------
+
+    def command(self, name: str | None = None, *, help: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declare a command of the run's own (before its first step); the decorated function runs at a step
+        boundary with the arguments the server checked, and its return value is the command's result."""
+        def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
+            if self._started:
+                raise RuntimeError("declare commands before the run's first step (they travel in run_started)")
+            self._calls.declare(spec_of(name or fn.__name__, fn, help), fn)
+            return fn
+        return declare
+
+    def on_checkpoint(self, fn: Hook) -> Hook:
+        """``fn(step)`` saves a checkpoint when a ``checkpoint`` command arrives; what it returns (a path, a
+        dict) is the command's result."""
+        self._checkpoints.fn = fn
+        return fn
+
+    def on_stop(self, fn: Hook) -> Hook:
+        """``fn(step)`` runs when a ``stop`` command arrives (save what resuming needs); then ``should_stop``."""
+        self._stops.fn = fn
+        return fn
+
+    def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1) -> torch.nn.Module:
+        """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window."""
+        self._watch.add(model, name, every)
+        return model
+
+    def start(self) -> Run:
+        """Send ``run_started`` (done by the first ``step``, ``log`` or ``finish`` when not called)."""
+        if not self._started:
+            self._started = True
+            ranks = self.runtime.ranks
+            self.runtime.emit(RunStarted(
+                name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
+                torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
+                world_size=ranks.world_size, commands=list(self._calls.declared)))
+        return self
+
+    # --- in the loop --------------------------------------------------------------------------
+
+    def step(self) -> contextlib.AbstractContextManager[None]:
+        """A step boundary: the epoch of steps just done may end (``steps_per_epoch``), debug statistics of the
+        watched modules are read, and commands apply. Call it once per step, or use ``with run.step():``
+        around the step's body (the boundary is where the ``with`` begins)."""
+        self.start()
+        if self._step > 0:
+            self._watch.collect(self._step)
+            if self.steps_per_epoch and self._step % self.steps_per_epoch == 0:
+                self.epoch_end()
+        self._step += 1
+        self.runtime.step_boundary(self._step, self._epoch)
+        return contextlib.nullcontext()
+
+    def epoch_end(self) -> None:
+        """The epoch in progress ended (called by ``step`` every ``steps_per_epoch`` steps unless that is 0)."""
+        self.runtime.epoch_end(self._epoch)
+        self._epoch += 1
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """A named phase of the loop (``validate``, ``update``): a profile window may record its next run."""
+        self._profiles.phase_begin(name)
+        try:
+            with torch.profiler.record_function(name):
+                yield
+        finally:
+            self._profiles.phase_end(name)
+
+    def log(self, values: Mapping[str, Value], *, step: int | None = None,
+            labels: Mapping[str, str] | None = None) -> None:
+        """Named scalars at ``step`` (default: the current step); never blocks. Tensors are read back together,
+        in one transfer. ``ValueError`` for a bad name or too many values (a bug in the caller, said at once)."""
+        self.start()
+        if not values:
+            return
+        if len(values) > MAX_METRICS:
+            raise ValueError(f"run.log: at most {MAX_METRICS} values per call, got {len(values)}")
+        bad = next((k for k in values if not isinstance(k, str) or not _NAME.fullmatch(k)), None)
+        if bad is not None:
+            raise ValueError(f"run.log: bad metric name {bad!r} (a letter or _ first, then letters, digits, _ . / : -)")
+        numbers = _as_floats(values)
+        payload = Metrics(values={k: metric_value(v) for k, v in numbers.items()}, labels=dict(labels or {}))
+        self.runtime.hub.emit(payload, step=self._step if step is None else step, epoch=self._epoch)
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def finish(self, status: str | None = None, *, error: str | None = None, timeout: float = 10.0) -> DeliveryReport:
+        """End the run (``completed``, or ``stopped`` after a ``stop`` command) and deliver what is left within
+        ``timeout``; the report says what reached the server. A second call returns the first's report."""
+        if self._report is not None:
+            return self._report
+        self.start()
+        status = status or ("stopped" if self.should_stop else "completed")
+        summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
+                              epochs=self._epoch, error=error)
+        self._report = self.runtime.finish(summary, timeout=timeout)
+        if self._close_ranks:
+            self.runtime.ranks.close()
+        return self._report
+
+    def __enter__(self) -> Run:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is None:
+            self.finish()
+        elif issubclass(kind, KeyboardInterrupt):
+            self.finish("interrupted")
+        else:
+            self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
+
+
+
+def _as_floats(values: Mapping[str, Value]) -> dict[str, float]:
+    """Python numbers as they are; tensors (one element each) read back in one transfer per device."""
+    out: dict[str, float] = {}
+    tensors: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
+    for key, value in values.items():
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ValueError(f"run.log: {key!r} must be a scalar, got a tensor of shape {tuple(value.shape)}")
+            tensors.setdefault(value.device, []).append((key, value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = float(value)
+        else:
+            raise ValueError(f"run.log: {key!r} must be a number or a one-element tensor, got {type(value).__name__}")
+    for items in tensors.values():
+        read = torch.stack([t.detach().reshape(()).to(torch.float64) for _, t in items]).tolist()
+        out.update(zip((k for k, _ in items), read))
+    return {key: out[key] for key in values}
+
+
+def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool | None]:
+    """A config as ``run_started`` carries it: nested mappings flattened to ``a.b`` keys, other values as text."""
+    out: dict[str, str | int | float | bool | None] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flat_config(value, f"{name}."))
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            out[name] = value
+        else:
+            out[name] = repr(value)
+    return out

@@ -1,0 +1,1 @@
+"""Loop-agnostic telemetry: per-layer debug statistics, phase timing, profile windows, host-sync counting."""

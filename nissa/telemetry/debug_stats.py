@@ -1,0 +1,148 @@
+"""Per-layer gradient and weight statistics, collected only at DEBUG, with one sync for all layers.
+
+For every parameter with a gradient: gradient L2 norm, mean, std, largest magnitude,
+weight norm, and the count of NaN/Inf entries in the gradient and the weight. The
+non-finite checks are reductions stacked with the other statistics, so they cost no
+extra transfer: ``launch_layer_stats`` leaves an ``[n_layers, 6]`` tensor on the device
+(with a fence, as gradient norms have), and the loop reads every env's and scope's rows
+together with the gradient norms in one transfer per collection (``readback.read_all``).
+Statistics are taken over finite entries, so one NaN does not hide the rest of a layer.
+The parameter list is dynamic (seeds come and go), hence ``torch.compiler.disable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from leyline import DebugLayerStats, LayerStat, TelemetryLevel
+
+from nissa.telemetry.readback import StreamFence, read_all
+
+LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
+
+
+CHUNK_ELEMENTS = 1 << 22
+"""Elements of one concatenation of layers (16 MiB in float32): what a collection adds to memory, at most."""
+_SEGMENTS: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+"""Segment ids and sizes of a whole model's layout that fits in one chunk (seeds come and go: a few layouts)."""
+
+
+def _segments(sizes: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer index of every element and each layer's size, made on ``device`` (no upload, no sync)."""
+    key = (sizes, device)
+    cached = _SEGMENTS.get(key)
+    if cached is not None:
+        return cached
+    seg = torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)])
+    made = (seg, torch.cat([torch.full((1,), float(n), device=device) for n in sizes]))
+    if sum(sizes) <= CHUNK_ELEMENTS:
+        if len(_SEGMENTS) >= 64:
+            _SEGMENTS.clear()
+        _SEGMENTS[key] = made
+    return made
+
+
+def _finite_flat(tensors: list[torch.Tensor], seg: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tensors as one float vector with NaN/Inf zeroed, and each layer's count of those."""
+    x = torch.cat([t.detach().reshape(-1).float() for t in tensors])
+    ok = torch.isfinite(x)
+    bad = torch.zeros(n, device=x.device).index_add_(0, seg, (~ok).float())
+    return torch.where(ok, x, torch.zeros((), dtype=x.dtype, device=x.device)), bad
+
+
+def _chunk_rows(params: list[torch.Tensor], grads: list[torch.Tensor]) -> torch.Tensor:
+    """``[len(params), 6]`` rows of one chunk, in a fixed number of kernels whatever its number of layers."""
+    n = len(params)
+    seg, size = _segments(tuple(g.numel() for g in grads), grads[0].device)
+    g, g_bad = _finite_flat(grads, seg, n)
+    w, w_bad = _finite_flat(params, seg, n)
+    zeros = torch.zeros(n, device=g.device)
+    n_ok = (size - g_bad).clamp(min=1)
+    mean = zeros.index_add(0, seg, g) / n_ok
+    # Population std over the finite entries (the zeroed ones deviate by -mean: taken back out).
+    dev = zeros.index_add(0, seg, (g - mean[seg]).pow(2))
+    std = (dev - g_bad * mean.pow(2)).clamp(min=0).div(n_ok).sqrt()
+    g_norm = zeros.index_add(0, seg, g * g).sqrt()
+    w_norm = zeros.index_add(0, seg, w * w).sqrt()
+    g_max = zeros.scatter_reduce(0, seg, g.abs(), "amax", include_self=True)
+    return torch.stack([g_norm, mean, std, g_max, w_norm, g_bad + w_bad], dim=1)
+
+
+def _chunks(layers: list[tuple[str, torch.Tensor, torch.Tensor]]) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
+    """Consecutive layers in groups of at most ``CHUNK_ELEMENTS`` elements (a larger layer alone)."""
+    out: list[list[tuple[str, torch.Tensor, torch.Tensor]]] = [[]]
+    total = 0
+    for layer in layers:
+        size = layer[2].numel()
+        if out[-1] and total + size > CHUNK_ELEMENTS:
+            out.append([])
+            total = 0
+        out[-1].append(layer)
+        total += size
+    return out
+
+
+class PendingLayers:
+    """One module's per-layer rows, launched on the device and not read yet (``read_all`` reads them)."""
+
+    def __init__(self, model: str, names: list[str], rows: torch.Tensor) -> None:
+        self.model = model
+        self.names = names
+        self._rows = rows
+        self._fence = StreamFence(rows.device)
+        self.layers: list[LayerStat] | None = None
+
+    @property
+    def fence(self) -> StreamFence:
+        return self._fence
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self._rows
+
+    def absorb(self, values: list[float]) -> None:
+        width = self._rows.shape[1]
+        self.layers = [LayerStat(name=n, grad_norm=v[0], grad_mean=v[1], grad_std=v[2], grad_abs_max=v[3],
+                                 weight_norm=v[4], nonfinite=int(v[5]))
+                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)))]
+
+    def payloads(self) -> list[DebugLayerStats]:
+        """``debug_layer_stats`` payloads of what was read (several for a large model)."""
+        assert self.layers is not None, "read it first (read_all)"
+        return [DebugLayerStats(model=self.model, layers=self.layers[i: i + LAYERS_PER_EVENT])
+                for i in range(0, len(self.layers), LAYERS_PER_EVENT)]
+
+
+@torch.compiler.disable
+def launch_layer_stats(model: str, named_params: Iterable[tuple[str, torch.nn.Parameter]]) -> PendingLayers | None:
+    """Launch the statistics of every parameter of ``model`` that has a gradient; no sync (None: no gradients)."""
+    with torch.no_grad():
+        layers = [(name, p, p.grad) for name, p in named_params if p.grad is not None]
+        if not layers:
+            return None
+        rows = [_chunk_rows([p for _, p, _ in chunk], [g for _, _, g in chunk]) for chunk in _chunks(layers)]
+        return PendingLayers(model, [name for name, _, _ in layers], rows[0] if len(rows) == 1 else torch.cat(rows))
+
+
+def collect_layer_stats(named_params: Iterable[tuple[str, torch.nn.Parameter]]) -> list[LayerStat]:
+    """Statistics of every parameter that has a gradient, read in one transfer."""
+    pending = launch_layer_stats("", named_params)
+    if pending is None:
+        return []
+    read_all([pending])
+    assert pending.layers is not None
+    return pending.layers
+
+
+def debug_layer_payloads(model: str, named_params: Iterable[tuple[str, torch.nn.Parameter]],
+                         level: TelemetryLevel) -> list[DebugLayerStats]:
+    """``debug_layer_stats`` payloads of ``model`` when ``level`` is DEBUG; nothing (and no work) below."""
+    if level is not TelemetryLevel.DEBUG:
+        return []
+    pending = launch_layer_stats(model, named_params)
+    if pending is None:
+        return []
+    read_all([pending])
+    return pending.payloads()

@@ -1,0 +1,85 @@
+"""NissaCallback with a real PyTorch Lightning Trainer on CPU, streaming to a real nissa-server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pl = pytest.importorskip("pytorch_lightning")
+import torch  # noqa: E402
+
+import nissa  # noqa: E402
+from leyline import Command, CommandAction, EventKind  # noqa: E402
+from nissa.integrations.lightning import NissaCallback, metric_name  # noqa: E402
+from tests.e2e.api import trainer_events, wait_for  # noqa: E402
+from tests.support.server import running_server  # noqa: E402
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.net(x), y)
+        self.log("train/loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _loader() -> torch.utils.data.DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 4, generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+
+
+def _fit(run: nissa.Run, **trainer_args) -> pl.Trainer:
+    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[NissaCallback(run)], logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         **trainer_args)
+    trainer.fit(Tiny(), _loader(), _loader())
+    return trainer
+
+
+def _local(run: nissa.Run, action: CommandAction, **fields) -> None:
+    run.runtime.commands.submit(Command(command_id=f"local-{action.value}", run_id=run.run_id, action=action,
+                                        created_at=time.time(), **fields))
+
+
+def test_a_lightning_fit_is_a_run_with_metrics_and_a_debug_window(tmp_path):
+    with running_server(tmp_path) as url:
+        run = nissa.init(server=url, run_name="lit", log_dir=tmp_path / "runs")
+        _local(run, CommandAction.DEBUG, epochs=2)
+        _fit(run, max_steps=6, val_check_interval=3)
+        events = wait_for(lambda: (ev := trainer_events(url, run.run_id)) and ev[-1].kind is EventKind.RUN_FINISHED
+                          and ev, 30, "the run's events")
+    metrics = [e for e in events if e.kind is EventKind.METRICS]
+    assert [e.payload.values["train/loss"] for e in metrics if "train/loss" in e.payload.values]
+    assert any("val_loss" in e.payload.values for e in metrics)
+    layers = [e.payload for e in events if e.kind is EventKind.DEBUG_LAYER_STATS]
+    assert layers and {lay.name for lay in layers[0].layers} == {"net.weight", "net.bias"}
+    assert events[-1].payload.status == "completed"
+
+
+def test_stop_ends_the_fit_with_a_checkpoint(tmp_path):
+    run = nissa.init(run_name="lit", log_dir=tmp_path / "runs")
+    _local(run, CommandAction.CHECKPOINT)
+    _local(run, CommandAction.STOP)
+    trainer = _fit(run, max_steps=50)
+    assert trainer.global_step < 50 and run.should_stop
+    saved = sorted((run.run_dir / "checkpoints").glob("*.ckpt"))
+    assert saved and run.finish().complete
+
+
+@pytest.mark.parametrize("name, expected", [("train/loss", "train/loss"), ("val loss", "val_loss"),
+                                             ("1st", "_1st")])
+def test_lightning_names_become_metric_names(name, expected):
+    assert metric_name(name) == expected

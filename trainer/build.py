@@ -1,0 +1,204 @@
+"""The composition root of an Esper run: ``build_run(config, ranks, hosting)`` wires the runtime (hub, commands,
+windows), the checkpointer (a null one when the run takes none) and the loop; the CLI, the tests and the
+benchmarks all build runs here. ``run_training`` runs the rounds of a built loop."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from leyline import RunFinished, TelemetryLevel
+
+from nissa.hub import HubConfig
+from nissa.runtime import Runtime, RuntimeConfig, build_runtime
+from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+from trainer.checkpoint.control import CheckpointConfig, Checkpointer
+from trainer.checkpoint.null import NullCheckpointer
+from trainer.checkpoint.resume import store_of
+from trainer.checkpoint.state import Stateful, Totals, restore
+from trainer.data import TaskData, load_task
+from trainer.hooks import RunHooks
+from nissa.ranks import Ranks
+from trainer.kasmina.lifecycle import LifecycleConfig
+from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
+from trainer.simic.config import TrainConfig
+from trainer.simic.env import EnvConfig
+from trainer.simic.ppo import PPOConfig
+from trainer.simic.progress import Progress
+from trainer.simic.reward import RewardConfig
+from trainer.simic.runtime import DeviceRuntime, resolve_device
+from trainer.simic.sites import LoopSites
+from trainer.simic.vectorized import RoundResult, RoundStopped, VectorizedTrainer
+from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
+from trainer.telemetry.install import telemetry_for_training
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["build_run", "build_trainer", "default_sites", "resolve_device", "run_training"]
+
+
+def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
+    return LifecycleConfig(min_training_epochs=config.min_training_epochs, embargo_epochs=config.embargo_epochs,
+                           min_prune_age=config.min_prune_age)
+
+
+def build_agent(config: TrainConfig, device: torch.device, ranks: Ranks | None = None) -> Agent:
+    """The run's policy; with several ranks one policy, its weights rank 0's, its sampling each rank's own."""
+    if config.policy == "heuristic":
+        return HeuristicAgent(HeuristicPolicy(HeuristicConfig(validation_images=config.val_size),
+                                              lifecycle_config(config)))
+    ranks = ranks or Ranks.single()
+    ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
+    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device,
+                    ranks.seed(config.seed), compile_mode=config.compile_mode, ranks=ranks)
+
+
+def default_sites(config: TrainConfig, hooks: RunHooks) -> LoopSites:
+    """The run's telemetry collectors, gated by ``hooks.level`` (at OFF they measure nothing)."""
+    return telemetry_for_training(hooks, config)
+
+
+def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None = None,
+                  data: TaskData | None = None, progress: Progress | None = None,
+                  ranks: Ranks | None = None) -> VectorizedTrainer:
+    """Everything a run needs, wired; ``data`` may be given to share one task between runs.
+    ``sites`` None: the standard telemetry collectors (``default_sites``). With several ``ranks`` every
+    rank has the same task data and policy, and envs, data order and sampling seeded by its rank."""
+    ranks = ranks or Ranks.single()
+    runtime = DeviceRuntime.create(config.device, config.amp_dtype, config.n_envs)
+    torch.manual_seed(config.seed)
+    if data is None:
+        data = load_task(config.task, seed=config.seed, n_train=config.train_size, n_val=config.val_size,
+                         data_dir=config.data_dir)
+    env_cfg = EnvConfig(host=config.host_config, slots=config.ordered_slots, lifecycle=lifecycle_config(config),
+                        episode_length=config.episode_length, lr=config.host_lr,
+                        seed_lr=config.seed_lr, compile_mode=config.compile_mode)
+    return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device, channels_last=True), runtime,
+                             build_agent(config, runtime.device, ranks), hooks,
+                             sites if sites is not None else default_sites(config, hooks),
+                             n_envs=config.n_envs, batch_size=config.batch_size,
+                             gradient_stride=config.gradient_telemetry_stride, seed=ranks.seed(config.seed),
+                             rounds=config.rounds,
+                             on_epoch=None if progress is None else progress.epoch)
+
+
+def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
+                 data: TaskData | None = None, ranks: Ranks | None = None,
+                 checkpoints: Checkpointer | NullCheckpointer | None = None,
+                 resume: dict[str, Any] | None = None) -> RunFinished:
+    """Train up to ``config.rounds`` rounds; returns the summary.
+
+    Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
+    (it names the run and knows how it ended). Progress goes to stderr unless ``log_every`` is 0.
+    ``checkpoints`` takes the run's checkpoints at round ends, and may stop the run (status
+    ``stopped``); ``resume``: a checkpoint's state to go on from (the rounds after its own).
+    """
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    if config.cpu_threads > 0:
+        torch.set_num_threads(config.cpu_threads)
+    status = "completed"
+    progress: Progress | None = None
+    checkpoints = checkpoints or NullCheckpointer()
+    try:
+        progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
+                    if config.log_every > 0 and (ranks is None or ranks.is_main) else None)
+        trainer = build_trainer(config, hooks, sites, data, progress, ranks)
+        totals = Totals() if resume is None else restore(trainer, resume, _stateful(trainer.sites))
+        last: RoundResult | None = None
+        trainer.should_stop = checkpoints.stopping
+        checkpoints.begin(trainer, totals, resumed=resume is not None)
+        for round_ in range(totals.round + 1, config.rounds + 1):
+            try:
+                last = trainer.run_round(round_)
+            except RoundStopped as stopped:
+                logger.info("%s: checkpoint of round %d's end", stopped, totals.round)
+                checkpoints.stop_mid_round()
+                status = "stopped"
+                break
+            totals.round, totals.fossilized, totals.pruned = round_, totals.fossilized + last.fossilized, \
+                totals.pruned + last.pruned
+            if progress is not None:
+                progress.round(last)
+            if checkpoints.round_end(trainer, totals):
+                status = "stopped"
+                break
+    finally:
+        if progress is not None:
+            progress.close()
+        checkpoints.finish()
+        torch.set_num_threads(threads)
+    final = None if last is None else sum(last.final_accuracy) / len(last.final_accuracy)
+    return RunFinished(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch,
+                       rounds=totals.round, final_accuracy=final, best_accuracy=trainer.best_accuracy,
+                       fossilized=totals.fossilized, pruned=totals.pruned)
+
+
+def _stateful(sites: LoopSites) -> Stateful | None:
+    """The collectors, where they keep histories a checkpoint holds (the null sites keep none)."""
+    return sites if hasattr(sites, "state_dict") and hasattr(sites, "load_state_dict") else None  # type: ignore[return-value]
+
+
+# --- the run around the loop ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """How an Esper run is hosted: its hub, its telemetry level, its checkpoints and its ranks' checks."""
+
+    hub: HubConfig
+    """Run id, log directory, server(s), token, queue."""
+    level: TelemetryLevel = TelemetryLevel.NORMAL
+    """Telemetry level outside debug windows."""
+    checkpoints: CheckpointConfig | None = None
+    """None: the run takes no checkpoints (a null checkpointer; ``checkpoint`` and ``stop`` are rejected)."""
+    straggler_factor: float = 1.5
+    """With several ranks: a rank slower than this times the others' median is reported."""
+    straggler_epochs: int = 3
+    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the lower ratio)."""
+    agree: bool = True
+    """With several ranks, commands apply where the ranks agreed (off only to measure what agreement costs)."""
+
+
+@dataclass
+class EsperRun:
+    """A built run: the loop's config and ranks, the runtime it reports through, its checkpointer."""
+
+    config: TrainConfig
+    ranks: Ranks
+    runtime: Runtime
+    checkpoints: Checkpointer | NullCheckpointer
+
+    def open_start_windows(self, *, profile_batches: int | None = None, profile_update: bool = False) -> None:
+        """Profile windows from the run's start (``--profile``, ``--profile-update``); after ``run_started``."""
+        open_start_windows(self.runtime, profile_batches=profile_batches, profile_update=profile_update)
+
+    def train(self, *, data: TaskData | None = None, sites: LoopSites | None = None,
+              resume: dict[str, Any] | None = None) -> RunFinished:
+        return run_training(self.config, self.runtime, sites=sites, data=data, ranks=self.ranks,
+                            checkpoints=self.checkpoints, resume=resume)
+
+
+def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
+    """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
+    ``r * n_envs``), the profile handler and the ranks' straggler check, and the checkpointer. ``OSError`` /
+    ``LogCorrupt`` when the run log cannot be written or continued."""
+    runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
+                                          env_base=ranks.rank * config.n_envs))
+    install_profiling(runtime)
+    install_rank_checks(runtime, straggler_factor=hosting.straggler_factor, straggler_epochs=hosting.straggler_epochs)
+    checkpoints: Checkpointer | NullCheckpointer = NullCheckpointer()
+    if hosting.checkpoints is not None:
+        hub = runtime.hub
+        checkpoints = Checkpointer(hosting.checkpoints, store_of(hub.config.run_dir, ranks.rank),
+                                   run_config=config.as_flat_dict(),
+                                   manifest={"run_id": runtime.run_id, "name": hub.config.name,
+                                             "world_size": ranks.world_size},
+                                   hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
+                                   prunes=ranks.is_main)
+        checkpoints.register(runtime.commands)
+    return EsperRun(config=config, ranks=ranks, runtime=runtime, checkpoints=checkpoints)

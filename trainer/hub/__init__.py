@@ -1,7 +1,0 @@
-"""NissaHub: non-blocking event emission, a local run log as source of truth, websocket delivery."""
-
-from trainer.hub.config import BackoffConfig, HubConfig, ingest_url, log_file_name
-from trainer.hub.hub import NissaHub
-from trainer.hub.stats import DeliveryReport, HubStats
-
-__all__ = ["BackoffConfig", "DeliveryReport", "HubConfig", "HubStats", "NissaHub", "ingest_url", "log_file_name"]
