@@ -137,10 +137,12 @@ class KindPlan:
         self.kind = kind.value
         self.marker: Callable[..., Marker | None] | None = marker_maker(kind)
         self.root = root = Shape(cls, self.kind)
-        self.decode: Callable[[bytes], Any] = msgspec.json.Decoder(cls if self.marker else root.lean).decode
+        own_names = kind is EventKind.METRICS  # each value is the series of its own name: ``found_in`` reads it
+        self.decode: Callable[[bytes], Any] = msgspec.json.Decoder(
+            cls if self.marker or own_names else root.lean).decode
         """The payload's JSON → what its points are made of (a marker's label needs the whole payload)."""
         self.has_round = "round" in cls.__struct_fields__  # type: ignore[attr-defined]
-        self.rows = _rows(root, self.has_round) if root.compiled else None
+        self.rows = _rows(root, self.has_round) if root.compiled and not own_names else None
         """``payload`` → (the labels of its structs, the flat values of all of them in one tuple, its round):
         what a store appends per event (one object an event: a writer that keeps thousands makes the
         garbage collector run no more than it must)."""

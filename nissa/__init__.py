@@ -29,10 +29,13 @@ __all__ = ["Run", "init", "upload"]
 def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
          log_dir: str | pathlib.Path = "nissa-runs", run_id: str | None = None, token: str | None = None,
          level: str = "NORMAL", steps_per_epoch: int = 1, device: str = "cpu", queue_size: int = 10_000,
-         rank_timeout_s: float = 600.0) -> Run:
+         rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0) -> Run:
     """Start a run: its directory and stream secret under ``log_dir``, its hub streaming to ``server`` (one
     URL, or several comma-separated for failover; None: ``$NISSA_SERVER``, or log locally only), its command
     runtime. Under torchrun every rank calls it (the process group is joined unless the loop made it).
+    ``stacks`` commands are answered at once, off the loop; ``stack_watchdog_s`` > 0 also writes every thread's
+    stack under the run directory whenever no Python thread could run for that long (native code holding the
+    GIL).
     ``ValueError`` names the argument that is wrong."""
     import os
     import pathlib
@@ -61,7 +64,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
                     queue_size=queue_size)
     runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks))
     return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
-               close_ranks=joined_here and ranks.distributed)
+               close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s)
 
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,

@@ -41,6 +41,7 @@ from leyline import Metrics, RunFinished, RunStarted, TelemetryLevel, metric_val
 from leyline.metrics import MAX_METRICS
 
 from nissa.calls import CallHandler, spec_of
+from nissa.diagnostics import install_diagnostics
 from nissa.hub import DeliveryReport
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
@@ -57,7 +58,7 @@ class Run:
     """One run of a loop, live on a Nissa server (or logged locally only); see the module docstring."""
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
-                 device: str = "cpu", close_ranks: bool = False) -> None:
+                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
@@ -71,6 +72,7 @@ class Run:
             runtime.commands.register(handler.action, handler)
         self._profiles = install_profiling(runtime)
         install_rank_checks(runtime)
+        self._stop_watchdog = install_diagnostics(runtime, stack_watchdog_s)  # ``stacks`` answered off the loop
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
         self._step = self._epoch = 0
         self._started_at = time.monotonic()
@@ -208,6 +210,7 @@ class Run:
         status = status or ("stopped" if self.should_stop else "completed")
         summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
                               epochs=self._epoch, error=error)
+        self._stop_watchdog()
         self._report = self.runtime.finish(summary, timeout=timeout)
         if self._close_ranks:
             self.runtime.ranks.close()

@@ -246,8 +246,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.build import Hosting
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
+    from nissa.diagnostics import install_diagnostics
     from trainer.data import DataError
-    from trainer.diagnostics import install_diagnostics
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
 

@@ -49,7 +49,8 @@ def _serve(path: str) -> Response:
 
 
 @router.get("/ui", summary="The web page: runs, charts with markers, live updates, overlays",
-            response_class=Response, responses={200: {"description": "The page", "content": {"text/html": {}}}})
+            response_class=Response, responses={200: {"description": "The page", "content": {"text/html": {
+                "schema": {"type": "string", "format": "html"}, "example": "<!doctype html>\n<html lang=\"en\">…"}}}})
 async def page() -> Response:
     return _serve("index.html")
 
@@ -60,6 +61,8 @@ async def page_slash() -> RedirectResponse:
 
 
 @router.get("/ui/{path:path}", summary="A file of the web page (its script, styles, the vendored uPlot)",
-            response_class=Response, responses={404: {"description": "No such file"}})
+            response_class=Response, responses={200: {"description": "The file", "content": {"application/javascript": {
+                "schema": {"type": "string", "format": "binary"}, "example": "\"use strict\";…"}}},
+                       404: {"description": "No such file"}})
 async def asset(path: str) -> Response:
     return _serve(path)

@@ -1,5 +1,6 @@
 """Stacks on demand against a real nissa-server: the hub's thread answers while the training thread is
-blocked, with every thread's stack in the command's result and as an artifact; the watchdog writes the
+blocked (an Esper runtime's and a plain loop's ``nissa.init`` run), with every thread's stack in the command's
+result and as an artifact; the watchdog writes the
 stacks of a process whose only running thread holds the GIL."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import httpx
 
 from tests.support.server import running_server
 from tests.support.waiting import wait_for
-from trainer.diagnostics import install_diagnostics
+from nissa.diagnostics import install_diagnostics
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
 
@@ -54,11 +55,30 @@ def test_stacks_are_answered_while_the_training_thread_is_blocked(tmp_path):
         runtime.hub.close(timeout=10)
 
 
+def test_a_plain_loop_run_answers_stacks_too(tmp_path):
+    import nissa
+
+    with running_server(tmp_path) as url:
+        run = nissa.init(server=url, run_name="plain", log_dir=tmp_path / "runs")
+        run.step()
+        run.runtime.hub.flush(timeout=30)
+        resp = httpx.post(f"{url}/escalate", json={"run_id": run.run_id, "action": "stacks"}, timeout=10)
+        assert resp.status_code == 202, resp.text
+        command_id = resp.json()["command_id"]
+        record = wait_for(lambda: (r := httpx.get(f"{url}/commands/{command_id}").json())["status"] == "completed"
+                          and r, timeout=30, message="the stacks command completed")  # no step in between
+        assert "test_a_plain_loop_run_answers_stacks_too" in record["result"]["stacks"]
+        name = record["result"]["artifact"]
+        wait_for(lambda: any(a["name"] == name for a in httpx.get(f"{url}/runs/{run.run_id}/artifacts").json()),
+                 timeout=30, message="the stacks artifact uploaded")
+        assert run.finish().complete
+
+
 def test_the_watchdog_writes_every_threads_stack_when_the_gil_is_held(tmp_path):
     # A regular expression that backtracks for seconds holds the GIL all along: no Python thread runs.
     program = textwrap.dedent(f"""
         import pathlib, re, threading
-        from trainer.diagnostics import StackWatchdog
+        from nissa.diagnostics import StackWatchdog
         dog = StackWatchdog(pathlib.Path({str(tmp_path)!r}), 0, 0.3).start()
         side = threading.Thread(target=threading.Event().wait, args=(30,), name="side", daemon=True)
         side.start()
@@ -78,7 +98,7 @@ def test_the_watchdog_writes_every_threads_stack_when_the_gil_is_held(tmp_path):
 
 
 def test_a_watchdog_that_never_fired_leaves_no_file(tmp_path):
-    from trainer.diagnostics import StackWatchdog
+    from nissa.diagnostics import StackWatchdog
 
     dog = StackWatchdog(tmp_path, 0, 5.0).start()
     dog.stop()
