@@ -8,6 +8,7 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY leyline ./leyline
+COPY nissa ./nissa
 COPY trainer ./trainer
 COPY nissa_server ./nissa_server
 COPY tui ./tui

@@ -53,5 +53,14 @@ def test_dockerfile_pins_torch_and_installs_the_project():
     text = (ROOT / "Dockerfile").read_text()
     assert text.startswith("#") and "FROM python:3.11" in text
     assert "torch==2.13.0" in text and "-c constraints.txt ." in text
-    for package in ("leyline", "trainer", "nissa_server", "tui"):
-        assert f"COPY {package} ./{package}" in text
+    for package in _packages():
+        assert f"COPY {package} ./{package}" in text, package
+
+
+def _packages() -> set[str]:
+    """The top-level packages ``pip install .`` installs (pyproject's ``packages.find``)."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    tops = {pattern.split(".")[0].rstrip("*") for pattern in include}
+    found = {path.parent.name for path in ROOT.glob("*/__init__.py") if any(path.parent.name.startswith(t) for t in tops)}
+    assert {"leyline", "nissa", "trainer", "nissa_server", "tui"} <= found, found
+    return found
