@@ -104,10 +104,12 @@ def rank_resumed(conn: Conn, run_key: int, event: Event, now: float) -> None:
 def rank_finished(conn: Conn, run_key: int, event: Event, now: float) -> None:
     p: RunFinished = event.payload  # type: ignore[assignment]
     status = RunStatus.after_finish(p.status).value
+    g = conn.greatest
     conn.execute(
         "INSERT INTO ranks (run_key, rank, status, ended_at, seen_at, last_step, last_epoch) VALUES (?,?,?,?,?,?,?)"
         " ON CONFLICT (run_key, rank) DO UPDATE SET status = excluded.status, ended_at = excluded.ended_at,"
-        " seen_at = excluded.seen_at",
+        f" seen_at = excluded.seen_at, last_step = {g}(ranks.last_step, excluded.last_step),"
+        f" last_epoch = {g}(ranks.last_epoch, excluded.last_epoch)",
         (run_key, event.rank, status, event.ts, now, event.step, event.epoch))
     if event.rank == 0:
         conn.execute("UPDATE runs SET finish = ? WHERE run_key = ?", (_enc.encode(p), run_key))

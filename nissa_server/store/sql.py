@@ -255,9 +255,8 @@ def apply_effect(conn: Conn, run_key: int, event: Event) -> None:
                          (payload.name, _enc.encode(payload), event.ts, run_key))
         ranks_sql.rank_started(conn, run_key, event, now)
     elif isinstance(payload, RunFinished):
-        if ranks_sql.world_size(conn, run_key) > 1:  # the run ends when its ranks have
-            ranks_sql.rank_finished(conn, run_key, event, now)
-        else:
+        ranks_sql.rank_finished(conn, run_key, event, now)
+        if ranks_sql.world_size(conn, run_key) <= 1:  # alone, it ends the run; several end it when all have
             conn.execute("UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
                          (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key))
     elif isinstance(payload, RunResumed):  # the same run goes on: live again, its last ending forgotten

@@ -85,6 +85,20 @@ async def test_a_run_of_two_ranks_is_one_run_with_each_ranks_state(tmp_path):
             assert all(r["seen_at"] and r["last_seq"] == 2 for r in run["ranks"])
 
 
+async def test_a_run_of_one_rank_ends_its_rank_too(tmp_path):
+    # The run ended but its one rank stayed "live": a console's ranks panel showed a finished run running.
+    with running_server(tmp_path, **FAST) as url:
+        async with IngestClient(url, "one-1", rank=0) as client, httpx.AsyncClient(base_url=url, timeout=10) as http:
+            rank = Rank(client)
+            await rank.send(RunStarted(name="one", config={}, host="node", pid=100, world_size=1))
+            await rank.beat(5)
+            await rank.send(RunFinished(status="completed", duration_s=1.0, epochs=1), step=6, epoch=1)
+            run = await _run(http, "one-1")
+            assert run["status"] == "finished"
+            assert [(r["rank"], r["status"], r["last_step"]) for r in run["ranks"]] == [(0, "finished", 6)]
+            assert run["ranks"][0]["ended_at"] is not None
+
+
 async def test_a_silent_rank_degrades_the_run_names_it_and_comes_back(tmp_path):
     with running_server(tmp_path, **FAST) as url:
         async with two_ranks(url, "two-2") as (r0, r1), httpx.AsyncClient(base_url=url, timeout=10) as http:
