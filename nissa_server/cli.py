@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "failed once they have ended (default 15)")
     p.add_argument("--command-ttl", type=float, default=300.0, metavar="SECONDS",
                    help="expire commands still undelivered after this long (default 300)")
+    p.add_argument("--stacks-answer", type=float, default=15.0, metavar="SECONDS",
+                   help="fail a stacks command a rank has not answered after this long, naming the rank (default 15)")
     p.add_argument("--max-open-commands", type=int, default=8, metavar="N",
                    help="open commands per run before /escalate answers 429 (default 8)")
     p.add_argument("--alerts", type=pathlib.Path, default=None, metavar="FILE",
@@ -98,7 +100,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**rules,  # type: ignore[arg-type]
         host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
         token=args.token or token_from_env(), read_auth=args.read_auth, open=args.open, artifact_dir=args.artifact_dir,
-        lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl, max_open_commands=args.max_open_commands,
+        lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl,
+        stacks_answer_s=args.stacks_answer, max_open_commands=args.max_open_commands,
         **limit_settings(args),  # type: ignore[arg-type]
     )
 

@@ -71,9 +71,10 @@ class CommandSink(Protocol):
 
 
 class CommandService:
-    def __init__(self, store: Store, *, ttl_s: float, max_open: int) -> None:
+    def __init__(self, store: Store, *, ttl_s: float, max_open: int, stacks_answer_s: float = 15.0) -> None:
         self._store = store
         self._ttl_s = ttl_s
+        self._stacks_answer_s = stacks_answer_s
         self._max_open = max_open
         self._sent: dict[tuple[int, str], set[str]] = {}
         """(run key, command id) → the sessions here it went down."""
@@ -166,4 +167,31 @@ class CommandService:
 
             await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
             expired += 1
-        return expired
+        return expired + await self._close_unanswered_stacks(now)
+
+    async def _close_unanswered_stacks(self, now: float) -> int:
+        """``stacks`` commands some rank never answered: failed, naming the ranks that did not (what the ranks
+        that did answer stays in the command's ``ranks``; a late answer still lands there)."""
+        closed = 0
+        for command_id, run_id, world, answered in await self._store.read(queries.unanswered_stacks,
+                                                                          now - self._stacks_answer_s):
+            run = await self._store.find_run(run_id)
+            silent = [r for r in range(world) if r not in answered]
+            if run is None or not silent:
+                continue
+            names = ", ".join(map(str, silent))
+            change = CommandStatusChanged(
+                command_id=command_id, action=CommandAction.STACKS, status=CommandStatus.FAILED,
+                message=f"no answer from rank{'s' if len(silent) > 1 else ''} {names} within "
+                        f"{self._stacks_answer_s:g} s: stopped, or none of its Python threads can run (its stack "
+                        f"watchdog, --stack-watchdog, writes their stacks to its run directory)")
+
+            def prepare(conn: Conn, write: EventWrite, command_id: str = command_id,
+                        change: CommandStatusChanged = change) -> None:
+                status = sql.command_status(conn, command_id)
+                if status is not None and not CommandStatus(status).terminal:  # not answered meanwhile
+                    add_server_event(conn, write, change, Severity.WARNING)
+
+            await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
+            closed += 1
+        return closed

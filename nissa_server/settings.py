@@ -117,6 +117,9 @@ class Settings:
     heartbeats by default)."""
     command_ttl_s: float = 300.0
     """A command still ``queued`` (never delivered) after this long is marked ``expired``."""
+    stacks_answer_s: float = 15.0
+    """A ``stacks`` command some rank has not answered after this long is failed, naming that rank (a hub
+    thread answers at once: the rank is stopped, or none of its Python threads can run)."""
     max_open_commands: int = 8
     """Commands per run not yet in a terminal status before ``/escalate`` answers 429."""
     max_frame_bytes: int = MAX_FRAME_BYTES
@@ -173,7 +176,7 @@ class Settings:
             raise ValueError("--open means serving without a token: drop --open or the token")
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
-        for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "hello_timeout_s",
+        for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "stacks_answer_s", "hello_timeout_s",
                      "maintenance_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

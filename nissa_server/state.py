@@ -44,7 +44,8 @@ class Nissa:
         self.store = create_store(self.settings.database, queue_batches=self.settings.writer_queue_batches,
                                   commit_interval_s=self.settings.commit_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
-                                       max_open=self.settings.max_open_commands)
+                                       max_open=self.settings.max_open_commands,
+                                       stacks_answer_s=self.settings.stacks_answer_s)
         self.alerts = AlertService(self.settings.alert_rules, self.store, self.commands, self.metrics,
                                    silent_after_s=self.settings.rank_silent_after_s,
                                    lost_after_s=self.settings.lost_after_s)

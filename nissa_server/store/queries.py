@@ -263,6 +263,18 @@ def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]
         " WHERE c.status = 'queued' AND c.created_at < ? ORDER BY c.created_at", (created_before,))]
 
 
+def unanswered_stacks(conn: Conn, created_before: float) -> list[tuple[str, str, int, list[int]]]:
+    """(command id, run id, world size, ranks that completed it) of the ``stacks`` commands still open that
+    were created before ``created_before`` (a rank's hub thread answers one at once, or never)."""
+    rows = conn.execute(
+        "SELECT c.command_id, r.run_id, r.world_size FROM commands c JOIN runs r USING (run_key)"
+        " WHERE c.action = 'stacks' AND c.status IN ('queued', 'delivered', 'applied') AND c.created_at < ?"
+        " ORDER BY c.created_at", (created_before,)).fetchall()
+    return [(command_id, run_id, max(1, world or 1), [rank for (rank,) in conn.execute(
+        "SELECT rank FROM command_ranks WHERE command_id = ? AND status = 'completed' ORDER BY rank", (command_id,))])
+            for command_id, run_id, world in rows]
+
+
 def committed_blocks(conn: Conn, after_id: int, upto_id: int, max_events: int) -> list[tuple]:
     """(run_key, run_id, rank, id, seq, n, body) of the blocks with ``after_id < id <= upto_id`` in id order,
     until they hold ``max_events`` events (fewer only when the range has no more)."""

@@ -192,6 +192,28 @@ async def test_a_command_completes_when_every_rank_has_and_fails_naming_the_rank
             assert {c["command_id"]: len(c["ranks"]) for c in listed} == {cid: 2, bid: 2}
 
 
+async def test_stacks_a_rank_never_answers_fail_naming_it_and_keep_the_others(tmp_path):
+    # A stopped rank cannot answer: the command stayed open for good, the ranks that answered hidden behind it.
+    with running_server(tmp_path, **FAST, stacks_answer_s=1.0) as url:
+        async with two_ranks(url, "two-s") as (r0, r1), httpx.AsyncClient(base_url=url, timeout=10) as http:
+            cid = (await http.post("/escalate", json={"run_id": "two-s", "action": "stacks"})).json()["command_id"]
+            assert (await r0.client.wait_command()).command_id == cid
+            await r0.send(CommandStatusChanged(command_id=cid, action=CommandAction.STACKS,
+                                               status=CommandStatus.COMPLETED, applied_step=4,
+                                               result={"rank": 0, "stacks": "Thread 0x1"}), step=4)
+            record = (await http.get(f"/commands/{cid}")).json()
+            assert record["status"] == "applied"  # waiting for rank 1, not failed before its time
+
+            async def closed() -> bool:
+                record.update((await http.get(f"/commands/{cid}")).json())
+                return record["status"] == "failed"
+
+            await async_wait_for(closed, timeout=20, message="the stacks command failed")
+            assert record["message"].startswith("no answer from rank 1 within 1 s"), record["message"]
+            assert [(r["rank"], r["status"]) for r in record["ranks"]] == [(0, "completed")]
+            assert record["ranks"][0]["result"]["stacks"] == "Thread 0x1"
+
+
 async def test_a_watcher_follows_one_rank_in_replay_and_live(tmp_path):
     with running_server(tmp_path, **FAST) as url:
         async with two_ranks(url, "two-6") as (r0, r1):
