@@ -41,18 +41,26 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     import pathlib
 
     from leyline import TelemetryLevel
+    from nissa.checks import check_init, check_server
     from nissa.hub import HubConfig
     from nissa.join import agree_on_run, join_ranks
     from nissa.ranks import RanksConfig
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
 
-    server = server if server is not None else os.environ.get("NISSA_SERVER") or None
+    check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
+               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s)
+    if server is not None:
+        check_server(server, "server")
+    elif os.environ.get("NISSA_SERVER"):
+        server = os.environ["NISSA_SERVER"]
+        check_server(server, "$NISSA_SERVER")
     token = token if token is not None else os.environ.get("NISSA_TOKEN") or None
     try:
-        telemetry = TelemetryLevel(level.upper())
+        telemetry = TelemetryLevel(str(level).upper())
     except ValueError:
-        raise ValueError(f"level: expected one of {[lv.value for lv in TelemetryLevel]}, got {level!r}") from None
+        raise ValueError(f"nissa.init: level must be one of {[lv.value for lv in TelemetryLevel]}, "
+                         f"got {level!r}") from None
     log_root = pathlib.Path(log_dir)
     HubConfig(run_id="check", log_dir=log_root, server=server, token=token, name=run_name, queue_size=queue_size)
     import torch.distributed as dist

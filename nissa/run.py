@@ -29,7 +29,6 @@ import logging
 import os
 import pathlib
 import platform
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
@@ -38,9 +37,9 @@ from typing import Any
 import torch
 
 from leyline import Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
-from leyline.metrics import MAX_METRICS
 
 from nissa.calls import CallHandler, spec_of
+from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics
 from nissa.hub import DeliveryReport
 from nissa.runtime import Runtime
@@ -50,8 +49,8 @@ from nissa.watch import ModelWatch
 
 logger = logging.getLogger(__name__)
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
 Value = float | int | torch.Tensor
+_END_STATUSES = ("completed", "failed", "interrupted", "stopped")
 
 
 class Run:
@@ -110,6 +109,11 @@ class Run:
         return self.runtime.hub.config.run_dir
 
     @property
+    def finished(self) -> bool:
+        """``finish`` was called: the run takes no more steps, values or commands."""
+        return self._report is not None
+
+    @property
     def takes_checkpoints(self) -> bool:
         """An ``on_checkpoint`` function is set (without one a ``checkpoint`` command is rejected)."""
         return self._checkpoints.fn is not None
@@ -120,6 +124,7 @@ class Run:
         """Declare a command of the run's own (before its first step); the decorated function runs at a step
         boundary with the arguments the server checked, and its return value is the command's result."""
         def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._check_open("run.command")
             if self._started:
                 raise RuntimeError("declare commands before the run's first step (they travel in run_started)")
             self._calls.declare(spec_of(name or fn.__name__, fn, help), fn)
@@ -139,6 +144,7 @@ class Run:
 
     def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1) -> torch.nn.Module:
         """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window."""
+        self._check_open("run.watch")
         self._watch.add(model, name, every)
         return model
 
@@ -159,6 +165,7 @@ class Run:
         """A step boundary: the epoch of steps just done may end (``steps_per_epoch``), debug statistics of the
         watched modules are read, and commands apply. Call it once per step, or use ``with run.step():``
         around the step's body (the boundary is where the ``with`` begins)."""
+        self._check_open("run.step")
         self.start()
         if self._step > 0:
             self._watch.collect(self._step)
@@ -170,12 +177,14 @@ class Run:
 
     def epoch_end(self) -> None:
         """The epoch in progress ended (called by ``step`` every ``steps_per_epoch`` steps unless that is 0)."""
+        self._check_open("run.epoch_end")
         self.runtime.epoch_end(self._epoch)
         self._epoch += 1
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """A named phase of the loop (``validate``, ``update``): a profile window may record its next run."""
+        self._check_open("run.phase")
         self._profiles.phase_begin(name)
         try:
             with torch.profiler.record_function(name):
@@ -186,18 +195,20 @@ class Run:
     def log(self, values: Mapping[str, Value], *, step: int | None = None,
             labels: Mapping[str, str] | None = None) -> None:
         """Named scalars at ``step`` (default: the current step); never blocks. Tensors are read back together,
-        in one transfer. ``ValueError`` for a bad name or too many values (a bug in the caller, said at once)."""
+        in one transfer; NaN and infinities are kept. A bad name, value, ``step`` or label is a ``ValueError`` (or
+        ``TypeError``) at once, naming it: a bug in the caller, never an event dropped later."""
+        self._check_open("run.log")
+        check_log(values, step, labels)
         self.start()
         if not values:
             return
-        if len(values) > MAX_METRICS:
-            raise ValueError(f"run.log: at most {MAX_METRICS} values per call, got {len(values)}")
-        bad = next((k for k in values if not isinstance(k, str) or not _NAME.fullmatch(k)), None)
-        if bad is not None:
-            raise ValueError(f"run.log: bad metric name {bad!r} (a letter or _ first, then letters, digits, _ . / : -)")
-        numbers = _as_floats(values)
+        numbers = as_floats(values)
         payload = Metrics(values={k: metric_value(v) for k, v in numbers.items()}, labels=dict(labels or {}))
         self.runtime.hub.emit(payload, step=self._step if step is None else step, epoch=self._epoch)
+
+    def _check_open(self, what: str) -> None:
+        if self._report is not None:
+            raise RuntimeError(f"{what}: run {self.run_id} has finished (nissa.init starts another)")
 
     # --- the end ------------------------------------------------------------------------------
 
@@ -206,6 +217,8 @@ class Run:
         ``timeout``; the report says what reached the server. A second call returns the first's report."""
         if self._report is not None:
             return self._report
+        if status not in (None, *_END_STATUSES):
+            raise ValueError(f"run.finish: status must be one of {list(_END_STATUSES)}, got {status!r}")
         self.start()
         status = status or ("stopped" if self.should_stop else "completed")
         summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
@@ -217,6 +230,7 @@ class Run:
         return self._report
 
     def __enter__(self) -> Run:
+        self._check_open("with run")
         return self.start()
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
@@ -227,25 +241,6 @@ class Run:
         else:
             self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
 
-
-
-def _as_floats(values: Mapping[str, Value]) -> dict[str, float]:
-    """Python numbers as they are; tensors (one element each) read back in one transfer per device."""
-    out: dict[str, float] = {}
-    tensors: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
-    for key, value in values.items():
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                raise ValueError(f"run.log: {key!r} must be a scalar, got a tensor of shape {tuple(value.shape)}")
-            tensors.setdefault(value.device, []).append((key, value))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[key] = float(value)
-        else:
-            raise ValueError(f"run.log: {key!r} must be a number or a one-element tensor, got {type(value).__name__}")
-    for items in tensors.values():
-        read = torch.stack([t.detach().reshape(()).to(torch.float64) for _, t in items]).tolist()
-        out.update(zip((k for k, _ in items), read))
-    return {key: out[key] for key in values}
 
 
 def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool | None]:

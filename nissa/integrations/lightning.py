@@ -74,6 +74,8 @@ class NissaCallback(pl.Callback):
             self._log(trainer.callback_metrics)
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.run.finished:  # a ``trainer.validate`` after the fit: the run has ended
+            return
         self._validating = self.run.phase("validate")
         self._validating.__enter__()
 
@@ -93,5 +95,5 @@ class NissaCallback(pl.Callback):
     def _log(self, metrics: dict[str, Any]) -> None:
         values = {metric_name(k): v for k, v in metrics.items()
                   if isinstance(v, (int, float)) or (isinstance(v, torch.Tensor) and v.numel() == 1)}
-        if values:
+        if values and not self.run.finished:
             self.run.log(dict(list(values.items())[:256]))

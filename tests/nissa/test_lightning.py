@@ -58,9 +58,10 @@ def test_a_lightning_fit_is_a_run_with_metrics_and_a_debug_window(tmp_path):
     with running_server(tmp_path) as url:
         run = nissa.init(server=url, run_name="lit", log_dir=tmp_path / "runs")
         _local(run, CommandAction.DEBUG, epochs=2)
-        _fit(run, max_steps=6, val_check_interval=3)
+        trainer = _fit(run, max_steps=6, val_check_interval=3)
         events = wait_for(lambda: (ev := trainer_events(url, run.run_id)) and ev[-1].kind is EventKind.RUN_FINISHED
                           and ev, 30, "the run's events")
+    trainer.validate(trainer.lightning_module, _loader())  # after the fit the run has ended: nothing to send
     metrics = [e for e in events if e.kind is EventKind.METRICS]
     assert [e.payload.values["train/loss"] for e in metrics if "train/loss" in e.payload.values]
     assert any("val_loss" in e.payload.values for e in metrics)

@@ -1,0 +1,132 @@
+"""What ``nissa.init`` and ``run.log`` accept: a caller's mistake is a ``ValueError`` or ``TypeError`` at once,
+naming the argument (or the metric) that is wrong, never an event the hub refuses later and drops."""
+
+from __future__ import annotations
+
+import numbers
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS
+
+from nissa.hub.config import ingest_url, server_list
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
+_NAME_RULE = "a letter or _ first, then letters, digits, _ . / : -; at most 128 characters"
+
+
+def check_server(server: object, source: str) -> None:
+    """``server`` (or ``$NISSA_SERVER``, as ``source`` says): one URL or several, comma-separated."""
+    if not isinstance(server, str):
+        raise TypeError(f"nissa.init: {source} must be a URL string like 'http://127.0.0.1:8765', "
+                        f"got {type(server).__name__}")
+    try:
+        for url in server_list(server):
+            ingest_url(url)
+    except ValueError as err:  # its message names the CLI's flag; here the argument is meant
+        raise ValueError(f"nissa.init: {source}{str(err).removeprefix('--server')}") from None
+
+
+def check_init(*, run_name: object, config: object, steps_per_epoch: object, device: object,
+               stack_watchdog_s: object, rank_timeout_s: object) -> None:
+    """The arguments of ``nissa.init`` the hub does not check itself."""
+    if not isinstance(run_name, str) or not run_name.strip():
+        raise ValueError(f"nissa.init: run_name must be a non-empty string, got {run_name!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"nissa.init: config must be a mapping (a dict of names to values), "
+                        f"got {type(config).__name__}")
+    if not _is_int(steps_per_epoch) or steps_per_epoch < 0:  # type: ignore[operator]
+        raise ValueError(f"nissa.init: steps_per_epoch must be an int >= 0 (0: the loop calls run.epoch_end()), "
+                         f"got {steps_per_epoch!r}")
+    if not _is_number(stack_watchdog_s) or not 0 <= stack_watchdog_s < float("inf"):  # type: ignore[operator]
+        raise ValueError(f"nissa.init: stack_watchdog_s must be seconds >= 0 (0: off), got {stack_watchdog_s!r}")
+    if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):  # type: ignore[operator]
+        raise ValueError(f"nissa.init: rank_timeout_s must be seconds > 0, got {rank_timeout_s!r}")
+    check_device(device)
+
+
+def check_device(device: object) -> None:
+    """``cpu``, ``cuda``, ``cuda:N``…: a device torch knows, and a CUDA one only where CUDA is available."""
+    if not isinstance(device, str):
+        raise TypeError(f"nissa.init: device must be a string like 'cpu' or 'cuda:0', got {type(device).__name__}")
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"nissa.init: device {device!r} is not a torch device (cpu, cuda, cuda:N, …)") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"nissa.init: device {device!r}, but this torch sees no CUDA device "
+                         f"(torch.cuda.is_available() is False)")
+
+
+def check_log(values: object, step: object, labels: object) -> None:
+    """What ``run.log`` takes: a mapping of metric names to numbers, an int ``step``, string labels."""
+    if not isinstance(values, Mapping):
+        raise TypeError(f"run.log: expected a mapping of metric names to numbers, got {type(values).__name__}")
+    if len(values) > MAX_METRICS:
+        raise ValueError(f"run.log: at most {MAX_METRICS} values per call, got {len(values)}")
+    bad = next((k for k in values if not is_name(k)), None)
+    if bad is not None:
+        raise ValueError(f"run.log: bad metric name {bad!r} ({_NAME_RULE})")
+    if step is not None and (not _is_int(step) or step < 0):  # type: ignore[operator]
+        raise ValueError(f"run.log: step must be an int >= 0, got {step!r}")
+    if labels is None:
+        return
+    if not isinstance(labels, Mapping):
+        raise TypeError(f"run.log: labels must be a mapping of names to strings, got {type(labels).__name__}")
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"run.log: at most {MAX_LABELS} labels, got {len(labels)}")
+    for key, value in labels.items():
+        if not is_name(key):
+            raise ValueError(f"run.log: bad label name {key!r} ({_NAME_RULE})")
+        if not isinstance(value, str) or len(value) > MAX_METRIC_NAME_CHARS:
+            raise ValueError(f"run.log: label {key!r} must be a string of at most {MAX_METRIC_NAME_CHARS} "
+                             f"characters, got {value!r}")
+
+
+def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
+    """Python and NumPy numbers as they are; tensors (one element each) read back in one transfer per device."""
+    out: dict[str, float] = {}
+    tensors: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
+    for key, value in values.items():
+        if isinstance(value, torch.Tensor):
+            tensors.setdefault(value.device, []).append((key, _readable(key, value)))
+        elif _is_number(value):
+            try:
+                out[key] = float(value)
+            except OverflowError:
+                raise ValueError(f"run.log: {key!r} is too large for a float") from None
+        else:
+            raise ValueError(f"run.log: {key!r} must be a number or a one-element tensor, got {type(value).__name__}")
+    for items in tensors.values():
+        read = torch.stack([t.detach().reshape(()).to(torch.float64) for _, t in items]).tolist()
+        out.update(zip((k for k, _ in items), read))
+    return {key: out[key] for key in values}
+
+
+def _readable(key: str, value: torch.Tensor) -> torch.Tensor:
+    """A tensor whose one real value can be read back (not sparse, meta or complex)."""
+    if value.layout != torch.strided:
+        raise ValueError(f"run.log: {key!r} must be a dense tensor, got layout {value.layout}")
+    if value.device.type == "meta":
+        raise ValueError(f"run.log: {key!r} is on the meta device: it holds no value to log")
+    if value.numel() != 1:
+        raise ValueError(f"run.log: {key!r} must be a scalar, got a tensor of shape {tuple(value.shape)}")
+    if value.is_complex():
+        raise ValueError(f"run.log: {key!r} is complex ({value.dtype}): log its real part or its abs()")
+    return value
+
+
+def is_name(key: object) -> bool:
+    """A metric or label name the contract takes."""
+    return isinstance(key, str) and _NAME.fullmatch(key) is not None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"

@@ -1,0 +1,95 @@
+"""A caller's mistakes with ``nissa.init`` and ``Run``: each a ValueError, TypeError or RuntimeError at once,
+naming what is wrong; nothing is logged that the hub would refuse and drop later."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import nissa
+from leyline import EventKind, decode_event
+
+
+@pytest.fixture
+def run(tmp_path):
+    run = nissa.init(run_name="mistakes", log_dir=tmp_path)
+    yield run
+    run.finish()
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"server": "localhost:8765"}, ValueError, r"^nissa.init: server: expected http://host:port"),
+    ({"server": 8765}, TypeError, "server must be a URL string"),
+    ({"run_name": ""}, ValueError, "run_name must be a non-empty string"),
+    ({"config": "lr=0.1"}, TypeError, "config must be a mapping"),
+    ({"steps_per_epoch": "3"}, ValueError, "steps_per_epoch must be an int >= 0"),
+    ({"device": "tpu"}, ValueError, "device 'tpu' is not a torch device"),
+    ({"stack_watchdog_s": -1}, ValueError, "stack_watchdog_s must be seconds >= 0"),
+    ({"rank_timeout_s": 0}, ValueError, "rank_timeout_s must be seconds > 0"),
+    ({"level": 3}, ValueError, "level must be one of"),
+])
+def test_init_refuses_a_bad_argument_naming_it(tmp_path, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        nissa.init(log_dir=tmp_path, **kwargs)
+    assert not any(tmp_path.iterdir())  # refused before any run directory was made
+
+
+def test_init_names_nissa_server_when_the_environment_is_wrong(tmp_path, monkeypatch):
+    monkeypatch.setenv("NISSA_SERVER", "127.0.0.1:8765")
+    with pytest.raises(ValueError, match=r"\$NISSA_SERVER: expected http://host:port"):
+        nissa.init(log_dir=tmp_path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a torch without CUDA")
+def test_init_refuses_cuda_where_there_is_none(tmp_path):
+    with pytest.raises(ValueError, match="sees no CUDA device"):
+        nissa.init(log_dir=tmp_path, device="cuda")
+
+
+@pytest.mark.parametrize(("values", "kwargs", "error", "match"), [
+    ("loss", {}, TypeError, "expected a mapping of metric names to numbers, got str"),
+    ({"loss": "0.5"}, {}, ValueError, "'loss' must be a number or a one-element tensor, got str"),
+    ({"loss": torch.tensor(1.0, device="meta")}, {}, ValueError, "'loss' is on the meta device"),
+    ({"loss": torch.tensor(1 + 2j)}, {}, ValueError, "'loss' is complex"),
+    ({"loss": torch.tensor([1.0]).to_sparse()}, {}, ValueError, "'loss' must be a dense tensor"),
+    ({"loss": 10**400}, {}, ValueError, "'loss' is too large for a float"),
+    ({"loss": 1.0}, {"step": "3"}, ValueError, "step must be an int >= 0, got '3'"),
+    ({"loss": 1.0}, {"labels": {"split": 1}}, ValueError, "label 'split' must be a string"),
+    ({"loss": 1.0}, {"labels": {"a b": "c"}}, ValueError, "bad label name 'a b'"),
+])
+def test_log_refuses_a_bad_value_at_once_and_logs_nothing_of_it(run, values, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        run.log(values, **kwargs)
+    run.log({"loss": np.float32(0.5), "nan": torch.tensor(float("nan"))}, step=7, labels={"split": "val"})
+    assert "lost" not in run.finish().describe()
+    events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]  # type: ignore[attr-defined]
+    metrics = [e for e in events if e.kind is EventKind.METRICS]
+    assert [(m.step, m.payload.values, m.payload.labels) for m in metrics] == [
+        (7, {"loss": 0.5, "nan": "nan"}, {"split": "val"})]
+
+
+def test_a_finished_run_says_so_when_used(run):
+    run.finish()
+    for what, use in [("run.log", lambda: run.log({"loss": 1.0})), ("run.step", run.step),
+                      ("run.epoch_end", run.epoch_end), ("run.phase", lambda: run.phase("validate").__enter__()),
+                      ("run.watch", lambda: run.watch(torch.nn.Linear(1, 1))),
+                      ("run.command", lambda: run.command("set_lr")(lambda value: value)),
+                      ("with run", run.__enter__)]:
+        with pytest.raises(RuntimeError, match=f"^{what}: run {run.run_id} has finished"):
+            use()
+    assert run.finished and run.finish() is run.finish()
+    other = nissa.init(log_dir=run.run_dir.parent)
+    with pytest.raises(ValueError, match="status must be one of"):
+        other.finish("done")
+    assert other.finish("failed", error="boom").complete
+
+
+def test_importing_nissa_imports_no_torch_and_starts_no_thread():
+    code = ("import sys, threading; import nissa; help(nissa.init); "
+            "print('torch' in sys.modules, threading.active_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "False 1"
