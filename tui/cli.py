@@ -24,7 +24,7 @@ def _out(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="esper-watch", description="Watch and steer Esper runs live.")
+    p = argparse.ArgumentParser(prog="esper-watch", description="Watch and steer training runs live: Esper's, or any loop on the nissa client.")
     p.add_argument("--server", default=None,
                    help=f"nissa-server base URL (default {DEFAULT_SERVER}, or $NISSA_SERVER)")
     p.add_argument("--token", default=None, help="bearer token for escalations (default $NISSA_TOKEN)")
@@ -121,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
                              profile_batches=args.profile_batches)
     except ValueError as err:
         _out(f"esper-watch: {err}")
+        return 2
+    if args.replay and args.replay.is_dir():
+        _out(f"esper-watch: --replay {args.replay} is a directory; a run log is "
+             f"{args.replay / 'events.jsonl'} (<log-dir>/<run_id>/events.jsonl)")
         return 2
     if args.replay and not args.replay.is_file():
         _out(f"esper-watch: --replay {args.replay}: no such file")

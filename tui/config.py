@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
+from leyline.codec import check_run_id
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 
 from tui.client import ClientConfig
@@ -55,8 +58,11 @@ class WatchConfig:
             raise ValueError("--charts needs --run RUN or --replay FILE")
         if self.compare and (len(set(self.compare)) < 2 or self.run_id or self.replay_file):
             raise ValueError("--compare needs two or more different runs, RUN_A,RUN_B, and no --run or --replay")
+        for flag, run_id in [("--run", self.run_id)] + [("--compare", r) for r in self.compare]:
+            if run_id is not None:
+                _check_run_id(flag, run_id)
         if not 0.5 <= self.refresh_hz <= 60:
-            raise ValueError(f"refresh_hz must be in 0.5..60, got {self.refresh_hz}")
+            raise ValueError(f"--refresh-hz must be in 0.5..60, got {self.refresh_hz:g}")
         if not 1 <= self.debug_epochs <= MAX_DEBUG_EPOCHS:
             raise ValueError(f"--debug-epochs must be in 1..{MAX_DEBUG_EPOCHS}")
         if not 1 <= self.profile_batches <= MAX_PROFILE_BATCHES:
@@ -69,3 +75,11 @@ class WatchConfig:
     @property
     def refresh_s(self) -> float:
         return 1.0 / self.refresh_hz
+
+
+def _check_run_id(flag: str, run_id: str) -> None:
+    try:
+        check_run_id(run_id)
+    except msgspec.ValidationError:
+        raise ValueError(f"{flag}: {run_id!r} is not a run id (1-128 characters of A-Z a-z 0-9 . _ : -; "
+                         f"esper-train prints it when it starts)") from None

@@ -33,6 +33,14 @@ def test_bad_flags_name_the_flag(capsys, tmp_path):
     assert "--compare needs two or more different runs" in capsys.readouterr().err
     assert main(["--server", "http://127.0.0.1:1", "--compare", "a,b", "--run", "a"]) == 2
     assert "--compare" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--run", "../x"]) == 2
+    assert "esper-watch: --run: '../x' is not a run id" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--compare", "a,b/c"]) == 2
+    assert "esper-watch: --compare: 'b/c' is not a run id" in capsys.readouterr().err
+    assert main(["--server", "http://127.0.0.1:1", "--refresh-hz", "0"]) == 2
+    assert "esper-watch: --refresh-hz must be in 0.5..60, got 0" in capsys.readouterr().err
+    assert main(["--replay", str(tmp_path)]) == 2
+    assert f"--replay {tmp_path} is a directory; a run log is {tmp_path / 'events.jsonl'}" in capsys.readouterr().err
 
 
 def test_an_unusable_log_file_or_replay_is_one_line(capsys, tmp_path):
