@@ -21,6 +21,7 @@ import uvicorn
 from nissa_server.alerts.rules import RulesError, load_rules
 from nissa_server.app import create_app
 from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
+from nissa_server.cli_values import count, port, seconds
 from nissa_server.protocols import protocols
 from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
 from nissa_server.store import UnusableDatabase, is_database_url
@@ -40,11 +41,11 @@ def _fail(message: str) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer Esper training runs. "
+    p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer training runs (Esper's, or any loop on the nissa client). "
                                 "(nissa-server prune --help: thin old runs' metric events.)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; a non-loopback one needs a token (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=port, default=DEFAULT_PORT,
                    help=f"TCP port; 0 picks a free one (default {DEFAULT_PORT})")
     add_db_arg(p)
     p.add_argument("--token", default=None, help=f"bearer token for ingest, uploads and /escalate "
@@ -56,16 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "token, DELETE is refused)")
     p.add_argument("--artifact-dir", type=pathlib.Path, default=None,
                    help="where uploaded artifacts go (default: next to the database)")
-    p.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--lost-after", type=seconds, default=60.0, metavar="SECONDS",
                    help="mark a run lost after this long with no connection and no event (default 60)")
-    p.add_argument("--rank-silent-after", type=float, default=15.0, metavar="SECONDS",
+    p.add_argument("--rank-silent-after", type=seconds, default=15.0, metavar="SECONDS",
                    help="a rank of a multi-rank run silent this long marks its run degraded while others run, "
                         "failed once they have ended (default 15)")
-    p.add_argument("--command-ttl", type=float, default=300.0, metavar="SECONDS",
+    p.add_argument("--command-ttl", type=seconds, default=300.0, metavar="SECONDS",
                    help="expire commands still undelivered after this long (default 300)")
-    p.add_argument("--stacks-answer", type=float, default=15.0, metavar="SECONDS",
+    p.add_argument("--stacks-answer", type=seconds, default=15.0, metavar="SECONDS",
                    help="fail a stacks command a rank has not answered after this long, naming the rank (default 15)")
-    p.add_argument("--max-open-commands", type=int, default=8, metavar="N",
+    p.add_argument("--max-open-commands", type=count, default=8, metavar="N",
                    help="open commands per run before /escalate answers 429 (default 8)")
     p.add_argument("--alerts", type=pathlib.Path, default=None, metavar="FILE",
                    help="alert rules and their destinations (TOML; see the README's 'Alerts and hangs'); "
@@ -171,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings.artifacts_root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        _fail(f"--artifact-dir: cannot create {settings.artifacts_root}: {err.strerror or err}")
     settings = fit_to_open_files(settings)
     config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
     try:

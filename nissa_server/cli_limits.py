@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import resource
 
+from nissa_server.cli_values import count, seconds
 from nissa_server.settings import ConnectionLimits, Settings
 
 logger = logging.getLogger(__name__)
@@ -19,25 +20,25 @@ with its WAL and shared-memory files), the lock, logs, uploads in progress, the 
 
 def add_limit_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("limits (what one client may hold, and for how long)")
-    g.add_argument("--header-timeout", type=float, default=_LIMITS.header_timeout_s, metavar="SECONDS",
+    g.add_argument("--header-timeout", type=seconds, default=_LIMITS.header_timeout_s, metavar="SECONDS",
                    help="a connection must send a complete request head within this long (default %(default)s)")
-    g.add_argument("--min-body-rate", type=int, default=_LIMITS.min_body_rate, metavar="BYTES_PER_S",
+    g.add_argument("--min-body-rate", type=count, default=_LIMITS.min_body_rate, metavar="BYTES_PER_S",
                    help="a request body must keep arriving at this rate, checked every --header-timeout "
                         "(default %(default)s)")
-    g.add_argument("--max-connections", type=int, default=_LIMITS.max_connections, metavar="N",
+    g.add_argument("--max-connections", type=count, default=_LIMITS.max_connections, metavar="N",
                    help="open connections at most; at the cap a new one displaces the oldest idle one, else "
                         "gets 503 (default %(default)s, lowered to fit the open-file limit)")
-    g.add_argument("--max-watchers", type=int, default=_LIMITS.max_watchers, metavar="N",
+    g.add_argument("--max-watchers", type=count, default=_LIMITS.max_watchers, metavar="N",
                    help="open /ws/watch connections at most; more are closed with 4429 (default %(default)s)")
-    g.add_argument("--ingest-idle-timeout", type=float, default=_LIMITS.ingest_idle_s, metavar="SECONDS",
+    g.add_argument("--ingest-idle-timeout", type=seconds, default=_LIMITS.ingest_idle_s, metavar="SECONDS",
                    help="close an ingest connection that sends nothing for this long (default %(default)s)")
-    g.add_argument("--ws-ping-interval", type=float, default=_LIMITS.ws_ping_interval_s, metavar="SECONDS",
+    g.add_argument("--ws-ping-interval", type=seconds, default=_LIMITS.ws_ping_interval_s, metavar="SECONDS",
                    help="websocket keep-alive ping interval (default %(default)s)")
-    g.add_argument("--ws-ping-timeout", type=float, default=_LIMITS.ws_ping_timeout_s, metavar="SECONDS",
+    g.add_argument("--ws-ping-timeout", type=seconds, default=_LIMITS.ws_ping_timeout_s, metavar="SECONDS",
                    help="drop a websocket that answers no ping within this long (default %(default)s)")
-    g.add_argument("--watcher-max-pending", type=int, default=_SETTINGS["watcher_max_pending"].default,
+    g.add_argument("--watcher-max-pending", type=count, default=_SETTINGS["watcher_max_pending"].default,
                    metavar="EVENTS", help="close a watcher this many events behind (default %(default)s)")
-    g.add_argument("--watcher-max-bytes", type=int, default=_SETTINGS["watcher_max_pending_bytes"].default,
+    g.add_argument("--watcher-max-bytes", type=count, default=_SETTINGS["watcher_max_pending_bytes"].default,
                    metavar="BYTES", help="close a watcher this many bytes behind (default %(default)s)")
 
 

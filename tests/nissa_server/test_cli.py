@@ -116,3 +116,26 @@ def test_limit_flags_reach_the_settings_and_show_their_defaults():
     for flag, default in (("--header-timeout", "10.0"), ("--max-connections", "1000"), ("--max-watchers", "100"),
                           ("--ingest-idle-timeout", "60.0"), ("--watcher-max-bytes", "16777216")):
         assert flag in text and f"(default {default}" in text.split(flag, 2)[-1][:200], flag
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--port", "-1"], "argument --port: must be a port in 0..65535"),
+    (["--lost-after", "0"], "argument --lost-after: must be a number of seconds > 0, got '0'"),
+    (["--stacks-answer", "nan"], "argument --stacks-answer: must be a number of seconds > 0, got 'nan'"),
+    (["--header-timeout", "inf"], "argument --header-timeout: must be a number of seconds > 0"),
+    (["--max-watchers", "0"], "argument --max-watchers: must be a whole number >= 1, got '0'"),
+])
+def test_a_bad_flag_value_is_refused_naming_the_flag(capsys, flags, expected):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(flags)
+    assert exit_.value.code == 2 and f"nissa-server: error: {expected}" in capsys.readouterr().err
+
+
+def test_an_artifact_dir_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    out = subprocess.run([script_path("nissa-server"), "--port", "0", "--db", str(tmp_path / "n.db"),
+                          "--artifact-dir", str(tmp_path / "a-file" / "artifacts")], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == (f"nissa-server: error: --artifact-dir: cannot create {tmp_path}/a-file/artifacts: "
+                          f"Not a directory\n")
