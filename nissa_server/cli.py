@@ -41,8 +41,10 @@ def _fail(message: str) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nissa-server", description="Store, stream and steer training runs (Esper's, or any loop on the nissa client). "
-                                "(nissa-server prune --help: thin old runs' metric events.)")
+    p = argparse.ArgumentParser(prog="nissa-server",
+                                description="Store, stream and steer training runs (Esper's, or any loop on "
+                                            "the nissa client). (nissa-server prune --help: thin old runs' metric "
+                                            "events.)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; a non-loopback one needs a token (default 127.0.0.1)")
     p.add_argument("--port", type=port, default=DEFAULT_PORT,

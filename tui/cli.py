@@ -24,7 +24,8 @@ def _out(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="esper-watch", description="Watch and steer training runs live: Esper's, or any loop on the nissa client.")
+    p = argparse.ArgumentParser(prog="esper-watch", description="Watch and steer training runs live: Esper's, "
+                                                               "or any loop on the nissa client.")
     p.add_argument("--server", default=None,
                    help=f"nissa-server base URL (default {DEFAULT_SERVER}, or $NISSA_SERVER)")
     p.add_argument("--token", default=None, help="bearer token for escalations (default $NISSA_TOKEN)")
