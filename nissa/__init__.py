@@ -30,13 +30,26 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
          log_dir: str | pathlib.Path = "nissa-runs", run_id: str | None = None, token: str | None = None,
          level: str = "NORMAL", steps_per_epoch: int = 1, device: str = "cpu", queue_size: int = 10_000,
          rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0) -> Run:
-    """Start a run: its directory and stream secret under ``log_dir``, its hub streaming to ``server`` (one
-    URL, or several comma-separated for failover; None: ``$NISSA_SERVER``, or log locally only), its command
-    runtime. Under torchrun every rank calls it (the process group is joined unless the loop made it).
-    ``stacks`` commands are answered at once, off the loop; ``stack_watchdog_s`` > 0 also writes every thread's
-    stack under the run directory whenever no Python thread could run for that long (native code holding the
-    GIL).
-    ``ValueError`` names the argument that is wrong."""
+    """Start a run and return its ``Run``: the run directory ``<log_dir>/<run_id>`` with its log and stream
+    secret, the hub that streams the log to the server, the command runtime. ``run_started`` (with the commands
+    declared by then) goes out at the first ``run.step()``, ``run.log()`` or ``with run:``.
+
+    - ``server``: ``http://host:port``, or several comma-separated (failover); default ``$NISSA_SERVER``;
+      none: the run is only logged (``nissa.upload`` sends it later).
+    - ``run_name``, ``config``: what the server, the console and the web page show (nested dicts are
+      flattened to ``a.b`` keys). ``run_id``: default ``<run_name>-<utc time>-<random hex>``.
+    - ``log_dir``: where run directories go (default ``nissa-runs``). ``token``: default ``$NISSA_TOKEN``.
+    - ``level``: telemetry level, ``OFF``, ``MINIMAL``, ``NORMAL`` or ``DEBUG``.
+    - ``steps_per_epoch``: an epoch (what a debug window counts) ends every that many ``run.step()``; ``0``:
+      the loop calls ``run.epoch_end()``.
+    - ``device``: where the loop's tensors live (``cpu``, ``cuda:N``); under torchrun, CUDA uses NCCL.
+    - ``queue_size``: events the hub holds for its thread before dropping metrics (never critical events).
+    - ``rank_timeout_s``: how long a collective between ranks may wait. ``stack_watchdog_s`` > 0: write every
+      thread's stack under the run directory whenever no Python thread could run for that long.
+
+    Under torchrun every rank calls it (the process group is joined unless the loop made it); ``stacks``
+    commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it.
+    """
     import os
     import pathlib
 
@@ -77,15 +90,26 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
            timeout: float = 60.0) -> list[UploadResult]:
-    """Send a run logged without a server (or cut off from it) to ``server``, idempotently, with its traces."""
+    """Send a run logged without a server (or cut off from it) to ``server``, idempotently, with its traces
+    and stack files; one result per rank's log says what the server holds now.
+
+    ``FileNotFoundError`` when ``run_dir`` (``<log_dir>/<run_id>``) holds no run log, ``ValueError`` for a
+    malformed ``server``, ``nissa.hub.rest.ServerUnavailable`` (naming the server) when none answers there."""
     import pathlib
 
+    from nissa.checks import check_server
+    from nissa.hub.rest import ServerUnavailable
     from nissa.hub.upload import upload_run
 
-    return upload_run(pathlib.Path(run_dir), server, token, timeout=timeout)
+    check_server(server, "server", "nissa.upload")
+    try:
+        return upload_run(pathlib.Path(run_dir), server, token, timeout=timeout)
+    except ServerUnavailable as err:
+        raise ServerUnavailable(f"nissa.upload: no nissa-server answers at {server}: {err}") from None
 
 
 def __getattr__(name: str) -> Any:
+    """``nissa.Run``, the class ``init`` returns, is loaded on first use (it imports torch)."""
     if name == "Run":
         from nissa.run import Run
 

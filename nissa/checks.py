@@ -18,16 +18,16 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
 _NAME_RULE = "a letter or _ first, then letters, digits, _ . / : -; at most 128 characters"
 
 
-def check_server(server: object, source: str) -> None:
+def check_server(server: object, source: str, caller: str = "nissa.init") -> None:
     """``server`` (or ``$NISSA_SERVER``, as ``source`` says): one URL or several, comma-separated."""
     if not isinstance(server, str):
-        raise TypeError(f"nissa.init: {source} must be a URL string like 'http://127.0.0.1:8765', "
+        raise TypeError(f"{caller}: {source} must be a URL string like 'http://127.0.0.1:8765', "
                         f"got {type(server).__name__}")
     try:
         for url in server_list(server):
             ingest_url(url)
     except ValueError as err:  # its message names the CLI's flag; here the argument is meant
-        raise ValueError(f"nissa.init: {source}{str(err).removeprefix('--server')}") from None
+        raise ValueError(f"{caller}: {source}{str(err).removeprefix('--server')}") from None
 
 
 def check_init(*, run_name: object, config: object, steps_per_epoch: object, device: object,

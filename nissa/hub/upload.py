@@ -93,9 +93,11 @@ def upload_run(run_dir: pathlib.Path, server: str, token: str | None = None, tim
     FileNotFoundError when it holds no log; ``rest.ServerUnavailable`` when no nissa-server answers
     at ``server`` within ``wait_s`` seconds (0: one quick try; ``on_wait`` hears why it waits).
     """
+    if not pathlib.Path(run_dir).is_dir():
+        raise FileNotFoundError(f"no events to upload: {run_dir} is not a directory (a run's is <log_dir>/<run_id>)")
     logs = run_logs(run_dir)
     if not logs:
-        raise FileNotFoundError(f"no events*.jsonl in {run_dir}")
+        raise FileNotFoundError(f"no events*.jsonl in {run_dir} (a run's directory, <log_dir>/<run_id>, holds them)")
     wait_for_server(server, wait_s, on_wait)
     results = []
     for path in logs:

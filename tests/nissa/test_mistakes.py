@@ -93,3 +93,18 @@ def test_importing_nissa_imports_no_torch_and_starts_no_thread():
             "print('torch' in sys.modules, threading.active_count())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "False 1"
+
+
+def test_upload_names_what_is_wrong(tmp_path):
+    from nissa.hub.rest import ServerUnavailable
+
+    with pytest.raises(FileNotFoundError, match="is not a directory"):
+        nissa.upload(tmp_path / "missing", "http://127.0.0.1:9")
+    with pytest.raises(FileNotFoundError, match=r"a run's directory, <log_dir>/<run_id>, holds them"):
+        nissa.upload(tmp_path, "http://127.0.0.1:9")
+    run = nissa.init(log_dir=tmp_path)
+    run.finish()
+    with pytest.raises(ValueError, match="^nissa.upload: server: expected http://host:port"):
+        nissa.upload(run.run_dir, "127.0.0.1:9")
+    with pytest.raises(ServerUnavailable, match="^nissa.upload: no nissa-server answers at http://127.0.0.1:9: "):
+        nissa.upload(run.run_dir, "http://127.0.0.1:9")
