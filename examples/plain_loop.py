@@ -47,15 +47,23 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error(f"--steps must be >= 1, got {args.steps}")
+    if not args.lr > 0:
+        p.error(f"--lr must be > 0, got {args.lr}")
+    if args.validate_every < 1:
+        p.error(f"--validate-every must be >= 1, got {args.validate_every}")
+    if not args.step_delay >= 0:
+        p.error(f"--step-delay must be >= 0, got {args.step_delay}")
+    try:  # it checks --server, --run-name and --device before anything runs
+        run = nissa.init(server=args.server, run_name=args.run_name, log_dir=args.log_dir, device=args.device,
+                         config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"})
+    except (ValueError, TypeError, OSError) as err:
+        p.error(str(err))
     device = torch.device(args.device)
     torch.manual_seed(0)
     x, y = make_data(4096, seed=1, device=device)
     x_val, y_val = make_data(512, seed=2, device=device)
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-
-    run = nissa.init(server=args.server, run_name=args.run_name, log_dir=args.log_dir, device=args.device,
-                     config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"})
     run.watch(model, name="mlp")
     checkpoints = pathlib.Path(args.log_dir) / run.run_id / "checkpoints"
 

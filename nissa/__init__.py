@@ -80,7 +80,11 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
 
     joined_here = not (dist.is_available() and dist.is_initialized())
     ranks = join_ranks(device, RanksConfig(timeout_s=rank_timeout_s))
-    rid = agree_on_run(ranks, log_root, run_id, run_name)
+    try:
+        rid = agree_on_run(ranks, log_root, run_id, run_name)
+    except OSError as err:
+        raise type(err)(f"nissa.init: log_dir: cannot make the run's directory under {log_root}: "
+                        f"{err.strerror or err}") from None
     hub = HubConfig(run_id=rid, log_dir=log_root, server=server, token=token, rank=ranks.rank, name=run_name,
                     queue_size=queue_size)
     runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks))

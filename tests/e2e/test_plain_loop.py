@@ -98,3 +98,14 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
         if loop.proc.poll() is None:
             loop.proc.kill()
         server.stop()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--server", "localhost:8765"], "nissa.init: server: expected http://host:port, got 'localhost:8765'"),
+    (["--lr", "-1"], "--lr must be > 0, got -1.0"),
+])
+def test_a_wrong_flag_is_one_line_naming_it(tmp_path, args, expected):
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--log-dir", str(tmp_path), *args], capture_output=True,
+                          text=True, env=_env(), timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == f"plain_loop.py: error: {expected}"
