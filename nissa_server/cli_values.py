@@ -4,36 +4,32 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T", int, float)
+
+
+def _value(text: str, cast: Callable[[str], T], accept: Callable[[T], bool], rule: str) -> T:
+    try:
+        value = cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}") from None
+    if not accept(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+    return value
 
 
 def seconds(text: str) -> float:
     """A duration in seconds: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return value
+    return _value(text, float, lambda v: math.isfinite(v) and v > 0, "a number of seconds > 0")
 
 
 def count(text: str) -> int:
     """A whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+    return _value(text, int, lambda v: v >= 1, "a whole number >= 1")
 
 
 def port(text: str) -> int:
     """A TCP port, 0 for any free one."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port in 0..65535 (0: any free one), got {text!r}")
-    return value
+    return _value(text, int, lambda v: 0 <= v <= 65535, "a port in 0..65535 (0: any free one)")
