@@ -13,8 +13,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
+import msgspec
+
 from leyline import CommandAction
-from leyline.calls import ArgSpec, CallValue, CommandSpec, check_call
+from leyline.calls import MAX_DECLARED, ArgSpec, CallValue, CommandName, CommandSpec, check_call
 
 from nissa.control.commands import CommandContext, CommandRejected
 
@@ -23,6 +25,13 @@ _TYPES: dict[Any, str] = {float: "float", int: "int", str: "str", bool: "bool"}
 
 def spec_of(name: str, fn: Callable[..., Any], help: str | None = None) -> CommandSpec:
     """The declaration of ``fn`` as command ``name``; ``ValueError`` names what it cannot declare."""
+    try:
+        msgspec.convert(name, CommandName)
+    except msgspec.ValidationError:
+        raise ValueError(f"command name {name!r}: 1-64 characters, a lowercase letter first, then lowercase "
+                         f"letters, digits and _") from None
+    if not callable(fn):
+        raise TypeError(f"command {name!r}: expected a function to declare, got {type(fn).__name__}")
     hints = get_type_hints(fn)
     args = []
     for param in inspect.signature(fn).parameters.values():
@@ -36,7 +45,11 @@ def spec_of(name: str, fn: Callable[..., Any], help: str | None = None) -> Comma
         args.append(ArgSpec(name=param.name, type=kind, required=not optional,  # type: ignore[arg-type]
                             default=param.default if optional else None))
     doc = help if help is not None else (inspect.getdoc(fn) or "").split("\n")[0]
-    return CommandSpec(name=name, help=doc[:500], args=args)
+    spec = CommandSpec(name=name, help=str(doc)[:500], args=args)
+    try:  # what run_started will carry, checked now: the hub would refuse the whole event later
+        return msgspec.convert(msgspec.to_builtins(spec), CommandSpec)
+    except msgspec.ValidationError as err:
+        raise ValueError(f"command {name!r}: {err}") from None
 
 
 def as_result(value: object) -> dict[str, CallValue]:
@@ -60,6 +73,8 @@ class CallHandler:
     def declare(self, spec: CommandSpec, fn: Callable[..., Any]) -> None:
         if spec.name in self._functions:
             raise ValueError(f"command {spec.name!r} is declared already")
+        if len(self.declared) >= MAX_DECLARED:
+            raise ValueError(f"command {spec.name!r}: a run declares at most {MAX_DECLARED} commands")
         self._functions[spec.name] = fn
         self.declared.append(spec)
 

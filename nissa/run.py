@@ -134,11 +134,13 @@ class Run:
     def on_checkpoint(self, fn: Hook) -> Hook:
         """``fn(step)`` saves a checkpoint when a ``checkpoint`` command arrives; what it returns (a path, a
         dict) is the command's result."""
+        _check_hook("on_checkpoint", fn)
         self._checkpoints.fn = fn
         return fn
 
     def on_stop(self, fn: Hook) -> Hook:
         """``fn(step)`` runs when a ``stop`` command arrives (save what resuming needs); then ``should_stop``."""
+        _check_hook("on_stop", fn)
         self._stops.fn = fn
         return fn
 
@@ -185,6 +187,8 @@ class Run:
     def phase(self, name: str) -> Iterator[None]:
         """A named phase of the loop (``validate``, ``update``): a profile window may record its next run."""
         self._check_open("run.phase")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"run.phase: name must be a non-empty string, got {name!r}")
         self._profiles.phase_begin(name)
         try:
             with torch.profiler.record_function(name):
@@ -241,6 +245,11 @@ class Run:
         else:
             self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
 
+
+
+def _check_hook(what: str, fn: object) -> None:
+    if not callable(fn):
+        raise TypeError(f"run.{what}: expected a function of the step, got {type(fn).__name__}")
 
 
 def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool | None]:

@@ -108,3 +108,32 @@ def test_upload_names_what_is_wrong(tmp_path):
         nissa.upload(run.run_dir, "127.0.0.1:9")
     with pytest.raises(ServerUnavailable, match="^nissa.upload: no nissa-server answers at http://127.0.0.1:9: "):
         nissa.upload(run.run_dir, "http://127.0.0.1:9")
+
+
+def test_declarations_and_hooks_refuse_what_would_fail_later(run):
+    def set_lr(value: float) -> float:
+        return value
+
+    for name, fn, error, match in [("set lr", set_lr, ValueError, "command name 'set lr': 1-64 characters"),
+                                   (5, set_lr, ValueError, "command name 5"),
+                                   ("zz", 5, TypeError, "command 'zz': expected a function to declare, got int")]:
+        with pytest.raises(error, match=match):
+            run.command(name)(fn)
+    def camel(lrValue: float) -> float:  # noqa: N803 - the name under test
+        return lrValue
+
+    with pytest.raises(ValueError, match=r"command 'camel': .*\$\.args\[0\]\.name"):
+        run.command("camel")(camel)
+    for i in range(64):
+        run.command(f"c{i}")(set_lr)
+    with pytest.raises(ValueError, match="at most 64 commands"):
+        run.command("one_too_many")(set_lr)
+    with pytest.raises(TypeError, match="run.on_checkpoint: expected a function of the step, got int"):
+        run.on_checkpoint(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="run.on_stop: expected a function of the step, got NoneType"):
+        run.on_stop(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="run.phase: name must be a non-empty string, got 3"):
+        run.phase(3).__enter__()  # type: ignore[arg-type]
+    run.finish()
+    events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]  # type: ignore[attr-defined]
+    assert [c.name for c in events[0].payload.commands] == [f"c{i}" for i in range(64)]  # run_started went out
