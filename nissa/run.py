@@ -82,6 +82,7 @@ class Run:
 
     @property
     def run_id(self) -> str:
+        """The run's id on the server and under ``log_dir`` (``<run_name>-<utc time>-<random hex>``)."""
         return self.runtime.run_id
 
     @property
@@ -101,6 +102,8 @@ class Run:
 
     @property
     def log_path(self) -> os.PathLike[str]:
+        """The run's local log, ``<log_dir>/<run_id>/events.jsonl`` (``events.rankN.jsonl`` on rank N): every
+        event is written there first, then streamed."""
         return self.runtime.hub.log_path
 
     @property
@@ -234,6 +237,8 @@ class Run:
         return self._report
 
     def __enter__(self) -> Run:
+        """``with run:`` starts the run and finishes it at the end: ``completed`` (or ``stopped``), ``interrupted``
+        on Ctrl-C, ``failed`` with the exception's message otherwise."""
         self._check_open("with run")
         return self.start()
 
