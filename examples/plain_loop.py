@@ -37,6 +37,7 @@ def make_data(n: int, seed: int, device: torch.device) -> tuple[torch.Tensor, to
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="A plain PyTorch loop streaming to a Nissa server.")
     p.add_argument("--server", default=None, help="nissa-server URL (default $NISSA_SERVER; none: log locally)")
+    p.add_argument("--token", default=None, help="the server's token, if it has one (default $NISSA_TOKEN)")
     p.add_argument("--steps", type=int, default=500, help="training steps (a stop command ends it sooner)")
     p.add_argument("--log-dir", default="runs", help="where the run's directory goes")
     p.add_argument("--run-name", default="plain-loop")
@@ -54,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.step_delay >= 0:
         p.error(f"--step-delay must be >= 0, got {args.step_delay}")
     try:  # it checks --server, --run-name and --device before anything runs
-        run = nissa.init(server=args.server, run_name=args.run_name, log_dir=args.log_dir, device=args.device,
-                         config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"})
+        run = nissa.init(server=args.server, token=args.token, run_name=args.run_name, log_dir=args.log_dir,
+                         device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"})
     except (ValueError, TypeError, OSError) as err:
         p.error(str(err))
     device = torch.device(args.device)
