@@ -211,7 +211,7 @@ class Run:
             return
         numbers = as_floats(values)
         payload = Metrics(values={k: metric_value(v) for k, v in numbers.items()}, labels=dict(labels or {}))
-        self.runtime.hub.emit(payload, step=self._step if step is None else step, epoch=self._epoch)
+        self.runtime.hub.emit(payload, step=self._step if step is None else int(step), epoch=self._epoch)
 
     def _check_open(self, what: str) -> None:
         if self._report is not None:

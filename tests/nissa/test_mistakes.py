@@ -64,7 +64,7 @@ def test_init_refuses_cuda_where_there_is_none(tmp_path):
 def test_log_refuses_a_bad_value_at_once_and_logs_nothing_of_it(run, values, kwargs, error, match):
     with pytest.raises(error, match=match):
         run.log(values, **kwargs)
-    run.log({"loss": np.float32(0.5), "nan": torch.tensor(float("nan"))}, step=7, labels={"split": "val"})
+    run.log({"loss": np.float32(0.5), "nan": torch.tensor(float("nan"))}, step=np.int64(7), labels={"split": "val"})
     assert "lost" not in run.finish().describe()
     events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]  # type: ignore[attr-defined]
     metrics = [e for e in events if e.kind is EventKind.METRICS]
