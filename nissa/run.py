@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import numbers
 import os
 import pathlib
 import platform
@@ -258,7 +259,8 @@ def _check_hook(what: str, fn: object) -> None:
 
 
 def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool | None]:
-    """A config as ``run_started`` carries it: nested mappings flattened to ``a.b`` keys, other values as text."""
+    """A config as ``run_started`` carries it: nested mappings flattened to ``a.b`` keys, numbers
+    (NumPy's too) as numbers, other values as text."""
     out: dict[str, str | int | float | bool | None] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
@@ -266,6 +268,10 @@ def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | 
             out.update(flat_config(value, f"{name}."))
         elif value is None or isinstance(value, (str, int, float, bool)):
             out[name] = value
+        elif isinstance(value, numbers.Integral):  # NumPy's: shown as the number, not as np.int64(32)
+            out[name] = int(value)
+        elif isinstance(value, numbers.Real):
+            out[name] = float(value)
         else:
             out[name] = repr(value)
     return out

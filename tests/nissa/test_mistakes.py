@@ -137,3 +137,10 @@ def test_declarations_and_hooks_refuse_what_would_fail_later(run):
     run.finish()
     events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]  # type: ignore[attr-defined]
     assert [c.name for c in events[0].payload.commands] == [f"c{i}" for i in range(64)]  # run_started went out
+
+
+def test_numpy_numbers_in_the_config_stay_numbers(tmp_path):
+    run = nissa.init(log_dir=tmp_path, config={"batch": np.int64(32), "lr": np.float32(0.5), "opt": {"beta": 0.9}})
+    run.finish()
+    started = decode_event(run.log_path.read_bytes().splitlines()[0]).payload  # type: ignore[attr-defined]
+    assert started.config == {"batch": 32, "lr": 0.5, "opt.beta": 0.9}
