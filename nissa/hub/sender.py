@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from leyline import Command, decode_frame, encode
@@ -124,7 +124,10 @@ def describe_error(err: BaseException) -> str:
     if isinstance(err, ConnectionClosed) and err.rcvd is not None:
         return f"closed by server: {err.rcvd.code} {err.rcvd.reason}".strip()
     if isinstance(err, InvalidStatus):
-        return f"handshake refused: HTTP {err.response.status_code}"
+        hint = " (is it a nissa-server?)" if err.response.status_code == 404 else ""
+        return f"handshake refused: HTTP {err.response.status_code}{hint}"
+    if isinstance(err, InvalidMessage):  # something answered, but not with HTTP a websocket can start from
+        return f"{type(err).__name__}: {err} (is it a nissa-server?)"
     return f"{type(err).__name__}: {err}"
 
 

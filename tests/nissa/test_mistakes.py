@@ -144,3 +144,24 @@ def test_numpy_numbers_in_the_config_stay_numbers(tmp_path):
     run.finish()
     started = decode_event(run.log_path.read_bytes().splitlines()[0]).payload  # type: ignore[attr-defined]
     assert started.config == {"batch": 32, "lr": 0.5, "opt.beta": 0.9}
+
+
+def test_a_server_url_where_no_nissa_server_answers_is_said_so(tmp_path, caplog):
+    import socket
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # answers anything with what is not HTTP
+        def answer() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
+
+        threading.Thread(target=answer, daemon=True).start()
+        run = nissa.init(server=f"http://127.0.0.1:{listener.getsockname()[1]}", log_dir=tmp_path)
+        run.log({"loss": 1.0})
+        assert not run.finish(timeout=1).complete
+    assert "(is it a nissa-server?)" in caplog.text
