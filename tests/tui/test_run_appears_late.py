@@ -45,3 +45,15 @@ async def test_a_run_that_never_appears_is_reported_once_as_a_warning(tmp_path):
             severity, title, message = notes[0]
             assert severity == "warning" and "no-such-run" in message and "still waiting" in message
             assert "404" not in title
+
+
+async def test_a_run_opened_on_a_server_that_does_not_answer_says_so_once(unused_tcp_port):
+    app = console(f"http://127.0.0.1:{unused_tcp_port}", run_id="some-run")
+    notes = _recording(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, RunViewScreen), "view")
+        await until(pilot, lambda: notes, "the console to say the server does not answer")
+        await pilot.pause(0.5)  # several polls more (0.2 s apart): it is said once
+    assert len(notes) == 1
+    severity, title, message = notes[0]
+    assert (severity, title) == ("error", "server unreachable") and message.startswith("run some-run: cannot reach")

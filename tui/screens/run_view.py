@@ -125,7 +125,7 @@ class RunViewScreen(DashboardScreen):
                 if err.status == 404 and not known:
                     self.unknown_polls += 1
                     self._say_still_unknown(config.run_wait_s)
-                elif err.status != last_error and err.status:  # say it once, not every poll
+                elif err.status != last_error:  # say it once, not every poll (an unreachable server too)
                     self.post_message(ApiFailed(f"run {self.run_id}", err))
                 last_error = err.status
             else:
