@@ -42,7 +42,8 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     - ``level``: telemetry level, ``OFF``, ``MINIMAL``, ``NORMAL`` or ``DEBUG``.
     - ``steps_per_epoch``: an epoch (what a debug window counts) ends every that many ``run.step()``; ``0``:
       the loop calls ``run.epoch_end()``.
-    - ``device``: where the loop's tensors live (``cpu``, ``cuda:N``); under torchrun, CUDA uses NCCL.
+    - ``device``: where the loop's tensors live (``cpu``, ``cuda``, ``cuda:N``; ``auto``: CUDA if there is one);
+      under torchrun a CUDA run's process group uses NCCL.
     - ``queue_size``: events the hub holds for its thread before dropping metrics (never critical events).
     - ``rank_timeout_s``: how long a collective between ranks may wait. ``stack_watchdog_s`` > 0: write every
       thread's stack under the run directory whenever no Python thread could run for that long.

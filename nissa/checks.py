@@ -49,13 +49,16 @@ def check_init(*, run_name: object, config: object, steps_per_epoch: object, dev
 
 
 def check_device(device: object) -> None:
-    """``cpu``, ``cuda``, ``cuda:N``…: a device torch knows, and a CUDA one only where CUDA is available."""
+    """``auto``, or a device torch knows (``cpu``, ``cuda``, ``cuda:N``…), a CUDA one only where CUDA is available."""
     if not isinstance(device, str):
         raise TypeError(f"nissa.init: device must be a string like 'cpu' or 'cuda:0', got {type(device).__name__}")
+    if device == "auto":  # CUDA where there is one (the process group's backend follows)
+        return
     try:
         parsed = torch.device(device)
     except RuntimeError:
-        raise ValueError(f"nissa.init: device {device!r} is not a torch device (cpu, cuda, cuda:N, …)") from None
+        raise ValueError(f"nissa.init: device {device!r} is neither auto nor a torch device (cpu, cuda, "
+                         f"cuda:N, …)") from None
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"nissa.init: device {device!r}, but this torch sees no CUDA device "
                          f"(torch.cuda.is_available() is False)")

@@ -27,7 +27,7 @@ def run(tmp_path):
     ({"run_name": ""}, ValueError, "run_name must be a non-empty string"),
     ({"config": "lr=0.1"}, TypeError, "config must be a mapping"),
     ({"steps_per_epoch": "3"}, ValueError, "steps_per_epoch must be an int >= 0"),
-    ({"device": "tpu"}, ValueError, "device 'tpu' is not a torch device"),
+    ({"device": "tpu"}, ValueError, "device 'tpu' is neither auto nor a torch device"),
     ({"stack_watchdog_s": -1}, ValueError, "stack_watchdog_s must be seconds >= 0"),
     ({"rank_timeout_s": 0}, ValueError, "rank_timeout_s must be seconds > 0"),
     ({"level": 3}, ValueError, "level must be one of"),
