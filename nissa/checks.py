@@ -96,7 +96,7 @@ def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
     for key, value in values.items():
         if isinstance(value, torch.Tensor):
             tensors.setdefault(value.device, []).append((key, _readable(key, value)))
-        elif _is_number(value):
+        elif type(value) in (float, int) or _is_number(value):  # the plain types first: the common case
             try:
                 out[key] = float(value)
             except OverflowError:
