@@ -227,6 +227,8 @@ def _train(argv: Sequence[str]) -> int:
             config = TrainConfig.from_args(args)
         if args.run_id:
             _checked_run_id(args.run_id)
+        if not args.run_name.strip():
+            raise ValueError(f"--run-name: must not be empty, got {args.run_name!r}")
         args.server = args.server or None  # --server '': none
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)

@@ -29,6 +29,7 @@ def test_help_documents_the_upload(capsys):
     (["--run-id", "."], "--run-id"),
     (["--token", "tökén"], "--token"),
     (["--run-name", "x" * 300], "run name"),
+    (["--run-name", " "], "--run-name: must not be empty"),
     (["upload", "/nonexistent-run-dir", "--server", "http://127.0.0.1:9"], "no events"),
     (["upload", "some-dir"], "--server"),
 ])
