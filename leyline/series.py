@@ -304,6 +304,10 @@ def _command_label(p: object) -> str | None:
     if status not in _COMMAND_MARKED:
         return None
     action = getattr(p.action, "value", p.action)  # type: ignore[attr-defined]
+    result = p.result if action == "call" and status == "completed" else None  # type: ignore[attr-defined]
+    if result:  # a loop's own command: what it did (``set_lr`` → ``lr=0.01``) says which it was
+        said = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items())
+        return f"{action} {status} {said[:40]}"
     return f"{action} {status}"
 
 

@@ -130,6 +130,9 @@ def test_markers_say_what_happened_to_the_run():
     done = CommandStatusChanged(command_id="c", action=CommandAction.CHECKPOINT, status=CommandStatus.COMPLETED)
     mark = marker_of(make_event(done, run_id="r", seq=1, ts=1.0, step=9, rank=1))
     assert (mark.kind, mark.label, mark.step, mark.rank) == ("command", "checkpoint completed", 9, 1)
+    call = CommandStatusChanged(command_id="c", action=CommandAction.CALL, status=CommandStatus.COMPLETED,
+                                result={"lr": 0.0100001, "groups": 2})
+    assert marker_of(make_event(call, run_id="r", seq=1, ts=1.0)).label == "call completed lr=0.01 groups=2"
 
 
 def test_x_axes():
