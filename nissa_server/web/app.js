@@ -198,6 +198,7 @@ function drawMarkers(u, view, runs) {
   const ctx = u.ctx;
   ctx.save();
   ctx.font = "11px system-ui, sans-serif";
+  ctx.textAlign = "left";  // uPlot leaves the y axis' right alignment set: a label would run left over its line
   ctx.globalAlpha = 0.7;
   let free = -Infinity, drawn = 0;
   const marks = view.markers.filter((m) => m[view.axis] != null && runs.includes(m.run)).sort((a, b) => a[view.axis] - b[view.axis]);
@@ -208,7 +209,12 @@ function drawMarkers(u, view, runs) {
     ctx.setLineDash([2, 4]);
     ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
     const text = view.runs.length > 1 ? `${m.label} (${m.run})` : m.label;
-    if (px >= free) { ctx.fillText(text, px + 3, u.bbox.top + 12); free = px + ctx.measureText(text).width + 12; }
+    const w = ctx.measureText(text).width, right = u.bbox.left + u.bbox.width;
+    if (px >= free) {  // right of its line, or left of it where it would run off the plot
+      const at = px + 3 + w <= right ? px + 3 : Math.max(u.bbox.left, px - 3 - w);
+      ctx.fillText(text, at, u.bbox.top + 12);
+      free = at + w + 12;
+    }
     drawn++;
   }
   ctx.restore();
