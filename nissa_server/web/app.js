@@ -48,8 +48,12 @@ function fmtDur(s) {
 function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v); }
 
 function differingParams(runs, shown) {
-  const keys = new Set(runs.flatMap((r) => Object.keys(r.params || {})).filter((k) => !shown.includes(k)));
-  return [...keys].filter((k) => new Set(runs.map((r) => JSON.stringify((r.params || {})[k]))).size > 1).slice(0, 6);
+  // Config values set differently in the runs that have them first, then those some runs lack.
+  const keys = [...new Set(runs.flatMap((r) => Object.keys(r.params || {})).filter((k) => !shown.includes(k)))];
+  const has = (k) => runs.filter((r) => k in (r.params || {}));
+  const valued = keys.filter((k) => new Set(has(k).map((r) => JSON.stringify(r.params[k]))).size > 1);
+  const absent = keys.filter((k) => !valued.includes(k) && has(k).length < runs.length);
+  return [...valued, ...absent].slice(0, 6);
 }
 
 async function loadRuns() {

@@ -155,7 +155,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
     esper = Feed(server_url, "esper-x")
     esper.epochs(0, 8)
     esper.close()
-    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs", config={"rounds": 3})
+    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs", config={"rounds": 3, "batch": 64, "lr": 0.5})
     try:
         for i in range(6):
             run.step()
@@ -166,6 +166,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
         heads = page.locator("#runs thead th").all_inner_texts()
         assert len(heads) == len(set(heads)), "a config value named like a column is not a second column"
+        assert heads[-2:] == ["lr", "batch"], "values set differently first, then those a run lacks"
         cells = page.locator(f'tr[data-run-id="{run.run_id}"] td').all_inner_texts()
         assert cells[heads.index("rounds")] == "" and cells[heads.index("fossilized")] == "", "no Esper outcome"
 
