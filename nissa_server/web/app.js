@@ -170,9 +170,9 @@ class Chart {
     if (!lines.length) { this.el.hidden = true; return; }
     this.el.hidden = false;
     this.el.querySelector(".note").textContent = this.note(lines, drawn);
-    const data = uPlot.join(lines.map((l) => [l.x, l.y]));
+    const data = uPlot.join(lines.map((l) => [l.x.map((x) => x - this.view.shift(l.run)), l.y]));
     const runs = this.view.runs;
-    const series = [{label: this.view.axis}, ...lines.map((l, i) => ({
+    const series = [{label: this.view.sinceStart ? "s since start" : this.view.axis}, ...lines.map((l, i) => ({
       label: labelOf(l, runs.length > 1, this.names.length > 1 || this.names[0].endsWith(".")),
       stroke: PALETTE[(runs.length > 1 ? runs.indexOf(l.run) * 3 + lines.filter((m, j) => j < i && m.run === l.run).length
                                        : i) % PALETTE.length],
@@ -183,7 +183,7 @@ class Chart {
     if (this.plot && this.plot.series.length === series.length) { this.plot.setData(data); return; }
     if (this.plot) this.plot.destroy();
     this.plot = new uPlot({
-      width, height: 240, series, scales: {x: {time: this.view.axis === "ts"}},
+      width, height: 240, series, scales: {x: {time: this.view.axis === "ts" && !this.view.sinceStart}},
       axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
       hooks: {draw: [(u) => drawMarkers(u, this.view, this.el.dataset.runs.split(","))]},
     }, data, this.el.querySelector(".plot"));
@@ -207,7 +207,7 @@ function drawMarkers(u, view, runs) {
   let free = -Infinity, drawn = 0;
   const marks = view.markers.filter((m) => m[view.axis] != null && runs.includes(m.run)).sort((a, b) => a[view.axis] - b[view.axis]);
   for (const m of marks) {
-    const px = Math.round(u.valToPos(m[view.axis], "x", true));
+    const px = Math.round(u.valToPos(m[view.axis] - view.shift(m.run), "x", true));
     if (px < u.bbox.left || px > u.bbox.left + u.bbox.width) continue;
     ctx.strokeStyle = ctx.fillStyle = MARK_COLORS[m.kind] || "#7d8590";
     ctx.setLineDash([2, 4]);
@@ -227,7 +227,8 @@ function drawMarkers(u, view, runs) {
 
 class ChartsView {
   constructor(runs) {
-    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = [];
+    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = []; this.starts = {};
+    this.sinceStart = this.axis === "ts" && runs.length > 1;  // runs overlaid on wall time: from each one's start
     this.sockets = new Map(); this.dirty = new Set(); this.timer = null; this.closed = false; this.listed = 0; this.relist = false;
   }
 
@@ -238,6 +239,7 @@ class ChartsView {
     // over the watch, and a chart only takes the points past those it has.
     const infos = [];
     for (const run of this.runs) infos.push(await api(`/runs/${encodeURIComponent(run)}`));
+    infos.forEach((info, i) => { this.starts[this.runs[i]] = info.started_at ?? info.created_at; });
     await this.addDefaults();
     await this.loadMarkers(null);
     if (this.closed) return;  // the page moved on (another run, another x axis) while this one loaded
@@ -246,6 +248,8 @@ class ChartsView {
     infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
     if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
   }
+
+  shift(run) { return this.sinceStart ? this.starts[run] || 0 : 0; }
 
   async addDefaults() {
     // A chart of each of a loop's own metrics (run.log) first, then the default charts any run has series

@@ -193,6 +193,10 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         run.runtime.hub.flush(10)
         page.wait_for_selector('.chart[data-title="val_loss"][data-points="1"]')
         assert _titles(page)[:3] == ["loss", "lr", "val_loss"]
+        page.select_option("#axis", "ts")  # overlaid on wall time: each run from its own start
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"]')
+        first_x = page.evaluate("window.nissa.view.charts.map(c => [c.title, c.plot.data[0][0]])")
+        assert all(0 <= x < 60 for _, x in first_x), first_x
         assert outside == [] and errors == []
         page.close()
     finally:
