@@ -259,12 +259,13 @@ class ChartsView {
     for (const run of this.runs) listing.push(...await api(`/runs/${encodeURIComponent(run)}/series`));
     const names = [...new Set(listing.map((s) => s.name))].sort();
     const own = [...new Set(listing.filter((s) => s.kind === "metrics").map((s) => s.name))].sort();
-    const charted = this.charts.filter((c) => c.own).length;
-    for (const name of own.filter((n) => !this.charts.some((c) => c.names.includes(n))).slice(0, Math.max(OWN_CHARTS - charted, 0))) {
+    const room = Math.max(OWN_CHARTS - this.charts.filter((c) => c.own).length, 0);
+    for (const name of own.filter((n) => !this.charts.some((c) => c.names.includes(n))).slice(0, room)) {
       await this.add(name, [name], true);
     }
-    const options = names.map((n) => `<option>${escapeHtml(n)}</option>`).join("");
-    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || names[0] || ""; }
+    const options = [...own, ...names.filter((n) => !own.includes(n))]  // the picker: a loop's own first too
+      .map((n) => `<option>${escapeHtml(n)}</option>`).join("");
+    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || own[0] || names[0] || ""; }
     for (const [title, wanted] of DEFAULT_CHARTS) {
       if (this.charts.some((c) => c.title === title)) continue;
       const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));

@@ -174,6 +174,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="loss"][data-points="6"]')
         assert _titles(page) == ["loss", "lr"], "its own metrics, no Esper charts"
         assert _note(page, "loss") == "1 NaN/inf"
+        assert page.locator("#picker option").all_inner_texts()[:2] == ["loss", "lr"], "the picker's own first too"
         page.select_option("#axis", "round")  # a plain loop has no round
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="loss"][data-points="0"]')
         assert _note(page, "loss").startswith("no point of this series has a round")
