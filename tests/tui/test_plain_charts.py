@@ -12,6 +12,8 @@ from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tests.tui.test_live import console, until
+from tui.app import build_app
+from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen
 from tui.widgets.chart import DEFAULT_CHARTS, ChartPanel
 
@@ -61,3 +63,9 @@ async def test_a_plain_run_beside_an_esper_run_and_alone(tmp_path):
                 await until(pilot, lambda: "has a round" in title(screen.panels[0]), "says so")
         finally:
             run.finish()
+    # Its local run log, without a server: the same charts.
+    app = build_app(WatchConfig(client=None, replay_file=tmp_path / "runs" / run.run_id / "events.jsonl", charts=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "charts")
+        await until(pilot, lambda: shown(screen) == ["loss", "lr", "val_loss"], "its own metrics, from its log")
+        assert "1 NaN/inf" in title(screen.panels[0])

@@ -184,14 +184,14 @@ class ChartPanel(Widget, can_focus=True):
         title.append("━ ", style=colour)
         title.append(f"{name} ", style="bold")
         title.append(_fmt(track.last()))
-        non_finite = int(np.count_nonzero(~np.isfinite(y)))
-        if non_finite:  # not drawn (a line cannot), but never hidden
-            title.append(f" {non_finite} NaN/inf", style="bold red")
         best = best_point(x, y, self.spec.higher_is_better)
         if best is not None:
             arrow = "↑" if self.spec.higher_is_better else "↓"
             where = f"@{_fmt(best[0])}" if count <= 2 else ""
             title.append(f" {arrow}{_fmt(best[1])}{where}", style="dim")
+        non_finite = int(np.count_nonzero(~np.isfinite(y)))
+        if non_finite:  # not drawn (a line cannot), but never hidden
+            title.append(f" {non_finite} NaN/inf", style="bold red")
 
     def _draw_markers(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float],
                       lo: float, hi: float, runs: set[str]) -> None:
