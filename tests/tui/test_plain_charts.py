@@ -46,11 +46,13 @@ async def test_a_plain_run_beside_an_esper_run_and_alone(tmp_path):
                 await until(pilot, lambda: {t.run_id for t in acc.shown} == {"esper-a"}, "Esper's accuracy")
                 assert acc.markers_shown and not [m for m in loss.markers_shown if m.label != "completed"]
 
+                screen.panels[1].focus()
+                await pilot.press("backspace")  # lr removed: it stays so
                 run.step()
                 run.log({"loss": 0.1, "val_loss": 0.2})  # a metric that first appears live gets its chart
                 run.runtime.hub.flush(10)
-                await until(pilot, lambda: shown(screen)[:3] == ["loss", "lr", "val_loss"], "val_loss charted")
-                await until(pilot, lambda: [len(t.x) for t in screen.panels[2].shown] == [1], "its point")
+                await until(pilot, lambda: shown(screen)[:3] == ["loss", "val_loss", "accuracy"], "val_loss charted")
+                await until(pilot, lambda: [len(t.x) for t in screen.panels[1].shown] == [1], "its point")
 
             app = console(url, run_id=run.run_id, charts=True)
             async with app.run_test(size=(100, 30)) as pilot:

@@ -31,8 +31,7 @@ if TYPE_CHECKING:
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 RUNNING = ("live", "degraded")
 MAX_POINTS = 2000
-OWN_CHARTS = 12
-"""A loop's own metrics charted by themselves at most; any other is a chart away (``a``)."""
+OWN_CHARTS = 12  # a loop's own metrics charted by themselves at most; any other is a chart away (a)
 
 
 class ChartScreen(Screen[None]):
@@ -73,6 +72,7 @@ class ChartScreen(Screen[None]):
         self._fetching: set[str] = set()  # runs whose history is being read
         self._asked: set[tuple[str, str]] = set()  # (run, name) read on the current x axis
         self._own: list[ChartPanel] = []  # the charts of a loop's own metrics, first
+        self._own_names: set[str] = set()
         self.data.accept = lambda name: any(p.spec.matches(name) for p in self.panels)
 
     @property
@@ -109,25 +109,21 @@ class ChartScreen(Screen[None]):
             first[0].focus()
 
     def _chart_own_metrics(self) -> None:
-        """A loop's own metrics (``run.log``) come first, a chart each; where the runs have some, Esper's
-        charts that none of them has give way to them (no empty panels on a plain loop's run)."""
-        charted = {n for p in self.panels for n in p.names(self.data)}
+        """A loop's own metrics (``run.log``) come first, a chart each (once: a chart removed stays so);
+        where the runs have some, Esper's charts that none of them has give way to them."""
+        charted = {n for p in self.panels for n in p.names(self.data)} | self._own_names
         own = sorted(n for n in self.data.names_seen if kind_of_name(n) == "metrics")
-        new = [n for n in own if n not in charted][:max(OWN_CHARTS - len(self._own), 0)]
+        new = [n for n in own if n not in charted][:max(OWN_CHARTS - len(self._own_names), 0)]
         for name in new:
             where = {"after": self._own[-1]} if self._own else {"before": 0}
             self._own.append(self._mount_chart(ChartSpec.of_name(name), **where))
+            self._own_names.add(name)
         for panel in self.panels:
             if panel.spec in DEFAULT_CHARTS:
                 panel.display = not own or bool(panel.names(self.data))
+        focused = isinstance(self.focused, ChartPanel) and self.focused.display
         if new:
-            self.call_after_refresh(self._after_own)
-
-    def _after_own(self) -> None:
-        self._layout_for_size()
-        if self._own and not (isinstance(self.focused, ChartPanel) and self.focused.display):
-            self._own[0].focus()
-        self.redraw(force=True)
+            self.call_after_refresh(self._after_add, self._own[0], not focused)
 
     def _want_names(self) -> None:
         """Every series a chart shows is wanted: its history fetched, its live points kept."""
@@ -391,14 +387,16 @@ class ChartScreen(Screen[None]):
         self.data.wanted.update(n for n in self.data.names_seen if spec.matches(n))
         return panel
 
-    def _after_add(self, panel: ChartPanel) -> None:
+    def _after_add(self, panel: ChartPanel, focus: bool = True) -> None:
         self._layout_for_size()
-        panel.focus()
-        panel.scroll_visible()
+        if focus:
+            panel.focus()
+            panel.scroll_visible()
         self.redraw(force=True)
 
     def action_remove_chart(self) -> None:
         if isinstance(self.focused, ChartPanel):
+            self._own = [p for p in self._own if p is not self.focused]
             self.focused.remove()
 
     def action_back(self) -> None:
