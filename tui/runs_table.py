@@ -22,6 +22,8 @@ STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold r
 RUNNING = ("live", "degraded")
 MAX_PARAM_COLUMNS = 6
 HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume")
+OWN_COLUMN_PARAMS = frozenset({"policy"})
+"""Config values with a column of their own (the policy a run had): never a second one."""
 
 
 def params_of(run: RunSummary) -> dict[str, Scalar]:
@@ -36,7 +38,7 @@ def differing_params(runs: list[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> 
     keys = sorted({k for r in runs for k in params_of(r)})
     valued, absent = [], []
     for key in keys:
-        if any(key.endswith(h) for h in HIDDEN_PARAMS):
+        if key in OWN_COLUMN_PARAMS or any(key.endswith(h) for h in HIDDEN_PARAMS):
             continue
         values = {repr(params_of(r)[key]) for r in runs if key in params_of(r)}
         if len(values) > 1:
