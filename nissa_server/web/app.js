@@ -227,7 +227,7 @@ function drawMarkers(u, view, runs) {
 
 class ChartsView {
   constructor(runs) {
-    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = []; this.starts = {};
+    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = []; this.starts = {}; this.removed = new Set();
     this.sinceStart = this.axis === "ts" && runs.length > 1;  // runs overlaid on wall time: from each one's start
     this.sockets = new Map(); this.dirty = new Set(); this.timer = null; this.closed = false; this.listed = 0; this.relist = false;
   }
@@ -260,14 +260,15 @@ class ChartsView {
     const names = [...new Set(listing.map((s) => s.name))].sort();
     const own = [...new Set(listing.filter((s) => s.kind === "metrics").map((s) => s.name))].sort();
     const room = Math.max(OWN_CHARTS - this.charts.filter((c) => c.own).length, 0);
-    for (const name of own.filter((n) => !this.charts.some((c) => c.names.includes(n))).slice(0, room)) {
+    const fresh = (n) => !this.removed.has(n) && !this.charts.some((c) => c.names.includes(n));
+    for (const name of own.filter(fresh).slice(0, room)) {
       await this.add(name, [name], true);
     }
     const options = [...own, ...names.filter((n) => !own.includes(n))]  // the picker: a loop's own first too
       .map((n) => `<option>${escapeHtml(n)}</option>`).join("");
     if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || own[0] || names[0] || ""; }
     for (const [title, wanted] of DEFAULT_CHARTS) {
-      if (this.charts.some((c) => c.title === title)) continue;
+      if (this.removed.has(title) || this.charts.some((c) => c.title === title)) continue;
       const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
       if (found.length) await this.add(title, found);
     }
@@ -285,7 +286,11 @@ class ChartsView {
     chart.render();
   }
 
-  remove(chart) { this.charts = this.charts.filter((c) => c !== chart); chart.el.remove(); }
+  remove(chart) {  // for good: a live run's next listing does not bring it back
+    this.removed.add(chart.title);
+    this.charts = this.charts.filter((c) => c !== chart);
+    chart.el.remove();
+  }
 
   async loadMarkers(after) {
     for (const run of this.runs) await this.loadMarkersFor(run, after);
