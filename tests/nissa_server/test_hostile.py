@@ -2,11 +2,14 @@
 reason, and the server goes on serving."""
 
 import httpx
+import msgspec
 import pytest
 from websockets.asyncio.client import connect
 
+from leyline import EventKind, Metrics, make_event
 from leyline.frames import CLOSE_BAD_FRAME
-from tests.support import ingest_events
+from leyline.samples import SAMPLE_PAYLOADS
+from tests.support import IngestClient, ingest_events
 from tests.support.clients import close_of, events_for, ws_url
 
 
@@ -36,3 +39,16 @@ async def test_a_watch_of_no_possible_run_id_is_closed_with_a_reason(server_url)
         async with connect(ws_url(server_url, "/ws/watch", run_id=run_id), open_timeout=30) as ws:
             code, reason = await close_of(ws)
         assert code == CLOSE_BAD_FRAME and "is not a run id" in reason, (run_id, code, reason)
+
+
+async def test_a_nul_in_an_events_strings_is_stored_as_u_fffd_and_a_resend_is_no_conflict(server_url, http):
+    started = make_event(msgspec.structs.replace(SAMPLE_PAYLOADS[EventKind.RUN_STARTED], name="x\x00y"), run_id="n",
+                         seq=1, ts=1.7e9, step=0)
+    logged = make_event(Metrics(values={"loss": 1.0}, labels={"split": "a\x00b"}), run_id="n", seq=2, ts=1.7e9, step=1)
+    for _ in range(2):  # the second time, a trainer's resend after a reconnect: duplicates, acked
+        async with IngestClient(server_url, "n", name="h\x00") as client:
+            await client.send([started, logged])
+            assert await client.wait_ack(2) == 2
+    keys = [s["key"] for s in (await http.get("/runs/n/series")).json()]
+    assert "loss{rank=0,split=a\ufffdb}" in keys and not any("\x00" in k for k in keys)
+    assert (await http.get("/runs/n")).json()["name"] == "x\ufffdy"
