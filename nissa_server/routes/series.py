@@ -4,6 +4,7 @@ call), markers of what happened to a run."""
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
@@ -18,6 +19,8 @@ router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
 MAX_OVERLAY = 16
 """Runs one call may overlay (the run in the path and ``runs``)."""
+MAX_LISTED = 10_000
+"""Series one page of a run's listing holds (a loop that logs a new name each step has millions)."""
 ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
                      "token"), 404: error("No such run", "unknown run 'r-x'")}
 Axis = Literal["step", "epoch", "round", "ts"]
@@ -35,14 +38,26 @@ _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
 
 
 @router.get("/runs/{run_id}/series", summary="Every series of a run: each numeric field of its events, by label",
+            description=f"By key, at most `limit` ({MAX_LISTED} unless told) a page; a full page has a "
+                        "`Link: <…>; rel=\"next\"` header with the next page's URL (`after` the last key).",
             response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS})
-async def list_series(request: Request, run_id: str) -> Response:
+async def list_series(
+    request: Request,
+    run_id: str,
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTED, description="Most series in this page")] = MAX_LISTED,
+    after: Annotated[str | None, Query(description="Cursor: only the series whose "
+                                       "key sorts after it (the last key of the page before)")] = None,
+) -> Response:
     n = nissa(request)
     run = await run_or_404(n, run_id)
-    rows = await n.store.read(series_queries.list_series, run.run_key)
-    return json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points)
-                          for key, name, points in rows])
+    rows = await n.store.read(series_queries.list_series, run.run_key, after, limit)
+    response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points)
+                              for key, name, points in rows])
+    if len(rows) == limit:  # maybe more: where the next page starts
+        query = urlencode({"limit": limit, "after": rows[-1][0]})
+        response.headers["Link"] = f'<{request.url.path}?{query}>; rel="next"'
+    return response
 
 
 @router.get("/runs/{run_id}/series/{name:path}", summary="A series, downsampled keeping each bucket's min and max",

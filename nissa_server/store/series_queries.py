@@ -28,10 +28,11 @@ class SeriesData:
     """Points stored (in the rows read): more than ``len(x)`` where summaries were read."""
 
 
-def list_series(conn: Conn, run_key: int) -> list[tuple[str, str, int]]:
-    """(key, name, points) of every series of a run, by key."""
-    rows = conn.execute("SELECT key, name, SUM(n) FROM series_chunks WHERE run_key = ? GROUP BY key, name "
-                        "ORDER BY key", (run_key,)).fetchall()
+def list_series(conn: Conn, run_key: int, after: str | None, limit: int) -> list[tuple[str, str, int]]:
+    """(key, name, points) of the series of a run, by key: those after the key ``after``, at most ``limit``."""
+    where, params = ("run_key = ?", (run_key,)) if after is None else ("run_key = ? AND key > ?", (run_key, after))
+    rows = conn.execute(f"SELECT key, name, SUM(n) FROM series_chunks WHERE {where} GROUP BY key, name "
+                        "ORDER BY key LIMIT ?", (*params, limit)).fetchall()
     return [(row[0], row[1], int(row[2])) for row in rows]
 
 

@@ -52,3 +52,19 @@ async def test_a_nul_in_an_events_strings_is_stored_as_u_fffd_and_a_resend_is_no
     keys = [s["key"] for s in (await http.get("/runs/n/series")).json()]
     assert "loss{rank=0,split=a\ufffdb}" in keys and not any("\x00" in k for k in keys)
     assert (await http.get("/runs/n")).json()["name"] == "x\ufffdy"
+
+
+async def test_a_run_of_absurdly_many_series_is_listed_a_page_at_a_time(server_url, http):
+    names = [f"m{i}_{j}" for i in range(40) for j in range(256)]  # a loop logging new names every step
+    events = [make_event(Metrics(values={f"m{i}_{j}": 1.0 for j in range(256)}), run_id="w", seq=i + 1, ts=1.7e9,
+                         step=i) for i in range(40)]
+    await ingest_events(server_url, events, batch=20)
+    first = await http.get("/runs/w/series")
+    assert len(first.json()) == 10_000 and first.links["next"]["url"]
+    keys, reply = [], await http.get("/runs/w/series", params={"limit": 3000})
+    while True:
+        keys += [s["key"] for s in reply.json()]
+        if "next" not in reply.links:
+            break
+        reply = await http.get(reply.links["next"]["url"])
+    assert sorted(keys) == sorted(f"{name}{{rank=0}}" for name in names), "each series once"
