@@ -1,6 +1,8 @@
 """Hostile and careless input to the HTTP and websocket surface (both stores): each is refused with a
 reason, and the server goes on serving."""
 
+import socket
+
 import httpx
 import msgspec
 import pytest
@@ -68,3 +70,17 @@ async def test_a_run_of_absurdly_many_series_is_listed_a_page_at_a_time(server_u
             break
         reply = await http.get(reply.links["next"]["url"])
     assert sorted(keys) == sorted(f"{name}{{rank=0}}" for name in names), "each series once"
+
+
+@pytest.mark.single_backend
+def test_a_websocket_handshake_with_a_line_over_8_kib_is_answered_not_left_hanging(server_url):
+    host, port = server_url.split("//")[1].rsplit(":", 1)
+    upgrade = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "Sec-WebSocket-Version: 13\r\n")
+    for head, status in ((f"GET /ws/watch?run_id={'a' * 9000} HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n", b"414"),
+                         (f"GET /ws/watch HTTP/1.1\r\nHost: x\r\nX-Big: {'b' * 9000}\r\n{upgrade}\r\n", b"431")):
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(head.encode())
+            answer = b"".join(iter(lambda: sock.recv(65536), b""))  # until the server closes
+        assert answer.startswith(b"HTTP/1.1 " + status) and b"expected no more than 8192 bytes" in answer, answer[:200]
+    assert httpx.get(f"{server_url}/healthz", timeout=30).json()["status"] == "ok"
