@@ -5,12 +5,14 @@ import socket
 
 import httpx
 import msgspec
+import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, Metrics, make_event
 from leyline.frames import CLOSE_BAD_FRAME
 from leyline.samples import SAMPLE_PAYLOADS
+from nissa_server.series import downsample
 from tests.support import IngestClient, ingest_events
 from tests.support.clients import close_of, events_for, ws_url
 
@@ -84,3 +86,29 @@ def test_a_websocket_handshake_with_a_line_over_8_kib_is_answered_not_left_hangi
             answer = b"".join(iter(lambda: sock.recv(65536), b""))  # until the server closes
         assert answer.startswith(b"HTTP/1.1 " + status) and b"expected no more than 8192 bytes" in answer, answer[:200]
     assert httpx.get(f"{server_url}/healthz", timeout=30).json()["status"] == "ok"
+
+
+HARD_X = {"one step": np.zeros(60), "two steps": np.repeat([0.0, 1.0], 30),
+          "steps near 2**62": 2.0**62 + np.repeat([0.0, 1024.0, 2048.0, 4096.0], 15),
+          "x of either sign near the largest float": np.repeat([-1.7e308, 0.0, 1.7e308], 20),
+          "x from 0 to 1e300": np.repeat([0.0, 1e-300, 1.0, 1e300], 15), "subnormal x": np.arange(60) * 5e-324}
+
+
+@pytest.mark.single_backend
+@pytest.mark.parametrize("x", HARD_X.values(), ids=HARD_X.keys())
+def test_downsampling_keeps_the_extremes_on_any_x(x):
+    y = np.sin(np.arange(60.0))
+    kept_x, kept_y = downsample(x, y, 10)
+    assert 2 <= len(kept_x) <= 10 and bool(np.all(kept_x[1:] >= kept_x[:-1]))
+    assert y.max() in kept_y and y.min() in kept_y, "a spike never disappears"
+    y[7] = np.nan
+    assert np.isnan(downsample(x, y, 10)[1]).any(), "a bucket with a NaN shows it"
+
+
+async def test_a_chart_of_values_logged_at_one_step_is_drawn(server_url, http):
+    events = [make_event(Metrics(values={"loss": float(i % 7)}), run_id="z", seq=i + 1, ts=1.7e9, step=0)
+              for i in range(30)]  # a loop that never sets the step
+    await ingest_events(server_url, events)
+    reply = await http.get("/runs/z/series/loss", params={"max_points": 10})
+    assert reply.status_code == 200, reply.text
+    assert sorted(reply.json()["series"][0]["y"]) == [0.0, 6.0] and reply.json()["series"][0]["points"] == 30
