@@ -10,6 +10,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, Metrics, make_event
+from leyline.calls import ArgSpec, CommandSpec
 from leyline.frames import CLOSE_BAD_FRAME
 from leyline.samples import SAMPLE_PAYLOADS
 from nissa_server.series import downsample
@@ -112,3 +113,18 @@ async def test_a_chart_of_values_logged_at_one_step_is_drawn(server_url, http):
     reply = await http.get("/runs/z/series/loss", params={"max_points": 10})
     assert reply.status_code == 200, reply.text
     assert sorted(reply.json()["series"][0]["y"]) == [0.0, 6.0] and reply.json()["series"][0]["points"] == 30
+
+
+async def test_a_call_with_an_int_past_64_bits_is_refused_with_the_reason(server_url, http):
+    declared = [CommandSpec(name="set_batch", args=[ArgSpec(name="size", type="int")])]
+    started = make_event(msgspec.structs.replace(SAMPLE_PAYLOADS[EventKind.RUN_STARTED], commands=declared),
+                         run_id="c", seq=1, ts=1.7e9, step=0)
+    async with IngestClient(server_url, "c") as client:
+        await client.send([started])
+        await client.wait_ack(1)
+        for size, status in ((2**63, 422), (-(2**63) - 1, 422), (2**63 - 1, 202)):
+            body = f'{{"run_id": "c", "action": "call", "name": "set_batch", "args": {{"size": {size}}}}}'
+            reply = await http.post("/escalate", content=body, headers={"content-type": "application/json"})
+            assert reply.status_code == status, (size, reply.text)
+        assert "must be an int of 64 bits" in (await http.post("/escalate", content=body.replace(
+            str(2**63 - 1), str(10**30)))).json()["detail"]
