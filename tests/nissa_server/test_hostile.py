@@ -106,6 +106,14 @@ def test_downsampling_keeps_the_extremes_on_any_x(x):
     assert np.isnan(downsample(x, y, 10)[1]).any(), "a bucket with a NaN shows it"
 
 
+@pytest.mark.single_backend
+def test_downsampling_keeps_a_spike_at_the_last_step():
+    x = np.arange(2003) * 16.0  # a step every 16 batches: the edges' rounding once dropped the newest point
+    y = np.zeros(2003)
+    y[-1] = 1.0
+    assert 1.0 in downsample(x, y, 2000)[1]
+
+
 async def test_a_chart_of_values_logged_at_one_step_is_drawn(server_url, http):
     events = [make_event(Metrics(values={"loss": float(i % 7)}), run_id="z", seq=i + 1, ts=1.7e9, step=0)
               for i in range(30)]  # a loop that never sets the step
