@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import numpy as np
@@ -77,6 +77,11 @@ def _bucket_scale(x: np.ndarray, buckets: int) -> np.ndarray | None:
     if not half_span > 0:
         return None
     return (x / 2 - x[0] / 2) / half_span * buckets
+
+
+def has_labels(labels: dict[str, str]) -> Callable[[str], bool]:
+    """Whether a series key has all of ``labels``."""
+    return lambda key: all(parse_key(key)[1].get(k) == v for k, v in labels.items())
 
 
 def shape(run_id: str, data: Sequence[SeriesData], labels: dict[str, str], max_points: int) -> list[SeriesOut]:

@@ -12,13 +12,15 @@ from leyline.series import Marker, parse_key
 from nissa_server.auth import require_read
 from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.series import SeriesInfo, SeriesReply, parse_labels, shape, to_csv
+from nissa_server.series import SeriesInfo, SeriesReply, has_labels, parse_labels, shape, to_csv
 from nissa_server.store import series_queries
 
 router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
 MAX_OVERLAY = 16
 """Runs one call may overlay (the run in the path and ``runs``)."""
+MAX_SERIES = 1000
+"""Series of one name (label sets) one run may have in a reply; more are chosen with ``labels``."""
 MAX_LISTED = 10_000
 """Series one page of a run's listing holds (a loop that logs a new name each step has millions)."""
 ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
@@ -63,7 +65,8 @@ async def list_series(
 @router.get("/runs/{run_id}/series/{name:path}", summary="A series, downsampled keeping each bucket's min and max",
             description="Every series called `name` (each label set, or those with all of `labels`) of the run "
                         "and of each run in `runs` (an overlay in one call), on the x axis `x`, with at most "
-                        "`max_points` points each. `after` returns only the points with x above it (what a "
+                        f"`max_points` points each, and at most {MAX_SERIES} series (label sets) a run: more are "
+                        "refused (422), to be chosen with `labels`. `after` returns only the points with x above it (what a "
                         "chart lacks). `format=csv` gives `run_id,key,x,y` rows.",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
@@ -93,7 +96,11 @@ async def get_series(
     reply = SeriesReply(name=name, x=x, series=[])
     for rid in run_ids:
         run = await run_or_404(n, rid)
-        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points)
+        try:
+            data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points,
+                                      has_labels(wanted) if wanted else None, MAX_SERIES)
+        except series_queries.TooManySeries as err:
+            raise HTTPException(422, f"run {rid!r}: {err}") from None
         reply.series.extend(shape(rid, data, wanted, max_points))
     if format == "csv":
         return Response(to_csv(reply), media_type="text/csv")

@@ -13,6 +13,7 @@ from leyline import EventKind, Metrics, make_event
 from leyline.calls import ArgSpec, CommandSpec
 from leyline.frames import CLOSE_BAD_FRAME
 from leyline.samples import SAMPLE_PAYLOADS
+from nissa_server.routes.series import MAX_SERIES
 from nissa_server.series import downsample
 from tests.support import IngestClient, ingest_events
 from tests.support.clients import close_of, events_for, ws_url
@@ -136,3 +137,13 @@ async def test_a_call_with_an_int_past_64_bits_is_refused_with_the_reason(server
             assert reply.status_code == status, (size, reply.text)
         assert "must be an int of 64 bits" in (await http.post("/escalate", content=body.replace(
             str(2**63 - 1), str(10**30)))).json()["detail"]
+
+
+async def test_a_name_of_more_label_sets_than_a_reply_holds_is_refused_and_chosen_with_labels(server_url, http):
+    events = [make_event(Metrics(values={"loss": float(i)}, labels={"id": str(i)}), run_id="l", seq=i + 1, ts=1.7e9,
+                         step=i) for i in range(MAX_SERIES + 1)]  # a loop that labels each step
+    await ingest_events(server_url, events)
+    refused = await http.get("/runs/l/series/loss")
+    assert refused.status_code == 422 and f"{MAX_SERIES + 1} series are called 'loss'" in refused.json()["detail"]
+    chosen = (await http.get("/runs/l/series/loss", params={"labels": "id=7"})).json()["series"]
+    assert [(s["labels"]["id"], s["y"]) for s in chosen] == [("7", [7.0])]
