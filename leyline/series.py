@@ -241,6 +241,16 @@ def found_in(payload: object, kind: str, rank: int, env: int | None) -> _Found:
     return found
 
 
+_KINDS: frozenset[str] = frozenset(k.value for k in EventKind)
+
+
+def kind_of_name(name: str) -> str:
+    """The event kind a series of this name comes from: its first dotted part where that is a kind of
+    the contract, else ``metrics`` (a loop's own value, named as ``run.log`` was given it)."""
+    head = name.split(".", 1)[0]
+    return head if head != name and head in _KINDS else "metrics"
+
+
 def key_of(name: str, labels: dict[str, str]) -> str:
     """``format_key``, remembered: the same few series recur in every event."""
     return _key(name, labels)
@@ -294,6 +304,10 @@ def _command_label(p: object) -> str | None:
     if status not in _COMMAND_MARKED:
         return None
     action = getattr(p.action, "value", p.action)  # type: ignore[attr-defined]
+    result = p.result if action == "call" and status == "completed" else None  # type: ignore[attr-defined]
+    if result:  # a loop's own command: what it did (``set_lr`` → ``lr=0.01``) says which it was
+        said = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items())
+        return f"{action} {status} {said[:40]}"
     return f"{action} {status}"
 
 

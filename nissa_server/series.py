@@ -24,6 +24,8 @@ class SeriesInfo(msgspec.Struct):
     name: str
     labels: dict[str, str]
     points: int
+    kind: str
+    """The event kind it comes from; ``metrics`` for a loop's own values (``run.log``)."""
 
 
 class SeriesOut(msgspec.Struct):

@@ -153,6 +153,9 @@ class SeriesSet:
     def run_of(self, marker: Marker) -> str:
         return next((run for run, markers in self.markers.items() if marker in markers), "")
 
+    def has_history(self, run_id: str, name: str) -> bool:
+        return (run_id, name) in self._loaded
+
     def needs_history(self, run_id: str) -> list[str]:
         return sorted(n for n in self.wanted if (run_id, n) not in self._loaded)
 

@@ -22,6 +22,8 @@ STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold r
 RUNNING = ("live", "degraded")
 MAX_PARAM_COLUMNS = 6
 HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume")
+OWN_COLUMN_PARAMS = frozenset({"policy"})
+"""Config values with a column of their own (the policy a run had): never a second one."""
 
 
 def params_of(run: RunSummary) -> dict[str, Scalar]:
@@ -29,18 +31,21 @@ def params_of(run: RunSummary) -> dict[str, Scalar]:
 
 
 def differing_params(runs: list[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> list[str]:
-    """Config keys whose values are not the same in every run (a key some runs lack differs too)."""
+    """Config keys whose values are not the same in every run: first those the runs that have them set
+    differently, then those some runs lack (an Esper run's options beside a plain loop's run)."""
     if len(runs) < 2:
         return []
     keys = sorted({k for r in runs for k in params_of(r)})
-    out = []
+    valued, absent = [], []
     for key in keys:
-        if any(key.endswith(h) for h in HIDDEN_PARAMS):
+        if key in OWN_COLUMN_PARAMS or any(key.endswith(h) for h in HIDDEN_PARAMS):
             continue
-        values = {repr(params_of(r).get(key)) for r in runs}
+        values = {repr(params_of(r)[key]) for r in runs if key in params_of(r)}
         if len(values) > 1:
-            out.append(key)
-    return out[:limit]
+            valued.append(key)
+        elif any(key not in params_of(r) for r in runs):
+            absent.append(key)
+    return (valued + absent)[:limit]
 
 
 def duration_s(run: RunSummary, now: float | None = None) -> float | None:

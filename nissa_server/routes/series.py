@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from leyline.series import Marker, parse_key
+from leyline.series import Marker, kind_of_name, parse_key
 from nissa_server.auth import require_read
 from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
@@ -33,7 +33,8 @@ _RUNS = rf"^[^,]*(,[^,]*){{0,{MAX_OVERLAY - 1}}}$"
 
 
 _LIST_EXAMPLE = [{"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
-                  "labels": {"env": "0", "rank": "0"}, "points": 120}]
+                  "labels": {"env": "0", "rank": "0"}, "points": 120,
+                  "kind": "epoch_completed"}]
 _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
     {"run_id": "r-20250101-abc", "key": "epoch_completed.accuracy{env=0,rank=0}", "labels": {"env": "0", "rank": "0"},
      "x": [16, 32, 48], "y": [0.31, 0.42, 0.47], "points": 3}]}
@@ -54,8 +55,8 @@ async def list_series(
     n = nissa(request)
     run = await run_or_404(n, run_id)
     rows = await n.store.read(series_queries.list_series, run.run_key, after, limit)
-    response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points)
-                              for key, name, points in rows])
+    response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
+                                          kind=kind_of_name(name)) for key, name, points in rows])
     if len(rows) == limit:  # maybe more: where the next page starts
         query = urlencode({"limit": limit, "after": rows[-1][0]})
         response.headers["Link"] = f'<{request.url.path}?{query}>; rel="next"'

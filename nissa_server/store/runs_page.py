@@ -64,8 +64,8 @@ def _params(config: dict[str, Scalar]) -> dict[str, Scalar]:
 
 def _outcome(start: RunStarted | None, finish: RunFinished | None) -> Outcome | None:
     policy = start.config.get("policy") if start else None
-    if finish is None and policy is None:
-        return None
+    if policy is None and (finish is None or (not finish.rounds and finish.final_accuracy is None)):
+        return None  # not an Esper run: a plain loop's end says nothing of rounds, accuracy or seeds
     out = Outcome(policy=_cut(str(policy)) if policy is not None else None)
     if finish is not None:
         out.final_accuracy, out.best_accuracy = finish.final_accuracy, finish.best_accuracy

@@ -16,6 +16,7 @@ const DEFAULT_CHARTS = [
 const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
 const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
                      resumed: "#56d4dd", end: "#7d8590"};
+const OWN_CHARTS = 12;  // a loop's own metrics (run.log) charted by themselves at most; others from the picker
 const LIVE_EVERY_MS = 1000;
 const LIST_EVERY_MS = 2000;
 
@@ -46,9 +47,13 @@ function fmtDur(s) {
 }
 function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v); }
 
-function differingParams(runs) {
-  const keys = new Set(runs.flatMap((r) => Object.keys(r.params || {})));
-  return [...keys].filter((k) => new Set(runs.map((r) => JSON.stringify((r.params || {})[k]))).size > 1).slice(0, 6);
+function differingParams(runs, shown) {
+  // Config values set differently in the runs that have them first, then those some runs lack.
+  const keys = [...new Set(runs.flatMap((r) => Object.keys(r.params || {})).filter((k) => !shown.includes(k)))];
+  const has = (k) => runs.filter((r) => k in (r.params || {}));
+  const valued = keys.filter((k) => new Set(has(k).map((r) => JSON.stringify(r.params[k]))).size > 1);
+  const absent = keys.filter((k) => !valued.includes(k) && has(k).length < runs.length);
+  return [...valued, ...absent].slice(0, 6);
 }
 
 async function loadRuns() {
@@ -68,7 +73,7 @@ function runColumns(runs) {
     ["fossilized", (r) => (r.summary || {}).fossilized], ["rounds", (r) => (r.summary || {}).rounds],
     ["policy", (r) => (r.summary || {}).policy],
   ];
-  return [...fixed, ...differingParams(runs).map((k) => [k, (r) => (r.params || {})[k]])];
+  return [...fixed, ...differingParams(runs, fixed.map(([title]) => title)).map((k) => [k, (r) => (r.params || {})[k]])];
 }
 
 function renderRuns() {
@@ -116,7 +121,8 @@ class Chart {
     this.el = document.createElement("div");
     this.el.className = "chart";
     this.el.dataset.title = title;
-    this.el.innerHTML = `<h3><span>${escapeHtml(title)}</span><button title="remove">×</button></h3><div class="plot"></div>`;
+    this.el.innerHTML = `<h3><span>${escapeHtml(title)} <small class="note"></small></span><button title="remove">×</button></h3>` +
+      `<div class="plot"></div>`;
     this.el.querySelector("button").addEventListener("click", () => view.remove(this));
     this.plot = null;
   }
@@ -144,28 +150,42 @@ class Chart {
     return last;
   }
 
+  note(lines, drawn) {
+    // What the lines do not show: runs of the view without this series, an x axis its points lack, NaN/inf.
+    const notes = [];
+    if (!drawn.length) notes.push(`no point of this series has a ${this.view.axis}`);
+    const missing = this.view.runs.filter((r) => drawn.length && !drawn.includes(r));
+    if (missing.length) notes.push("not in " + missing.join(", "));
+    const bad = lines.reduce((n, l) => n + l.y.filter((y) => y == null).length, 0);
+    if (bad) notes.push(`${bad} NaN/inf`);
+    this.el.dataset.note = notes.join("; ");
+    return notes.join(" · ");
+  }
+
   render() {
     const lines = [...this.lines.values()].sort((a, b) => (a.run + a.key).localeCompare(b.run + b.key));
     this.el.dataset.points = String(lines.reduce((n, l) => n + l.x.length, 0));
-    this.el.dataset.runs = [...new Set(lines.map((l) => l.run))].join(",");
+    const drawn = [...new Set(lines.filter((l) => l.x.length).map((l) => l.run))];
+    this.el.dataset.runs = drawn.join(",");
     if (!lines.length) { this.el.hidden = true; return; }
     this.el.hidden = false;
-    const data = uPlot.join(lines.map((l) => [l.x, l.y]));
+    this.el.querySelector(".note").textContent = this.note(lines, drawn);
+    const data = uPlot.join(lines.map((l) => [l.x.map((x) => x - this.view.shift(l.run)), l.y]));
     const runs = this.view.runs;
-    const series = [{label: this.view.axis}, ...lines.map((l, i) => ({
+    const series = [{label: this.view.sinceStart ? "s since start" : this.view.axis}, ...lines.map((l, i) => ({
       label: labelOf(l, runs.length > 1, this.names.length > 1 || this.names[0].endsWith(".")),
       stroke: PALETTE[(runs.length > 1 ? runs.indexOf(l.run) * 3 + lines.filter((m, j) => j < i && m.run === l.run).length
                                        : i) % PALETTE.length],
       dash: runs.length > 1 && runs.indexOf(l.run) > 0 ? [6, 3] : undefined,
-      width: 1.5, spanGaps: true, points: {show: false},
+      width: 1.5, spanGaps: false, points: {show: false},  // NaN and inf (null here) leave a gap
     }))];
     const width = Math.max(300, this.el.clientWidth - 16);
     if (this.plot && this.plot.series.length === series.length) { this.plot.setData(data); return; }
     if (this.plot) this.plot.destroy();
     this.plot = new uPlot({
-      width, height: 240, series, scales: {x: {time: this.view.axis === "ts"}},
+      width, height: 240, series, scales: {x: {time: this.view.axis === "ts" && !this.view.sinceStart}},
       axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
-      hooks: {draw: [(u) => drawMarkers(u, this.view)]},
+      hooks: {draw: [(u) => drawMarkers(u, this.view, this.el.dataset.runs.split(","))]},
     }, data, this.el.querySelector(".plot"));
   }
 }
@@ -177,29 +197,38 @@ function labelOf(line, withRun, withName) {
   return ((withRun ? line.run + " " : "") + name + labels).trim() || line.key;
 }
 
-function drawMarkers(u, view) {
-  // A thin line per marker; a label only where it does not run into the previous one.
+function drawMarkers(u, view, runs) {
+  // A thin line per marker of the runs this chart draws; a label only where it does not run into the previous one.
   const ctx = u.ctx;
   ctx.save();
   ctx.font = "11px system-ui, sans-serif";
+  ctx.textAlign = "left";  // uPlot leaves the y axis' right alignment set: a label would run left over its line
   ctx.globalAlpha = 0.7;
-  let free = -Infinity;
-  const marks = view.markers.filter((m) => m[view.axis] != null).sort((a, b) => a[view.axis] - b[view.axis]);
+  let free = -Infinity, drawn = 0;
+  const marks = view.markers.filter((m) => m[view.axis] != null && runs.includes(m.run)).sort((a, b) => a[view.axis] - b[view.axis]);
   for (const m of marks) {
-    const px = Math.round(u.valToPos(m[view.axis], "x", true));
+    const px = Math.round(u.valToPos(m[view.axis] - view.shift(m.run), "x", true));
     if (px < u.bbox.left || px > u.bbox.left + u.bbox.width) continue;
     ctx.strokeStyle = ctx.fillStyle = MARK_COLORS[m.kind] || "#7d8590";
     ctx.setLineDash([2, 4]);
     ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
     const text = view.runs.length > 1 ? `${m.label} (${m.run})` : m.label;
-    if (px >= free) { ctx.fillText(text, px + 3, u.bbox.top + 12); free = px + ctx.measureText(text).width + 12; }
+    const w = ctx.measureText(text).width, right = u.bbox.left + u.bbox.width;
+    if (px >= free) {  // right of its line, or left of it where it would run off the plot
+      const at = px + 3 + w <= right ? px + 3 : Math.max(u.bbox.left, px - 3 - w);
+      ctx.fillText(text, at, u.bbox.top + 12);
+      free = at + w + 12;
+    }
+    drawn++;
   }
   ctx.restore();
+  u.root.closest(".chart").dataset.marks = String(drawn);
 }
 
 class ChartsView {
   constructor(runs) {
-    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = [];
+    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = []; this.starts = {}; this.removed = new Set();
+    this.sinceStart = this.axis === "ts" && runs.length > 1;  // runs overlaid on wall time: from each one's start
     this.sockets = new Map(); this.dirty = new Set(); this.timer = null; this.closed = false; this.listed = 0; this.relist = false;
   }
 
@@ -210,37 +239,58 @@ class ChartsView {
     // over the watch, and a chart only takes the points past those it has.
     const infos = [];
     for (const run of this.runs) infos.push(await api(`/runs/${encodeURIComponent(run)}`));
+    infos.forEach((info, i) => { this.starts[this.runs[i]] = info.started_at ?? info.created_at; });
     await this.addDefaults();
     await this.loadMarkers(null);
+    if (this.closed) return;  // the page moved on (another run, another x axis) while this one loaded
     this.charts.forEach((c) => c.render());
     $("charts").dataset.ready = "1";
     infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
     if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
   }
 
+  shift(run) { return this.sinceStart ? this.starts[run] || 0 : 0; }
+
   async addDefaults() {
-    // The default charts the first run has series for (a live run gains some as it goes: asked again).
+    // A chart of each of a loop's own metrics (run.log) first, then the default charts any run has series
+    // for; a live run gains some as it goes: asked again.
     this.listed = Date.now();
-    const listing = await api(`/runs/${encodeURIComponent(this.runs[0])}/series`);
+    const listing = [];
+    for (const run of this.runs) listing.push(...await api(`/runs/${encodeURIComponent(run)}/series`));
     const names = [...new Set(listing.map((s) => s.name))].sort();
-    const options = names.map((n) => `<option>${escapeHtml(n)}</option>`).join("");
-    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || names[0] || ""; }
+    const own = [...new Set(listing.filter((s) => s.kind === "metrics").map((s) => s.name))].sort();
+    const room = Math.max(OWN_CHARTS - this.charts.filter((c) => c.own).length, 0);
+    const fresh = (n) => !this.removed.has(n) && !this.charts.some((c) => c.names.includes(n));
+    for (const name of own.filter(fresh).slice(0, room)) {
+      await this.add(name, [name], true);
+    }
+    const options = [...own, ...names.filter((n) => !own.includes(n))]  // the picker: a loop's own first too
+      .map((n) => `<option>${escapeHtml(n)}</option>`).join("");
+    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || own[0] || names[0] || ""; }
     for (const [title, wanted] of DEFAULT_CHARTS) {
-      if (this.charts.some((c) => c.title === title)) continue;
+      if (this.removed.has(title) || this.charts.some((c) => c.title === title)) continue;
       const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
       if (found.length) await this.add(title, found);
     }
   }
 
-  async add(title, names) {
+  async add(title, names, own = false) {
+    if (this.closed) return;
     const chart = new Chart(this, title, names);
+    chart.own = own;
+    const after = this.charts.filter((c) => c.own).pop();  // a loop's own metrics stay first, in order
     this.charts.push(chart);
-    $("charts").appendChild(chart.el);
+    if (own) $("charts").insertBefore(chart.el, after ? after.el.nextSibling : $("charts").firstChild);
+    else $("charts").appendChild(chart.el);
     for (const run of this.runs) await chart.load(run, null);
     chart.render();
   }
 
-  remove(chart) { this.charts = this.charts.filter((c) => c !== chart); chart.el.remove(); }
+  remove(chart) {  // for good: a live run's next listing does not bring it back
+    this.removed.add(chart.title);
+    this.charts = this.charts.filter((c) => c !== chart);
+    chart.el.remove();
+  }
 
   async loadMarkers(after) {
     for (const run of this.runs) await this.loadMarkersFor(run, after);
@@ -266,7 +316,7 @@ class ChartsView {
 
   async refresh() {
     try {
-      if (this.dirty.has(this.runs[0])) this.relist = true;
+      if (this.dirty.size) this.relist = true;
       if (this.relist && Date.now() - this.listed > LIST_EVERY_MS) { this.relist = false; await this.addDefaults(); }
       const runs = [...this.dirty];
       this.dirty.clear();

@@ -130,6 +130,9 @@ def test_markers_say_what_happened_to_the_run():
     done = CommandStatusChanged(command_id="c", action=CommandAction.CHECKPOINT, status=CommandStatus.COMPLETED)
     mark = marker_of(make_event(done, run_id="r", seq=1, ts=1.0, step=9, rank=1))
     assert (mark.kind, mark.label, mark.step, mark.rank) == ("command", "checkpoint completed", 9, 1)
+    call = CommandStatusChanged(command_id="c", action=CommandAction.CALL, status=CommandStatus.COMPLETED,
+                                result={"lr": 0.0100001, "groups": 2})
+    assert marker_of(make_event(call, run_id="r", seq=1, ts=1.0)).label == "call completed lr=0.01 groups=2"
 
 
 def test_x_axes():
@@ -149,3 +152,12 @@ def test_a_loop_metrics_are_series_of_their_own_names():
     assert set(points) == {"loss{rank=0,split=val}", "grad/max{rank=0,split=val}"}
     assert points["loss{rank=0,split=val}"].value == 0.5 and points["loss{rank=0,split=val}"].step == 7
     assert points["grad/max{rank=0,split=val}"].value == float("inf")
+
+
+def test_a_series_name_says_which_kind_it_comes_from():
+    from leyline.series import kind_of_name
+
+    pairs = {(kind_of_name(p.name), e.kind.value) for e in sample_events() for p in points_of(e)}
+    assert len(pairs) > 10 and all(found == kind for found, kind in pairs)
+    assert [kind_of_name(n) for n in ("loss", "val.loss", "metrics", "ppo_update.entropy.op")] == \
+        ["metrics", "metrics", "metrics", "ppo_update"]

@@ -49,6 +49,10 @@ async def test_runs_are_paged_filtered_and_summarized(server_url, http):
     assert run["started"] == 1.7e9 and run["ended"] == 1.7e9 + 30 and len(run["host"]) == 80
     plain = (await http.get("/runs", params={"status": "live,lost", "name": "plain"})).json()
     assert {r["summary"] is None for r in plain} == {True} and len(plain) == 4
+    ended = RunFinished(status="completed", duration_s=2.0)
+    await _store(server_url, "loop-1", _run("loop-1", "a loop", {"lr": 0.1}, ended))
+    loop = (await http.get("/runs", params={"name": "a loop"})).json()[0]
+    assert loop["status"] == "finished" and loop["summary"] is None, "a plain loop's end is no Esper outcome"
     assert (await http.get("/runs", params={"name": "%"})).json() == []
     assert (await http.get("/runs", params={"status": "gone"})).status_code == 422
     assert (await http.get("/runs", params={"limit": 501})).status_code == 422

@@ -56,7 +56,7 @@ async def test_series_are_listed_read_per_label_overlaid_and_exported(server_url
     listing = {s["key"]: s for s in (await http.get("/runs/a/series")).json()}
     acc0 = listing["epoch_completed.accuracy{env=0,rank=0}"]
     assert acc0 == {"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
-                    "labels": {"env": "0", "rank": "0"}, "points": 30}
+                    "labels": {"env": "0", "rank": "0"}, "points": 30, "kind": "epoch_completed"}
     assert "epoch_completed.train_loss{env=0,rank=0}" not in listing, "None is not a point"
 
     reply = (await http.get("/runs/a/series/epoch_completed.accuracy")).json()

@@ -139,6 +139,72 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
         live.close()
 
 
+def _titles(page):
+    return page.locator(".chart").evaluate_all("els => els.filter(e => !e.hidden).map(e => e.dataset.title)")
+
+
+def _note(page, title):
+    return page.locator(f'.chart[data-title="{title}"]').get_attribute("data-note")
+
+
+def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp_path):
+    import math
+
+    import nissa
+
+    esper = Feed(server_url, "esper-x")
+    esper.epochs(0, 8)
+    esper.close()
+    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs", config={"rounds": 3, "batch": 64, "lr": 0.5})
+    try:
+        for i in range(6):
+            run.step()
+            run.log({"loss": math.nan if i == 2 else 1.0 / (i + 1), "lr": 0.1})
+        run.runtime.hub.flush(10)
+        page, outside, errors = _page(browser, server_url)
+        page.goto(server_url + "/ui")
+        page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
+        heads = page.locator("#runs thead th").all_inner_texts()
+        assert len(heads) == len(set(heads)), "a config value named like a column is not a second column"
+        assert heads[-2:] == ["lr", "batch"], "values set differently first, then those a run lacks"
+        cells = page.locator(f'tr[data-run-id="{run.run_id}"] td').all_inner_texts()
+        assert cells[heads.index("rounds")] == "" and cells[heads.index("fossilized")] == "", "no Esper outcome"
+
+        page.goto(server_url + f"/ui#run={run.run_id}")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="loss"][data-points="6"]')
+        assert _titles(page) == ["loss", "lr"], "its own metrics, no Esper charts"
+        assert _note(page, "loss") == "1 NaN/inf"
+        assert page.locator("#picker option").all_inner_texts()[:2] == ["loss", "lr"], "the picker's own first too"
+        page.select_option("#axis", "round")  # a plain loop has no round
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="loss"][data-points="0"]')
+        assert _note(page, "loss").startswith("no point of this series has a round")
+
+        page.select_option("#axis", "step")
+        page.goto(server_url + f"/ui#run=esper-x&overlay={run.run_id}")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"]')
+        assert _titles(page)[:3] == ["loss", "lr", "accuracy per env"]
+        assert _note(page, "loss").startswith("not in esper-x")
+        acc = page.locator('.chart[data-title="accuracy per env"]')
+        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy per env") == f"not in {run.run_id}"
+        assert acc.get_attribute("data-marks") == "1", "esper-x's fossilized seed"
+        assert page.locator('.chart[data-title="loss"]').get_attribute("data-marks") == "0", "none on a series it lacks"
+        page.wait_for_selector("#live:not([hidden])")
+        page.click('.chart[data-title="lr"] button')  # removed: the next listing does not bring it back
+        run.step()
+        run.log({"val_loss": 0.5})  # a metric that first appears live gets its chart, after the others
+        run.runtime.hub.flush(10)
+        page.wait_for_selector('.chart[data-title="val_loss"][data-points="1"]')
+        assert _titles(page)[:3] == ["loss", "val_loss", "accuracy per env"]
+        page.select_option("#axis", "ts")  # overlaid on wall time: each run from its own start
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"]')
+        first_x = page.evaluate("window.nissa.view.charts.map(c => [c.title, c.plot.data[0][0]])")
+        assert all(0 <= x < 60 for _, x in first_x), first_x
+        assert outside == [] and errors == []
+        page.close()
+    finally:
+        run.finish()
+
+
 def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
     from tests.support.server import running_server
 

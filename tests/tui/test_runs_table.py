@@ -32,8 +32,10 @@ def test_only_config_values_that_differ_become_columns_and_unknowns_sort_last():
     assert matches(runs[1], "b lr=0.001") and not matches(runs[0], "lr=0.001")
     # An older server's items: started_at and the full config, no summary.
     old = RunSummary(run_id="x", started_at=5.0, ended_at=65.0, config={"lr": 1.0})
-    assert old.start_ts == 5.0 and differing_params([old, runs[0]]) == ["lr", "n_envs", "policy"]
+    assert old.start_ts == 5.0 and differing_params([old, runs[0]]) == ["lr", "n_envs"]
     assert config_diff({"lr": 1, "a": 2}, {"lr": 1, "b": 3}) == ([("a", "2", "—"), ("b", "—", "3")], 1)
+    loop = RunSummary(run_id="loop", params={"a_steps": 9, "lr": 0.1})  # a plain loop's run beside Esper's
+    assert differing_params([*runs, loop]) == ["lr", "a_steps", "n_envs"], "set differently first; policy has its column"
 
 
 async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(tmp_path):

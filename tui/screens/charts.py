@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 
 from leyline import Event, RunFinished
 from leyline.frames import EventBatch
-from leyline.series import X_AXES, x_of
+from leyline.series import X_AXES, kind_of_name, x_of
 
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import ApiError, Connection, RunSummary, WatchStream
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 RUNNING = ("live", "degraded")
 MAX_POINTS = 2000
+OWN_CHARTS = 12  # a loop's own metrics charted by themselves at most; any other is a chart away (a)
 
 
 class ChartScreen(Screen[None]):
@@ -70,6 +71,8 @@ class ChartScreen(Screen[None]):
         self._drawn: tuple[object, ...] | None = None
         self._fetching: set[str] = set()  # runs whose history is being read
         self._asked: set[tuple[str, str]] = set()  # (run, name) read on the current x axis
+        self._own: list[ChartPanel] = []  # the charts of a loop's own metrics, first
+        self._own_names: set[str] = set()
         self.data.accept = lambda name: any(p.spec.matches(name) for p in self.panels)
 
     @property
@@ -92,6 +95,7 @@ class ChartScreen(Screen[None]):
         self.sub_title = ", ".join(self.run_ids)
         for local in self.local.values():
             self.data.names_seen.update(local.names())
+        self._chart_own_metrics()
         self._want_names()
         for run_id in self.run_ids:
             if run_id in self.local:
@@ -103,6 +107,23 @@ class ChartScreen(Screen[None]):
         first = self.panels
         if first:
             first[0].focus()
+
+    def _chart_own_metrics(self) -> None:
+        """A loop's own metrics (``run.log``) come first, a chart each (once: a chart removed stays so);
+        where the runs have some, Esper's charts that none of them has give way to them."""
+        charted = {n for p in self.panels for n in p.names(self.data)} | self._own_names
+        own = sorted(n for n in self.data.names_seen if kind_of_name(n) == "metrics")
+        new = [n for n in own if n not in charted][:max(OWN_CHARTS - len(self._own_names), 0)]
+        for name in new:
+            where = {"after": self._own[-1]} if self._own else {"before": 0}
+            self._own.append(self._mount_chart(ChartSpec.of_name(name), **where))
+            self._own_names.add(name)
+        for panel in self.panels:
+            if panel.spec in DEFAULT_CHARTS:
+                panel.display = not own or bool(panel.names(self.data))
+        focused = isinstance(self.focused, ChartPanel) and self.focused.display
+        if new:
+            self.call_after_refresh(self._after_add, self._own[0], not focused)
 
     def _want_names(self) -> None:
         """Every series a chart shows is wanted: its history fetched, its live points kept."""
@@ -183,6 +204,7 @@ class ChartScreen(Screen[None]):
             self.local[run.run_id].fill(self.data)
         else:
             self.data.names_seen.update(message.names)
+            self._chart_own_metrics()
             self._want_names()
 
     def on_history_due(self, message: HistoryDue) -> None:
@@ -192,7 +214,10 @@ class ChartScreen(Screen[None]):
         local = self.local.get(message.run_id)
         if local is not None:
             local.add(message.events)
+        seen = len(self.data.names_seen)
         self.data.add_events(message.run_id, message.events)
+        if len(self.data.names_seen) != seen:
+            self._chart_own_metrics()
         if self.data.needs_history(message.run_id):  # a chart's series the run just began to produce
             self._load_wanted(message.run_id)
         run = self.runs.get(message.run_id)
@@ -349,22 +374,29 @@ class ChartScreen(Screen[None]):
         self.app.push_screen(SeriesPicker(sorted(self.data.names_seen - charted)), chosen)
 
     def add_chart(self, spec: ChartSpec) -> ChartPanel:
-        panel = ChartPanel(spec)
-        self.query_one("#charts").mount(panel)
-        self.data.wanted.update(n for n in self.data.names_seen if spec.matches(n))
+        panel = self._mount_chart(spec)
         for run_id in self.run_ids:
             self._load_wanted(run_id)
         self.call_after_refresh(self._after_add, panel)
         return panel
 
-    def _after_add(self, panel: ChartPanel) -> None:
+    def _mount_chart(self, spec: ChartSpec, **where: object) -> ChartPanel:
+        """A chart of ``spec``, its series wanted (their history is read by the caller's path)."""
+        panel = ChartPanel(spec)
+        self.query_one("#charts").mount(panel, **where)  # type: ignore[arg-type]
+        self.data.wanted.update(n for n in self.data.names_seen if spec.matches(n))
+        return panel
+
+    def _after_add(self, panel: ChartPanel, focus: bool = True) -> None:
         self._layout_for_size()
-        panel.focus()
-        panel.scroll_visible()
+        if focus:
+            panel.focus()
+            panel.scroll_visible()
         self.redraw(force=True)
 
     def action_remove_chart(self) -> None:
         if isinstance(self.focused, ChartPanel):
+            self._own = [p for p in self._own if p is not self.focused]
             self.focused.remove()
 
     def action_back(self) -> None:

@@ -138,8 +138,7 @@ class ChartPanel(Widget, can_focus=True):
         self.shown = tracks
         title = Text()
         if not tracks:
-            title.append("no points yet" if data.wanted & set(self.names(data)) else "no such series in this run",
-                         style="dim")
+            title.append(self._empty_reason(data, view), style="dim")
             self.query_one(".chart-title", Static).update(title)
             self.markers_shown = []
             self.query_one(".chart-markers", Static).update("")
@@ -159,10 +158,20 @@ class ChartPanel(Widget, can_focus=True):
                 bx, by = window(x, running_best(y, self.spec.higher_is_better), lo, hi, points)
                 plot.plot(bx, by, line_style=f"{colour} italic", hires_mode=HiResMode.HALFBLOCK)
             self._title_entry(title, track, colour, x, y, view, run_names, len(tracks))
+        missing = [name for run, name in run_names.items() if view.by_run and all(t.run_id != run for t in tracks)
+                   and all(data.has_history(run, n) for n in self.names(data))]
+        if missing:
+            title.append(f"  not in {', '.join(missing)}", style="dim")
         self.query_one(".chart-title", Static).update(title)
-        self._draw_markers(plot, data, view, origin, lo, hi)
+        self._draw_markers(plot, data, view, origin, lo, hi, {t.run_id for t in tracks})
         plot.set_xlimits(lo, hi if hi > lo else lo + 1.0)
         self._set_ylimits(plot, ys_in_view)
+
+    def _empty_reason(self, data: SeriesSet, view: ChartView) -> str:
+        names = self.names(data)
+        if any(data.tracks_of(name) for name in names):  # read, but none of its points has this x
+            return f"no point of this series has a {view.axis} (x: another x axis)"
+        return "no points yet" if data.wanted & set(names) else "no such series in this run"
 
     def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
                      view: ChartView, run_names: dict[str, str], count: int) -> None:
@@ -180,13 +189,19 @@ class ChartPanel(Widget, can_focus=True):
             arrow = "↑" if self.spec.higher_is_better else "↓"
             where = f"@{_fmt(best[0])}" if count <= 2 else ""
             title.append(f" {arrow}{_fmt(best[1])}{where}", style="dim")
+        non_finite = int(np.count_nonzero(~np.isfinite(y)))
+        if non_finite:  # not drawn (a line cannot), but never hidden
+            title.append(f" {non_finite} NaN/inf", style="bold red")
 
     def _draw_markers(self, plot: PlotWidget, data: SeriesSet, view: ChartView, origin: dict[str, float],
-                      lo: float, hi: float) -> None:
-        """Commands, anomalies and resumes as vertical lines; every marker as a glyph under its x."""
+                      lo: float, hi: float, runs: set[str]) -> None:
+        """Commands, anomalies and resumes as vertical lines; every marker as a glyph under its x (of the
+        runs this chart draws: in an overlay, what one run did is not marked on a series it lacks)."""
         env = view.label[4:] if view.label and view.label.startswith("env=") and "," not in view.label else None
         marks: list[tuple[float, Marker]] = []
         for run_id, markers in data.markers.items():
+            if run_id not in runs:
+                continue
             shift = origin.get(run_id, 0.0) if view.axis == "ts" else 0.0
             for marker in markers:
                 x = x_of(marker, view.axis)
