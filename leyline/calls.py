@@ -56,13 +56,17 @@ class CommandSpec(msgspec.Struct, kw_only=True, frozen=True):
 Declared = Annotated[list[CommandSpec], msgspec.Meta(max_length=MAX_DECLARED)]
 
 
+_WHAT = {"float": "a finite float", "int": "an int of 64 bits", "bool": "a bool",
+         "str": f"a str of at most {MAX_STR_ARG_CHARS} characters"}
+
+
 def _fits(kind: ArgType, value: CallValue) -> bool:
     if kind == "bool":
         return isinstance(value, bool)
     if isinstance(value, bool):
         return False
-    if kind == "int":
-        return isinstance(value, int)
+    if kind == "int":  # 64 bits, as every integer of the contract: what any client's language can hold
+        return isinstance(value, int) and -(2**63) <= value < 2**63
     if kind == "float":
         return isinstance(value, (int, float)) and value == value and abs(value) != float("inf")
     return isinstance(value, str) and len(value) <= MAX_STR_ARG_CHARS
@@ -87,6 +91,6 @@ def check_call(declared: list[CommandSpec], name: str, args: dict[str, CallValue
             continue
         value = args[arg.name]
         if not _fits(arg.type, value):
-            raise ValueError(f"command {name!r}: argument {arg.name!r} must be a finite {arg.type}, got {value!r}")
+            raise ValueError(f"command {name!r}: argument {arg.name!r} must be {_WHAT[arg.type]}, got {value!r:.200}")
         out[arg.name] = float(value) if arg.type == "float" else value  # type: ignore[arg-type]
     return out

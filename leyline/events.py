@@ -33,7 +33,8 @@ DEFAULT_SEVERITY: dict[EventKind, Severity] = {kind: spec.severity for kind, spe
 
 # ``$(?!\n)``: a plain ``$`` would also match before a final newline. A run id names a directory
 # (``<log-dir>/<run_id>/``): no separator, and not ``.``, ``..`` or any other name made of dots only.
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!\.+$)[A-Za-z0-9._:-]+$(?!\n)")]
+RUN_ID_PATTERN = r"^(?!\.+$)[A-Za-z0-9._:-]+$(?!\n)"
+RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=RUN_ID_PATTERN)]
 Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
 NonNeg = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from nissa_server import __version__, openapi
+from nissa_server.nul_guard import RefuseNul
 from nissa_server.request_metrics import RequestTimer
 from nissa_server.routes import alerts, artifacts, commands, ops, runs, series, web, ws
 from nissa_server.settings import Settings
@@ -58,6 +59,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
                          static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
+    app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
     routers = (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router, web.router,
                alerts.router)

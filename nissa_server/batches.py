@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import msgspec
@@ -18,6 +19,15 @@ _encoder = msgspec.json.Encoder()
 _wire = msgspec.json.Decoder(BatchEvent)
 _SEVERITY = {s.value: s.rank for s in Severity}
 _EFFECT_KINDS = frozenset(k.value for k in EFFECT_KINDS)
+_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+"""A NUL character's escape in encoded JSON (an even run of backslashes before it: not itself escaped)."""
+
+
+def body_of(event: BatchEvent) -> bytes:
+    """The event as stored: its JSON, a NUL character in any of its strings replaced by U+FFFD (PostgreSQL
+    cannot keep a NUL in a text, and names, labels and series keys are texts), the same on every store."""
+    body = _encoder.encode(event)
+    return _NUL.sub(rb"\1\\ufffd", body) if b"\\u0000" in body else body
 
 
 class BatchRejected(ValueError):
@@ -50,7 +60,7 @@ def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
 
 
 def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[bytes]:
-    bodies = [_encoder.encode(e) for e in events]
+    bodies = [body_of(e) for e in events]
     if bodies and max(map(len, bodies)) > max_event_bytes:
         seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
         raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)
@@ -104,7 +114,7 @@ def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: 
     event = make_event(payload, run_id=run.run_id, seq=seq, ts=time.time(), rank=SERVER_RANK, step=step,
                        epoch=epoch, severity=severity)
     wire = _wire.decode(_encoder.encode(event))
-    body = _encoder.encode(wire)
+    body = body_of(wire)
     kind = wire.kind._value_
     write.rows.append((seq, kind, _SEVERITY[wire.severity._value_], body))
     write.kinds[kind] = write.kinds.get(kind, 0) + 1

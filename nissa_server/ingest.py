@@ -52,7 +52,6 @@ class FrameRejected(Exception):
         self.code, self.reason, self.label = code, reason, label
 
 
-_encoder = msgspec.json.Encoder()
 YIELD_EVENTS = 1000
 """Events (a frame counting 10 more) an ingest connection decodes before it lets the loop go, if no
 receive has made it wait meanwhile."""
@@ -188,6 +187,8 @@ class IngestSession:
                                 "bad_frame")
         if frame.rank == SERVER_RANK:
             raise FrameRejected(CLOSE_BAD_FRAME, f"rank {SERVER_RANK} is reserved for the server", "bad_frame")
+        if "\x00" in frame.name:  # kept as the events' strings are (batches.body_of)
+            frame = msgspec.structs.replace(frame, name=frame.name.replace("\x00", "\ufffd"))
         return frame
 
     async def open(self, hello: Hello) -> RunState:
@@ -214,7 +215,10 @@ class IngestSession:
                 nissa.store.announce_taken(conn, row.run_key, hello.rank, session)
             return row, sql.load_stream(conn, row.run_key, hello.rank)
 
-        row, stream = await nissa.store.call(claim)
+        try:
+            row, stream = await nissa.store.call(claim)
+        except nissa.store.errors as err:  # the database, not the trainer: it may retry
+            raise FrameRejected(1011, f"store failed: {err}", "store_failed") from None
         if isinstance(row, float):
             when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(row))
             raise FrameRejected(CLOSE_DELETED, f"run deleted on this server {when}, its id stays taken: start a "
@@ -314,7 +318,7 @@ class IngestSession:
             raise FrameRejected(1011, f"store failed: {err}", "store_failed") from None
         for event in repeats:
             body = stored.get(event.seq)
-            if body is not None and bytes(body) != _encoder.encode(event):
+            if body is not None and bytes(body) != batches.body_of(event):
                 self.nissa.metrics.conflicts.inc()
                 reason = f"seq {event.seq} of run {run.run_id} rank {rank} is stored with other content"
                 logger.warning("ingest refused: %s", reason)

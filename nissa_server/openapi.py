@@ -168,6 +168,20 @@ def _use_error_body_for_422(doc: dict[str, Any]) -> None:
         schemas.pop(name, None)
 
 
+def _refuse_nul(doc: dict[str, Any]) -> None:
+    """Any request is refused before its route if its path or query holds a NUL character (``nul_guard``):
+    said of each operation, and of each of its text parameters."""
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            for param in operation.get("parameters", []):
+                schema = param.get("schema", {})
+                texts = [schema, *schema.get("anyOf", [])]
+                if any(s.get("type") == "string" for s in texts):
+                    schema["not"] = {"pattern": "\u0000"}
+            operation.setdefault("responses", {}).setdefault("400", error(
+                "A NUL character (%00) in the path or query", "the request's path holds a NUL character (%00)"))
+
+
 def install(app: FastAPI) -> None:
     """Replace the generated document with one that also carries our msgspec component schemas."""
 
@@ -176,6 +190,7 @@ def install(app: FastAPI) -> None:
             doc = get_openapi(title=app.title, version=app.version, description=app.description,
                               routes=app.routes)
             _use_error_body_for_422(doc)
+            _refuse_nul(doc)
             doc.setdefault("components", {}).setdefault("schemas", {}).update(_components())
             if app.state.nissa.settings.token:
                 doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -240,6 +240,15 @@ class LimitedWebSocket(WebSocketsSansIOProtocol):
         if self.link is not None:
             self.link.lost.set()
 
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.handshake_exc is not None and not self.handshake_initiated and not self.close_sent:
+            # websockets refused the request head (a line over 8 KiB: 414, 431; or no HTTP at all) and queued
+            # its answer, which uvicorn never sends: the peer would wait forever, and shutdown answer twice.
+            self.close_sent = True
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            self.transport.close()
+
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
         scope = getattr(self, "scope", None)

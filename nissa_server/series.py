@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import numpy as np
@@ -54,15 +54,36 @@ def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarra
         x, y = x[order], y[order]
     if len(x) <= max_points:
         return x, y
-    finite = np.isfinite(y)
-    if not finite.all():
+    n_out = max_points - max_points % 2
+    at = _bucket_scale(x, n_out // 2)
+    if at is None:  # every x the same: one bucket
+        order = np.lexsort((y,))  # NaN sorts above every number: a bucket with one shows it
+        idx = np.unique(order[[0, -1]])
+    elif not np.isfinite(y).all():
         # NaN: the NaN-aware variant (a bucket with a NaN shows it); an infinity counts as an extreme.
         y_for = np.where(np.isinf(y), np.sign(y) * np.finfo(np.float64).max, y)
-        idx = _nan_minmax.downsample(x, y_for, n_out=max_points - max_points % 2)
+        idx = _nan_minmax.downsample(at, y_for, n_out=n_out)
     else:
-        idx = _minmax.downsample(x, y, n_out=max_points - max_points % 2)
+        idx = _minmax.downsample(at, y, n_out=n_out)
     idx = np.asarray(idx, dtype=np.int64)
     return x[idx], y[idx]
+
+
+def _bucket_scale(x: np.ndarray, buckets: int) -> np.ndarray | None:
+    """``x`` (sorted) mapped onto 0..``buckets``, in order, the last exactly ``buckets``; None if every x is
+    the same. tsdownsample splits the raw x at ``x[0] + i * width``: it panics on one x (a loop that logs at
+    one step, a chart by epoch in epoch 0) or a width that underflows, and drops the points past an edge that
+    rounding put below the last x (2003 steps of 16: the newest point, spike or not, was not drawn); on
+    0..buckets each edge is an integer."""
+    half_span = x[-1] / 2 - x[0] / 2  # halves: the span of two huge x of either sign overflows
+    if not half_span > 0:
+        return None
+    return (x / 2 - x[0] / 2) / half_span * buckets
+
+
+def has_labels(labels: dict[str, str]) -> Callable[[str], bool]:
+    """Whether a series key has all of ``labels``."""
+    return lambda key: all(parse_key(key)[1].get(k) == v for k, v in labels.items())
 
 
 def shape(run_id: str, data: Sequence[SeriesData], labels: dict[str, str], max_points: int) -> list[SeriesOut]:

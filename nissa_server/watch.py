@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, EventKind, Severity
-from leyline.events import MAX_INT
+from leyline.events import MAX_INT, RUN_ID_PATTERN
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
 from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
@@ -29,6 +29,9 @@ from nissa_server.store.blocks import Block
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
 _INTEGER = re.compile(r"-?[0-9]{1,20}")
+_RUN_ID = re.compile(RUN_ID_PATTERN)
+MAX_RUN_ID = 128
+RUN_ID_RULE = f"1 to {MAX_RUN_ID} letters, digits, '.', '_', ':', '-', not dots only"
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,10 @@ def parse_query(params) -> WatchQuery:
             severity = Severity(params["min_severity"])
         except ValueError:
             raise ValueError(f"unknown severity {params['min_severity']!r}") from None
-    flt = WatchFilter(run_id=params.get("run_id") or None, kinds=kinds, min_severity=severity, rank=rank)
+    run_id = params.get("run_id") or None
+    if run_id is not None and (len(run_id) > MAX_RUN_ID or not _RUN_ID.search(run_id)):
+        raise ValueError(f"run_id {run_id[:40]!r} is not a run id: {RUN_ID_RULE}")
+    flt = WatchFilter(run_id=run_id, kinds=kinds, min_severity=severity, rank=rank)
     return WatchQuery(filter=flt, after_seq=after_seq, after_id=after_id)
 
 
@@ -184,6 +190,8 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
                 task.exception(), (Lagging, WebSocketDisconnect, OSError)
             ):
                 logger.error("watch stream failed", exc_info=task.exception())
+                await _close_or_cut(ws, 1011, "the server failed to read the stream (see its log)",
+                                    settings.limits.close_grace_s)
     finally:
         for task in tasks:
             task.cancel()

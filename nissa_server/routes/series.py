@@ -4,6 +4,7 @@ call), markers of what happened to a run."""
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
@@ -11,13 +12,17 @@ from leyline.series import Marker, kind_of_name, parse_key
 from nissa_server.auth import require_read
 from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.series import SeriesInfo, SeriesReply, parse_labels, shape, to_csv
+from nissa_server.series import SeriesInfo, SeriesReply, has_labels, parse_labels, shape, to_csv
 from nissa_server.store import series_queries
 
 router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
 MAX_OVERLAY = 16
 """Runs one call may overlay (the run in the path and ``runs``)."""
+MAX_SERIES = 1000
+"""Series of one name (label sets) one run may have in a reply; more are chosen with ``labels``."""
+MAX_LISTED = 10_000
+"""Series one page of a run's listing holds (a loop that logs a new name each step has millions)."""
 ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
                      "token"), 404: error("No such run", "unknown run 'r-x'")}
 Axis = Literal["step", "epoch", "round", "ts"]
@@ -36,21 +41,33 @@ _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
 
 
 @router.get("/runs/{run_id}/series", summary="Every series of a run: each numeric field of its events, by label",
+            description=f"By key, at most `limit` ({MAX_LISTED} unless told) a page; a full page has a "
+                        "`Link: <…>; rel=\"next\"` header with the next page's URL (`after` the last key).",
             response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS})
-async def list_series(request: Request, run_id: str) -> Response:
+async def list_series(
+    request: Request,
+    run_id: str,
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTED, description="Most series in this page")] = MAX_LISTED,
+    after: Annotated[str | None, Query(description="Cursor: only the series whose "
+                                       "key sorts after it (the last key of the page before)")] = None,
+) -> Response:
     n = nissa(request)
     run = await run_or_404(n, run_id)
-    rows = await n.store.read(series_queries.list_series, run.run_key)
-    return json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
-                                                     kind=kind_of_name(name))
-                          for key, name, points in rows])
+    rows = await n.store.read(series_queries.list_series, run.run_key, after, limit)
+    response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
+                                          kind=kind_of_name(name)) for key, name, points in rows])
+    if len(rows) == limit:  # maybe more: where the next page starts
+        query = urlencode({"limit": limit, "after": rows[-1][0]})
+        response.headers["Link"] = f'<{request.url.path}?{query}>; rel="next"'
+    return response
 
 
 @router.get("/runs/{run_id}/series/{name:path}", summary="A series, downsampled keeping each bucket's min and max",
             description="Every series called `name` (each label set, or those with all of `labels`) of the run "
                         "and of each run in `runs` (an overlay in one call), on the x axis `x`, with at most "
-                        "`max_points` points each. `after` returns only the points with x above it (what a "
+                        f"`max_points` points each, and at most {MAX_SERIES} series (label sets) a run: more are "
+                        "refused (422), to be chosen with `labels`. `after` returns only the points with x above it (what a "
                         "chart lacks). `format=csv` gives `run_id,key,x,y` rows.",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
@@ -80,7 +97,11 @@ async def get_series(
     reply = SeriesReply(name=name, x=x, series=[])
     for rid in run_ids:
         run = await run_or_404(n, rid)
-        data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points)
+        try:
+            data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points,
+                                      has_labels(wanted) if wanted else None, MAX_SERIES)
+        except series_queries.TooManySeries as err:
+            raise HTTPException(422, f"run {rid!r}: {err}") from None
         reply.series.extend(shape(rid, data, wanted, max_points))
     if format == "csv":
         return Response(to_csv(reply), media_type="text/csv")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -28,16 +29,23 @@ class SeriesData:
     """Points stored (in the rows read): more than ``len(x)`` where summaries were read."""
 
 
-def list_series(conn: Conn, run_key: int) -> list[tuple[str, str, int]]:
-    """(key, name, points) of every series of a run, by key."""
-    rows = conn.execute("SELECT key, name, SUM(n) FROM series_chunks WHERE run_key = ? GROUP BY key, name "
-                        "ORDER BY key", (run_key,)).fetchall()
+def list_series(conn: Conn, run_key: int, after: str | None, limit: int) -> list[tuple[str, str, int]]:
+    """(key, name, points) of the series of a run, by key: those after the key ``after``, at most ``limit``."""
+    where, params = ("run_key = ?", (run_key,)) if after is None else ("run_key = ? AND key > ?", (run_key, after))
+    rows = conn.execute(f"SELECT key, name, SUM(n) FROM series_chunks WHERE {where} GROUP BY key, name "
+                        "ORDER BY key LIMIT ?", (*params, limit)).fetchall()
     return [(row[0], row[1], int(row[2])) for row in rows]
 
 
+class TooManySeries(ValueError):
+    """More series of one name (label sets) than one reply holds."""
+
+
 def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | None,
-                max_points: int | None = None) -> list[SeriesData]:
-    """Every series called ``name`` of a run: its points on ``axis``, only those with x above ``after``.
+                max_points: int | None = None, keep_key: Callable[[str], bool] | None = None,
+                max_series: int | None = None) -> list[SeriesData]:
+    """Every series called ``name`` of a run (those whose key ``keep_key`` keeps): its points on ``axis``, only
+    those with x above ``after``; ``TooManySeries`` if they are more than ``max_series``.
 
     For a chart of at most ``max_points`` points of a series many times longer, the rows' summaries are
     read where they have one (each block's extremes: what a min/max downsampling keeps anyway)."""
@@ -49,6 +57,13 @@ def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | N
     sizes: dict[str, int] = {}
     for key, n in conn.execute(f"SELECT key, n FROM series_chunks WHERE {where}", params):
         sizes[key] = sizes.get(key, 0) + n
+    if keep_key is not None:
+        sizes = {k: n for k, n in sizes.items() if keep_key(k)}
+        where += f" AND key IN ({','.join('?' * len(sizes)) or 'NULL'})"
+        params += tuple(sizes)
+    if max_series is not None and len(sizes) > max_series:
+        raise TooManySeries(f"{len(sizes)} series are called {name!r} (label sets), more than the {max_series} "
+                            "one reply holds: choose some with labels=")
     short = {k for k, n in sizes.items() if max_points is not None and after is None and n > SUMMARY_USE * max_points}
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
     parts: dict[str, tuple[list[bytes], list[bytes]]] = {}

@@ -71,3 +71,29 @@ async def test_without_a_token_deleting_needs_the_server_open_on_purpose(tmp_pat
     with running_server(tmp_path, open=True) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             assert (await http.delete("/runs/any")).status_code == 404  # past the check: no such run
+
+
+PUBLIC = {"/", "/healthz", "/auth", "/ui", "/ui/{path}", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+
+
+@pytest.mark.single_backend
+async def test_with_read_auth_every_documented_operation_refuses_alike_for_a_run_that_is_or_is_not(tmp_path):
+    with running_server(tmp_path, token=TOKEN, read_auth=True) as url:
+        async with IngestClient(url, "sec", token=TOKEN) as client:
+            await client.send(events_for("sec", 3))
+            await client.wait_ack(3)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            paths = (await http.get("/openapi.json")).json()["paths"]
+            checked = 0
+            for template, operations in paths.items():
+                if template in PUBLIC:
+                    continue
+                for method in operations:
+                    answers = set()
+                    for run_id in ("sec", "nope"):
+                        path = template.replace("{run_id}", run_id).replace("{name}", "x").replace("{alert_id}", "x")
+                        resp = await http.request(method, path.replace("{command_id}", "x"))
+                        answers.add((resp.status_code, resp.text))
+                    assert answers == {(401, '{"detail":"missing or wrong bearer token"}')}, (method, template)
+                    checked += 1
+    assert checked >= 18
