@@ -130,7 +130,7 @@ def main() -> int:
              f"seconds={args.seconds:g}", f"trainers_dropped={r['dropped']}", f"stored_ratio={r['stored_ratio']:.4g}",
              f"healthz_p99_ms={r['healthz_p99_ms']:.4g}", f"healthz_max_ms={r['healthz_max_ms']:.4g}",
              f"watch_p99_ms={r['watch_p99_ms']:.4g}", f"watcher_resumes={r['watcher_resumes']}",
-             f"server_us_per_event={r['server_us_per_event']:.4g}", f"ratio={r['healthz_p99_ms'] / 1000:.3f}"]
+             f"server_us_per_event={r['server_us_per_event']:.4g}", f"ratio={r['healthz_p99_ms'] / 1000:.4g}"]
     print(" ".join(pairs))
     return 0
 

@@ -54,7 +54,9 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
     try:
         run_id = loop.run_id()
         wait_for(lambda: run_known(server.url, run_id), 60, "the run to reach the server")
-        declared = httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json()["commands"]
+        # The run exists from its stream's hello; what it declared comes with its run_started, just after.
+        declared = wait_for(lambda: httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json()["commands"], 30,
+                            "the run's declared commands")
         assert declared[0]["name"] == "set_lr" and declared[0]["args"][0] == {
             "name": "value", "type": "float", "help": "", "required": True, "default": None}
 
