@@ -109,8 +109,10 @@ class Health(msgspec.Struct, kw_only=True):
     status: str
     version: str
     schema_version: int
-    runs: int
-    watchers: int
+    runs: int | None = None
+    """Runs stored (null to a request without the token on a server started with ``--read-auth``)."""
+    watchers: int | None = None
+    """Watchers connected (null likewise)."""
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):

@@ -29,10 +29,14 @@ async def index() -> Response:
     return json_response(INDEX)
 
 
-@router.get("/healthz", summary="Liveness (never needs a token)", response_class=Response,
+@router.get("/healthz", summary="Liveness (never needs a token; with --read-auth, runs and watchers only with it)",
+            response_class=Response,
             responses={200: ok(ref(Health), EXAMPLES["health"])})
 async def healthz(request: Request) -> Response:
     n = nissa(request)
+    if n.settings.read_auth and not bearer_ok(request.headers.get("authorization"), n.settings.token):
+        # What is stored is for readers: without the token, only that the server is up.
+        return json_response(Health(status="ok", version=__version__, schema_version=n.store.schema_version))
     runs = await n.store.read(queries.count_runs)
     return json_response(Health(status="ok", version=__version__, schema_version=n.store.schema_version,
                                 runs=runs, watchers=len(n.fanout.watchers)))

@@ -45,7 +45,11 @@ async def test_matrix(secured):
             for path in READS + ["/runs/sec/artifacts/a.txt"]:
                 assert (await http.get(path, headers=GOOD)).status_code == 200, path
                 assert (await http.get(path)).status_code == (401 if read_auth else 200), path
-            assert (await http.get("/healthz")).status_code == 200  # health checks never need the token
+            health = await http.get("/healthz")
+            assert health.status_code == 200  # health checks never need the token
+            # ... but how much is stored is for readers
+            assert (health.json()["runs"] is None) is read_auth
+            assert (await http.get("/healthz", headers=GOOD)).json()["runs"] == 1
             for headers in BAD_HEADERS:  # what a token may do, asked without needing one
                 assert (await http.get("/auth", headers=headers)).json() == {"write": False, "read": not read_auth}
             assert (await http.get("/auth", headers=GOOD)).json() == {"write": True, "read": True}
