@@ -3,12 +3,10 @@ watch stream through ``leyline.series``, or everything computed here from a loca
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -16,11 +14,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from leyline import Event, RunFinished
-from leyline.frames import EventBatch
 from leyline.series import X_AXES, kind_of_name, x_of
 
 from tui.chart_data import LocalSeries, SeriesSet
-from tui.client import ApiError, Connection, RunSummary, WatchStream
+from tui.client import RunSummary
+from tui.screens.chart_feed import ChartFeed
 from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
 from tui.screens.series_picker import SeriesPicker
 from tui.widgets.chart import DEFAULT_CHARTS, MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
@@ -29,12 +27,10 @@ if TYPE_CHECKING:
     from tui.app import EsperWatch
 
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
-RUNNING = ("live", "degraded")
-MAX_POINTS = 2000
 OWN_CHARTS = 12  # a loop's own metrics charted by themselves at most; any other is a chart away (a)
 
 
-class ChartScreen(Screen[None]):
+class ChartScreen(ChartFeed, Screen[None]):
     """Charts over the whole run; ``+``/``-`` zoom and ←/→ pan every chart's x together, ``0`` shows
     the whole run again (and follows live points), ``s`` smooths, ``b`` draws best-so-far, ``x`` changes
     the x axis, ``l`` picks one label (env) to show, ``a`` adds a chart of any series."""
@@ -129,65 +125,6 @@ class ChartScreen(Screen[None]):
         """Every series a chart shows is wanted: its history fetched, its live points kept."""
         for panel in self.panels:
             self.data.wanted.update(panel.names(self.data))
-
-    # --- network ---------------------------------------------------------------------------------
-
-    @work(group="follow")
-    async def follow(self, run_id: str) -> None:
-        """Find the run, then (live) open its stream from the last stored event before reading history,
-        so that nothing falls between the two; a finished run needs only its history."""
-        client = self.watch_app.require_client()
-        while True:
-            try:
-                run = await client.get_run(run_id)
-                break
-            except ApiError as err:
-                if err.status not in (0, 404):
-                    self.notify(f"run {run_id}: {err.reason}", severity="error")
-                    return
-                await asyncio.sleep(self.watch_app.config.runs_poll_s)
-        try:
-            names: list[str] | None = await client.series_names(run_id)
-        except ApiError as err:
-            if err.status != 404:
-                self.notify(f"series of {run_id}: {err.reason}", severity="error")
-                return
-            names = None  # a server without the series API: every event comes through the stream
-        # Through messages, in order: the names are wanted before any history is asked for.
-        self.post_message(RunKnown(run, names))
-        if run.status not in RUNNING and names is not None:
-            self.post_message(HistoryDue(run_id))
-            return
-        stream = WatchStream(client.config, run_id, after_seq=run.rank0_seq if names is not None else 0)
-        async for item in stream:
-            if isinstance(item, EventBatch):
-                if item.events:
-                    self.post_message(SeriesEvents(run_id, item.events))
-            elif isinstance(item, Connection) and item.state == "connected" and names is not None:
-                self.post_message(HistoryDue(run_id))
-            elif isinstance(item, Connection) and item.state == "unauthorized":
-                self.notify(f"the server refused the stream: {item.detail}", severity="error")
-
-    @work(group="history")
-    async def fetch_history(self, run_id: str) -> None:
-        """Every wanted series the run has no history of yet (one read at a time per run)."""
-        if run_id in self._fetching:
-            return
-        self._fetching.add(run_id)
-        client = self.watch_app.require_client()
-        try:
-            while names := [n for n in self.data.needs_history(run_id) if (run_id, n) not in self._asked]:
-                for name in names:
-                    self._asked.add((run_id, name))
-                    axis = self.data.axis
-                    series = await client.series(run_id, name, axis, MAX_POINTS)
-                    self.post_message(HistoryLoaded(run_id, name, axis, series))
-            if run_id not in self.data.markers:
-                self.post_message(MarkersLoaded(run_id, await client.markers(run_id)))
-        except ApiError as err:
-            self.notify(f"history of {run_id}: {err.reason}", severity="error")
-        finally:
-            self._fetching.discard(run_id)
 
     def _load_wanted(self, run_id: str) -> None:
         """The history of every wanted series the run lacks: from its log, or from the server."""

@@ -1,0 +1,89 @@
+"""Where a chart screen's data comes from over the network: each run found and followed (its live stream
+opened before its history is read, so nothing falls between the two) and the history of every wanted series
+fetched, a run at a time. The screen (``ChartScreen``) handles the messages these post."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from textual import work
+
+from leyline.frames import EventBatch
+
+from tui.client import ApiError, Connection, WatchStream
+from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
+
+if TYPE_CHECKING:
+    from tui.app import EsperWatch
+    from tui.chart_data import SeriesSet
+
+MAX_POINTS = 2000
+RUNNING = ("live", "degraded")
+
+
+class ChartFeed:
+    """The network side of ``ChartScreen`` (a mixin: it uses the screen's app, data and messages)."""
+
+    watch_app: EsperWatch
+    data: SeriesSet
+    _asked: set[tuple[str, str]]
+    _fetching: set[str]
+
+    @work(group="follow")
+    async def follow(self, run_id: str) -> None:
+        """Find the run, then (live) open its stream from the last stored event before reading history,
+        so that nothing falls between the two; a finished run needs only its history."""
+        client = self.watch_app.require_client()
+        while True:
+            try:
+                run = await client.get_run(run_id)
+                break
+            except ApiError as err:
+                if err.status not in (0, 404):
+                    self.notify(f"run {run_id}: {err.reason}", severity="error")
+                    return
+                await asyncio.sleep(self.watch_app.config.runs_poll_s)
+        try:
+            names: list[str] | None = await client.series_names(run_id)
+        except ApiError as err:
+            if err.status != 404:
+                self.notify(f"series of {run_id}: {err.reason}", severity="error")
+                return
+            names = None  # a server without the series API: every event comes through the stream
+        # Through messages, in order: the names are wanted before any history is asked for.
+        self.post_message(RunKnown(run, names))
+        if run.status not in RUNNING and names is not None:
+            self.post_message(HistoryDue(run_id))
+            return
+        stream = WatchStream(client.config, run_id, after_seq=run.rank0_seq if names is not None else 0)
+        async for item in stream:
+            if isinstance(item, EventBatch):
+                if item.events:
+                    self.post_message(SeriesEvents(run_id, item.events))
+            elif isinstance(item, Connection) and item.state == "connected" and names is not None:
+                self.post_message(HistoryDue(run_id))
+            elif isinstance(item, Connection) and item.state == "unauthorized":
+                self.notify(f"the server refused the stream: {item.detail}", severity="error")
+
+    @work(group="history")
+    async def fetch_history(self, run_id: str) -> None:
+        """Every wanted series the run has no history of yet (one read at a time per run)."""
+        if run_id in self._fetching:
+            return
+        self._fetching.add(run_id)
+        client = self.watch_app.require_client()
+        try:
+            while names := [n for n in self.data.needs_history(run_id) if (run_id, n) not in self._asked]:
+                for name in names:
+                    self._asked.add((run_id, name))
+                    axis = self.data.axis
+                    series = await client.series(run_id, name, axis, MAX_POINTS)
+                    self.post_message(HistoryLoaded(run_id, name, axis, series))
+            if run_id not in self.data.markers:
+                self.post_message(MarkersLoaded(run_id, await client.markers(run_id)))
+        except ApiError as err:
+            self.notify(f"history of {run_id}: {err.reason}", severity="error")
+        finally:
+            self._fetching.discard(run_id)
+
