@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.webhook import webhook_receiver
 
-from .api import command, server_events, wait_for
+from .api import command, run_known, server_events, wait_for
 from .procs import ServerProcess, _env, script
 from .test_multirank import TINY
 
@@ -40,6 +40,7 @@ def test_a_stopped_rank_hangs_the_other_which_is_reported_with_its_stacks_then_r
         try:
             run_dir = wait_for(lambda: next(log_dir.glob("hang-*/events.rank1.jsonl"), None), 120, "both logs").parent
             run_id = run_dir.name
+            wait_for(lambda: run_known(server.url, run_id), 60, "the run to reach the server")  # its log comes first
             wait_for(lambda: all(server_events(server.url, run_id, rank=r, kind="ppo_update") for r in (0, 1)),
                      120, "a policy update on each rank")
             stopped = httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json()["ranks"][1]["pid"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from .api import command, escalate, server_events, wait_for
+from .api import command, escalate, run_known, server_events, wait_for
 from .procs import ServerProcess, _env, script
 
 pytestmark = pytest.mark.e2e
@@ -73,6 +73,7 @@ def killed_run(tmp_path_factory) -> KilledRun:
     try:
         run_dir = wait_for(lambda: next(log_dir.glob("two-*/events.rank1.jsonl"), None), 120, "both ranks' logs").parent
         run_id = run_dir.name
+        wait_for(lambda: run_known(server.url, run_id), 60, "the run to reach the server")  # its log comes first
         updates = lambda rank: server_events(server.url, run_id, rank=rank, kind="ppo_update")  # noqa: E731
         wait_for(lambda: len(updates(0)) >= 2 and len(updates(1)) >= 2, 120, "two policy updates on each rank")
         queued = escalate(server.url, {"run_id": run_id, "action": "debug", "epochs": 1, "reason": "two ranks"})

@@ -10,7 +10,7 @@ import subprocess
 import httpx
 import pytest
 
-from .api import command, escalate, server_events, wait_for
+from .api import command, escalate, run_known, server_events, wait_for
 from .procs import ServerProcess, _env, script
 
 pytestmark = pytest.mark.e2e
@@ -40,6 +40,7 @@ def test_two_ranks_checkpoint_one_round_stop_together_and_resume(tmp_path):
     try:
         run_dir = wait_for(lambda: next(log_dir.glob("two-*/events.rank1.jsonl"), None), 120, "both logs").parent
         run_id = run_dir.name
+        wait_for(lambda: run_known(server.url, run_id), 60, "the run to reach the server")  # its log comes first
         wait_for(lambda: server_events(server.url, run_id, rank=1, kind="ppo_update"), 120, "an update on rank 1")
         asked = completed(server.url, escalate(server.url, {"run_id": run_id, "action": "checkpoint"})["command_id"])
         name = asked["result"]["path"].rsplit("/", 1)[1]
