@@ -124,7 +124,10 @@ def describe_error(err: BaseException) -> str:
     if isinstance(err, ConnectionClosed) and err.rcvd is not None:
         return f"closed by server: {err.rcvd.code} {err.rcvd.reason}".strip()
     if isinstance(err, InvalidStatus):
-        hint = " (is it a nissa-server?)" if err.response.status_code == 404 else ""
+        # nissa-server refuses a token after the handshake (close 4401): a 403 or 404 here is no ingest at that
+        # path, as when the URL names a page (http://host:8765/ui) instead of the server.
+        hint = (" (no nissa-server ingest at that URL: give the server's address, http://host:port)"
+                if err.response.status_code in (403, 404) else "")
         return f"handshake refused: HTTP {err.response.status_code}{hint}"
     if isinstance(err, InvalidMessage):  # something answered, but not with HTTP a websocket can start from
         return f"{type(err).__name__}: {err} (is it a nissa-server?)"

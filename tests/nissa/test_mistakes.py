@@ -168,3 +168,14 @@ def test_a_server_url_where_no_nissa_server_answers_is_said_so(tmp_path, caplog)
         run.log({"loss": 1.0})
         assert not run.finish(timeout=1).complete
     assert "(is it a nissa-server?)" in caplog.text
+
+
+def test_a_server_url_naming_a_page_says_to_give_the_servers_address(tmp_path, caplog):
+    # http://host:port/ui is the web page: its websocket is refused with HTTP 403, which read like a wrong token.
+    from tests.support.server import running_server
+
+    with running_server(tmp_path) as url:
+        run = nissa.init(server=f"{url}/ui", log_dir=tmp_path / "runs")
+        run.log({"loss": 1.0})
+        assert not run.finish(timeout=2).complete
+    assert "HTTP 403 (no nissa-server ingest at that URL: give the server's address, http://host:port)" in caplog.text
