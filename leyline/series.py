@@ -112,6 +112,22 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
+def parse_label_pairs(text: str) -> dict[str, str]:
+    """``env=2,data=a\\,b`` → ``{"env": "2", "data": "a,b"}``: pairs split at each unescaped ``,``, a name
+    from its value at the first unescaped ``=``; ``\\`` escapes the next character, as in a series key, so
+    any label value can be named. Blanks around names and values and empty pairs are dropped; raises
+    ``ValueError`` naming a pair that is not ``name=value``."""
+    labels: dict[str, str] = {}
+    for pair in _split_unescaped(text, ","):
+        if not pair.strip():
+            continue
+        name, *value = _split_unescaped(pair, "=")
+        if not value or not name.strip():
+            raise ValueError(f"labels: {pair!r} is not name=value")
+        labels[_unescape(name.strip())] = _unescape("=".join(value).strip())
+    return labels
+
+
 def parse_key(key: str) -> tuple[str, dict[str, str]]:
     """``"a.b{env=2}"`` → ``("a.b", {"env": "2"})``; the inverse of ``format_key``. Raises ``ValueError``."""
     brace = _split_unescaped(key, "{")

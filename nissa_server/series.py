@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 from tsdownsample import MinMaxDownsampler, NaNMinMaxDownsampler
 
-from leyline.series import parse_key
+from leyline.series import parse_key, parse_label_pairs
 from nissa_server.store.series_queries import SeriesData
 
 _minmax = MinMaxDownsampler()
@@ -100,16 +100,9 @@ def shape(run_id: str, data: Sequence[SeriesData], labels: dict[str, str], max_p
 
 
 def parse_labels(text: str | None) -> dict[str, str]:
-    """``env=2,rank=0`` → ``{"env": "2", "rank": "0"}``; raises ``ValueError`` with the reason."""
-    labels: dict[str, str] = {}
-    for pair in (text or "").split(","):
-        if not pair.strip():
-            continue
-        k, sep, v = pair.partition("=")
-        if not sep or not k.strip():
-            raise ValueError(f"labels: {pair!r} is not name=value")
-        labels[k.strip()] = v.strip()
-    return labels
+    """``env=2,rank=0`` → ``{"env": "2", "rank": "0"}`` (``\\`` escapes ``,`` ``=`` and ``\\`` in a name or
+    value, as in a series key); raises ``ValueError`` with the reason."""
+    return parse_label_pairs(text or "")
 
 
 def to_csv(reply: SeriesReply) -> str:

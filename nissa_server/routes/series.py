@@ -26,9 +26,11 @@ MAX_LISTED = 10_000
 ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
                      "token"), 404: error("No such run", "unknown run 'r-x'")}
 Axis = Literal["step", "epoch", "round", "ts"]
-_PAIR = r"[^,=]*[^\s,=][^,=]*=[^,]*"
+_CHAR = r"(?:[^,=\\]|\\.)"  # a character of a name, or one escaped with a backslash
+_PAIR = rf"{_CHAR}*(?:[^\s,=\\]|\\.){_CHAR}*=(?:[^,\\]|\\.)*"
 _LABELS = rf"^\s*({_PAIR})?\s*(,\s*({_PAIR})?\s*)*$"
-"""``name=value`` pairs separated by commas, spelled out for the schema (``parse_labels`` checks)."""
+"""``name=value`` pairs separated by commas (``\\`` escapes a ``,``, ``=`` or ``\\``), spelled out for the schema
+(``parse_labels`` checks)."""
 _RUNS = rf"^[^,]*(,[^,]*){{0,{MAX_OVERLAY - 1}}}$"
 
 
@@ -80,7 +82,8 @@ async def get_series(
     max_points: Annotated[int, Query(ge=10, le=20_000, description="Most points per series")] = 2000,
     after: Annotated[float | None, Query(allow_inf_nan=False, description="Only points with x above it")] = None,
     labels: Annotated[str | None, Query(max_length=1000, description="Only series with these labels: "
-                                        "`env=2` or `env=2,rank=0`", json_schema_extra={"pattern": _LABELS})] = None,
+                                        "`env=2` or `env=2,rank=0`; a backslash escapes a `,` `=` or backslash in a "
+                                        "name or value (`data=a\\,b`)", json_schema_extra={"pattern": _LABELS})] = None,
     runs: Annotated[str | None, Query(max_length=4000, description=f"More runs to overlay, separated by commas "
                                       f"(at most {MAX_OVERLAY})", json_schema_extra={"pattern": _RUNS})] = None,
     format: Annotated[Literal["json", "csv"], Query(description="json, or csv rows")] = "json",

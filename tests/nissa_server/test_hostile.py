@@ -147,3 +147,16 @@ async def test_a_name_of_more_label_sets_than_a_reply_holds_is_refused_and_chose
     assert refused.status_code == 422 and f"{MAX_SERIES + 1} series are called 'loss'" in refused.json()["detail"]
     chosen = (await http.get("/runs/l/series/loss", params={"labels": "id=7"})).json()["series"]
     assert [(s["labels"]["id"], s["y"]) for s in chosen] == [("7", [7.0])]
+
+
+async def test_labels_name_any_label_value_with_backslash_escapes(server_url, http):
+    # A value holding a comma or an equals sign could not be chosen: the list was split at every comma.
+    values = ["a,b", "k=v", "back\\slash", "a"]
+    await ingest_events(server_url, [make_event(Metrics(values={"loss": float(i)}, labels={"data": v}), run_id="esc",
+                                                seq=i + 1, ts=1.7e9, step=i) for i, v in enumerate(values)])
+    for i, v in enumerate(values):
+        escaped = v.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+        chosen = (await http.get("/runs/esc/series/loss", params={"labels": f"data={escaped}, rank=0"})).json()
+        assert [(s["labels"]["data"], s["y"]) for s in chosen["series"]] == [(v, [float(i)])], v
+    bad = await http.get("/runs/esc/series/loss", params={"labels": "data\\=a"})
+    assert bad.status_code == 422 and "is not name=value" in bad.text
