@@ -13,6 +13,7 @@ import torch
 
 from leyline import RunFinished, TelemetryLevel
 
+from nissa.diagnostics import answer_stacks
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
@@ -185,12 +186,13 @@ class EsperRun:
 
 def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
     """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
-    ``r * n_envs``), the profile handler and the ranks' straggler check, and the checkpointer. ``OSError`` /
+    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer. ``OSError`` /
     ``LogCorrupt`` when the run log cannot be written or continued."""
     runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
                                           env_base=ranks.rank * config.n_envs))
     install_profiling(runtime)
     install_rank_checks(runtime, straggler_factor=hosting.straggler_factor, straggler_epochs=hosting.straggler_epochs)
+    answer_stacks(runtime)
     checkpoints: Checkpointer | NullCheckpointer = NullCheckpointer()
     if hosting.checkpoints is not None:
         hub = runtime.hub

@@ -248,7 +248,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.build import Hosting
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
-    from nissa.diagnostics import install_diagnostics
+    from nissa.diagnostics import start_watchdog
     from trainer.data import DataError
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
@@ -274,7 +274,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     _interrupt_on_sigterm()
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
-    stop_watchdog = install_diagnostics(runtime, args.stack_watchdog)
+    stop_watchdog = start_watchdog(runtime, args.stack_watchdog)  # stacks on demand: build_run
     try:
         if point is None:
             runtime.emit(_run_started(runtime, args.run_name, config, args))

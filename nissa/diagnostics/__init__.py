@@ -2,8 +2,8 @@
 training thread blocked in a collective, a data loader or a sleep does not stop it) and a ``faulthandler``
 watchdog that writes them to the run directory when no Python thread can run at all."""
 
-from nissa.diagnostics.install import install_diagnostics
+from nissa.diagnostics.install import answer_stacks, install_diagnostics, start_watchdog
 from nissa.diagnostics.stacks import StacksResponder, format_stacks, install_stacks
 from nissa.diagnostics.watchdog import StackWatchdog
 
-__all__ = ["StackWatchdog", "install_diagnostics", "StacksResponder", "format_stacks", "install_stacks"]
+__all__ = ["StackWatchdog", "answer_stacks", "install_diagnostics", "start_watchdog", "StacksResponder", "format_stacks", "install_stacks"]
