@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
@@ -159,13 +160,7 @@ class CommandService:
                 continue
             change = CommandStatusChanged(command_id=command_id, action=action, status=CommandStatus.EXPIRED,
                                           message=f"not delivered within {self._ttl_s:g} s")
-
-            def prepare(conn: Conn, write: EventWrite, command_id: str = command_id,
-                        change: CommandStatusChanged = change) -> None:
-                if sql.command_status(conn, command_id) == CommandStatus.QUEUED.value:  # not delivered meanwhile
-                    add_server_event(conn, write, change, Severity.WARNING)
-
-            await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
+            await self._server_status(run, change, lambda status: status == CommandStatus.QUEUED.value)
             expired += 1
         return expired + await self._close_unanswered_stacks(now)
 
@@ -185,13 +180,17 @@ class CommandService:
                 message=f"no answer from rank{'s' if len(silent) > 1 else ''} {names} within "
                         f"{self._stacks_answer_s:g} s: stopped, or none of its Python threads can run (its stack "
                         f"watchdog, --stack-watchdog, writes their stacks to its run directory)")
-
-            def prepare(conn: Conn, write: EventWrite, command_id: str = command_id,
-                        change: CommandStatusChanged = change) -> None:
-                status = sql.command_status(conn, command_id)
-                if status is not None and not CommandStatus(status).terminal:  # not answered meanwhile
-                    add_server_event(conn, write, change, Severity.WARNING)
-
-            await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
+            await self._server_status(run, change, lambda status: status is not None
+                                      and not CommandStatus(status).terminal)
             closed += 1
         return closed
+
+    async def _server_status(self, run: RunState, change: CommandStatusChanged,
+                             still: Callable[[str | None], bool]) -> None:
+        """The server's own status change of a command, stored only if its status (read in the same
+        transaction) is ``still`` as it was when the change was decided (the run may have answered meanwhile)."""
+        def prepare(conn: Conn, write: EventWrite) -> None:
+            if still(sql.command_status(conn, change.command_id)):
+                add_server_event(conn, write, change, Severity.WARNING)
+
+        await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))

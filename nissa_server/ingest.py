@@ -252,7 +252,7 @@ class IngestSession:
                 if not isinstance(frame, WireBatch):
                     raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
                                         "bad_frame")
-                await self._ingest(run, frame.events, loop.time())
+                await self._ingest(run, frame.events, time.monotonic())  # the histogram's clock
                 # Frames already received are taken without suspending: a backlog of them would hold the
                 # loop (watch senders, acks, other runs, REST) until it is decoded, so it is let go now
                 # and then (not after every frame: that would cost a task switch per frame).

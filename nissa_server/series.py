@@ -86,13 +86,11 @@ def has_labels(labels: dict[str, str]) -> Callable[[str], bool]:
     return lambda key: all(parse_key(key)[1].get(k) == v for k, v in labels.items())
 
 
-def shape(run_id: str, data: Sequence[SeriesData], labels: dict[str, str], max_points: int) -> list[SeriesOut]:
-    """The series of one run with all of ``labels``, downsampled."""
+def shape(run_id: str, data: Sequence[SeriesData], max_points: int) -> list[SeriesOut]:
+    """The series of one run (as read: chosen by their labels with ``has_labels``), downsampled."""
     out = []
     for series in data:
         own = parse_key(series.key)[1]
-        if any(own.get(k) != v for k, v in labels.items()):
-            continue
         x, y = downsample(series.x, series.y, max_points)
         out.append(SeriesOut(run_id=run_id, key=series.key, labels=own, x=x.tolist(), y=y.tolist(),
                              points=series.stored or len(series.x)))

@@ -105,7 +105,7 @@ async def get_series(
                                       has_labels(wanted) if wanted else None, MAX_SERIES)
         except series_queries.TooManySeries as err:
             raise HTTPException(422, f"run {rid!r}: {err}") from None
-        reply.series.extend(shape(rid, data, wanted, max_points))
+        reply.series.extend(shape(rid, data, max_points))
     if format == "csv":
         return Response(to_csv(reply), media_type="text/csv")
     return json_response(reply)

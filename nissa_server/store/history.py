@@ -8,9 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from leyline import RunStatus
-from nissa_server.store import alerts_sql
+from nissa_server.store import alerts_sql, series_sql
 from nissa_server.store.blocks import Block, Row, pack
-from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
 
 DELETED_RUNS_SCHEMA = "CREATE TABLE deleted_runs (run_id TEXT PRIMARY KEY, deleted_at {real} NOT NULL)"
