@@ -18,8 +18,9 @@ MAX_METRICS = 256
 MAX_LABELS = 16
 MAX_METRIC_NAME_CHARS = 128
 
-MetricName = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_METRIC_NAME_CHARS,
-                                         pattern=r"^[A-Za-z_][A-Za-z0-9_./:-]*$(?!\n)")]
+METRIC_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_./:-]*$(?!\n)"
+"""What a metric or label name is (with at most ``MAX_METRIC_NAME_CHARS`` characters)."""
+MetricName = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_METRIC_NAME_CHARS, pattern=METRIC_NAME_PATTERN)]
 """``loss``, ``train/loss``, ``lr:group0``: a letter or ``_`` first, then letters, digits, ``_ . / : -``."""
 NonFinite = Literal["nan", "inf", "-inf"]
 MetricValue = float | NonFinite

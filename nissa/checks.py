@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS
+from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
 
 from nissa.hub.config import ingest_url, server_list
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{0,127}")
+_NAME = re.compile(METRIC_NAME_PATTERN)
 _NAME_RULE = "a letter or _ first, then letters, digits, _ . / : -; at most 128 characters"
 
 
@@ -124,7 +124,7 @@ def _readable(key: str, value: torch.Tensor) -> torch.Tensor:
 
 def is_name(key: object) -> bool:
     """A metric or label name the contract takes."""
-    return isinstance(key, str) and _NAME.fullmatch(key) is not None
+    return isinstance(key, str) and len(key) <= MAX_METRIC_NAME_CHARS and _NAME.search(key) is not None
 
 
 def _is_int(value: object) -> bool:
