@@ -124,7 +124,8 @@ class Run:
 
     # --- before the first step ----------------------------------------------------------------
 
-    def command(self, name: str | None = None, *, help: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def command(self, name: str | None = None, *,
+                help: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a command of the run's own (before its first step); the decorated function runs at a step
         boundary with the arguments the server checked, and its return value is the command's result."""
         def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -210,8 +211,8 @@ class Run:
         self.start()
         if not values:
             return
-        numbers = as_floats(values)
-        payload = Metrics(values={k: metric_value(v) for k, v in numbers.items()}, labels=dict(labels or {}))
+        floats = as_floats(values)
+        payload = Metrics(values={k: metric_value(v) for k, v in floats.items()}, labels=dict(labels or {}))
         self.runtime.hub.emit(payload, step=self._step if step is None else int(step), epoch=self._epoch)
 
     def _check_open(self, what: str) -> None:
@@ -250,7 +251,6 @@ class Run:
             self.finish("interrupted")
         else:
             self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
-
 
 
 def _check_hook(what: str, fn: object) -> None:
