@@ -214,8 +214,9 @@ function drawMarkers(u, view, runs) {
     ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
     const text = view.runs.length > 1 ? `${m.label} (${m.run})` : m.label;
     const w = ctx.measureText(text).width, right = u.bbox.left + u.bbox.width;
-    if (px >= free) {  // right of its line, or left of it where it would run off the plot
-      const at = px + 3 + w <= right ? px + 3 : Math.max(u.bbox.left, px - 3 - w);
+    // Right of its line, or left of it where it would run off the plot; only where the previous one ended.
+    const at = px + 3 + w <= right ? px + 3 : Math.max(u.bbox.left, px - 3 - w);
+    if (at >= free) {
       ctx.fillText(text, at, u.bbox.top + 12);
       free = at + w + 12;
     }
