@@ -44,6 +44,9 @@ async def test_a_plain_run_beside_an_esper_run_and_alone(tmp_path):
                 await until(pilot, lambda: "not in cifar-esper" in title(loss), "the run without it named")
                 assert [len(t.x) for t in loss.shown] == [6] and "1 NaN/inf" in title(loss)
                 await until(pilot, lambda: {t.run_id for t in acc.shown} == {"esper-a"}, "Esper's accuracy")
+                # Two tracks of one run: each named by its labels, not both by the run alone.
+                await until(pilot, lambda: "cifar-esper env=0" in title(acc) and "cifar-esper env=1" in title(acc),
+                            "each env of the run named")
                 assert acc.markers_shown and not [m for m in loss.markers_shown if m.label != "completed"]
 
                 screen.panels[1].focus()

@@ -157,7 +157,8 @@ class ChartPanel(Widget, can_focus=True):
             if view.best:
                 bx, by = window(x, running_best(y, self.spec.higher_is_better), lo, hi, points)
                 plot.plot(bx, by, line_style=f"{colour} italic", hires_mode=HiResMode.HALFBLOCK)
-            self._title_entry(title, track, colour, x, y, view, run_names, len(tracks))
+            alone = sum(t.run_id == track.run_id for t in tracks) == 1  # else its labels tell its tracks apart
+            self._title_entry(title, track, colour, x, y, view, run_names, len(tracks), alone)
         missing = [name for run, name in run_names.items() if view.by_run and all(t.run_id != run for t in tracks)
                    and all(data.has_history(run, n) for n in self.names(data))]
         if missing:
@@ -174,11 +175,11 @@ class ChartPanel(Widget, can_focus=True):
         return "no points yet" if data.wanted & set(names) else "no such series in this run"
 
     def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
-                     view: ChartView, run_names: dict[str, str], count: int) -> None:
+                     view: ChartView, run_names: dict[str, str], count: int, alone: bool) -> None:
         name = track.label_text
         if view.by_run:
             run = run_names.get(track.run_id, track.run_id)
-            name = run if count <= len(run_names) else f"{run} {name}"
+            name = run if alone else f"{run} {name}"
         if title:
             title.append("  ")
         title.append("━ ", style=colour)
