@@ -139,6 +139,12 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _finish_through_sigterm() -> None:
+    """The run is ending: a SIGTERM now (torchrun stopping the ranks after one died) must not cut off its
+    last events; the final flush is bounded by --close-timeout anyway."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: logger.info("signal %d while finishing: finishing", signum))
+
+
 def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argparse.Namespace) -> RunStarted:
     import torch
 
@@ -301,6 +307,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
         stop_watchdog()
+        _finish_through_sigterm()
         report = runtime.finish(summary, timeout=args.close_timeout)
     last = checkpoints.written[-1].path if checkpoints.written else None
     for line, to_stderr in end_lines(run_id, ranks.rank if ranks.distributed else None, summary, report, hub.run_dir,
