@@ -149,6 +149,9 @@ class Settings:
     commit_interval_s: float = 0.02
     """The store commits at most this often; writes arriving meanwhile join the next transaction (fewer,
     larger transactions under load; a write after a quiet spell is committed at once)."""
+    series_interval_s: float = 1.0
+    """How often the points of newly stored events are written as series rows (reads add the points of the
+    events not written yet, so charts are never behind; alert rules on series are up to this late)."""
     hello_timeout_s: float = 5.0
     """How long an ingest connection may take to send its ``hello`` (a trainer sends it at once); until it
     does, a server at its connection cap may displace it for a newcomer."""
@@ -177,7 +180,7 @@ class Settings:
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
         for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "stacks_answer_s", "hello_timeout_s",
-                     "maintenance_interval_s"):
+                     "maintenance_interval_s", "series_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= self.commit_interval_s <= 1:

@@ -42,7 +42,8 @@ class Nissa:
 
     def __post_init__(self) -> None:
         self.store = create_store(self.settings.database, queue_batches=self.settings.writer_queue_batches,
-                                  commit_interval_s=self.settings.commit_interval_s)
+                                  commit_interval_s=self.settings.commit_interval_s,
+                                  series_interval_s=self.settings.series_interval_s)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands,
                                        stacks_answer_s=self.settings.stacks_answer_s)

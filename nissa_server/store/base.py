@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
+from nissa_server.store.series_pass import SeriesPass
 from nissa_server.store.series_sql import SeriesWriter
 from nissa_server.store.model import (
     CallWrite,
@@ -71,7 +72,8 @@ class Store(abc.ABC):
     """The version of the schema this server brings its database to."""
 
     def __init__(self, queue_batches: int = 256, max_ops_per_commit: int = 512,
-                 max_rows_per_commit: int = 16_000, commit_interval_s: float = 0.0) -> None:
+                 max_rows_per_commit: int = 16_000, commit_interval_s: float = 0.0,
+                 series_interval_s: float = 1.0) -> None:
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""
@@ -99,7 +101,8 @@ class Store(abc.ABC):
         write built while nobody is in it and queued at once (``ready``, ``put_now``) keeps that order too."""
         self.commits = 0
         self.series = SeriesWriter()
-        """Series points and chart markers of the stored events, written in the same transaction."""
+        """Series points and chart markers of the stored events, written by the series pass."""
+        self.series_pass = SeriesPass(self, series_interval_s)
 
     # --- what a backend provides -------------------------------------------------------------
 
@@ -161,10 +164,12 @@ class Store(abc.ABC):
         self._queue = asyncio.Queue(maxsize=self._queue_batches)
         self._task = asyncio.create_task(self._run(), name="nissa-store-writer")
         self._started()
+        self.series_pass.start()
 
     async def close(self) -> None:
         """Commit what is queued, stop the writer, close every connection."""
         if self._queue is not None and self._task is not None:
+            await self.series_pass.stop()
             await self._queue.join()
             self._task.cancel()
             try:
@@ -278,6 +283,7 @@ class Store(abc.ABC):
             else:
                 write.fail(err)
         if stored:
+            self.series_pass.remember(stored)
             self._stored(stored)
 
     def _commit_batch(self, batch: list[Write]) -> list[BaseException | None]:
@@ -316,8 +322,6 @@ class Store(abc.ABC):
             for write in batch:
                 write.apply(conn, ids, pending)  # type: ignore[arg-type]
             pending.flush(conn)
-            self.series.write(conn, ((w.run.run_key, b.first_id, b.body) for w in batch
-                                     if isinstance(w, EventWrite) and w.rows for b in w.blocks))
             self._commit(conn, ids if ids is not None and ids.used else None, batch)
         except BaseException:
             self._rollback(conn)

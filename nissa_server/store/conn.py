@@ -21,6 +21,8 @@ class Conn(Protocol):
     """`` FOR UPDATE`` where rows are locked so (PostgreSQL); empty where one writer holds the file."""
     greatest: str
     """The larger of two values: ``GREATEST`` (PostgreSQL), the two-argument ``MAX`` (SQLite)."""
+    snapshot: str
+    """Begins a read-only transaction whose reads all see the same commits (``COMMIT`` ends it)."""
 
     def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Cursor: ...
     def executemany(self, sql: str, params: Any, /) -> Any: ...

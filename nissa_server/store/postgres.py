@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from nissa_server.store import queries, sql
+from nissa_server.store import queries, series_sql, sql
 from nissa_server.store import postgres_schema as schema
 from nissa_server.store.base import Store
 from nissa_server.store.blocks import from_row
@@ -52,6 +52,7 @@ class PgConn:
 
     for_update = " FOR UPDATE"
     greatest = "GREATEST"
+    snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
@@ -122,6 +123,7 @@ class PostgresStore(Store):
             schema.migrate(raw)
             schema.create_series_tables(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
+            series_sql.init_progress(PgConn(raw), self.published_upto)
             raw.commit()
         except psycopg.Error as err:
             raw.close()

@@ -11,13 +11,18 @@ the event's place in the transaction, so a series that two layouts both feed kee
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from leyline.codec import DecodeError
 from leyline.series import MAX_POINTS_PER_EVENT, found_in, key_of, own_labels, walk_value
 from leyline.series_columns import Envelope, KindPlan, Shape, envelopes, plan_of
 
+logger = logging.getLogger(__name__)
 NAN = float("nan")
 Arrays = list[np.ndarray]
 """ordinal, step, epoch, round, ts, value (float64)."""
@@ -54,6 +59,10 @@ class Gathered:
         self.markers: list[tuple] = []
         """(run key, event id, marker) of the events that are a marker."""
 
+    @property
+    def events(self) -> int:
+        return self._n
+
     def add(self, run_key: int, first_id: int, body: bytes) -> None:
         """The events of a stored block: (run key, first event id, their JSON joined by commas). This loop
         runs for every stored event: locals, and the usual event (a compiled kind, not a marker, no numbers
@@ -61,23 +70,25 @@ class Gathered:
         get = self._layouts.get
         kind = None
         n = self._n
-        for i, env in enumerate(envelopes(b"[" + body + b"]")):
-            if env.kind != kind:
-                kind = env.kind
-                plan = plan_of(kind)
-                decode, rows, usual = plan.decode, plan.rows, plan.usual
-            payload = decode(env.payload)
-            n += 1
-            if usual:
-                labels, values, rnd = rows(payload)
-                layout = get((run_key, env.rank, env.env, plan, labels))
-                if layout is None:
-                    layout = self._layout(run_key, env, plan, payload, labels)
-                if len(values) < MAX_POINTS_PER_EVENT:
-                    layout.rows.append((n, env.step, env.epoch, rnd if type(rnd) is int else NAN, env.ts, *values))
-                    continue
-            self._unusual(run_key, first_id + i, n, env, plan, payload)
-        self._n = n
+        try:
+            for i, env in enumerate(envelopes(b"[" + body + b"]")):
+                if env.kind != kind:
+                    kind = env.kind
+                    plan = plan_of(kind)
+                    decode, rows, usual = plan.decode, plan.rows, plan.usual
+                payload = decode(env.payload)
+                n += 1
+                if usual:
+                    labels, values, rnd = rows(payload)
+                    layout = get((run_key, env.rank, env.env, plan, labels))
+                    if layout is None:
+                        layout = self._layout(run_key, env, plan, payload, labels)
+                    if len(values) < MAX_POINTS_PER_EVENT:
+                        layout.rows.append((n, env.step, env.epoch, rnd if type(rnd) is int else NAN, env.ts, *values))
+                        continue
+                self._unusual(run_key, first_id + i, n, env, plan, payload)
+        finally:  # a block that fails halfway keeps the ordinals it used
+            self._n = n
 
     def _unusual(self, run_key: int, event_id: int, n: int, env: Envelope, plan: KindPlan, payload: Any) -> None:
         """An event of a kind that has numbers in dicts or lists, or may be a marker, or near the cap."""
@@ -139,6 +150,28 @@ class Gathered:
         for key, (name, cols) in self._walked.items():
             parts.setdefault(key, (name, []))[1].append([np.array(c, dtype=np.float64) for c in cols])
         return {key: (name, _in_order(arrays)) for key, (name, arrays) in parts.items()}
+
+
+@dataclass
+class Charted:
+    """The points and markers of some stored blocks, as ``chart`` gathers them."""
+
+    series: dict[tuple[int, str], tuple[str, Arrays]] = field(default_factory=dict)
+    """(run key, series key) → (name, arrays in ``COLUMNS`` order), points in the order of their events."""
+    markers: list[tuple] = field(default_factory=list)
+    """(run key, event id, marker), in id order."""
+    events: int = 0
+
+
+def chart(blocks: Iterable[tuple[int, int, bytes]]) -> Charted:
+    """The points and markers of ``blocks``: (run key, first event id, the block's body), in id order."""
+    gathered = Gathered()
+    for run_key, first_id, body in blocks:
+        try:
+            gathered.add(run_key, first_id, body)
+        except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
+            logger.warning("events not charted from the first one that does not decode: %s", err)
+    return Charted(gathered.series(), gathered.markers, gathered.events)
 
 
 def _layout_parts(layout: _Layout, parts: _Parts) -> None:

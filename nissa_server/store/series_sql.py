@@ -1,10 +1,11 @@
-"""Series points and markers, written by the writer in the transaction that stores their events.
+"""Series points and markers, written behind the events by the series pass (``series_pass``).
 
 Charting a series of a long run must not read the run's events back (a million events is seconds of
-decoding). The writer gathers each stored event's points (``series_gather``: the definition of
-``leyline.series`` compiled per payload type) and keeps them column-wise: one ``series_chunks`` row holds
-consecutive points of one series as packed float64 arrays (step, epoch, round, ts, value; NaN where a
-point has no round). A commit adds one row per series it touched; rows are merged as they pile up (16
+decoding). A pass gathers the points of the events committed since the watermark (``series_progress``;
+``series_gather``: the definition of ``leyline.series`` compiled per payload type) and keeps them
+column-wise: one ``series_chunks`` row holds consecutive points of one series as packed float64 arrays
+(step, epoch, round, ts, value; NaN where a point has no round). A pass adds one row per series it
+touched and moves the watermark in the same transaction; rows are merged as they pile up (16
 rows of a level into one row of the next level, which takes the first one's id), so a series of a million
 points is a few dozen rows whichever way it was written, and ``ORDER BY id`` is always the points' order.
 A row of ``SUMMARY_MIN`` points or more also keeps its summary: the minimum and maximum of each block of
@@ -15,19 +16,14 @@ Markers (``leyline.series.marker_of``) get a row each.
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Iterable
 
 import msgspec
 import numpy as np
 
-from leyline.codec import DecodeError
 from leyline.series import X_AXES
 from nissa_server.store.conn import Conn
-from nissa_server.store.series_gather import Gathered
-
-logger = logging.getLogger(__name__)
+from nissa_server.store.series_gather import Charted
 
 MERGE_AT = 16
 """Rows of one level that are merged into one row of the next."""
@@ -77,7 +73,23 @@ def schema_sql(blob: str, key: str) -> str:
             body {blob} NOT NULL,
             PRIMARY KEY (run_key, event_id)
         );
+        CREATE TABLE IF NOT EXISTS series_progress (
+            id INTEGER PRIMARY KEY,
+            upto BIGINT NOT NULL
+        );
     """
+
+
+def init_progress(conn: Conn, upto: int) -> None:
+    """The watermark of a database that has none: ``upto``, the newest event id. Events up to it were
+    charted in the transaction that stored them, before the pass existed (or were stored before series
+    were, and stay uncharted as they were)."""
+    conn.execute("INSERT INTO series_progress (id, upto) VALUES (1, ?) ON CONFLICT DO NOTHING", (upto,))
+
+
+def watermark(conn: Conn) -> int:
+    """Every event up to this id is charted in ``series_chunks`` and ``series_markers``; those after are not."""
+    return int(conn.execute("SELECT upto FROM series_progress WHERE id = 1").fetchone()[0])
 
 
 def delete_run(conn: Conn, run_key: int) -> None:
@@ -124,37 +136,44 @@ _MARKER = ("INSERT INTO series_markers (run_key, event_id, step, epoch, round, t
 
 
 class SeriesWriter:
-    """Turns the events of a transaction into series rows; lives on the writer thread."""
+    """Writes what a pass charted; lives on the writer thread."""
 
     def __init__(self) -> None:
         self._rows: dict[tuple[int, str], list[int]] = {}
-        """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback:
-        a merge then finds fewer rows, or happens later, and the data stays right)."""
+        """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback, or
+        where another server's pass wrote too: a merge then finds fewer rows, or happens later, and the data
+        stays right)."""
         self.seconds = 0.0
-        """CPU time the writer's thread spent on series (what charts cost ingest), for benchmarks."""
+        """CPU time the writer's thread spent writing series (with the pass's gathering: what charts cost
+        ingest), for benchmarks."""
 
     def forget(self) -> None:
         """After a rollback, or once a run is deleted: the hints may be wrong."""
         self._rows.clear()
 
-    def write(self, conn: Conn, stored: Iterable[tuple[int, int, bytes]]) -> None:
-        """Points and markers of ``stored`` blocks: (run key, first event id, body of the block's events)."""
+    def write_pass(self, conn: Conn, mark: int, end: int, charted: Charted) -> bool:
+        """Rows and markers of the events after id ``mark`` up to ``end``, and the watermark moved to ``end``,
+        in the writer's transaction; False (nothing written) where the watermark is no longer ``mark``:
+        another server's pass on a shared database charted them first."""
         began = time.thread_time()
-        gathered = Gathered()
-        for run_key, first_id, body in stored:
-            try:
-                gathered.add(run_key, first_id, body)
-            except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
-                logger.warning("events not charted from the first one that does not decode: %s", err)
-        series = gathered.series()
+        row = conn.execute(f"SELECT upto FROM series_progress WHERE id = 1{conn.for_update}").fetchone()
+        if int(row[0]) != mark:
+            return False
+        keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers})
+        alive = {r[0] for r in conn.execute(
+            f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()
+        series = {k: v for k, v in charted.series.items() if k[0] in alive}  # a run deleted meanwhile stays so
         conn.executemany(_INSERT, [(run_key, name, key, 0, *_row_values(arrays))
                                    for (run_key, key), (name, arrays) in series.items()])
         for (run_key, key), (name, _) in series.items():
             self._merge(conn, run_key, name, key)
-        if gathered.markers:
+        markers = [m for m in charted.markers if m[0] in alive]
+        if markers:
             conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
-                                       for run_key, event_id, m in gathered.markers])
+                                       for run_key, event_id, m in markers])
+        conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,))
         self.seconds += time.thread_time() - began
+        return True
 
     def _merge(self, conn: Conn, run_key: int, name: str, key: str) -> None:
         levels = self._rows.setdefault((run_key, key), [])

@@ -62,6 +62,7 @@ class SqliteStore(Store):
         conn.executescript(series_sql.schema_sql("BLOB", "INTEGER PRIMARY KEY"))
         block = conn.execute("SELECT id + n - 1 FROM event_blocks ORDER BY id DESC LIMIT 1").fetchone()
         last = max(sql.read_counter(conn, "event_id"), block[0] if block else 0)
+        series_sql.init_progress(conn, last)
         self._next_id = last + 1
         self.published_upto = last
 

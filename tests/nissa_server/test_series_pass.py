@@ -1,0 +1,183 @@
+"""The series pass, on both backends: charts are exact before and after each pass (a read adds the events
+past the watermark), a restart goes on from the watermark, a database from before the pass keeps its
+charts, and servers sharing a database chart each event once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leyline import EventKind, encode
+from leyline.codec import decode_frame_wire
+from leyline.frames import EventBatch
+from leyline.series import points_of
+from nissa_server.batches import build_write
+from nissa_server.settings import Settings
+from nissa_server.store import series_queries, series_sql
+from nissa_server.store.series_gather import Charted
+from nissa_server.store.series_sql import MERGE_AT
+from tests.support.clients import events_for
+from tests.support.databases import database_for, side_connection
+from tests.support.stores import settled, started
+from tests.support.waiting import async_wait_for
+
+KINDS = (EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE, EventKind.SEED_FOSSILIZED, EventKind.METRICS,
+         EventKind.DEBUG_LAYER_STATS, EventKind.HEARTBEAT)
+NEVER = 3600.0
+"""A pass interval no test reaches: passes run when the test says."""
+
+
+def _write(run, events):
+    batch = decode_frame_wire(encode(EventBatch(events=events)))
+    return build_write(run, 0, run.stream(0), batch.events, max_event_bytes=1 << 20, session="test:session")[0]
+
+
+def _expected(events) -> dict[str, tuple[list[float], list[float]]]:
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for event in events:
+        for p in points_of(event):
+            xs, ys = out.setdefault(p.key, ([], []))
+            xs.append(float(p.step))
+            ys.append(p.value)
+    return out
+
+
+async def _charts(store, run) -> tuple[dict, list]:
+    """Every series of the run on the step axis, as reads return them, and its markers."""
+    listing = await store.read(series_queries.list_series, run.run_key, None, 100_000)
+    got: dict[str, tuple[list[float], list[float]]] = {}
+    for name in sorted({name for _, name, _ in listing}):
+        for data in await store.read(series_queries.read_series, run.run_key, name, "step", None):
+            got[data.key] = (data.x.tolist(), data.y.tolist())
+    assert {key: n for key, _, n in listing} == {key: len(x) for key, (x, _) in got.items()}
+    markers = await store.read(series_queries.read_markers, run.run_key, "step", None, 100_000)
+    return got, markers
+
+
+async def _submit(store, run, events) -> None:
+    await store.submit_built(lambda: _write(run, events))
+    await settled(store)
+
+
+async def test_charts_are_exact_before_and_after_every_pass_and_rows_merge_in_order(tmp_path):
+    store, (run,) = await started(tmp_path, "pass", series_interval_s=NEVER)
+    written: list = []
+    markers_seen = None
+    for k in range(2 * MERGE_AT + 3):
+        events = events_for(run.run_id, 3, start_seq=1 + 3 * k, kinds=KINDS)
+        await _submit(store, run, events)
+        written += events
+        before, markers = await _charts(store, run)
+        assert before == _expected(written), f"the events past the watermark, at write {k}"
+        if k % 3 != 2:  # now and then two writes in one pass
+            assert await store.series_pass.once() is False
+            after, markers_after = await _charts(store, run)
+            assert after == before and markers_after == markers
+        markers_seen = markers
+    assert markers_seen, "fossilized seeds are markers"
+    levels = await store.read(lambda conn: conn.execute(
+        "SELECT MAX(level), COUNT(*) FROM series_chunks WHERE run_key = ?", (run.run_key,)).fetchone())
+    mark = await store.read(series_sql.watermark)
+    await store.close()
+    assert levels[0] >= 1, "rows of level 0 were merged"
+    assert mark == store.published_upto, "the last write had its pass"
+
+
+async def test_a_restart_goes_on_from_the_watermark(tmp_path, monkeypatch):
+    store, (run,) = await started(tmp_path, "restart", series_interval_s=NEVER)
+    first = events_for(run.run_id, 20, kinds=KINDS)
+    await _submit(store, run, first)
+    await store.series_pass.once()
+    later = events_for(run.run_id, 20, start_seq=21, kinds=KINDS)
+    await _submit(store, run, later)
+    charted = await store.read(series_sql.watermark)
+
+    async def killed() -> bool:  # as after kill -9: the pass at shutdown never runs
+        return False
+
+    monkeypatch.setattr(store.series_pass, "once", killed)
+    await store.close()
+
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    state = again.registry.remember(run.run_key, run.run_id, run.name, run.secret_hash)
+    assert await again.read(series_sql.watermark) == charted < again.published_upto
+    before, markers = await _charts(again, state)
+    assert before == _expected(first + later)
+    assert await again.series_pass.once() is False
+    assert await again.read(series_sql.watermark) == again.published_upto
+    assert await _charts(again, state) == (before, markers)
+    await again.close()
+
+
+async def test_closing_charts_what_is_committed(tmp_path):
+    store, (run,) = await started(tmp_path, "closing", series_interval_s=NEVER)
+    await _submit(store, run, events_for(run.run_id, 10, kinds=KINDS))
+    await store.close()
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    assert await again.read(series_sql.watermark) == again.published_upto == 10
+    await again.close()
+
+
+async def test_the_pass_runs_by_itself(tmp_path):
+    store, (run,) = await started(tmp_path, "timer", series_interval_s=0.05)
+    await _submit(store, run, events_for(run.run_id, 10, kinds=KINDS))
+
+    async def charted() -> bool:
+        return await store.read(series_sql.watermark) == 10
+
+    await async_wait_for(charted, message="the pass charted the events")
+    await store.close()
+
+
+async def test_a_database_from_before_the_pass_keeps_its_charts_once(tmp_path):
+    store, (run,) = await started(tmp_path, "old", series_interval_s=NEVER)
+    events = events_for(run.run_id, 30, kinds=KINDS)
+    await _submit(store, run, events)
+    await store.close()  # charted: as the version before charted each commit
+    side = side_connection(Settings(**database_for(tmp_path)))
+    try:
+        side.execute("DROP TABLE series_progress")
+    finally:
+        side.close()
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    state = again.registry.remember(run.run_key, run.run_id, run.name, run.secret_hash)
+    assert await again.read(series_sql.watermark) == 30
+    assert (await _charts(again, state))[0] == _expected(events), "not charted twice"
+    await again.close()
+
+
+async def test_a_pass_whose_watermark_moved_or_whose_run_is_gone_writes_nothing(tmp_path):
+    store, (run,) = await started(tmp_path, "moved", series_interval_s=NEVER)
+    await _submit(store, run, events_for(run.run_id, 5, kinds=KINDS))
+    stale = Charted(series={(run.run_key, "x"): ("x", [np.zeros(1)] * 5)})
+    assert await store.call(lambda conn: store.series.write_pass(conn, mark=3, end=5, charted=stale)) is False
+    gone = Charted(series={(run.run_key + 1000, "x"): ("x", [np.zeros(1)] * 5)})
+    assert await store.call(lambda conn: store.series.write_pass(conn, mark=0, end=5, charted=gone)) is True
+    rows = await store.read(lambda conn: conn.execute("SELECT COUNT(*) FROM series_chunks").fetchone()[0])
+    await store.close()
+    assert rows == 0
+
+
+@pytest.mark.postgresql_only
+async def test_servers_sharing_a_database_chart_each_event_once(tmp_path):
+    url = database_for(tmp_path)["db_url"]
+    one, (a,) = await started(tmp_path, "a", url=url, series_interval_s=NEVER)
+    two, (b,) = await started(tmp_path, "b", url=url, series_interval_s=NEVER)
+    written = {a.run_id: [], b.run_id: []}
+    for k in range(6):
+        for store, run in ((one, a), (two, b), (two, b)):
+            events = events_for(run.run_id, 4, start_seq=1 + len(written[run.run_id]), kinds=KINDS)
+            await _submit(store, run, events)
+            written[run.run_id] += events
+        await settled(one)
+        await settled(two)
+        await (one if k % 2 else two).series_pass.once()  # each pass charts the other server's events too
+    for store in (one, two):
+        for run in (a, b):
+            state = store.registry.get(run.run_id) or store.registry.remember(
+                run.run_key, run.run_id, run.name, run.secret_hash)
+            assert (await _charts(store, state))[0] == _expected(written[run.run_id])
+    counts = await one.read(lambda conn: conn.execute("SELECT SUM(n) FROM series_chunks").fetchone()[0])
+    await one.close()
+    await two.close()
+    assert counts == sum(len(x) for run in (a, b) for x, _ in _expected(written[run.run_id]).values())
