@@ -12,7 +12,7 @@ the event's place in the transaction, so a series that two layouts both feed kee
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,7 @@ class Gathered:
         self._n = 0
         self.markers: list[tuple] = []
         """(run key, event id, marker) of the events that are a marker."""
+        self.result: dict[tuple[int, str], tuple[str, Arrays]] = {}
 
     @property
     def events(self) -> int:
@@ -143,13 +144,22 @@ class Gathered:
 
     def series(self) -> dict[tuple[int, str], tuple[str, Arrays]]:
         """(run key, series key) → (name, arrays in ``COLUMNS`` order), points in the order of their events."""
+        steps = self.series_steps()
+        for _ in steps:
+            pass
+        return self.result
+
+    def series_steps(self) -> Iterator[None]:
+        """``series`` a layout at a time (a step each), for a caller that must not stop for all of it at
+        once; the dict is ``result`` at the end."""
         parts: _Parts = {}
         for layout in self._layouts.values():
             if layout.rows:
                 _layout_parts(layout, parts)
+                yield
         for key, (name, cols) in self._walked.items():
             parts.setdefault(key, (name, []))[1].append([np.array(c, dtype=np.float64) for c in cols])
-        return {key: (name, _in_order(arrays)) for key, (name, arrays) in parts.items()}
+        self.result = {key: (name, _in_order(arrays)) for key, (name, arrays) in parts.items()}
 
 
 @dataclass
@@ -166,12 +176,17 @@ class Charted:
 def chart(blocks: Iterable[tuple[int, int, bytes]]) -> Charted:
     """The points and markers of ``blocks``: (run key, first event id, the block's body), in id order."""
     gathered = Gathered()
-    for run_key, first_id, body in blocks:
-        try:
-            gathered.add(run_key, first_id, body)
-        except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
-            logger.warning("events not charted from the first one that does not decode: %s", err)
+    for block in blocks:
+        add_block(gathered, *block)
     return Charted(gathered.series(), gathered.markers, gathered.events)
+
+
+def add_block(gathered: Gathered, run_key: int, first_id: int, body: bytes) -> None:
+    """``gathered.add``, a block that does not decode logged and left out."""
+    try:
+        gathered.add(run_key, first_id, body)
+    except (DecodeError, KeyError) as err:  # stored events were validated; one that is not stays out
+        logger.warning("events not charted from the first one that does not decode: %s", err)
 
 
 def _layout_parts(layout: _Layout, parts: _Parts) -> None:

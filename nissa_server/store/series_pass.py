@@ -10,8 +10,10 @@ watermark, written in one transaction. A read adds the points of the few events 
 shared database. A restart continues from the watermark; on a shared database the passes of several
 servers take turns (the watermark row is locked, and a pass whose watermark moved meanwhile is dropped).
 
-The bodies of this server's own writes are kept from their commit until they are charted, so a pass
-reads back from the database only what another server wrote, or what did not fit.
+This server's own writes are gathered as they commit, a commit at a time on the event loop (evenly
+spread, as ingest is), and kept until a pass writes them: the pass then only turns them into rows. It
+reads blocks back from the database and gathers them itself only where that does not cover the range:
+another server's writes, a backlog after a restart, writes past ``KEPT_BYTES``, a failed pass.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
-from nissa_server.store.series_gather import Charted, chart
+from nissa_server.store.series_gather import Charted, Gathered, add_block
 
 if TYPE_CHECKING:
     from nissa_server.store.base import Store
@@ -35,7 +38,9 @@ logger = logging.getLogger(__name__)
 PASS_EVENTS = 50_000
 """Events one pass charts at most (a backlog, after a restart or an outage, takes several in a row)."""
 KEPT_BYTES = 64 << 20
-"""Bodies kept for the next pass, at most; past it they are read back."""
+"""Bodies of this server's writes kept for the next pass, at most; past it the pass reads them back."""
+SLICE_S = 0.004
+"""Gathering runs this long at most before the event loop serves its sockets again."""
 CLOSE_S = 5.0
 """At shutdown, passes run this long at most (what is left is charted by the next start)."""
 
@@ -57,27 +62,59 @@ def _bodies(conn: Conn, ids: list[int]) -> dict[int, bytes]:
     return out
 
 
+class _Own:
+    """This server's committed blocks since the last pass, in id order, and their points gathered."""
+
+    def __init__(self, blocks: list[tuple[int, int, int, bytes]] | None = None, whole: bool = True) -> None:
+        self.blocks: list[tuple[int, int, int, bytes]] = []
+        """(run key, first id, events, body)."""
+        self.gathered = Gathered()
+        self.bytes = 0
+        self.whole = whole
+        """Every block this server committed since is here (false once ``KEPT_BYTES`` was passed)."""
+        for block in blocks or ():
+            self.add(*block)
+
+    def add(self, run_key: int, first_id: int, n: int, body: bytes) -> None:
+        if not self.whole or self.bytes + len(body) > KEPT_BYTES:
+            self.whole = False
+            return
+        self.blocks.append((run_key, first_id, n, body))
+        self.bytes += len(body)
+        add_block(self.gathered, run_key, first_id, body)
+
+    @property
+    def last_id(self) -> int:
+        return self.blocks[-1][1] + self.blocks[-1][2] - 1 if self.blocks else 0
+
+    def then(self, later: _Own, after: int) -> _Own:
+        """Its blocks after id ``after``, then ``later``'s (a pass that failed, or charted less)."""
+        if not self.whole:
+            return later
+        kept = [b for b in self.blocks if b[1] > after]
+        return _Own(kept + later.blocks, later.whole) if kept else later
+
+
 class SeriesPass:
     """Runs on the event loop beside the writer; ``remember`` is told of every committed write."""
 
     def __init__(self, store: Store, interval_s: float) -> None:
         self._store = store
         self.interval_s = interval_s
-        self._kept: dict[int, tuple[int, bytes]] = {}
-        """First id → (run key, body) of this server's blocks not yet charted."""
-        self._kept_bytes = 0
+        self._own = _Own()
         self._task: asyncio.Task | None = None
         self.passes = 0
+        self.gathered_again = 0
+        """Events a pass gathered itself, not gathered as they committed (another server's, a backlog …)."""
         self.seconds = 0.0
         """CPU time spent gathering points (the writer's share is ``SeriesWriter.seconds``)."""
 
     def remember(self, writes: list[EventWrite]) -> None:
+        began = time.thread_time()
         for write in writes:
             for block in write.blocks if write.rows else ():
-                if self._kept_bytes + len(block.body) > KEPT_BYTES:
-                    return
-                self._kept[block.first_id] = (write.run.run_key, block.body)
-                self._kept_bytes += len(block.body)
+                self._own.add(write.run.run_key, block.first_id, block.n, block.body)
+        self.seconds += time.thread_time() - began
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="nissa-series-pass")
@@ -112,12 +149,22 @@ class SeriesPass:
 
     async def once(self) -> bool:
         """One pass; True while more committed events wait to be charted."""
+        taken, self._own = self._own, _Own()
+        try:
+            more, end = await self._pass(taken)
+        except BaseException:
+            self._own = taken.then(self._own, 0)
+            raise
+        self._own = taken.then(self._own, end)
+        return more
+
+    async def _pass(self, taken: _Own) -> tuple[bool, int]:
+        """Charts the events after the watermark, up to the newest committed; (more wait, charted up to)."""
         store = self._store
-        upto = store.published_upto
+        upto = max(store.published_upto, taken.last_id)  # ids are committed in order, up to our newest too
         mark = await store.read(series_sql.watermark)
-        self._drop_upto(mark)
         if mark >= upto:
-            return False
+            return False, mark
         heads = await store.read(_heads, mark, upto, PASS_EVENTS)
         events = 0
         for i, (_, _, n) in enumerate(heads):
@@ -127,23 +174,45 @@ class SeriesPass:
                 break
         more = events >= PASS_EVENTS
         end = heads[-1][0] + heads[-1][2] - 1 if more else upto
-        missing = [first_id for first_id, _, _ in heads if first_id not in self._kept]
-        read_back = await store.read(_bodies, missing) if missing else {}
-        blocks = [(run_key, first_id, self._kept[first_id][1] if first_id in self._kept else read_back[first_id])
-                  for first_id, run_key, _ in heads if first_id in self._kept or first_id in read_back]
-        charted = await asyncio.to_thread(self._chart, blocks)
+        if taken.whole and not more and [h[0] for h in heads] == [b[1] for b in taken.blocks]:
+            charted = await self._charted(taken.gathered)
+        else:
+            charted = await self._chart(await self._bodies(taken, heads))
+            self.gathered_again += charted.events
         await store.call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
         self.passes += 1
-        self._drop_upto(end)
-        return more
+        return more, end
 
-    def _chart(self, blocks: list[tuple[int, int, bytes]]) -> Charted:
-        began = time.thread_time()
-        try:
-            return chart(blocks)
-        finally:
-            self.seconds += time.thread_time() - began
+    async def _bodies(self, taken: _Own, heads: list[tuple[int, int, int]]) -> list[tuple[int, int, bytes]]:
+        """The blocks of ``heads``: from ``taken`` where it has them, else read back."""
+        kept = {first_id: body for _, first_id, _, body in taken.blocks}
+        missing = [first_id for first_id, _, _ in heads if first_id not in kept]
+        kept.update(await self._store.read(_bodies, missing) if missing else {})
+        return [(run_key, first_id, kept[first_id]) for first_id, run_key, _ in heads if first_id in kept]
 
-    def _drop_upto(self, mark: int) -> None:
-        for first_id in [i for i in self._kept if i <= mark]:
-            self._kept_bytes -= len(self._kept.pop(first_id)[1])
+    async def _chart(self, blocks: list[tuple[int, int, bytes]]) -> Charted:
+        """The blocks' points, gathered on the event loop a slice at a time (``SLICE_S``): a worker thread
+        would take the GIL from the loop in turns of the switch interval, every time the loop waits for its
+        sockets, and hold up every ack and watcher for as long as the gathering lasts."""
+        gathered = Gathered()
+        await self._in_slices(add_block(gathered, *block) for block in blocks)
+        return await self._charted(gathered)
+
+    async def _charted(self, gathered: Gathered) -> Charted:
+        """What ``gathered`` holds as arrays (a layout at a time, in slices)."""
+        await self._in_slices(gathered.series_steps())
+        return Charted(gathered.result, gathered.markers, gathered.events)
+
+    async def _in_slices(self, steps: Iterator[None]) -> None:
+        """Runs ``steps`` on the event loop, letting it serve its sockets every ``SLICE_S``."""
+        done = False
+        while not done:
+            began, cpu = time.perf_counter(), time.thread_time()
+            done = True
+            for _ in steps:
+                if time.perf_counter() - began >= SLICE_S:
+                    done = False
+                    break
+            self.seconds += time.thread_time() - cpu
+            if not done:
+                await asyncio.sleep(0)

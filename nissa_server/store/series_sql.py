@@ -17,6 +17,7 @@ Markers (``leyline.series.marker_of``) get a row each.
 from __future__ import annotations
 
 import time
+import zlib
 
 import msgspec
 import numpy as np
@@ -28,8 +29,9 @@ from nissa_server.store.series_gather import Charted
 MERGE_AT = 16
 """Rows of one level that are merged into one row of the next."""
 SUMMARY_BLOCK = 16
-SUMMARY_MIN = 512
-"""Points from which a row keeps a summary."""
+SUMMARY_MIN = 4096
+"""Points from which a row keeps a summary (a pass's rows seldom have as many: summaries are for merged rows,
+which hold most of a long run's points)."""
 COLUMNS = ("step", "epoch", "round", "ts", "value")
 _marker_enc = msgspec.json.Encoder()
 
@@ -176,7 +178,11 @@ class SeriesWriter:
         return True
 
     def _merge(self, conn: Conn, run_key: int, name: str, key: str) -> None:
-        levels = self._rows.setdefault((run_key, key), [])
+        levels = self._rows.get((run_key, key))
+        if levels is None:
+            # A pass writes a row to every series it touched: counted alike, a lab's hundreds of series would
+            # all merge in the same pass (a pause of their whole data at once). Each starts at its own place.
+            levels = self._rows[(run_key, key)] = [zlib.crc32(key.encode()) % MERGE_AT]
         level = 0
         while True:
             while len(levels) <= level:

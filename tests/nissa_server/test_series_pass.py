@@ -79,6 +79,7 @@ async def test_charts_are_exact_before_and_after_every_pass_and_rows_merge_in_or
         "SELECT MAX(level), COUNT(*) FROM series_chunks WHERE run_key = ?", (run.run_key,)).fetchone())
     mark = await store.read(series_sql.watermark)
     await store.close()
+    assert store.series_pass.gathered_again == 0, "every event was gathered as it committed"
     assert levels[0] >= 1, "rows of level 0 were merged"
     assert mark == store.published_upto, "the last write had its pass"
 
@@ -104,6 +105,7 @@ async def test_a_restart_goes_on_from_the_watermark(tmp_path, monkeypatch):
     before, markers = await _charts(again, state)
     assert before == _expected(first + later)
     assert await again.series_pass.once() is False
+    assert again.series_pass.gathered_again == 20, "the events before the restart were read back"
     assert await again.read(series_sql.watermark) == again.published_upto
     assert await _charts(again, state) == (before, markers)
     await again.close()
@@ -181,3 +183,24 @@ async def test_servers_sharing_a_database_chart_each_event_once(tmp_path):
     await one.close()
     await two.close()
     assert counts == sum(len(x) for run in (a, b) for x, _ in _expected(written[run.run_id]).values())
+
+
+async def test_a_failed_pass_charts_its_events_with_the_next(tmp_path, monkeypatch):
+    store, (run,) = await started(tmp_path, "failed", series_interval_s=NEVER)
+    written = events_for(run.run_id, 12, kinds=KINDS)
+    await _submit(store, run, written[:6])
+    real = store.series.write_pass
+
+    def broken(conn, **kw):
+        raise store.errors[0]("disk I/O error")
+
+    monkeypatch.setattr(store.series, "write_pass", broken)
+    with pytest.raises(store.errors[0]):
+        await store.series_pass.once()
+    monkeypatch.setattr(store.series, "write_pass", real)
+    await _submit(store, run, written[6:])
+    assert await store.series_pass.once() is False
+    assert await store.read(series_sql.watermark) == 12
+    charts, _ = await _charts(store, run)
+    await store.close()
+    assert charts == _expected(written) and store.series_pass.gathered_again == 0
