@@ -181,6 +181,18 @@ def chart(blocks: Iterable[tuple[int, int, bytes]]) -> Charted:
     return Charted(gathered.series(), gathered.markers, gathered.events)
 
 
+def joined(parts: list[Charted]) -> Charted:
+    """Charted blocks that follow one another, as one."""
+    if len(parts) == 1:
+        return parts[0]
+    series: dict[tuple[int, str], tuple[str, list[Arrays]]] = {}
+    for part in parts:
+        for key, (name, arrays) in part.series.items():
+            series.setdefault(key, (name, []))[1].append(arrays)
+    return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays)]) for key, (name, arrays) in series.items()},
+                   [m for part in parts for m in part.markers], sum(part.events for part in parts))
+
+
 def add_block(gathered: Gathered, run_key: int, first_id: int, body: bytes) -> None:
     """``gathered.add``, a block that does not decode logged and left out."""
     try:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
-from nissa_server.store.series_gather import Charted, Gathered, add_block
+from nissa_server.store.series_gather import Charted, Gathered, add_block, joined
 
 if TYPE_CHECKING:
     from nissa_server.store.base import Store
@@ -62,37 +62,55 @@ def _bodies(conn: Conn, ids: list[int]) -> dict[int, bytes]:
     return out
 
 
-class _Own:
-    """This server's committed blocks since the last pass, in id order, and their points gathered."""
+class _Segment:
+    """Blocks of this server's in id order, and their points gathered."""
 
-    def __init__(self, blocks: list[tuple[int, int, int, bytes]] | None = None, whole: bool = True) -> None:
+    def __init__(self) -> None:
         self.blocks: list[tuple[int, int, int, bytes]] = []
         """(run key, first id, events, body)."""
         self.gathered = Gathered()
-        self.bytes = 0
+
+
+class _Own:
+    """This server's committed blocks since the last pass, in id order, and their points: in segments (a
+    pass that charted none of them hands them on as they are, gathered once)."""
+
+    def __init__(self, segments: list[_Segment] | None = None, whole: bool = True) -> None:
+        self.segments = segments or [_Segment()]
+        self.bytes = sum(len(b[3]) for seg in self.segments for b in seg.blocks)
         self.whole = whole
         """Every block this server committed since is here (false once ``KEPT_BYTES`` was passed)."""
-        for block in blocks or ():
-            self.add(*block)
 
     def add(self, run_key: int, first_id: int, n: int, body: bytes) -> None:
         if not self.whole or self.bytes + len(body) > KEPT_BYTES:
             self.whole = False
             return
-        self.blocks.append((run_key, first_id, n, body))
+        segment = self.segments[-1]
+        segment.blocks.append((run_key, first_id, n, body))
         self.bytes += len(body)
-        add_block(self.gathered, run_key, first_id, body)
+        add_block(segment.gathered, run_key, first_id, body)
+
+    @property
+    def blocks(self) -> list[tuple[int, int, int, bytes]]:
+        return [b for seg in self.segments for b in seg.blocks]
 
     @property
     def last_id(self) -> int:
-        return self.blocks[-1][1] + self.blocks[-1][2] - 1 if self.blocks else 0
+        last = next((seg.blocks[-1] for seg in reversed(self.segments) if seg.blocks), None)
+        return 0 if last is None else last[1] + last[2] - 1
 
     def then(self, later: _Own, after: int) -> _Own:
         """Its blocks after id ``after``, then ``later``'s (a pass that failed, or charted less)."""
         if not self.whole:
             return later
-        kept = [b for b in self.blocks if b[1] > after]
-        return _Own(kept + later.blocks, later.whole) if kept else later
+        if all(b[1] > after for seg in self.segments for b in seg.blocks[:1]):  # none charted: as they are
+            return _Own(self.segments + later.segments, later.whole)
+        again = _Segment()
+        for block in self.blocks:
+            if block[1] > after:
+                again.blocks.append(block)
+                add_block(again.gathered, block[0], block[1], block[3])
+        return _Own([again, *later.segments], later.whole)
 
 
 class SeriesPass:
@@ -165,6 +183,13 @@ class SeriesPass:
         mark = await store.read(series_sql.watermark)
         if mark >= upto:
             return False, mark
+        if taken.whole and taken.blocks:
+            heads = await store.read(_heads, mark, upto, len(taken.blocks) + 1)
+            if [h[0] for h in heads] == [b[1] for b in taken.blocks]:  # all of them gathered as they committed
+                charted = joined([await self._charted(seg.gathered) for seg in taken.segments])
+                await store.call(functools.partial(store.series.write_pass, mark=mark, end=upto, charted=charted))
+                self.passes += 1
+                return False, upto
         heads = await store.read(_heads, mark, upto, PASS_EVENTS)
         events = 0
         for i, (_, _, n) in enumerate(heads):
@@ -174,11 +199,8 @@ class SeriesPass:
                 break
         more = events >= PASS_EVENTS
         end = heads[-1][0] + heads[-1][2] - 1 if more else upto
-        if taken.whole and not more and [h[0] for h in heads] == [b[1] for b in taken.blocks]:
-            charted = await self._charted(taken.gathered)
-        else:
-            charted = await self._chart(await self._bodies(taken, heads))
-            self.gathered_again += charted.events
+        charted = await self._chart(await self._bodies(taken, heads))
+        self.gathered_again += charted.events
         await store.call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
         self.passes += 1
         return more, end

@@ -13,7 +13,7 @@ from leyline.frames import EventBatch
 from leyline.series import points_of
 from nissa_server.batches import build_write
 from nissa_server.settings import Settings
-from nissa_server.store import series_queries, series_sql
+from nissa_server.store import series_pass, series_queries, series_sql
 from nissa_server.store.series_gather import Charted
 from nissa_server.store.series_sql import MERGE_AT
 from tests.support.clients import events_for
@@ -204,3 +204,28 @@ async def test_a_failed_pass_charts_its_events_with_the_next(tmp_path, monkeypat
     charts, _ = await _charts(store, run)
     await store.close()
     assert charts == _expected(written) and store.series_pass.gathered_again == 0
+
+
+async def test_a_backlog_is_charted_a_pass_at_a_time_while_new_events_are_gathered_once(tmp_path, monkeypatch):
+    store, (run,) = await started(tmp_path, "backlog", series_interval_s=NEVER)
+    written = events_for(run.run_id, 30, kinds=KINDS)
+    for at in range(0, 20, 5):
+        await _submit(store, run, written[at:at + 5])
+
+    async def killed() -> bool:
+        return False
+
+    monkeypatch.setattr(store.series_pass, "once", killed)
+    await store.close()
+    monkeypatch.setattr(series_pass, "PASS_EVENTS", 6)
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    state = again.registry.remember(run.run_key, run.run_id, run.name, run.secret_hash)
+    for at in range(20, 30, 5):
+        await _submit(again, state, written[at:at + 5])
+    marks = []
+    while await again.series_pass.once():
+        marks.append(await again.read(series_sql.watermark))
+    charts, _ = await _charts(again, state)
+    await again.close()
+    assert marks == [10, 20] and charts == _expected(written)
+    assert again.series_pass.gathered_again == 20, "only the backlog was read back; the new events were gathered once"
