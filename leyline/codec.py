@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -205,15 +206,15 @@ def _decode_any_frame(data: bytes | str) -> object:
     return _frame_dec.decode(data)
 
 
-def _not_too_deep(decode: Callable[[bytes | str], object]) -> Callable[[bytes | str], object]:
+def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
     """``decode``, with JSON nested deeper than the interpreter's stack allows refused like any
     other bad input (a ``DecodeError``), instead of escaping as a ``RecursionError``; and an event this
     side cannot read (a newer kind or schema) raised as ``Unsupported``, a ``ValidationError``."""
 
     @functools.wraps(decode)
-    def checked(data: bytes | str) -> object:
+    def checked(data: bytes | str, *more: Any) -> object:
         try:
-            return decode(data)
+            return decode(data, *more)
         except RecursionError:
             raise msgspec.DecodeError("JSON nested too deeply") from None
         except Unsupported:
@@ -246,12 +247,16 @@ WireBatch = _WireBatch
 
 
 @_not_too_deep
-def decode_frame_wire(data: bytes | str) -> object:
+def decode_frame_wire(data: bytes | str, payloads: list[Payload] | None = None) -> object:
     """Like ``decode_frame`` and exactly as strict, but an ``events`` frame stays a ``WireBatch``:
-    every envelope and payload is validated, and each payload is kept as its raw JSON."""
+    every envelope and payload is validated, and each payload is kept as its raw JSON (and, decoded, appended
+    to ``payloads`` where one is given: what a relay reads of them, without decoding them again)."""
     frame = _decode_any_frame(data)
     if isinstance(frame, _WireBatch):
         _check_run_ids(frame.events)
-        for wire in frame.events:
-            payload_of(wire)
+        if payloads is None:
+            for wire in frame.events:
+                payload_of(wire)
+        else:
+            payloads.extend([payload_of(wire) for wire in frame.events])
     return frame

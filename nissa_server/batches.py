@@ -68,20 +68,23 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[byte
 
 
 def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEvent], max_event_bytes: int,
-                *, session: str | None) -> tuple[EventWrite, int]:
+                *, session: str | None, payloads: list[Payload] | None = None) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 
     ``events`` are validated already (payloads included); each is stored as the canonical envelope
     around its payload's JSON. Nothing changes if any event is too large, so a rejected batch leaves
     the stream as it was. This loop is the server's per-event hot path: locals, no enum hashing.
+    ``payloads``, the events' payloads as validated, go with the write (``EventWrite.decoded``) unless a body
+    differs from them (a NUL replaced).
     """
     bodies = _encode_checked(events, max_event_bytes)
     ahead = stream.ahead
     contiguous, last = stream.contiguous, stream.last_seq
     rows: list[Row] = []
+    kept: list[int] = []
     kinds: dict[str, int] = {}
     effects: list[Event] = []
-    for event, body in zip(events, bodies):
+    for i, (event, body) in enumerate(zip(events, bodies)):
         seq = event.seq
         if seq == contiguous + 1 and not ahead:
             contiguous = seq
@@ -93,6 +96,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
             contiguous, last = stream.contiguous, stream.last_seq
         kind = event.kind._value_
         rows.append((seq, kind, _SEVERITY[event.severity._value_], body))
+        kept.append(i)
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind in _EFFECT_KINDS:
             effects.append(decode_event(body))
@@ -101,6 +105,9 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     write = EventWrite(run=run, rank=rank, stream=stream, session=session, rows=rows, contiguous=contiguous,
                        last_seq=last, kinds=kinds, effects=effects, touch=True,
                        last_step=final.step if final else 0, last_epoch=final.epoch if final else 0)
+    if payloads is not None and len(payloads) == len(events) and not any(b"\\ufffd" in b for b in bodies):
+        write.decoded = [(events[i], payloads[i]) for i in kept] if len(kept) < len(events) else list(
+            zip(events, payloads))
     return write, len(events) - len(rows)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from leyline import SERVER_RANK, Command, encode
+from leyline import SERVER_RANK, Command, Payload, encode
 from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
@@ -129,6 +129,8 @@ class IngestSession:
         self._sent_ack = 0
         self._closing: tuple[int, str] | None = None
         self._wake = asyncio.Event()
+        self.payloads: list[Payload] = []
+        """The last events frame's payloads, decoded as they were validated (the series are read from them)."""
 
     # --- called from elsewhere on the loop (never blocks) ---------------------------------
 
@@ -173,8 +175,9 @@ class IngestSession:
         limit = self.nissa.settings.max_frame_bytes
         if len(data) > limit:
             raise FrameRejected(CLOSE_TOO_LARGE, f"frame of {len(data)} bytes exceeds {limit}", "too_large")
+        self.payloads = []
         try:
-            return decode_frame_wire(data)
+            return decode_frame_wire(data, self.payloads)
         except msgspec.DecodeError as err:
             raise _decode_error(err) from None
 
@@ -252,7 +255,7 @@ class IngestSession:
                 if not isinstance(frame, WireBatch):
                     raise FrameRejected(CLOSE_BAD_FRAME, f"expected an events frame, not {type(frame).__name__}",
                                         "bad_frame")
-                await self._ingest(run, frame.events, time.monotonic())  # the histogram's clock
+                await self._ingest(run, frame.events, self.payloads, time.monotonic())  # the histogram's clock
                 # Frames already received are taken without suspending: a backlog of them would hold the
                 # loop (watch senders, acks, other runs, REST) until it is decoded, so it is let go now
                 # and then (not after every frame: that would cost a task switch per frame).
@@ -263,18 +266,19 @@ class IngestSession:
         finally:
             idle.stop()
 
-    async def _ingest(self, run: RunState, events: list[BatchEvent], received: float) -> None:
+    async def _ingest(self, run: RunState, events: list[BatchEvent], payloads: list[Payload],
+                      received: float) -> None:
         store = self.nissa.store
         repeats = self._checked(run, events)
         if not repeats and store.ready:  # the usual frame: built and queued with no suspension
-            write = self._build(run, events, received)
+            write = self._build(run, events, payloads, received)
             if write is not None:
                 store.put_now(write)
             return
         async with store.ordered:  # built and queued in one order (see Store.submit)
             if repeats:
                 await self._check_repeats(run, repeats)
-            write = self._build(run, events, received)
+            write = self._build(run, events, payloads, received)
             if write is not None:
                 await store.submit(write)
 
@@ -286,12 +290,13 @@ class IngestSession:
             raise _rejected(err) from None
         return batches.repeats(self.stream, events)
 
-    def _build(self, run: RunState, events: list[BatchEvent], received: float) -> EventWrite | None:
+    def _build(self, run: RunState, events: list[BatchEvent], payloads: list[Payload],
+               received: float) -> EventWrite | None:
         """The write of a checked batch's new events; None (and an ack) if it has none."""
         try:
             write, duplicates = batches.build_write(run, self.rank, self.stream, events,
                                                     self.nissa.settings.max_event_bytes,
-                                                    session=self.session if self.live else None)
+                                                    session=self.session if self.live else None, payloads=payloads)
         except batches.BatchRejected as err:
             raise _rejected(err) from None
         metrics = self.nissa.metrics

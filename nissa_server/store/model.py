@@ -85,6 +85,9 @@ class EventWrite:
     first_id: int = 0
     blocks: list[Block] = field(default_factory=list)
     """The rows as stored, numbered from ``first_id`` (set in the transaction)."""
+    decoded: list[tuple[Any, Any]] | None = None
+    """(envelope, payload) of each row, as ingest validated them, where it kept them: the series pass reads
+    their points without decoding the stored JSON again."""
     result: Any = None
     """What ``prepare`` decided, for whoever waits on the write."""
 

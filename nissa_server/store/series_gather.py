@@ -91,6 +91,31 @@ class Gathered:
         finally:  # a block that fails halfway keeps the ordinals it used
             self._n = n
 
+    def add_decoded(self, run_key: int, first_id: int, events: list[tuple[Any, Any]]) -> None:
+        """Events with consecutive ids from ``first_id``, as (envelope, payload) already decoded (ingest's
+        validated ``BatchEvent`` and payload): what ``add`` does with a block, without decoding it."""
+        get = self._layouts.get
+        kind = None
+        n = self._n
+        try:
+            for i, (env, payload) in enumerate(events):
+                if env.kind is not kind:
+                    kind = env.kind
+                    plan = plan_of(kind._value_)
+                    rows, usual = plan.rows, plan.usual
+                n += 1
+                if usual:
+                    labels, values, rnd = rows(payload)
+                    layout = get((run_key, env.rank, env.env, plan, labels))
+                    if layout is None:
+                        layout = self._layout(run_key, env, plan, payload, labels)
+                    if len(values) < MAX_POINTS_PER_EVENT:
+                        layout.rows.append((n, env.step, env.epoch, rnd if type(rnd) is int else NAN, env.ts, *values))
+                        continue
+                self._unusual(run_key, first_id + i, n, env, plan, payload)
+        finally:
+            self._n = n
+
     def _unusual(self, run_key: int, event_id: int, n: int, env: Envelope, plan: KindPlan, payload: Any) -> None:
         """An event of a kind that has numbers in dicts or lists, or may be a marker, or near the cap."""
         rnd = payload.round if plan.has_round else None

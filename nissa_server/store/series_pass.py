@@ -81,14 +81,21 @@ class _Own:
         self.whole = whole
         """Every block this server committed since is here (false once ``KEPT_BYTES`` was passed)."""
 
-    def add(self, run_key: int, first_id: int, n: int, body: bytes) -> None:
-        if not self.whole or self.bytes + len(body) > KEPT_BYTES:
+    def add(self, write: EventWrite) -> None:
+        """A committed write's blocks, their points read from its payloads where ingest kept them."""
+        size = sum(len(block.body) for block in write.blocks)
+        if not self.whole or self.bytes + size > KEPT_BYTES:
             self.whole = False
             return
         segment = self.segments[-1]
-        segment.blocks.append((run_key, first_id, n, body))
-        self.bytes += len(body)
-        add_block(segment.gathered, run_key, first_id, body)
+        run_key = write.run.run_key
+        segment.blocks += [(run_key, block.first_id, block.n, block.body) for block in write.blocks]
+        self.bytes += size
+        if write.decoded is not None and len(write.decoded) == len(write.rows):
+            segment.gathered.add_decoded(run_key, write.first_id, write.decoded)
+        else:
+            for block in write.blocks:
+                add_block(segment.gathered, run_key, block.first_id, block.body)
 
     @property
     def blocks(self) -> list[tuple[int, int, int, bytes]]:
@@ -130,8 +137,9 @@ class SeriesPass:
     def remember(self, writes: list[EventWrite]) -> None:
         began = time.thread_time()
         for write in writes:
-            for block in write.blocks if write.rows else ():
-                self._own.add(write.run.run_key, block.first_id, block.n, block.body)
+            if write.rows:
+                self._own.add(write)
+            write.decoded = None  # the write lives on in watchers' queues; its payloads need not
         self.seconds += time.thread_time() - began
 
     def start(self) -> None:

@@ -2,11 +2,13 @@
 
 import random
 
+import msgspec
 import numpy as np
 import pytest
 
-from leyline import EpochCompleted, SlotSnapshot, encode_event, make_event
-from leyline.codec import decode_events
+from leyline import EpochCompleted, SlotSnapshot, encode, encode_event, make_event
+from leyline.codec import decode_events, decode_frame_wire
+from leyline.frames import EventBatch
 from leyline.payloads_ops import EventsDropped
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
 from leyline.series import MAX_POINTS_PER_EVENT, marker_of, points_of
@@ -80,3 +82,23 @@ def test_an_event_over_the_cap_keeps_the_same_points_as_the_definition():
     small = make_event(SAMPLE_PAYLOADS[big.kind], run_id="r", seq=2, ts=2.0)
     got = _assert_same([(1, 1, _body([big, small]))])
     assert sum(len(cols[0]) for _, cols in got.values()) == MAX_POINTS_PER_EVENT + len(points_of(small))
+
+
+def test_events_as_ingest_decoded_them_give_what_their_stored_json_gives():
+    # The series pass reads this server's writes from the payloads ingest validated, not from the JSON.
+    counts = {f"kind{i}": i for i in range(MAX_POINTS_PER_EVENT + 50)}
+    over = make_event(EventsDropped(counts=counts, total=5), run_id="r", seq=1, ts=1.0)
+    events = [over, *sample_events(), *_epochs(80, seed=9)]
+    events = [msgspec.structs.replace(e, seq=i + 1, run_id="r") for i, e in enumerate(events)]
+    payloads: list = []
+    frame = decode_frame_wire(encode(EventBatch(events=events)), payloads)
+    from_json, decoded = Gathered(), Gathered()
+    from_json.add(3, 10, _body(events))
+    decoded.add_decoded(3, 10, list(zip(frame.events, payloads)))
+    want, got = from_json.series(), decoded.series()
+    assert set(got) == set(want) and len(want) > 50
+    for key, (name, arrays) in want.items():
+        assert got[key][0] == name
+        for a, b in zip(arrays, got[key][1]):
+            np.testing.assert_array_equal(a, b, err_msg=str(key))
+    assert decoded.markers == from_json.markers and decoded.markers
