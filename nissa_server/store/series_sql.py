@@ -181,8 +181,9 @@ class SeriesWriter:
         levels = self._rows.get((run_key, key))
         if levels is None:
             # A pass writes a row to every series it touched: counted alike, a lab's hundreds of series would
-            # all merge in the same pass (a pause of their whole data at once). Each starts at its own place.
-            levels = self._rows[(run_key, key)] = [zlib.crc32(key.encode()) % MERGE_AT]
+            # all merge in the same pass (a pause of their whole data at once). Each starts at its own place
+            # (runs' series have the same keys: the run is part of it).
+            levels = self._rows[(run_key, key)] = [zlib.crc32(f"{run_key} {key}".encode()) % MERGE_AT]
         level = 0
         while True:
             while len(levels) <= level:
