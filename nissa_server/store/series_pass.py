@@ -162,10 +162,21 @@ class SeriesPass:
         except self._store.errors as err:
             logger.warning("series not charted at shutdown (the next start charts them): %s", err)
 
+    async def merge_due(self, within_s: float = 0.0) -> None:
+        """The merges the passes made due, one per writer transaction, spread over ``within_s``."""
+        series, loop = self._store.series, asyncio.get_running_loop()
+        until = loop.time() + within_s
+        while series.due:
+            await self._store.call(series.merge_next)
+            await asyncio.sleep(max(0.0, until - loop.time()) / (len(series.due) + 1))
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.interval_s)
+            began = loop.time()
             try:
+                await self.merge_due(self.interval_s)
+                await asyncio.sleep(max(0.0, began + self.interval_s - loop.time()))
                 while await self.once():
                     await asyncio.sleep(0)
             except self._store.errors as err:

@@ -16,6 +16,7 @@ Markers (``leyline.series.marker_of``) get a row each.
 
 from __future__ import annotations
 
+import collections
 import time
 import zlib
 
@@ -145,6 +146,8 @@ class SeriesWriter:
         """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback, or
         where another server's pass wrote too: a merge then finds fewer rows, or happens later, and the data
         stays right)."""
+        self.due: collections.deque[tuple[int, str, str, int]] = collections.deque()
+        """Merges to do: (run key, name, series key, level)."""
         self.seconds = 0.0
         """CPU time the writer's thread spent writing series (with the pass's gathering: what charts cost
         ingest), for benchmarks."""
@@ -152,6 +155,7 @@ class SeriesWriter:
     def forget(self) -> None:
         """After a rollback, or once a run is deleted: the hints may be wrong."""
         self._rows.clear()
+        self.due.clear()
 
     def write_pass(self, conn: Conn, mark: int, end: int, charted: Charted) -> bool:
         """Rows and markers of the events after id ``mark`` up to ``end``, and the watermark moved to ``end``,
@@ -168,7 +172,7 @@ class SeriesWriter:
         conn.executemany(_INSERT, [(run_key, name, key, 0, *_row_values(arrays))
                                    for (run_key, key), (name, arrays) in series.items()])
         for (run_key, key), (name, _) in series.items():
-            self._merge(conn, run_key, name, key)
+            self._count(run_key, name, key, 0)
         markers = [m for m in charted.markers if m[0] in alive]
         if markers:
             conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
@@ -177,24 +181,32 @@ class SeriesWriter:
         self.seconds += time.thread_time() - began
         return True
 
-    def _merge(self, conn: Conn, run_key: int, name: str, key: str) -> None:
+    def _count(self, run_key: int, name: str, key: str, level: int) -> None:
+        """One more row of ``level``; a merge is due at every ``MERGE_AT``."""
         levels = self._rows.get((run_key, key))
         if levels is None:
             # A pass writes a row to every series it touched: counted alike, a lab's hundreds of series would
-            # all merge in the same pass (a pause of their whole data at once). Each starts at its own place
-            # (runs' series have the same keys: the run is part of it).
+            # all merge at once. Each starts at its own place (runs' series have the same keys: the run too).
             levels = self._rows[(run_key, key)] = [zlib.crc32(f"{run_key} {key}".encode()) % MERGE_AT]
-        level = 0
-        while True:
-            while len(levels) <= level:
-                levels.append(0)
-            levels[level] += 1
-            if levels[level] < MERGE_AT:
-                return
+        while len(levels) <= level:
+            levels.append(0)
+        levels[level] += 1
+        if levels[level] >= MERGE_AT:
             levels[level] = 0
-            if not self._merge_level(conn, run_key, name, key, level):
-                return
-            level += 1
+            self.due.append((run_key, name, key, level))
+
+    def merge_next(self, conn: Conn) -> None:
+        """The next due merge, in the writer's transaction (a few milliseconds: merges are spread out, not
+        written with a pass). The watermark's row is locked as a pass locks it: on a shared database one
+        server merges a series at a time."""
+        if not self.due:
+            return
+        began = time.thread_time()
+        run_key, name, key, level = self.due.popleft()
+        conn.execute(f"SELECT upto FROM series_progress WHERE id = 1{conn.for_update}").fetchone()
+        if self._merge_level(conn, run_key, name, key, level):
+            self._count(run_key, name, key, level + 1)
+        self.seconds += time.thread_time() - began
 
     @staticmethod
     def _merge_level(conn: Conn, run_key: int, name: str, key: str, level: int) -> bool:

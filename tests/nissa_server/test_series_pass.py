@@ -71,6 +71,7 @@ async def test_charts_are_exact_before_and_after_every_pass_and_rows_merge_in_or
         assert before == _expected(written), f"the events past the watermark, at write {k}"
         if k % 3 != 2:  # now and then two writes in one pass
             assert await store.series_pass.once() is False
+            await store.series_pass.merge_due()
             after, markers_after = await _charts(store, run)
             assert after == before and markers_after == markers
         markers_seen = markers
