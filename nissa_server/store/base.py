@@ -237,6 +237,11 @@ class Store(abc.ABC):
         await future
         return write
 
+    async def series_call(self, fn: Callable[[Conn], T]) -> T:
+        """Run one of the series pass's writes (``SeriesWriter``) in a transaction: the writer's next, where
+        one writer holds the database; a backend where writers do not block each other gives it its own."""
+        return await self.call(fn)
+
     async def call(self, fn: Callable[[Conn], T]) -> T:
         """Run ``fn`` inside the writer's next transaction and return its result."""
         future: asyncio.Future = asyncio.get_running_loop().create_future()

@@ -17,6 +17,7 @@ import functools
 import logging
 import threading
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -97,6 +98,8 @@ class PostgresStore(Store):
         self._local: dict[int, EventWrite] = {}
         """This server's committed writes by first id, until published (filled just before commit)."""
         self._notes: asyncio.Queue[tuple[str, str]] | None = None
+        self._series_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nissa-series")
+        self._series_conn: PgConn | None = None
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._publisher: asyncio.Task | None = None
@@ -154,7 +157,29 @@ class PostgresStore(Store):
         if self._listener is not None:
             await asyncio.to_thread(self._listener.join, 5)
 
+    async def series_call(self, fn: Callable[[Conn], T]) -> T:
+        # A connection of its own: the pass's rows and merges commit beside ingest's transactions, not in them.
+        return await asyncio.get_running_loop().run_in_executor(self._series_executor, self._series_transaction, fn)
+
+    def _series_transaction(self, fn: Callable[[Conn], T]) -> T:
+        conn = self._series_conn
+        if conn is None or conn.raw.broken or conn.raw.closed:
+            conn = self._series_conn = PgConn(self._connect(autocommit=False))
+        try:
+            result = fn(conn)
+            conn.raw.commit()
+            return result
+        except BaseException:
+            if not conn.raw.closed:
+                conn.raw.rollback()
+            self.series.forget()
+            raise
+
     def _close_connections(self) -> None:
+        self._series_executor.shutdown(wait=True)
+        if self._series_conn is not None:
+            self._series_conn.raw.close()
+            self._series_conn = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None

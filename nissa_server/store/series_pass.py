@@ -167,7 +167,7 @@ class SeriesPass:
         series, loop = self._store.series, asyncio.get_running_loop()
         until = loop.time() + within_s
         while series.due:
-            await self._store.call(series.merge_next)
+            await self._store.series_call(series.merge_next)
             await asyncio.sleep(max(0.0, until - loop.time()) / (len(series.due) + 1))
 
     async def _run(self) -> None:
@@ -206,7 +206,7 @@ class SeriesPass:
             heads = await store.read(_heads, mark, upto, len(taken.blocks) + 1)
             if [h[0] for h in heads] == [b[1] for b in taken.blocks]:  # all of them gathered as they committed
                 charted = joined([await self._charted(seg.gathered) for seg in taken.segments])
-                await store.call(functools.partial(store.series.write_pass, mark=mark, end=upto, charted=charted))
+                await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=upto, charted=charted))
                 self.passes += 1
                 return False, upto
         heads = await store.read(_heads, mark, upto, PASS_EVENTS)
@@ -220,7 +220,7 @@ class SeriesPass:
         end = heads[-1][0] + heads[-1][2] - 1 if more else upto
         charted = await self._chart(await self._bodies(taken, heads))
         self.gathered_again += charted.events
-        await store.call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
+        await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
         self.passes += 1
         return more, end
 
