@@ -74,17 +74,16 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     ``events`` are validated already (payloads included); each is stored as the canonical envelope
     around its payload's JSON. Nothing changes if any event is too large, so a rejected batch leaves
     the stream as it was. This loop is the server's per-event hot path: locals, no enum hashing.
-    ``payloads``, the events' payloads as validated, go with the write (``EventWrite.decoded``) unless a body
-    differs from them (a NUL replaced).
+    ``payloads``, the events' payloads as validated, go with the write (``EventWrite.decoded``) where every
+    event is new and stored as sent (no NUL replaced).
     """
     bodies = _encode_checked(events, max_event_bytes)
     ahead = stream.ahead
     contiguous, last = stream.contiguous, stream.last_seq
     rows: list[Row] = []
-    kept: list[int] = []
     kinds: dict[str, int] = {}
     effects: list[Event] = []
-    for i, (event, body) in enumerate(zip(events, bodies)):
+    for event, body in zip(events, bodies):
         seq = event.seq
         if seq == contiguous + 1 and not ahead:
             contiguous = seq
@@ -96,7 +95,6 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
             contiguous, last = stream.contiguous, stream.last_seq
         kind = event.kind._value_
         rows.append((seq, kind, _SEVERITY[event.severity._value_], body))
-        kept.append(i)
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind in _EFFECT_KINDS:
             effects.append(decode_event(body))
@@ -105,9 +103,9 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     write = EventWrite(run=run, rank=rank, stream=stream, session=session, rows=rows, contiguous=contiguous,
                        last_seq=last, kinds=kinds, effects=effects, touch=True,
                        last_step=final.step if final else 0, last_epoch=final.epoch if final else 0)
-    if payloads is not None and len(payloads) == len(events) and not any(b"\\ufffd" in b for b in bodies):
-        write.decoded = [(events[i], payloads[i]) for i in kept] if len(kept) < len(events) else list(
-            zip(events, payloads))
+    if payloads is not None and len(payloads) == len(rows) == len(events) and not any(
+            b"\\ufffd" in b for b in bodies):  # the usual frame: no repeats, no NUL replaced
+        write.decoded = list(zip(events, payloads))
     return write, len(events) - len(rows)
 
 

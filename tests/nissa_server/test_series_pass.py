@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leyline import EventKind, encode
+from leyline import EventKind, Metrics, encode, make_event
 from leyline.codec import decode_frame_wire
 from leyline.frames import EventBatch
 from leyline.series import points_of
 from nissa_server.batches import build_write
+from nissa_server.runs import RunState
 from nissa_server.settings import Settings
 from nissa_server.store import series_pass, series_queries, series_sql
 from nissa_server.store.series_gather import Charted
@@ -230,3 +231,22 @@ async def test_a_backlog_is_charted_a_pass_at_a_time_while_new_events_are_gather
     await again.close()
     assert marks == [10, 20] and charts == _expected(written)
     assert again.series_pass.gathered_again == 20, "only the backlog was read back; the new events were gathered once"
+
+
+@pytest.mark.single_backend  # no database
+def test_a_write_keeps_its_decoded_payloads_only_where_they_are_what_is_stored():
+    # The pass charts a write from its payloads as ingest decoded them: only where the stored JSON says
+    # the same (a NUL is stored as U+FFFD, which a series key must show) and every event is new.
+    def built(run, events):
+        payloads: list = []
+        frame = decode_frame_wire(encode(EventBatch(events=events)), payloads)
+        return build_write(run, 0, run.stream(0), frame.events, max_event_bytes=1 << 20, session=None,
+                           payloads=payloads)[0]
+
+    run = RunState(run_key=1, run_id="d", name="", secret_hash=b"x" * 32)
+    plain = [make_event(Metrics(values={"loss": 1.0}, labels={"split": "a"}), run_id="d", seq=s, ts=1.0)
+             for s in (1, 2)]
+    assert [p for _, p in built(run, plain).decoded] == [e.payload for e in plain]
+    assert built(run, plain).decoded is None, "repeats: only some events are new"
+    nul = make_event(Metrics(values={"loss": 1.0}, labels={"split": "a\x00b"}), run_id="d", seq=3, ts=1.0)
+    assert built(run, [nul]).decoded is None
