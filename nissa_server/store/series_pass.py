@@ -13,7 +13,7 @@ servers take turns (the watermark row is locked, and a pass whose watermark move
 This server's own writes are gathered as they commit, a commit at a time on the event loop (evenly
 spread, as ingest is), and kept until a pass writes them: the pass then only turns them into rows. It
 reads blocks back from the database and gathers them itself only where that does not cover the range:
-another server's writes, a backlog after a restart, writes past ``KEPT_BYTES``, a failed pass.
+another server's writes, a backlog after a restart, writes past ``KEPT_EVENTS``, a failed pass.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ logger = logging.getLogger(__name__)
 
 PASS_EVENTS = 50_000
 """Events one pass charts at most (a backlog, after a restart or an outage, takes several in a row)."""
-KEPT_BYTES = 64 << 20
-"""Bodies of this server's writes kept for the next pass, at most; past it the pass reads them back."""
+KEPT_EVENTS = 2_000_000
+"""Events of this server's writes kept gathered for the next pass, at most; past it the pass reads them back."""
 SLICE_S = 0.004
 """Gathering runs this long at most before the event loop serves its sockets again."""
 CLOSE_S = 5.0
@@ -66,8 +66,8 @@ class _Segment:
     """Blocks of this server's in id order, and their points gathered."""
 
     def __init__(self) -> None:
-        self.blocks: list[tuple[int, int, int, bytes]] = []
-        """(run key, first id, events, body)."""
+        self.blocks: list[tuple[int, int]] = []
+        """(first id, events)."""
         self.gathered = Gathered()
 
 
@@ -77,20 +77,19 @@ class _Own:
 
     def __init__(self, segments: list[_Segment] | None = None, whole: bool = True) -> None:
         self.segments = segments or [_Segment()]
-        self.bytes = sum(len(b[3]) for seg in self.segments for b in seg.blocks)
+        self.events = sum(b[1] for seg in self.segments for b in seg.blocks)
         self.whole = whole
-        """Every block this server committed since is here (false once ``KEPT_BYTES`` was passed)."""
+        """Every block this server committed since is here (false past ``KEPT_EVENTS``)."""
 
     def add(self, write: EventWrite) -> None:
         """A committed write's blocks, their points read from its payloads where ingest kept them."""
-        size = sum(len(block.body) for block in write.blocks)
-        if not self.whole or self.bytes + size > KEPT_BYTES:
+        if not self.whole or self.events + len(write.rows) > KEPT_EVENTS:
             self.whole = False
             return
         segment = self.segments[-1]
         run_key = write.run.run_key
-        segment.blocks += [(run_key, block.first_id, block.n, block.body) for block in write.blocks]
-        self.bytes += size
+        segment.blocks += [(block.first_id, block.n) for block in write.blocks]
+        self.events += len(write.rows)
         if write.decoded is not None and len(write.decoded) == len(write.rows):
             segment.gathered.add_decoded(run_key, write.first_id, write.decoded)
         else:
@@ -98,26 +97,20 @@ class _Own:
                 add_block(segment.gathered, run_key, block.first_id, block.body)
 
     @property
-    def blocks(self) -> list[tuple[int, int, int, bytes]]:
-        return [b for seg in self.segments for b in seg.blocks]
+    def first_ids(self) -> list[int]:
+        return [b[0] for seg in self.segments for b in seg.blocks]
 
     @property
     def last_id(self) -> int:
         last = next((seg.blocks[-1] for seg in reversed(self.segments) if seg.blocks), None)
-        return 0 if last is None else last[1] + last[2] - 1
+        return 0 if last is None else last[0] + last[1] - 1
 
     def then(self, later: _Own, after: int) -> _Own:
-        """Its blocks after id ``after``, then ``later``'s (a pass that failed, or charted less)."""
-        if not self.whole:
-            return later
-        if all(b[1] > after for seg in self.segments for b in seg.blocks[:1]):  # none charted: as they are
+        """What waits after a pass that charted up to id ``after`` (or failed: 0): its own segments too if it
+        charted none of them, else only ``later``'s (the rest of its are read back by the next pass)."""
+        if self.whole and all(seg.blocks[0][0] > after for seg in self.segments if seg.blocks):
             return _Own(self.segments + later.segments, later.whole)
-        again = _Segment()
-        for block in self.blocks:
-            if block[1] > after:
-                again.blocks.append(block)
-                add_block(again.gathered, block[0], block[1], block[3])
-        return _Own([again, *later.segments], later.whole)
+        return later
 
 
 class SeriesPass:
@@ -127,6 +120,7 @@ class SeriesPass:
         self._store = store
         self.interval_s = interval_s
         self._own = _Own()
+        self._one = asyncio.Lock()
         self._task: asyncio.Task | None = None
         self.passes = 0
         self.gathered_again = 0
@@ -185,15 +179,16 @@ class SeriesPass:
                 logger.exception("series pass failed")
 
     async def once(self) -> bool:
-        """One pass; True while more committed events wait to be charted."""
-        taken, self._own = self._own, _Own()
-        try:
-            more, end = await self._pass(taken)
-        except BaseException:
-            self._own = taken.then(self._own, 0)
-            raise
-        self._own = taken.then(self._own, end)
-        return more
+        """One pass (one at a time); True while more committed events wait to be charted."""
+        async with self._one:
+            taken, self._own = self._own, _Own()
+            try:
+                more, end = await self._pass(taken)
+            except BaseException:
+                self._own = taken.then(self._own, 0)
+                raise
+            self._own = taken.then(self._own, end)
+            return more
 
     async def _pass(self, taken: _Own) -> tuple[bool, int]:
         """Charts the events after the watermark, up to the newest committed; (more wait, charted up to)."""
@@ -202,11 +197,14 @@ class SeriesPass:
         mark = await store.read(series_sql.watermark)
         if mark >= upto:
             return False, mark
-        if taken.whole and taken.blocks:
-            heads = await store.read(_heads, mark, upto, len(taken.blocks) + 1)
-            if [h[0] for h in heads] == [b[1] for b in taken.blocks]:  # all of them gathered as they committed
+        own = taken.first_ids if taken.whole else []
+        if own:
+            heads = await store.read(_heads, mark, upto, len(own) + 1)
+            if [h[0] for h in heads] == own:  # all of them gathered as they committed
                 charted = joined([await self._charted(seg.gathered) for seg in taken.segments])
-                await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=upto, charted=charted))
+                if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=upto,
+                                                                 charted=charted)):
+                    return False, mark  # another server's pass was first: the next one reads them back
                 self.passes += 1
                 return False, upto
         heads = await store.read(_heads, mark, upto, PASS_EVENTS)
@@ -218,18 +216,17 @@ class SeriesPass:
                 break
         more = events >= PASS_EVENTS
         end = heads[-1][0] + heads[-1][2] - 1 if more else upto
-        charted = await self._chart(await self._bodies(taken, heads))
+        charted = await self._chart(await self._bodies(heads))
         self.gathered_again += charted.events
-        await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
+        if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted)):
+            return True, mark
         self.passes += 1
         return more, end
 
-    async def _bodies(self, taken: _Own, heads: list[tuple[int, int, int]]) -> list[tuple[int, int, bytes]]:
-        """The blocks of ``heads``: from ``taken`` where it has them, else read back."""
-        kept = {first_id: body for _, first_id, _, body in taken.blocks}
-        missing = [first_id for first_id, _, _ in heads if first_id not in kept]
-        kept.update(await self._store.read(_bodies, missing) if missing else {})
-        return [(run_key, first_id, kept[first_id]) for first_id, run_key, _ in heads if first_id in kept]
+    async def _bodies(self, heads: list[tuple[int, int, int]]) -> list[tuple[int, int, bytes]]:
+        """The blocks of ``heads``, read back (those deleted meanwhile left out)."""
+        bodies = await self._store.read(_bodies, [first_id for first_id, _, _ in heads])
+        return [(run_key, first_id, bodies[first_id]) for first_id, run_key, _ in heads if first_id in bodies]
 
     async def _chart(self, blocks: list[tuple[int, int, bytes]]) -> Charted:
         """The blocks' points, gathered on the event loop a slice at a time (``SLICE_S``): a worker thread
