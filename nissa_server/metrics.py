@@ -55,6 +55,8 @@ class Metrics:
         self.watcher_queue = Gauge("nissa_watcher_queue_events", "Events queued for all watchers", registry=r)
         self.lagged = Counter("nissa_watchers_lagged", "Watchers closed for falling behind", registry=r)
         self.writer_queue = Gauge("nissa_writer_queue_batches", "Writes waiting for the store", registry=r)
+        self.series_waiting = Gauge("nissa_series_waiting_events",
+                                    "Events this server stored and the series pass has not charted yet", registry=r)
         self.commands_created = Counter("nissa_commands_created", "Commands queued by /escalate", registry=r)
         self.conflicts = Counter("nissa_events_conflicting", "Events re-sent with a stored seq but other content "
                                  "(their connection is closed with 4422)", registry=r)
@@ -100,13 +102,14 @@ class Metrics:
         self.writer_commit.observe(seconds)
 
     def bind(self, *, watchers: Callable[[], float], watcher_queue: Callable[[], float],
-             writer_queue: Callable[[], float], by_status: dict[str, Callable[[], dict[str, int]]],
+             writer_queue: Callable[[], float], series_waiting: Callable[[], float], by_status: dict[str, Callable[[], dict[str, int]]],
              errors: tuple[type[Exception], ...]) -> None:
         """Attach the gauges that are read from live state at scrape time; ``by_status`` reads the counts of
         ``commands``, ``runs`` and ``ranks`` by status."""
         self.watchers.set_function(watchers)
         self.watcher_queue.set_function(watcher_queue)
         self.writer_queue.set_function(writer_queue)
+        self.series_waiting.set_function(series_waiting)
         docs = {"commands": "Commands stored, by status", "runs": "Runs stored, by status",
                 "ranks": "Ranks of runs stored, by status", "alerts": "Alerts stored, by status (firing, resolved)"}
         for what, read in by_status.items():

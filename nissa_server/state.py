@@ -99,6 +99,7 @@ class Nissa:
             watchers=lambda: len(self.fanout.watchers),
             watcher_queue=lambda: self.fanout.pending,
             writer_queue=lambda: self.store.queue_depth,
+            series_waiting=lambda: self.store.series_pass.waiting,
             by_status={"commands": lambda: self.store.read_sync(queries.commands_by_status),
                        "runs": lambda: self.store.read_sync(queries.runs_by_status),
                        "ranks": lambda: self.store.read_sync(queries.ranks_by_status),

@@ -1,7 +1,7 @@
 """Rules on any series of a run (``leyline.series``): a threshold, NaN, or no new point for a while.
 
-A series' latest point is the last of its newest chunk (``store.series_sql`` keeps points in id order),
-read for the running runs and the series names the rules watch. ``threshold`` and ``nan`` fire per
+A series' latest point is the last of its newest chunk (``store.series_sql`` keeps points in id order; the
+series pass writes them about a second after their events are stored), read for the running runs and the series names the rules watch. ``threshold`` and ``nan`` fire per
 series key (``epoch_completed.accuracy{env=2,rank=0}``) and resolve when its latest point is back in
 range; ``stale`` fires per series name when none of its keys got a point for ``after_s`` (server time,
 counted from when this server saw the newest point change) and resolves with the next point. All

@@ -1,12 +1,13 @@
-"""A transaction's series points, gathered column-wise from its stored blocks (``leyline.series_columns``).
+"""Series points of stored events, gathered column-wise (``leyline.series_columns``): from their stored
+blocks, or from the payloads ingest decoded (``add_decoded``).
 
 Per event: the envelope and the payload decoded (not validated again), its *layout* found (its kind, run,
 rank, env and the labels of the payload and of each struct in it: the seeds of an epoch, the layers of a
 layer report …) and one row appended to that layout: the event's x and the tuples of its structs' flat
-values. A layout is created once per transaction and with it the keys of its series, so no key is
+values. A layout is created once per pass (``Gathered``) and with it the keys of its series, so no key is
 formatted and no point is an object. Numbers in dicts and lists of numbers are walked as ``points_of``
 walks them. At the end each layout's rows become columns (a ``None`` is no point). Every point carries
-the event's place in the transaction, so a series that two layouts both feed keeps its points in order.
+the event's place in the pass, so a series that two layouts both feed keeps its points in order.
 """
 
 from __future__ import annotations

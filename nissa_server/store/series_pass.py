@@ -128,6 +128,11 @@ class SeriesPass:
         self.seconds = 0.0
         """CPU time spent gathering points (the writer's share is ``SeriesWriter.seconds``)."""
 
+    @property
+    def waiting(self) -> int:
+        """Events of this server's writes gathered and not charted yet."""
+        return self._own.events
+
     def remember(self, writes: list[EventWrite]) -> None:
         began = time.thread_time()
         for write in writes:

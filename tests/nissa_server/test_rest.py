@@ -108,7 +108,8 @@ async def test_healthz_and_metrics(server_url, http):
     text = (await http.get("/metrics")).text
     for series in ("nissa_events_ingested_total 12.0", "nissa_watchers 0.0", "nissa_writer_queue_batches",
                    "nissa_watcher_queue_events", "nissa_ingest_connections 0.0", 'nissa_commands{status="queued"} 1.0',
-                   'nissa_frames_rejected_total{reason="bad_frame"} 1.0', "nissa_commands_created_total 1.0"):
+                   'nissa_frames_rejected_total{reason="bad_frame"} 1.0', "nissa_commands_created_total 1.0",
+                   "nissa_series_waiting_events"):
         assert series in text, series
 
 

@@ -50,7 +50,8 @@ async def _send(server_url, run_id, batches):
 
 async def test_series_are_listed_read_per_label_overlaid_and_exported(server_url, http):
     events = _epochs("a", 30)
-    # One event a batch for a while: each commit a row, merged level by level (order must survive).
+    # One event a batch for a while, then the rest (the rows a series pass writes and their merges are
+    # test_series_pass's; here a read may find them written or not yet).
     await _send(server_url, "a", [[e] for e in events[:2 * MERGE_AT + 3]] + [events[2 * MERGE_AT + 3:]])
     await _send(server_url, "b", [_epochs("b", 5, envs=1, acc=lambda i: 0.5)])
     listing = {s["key"]: s for s in (await http.get("/runs/a/series")).json()}

@@ -71,7 +71,9 @@ async def test_charts_are_exact_before_and_after_every_pass_and_rows_merge_in_or
         before, markers = await _charts(store, run)
         assert before == _expected(written), f"the events past the watermark, at write {k}"
         if k % 3 != 2:  # now and then two writes in one pass
+            assert store.series_pass.waiting == (6 if k % 3 == 0 and k else 3)
             assert await store.series_pass.once() is False
+            assert store.series_pass.waiting == 0
             await store.series_pass.merge_due()
             after, markers_after = await _charts(store, run)
             assert after == before and markers_after == markers
