@@ -66,43 +66,29 @@ class Gathered:
         return self._n
 
     def add(self, run_key: int, first_id: int, body: bytes) -> None:
-        """The events of a stored block: (run key, first event id, their JSON joined by commas). This loop
-        runs for every stored event: locals, and the usual event (a compiled kind, not a marker, no numbers
-        in dicts) handled in it."""
-        get = self._layouts.get
+        """The events of a stored block: (run key, first event id, their JSON joined by commas), each decoded
+        by its kind's plan (not validated again: they were when they were stored)."""
+        decoded = []
         kind = None
-        n = self._n
-        try:
-            for i, env in enumerate(envelopes(b"[" + body + b"]")):
-                if env.kind != kind:
-                    kind = env.kind
-                    plan = plan_of(kind)
-                    decode, rows, usual = plan.decode, plan.rows, plan.usual
-                payload = decode(env.payload)
-                n += 1
-                if usual:
-                    labels, values, rnd = rows(payload)
-                    layout = get((run_key, env.rank, env.env, plan, labels))
-                    if layout is None:
-                        layout = self._layout(run_key, env, plan, payload, labels)
-                    if len(values) < MAX_POINTS_PER_EVENT:
-                        layout.rows.append((n, env.step, env.epoch, rnd if type(rnd) is int else NAN, env.ts, *values))
-                        continue
-                self._unusual(run_key, first_id + i, n, env, plan, payload)
-        finally:  # a block that fails halfway keeps the ordinals it used
-            self._n = n
+        for env in envelopes(b"[" + body + b"]"):
+            if env.kind != kind:
+                kind = env.kind
+                decode = plan_of(kind).decode
+            decoded.append((env, decode(env.payload)))
+        self.add_decoded(run_key, first_id, decoded)
 
     def add_decoded(self, run_key: int, first_id: int, events: list[tuple[Any, Any]]) -> None:
-        """Events with consecutive ids from ``first_id``, as (envelope, payload) already decoded (ingest's
-        validated ``BatchEvent`` and payload): what ``add`` does with a block, without decoding it."""
+        """Events with consecutive ids from ``first_id``, as (envelope, payload) decoded: a stored block's
+        (``add``), or ingest's validated ``BatchEvent`` and payload. This loop runs for every stored event:
+        locals, and the usual event (a compiled kind, not a marker, no numbers in dicts) handled in it."""
         get = self._layouts.get
         kind = None
         n = self._n
         try:
             for i, (env, payload) in enumerate(events):
-                if env.kind is not kind:
+                if env.kind != kind:
                     kind = env.kind
-                    plan = plan_of(kind._value_)
+                    plan = plan_of(getattr(kind, "_value_", kind))  # an EventKind, or its value as stored
                     rows, usual = plan.rows, plan.usual
                 n += 1
                 if usual:
@@ -114,7 +100,7 @@ class Gathered:
                         layout.rows.append((n, env.step, env.epoch, rnd if type(rnd) is int else NAN, env.ts, *values))
                         continue
                 self._unusual(run_key, first_id + i, n, env, plan, payload)
-        finally:
+        finally:  # events that fail halfway keep the ordinals they used
             self._n = n
 
     def _unusual(self, run_key: int, event_id: int, n: int, env: Envelope, plan: KindPlan, payload: Any) -> None:
