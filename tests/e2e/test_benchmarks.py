@@ -83,6 +83,14 @@ def test_token_timing_benchmark_compares_a_late_and_an_early_mismatch():
     assert figures["ratio"] == pytest.approx(figures["last_wrong_ns"] / figures["first_wrong_ns"], abs=1e-2)
 
 
+@pytest.mark.timeout(60)
+def test_series_gather_benchmark_compares_both_ways_on_the_same_events():
+    figures = _run_bench("bench/series_gather.py", "--events", "640", "--rounds", "2")
+    assert figures["events"] == 640 and figures["stored_json_us_per_event"] > 0 and figures["decoded_us_per_event"] > 0
+    assert figures["ratio"] == pytest.approx(figures["decoded_us_per_event"] / figures["stored_json_us_per_event"],
+                                             abs=1e-2)
+
+
 def _last_line(*args: str) -> dict[str, str]:
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
