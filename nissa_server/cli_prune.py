@@ -37,10 +37,12 @@ def _say(line: str) -> None:
 
 
 async def _prune(db: object, older_than_s: float, kinds: list[str]) -> list[retention.Thinned]:
-    store = create_store(db, exclusive=False)  # type: ignore[arg-type]
+    store = create_store(db, exclusive=False, series_interval_s=None)  # type: ignore[arg-type]
     await asyncio.to_thread(store.open)
     store.start()
     try:
+        while await store.series_pass.once():  # what a server stopped before charting it, before it goes
+            pass
         return await retention.prune(store, older_than_s, kinds, time.time())
     finally:
         await store.close()

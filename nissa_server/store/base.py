@@ -73,7 +73,7 @@ class Store(abc.ABC):
 
     def __init__(self, queue_batches: int = 256, max_ops_per_commit: int = 512,
                  max_rows_per_commit: int = 16_000, commit_interval_s: float = 0.0,
-                 series_interval_s: float = 1.0) -> None:
+                 series_interval_s: float | None = 1.0) -> None:
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""

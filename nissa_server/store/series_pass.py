@@ -2,7 +2,7 @@
 
 Writing series in the transaction that stores their events cost ingest a row per series per commit
 (under a lab's load, hundreds of short rows and their merges many times a second) and the gathering on
-the writer thread. Instead, about once a ``interval_s``, a pass takes the blocks committed after the
+the writer thread. Instead, about once an ``interval_s``, a pass takes the blocks committed after the
 watermark (``series_sql.watermark``) up to ``published_upto`` (every id up to it is committed, on either
 store), gathers their points on a worker thread, and hands the writer one row per series and the new
 watermark, written in one transaction. A read adds the points of the few events past the watermark
@@ -116,7 +116,7 @@ class _Own:
 class SeriesPass:
     """Runs on the event loop beside the writer; ``remember`` is told of every committed write."""
 
-    def __init__(self, store: Store, interval_s: float) -> None:
+    def __init__(self, store: Store, interval_s: float | None) -> None:
         self._store = store
         self.interval_s = interval_s
         self._own = _Own()
@@ -142,7 +142,10 @@ class SeriesPass:
         self.seconds += time.thread_time() - began
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="nissa-series-pass")
+        """Pass after pass in the background; none where ``interval_s`` is None (a maintenance command,
+        which calls ``once`` itself)."""
+        if self.interval_s is not None:
+            self._task = asyncio.create_task(self._run(), name="nissa-series-pass")
 
     async def stop(self) -> None:
         """Stop the loop and chart what is committed (for ``CLOSE_S`` at most)."""
@@ -171,11 +174,12 @@ class SeriesPass:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        interval = self.interval_s or 1.0
         while True:
             began = loop.time()
             try:
-                await self.merge_due(self.interval_s)
-                await asyncio.sleep(max(0.0, began + self.interval_s - loop.time()))
+                await self.merge_due(interval)
+                await asyncio.sleep(max(0.0, began + interval - loop.time()))
                 while await self.once():
                     await asyncio.sleep(0)
             except self._store.errors as err:

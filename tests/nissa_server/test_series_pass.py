@@ -4,6 +4,8 @@ charts, and servers sharing a database chart each event once."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from leyline import EventKind, Metrics, encode, make_event
 from leyline.codec import decode_frame_wire
 from leyline.frames import EventBatch
 from leyline.series import points_of
+from nissa_server import cli
 from nissa_server.batches import build_write
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
@@ -252,3 +255,21 @@ def test_a_write_keeps_its_decoded_payloads_only_where_they_are_what_is_stored()
     assert built(run, plain).decoded is None, "repeats: only some events are new"
     nul = make_event(Metrics(values={"loss": 1.0}, labels={"split": "a\x00b"}), run_id="d", seq=3, ts=1.0)
     assert built(run, [nul]).decoded is None
+
+
+async def test_prune_charts_what_a_stopped_server_left_before_it_thins(tmp_path, monkeypatch):
+    store, (run,) = await started(tmp_path, "pruned", series_interval_s=NEVER)
+    await _submit(store, run, events_for(run.run_id, 12, kinds=KINDS))
+
+    async def killed() -> bool:
+        return False
+
+    monkeypatch.setattr(store.series_pass, "once", killed)
+    await store.close()
+    settings = Settings(**database_for(tmp_path))
+    code = await asyncio.to_thread(cli.main, ["prune", "--older-than", "0s", "--db",
+                                              settings.db_url or str(settings.db_path)])
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    mark = await again.read(series_sql.watermark)
+    await again.close()
+    assert code == 0 and mark == 12
