@@ -23,6 +23,7 @@ Last line: ``key=value`` pairs, ``ratio=`` full / bare.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -92,7 +93,10 @@ def full_round(config: TrainConfig, data: TaskData, round_: int, live_seeds: int
 
 def count_syncs(config: TrainConfig, live_seeds: int, level: TelemetryLevel, cuda: bool = False) -> RoundSyncs:
     """Host syncs of a full round (the second; the first warms up), as ``bench/host_syncs.py`` counts
-    them; ``cuda``: what ``torch.cuda.set_sync_debug_mode("warn")`` reports instead."""
+    them; ``cuda``: what ``torch.cuda.set_sync_debug_mode("warn")`` reports instead. Counted eager: the
+    counter watches every tensor call, which a compiled full graph cannot hold, and the loop's reads of the
+    device are the same compiled or not."""
+    config = dataclasses.replace(config, compile_mode="off")
     return count_host_syncs(lambda hooks: build_trainer(config, hooks), NullHooks(level), resolve_device(config.device),
                             live_seeds=live_seeds, counter=CudaSyncCounter() if cuda else None)
 

@@ -70,7 +70,7 @@ class Run:
         self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
         for handler in (self._calls, self._checkpoints, self._stops):
             runtime.commands.register(handler.action, handler)
-        self._profiles = install_profiling(runtime)
+        self._profiles = install_profiling(runtime, device=device)
         install_rank_checks(runtime)
         self._stop_watchdog = install_diagnostics(runtime, stack_watchdog_s)  # ``stacks`` answered off the loop
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)

@@ -55,11 +55,13 @@ class ProfileConfig:
             raise ValueError(f"top_k must be in 1..100, got {self.top_k}")
 
 
-def profile_activities() -> list[ProfilerActivity]:
-    """What this build and machine can record: CUDA only where supported and a device is present."""
+def profile_activities(device: str | torch.device | None = None) -> list[ProfilerActivity]:
+    """What this build and machine can record: CUDA only where supported and a device is present, and the
+    run's ``device`` (where known) is a CUDA one: a CPU run on a machine with a GPU has no CUDA time to report."""
+    on_cuda = device is None or str(device) == "auto" or torch.device(device).type == "cuda"
     out: list[ProfilerActivity] = []
     for activity in torch.profiler.supported_activities():
-        if activity is ProfilerActivity.CUDA and not torch.cuda.is_available():
+        if activity == ProfilerActivity.CUDA and not (on_cuda and torch.cuda.is_available()):  # pybind enums: ==, not is
             continue
         out.append(activity)
     return sorted(out, key=lambda a: a.name)
@@ -101,7 +103,8 @@ class ProfileWindow:
     """One profiling window over ``batches`` training batches; ``step()`` once per batch."""
 
     def __init__(self, name: str, batches: int, trace_dir: pathlib.Path,
-                 config: ProfileConfig | None = None, rank: int | None = None) -> None:
+                 config: ProfileConfig | None = None, rank: int | None = None,
+                 device: str | torch.device | None = None) -> None:
         if batches < 1:
             raise ValueError(f"batches must be >= 1, got {batches}")
         self.name = _SAFE.sub("-", name)
@@ -109,7 +112,7 @@ class ProfileWindow:
         self.trace_dir = pathlib.Path(trace_dir)
         self.config = config or ProfileConfig()
         self.rank = rank
-        self.activities = profile_activities()
+        self.activities = profile_activities(device)
         self._prof: torch.profiler.profile | None = None
         self._trace_path: pathlib.Path | None = None
         self._steps = 0

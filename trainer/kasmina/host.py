@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainer.compiling import compiled
+
 BlockFn = Callable[["ConvBlock", torch.Tensor], torch.Tensor]
 
 
@@ -96,8 +98,7 @@ def compiled_block(mode: str, c_in: int, c_out: int) -> BlockFn:
     entries (training, and validation under no_grad), and ``fullgraph`` makes a break or a limit
     hit an error instead of a silent fallback to eager.
     """
-    return torch.compile(_run_block, mode=inductor_mode(mode), fullgraph=True, isolate_recompiles=True,
-                         name=f"host_block_{c_in}x{c_out}")
+    return compiled(_run_block, mode=inductor_mode(mode), name=f"host_block_{c_in}x{c_out}")
 
 
 class CNNHost(nn.Module):

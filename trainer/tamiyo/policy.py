@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainer.compiling import compiled
 from trainer.tamiyo.actions import CAUSAL_HEADS, head_sizes
 
 _MASKED = -1e9  # finite so that masked entries give p·log p = 0, never NaN
@@ -158,7 +159,5 @@ class ActorCritic(nn.Module):
         decision, [n_envs, T] per update), so each region compiles once."""
         # Dynamo breaks the graph at nn.LSTM unless allowed; the flag is read only while it traces.
         self._tracing = torch._dynamo.config.patch(allow_rnn=True)
-        self._compiled_step = torch.compile(self._step, mode=mode, fullgraph=True, isolate_recompiles=True,
-                                            name="policy_step")
-        self._compiled_evaluate = torch.compile(self._evaluate, mode=mode, fullgraph=True,
-                                                isolate_recompiles=True, name="policy_evaluate")
+        self._compiled_step = compiled(self._step, mode=mode, name="policy_step")
+        self._compiled_evaluate = compiled(self._evaluate, mode=mode, name="policy_evaluate")

@@ -12,8 +12,9 @@ from leyline import ProfileCompleted, decode_event, encode_event, make_event
 from nissa.telemetry.profiler import ProfileConfig, ProfileWindow, profile_activities
 
 
-def _batch(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
-    loss = torch.nn.functional.cross_entropy(model(torch.randn(16, 3, 8, 8)), torch.randint(0, 4, (16,)))
+def _batch(model: torch.nn.Module, opt: torch.optim.Optimizer, device: str = "cpu") -> None:
+    x, y = torch.randn(16, 3, 8, 8, device=device), torch.randint(0, 4, (16,), device=device)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -30,13 +31,16 @@ def model_opt():
 def test_activities_are_what_the_build_supports():
     acts = profile_activities()
     assert ProfilerActivity.CPU in acts
-    assert (ProfilerActivity.CUDA in acts) == (torch.cuda.is_available()
-                                               and ProfilerActivity.CUDA in torch.profiler.supported_activities())
+    gpu = torch.cuda.is_available() and ProfilerActivity.CUDA in torch.profiler.supported_activities()
+    assert (ProfilerActivity.CUDA in acts) == gpu
+    assert (ProfilerActivity.CUDA in profile_activities("cuda:0")) == gpu
+    assert ProfilerActivity.CUDA not in profile_activities("cpu"), "a CPU run has no CUDA time, GPU or not"
 
 
 def test_cpu_window_writes_one_readable_trace_and_a_summary(tmp_path, model_opt):
     model, opt = model_opt
-    window = ProfileWindow("w1", batches=3, trace_dir=tmp_path / "profiles" / "w1", config=ProfileConfig(top_k=5))
+    window = ProfileWindow("w1", batches=3, trace_dir=tmp_path / "profiles" / "w1", config=ProfileConfig(top_k=5),
+                           device="cpu")
     window.start()
     finished_at = None
     for i in range(1, 8):
@@ -89,3 +93,18 @@ def test_a_window_starts_once(tmp_path):
     window.stop()
     with pytest.raises(ValueError):
         ProfileWindow("w5", batches=0, trace_dir=tmp_path)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_runs_window_reports_the_time_its_kernels_took(tmp_path, model_opt):
+    model, _ = model_opt
+    model = model.to("cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    window = ProfileWindow("g1", batches=2, trace_dir=tmp_path, config=ProfileConfig(top_k=6), device="cuda")
+    window.start()
+    while not window.done:
+        _batch(model, opt, "cuda")
+        window.step()
+    assert ProfilerActivity.CUDA in window.activities
+    timed = [op.cuda_time_us for op in window.result.top_ops]
+    assert all(t is not None for t in timed) and any(t > 0 for t in timed), window.result.top_ops

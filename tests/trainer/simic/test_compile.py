@@ -67,3 +67,18 @@ def test_a_compiled_loop_holds_on_cpu():
     epochs = [p for _, p in hooks.of(EpochCompleted)]
     assert all(math.isfinite(p.train_loss) for p in epochs)
     assert len(hooks.of(PPOUpdate)) == 2
+
+
+def test_a_torch_without_isolated_regions_gets_a_recompile_limit_the_shared_code_fits_in(monkeypatch):
+    import torch
+
+    from trainer import compiling
+
+    config = torch._dynamo.config
+    monkeypatch.setattr(config, "recompile_limit", 8)
+    monkeypatch.setattr(compiling, "_isolates", lambda: False)
+    fn = compiling.compiled(lambda x: x + 1, mode=None, name="unused")
+    assert config.recompile_limit == compiling.SHARED_LIMIT
+    assert callable(fn)
+    monkeypatch.setattr(compiling, "_isolates", lambda: True)
+    compiling.compiled(lambda x: x * 2, mode=None, name="isolated")  # the pinned torch takes the options
