@@ -26,7 +26,10 @@ _NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
 def body_of(event: BatchEvent) -> bytes:
     """The event as stored: its JSON, a NUL character in any of its strings replaced by U+FFFD (PostgreSQL
     cannot keep a NUL in a text, and names, labels and series keys are texts), the same on every store."""
-    body = _encoder.encode(event)
+    return _stored(_encoder.encode(event))
+
+
+def _stored(body: bytes) -> bytes:
     return _NUL.sub(rb"\1\\ufffd", body) if b"\\u0000" in body else body
 
 
@@ -59,12 +62,15 @@ def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
     return [e for e in events if e.seq <= stream.contiguous or e.seq in stream.ahead]
 
 
-def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> list[bytes]:
-    bodies = [body_of(e) for e in events]
+def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[list[bytes], bool]:
+    """The events' bodies (``body_of``), and whether any NUL was replaced in them."""
+    encoded = [_encoder.encode(e) for e in events]
+    replaced = any(b"\\u0000" in b for b in encoded)
+    bodies = [_stored(b) for b in encoded] if replaced else encoded
     if bodies and max(map(len, bodies)) > max_event_bytes:
         seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
         raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)
-    return bodies
+    return bodies, replaced
 
 
 def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEvent], max_event_bytes: int,
@@ -77,7 +83,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     ``payloads``, the events' payloads as validated, go with the write (``EventWrite.decoded``) where every
     event is new and stored as sent (no NUL replaced).
     """
-    bodies = _encode_checked(events, max_event_bytes)
+    bodies, replaced = _encode_checked(events, max_event_bytes)
     ahead = stream.ahead
     contiguous, last = stream.contiguous, stream.last_seq
     rows: list[Row] = []
@@ -103,8 +109,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     write = EventWrite(run=run, rank=rank, stream=stream, session=session, rows=rows, contiguous=contiguous,
                        last_seq=last, kinds=kinds, effects=effects, touch=True,
                        last_step=final.step if final else 0, last_epoch=final.epoch if final else 0)
-    if payloads is not None and len(payloads) == len(rows) == len(events) and not any(
-            b"\\ufffd" in b for b in bodies):  # the usual frame: no repeats, no NUL replaced
+    if payloads is not None and len(payloads) == len(rows) == len(events) and not replaced:  # the usual frame
         write.decoded = list(zip(events, payloads))
     return write, len(events) - len(rows)
 
