@@ -4,8 +4,7 @@ Writing series in the transaction that stores their events cost ingest a row per
 (under a lab's load, hundreds of short rows and their merges many times a second) and the gathering on
 the writer thread. Instead, about once an ``interval_s``, a pass takes the blocks committed after the
 watermark (``series_sql.watermark``) up to ``published_upto`` (every id up to it is committed, on either
-store), gathers their points on a worker thread, and hands the writer one row per series and the new
-watermark, written in one transaction. A read adds the points of the few events past the watermark
+store) and writes one row per series and the new watermark in one transaction (``Store.series_call``). A read adds the points of the few events past the watermark
 (``series_queries``), so a chart is exact the moment its events are committed, on every server of a
 shared database. A restart continues from the watermark; on a shared database the passes of several
 servers take turns (the watermark row is locked, and a pass whose watermark moved meanwhile is dropped).
@@ -211,11 +210,8 @@ class SeriesPass:
             heads = await store.read(_heads, mark, upto, len(own) + 1)
             if [h[0] for h in heads] == own:  # all of them gathered as they committed
                 charted = joined([await self._charted(seg.gathered) for seg in taken.segments])
-                if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=upto,
-                                                                 charted=charted)):
-                    return False, mark  # another server's pass was first: the next one reads them back
-                self.passes += 1
-                return False, upto
+                # Another server's pass may have been first: the next one reads them back.
+                return False, (upto if await self._write(mark, upto, charted) else mark)
         heads = await store.read(_heads, mark, upto, PASS_EVENTS)
         events = 0
         for i, (_, _, n) in enumerate(heads):
@@ -227,10 +223,16 @@ class SeriesPass:
         end = heads[-1][0] + heads[-1][2] - 1 if more else upto
         charted = await self._chart(await self._bodies(heads))
         self.gathered_again += charted.events
-        if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted)):
+        if not await self._write(mark, end, charted):
             return True, mark
-        self.passes += 1
         return more, end
+
+    async def _write(self, mark: int, end: int, charted: Charted) -> bool:
+        """``charted`` written, the watermark moved from ``mark`` to ``end``; False if it was no longer ``mark``."""
+        store = self._store
+        wrote = await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
+        self.passes += wrote
+        return wrote
 
     async def _bodies(self, heads: list[tuple[int, int, int]]) -> list[tuple[int, int, bytes]]:
         """The blocks of ``heads``, read back (those deleted meanwhile left out)."""

@@ -139,7 +139,8 @@ _MARKER = ("INSERT INTO series_markers (run_key, event_id, step, epoch, round, t
 
 
 class SeriesWriter:
-    """Writes what a pass charted; lives on the writer thread."""
+    """Writes what a pass charted, and the merges that fall due; runs where ``Store.series_call`` runs it (the
+    writer's thread, or PostgreSQL's series connection's)."""
 
     def __init__(self) -> None:
         self._rows: dict[tuple[int, str], list[int]] = {}
