@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
+from operator import itemgetter
 
 import msgspec
 
@@ -65,7 +67,8 @@ def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
 def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[list[bytes], bool]:
     """The events' bodies (``body_of``), and whether any NUL was replaced in them."""
     encoded = [_encoder.encode(e) for e in events]
-    replaced = any(b"\\u0000" in b for b in encoded)
+    # A NUL is stored escaped, so it needs a backslash: one search of them all for that rules it out at once.
+    replaced = b"\\" in b"".join(encoded) and any(b"\\u0000" in b for b in encoded)
     bodies = [_stored(b) for b in encoded] if replaced else encoded
     if bodies and max(map(len, bodies)) > max_event_bytes:
         seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
@@ -79,32 +82,26 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
 
     ``events`` are validated already (payloads included); each is stored as the canonical envelope
     around its payload's JSON. Nothing changes if any event is too large, so a rejected batch leaves
-    the stream as it was. This loop is the server's per-event hot path: locals, no enum hashing.
+    the stream as it was. This is the server's per-event hot path: no enum hashing, the usual frame in one
+    comprehension.
     ``payloads``, the events' payloads as validated, go with the write (``EventWrite.decoded``) where every
     event is new and stored as sent (no NUL replaced).
     """
     bodies, replaced = _encode_checked(events, max_event_bytes)
-    ahead = stream.ahead
-    contiguous, last = stream.contiguous, stream.last_seq
-    rows: list[Row] = []
-    kinds: dict[str, int] = {}
+    contiguous = stream.contiguous
+    if events and not stream.ahead and events[0].seq == contiguous + 1 and events[-1].seq == contiguous + len(events):
+        # The usual frame: every event the next of its stream (seqs increase within a batch: one run of them).
+        rows: list[Row] = [(e.seq, e.kind._value_, _SEVERITY[e.severity._value_], body)
+                           for e, body in zip(events, bodies)]
+        stream.contiguous = contiguous = events[-1].seq
+        stream.last_seq = last = max(stream.last_seq, contiguous)
+    else:
+        rows = _accepted(stream, events, bodies)
+        contiguous, last = stream.contiguous, stream.last_seq
+    kinds = dict(Counter(map(itemgetter(1), rows)))
     effects: list[Event] = []
-    for event, body in zip(events, bodies):
-        seq = event.seq
-        if seq == contiguous + 1 and not ahead:
-            contiguous = seq
-            last = seq if seq > last else last
-        else:
-            stream.contiguous, stream.last_seq = contiguous, last
-            if not stream.accept(seq):
-                continue
-            contiguous, last = stream.contiguous, stream.last_seq
-        kind = event.kind._value_
-        rows.append((seq, kind, _SEVERITY[event.severity._value_], body))
-        kinds[kind] = kinds.get(kind, 0) + 1
-        if kind in _EFFECT_KINDS:
-            effects.append(decode_event(body))
-    stream.contiguous, stream.last_seq = contiguous, last
+    if not _EFFECT_KINDS.isdisjoint(kinds):
+        effects = [decode_event(row[3]) for row in rows if row[1] in _EFFECT_KINDS]
     final = events[-1] if rows else None
     write = EventWrite(run=run, rank=rank, stream=stream, session=session, rows=rows, contiguous=contiguous,
                        last_seq=last, kinds=kinds, effects=effects, touch=True,
@@ -112,6 +109,15 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     if payloads is not None and len(payloads) == len(rows) == len(events) and not replaced:  # the usual frame
         write.decoded = list(zip(events, payloads))
     return write, len(events) - len(rows)
+
+
+def _accepted(stream: Stream, events: list[BatchEvent], bodies: list[bytes]) -> list[Row]:
+    """The rows of the events the stream accepts (a duplicate is dropped), the stream moved past them."""
+    rows: list[Row] = []
+    for event, body in zip(events, bodies):
+        if stream.accept(event.seq):
+            rows.append((event.seq, event.kind._value_, _SEVERITY[event.severity._value_], body))
+    return rows
 
 
 def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: Severity | None = None) -> None:
