@@ -67,9 +67,11 @@ def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
 def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[list[bytes], bool]:
     """The events' bodies (``body_of``), and whether any NUL was replaced in them."""
     encoded = [_encoder.encode(e) for e in events]
-    # A NUL is stored escaped, so it needs a backslash: one search of them all for that rules it out at once.
-    replaced = b"\\" in b"".join(encoded) and any(b"\\u0000" in b for b in encoded)
-    bodies = [_stored(b) for b in encoded] if replaced else encoded
+    # A NUL is encoded escaped, so it needs a backslash: one search of them all for that rules it out at once.
+    bodies, replaced = encoded, False
+    if b"\\" in b"".join(encoded) and any(b"\\u0000" in b for b in encoded):
+        bodies = [_stored(b) for b in encoded]
+        replaced = bodies != encoded  # not where the characters \u0000 were text, an escaped backslash before them
     if bodies and max(map(len, bodies)) > max_event_bytes:
         seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
         raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)

@@ -91,6 +91,16 @@ def test_series_gather_benchmark_compares_both_ways_on_the_same_events():
                                              abs=1e-2)
 
 
+@pytest.mark.timeout(60)
+def test_event_costs_benchmark_times_each_step_against_the_plain_decode():
+    figures = _run_bench("bench/event_costs.py", "--events", "640", "--rounds", "2")
+    steps = ("envelopes", "payloads", "checks", "write", "gather", "columns")
+    assert figures["events"] == 640 and figures["baseline_us"] > 0 and figures["bodies_us"] > 0
+    assert all(figures[f"{step}_us"] > 0 for step in steps)
+    assert figures["total_us"] == pytest.approx(sum(figures[f"{step}_us"] for step in steps), rel=1e-3)
+    assert figures["total_ratio"] == pytest.approx(figures["total_us"] / figures["baseline_us"], rel=1e-2)
+
+
 def _last_line(*args: str) -> dict[str, str]:
     done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
