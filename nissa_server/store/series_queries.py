@@ -17,7 +17,7 @@ import numpy as np
 from leyline.series import X_AXES, Marker
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted, chart
-from nissa_server.store.series_sql import watermark
+from nissa_server.store.series_sql import unpacked, watermark
 
 AXIS_COLUMNS = {"step": "step", "epoch": "epoch", "round": "round", "ts": "ts"}
 """x axis → its column (a fixed set: the names go into SQL text)."""
@@ -112,11 +112,12 @@ def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | N
     # Only the chosen columns leave the database (PostgreSQL reads a blob only when it is selected).
     pick = f"summary_n IS NOT NULL AND key IN ({','.join('?' * len(short))})" if short else "0 = 1"
     query = (f"SELECT key, CASE WHEN {pick} THEN summary_{col} ELSE {col} END, CASE WHEN {pick} THEN summary_value "
-             f"ELSE value END FROM series_chunks WHERE {where} ORDER BY key, id")
-    for key, x, y in execute(query, (*short, *short, *params)):
+             f"ELSE value END, CASE WHEN {pick} THEN summary_n ELSE n END FROM series_chunks WHERE {where} "
+             "ORDER BY key, id")
+    for key, x, y, n in execute(query, (*short, *short, *short, *params)):
         xs, ys = parts.setdefault(key, ([], []))
-        xs.append(x)
-        ys.append(y)
+        xs.append(unpacked(x, n))
+        ys.append(unpacked(y, n))
     for key in sorted(tail):
         xs, ys = parts.setdefault(key, ([], []))
         xs.append(tail[key][0].tobytes())

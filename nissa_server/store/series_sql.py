@@ -4,8 +4,9 @@ Charting a series of a long run must not read the run's events back (a million e
 decoding). A pass gathers the points of the events committed since the watermark (``series_progress``;
 ``series_gather``: the definition of ``leyline.series`` compiled per payload type) and keeps them
 column-wise: one ``series_chunks`` row holds consecutive points of one series as packed float64 arrays
-(step, epoch, round, ts, value; NaN where a point has no round). A pass adds one row per series it
-touched and moves the watermark in the same transaction; rows are merged as they pile up (16
+(step, epoch, round, ts, value; NaN where a point has no round), a column whose points all hold the same
+value keeping it once (``packed``: a second's epoch and round, mostly; ``unpacked`` reads it). A pass adds
+one row per series it touched and moves the watermark in the same transaction; rows are merged as they pile up (16
 rows of a level into one row of the next level, which takes the first one's id), so a series of a million
 points is a few dozen rows whichever way it was written, and ``ORDER BY id`` is always the points' order.
 A row of ``SUMMARY_MIN`` points or more also keeps its summary: the minimum and maximum of each block of
@@ -125,9 +126,23 @@ def _row_values(arrays: list[np.ndarray]) -> tuple:
     summary: tuple = (None,) * 6
     if len(step) >= SUMMARY_MIN:
         short = summarize(arrays)
-        summary = (len(short[0]), *(short[i].tobytes() for i in _STORED_ORDER))
+        summary = (len(short[0]), *(packed(short[i]) for i in _STORED_ORDER))
     return (len(step), float(step.max()), float(epoch.max()), None if round_max != round_max else round_max,
-            float(ts.max()), *summary, *(arrays[i].tobytes() for i in _STORED_ORDER))
+            float(ts.max()), *summary, *(packed(arrays[i]) for i in _STORED_ORDER))
+
+
+def packed(column: np.ndarray) -> bytes:
+    """A float64 column as a row keeps it: its one value (8 bytes) where every point holds it, NaN included."""
+    bits = column.view(np.uint64)
+    if len(bits) > 1 and (bits == bits[0]).all():
+        return column[:1].tobytes()
+    return column.tobytes()
+
+
+def unpacked(blob: bytes | memoryview, n: int) -> bytes | memoryview:
+    """A stored column of ``n`` points as all their float64 bytes (``packed`` read back; a row written
+    before columns were packed is read as it is)."""
+    return bytes(blob) * n if len(blob) == 8 else blob
 
 
 _COLS = ("n, step_max, epoch_max, round_max, ts_max, summary_n, summary_value, summary_step, summary_ts, "
@@ -212,11 +227,11 @@ class SeriesWriter:
     @staticmethod
     def _merge_level(conn: Conn, run_key: int, name: str, key: str, level: int) -> bool:
         rows = conn.execute(
-            "SELECT id, step, epoch, round, ts, value FROM series_chunks WHERE run_key = ? AND name = ? AND key = ? "
-            "AND level = ? ORDER BY id", (run_key, name, key, level)).fetchall()
+            "SELECT id, step, epoch, round, ts, value, n FROM series_chunks WHERE run_key = ? AND name = ? "
+            "AND key = ? AND level = ? ORDER BY id", (run_key, name, key, level)).fetchall()
         if len(rows) < 2:
             return False
-        arrays = [np.frombuffer(b"".join([r[c] for r in rows]), dtype=np.float64) for c in range(1, 6)]
+        arrays = [np.frombuffer(b"".join([unpacked(r[c], r[6]) for r in rows]), dtype=np.float64) for c in range(1, 6)]
         first = rows[0][0]
         ids = [r[0] for r in rows]
         conn.execute(f"DELETE FROM series_chunks WHERE id IN ({','.join('?' * len(ids))})", ids)

@@ -273,3 +273,34 @@ async def test_prune_charts_what_a_stopped_server_left_before_it_thins(tmp_path,
     mark = await again.read(series_sql.watermark)
     await again.close()
     assert code == 0 and mark == 12
+
+
+async def test_a_column_of_one_value_is_kept_once_and_read_back_whole_on_every_axis(tmp_path, monkeypatch):
+    # Epoch and loss hold one value in every pass, round none (NaN) and step a new one per event: each row
+    # keeps the first three as one value. Every axis reads back whole, through merges and summaries.
+    monkeypatch.setattr(series_sql, "SUMMARY_MIN", 4 * series_sql.SUMMARY_BLOCK)
+    store, (run,) = await started(tmp_path, "packed", series_interval_s=NEVER)
+    per_pass = 5 * series_sql.SUMMARY_BLOCK
+    events = [make_event(Metrics(values={"loss": 0.5}), run_id=run.run_id, seq=s, ts=1.7e9 + s / 8, step=3 * s,
+                         epoch=(s - 1) // per_pass) for s in range(1, MERGE_AT * per_pass + 1)]
+    for at in range(0, len(events), per_pass):
+        await _submit(store, run, events[at:at + per_pass])
+        await store.series_pass.once()
+    sizes = await store.read(lambda conn: conn.execute(
+        "SELECT level, n, LENGTH(step), LENGTH(epoch), LENGTH(round), LENGTH(value), LENGTH(summary_epoch) "
+        "FROM series_chunks WHERE run_key = ? ORDER BY id", (run.run_key,)).fetchall())
+    assert [tuple(r[2:6]) for r in sizes] == [(8 * per_pass, 8, 8, 8)] * MERGE_AT
+    await store.series_pass.merge_due()
+    merged = await store.read(lambda conn: conn.execute(
+        "SELECT level, n, LENGTH(epoch), LENGTH(round), LENGTH(value), summary_n, LENGTH(summary_round) "
+        "FROM series_chunks WHERE run_key = ?", (run.run_key,)).fetchall())
+    n = len(events)
+    assert [tuple(r) for r in merged] == [(1, n, 8 * n, 8, 8, merged[0][5], 8)], "epochs differ; round and loss do not"
+    want = {"step": [3.0 * s for s in range(1, n + 1)], "epoch": [float((s - 1) // per_pass) for s in range(1, n + 1)],
+            "ts": [1.7e9 + s / 8 for s in range(1, n + 1)]}
+    for axis, xs in want.items():
+        (data,) = await store.read(series_queries.read_series, run.run_key, "loss", axis, None)
+        assert data.x.tolist() == xs and data.y.tolist() == [0.5] * n, axis
+    (short,) = await store.read(series_queries.read_series, run.run_key, "loss", "epoch", None, 1)
+    assert len(short.x) == merged[0][5] < n and set(short.y.tolist()) == {0.5}, "the summary, unpacked"
+    await store.close()
