@@ -21,18 +21,41 @@ from nissa.hub.sender import Gathering
 SECRET = "lab-bench-stream-secret-" + "0" * 20
 
 
+_SPLICED = {"seq": "987654321", "ts": "1234567890.5", "step": "555444333", "accuracy": "0.1111", "val_loss": "0.2222",
+            "train_loss": "0.3333", "reward": "0.4444"}
+"""The fields each event gets its own value of, and the value the encoded template holds in their place."""
+
+
+def _values(seq: int, t0: float, rate: int) -> dict[str, str]:
+    """Event ``seq``'s values: due at its moment, a step of its own, losses and accuracy that move."""
+    return {"seq": str(seq), "ts": repr(t0 + (seq - 1) / rate), "step": str(seq), "accuracy": repr((seq % 1000) / 1000),
+            "val_loss": repr(1 + (seq % 997) / 1000), "train_loss": repr(1 + (seq % 991) / 1000),
+            "reward": repr((seq % 13) / 100)}
+
+
 def frame_maker(run_id: str, t0: float, rate: int):
-    """A function (first seq, count) -> an events frame: a real event encoded once, seq and ts spliced; each
-    event is stamped with the moment it was due (emitted), so watcher latency includes the gathering."""
-    payload = EpochCompleted(round=1, accuracy=0.5, val_loss=1.25, train_loss=1.3, reward=0.01, action="WAIT",
-                             seeds=[SlotSnapshot(slot="r0c0"), SlotSnapshot(slot="r0c1")])
-    body = encode(make_event(payload, run_id=run_id, seq=987654321, ts=1234567890.5, step=7, epoch=1)).decode()
-    a, _, b = body.partition("987654321")
-    b, _, c = b.partition("1234567890.5")
+    """A function (first seq, count) -> an events frame: a real event encoded once, the fields of ``_SPLICED``
+    spliced in per event, as a trainer's stream has them (every event a step of its own, its numbers
+    moving: no column of a series row that holds one value for a second); each event is stamped with the
+    moment it was due (emitted), so watcher latency includes the gathering."""
+    payload = EpochCompleted(round=1, accuracy=0.1111, val_loss=0.2222, train_loss=0.3333, reward=0.4444,
+                             action="WAIT", seeds=[SlotSnapshot(slot="r0c0"), SlotSnapshot(slot="r0c1")])
+    body = encode(make_event(payload, run_id=run_id, seq=987654321, ts=1234567890.5, step=555444333,
+                             epoch=1)).decode()
+    order = sorted(_SPLICED, key=lambda name: body.index(_SPLICED[name]))
+    pieces, rest = [], body
+    for name in order:
+        piece, found, rest = rest.partition(_SPLICED[name])
+        assert found, name
+        pieces.append(piece)
+    pieces.append(rest)
+
+    def one(seq: int) -> str:
+        values = _values(seq, t0, rate)
+        return "".join(p + values[name] for p, name in zip(pieces, order)) + pieces[-1]
 
     def make(first: int, n: int) -> str:
-        return '{"type":"events","events":[' + ",".join(
-            a + str(s) + b + repr(t0 + (s - 1) / rate) + c for s in range(first, first + n)) + "]}"
+        return '{"type":"events","events":[' + ",".join(one(s) for s in range(first, first + n)) + "]}"
 
     return make
 
