@@ -29,12 +29,6 @@ from nissa_server.store import UnusableDatabase, is_database_url
 
 logger = logging.getLogger(__name__)
 
-GC_THRESHOLDS = (10_000, 10, 10)
-"""The collector's thresholds while serving: a young collection after 10,000 allocations, not 700. Ingest
-makes a few short-lived objects an event (a payload and its structs, freed at commit): fewer of them are
-still alive to be walked, and fewer are moved to the older generations only to die there (3% less CPU an
-event under the lab's load). Memory waits only on garbage in cycles, which serving seldom makes."""
-
 
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
@@ -204,7 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # every ack and watcher waits through).
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
     server.run(sockets=[sock])
     return 0 if server.started else 1
 
