@@ -111,6 +111,11 @@ class Runtime:
         for observer in self._round_observers:
             observer(agreed)
 
+    def settle_collectives(self) -> None:
+        """Let the ranks' exchange in flight finish (``Agreement.settle``); nothing alone."""
+        if self.agreement is not None:
+            self.agreement.settle()
+
     def _drain(self) -> list[Command]:
         """Read the ranks' last exchange, still in flight: its commands came too late to apply."""
         assert self.agreement is not None

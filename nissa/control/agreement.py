@@ -95,6 +95,25 @@ class Agreement:
         self.times.append(spent)
         return _decide(step, reports, spent)
 
+    def settle(self) -> None:
+        """Wait for the exchange in flight now, keeping what it brings (or how it failed) for the next
+        ``exchange`` to read. Called before torch's profiler starts or stops: a profiler that starts or
+        stops while a collective runs on gloo's own thread can crash the process (seen: SIGSEGV on CPU)."""
+        posted = self._posted
+        if posted is None:
+            return
+        try:
+            raws = posted()
+        except BaseException as err:  # a rank gone: raised where the exchange reads it, as ever
+            failed = err
+
+            def again() -> list[bytes]:
+                raise failed
+
+            self._posted = again
+            return
+        self._posted = lambda: raws
+
     def drain(self) -> list[Command]:
         """Read the exchange still in flight (the run is ending: every rank drains once, at its end) and
         return its commands, which no rank applies."""

@@ -35,7 +35,7 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
                                                  secret=run_secret(hub.run_dir)))
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
                              config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None,
-                             device=device)
+                             device=device, quiesce=runtime.settle_collectives)
     runtime.commands.register(CommandAction.PROFILE, handler)
     open_start_windows(runtime, profile_batches=profile_batches, profile_update=profile_update)
     return handler

@@ -119,10 +119,13 @@ class ProfileHandler:
 
     def __init__(self, *, log_dir: pathlib.Path, run_id: str, emit: Callable[[Payload], None],
                  uploader: ArtifactUploader | None = None, config: ProfileConfig | None = None,
-                 end_wait_s: float = 30.0, rank: int | None = None, device: str | None = None) -> None:
+                 end_wait_s: float = 30.0, rank: int | None = None, device: str | None = None,
+                 quiesce: Callable[[], None] | None = None) -> None:
         self.trace_root = profiles_dir(log_dir, run_id)
         self.device = device
         """Where the run's tensors live (``cuda:0``, ``cpu``): a window records CUDA only for a CUDA run."""
+        self.quiesce = quiesce
+        """Passed to each window (``ProfileWindow``): called before its profiler starts, steps or stops."""
         self.rank = rank
         """This process's rank in a run of several (its traces and artifacts are named by it), else None."""
         self._emit = emit
@@ -149,7 +152,7 @@ class ProfileHandler:
         self._count += 1
         name = f"w{self._count}-{(command.phase or 'update') if on_update else 'step'}{ctx.step}"
         window = ProfileWindow(name, batches, self.trace_root / name, window_config(self.config, command),
-                               rank=self.rank, device=self.device)
+                               rank=self.rank, device=self.device, quiesce=self.quiesce)
         self._open = _Open(ctx=ctx, window=window)
         if not on_update:
             self._start(self._open)

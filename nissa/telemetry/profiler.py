@@ -22,6 +22,7 @@ import pathlib
 import platform
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -104,7 +105,7 @@ class ProfileWindow:
 
     def __init__(self, name: str, batches: int, trace_dir: pathlib.Path,
                  config: ProfileConfig | None = None, rank: int | None = None,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, quiesce: Callable[[], None] | None = None) -> None:
         if batches < 1:
             raise ValueError(f"batches must be >= 1, got {batches}")
         self.name = _SAFE.sub("-", name)
@@ -113,6 +114,9 @@ class ProfileWindow:
         self.config = config or ProfileConfig()
         self.rank = rank
         self.activities = profile_activities(device)
+        self._quiesce = quiesce or (lambda: None)
+        """Called before the profiler starts, steps or stops: what else runs torch code now finishes first
+        (the ranks' exchange in flight, ``Runtime.settle_collectives``)."""
         self._prof: torch.profiler.profile | None = None
         self._trace_path: pathlib.Path | None = None
         self._steps = 0
@@ -144,6 +148,7 @@ class ProfileWindow:
             with_stack=c.with_stack,
         )
         self._t0 = time.perf_counter()
+        self._quiesce()
         with without_profiler_markers():
             self._prof.start()
         cut_phase_ranges()  # the phase the loop is in already gets its range
@@ -154,6 +159,7 @@ class ProfileWindow:
             return self.done
         self._steps += 1
         cut_phase_ranges(reopen=False)  # each step's trace carries the phases it ran in
+        self._quiesce()
         with without_profiler_markers():  # the window's first and last steps write them
             self._prof.step()
         cut_phase_ranges()
@@ -180,6 +186,7 @@ class ProfileWindow:
         if prof is None:
             return
         cut_phase_ranges(reopen=False)
+        self._quiesce()
         with without_profiler_markers():
             prof.stop()  # a window stopped during its active batches exports what it has here
         recorded = max(0, min(self._steps - 1, self.batches))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from leyline import CommandStatus
 from tests.nissa.control.test_commands import Harness, _cmd
 from nissa.control import CommandProcessor
-from nissa.control.agreement import StepTimer
+from nissa.control.agreement import Agreement, StepTimer
+from nissa.ranks import RankError
 
 
 def agreed_harness() -> Harness:
@@ -60,3 +63,50 @@ def test_the_step_timer_measures_between_boundaries_and_starts_over():
         timer.tick()
     first = timer.take()
     assert first is not None and first >= 0 and timer.take() is None
+
+
+class _PostedRanks:
+    """Ranks of one, whose exchanges are posted and waited on as a gloo all-gather's are (counted)."""
+
+    rank = 0
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.posted = 0
+        self.waited: list[int] = []
+        self.fail_at = fail_at
+
+    def gather_async(self, data: bytes):
+        self.posted += 1
+        n = self.posted
+
+        def finish() -> list[bytes]:
+            self.waited.append(n)
+            if n == self.fail_at:
+                raise RankError("rank 1 is gone")
+            return [data]
+
+        return finish
+
+
+def test_settling_waits_for_the_exchange_in_flight_once_and_the_next_reads_what_it_brought():
+    ranks = _PostedRanks()
+    agreement = Agreement(ranks)
+    agreement.exchange(1, [], None)  # the first exchange is read at once
+    agreement.exchange(2, [_cmd("c1", epochs=1)], None)  # posted; read by the next one
+    assert ranks.waited == [1]
+    agreement.settle()
+    agreement.settle()
+    assert ranks.waited == [1, 2], "waited for once"
+    third = agreement.exchange(3, [], None)
+    assert ranks.waited == [1, 2] and [c.command_id for c in third.commands] == ["c1"]
+    assert third.step == 3
+
+
+def test_a_rank_lost_while_settling_is_raised_where_the_exchange_reads_it():
+    ranks = _PostedRanks(fail_at=2)
+    agreement = Agreement(ranks)
+    agreement.exchange(1, [], None)
+    agreement.exchange(2, [], None)
+    agreement.settle()  # the profiler's path does not meet the error
+    with pytest.raises(RankError, match="gone"):
+        agreement.exchange(3, [], None)

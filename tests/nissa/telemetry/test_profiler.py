@@ -95,6 +95,25 @@ def test_a_window_starts_once(tmp_path):
         ProfileWindow("w5", batches=0, trace_dir=tmp_path)
 
 
+def test_what_else_runs_torch_code_is_settled_before_each_start_step_and_stop(tmp_path, model_opt):
+    # The profiler must not start or stop while another thread runs a collective (the ranks' exchange in
+    # flight): the window settles it first, each time, with the profiler's state still unchanged.
+    seen: list[bool] = []
+    window = ProfileWindow("q", batches=2, trace_dir=tmp_path,
+                           quiesce=lambda: seen.append(torch.autograd.profiler._is_profiler_enabled))
+    window.start()
+    assert seen == [False], "settled before the profiler started"
+    for _ in range(3):  # the warm-up, then the two recorded batches: the last one stops it
+        _batch(*model_opt)
+        window.step()
+    # before each step (the warm-up records nothing; the last step stops the trace), and once more at the end
+    assert window.done and seen == [False, False, True, True, False]
+    early = ProfileWindow("q2", batches=5, trace_dir=tmp_path, quiesce=lambda: seen.append(True))
+    early.start()
+    early.stop()
+    assert len(seen) == 7, "a window closed early settles before it stops too"
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_cuda_runs_window_reports_the_time_its_kernels_took(tmp_path, model_opt):
     model, _ = model_opt
