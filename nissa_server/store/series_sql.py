@@ -6,8 +6,8 @@ decoding). A pass gathers the points of the events committed since the watermark
 column-wise: one ``series_chunks`` row holds consecutive points of one series as packed float64 arrays
 (step, epoch, round, ts, value; NaN where a point has no round), a column whose points all hold the same
 value keeping it once (``packed``: a second's epoch and round, mostly; ``unpacked`` reads it). A pass adds
-one row per series it touched and moves the watermark in the same transaction; rows are merged as they pile up (16
-rows of a level into one row of the next level, which takes the first one's id), so a series of a million
+one row per series it touched and moves the watermark in the same transaction; rows are merged as they pile
+up (16 rows of a level into one row of the next level, which takes the first one's id), so a series of a million
 points is a few dozen rows whichever way it was written, and ``ORDER BY id`` is always the points' order.
 A row of ``SUMMARY_MIN`` points or more also keeps its summary: the minimum and maximum of each block of
 ``SUMMARY_BLOCK`` points, what a chart of a long run reads instead of every point (an eighth of the
@@ -91,9 +91,11 @@ def init_progress(conn: Conn, upto: int) -> None:
     conn.execute("INSERT INTO series_progress (id, upto) VALUES (1, ?) ON CONFLICT DO NOTHING", (upto,))
 
 
-def watermark(conn: Conn) -> int:
-    """Every event up to this id is charted in ``series_chunks`` and ``series_markers``; those after are not."""
-    return int(conn.execute("SELECT upto FROM series_progress WHERE id = 1").fetchone()[0])
+def watermark(conn: Conn, *, lock: bool = False) -> int:
+    """Every event up to this id is charted in ``series_chunks`` and ``series_markers``; those after are not.
+    ``lock``: its row locked until the transaction ends (a pass or a merge: one server at a time)."""
+    row = conn.execute(f"SELECT upto FROM series_progress WHERE id = 1{conn.for_update if lock else ''}").fetchone()
+    return int(row[0])
 
 
 def delete_run(conn: Conn, run_key: int) -> None:
@@ -178,8 +180,7 @@ class SeriesWriter:
         in the writer's transaction; False (nothing written) where the watermark is no longer ``mark``:
         another server's pass on a shared database charted them first."""
         began = time.thread_time()
-        row = conn.execute(f"SELECT upto FROM series_progress WHERE id = 1{conn.for_update}").fetchone()
-        if int(row[0]) != mark:
+        if watermark(conn, lock=True) != mark:
             return False
         keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers})
         alive = {r[0] for r in conn.execute(
@@ -219,7 +220,7 @@ class SeriesWriter:
             return
         began = time.thread_time()
         run_key, name, key, level = self.due.popleft()
-        conn.execute(f"SELECT upto FROM series_progress WHERE id = 1{conn.for_update}").fetchone()
+        watermark(conn, lock=True)
         if self._merge_level(conn, run_key, name, key, level):
             self._count(run_key, name, key, level + 1)
         self.seconds += time.thread_time() - began
