@@ -102,8 +102,8 @@ class Metrics:
         self.writer_commit.observe(seconds)
 
     def bind(self, *, watchers: Callable[[], float], watcher_queue: Callable[[], float],
-             writer_queue: Callable[[], float], series_waiting: Callable[[], float], by_status: dict[str, Callable[[], dict[str, int]]],
-             errors: tuple[type[Exception], ...]) -> None:
+             writer_queue: Callable[[], float], series_waiting: Callable[[], float],
+             by_status: dict[str, Callable[[], dict[str, int]]], errors: tuple[type[Exception], ...]) -> None:
         """Attach the gauges that are read from live state at scrape time; ``by_status`` reads the counts of
         ``commands``, ``runs`` and ``ranks`` by status."""
         self.watchers.set_function(watchers)

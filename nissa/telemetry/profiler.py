@@ -62,7 +62,8 @@ def profile_activities(device: str | torch.device | None = None) -> list[Profile
     on_cuda = device is None or str(device) == "auto" or torch.device(device).type == "cuda"
     out: list[ProfilerActivity] = []
     for activity in torch.profiler.supported_activities():
-        if activity == ProfilerActivity.CUDA and not (on_cuda and torch.cuda.is_available()):  # pybind enums: ==, not is
+        # pybind enums compare with ==, not is
+        if activity == ProfilerActivity.CUDA and not (on_cuda and torch.cuda.is_available()):
             continue
         out.append(activity)
     return sorted(out, key=lambda a: a.name)

@@ -1,11 +1,12 @@
 """Rules on any series of a run (``leyline.series``): a threshold, NaN, or no new point for a while.
 
-A series' latest point is the last of its newest chunk (``store.series_sql`` keeps points in id order; the
-series pass writes them about a second after their events are stored), read for the running runs and the series names the rules watch. ``threshold`` and ``nan`` fire per
-series key (``epoch_completed.accuracy{env=2,rank=0}``) and resolve when its latest point is back in
-range; ``stale`` fires per series name when none of its keys got a point for ``after_s`` (server time,
-counted from when this server saw the newest point change) and resolves with the next point. All
-resolve when the run stops running.
+A series' latest point is the last of its newest chunk (``store.series_sql`` keeps points in id order;
+the series pass writes them about a second after their events are stored), read for the running runs and
+the series names the rules watch. ``threshold`` and ``nan`` fire per series key
+(``epoch_completed.accuracy{env=2,rank=0}``) and resolve when its latest point is back in range;
+``stale`` fires per series name when none of its keys got a point for ``after_s`` (server time, counted
+from when this server saw the newest point change) and resolves with the next point. All resolve when the
+run stops running.
 
 NaN and infinity travel as ``null`` in JSON, which the contract reads as "not measured": a ``nan`` rule
 fires when the series' value is not finite, or when its field arrived without a value while the other

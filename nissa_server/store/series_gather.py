@@ -201,7 +201,8 @@ def joined(parts: list[Charted]) -> Charted:
     for part in parts:
         for key, (name, arrays) in part.series.items():
             series.setdefault(key, (name, []))[1].append(arrays)
-    return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays)]) for key, (name, arrays) in series.items()},
+    return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays)])
+                    for key, (name, arrays) in series.items()},
                    [m for part in parts for m in part.markers], sum(part.events for part in parts))
 
 

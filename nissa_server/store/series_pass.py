@@ -1,13 +1,14 @@
 """The series pass: charts committed events behind ingest, from a durable watermark.
 
-Writing series in the transaction that stores their events cost ingest a row per series per commit
-(under a lab's load, hundreds of short rows and their merges many times a second) and the gathering on
-the writer thread. Instead, about once an ``interval_s``, a pass takes the blocks committed after the
+Writing series in the transaction that stores their events cost ingest a row per series per commit (under
+a lab's load, hundreds of short rows and their merges many times a second) and the gathering on the
+writer thread. Instead, about once an ``interval_s``, a pass takes the blocks committed after the
 watermark (``series_sql.watermark``) up to ``published_upto`` (every id up to it is committed, on either
-store) and writes one row per series and the new watermark in one transaction (``Store.series_call``). A read adds the points of the few events past the watermark
-(``series_queries``), so a chart is exact the moment its events are committed, on every server of a
-shared database. A restart continues from the watermark; on a shared database the passes of several
-servers take turns (the watermark row is locked, and a pass whose watermark moved meanwhile is dropped).
+store) and writes one row per series and the new watermark in one transaction (``Store.series_call``). A
+read adds the points of the few events past the watermark (``series_queries``), so a chart is exact the
+moment its events are committed, on every server of a shared database. A restart continues from the
+watermark; on a shared database the passes of several servers take turns (the watermark row is locked,
+and a pass whose watermark moved meanwhile is dropped).
 
 This server's own writes are gathered as they commit, a commit at a time on the event loop (evenly
 spread, as ingest is), and kept until a pass writes them: the pass then only turns them into rows. It
