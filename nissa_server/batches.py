@@ -68,7 +68,7 @@ def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: in
         raise BatchRejected(f"batch of {len(events)} events exceeds the limit of {max_events}", too_large=True)
     latest = (time.time() if now is None else now) + MAX_TS_AHEAD_S
     previous = 0
-    for event in events:
+    for i, event in enumerate(events):
         if event.run_id != run_id or event.rank != rank:
             raise BatchRejected(
                 f"event for run {event.run_id!r} rank {event.rank} on a connection for run {run_id!r} rank {rank}"
@@ -79,17 +79,19 @@ def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: in
         if not MIN_TS <= event.ts <= latest:  # NaN too
             raise BatchRejected(f"seq {event.seq}: ts {event.ts:.6g} is not a time: from 2000-01-01 to a day past the "
                                 f"server's clock")
-        if event.kind in SERVER_ONLY_KINDS:
-            raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind.value} events")
-    if payloads is not None:
-        _check_statuses(events, payloads)
+        if event.kind in _SERVERS_WORD:
+            _check_authored(event, payloads[i] if payloads is not None else None)
 
 
-def _check_statuses(events: list[BatchEvent], payloads: list[Payload]) -> None:
-    for event, payload in zip(events, payloads):
-        if event.kind is EventKind.COMMAND_STATUS and isinstance(payload, CommandStatusChanged) \
-                and payload.status.by_server:
-            raise BatchRejected(f"seq {event.seq}: only the server says a command is {payload.status.value}")
+_SERVERS_WORD = SERVER_ONLY_KINDS | {EventKind.COMMAND_STATUS}
+"""Kinds whose events a trainer may not send (all of them), or not with every payload (a command's status)."""
+
+
+def _check_authored(event: BatchEvent, payload: Payload | None) -> None:
+    if event.kind in SERVER_ONLY_KINDS:
+        raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind.value} events")
+    if isinstance(payload, CommandStatusChanged) and payload.status.by_server:
+        raise BatchRejected(f"seq {event.seq}: only the server says a command is {payload.status.value}")
 
 
 def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
