@@ -173,7 +173,7 @@ async def test_finished_run_opens_as_a_replay(tmp_path):
                 await pilot.click(DataTable, offset=(run_x, 0))  # the "run" header: by run id
                 await pilot.click(DataTable, offset=(run_x, 0))  # again: reversed
                 assert picker.sort_key == "run_id" and picker.sort_reverse
-                assert table.get_row_at(0)[keys.index("run_id")] == "run-old"
+                assert str(table.get_row_at(0)[keys.index("run_id")]) == "run-old"
                 await pilot.press("s")  # next column: started
                 assert picker.sort_key == "started"
                 table.move_cursor(row=table.get_row_index("run-old"))
