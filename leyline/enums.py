@@ -95,6 +95,12 @@ class CommandStatus(str, enum.Enum):
     def terminal(self) -> bool:
         return self in _TERMINAL_STATUSES
 
+    @property
+    def by_server(self) -> bool:
+        """Said by the server alone (a command queued, or expired undelivered): a trainer reporting it is
+        refused at ingest."""
+        return self in (CommandStatus.QUEUED, CommandStatus.EXPIRED)
+
 
 _TERMINAL_STATUSES = frozenset(
     {CommandStatus.COMPLETED, CommandStatus.FAILED, CommandStatus.EXPIRED, CommandStatus.REJECTED}

@@ -14,7 +14,7 @@ from datetime import datetime
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -248,11 +248,13 @@ class NissaClient:
         return _command_decoder.decode((await self._request("GET", f"/commands/{command_id}")).content)
 
     def artifact_url(self, run_id: str, artifact: str) -> str:
-        if artifact.startswith(("http://", "https://")):
+        """The server's URL of a run's artifact, from the name the run gave: always on this server (a run
+        names its artifact, it never picks where the console's link goes)."""
+        base = self.config.base
+        if artifact.startswith(f"{base}/"):
             return artifact
-        if artifact.startswith("/"):
-            return self.config.base + artifact
-        return f"{self.config.base}/runs/{run_id}/artifacts/{artifact}"
+        name = quote(artifact.rsplit("/", 1)[-1], safe="")
+        return f"{base}/runs/{quote(run_id, safe='')}/artifacts/{name}"
 
 
 ConnState = Literal["connecting", "connected", "reconnecting", "unauthorized"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,15 @@ def num(value: float | None, digits: int = 3) -> str:
     if abs(value) >= 1e4 or (value != 0 and abs(value) < 10 ** -digits):
         return f"{value:.{max(digits - 1, 1)}e}"
     return f"{value:.{digits}f}"
+
+
+def clock(ts: float, fmt: str) -> str:
+    """A wall-clock time as ``fmt`` says, or ``?`` where no clock reaches it (a run's ``ts`` of 1e300: stored
+    events keep what they were sent with)."""
+    try:
+        return time.strftime(fmt, time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def pct(value: float | None) -> str:

@@ -7,6 +7,7 @@ Pure logic over ``RunSummary``, read from the paged summaries of ``GET /runs`` (
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 from leyline.payloads import Scalar
 
 from tui.client import RunSummary
+from tui.format import clock
 
 STATUS_ORDER = {"live": 0, "degraded": 1, "lost": 2, "failed": 3, "interrupted": 4, "stopped": 5, "finished": 6}
 STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold red", "failed": "red",
@@ -60,14 +62,14 @@ def duration_s(run: RunSummary, now: float | None = None) -> float | None:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "—"
     s = int(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def fmt_when(ts: float | None) -> str:
-    return "—" if ts is None else time.strftime("%m-%d %H:%M:%S", time.localtime(ts))
+    return "—" if ts is None else clock(ts, "%m-%d %H:%M:%S")
 
 
 def fmt_value(value: object) -> str:

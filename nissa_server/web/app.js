@@ -39,7 +39,11 @@ function showError(err) { $("error").textContent = err ? String(err.message || e
 
 // --- the runs table --------------------------------------------------------------------------------
 
-function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
+function fmtTime(t) {
+  // A ts is what the run sent: one past what a Date holds (8.64e12 s) shows "?" instead of stopping the table.
+  const d = !t ? null : new Date(typeof t === "string" ? t : t * 1000);
+  return d === null ? "" : Number.isNaN(d.getTime()) ? "?" : d.toISOString().replace("T", " ").slice(0, 19);
+}
 function fmtDur(s) {
   if (s == null) return "";
   const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60, sec = Math.floor(s % 60);

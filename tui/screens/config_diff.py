@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 
 from tui.client import ApiError
 from tui.runs_table import config_diff
+from tui.safe_text import run_text
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -36,7 +37,7 @@ class ConfigDiffScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"config of {self.run_a} (A) against {self.run_b} (B): loading…", id="diff-title")
+            yield Static(run_text(f"config of {self.run_a} (A) against {self.run_b} (B): loading…"), id="diff-title")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="diff")
 
     def on_mount(self) -> None:
@@ -49,16 +50,16 @@ class ConfigDiffScreen(ModalScreen[None]):
         try:
             a, b = await client.get_run(self.run_a), await client.get_run(self.run_b)
         except ApiError as err:
-            self.query_one("#diff-title", Static).update(f"cannot read the runs: {err}")
+            self.query_one("#diff-title", Static).update(run_text(f"cannot read the runs: {err}"))
             return
         rows, same = config_diff(a.config or {}, b.config or {})
         self.rows = rows
         table = self.query_one(DataTable)
-        table.add_columns("key", f"A {a.name or a.run_id}"[:40], f"B {b.name or b.run_id}"[:40])
+        table.add_columns("key", run_text(f"A {a.name or a.run_id}"[:40]), run_text(f"B {b.name or b.run_id}"[:40]))
         for row in rows:
-            table.add_row(*row)
-        self.query_one("#diff-title", Static).update(
-            f"A {self.run_a} · B {self.run_b}: {len(rows)} keys differ, {same} are the same (escape closes)")
+            table.add_row(*map(run_text, row))
+        self.query_one("#diff-title", Static).update(run_text(
+            f"A {self.run_a} · B {self.run_b}: {len(rows)} keys differ, {same} are the same (escape closes)"))
 
     def action_close(self) -> None:
         self.dismiss(None)

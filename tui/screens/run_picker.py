@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
 from tui.runs_table import RUNNING, STATUS_STYLE, Column, columns, differing_params, matches, sort_runs
+from tui.safe_text import run_text
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -102,7 +103,7 @@ class RunPickerScreen(Screen[None]):
 
     def on_api_failed(self, message: ApiFailed) -> None:
         err = message.error
-        self.query_one("#title", Static).update(Text(f"runs: {err}", style="bold red"))
+        self.query_one("#title", Static).update(run_text(f"runs: {err}", "bold red"))
         if err.status:  # unreachable servers are retried quietly; a refusal is worth a toast
             self.notify(f"{message.what}: {err.reason}", title=f"HTTP {err.status}", severity="error")
 
@@ -118,7 +119,7 @@ class RunPickerScreen(Screen[None]):
             table.clear(columns=True)
             table.add_column(" ", key="selected")
             for col in cols:
-                table.add_column(col.label, key=col.key)
+                table.add_column(run_text(col.label), key=col.key)
             self._columns = cols
         else:
             table.clear()
@@ -127,7 +128,7 @@ class RunPickerScreen(Screen[None]):
         self.order = [r.run_id for r in rows]
         for run in rows:
             cells: list[str | Text] = [Text("●" if run.run_id in self.selected else " ", style="bold cyan")]
-            cells += [Text(c.text(run), style=STATUS_STYLE.get(run.status, "")) if c.key == "status" else c.text(run)
+            cells += [run_text(c.text(run), STATUS_STYLE.get(run.status, "") if c.key == "status" else "")
                       for c in cols]
             table.add_row(*cells, key=run.run_id)
         if current in self.order:
@@ -138,10 +139,10 @@ class RunPickerScreen(Screen[None]):
         live = sum(r.status in RUNNING for r in self.runs.values())
         shown = f"{len(self.order)} of {len(self.runs)}" if self.filter_text else f"{len(self.runs)}"
         picked = f"   {len(self.selected)} selected" if self.selected else ""
-        self.query_one("#title", Static).update(
+        self.query_one("#title", Static).update(run_text(
             f"runs on {self.watch_app.require_client().config.base}: {shown} ({live} live){picked}"
             f"   sorted by {sort_col.label}{' ↓' if self.sort_reverse else ''}"
-            f"{'   filter: ' + self.filter_text if self.filter_text else ''}")
+            f"{'   filter: ' + self.filter_text if self.filter_text else ''}"))
 
     def current_run_id(self) -> str | None:
         table = self.table
