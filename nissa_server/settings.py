@@ -157,6 +157,9 @@ class Settings:
     does, a server at its connection cap may displace it for a newcomer."""
     maintenance_interval_s: float = 1.0
     """How often lost runs and expired commands are looked for (and alert conditions checked)."""
+    retry_max_s: float = 30.0
+    """Longest wait between tries of a background task (maintenance, alerts, the series pass …) while it
+    fails, the database being away: the wait doubles from half a second up to it."""
     alert_rules: AlertRules = field(default_factory=AlertRules)
     """Alert rules and where their notifications go (``--alerts FILE``); none by default."""
 
@@ -180,7 +183,7 @@ class Settings:
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
         for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "stacks_answer_s", "hello_timeout_s",
-                     "maintenance_interval_s", "series_interval_s"):
+                     "maintenance_interval_s", "series_interval_s", "retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= self.commit_interval_s <= 1:

@@ -24,7 +24,8 @@ _INSERT_BLOCKS = "INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VAL
 
 class SqliteStore(Store):
     backend = "sqlite"
-    errors = (sqlite3.Error,)
+    errors = (sqlite3.Error, UnusableDatabase)
+    unavailable = (sqlite3.OperationalError, UnusableDatabase)  # locked, disk I/O, out of space …
     schema_version = schema.SCHEMA_VERSION
 
     def __init__(self, path: pathlib.Path, *, exclusive: bool = True, **kwargs: Any) -> None:
@@ -119,5 +120,5 @@ class SqliteStore(Store):
                 self._readers.append(conn)
         return conn
 
-    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+    def _read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         return fn(self._reader(), *args)
