@@ -137,7 +137,8 @@ class Settings:
     max_run_artifact_bytes: int = 2 * 1024 * 1024 * 1024
     """Bytes of artifacts one run may hold; an upload past it is answered 413."""
     max_page_bytes: int = 8 * 1024 * 1024
-    """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event)."""
+    """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event), and of
+    one reply of ``GET /runs/{id}/series/{name}`` (which always holds one series)."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     watcher_max_pending_bytes: int = 16 * 1024 * 1024

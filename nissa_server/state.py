@@ -23,6 +23,10 @@ from nissa_server.store import Published, Store, alerts_sql, create_store, queri
 
 logger = logging.getLogger(__name__)
 _COMMAND_STATUS = EventKind.COMMAND_STATUS.value
+SERIES_READS = 2
+"""Series reads served at once: each is CPU work on a reader thread (decoding, downsampling, encoding up to a
+page of points) that holds the interpreter's lock in turns with the event loop; more at once would slow every
+ack, watcher and request the loop serves. The others wait their turn, costing nothing."""
 
 
 @dataclass(eq=False)
@@ -38,6 +42,8 @@ class Nissa:
     pressure: Pressure = field(init=False)
     health: Health = field(init=False)
     """Which parts work now (the database, each background task): ``/healthz``, ``nissa_degraded``."""
+    series_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SERIES_READS))
+    """Series reads in progress at once, at most (``routes.series``)."""
     clock: Callable[[], float] = time.time
     """What the maintenance sweep takes as now (a test moves it on instead of waiting)."""
     server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])

@@ -136,6 +136,7 @@ class PostgresStore(Store):
             schema.create_series_tables(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             series_sql.init_progress(PgConn(raw), self.published_upto)
+            series_sql.index_labels(PgConn(raw))
             raw.commit()
         except psycopg.Error as err:
             raw.close()

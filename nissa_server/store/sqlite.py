@@ -64,6 +64,9 @@ class SqliteStore(Store):
         block = conn.execute("SELECT id + n - 1 FROM event_blocks ORDER BY id DESC LIMIT 1").fetchone()
         last = max(sql.read_counter(conn, "event_id"), block[0] if block else 0)
         series_sql.init_progress(conn, last)
+        conn.execute("BEGIN IMMEDIATE")
+        series_sql.index_labels(conn)
+        conn.execute("COMMIT")
         self._next_id = last + 1
         self.published_upto = last
 
