@@ -172,7 +172,9 @@ class Probes:
 
 
 def p99(values: list[float]) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else (values[0] if values else 0.0)
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 async def read_all(http: httpx.AsyncClient, path: str) -> tuple[int, int, int]:
@@ -198,29 +200,36 @@ async def measure(code: pathlib.Path, db: pathlib.Path, args: argparse.Namespace
                              *(fill(url, run, args.overlay_sets, args.overlay_points) for run in runs))
         await charted(db)
         print(f"  {code}: filled in {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    with server(code, db) as (url, pid), httpx.AsyncClient(base_url=url, timeout=600) as http:
-        # A server started afresh on the data: its memory is the reads', not what ingest left behind.
-        labelled = "/runs/many/series/loss?labels=i=5"
-        cpu, reads, began = cpu_seconds(pid), 0, time.perf_counter()
-        while reads < 1 or (reads < 200 and time.perf_counter() - began < 3.0):  # a clock tick is 10 ms
-            assert (await http.get(labelled)).status_code == 200
-            reads += 1
-        out["labelled_cpu_ms"] = (cpu_seconds(pid) - cpu) / reads * 1000
-        async with Probes(url, http).running() as probes:
-            began = time.perf_counter()
-            await asyncio.gather(*(http.get(labelled) for _ in range(args.at_once)))
-            out["at_once_s"] = time.perf_counter() - began
-        out["healthz_p99_ms"], out["healthz_max_ms"] = p99(probes.healthz) * 1000, max(probes.healthz, default=0.0) * 1000
-        out["ack_p99_ms"], out["ack_max_ms"] = p99(probes.acks) * 1000, max(probes.acks, default=0.0) * 1000
-        overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
-        rss = [rss_mb(pid)]
-        reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
-        while not reads_.done():
-            rss.append(rss_mb(pid))
-            await asyncio.sleep(0.02)
-        first, total, replies = (await reads_)[0]
-        out["rss_before_mb"], out["rss_peak_mb"] = rss[0], max(rss)
-        out["overlay_reply_mb"], out["overlay_total_mb"], out["overlay_replies"] = first / 1e6, total / 1e6, replies
+    with server(code, db) as (url, pid):  # afresh on the data: its memory is the reads', not what ingest left
+        async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+            out.update(await _reads(http, url, pid, runs, args))
+    return out
+
+
+async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
+                 args: argparse.Namespace) -> dict[str, float]:
+    out: dict[str, float] = {}
+    labelled = "/runs/many/series/loss?labels=i=5"
+    cpu, reads, began = cpu_seconds(pid), 0, time.perf_counter()
+    while reads < 1 or (reads < 200 and time.perf_counter() - began < 3.0):  # a clock tick is 10 ms
+        assert (await http.get(labelled)).status_code == 200
+        reads += 1
+    out["labelled_cpu_ms"] = (cpu_seconds(pid) - cpu) / reads * 1000
+    async with Probes(url, http).running() as probes:
+        began = time.perf_counter()
+        await asyncio.gather(*(http.get(labelled) for _ in range(args.at_once)))
+        out["at_once_s"] = time.perf_counter() - began
+    for name, seen in (("healthz", probes.healthz), ("ack", probes.acks)):
+        out[f"{name}_p99_ms"], out[f"{name}_max_ms"] = p99(seen) * 1000, max(seen, default=0.0) * 1000
+    overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
+    rss = [rss_mb(pid)]
+    reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
+    while not reads_.done():
+        rss.append(rss_mb(pid))
+        await asyncio.sleep(0.02)
+    first, total, replies = (await reads_)[0]
+    out["rss_before_mb"], out["rss_peak_mb"] = rss[0], max(rss)
+    out["overlay_reply_mb"], out["overlay_total_mb"], out["overlay_replies"] = first / 1e6, total / 1e6, replies
     return out
 
 
