@@ -73,7 +73,8 @@ async def list_series(
                         "(what a chart lacks). `format=csv` gives `run_id,key,x,y` rows. Series come run by run (the "
                         "order of the path's run, then `runs`), by key; a reply holds at most 8 MiB of them "
                         "(a page of events' bound; one series at least): one that stopped short has a "
-                        "`Link: <…>; rel=\"next\"` header with the URL of the rest (`after_run` and `after_key`: the run and the key of its last series).",
+                        "`Link: <…>; rel=\"next\"` header with the URL of the rest (`after_run` and `after_key`: the "
+                        "run and the key of its last series).",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
                        422: error("Bad parameter", "labels: 'env' is not name=value")})
