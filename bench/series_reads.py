@@ -10,7 +10,7 @@ Two cases:
 - **An overlay.** ``--overlay-runs`` runs × ``--overlay-sets`` label sets × ``--overlay-points`` points of
   ``loss``, read in one call (``…/series/loss?runs=…``): the bytes of one reply, and the server's resident
   memory (sampled every 20 ms) while ``--at-once`` clients read all of it at once (following a reply's
-  ``Link`` to the rest where there is one).
+  ``Link`` to the rest where there is one), and the ``/healthz`` and ack latencies meanwhile.
 
 The code before is a checkout (``--before DIR``) or a git revision exported to a temporary directory
 (``--before-rev REV``, e.g. the main branch's commit before the change). ``cpu_ratio=`` is the labelled read's
@@ -223,11 +223,14 @@ async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
         out[f"{name}_p99_ms"], out[f"{name}_max_ms"] = p99(seen) * 1000, max(seen, default=0.0) * 1000
     overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
     rss = [rss_mb(pid)]
-    reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
-    while not reads_.done():
-        rss.append(rss_mb(pid))
-        await asyncio.sleep(0.02)
-    first, total, replies = (await reads_)[0]
+    async with Probes(url, http).running() as probes:
+        reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
+        while not reads_.done():
+            rss.append(rss_mb(pid))
+            await asyncio.sleep(0.02)
+        first, total, replies = (await reads_)[0]
+    for name, seen in (("overlay_healthz", probes.healthz), ("overlay_ack", probes.acks)):
+        out[f"{name}_p99_ms"] = p99(seen) * 1000
     out["rss_before_mb"], out["rss_peak_mb"] = rss[0], max(rss)
     out["overlay_reply_mb"], out["overlay_total_mb"], out["overlay_replies"] = first / 1e6, total / 1e6, replies
     return out
@@ -262,7 +265,8 @@ def main() -> int:
             print(f"{label}: " + " ".join(f"{k}={v:.1f}" for k, v in figures[label].items()), file=sys.stderr)
     b, a = figures["before"], figures["after"]
     keys = ("labelled_cpu_ms", "healthz_p99_ms", "healthz_max_ms", "ack_p99_ms", "ack_max_ms", "at_once_s",
-            "overlay_reply_mb", "overlay_replies", "rss_before_mb", "rss_peak_mb")
+            "overlay_reply_mb", "overlay_replies", "rss_before_mb", "rss_peak_mb", "overlay_healthz_p99_ms",
+            "overlay_ack_p99_ms")
     pairs = [f"label_sets={args.label_sets}",
              f"overlay={args.overlay_runs}x{args.overlay_sets}x{args.overlay_points}"]
     pairs += [f"{k}_{label}={figures[label][k]:.1f}" for k in keys for label in ("before", "after")]
