@@ -22,6 +22,8 @@ from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
 DOCS_ASSETS = "/docs-assets"
+RETRY_AFTER_S = 5
+"""What a 503 (the database away) says in ``Retry-After``."""
 
 DESCRIPTION = """Stores the events of Esper training runs, streams them live to watchers and routes
 operator commands (debug and profile windows) back to the running trainer.
@@ -81,5 +83,13 @@ def create_app(settings: Settings) -> FastAPI:
             headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(served, request.scope))}
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # The database is away (restarting, unreachable, locked): the request may be tried again shortly.
+        # The store's health has logged it, once; the reason names the error's type, not the database's address.
+        return JSONResponse({"detail": f"the database is unavailable ({type(exc).__name__}): try again shortly"},
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    for unavailable in nissa.store.unavailable:
+        app.add_exception_handler(unavailable, _unavailable)
     openapi.install(app)
     return app

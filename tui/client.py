@@ -179,9 +179,14 @@ class NissaClient:
 
     async def series(self, run_id: str, name: str, x: str, max_points: int) -> list[dict]:
         """Every label set of one series, downsampled: ``key``, ``labels``, ``x``, ``y`` each."""
-        params = {"x": x, "max_points": max_points}
-        body = (await self._request("GET", f"/runs/{run_id}/series/{name}", params=params)).json()
-        return [item for item in body["series"] if item.get("run_id", run_id) == run_id]
+        path: str | None = f"/runs/{run_id}/series/{name}"
+        params: dict | None = {"x": x, "max_points": max_points}
+        out: list[dict] = []
+        while path is not None:  # a reply holds a page of bytes; its Link says where the rest starts
+            response = await self._request("GET", path, params=params)
+            out += [item for item in response.json()["series"] if item.get("run_id", run_id) == run_id]
+            path, params = response.links.get("next", {}).get("url"), None
+        return out
 
     async def markers(self, run_id: str) -> list[Marker]:
         return _markers_decoder.decode((await self._request("GET", f"/runs/{run_id}/markers")).content)

@@ -26,13 +26,21 @@ window.nissa = state;  // for tests and the curious: what the page shows
 
 function token() { return sessionStorage.getItem("nissa-token"); }
 
-async function api(path) {
+async function request(path) {
   const headers = token() ? {Authorization: "Bearer " + token()} : {};
   const res = await fetch(path, {headers});
   if (res.status === 401) { $("auth").hidden = false; throw new Error("this server needs its token to read"); }
   if (!res.ok) throw new Error(`${path}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
   $("auth").hidden = true;
-  return res.json();
+  return res;
+}
+
+async function api(path) { return (await request(path)).json(); }
+
+// Where the rest of a reply that holds a page starts (its Link: <…>; rel="next"), or null.
+function nextPage(res) {
+  const found = /<([^>]*)>;\s*rel="next"/.exec(res.headers.get("Link") || "");
+  return found ? found[1] : null;
 }
 
 function showError(err) { $("error").textContent = err ? String(err.message || err) : ""; }
@@ -135,13 +143,18 @@ class Chart {
     for (const name of this.names) {
       const params = new URLSearchParams({x: this.view.axis, max_points: "2000"});
       if (after != null) params.set("after", String(after));
-      const reply = await api(`/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params);
-      for (const s of reply.series) {
-        const id = s.run_id + " " + s.key;
-        let line = this.lines.get(id);
-        if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
-        const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
-        s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+      let page = `/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params;
+      while (page) {
+        const res = await request(page);
+        const reply = await res.json();
+        for (const s of reply.series) {
+          const id = s.run_id + " " + s.key;
+          let line = this.lines.get(id);
+          if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
+          const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
+          s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+        }
+        page = nextPage(res);
       }
     }
   }
