@@ -27,6 +27,7 @@ from nissa_server.store.model import (
     EventWrite,
     IdRange,
     Pending,
+    RunGone,
     StaleWrite,
     Superseded,
     Write,
@@ -313,7 +314,7 @@ class Store(abc.ABC):
         return results
 
     def _log_failure(self, err: Exception) -> None:
-        if isinstance(err, Superseded):
+        if isinstance(err, (Superseded, RunGone)):  # a fact about the stream, not a fault of the store
             logger.info("write refused: %s", err)
             return
         logger.error("store write failed: %s", err, exc_info=not isinstance(err, self.errors))
