@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 
 from nissa_server import __version__, openapi
@@ -80,6 +81,12 @@ def create_app(settings: Settings) -> FastAPI:
         if exc.status_code == 405:  # Starlette names the methods of the first route on the path only
             headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(served, request.scope))}
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> Response:
+        # The body stopped short: the client went, or the server cut it for being too slow (and answered
+        # 408 itself, see ``protocols``). The client's doing, not the server's: counted as the 408 it is.
+        return PlainTextResponse("request body incomplete", status_code=408)
 
     openapi.install(app)
     return app
