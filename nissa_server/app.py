@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Match
 
 from nissa_server import __version__, openapi
 from nissa_server.nul_guard import RefuseNul
+from nissa_server.page_headers import DocsHeaders, HeadAsGet
 from nissa_server.request_metrics import RequestTimer
 from nissa_server.routes import alerts, artifacts, commands, ops, runs, series, web, ws
 from nissa_server.settings import Settings
@@ -23,6 +24,7 @@ from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
 DOCS_ASSETS = "/docs-assets"
+DOCS, REDOC = "/docs", "/redoc"
 
 DESCRIPTION = """Stores the events of Esper training runs, streams them live to watchers and routes
 operator commands (debug and profile windows) back to the running trainer.
@@ -41,6 +43,8 @@ def allowed_methods(routes: list[BaseRoute], scope: dict) -> list[str]:
         match, _ = route.matches({**scope, "method": "OPTIONS"})
         if match is not Match.NONE:
             methods |= set(getattr(route, "methods", None) or ())
+    if "GET" in methods:  # see page_headers.HeadAsGet
+        methods.add("HEAD")
     return sorted(methods)
 
 
@@ -58,8 +62,11 @@ def create_app(settings: Settings) -> FastAPI:
     # /docs and /redoc load Swagger UI and ReDoc from files installed with the server, not from a CDN:
     # they work offline and on an air-gapped machine. The validator badge would call out: off.
     app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                         static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
+                         docs_url=DOCS, redoc_url=REDOC, static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(DocsHeaders, pages=(DOCS, REDOC, app.swagger_ui_oauth2_redirect_url),
+                       assets=DOCS_ASSETS)
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
     routers = (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router, web.router,
