@@ -95,5 +95,5 @@ def create_app(settings: Settings) -> FastAPI:
         # 408 itself, see ``protocols``). The client's doing, not the server's: counted as the 408 it is.
         return PlainTextResponse("request body incomplete", status_code=408)
 
-    openapi.install(app)
+    openapi.install(app, served)
     return app
