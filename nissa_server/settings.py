@@ -158,7 +158,8 @@ class Settings:
     maintenance_interval_s: float = 1.0
     """How often lost runs and expired commands are looked for (and alert conditions checked)."""
     alert_rules: AlertRules = field(default_factory=AlertRules)
-    """Alert rules and where their notifications go (``--alerts FILE``); none by default."""
+    """Alert rules and where their notifications go (``--alerts FILE``); none here: ``nissa-server`` adds the
+    built-in ones (``alerts.rules.with_builtin``) unless ``--no-default-alerts``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "db_path", pathlib.Path(self.db_path))
