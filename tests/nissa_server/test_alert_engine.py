@@ -3,9 +3,12 @@ hang clock runs only while its heartbeats go on."""
 
 from __future__ import annotations
 
+import pytest
+
 from nissa_server.alerts.engine import AlertEngine, RankRow, Snapshot
 from nissa_server.alerts.rules import AlertRules, Rule
 
+pytestmark = pytest.mark.single_backend
 T = 3.0
 
 
