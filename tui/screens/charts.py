@@ -334,8 +334,10 @@ class ChartScreen(ChartFeed, Screen[None]):
 
     def action_remove_chart(self) -> None:
         if isinstance(self.focused, ChartPanel):
-            self._own = [p for p in self._own if p is not self.focused]
-            self.focused.remove()
+            panel = self.focused
+            self._own = [p for p in self._own if p is not panel]
+            panel.ready = False  # its plot and title go first, while it is still on the screen: not drawn meanwhile
+            panel.remove()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
