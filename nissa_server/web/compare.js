@@ -14,7 +14,7 @@ async function showDiff(runs) {
   const rows = diff.rows.map((row) => `<tr data-key="${escapeHtml(row.key)}"><td>${escapeHtml(row.key)}</td>` +
     row.values.map((v) => v == null ? '<td class="absent">—</td>' : `<td>${escapeHtml(v)}</td>`).join("") + "</tr>").join("");
   $("diff-table").innerHTML = `<thead>${head}</thead><tbody>${rows}</tbody>`;
-  $("diff-note").textContent = `${diff.runs.length} runs: ${diff.rows.length} keys differ, ${diff.same} are the same`;
+  $("diff-note").textContent = `${diff.runs.length} runs: ${diff.rows.length} keys differ, ${diff.same} the same`;
   $("diff-view").dataset.ready = "1";
 }
 

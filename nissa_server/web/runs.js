@@ -18,7 +18,7 @@ function fmtDur(s) {
   const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60, sec = Math.floor(s % 60);
   return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(sec).padStart(2, "0")}s` : `${sec}s`;
 }
-function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v); }
+function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)))) : String(v); }
 function fmtStats(s) { return !s || s.mean == null ? "" : s.sd == null ? fmtNum(s.mean) : `${fmtNum(s.mean)} ± ${s.sd.toPrecision(2)}`; }
 function valueId(v) { return JSON.stringify(v); }
 

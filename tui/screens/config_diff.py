@@ -61,7 +61,7 @@ class ConfigDiffScreen(ModalScreen[None]):
             table.add_row(Text(row.key, style="bold"), *(Text("—", style="dim") if v is None else Text(v[:40])
                                                        for v in row.values))
         self.query_one("#diff-title", Static).update(Text(
-            f"{len(diff.runs)} runs: {len(diff.rows)} keys differ, {diff.same} are the same (escape closes)"))
+            f"{len(diff.runs)} runs: {len(diff.rows)} keys differ, {diff.same} the same (escape closes)"))
 
     def action_close(self) -> None:
         self.dismiss(None)
