@@ -30,7 +30,10 @@ function token() { return sessionStorage.getItem("nissa-token"); }
 async function request(path, init = {}) {
   const headers = {...(token() ? {Authorization: "Bearer " + token()} : {}), ...(init.body ? {"Content-Type": "application/json"} : {})};
   const res = await fetch(path, {...init, headers});
-  if (res.status === 401) { $("auth").hidden = false; throw new Error("this server needs its token"); }
+  if (res.status === 401) {
+    $("auth").hidden = false;
+    throw Object.assign(new Error("this server needs its token (above)"), {status: 401});
+  }
   if (!res.ok) throw new Error(`${path.split("?")[0]}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
   $("auth").hidden = true;
   return res;

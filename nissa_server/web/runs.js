@@ -208,7 +208,10 @@ async function saveEditor() {
     await api(`/runs/${encodeURIComponent(runId)}`, {method: "PATCH", body: JSON.stringify(body)});
     $("editor").close();
     await loadRuns();
-  } catch (err) { $("editor-error").textContent = String(err.message || err); }
+  } catch (err) {
+    $("editor-error").textContent = String(err.message || err);
+    if (err.status === 401) { $("editor").close(); showError(err); }  // the token form is behind the dialog
+  }
 }
 
 function setupRuns() {

@@ -27,12 +27,12 @@ class SweepRun:
         return 1.0 / (1.0 + self.lr * 100 * step) + 0.01 * self.seed
 
 
-def store_runs(url: str, log_dir: pathlib.Path, runs: Sequence[SweepRun]) -> dict[str, str]:
+def store_runs(url: str, log_dir: pathlib.Path, runs: Sequence[SweepRun], token: str | None = None) -> dict[str, str]:
     """Each run logged and finished; returns run name → run id."""
     ids = {}
     for spec in runs:
         meta = {k: v for k, v in (("project", spec.project), ("group", spec.group)) if v is not None}
-        run = nissa.init(server=url, run_name=spec.name, log_dir=log_dir, tags=list(spec.tags), **meta,
+        run = nissa.init(server=url, run_name=spec.name, log_dir=log_dir, tags=list(spec.tags), token=token, **meta,
                          config={"lr": spec.lr, "seed": spec.seed, "optimizer": "adam", **spec.extra})
         for step in range(spec.steps):
             run.step()

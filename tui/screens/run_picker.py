@@ -213,7 +213,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
             what = f"runs {first}–{self.query_state.offset + len(data.runs)} of {data.total} ({live} live)"
         picked = f"   {len(self.selected)} selected" if self.selected else ""
         sort = f"   sorted by {self.sort_key}{' ↓' if self.sort_reverse else ''}" if self.sort_key else ""
-        title = Text(f"{self.watch_app.require_client().config.base}: {what}{picked}{sort}   metrics: {self.field}")
+        title = Text(f"{what}{picked}{sort}   metrics: {self.field}")
         if self.filter_text:
             title.append("   filter: ").append(self.filter_text, style="bold")
         self.query_one("#title", Static).update(title)
