@@ -31,8 +31,9 @@ def store_runs(url: str, log_dir: pathlib.Path, runs: Sequence[SweepRun], token:
     """Each run logged and finished; returns run name → run id."""
     ids = {}
     for spec in runs:
-        meta = {k: v for k, v in (("project", spec.project), ("group", spec.group)) if v is not None}
-        run = nissa.init(server=url, run_name=spec.name, log_dir=log_dir, tags=list(spec.tags), token=token, **meta,
+        meta: dict[str, Any] = {k: v for k, v in (("project", spec.project), ("group", spec.group),
+                                                  ("tags", list(spec.tags))) if v}
+        run = nissa.init(server=url, run_name=spec.name, log_dir=log_dir, token=token, **meta,
                          config={"lr": spec.lr, "seed": spec.seed, "optimizer": "adam", **spec.extra})
         for step in range(spec.steps):
             run.step()
