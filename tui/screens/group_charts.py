@@ -67,14 +67,22 @@ class BandPanel(Widget):
             x, lo, hi = (np.asarray(v, dtype=float) for v in (b.x, b.min, b.max))
             plot.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, marker_style=f"{colour} dim",
                           hires_mode=HiResMode.HALFBLOCK)
+            for edge in (lo, hi):  # the band's edges, then its mean over them
+                plot.plot(x, edge, line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
             plot.plot(x, np.asarray(b.mean, dtype=float), line_style=f"bold {colour}", hires_mode=HiResMode.BRAILLE)
-            label = " ".join(f"{k}={v}" for k, v in b.labels.items() if not (k == "rank" and v == "0")) or "mean"
+            label = " ".join(f"{k}={v}" for k, v in b.labels.items() if not (k == "rank" and v == "0"))
+            label = f"{label} mean" if label else "mean"
             title.append("━ ", style=colour).append(f"{label} ", style="bold")
             title.append(f"{fmt_value(b.mean[-1])} [{fmt_value(b.min[-1])}–{fmt_value(b.max[-1])}] "
                          f"over {b.n[-1]} runs  ")
+        self.query_one(".band-title", Static).update(title or Text("no points in these runs", style="dim"))
         if not self.bands:
-            title.append("no points in these runs", style="dim")
-        self.query_one(".band-title", Static).update(title)
+            return
+        low = min(min(b.min) for b in self.bands)
+        high = max(max(b.max) for b in self.bands)
+        pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
+        plot.set_ylimits(low - pad, high + pad)  # the band's extremes, which the plot's own scale leaves out
+        plot.set_xlimits(min(b.x[0] for b in self.bands), max(b.x[-1] for b in self.bands))
 
 
 class GroupChartScreen(Screen[None]):
