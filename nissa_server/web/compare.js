@@ -49,7 +49,7 @@ function bandChart(name, band, i) {
   el.innerHTML = `<h3><span>${escapeHtml(name)} <small>${escapeHtml(labels)}</small></span></h3><div class="plot"></div>`;
   const colour = PALETTE[i % PALETTE.length];
   const opts = {
-    width: 560, height: 240,
+    width: 560, height: 240, scales: {x: {time: false}},
     series: [{label: "step"},
              {label: "min", stroke: colour + "55", width: 1, points: {show: false}},
              {label: "max", stroke: colour + "55", width: 1, points: {show: false}},
