@@ -190,7 +190,7 @@ class ConfirmStop(ModalScreen[bool]):
 class HelpScreen(ModalScreen[None]):
     """Every key, one line each."""
 
-    DEFAULT_CSS = _FORM_CSS
+    DEFAULT_CSS = _FORM_CSS + "HelpScreen > Vertical { width: 96%; max-width: 124; max-height: 100%; overflow-y: auto; }"
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:
