@@ -31,7 +31,7 @@ from leyline.esper import (
     SeedPruned,
     SeedStageChanged,
 )
-from leyline.metrics import Metrics
+from leyline.metrics import Metrics, SummaryUpdated
 from leyline.payloads import Payload, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
@@ -79,6 +79,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(HubHealth, critical=False, severity=_D),
     KindSpec(Heartbeat, critical=False, severity=_D),
     KindSpec(AlertChanged, critical=True, severity=_W),
+    KindSpec(SummaryUpdated, critical=True, indexed=True),
 )
 """What every run speaks."""
 

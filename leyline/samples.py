@@ -17,7 +17,7 @@ from leyline.esper import (
     SlotSnapshot,
 )
 from leyline.payloads_alerts import AlertChanged
-from leyline.metrics import Metrics
+from leyline.metrics import Metrics, SummaryUpdated
 from leyline.payloads import (
     Payload,
     RunFinished,
@@ -53,7 +53,8 @@ _SLOTS = [
 SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
     p.KIND: p
     for p in (
-        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}),
+        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}, project="cifar",
+                   group="lr-sweep", tags=["baseline"], notes="first try", summary={"val_loss": "min"}),
         RunFinished(status="completed", duration_s=12.5, epochs=40, rounds=4, final_accuracy=0.61),
         EpochCompleted(round=1, accuracy=0.55, val_loss=1.31, train_loss=1.4, reward=0.02,
                        action="GERMINATE", seeds=_SLOTS, host_params=4174, fossilized_params=152),
@@ -91,6 +92,7 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
                   connected=True),
         Heartbeat(uptime_s=30.0),
         Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
+        SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}),
         RunResumed(checkpoint="round-000002", path="runs/r/checkpoints/round-000002", round=2,
                    checkpoint_step=384, checkpoint_epoch=24, checkpoint_seq=310, pid=4242),
         AlertChanged(alert_id="a1", rule="stuck", condition="hang", state="firing", subject="rank 1",

@@ -49,6 +49,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
     EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT", EventKind.METRICS: "metrics",
+    EventKind.SUMMARY: "summary",
 }
 
 
