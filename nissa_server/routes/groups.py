@@ -1,5 +1,5 @@
-"""Runs side by side for the runs tables: a series' band over a group's runs, the diff of several configs
-(and the rows of groups, in ``routes/group_rows.py``)."""
+"""Runs side by side for the runs tables: rows of groups (count, mean ± SD of each metric), a series' band
+over a group's runs, the diff of several configs."""
 
 from __future__ import annotations
 
@@ -7,21 +7,25 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from leyline.groups import BandsReply, ConfigDiff
+from leyline import query
+from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.series import parse_key
 from nissa_server.auth import require_read
-from nissa_server.groups import band, config_diff
+from nissa_server.groups import Member, band, config_diff, group_rows
 from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.routes.series import Axis
 from nissa_server.series import shape
-from nissa_server.store import queries, series_queries
+from nissa_server.store import queries, run_groups_sql, series_queries
 
 router = APIRouter(tags=["runs"])
 READ = [Depends(require_read)]
 MAX_BAND_RUNS = 200
 """Runs one band is drawn over (a group row names at most as many)."""
 MAX_DIFF_RUNS = 50
+MAX_GROUPED_RUNS = 20_000
+"""Runs a grouping reads at most (the newest that match)."""
+MAX_GROUP_METRICS = 32
 MAX_BAND_SERIES = 64
 """Label sets of one name a band reply holds (an env per line)."""
 ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
@@ -35,6 +39,54 @@ def _run_ids(runs: str, most: int, least: int) -> list[str]:
     if not least <= len(ids) <= most:
         raise HTTPException(422, f"runs: between {least} and {most} runs, got {len(ids)}")
     return ids
+
+
+def _metrics(text: str) -> list[tuple[str, str, str]]:
+    """``val_loss.best,acc`` → (as asked, series key, statistic) each."""
+    out = []
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        try:
+            field = query.field_of(part)
+        except query.QueryError as err:
+            raise HTTPException(400, f"metrics: {part!r}: {err.reason}") from None
+        if field.kind != "metric":
+            raise HTTPException(400, f"metrics: {part!r} is not a metric")
+        out.append((part, field.name, field.stat))
+    if len(out) > MAX_GROUP_METRICS:
+        raise HTTPException(422, f"metrics: at most {MAX_GROUP_METRICS}, got {len(out)}")
+    return out
+
+
+@router.get("/run-groups", summary="The runs a query finds, grouped: count, mean ± SD of each metric",
+            description="The runs matching `q` (the filter language of `GET /runs`; the newest "
+                        f"{MAX_GROUPED_RUNS:,} at most), a row per value of `by` (`group`, `project` or "
+                        "`config.KEY`; runs without it in a row of their own, value null): how many runs, their ids "
+                        "(the first 200, newest first), and for each metric of `metrics` (`val_loss.best,acc.last`) "
+                        "the mean, sample standard deviation, min and max over the group's runs that have it.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok(ref(GroupsReply), {"by": "config.lr", "runs": 6, "groups": [
+                {"value": 0.01, "count": 2, "run_ids": ["r-a", "r-b"], "metrics": {"val_loss.best": {
+                    "n": 2, "mean": 0.41, "sd": 0.014, "min": 0.4, "max": 0.42}}}]}),
+                       400: error("A mistake in q or metrics", "q: position 9: 'x' is not a number"), **ERRORS})
+async def get_groups(
+    request: Request,
+    by: Annotated[str, Query(max_length=300, description="`group`, `project` or `config.KEY`")],
+    q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description="Only runs matching it")] = None,
+    metrics: Annotated[str, Query(max_length=4000, description="Metric columns, separated by commas")] = "",
+) -> Response:
+    if by not in ("group", "project") and not (by.startswith("config.") and len(by) > len("config.")):
+        raise HTTPException(422, f"by: 'group', 'project' or 'config.KEY', not {by!r}")
+    try:
+        clauses = query.parse(q or "")
+    except query.QueryError as err:
+        raise HTTPException(400, f"q: {err}") from None
+    wanted = _metrics(metrics)
+    n = nissa(request)
+    total, runs = await n.store.read(run_groups_sql.members, clauses, by, [(k, s) for _, k, s in wanted],
+                                     MAX_GROUPED_RUNS)
+    members = [Member(run_id, value, {asked: values.get((k, s)) for asked, k, s in wanted})
+               for run_id, value, values in runs]
+    return json_response(GroupsReply(by=by, runs=total, groups=group_rows(members, [a for a, _, _ in wanted])))
 
 
 @router.get("/run-groups/series/{name:path}", summary="A series over several runs: its mean, min and max at each x",

@@ -1,16 +1,19 @@
-"""The runs tables' server side on both stores, with runs stored through the real client: a series' band
-over runs (what the group charts draw), the diff of three configs, and their refusals."""
+"""The runs tables' server side on both stores, with runs stored through the real ingest: rows of groups
+(count, mean ± SD), a series' band over runs (what the group charts draw), the diff of three configs, and
+their refusals."""
+
+import statistics
 
 import httpx
 import pytest
 
-from tests.support.sweep import SweepRun, store_runs
+from tests.support.sweep import SweepRun, lr_sweep, store_runs
 
 
 def _runs(url, tmp_path):
-    specs = [SweepRun(f"lr{lr}", lr, project=None, steps=5, extra={"width": 64}) for lr in (0.01, 0.1)]
-    specs.append(SweepRun("wide", 0.1, seed=1, project=None, steps=3, extra={"width": 128, "dropout": 0.1}))
-    return specs, store_runs(url, tmp_path / "runs", specs)
+    specs = [SweepRun(f"lr{lr}", lr, steps=5, extra={"width": 64}) for lr in (0.01, 0.1)]
+    specs.append(SweepRun("wide", 0.1, seed=1, steps=3, extra={"width": 128, "dropout": 0.1}))
+    return specs, store_runs(url, specs)
 
 
 def test_band_over_runs_is_mean_min_max_at_each_step(server_url, tmp_path):
@@ -42,3 +45,36 @@ def test_config_diff_of_three_runs(server_url, tmp_path):
     assert diff["same"] == 1  # optimizer
     one = httpx.get(f"{server_url}/config-diff", params={"runs": ids["wide"]})
     assert one.status_code == 422 and "between 2" in one.json()["detail"]
+
+
+def test_group_rows_are_count_mean_and_sd_of_each_metric(server_url):
+    specs = [*lr_sweep(), SweepRun("other", 0.5, project="mnist", steps=3, extra={"flag": True})]
+    ids = store_runs(server_url, specs)
+    reply = httpx.get(f"{server_url}/run-groups", params={"by": "config.lr", "metrics": "val_loss.best,loss.last"})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["by"] == "config.lr" and body["runs"] == 7
+    rows = {g["value"]: g for g in body["groups"]}
+    assert list(rows) == [0.001, 0.01, 0.1, 0.5]
+    for lr in (0.001, 0.01, 0.1):
+        mine = [s for s in specs if s.lr == lr]
+        best = [min(s.val_loss(i) for i in range(s.steps)) for s in mine]
+        last = [2 * s.val_loss(s.steps - 1) for s in mine]
+        row = rows[lr]
+        assert row["count"] == 2 and sorted(row["run_ids"]) == sorted(ids[s.name] for s in mine)
+        stats = row["metrics"]["val_loss.best"]
+        assert stats["n"] == 2 and stats["mean"] == pytest.approx(statistics.fmean(best))
+        assert stats["sd"] == pytest.approx(statistics.stdev(best)) and stats["min"] == pytest.approx(min(best))
+        assert row["metrics"]["loss.last"]["mean"] == pytest.approx(statistics.fmean(last))
+    assert rows[0.5]["metrics"]["val_loss.best"]["sd"] is None, "one run: no standard deviation"
+
+    by_group = httpx.get(f"{server_url}/run-groups", params={"by": "group", "q": "project:cifar,mnist"}).json()
+    assert [(g["value"], g["count"]) for g in by_group["groups"]] == [("lr-sweep", 6), (None, 1)]
+    only = httpx.get(f"{server_url}/run-groups", params={"by": "config.flag", "q": "config.lr>=0.1"}).json()
+    assert only["runs"] == 3 and [(g["value"], g["count"]) for g in only["groups"]] == [("true", 1), (None, 2)]
+    seeds = httpx.get(f"{server_url}/run-groups", params={"by": "config.seed", "q": "tag:sweep"}).json()
+    assert [(g["value"], g["count"]) for g in seeds["groups"]] == [(0, 3)], "an integer stays one"
+    for params, status, words in (({"by": "name"}, 422, "by:"), ({"by": "group", "q": "lr>="}, 400, "q: position"),
+                                  ({"by": "group", "metrics": "config.lr"}, 400, "not a metric")):
+        bad = httpx.get(f"{server_url}/run-groups", params=params)
+        assert bad.status_code == status and words in bad.json()["detail"], bad.text

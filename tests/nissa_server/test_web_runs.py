@@ -25,7 +25,7 @@ def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     with running_server(tmp, token=TOKEN) as url:
         specs = [*lr_sweep(), SweepRun("other", 0.5, project="mnist", steps=3)]
-        yield url, specs, store_runs(url, tmp / "runs", specs, token=TOKEN)
+        yield url, specs, store_runs(url, specs, token=TOKEN)
 
 
 def _names(page):

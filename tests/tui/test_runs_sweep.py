@@ -30,7 +30,7 @@ def _best(spec: SweepRun) -> float:
 @pytest.fixture
 def sweep(tmp_path):
     with running_server(tmp_path, token=TOKEN) as url:
-        yield url, store_runs(url, tmp_path / "runs", SPECS, token=TOKEN)
+        yield url, store_runs(url, SPECS, token=TOKEN)
 
 
 async def _picker(pilot, app) -> RunPickerScreen:
@@ -132,7 +132,7 @@ async def test_group_rows_bands_diff_and_edit(sweep):
 
 def test_grouped_table_snapshot(snap_compare, tmp_path):
     with running_server(tmp_path) as url:
-        store_runs(url, tmp_path / "runs", SPECS)
+        store_runs(url, SPECS)
         app = console(url)
 
         async def grouped(pilot):
