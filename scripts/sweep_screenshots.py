@@ -46,7 +46,7 @@ def _web(url: str, out: pathlib.Path, chromium: str) -> None:
         for row in page.locator("#runs tbody tr input").all():
             row.check()
         page.click("#show-parcoords")
-        page.select_option("#parcoords-metric", "val_loss.best")
+        page.select_option("#parcoords-metric", label="val_loss.best")
         page.wait_for_selector('#parcoords[data-lines="3"]')
         page.locator("#parcoords-view").screenshot(path=str(out / "web-parcoords.png"))
         page.select_option("#group-by", "group")

@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.outcome import RunOutcome
+from leyline.summaries import MetricSummary
 from leyline.payloads import Scalar
 from leyline.series import Marker
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
@@ -78,17 +79,6 @@ class ApiError(Exception):
         super().__init__(f"{status}: {reason}" if status else reason)
         self.status = status
         self.reason = reason
-
-
-class MetricSummary(msgspec.Struct, kw_only=True):
-    """One metric of a run as the server keeps it (``metrics`` of ``GET /runs``)."""
-
-    last: float | None = None
-    min: float | None = None
-    max: float | None = None
-    best: float | None = None
-    count: int = 0
-    step: int | None = None
 
 
 class RunSummary(msgspec.Struct, kw_only=True):

@@ -15,6 +15,8 @@ from rich.text import Text
 
 from leyline.groups import GroupRow, MetricStats
 from leyline.payloads import Scalar
+from leyline.series import format_key, kind_of_name, parse_key
+from leyline.summaries import STATS
 
 from tui.client import RunSummary
 
@@ -26,6 +28,9 @@ MAX_METRIC_COLUMNS = 6
 HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume")
 HIDDEN_METRICS = ("system.",)
 """Metrics never shown by default (the machine's own: picked by hand when wanted)."""
+OUTCOME_METRICS = ("run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
+                   "run_finished.rounds")
+"""What an Esper run achieved, shown by default where no run logged metrics of its own."""
 FIELDS = ("best", "last")
 """What a metric column shows of its summary (``b`` in the table switches)."""
 
@@ -52,16 +57,53 @@ def differing_params(runs: Sequence[RunSummary], limit: int = MAX_PARAM_COLUMNS)
     return (valued + absent)[:limit]
 
 
+def metric_name(key: str) -> str:
+    """A series key as the filter language names it: rank 0's without its rank (``val_loss{rank=0}`` is
+    ``val_loss``), ``{}`` after a name whose last part reads as a statistic (``x.min{}``)."""
+    try:
+        name, labels = parse_key(key)
+    except ValueError:
+        return key
+    if labels.get("rank") == "0":
+        del labels["rank"]
+    if not labels and name.rpartition(".")[2] in STATS:
+        return name + "{}"
+    return format_key(name, labels)
+
+
+def series_name(column_key: str) -> str:
+    """The series a metric column reads (``acc{env=2}.best`` → ``acc``): what its chart draws."""
+    head = column_key.rpartition(".")[0].removesuffix("{}")
+    try:
+        return parse_key(head)[0]
+    except ValueError:
+        return head
+
+
+def _default_rank(key: str) -> int:
+    """0: a loop's own metric of rank 0 (``run.log``), 1: an Esper outcome, 2: not shown by default (the machine's
+    ``system.*``, the fields of other events, other ranks: picked by hand when wanted)."""
+    try:
+        name, labels = parse_key(key)
+    except ValueError:
+        return 2
+    if labels.get("rank", "0") != "0" or name.startswith(HIDDEN_METRICS):
+        return 2
+    return 0 if kind_of_name(name) == "metrics" else 1 if name in OUTCOME_METRICS else 2
+
+
 def shared_metrics(runs: Sequence[RunSummary], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
-    """The metrics every run of the page that has any has (a loop's ``loss`` and ``val_loss``), the machine's
-    own left out; if they share none, those most runs have."""
-    having = [r for r in runs if r.metrics]
-    if not having:
+    """The series keys every run of the page that has any has: a loop's own metrics of rank 0 (``loss``,
+    ``val_loss``), else Esper's outcome; if they share none, those most runs have."""
+    ranks = {k: _default_rank(k) for r in runs for k in r.metrics}
+    best = min((v for v in ranks.values() if v < 2), default=None)
+    if best is None:
         return []
+    having = [r for r in runs if any(ranks[k] == best for k in r.metrics)]
     counts: dict[str, int] = {}
     for run in having:
         for key in run.metrics:
-            if not key.startswith(HIDDEN_METRICS):
+            if ranks[key] == best:
                 counts[key] = counts.get(key, 0) + 1
     shared = sorted(k for k, n in counts.items() if n == len(having))
     if not shared:
@@ -120,28 +162,36 @@ class Column:
     """What the column shows of a run."""
     group_text: Callable[[GroupRow], Text] | None = None
     """What it shows of a group's row (None: nothing)."""
+    sortable: bool = True
+    """Whether the server sorts by it (``key`` is then a sort key)."""
 
 
 def _text(value: object, style: str = "") -> Text:
     return Text(fmt_value(value), style=style, no_wrap=True)
 
 
-def fixed_columns() -> list[Column]:
+def _who() -> list[Column]:
     return [
-        Column("status", "status", lambda r: Text(r.status, style=STATUS_STYLE.get(r.status, ""))),
+        Column("status", "status", lambda r: Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+               lambda g: Text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
         Column("name", "name", lambda r: _text(r.name or r.run_id, "bold"),
                lambda g: Text(fmt_value(g.value, 40), style="bold")),
+    ]
+
+
+def _where() -> list[Column]:
+    return [
         Column("project", "project", lambda r: _text(r.project)),
         Column("group", "group", lambda r: _text(r.group)),
-        Column("tags", "tags", lambda r: Text(" ".join(r.tags)[:30] or "—", style="cyan", no_wrap=True)),
+        Column("tags", "tag", lambda r: Text(" ".join(r.tags)[:30] or "—", style="cyan", no_wrap=True)),
         Column("started", "started", lambda r: Text(fmt_when(r.start_ts))),
-        Column("duration", "duration", lambda r: Text(fmt_duration(duration_s(r))),
-               lambda g: Text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
+        Column("duration", "duration", lambda r: Text(fmt_duration(duration_s(r))), sortable=False),
     ]
 
 
 def metric_column(key: str, field: str) -> Column:
-    sort = f"{key}.{field}"
+    """The summary ``field`` of the series ``key``, by the name the filter language gives it (``val_loss.best``)."""
+    sort = f"{metric_name(key)}.{field}"
     return Column(sort[-22:], sort, lambda r: Text(fmt_value(metric_value(r, key, field)), justify="right"),
                   lambda g: Text(fmt_stats(g.metrics.get(sort)), justify="right"))
 
@@ -151,7 +201,10 @@ def param_column(key: str) -> Column:
 
 
 def columns(metric_keys: Sequence[str], field: str, param_keys: Sequence[str]) -> list[Column]:
-    return [*fixed_columns(), *(metric_column(k, field) for k in metric_keys), *(param_column(k) for k in param_keys)]
+    """Who a run is, what it achieved, the config values that tell the runs apart, then where it belongs and
+    when it ran (a group's row fills the first ones: its size, its value, its metrics' mean ± SD)."""
+    return [*_who(), *(metric_column(k, field) for k in metric_keys), *(param_column(k) for k in param_keys),
+            *_where()]
 
 
 def group_keys(param_keys: Sequence[str]) -> list[str | None]:

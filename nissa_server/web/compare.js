@@ -88,12 +88,11 @@ function axisOf(key, values) {
 function drawParcoords() {
   $("parcoords-view").hidden = !state.showParcoords;
   if (!state.showParcoords) return;
-  const metrics = shownMetrics().map((k) => `${k}.${table.field}`);
-  const pick = $("parcoords-metric");
-  const options = metrics.map((m) => `<option>${escapeHtml(m)}</option>`).join("");
-  if (pick.innerHTML !== options) { const was = pick.value; pick.innerHTML = options; pick.value = metrics.includes(was) ? was : metrics[0] || ""; }
-  const metric = pick.value, runs = parcoordsRuns();
-  const metricOf = (r) => { if (!metric) return null; const [k, f] = [metric.slice(0, metric.lastIndexOf(".")), metric.slice(metric.lastIndexOf(".") + 1)]; return ((r.metrics || {})[k] || {})[f] ?? null; };
+  const f = table.field, pick = $("parcoords-metric");
+  const options = shownMetrics().map((k) => `<option value="${escapeHtml(k)}">${escapeHtml(metricName(k) + "." + f)}</option>`).join("");
+  if (pick.innerHTML !== options) { const was = pick.value; pick.innerHTML = options; pick.value = shownMetrics().includes(was) ? was : shownMetrics()[0] || ""; }
+  const key = pick.value, metric = key ? `${metricName(key)}.${f}` : "", runs = parcoordsRuns();
+  const metricOf = (r) => key ? ((r.metrics || {})[key] || {})[f] ?? null : null;
   const keys = differingParams(runs);
   const axes = [...keys.map((k) => axisOf("config." + k, runs.map((r) => (r.params || {})[k] ?? null))),
                 ...(metric ? [axisOf(metric, runs.map(metricOf))] : [])];

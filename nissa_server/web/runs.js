@@ -8,9 +8,13 @@ const PAGE = 100;
 const GROUP_PAGE = 50;
 const MAX_METRICS = 6;
 const HIDDEN_METRICS = ["system."];
+const STATS = ["last", "min", "max", "best", "count", "step"];
+const OUTCOME_METRICS = ["run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
+                         "run_finished.rounds"];
+let eventKinds = new Set();  // the contract's event kinds (GET /ui/kinds.json), read once
 const HIDDEN_PARAMS = ["run_name", "log_dir", "server", "token", "seed_base", "resume"];
 const table = {offset: 0, total: 0, q: "", sort: "", field: "best", metrics: null, groupBy: "", opened: new Set(),
-               runs: [], groups: null, members: {}, params: [], seq: 0};
+               runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: []};
 
 function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
 function fmtDur(s) {
@@ -32,19 +36,31 @@ function differingParams(runs) {
   return runs.length < 2 ? [] : [...valued, ...absent].slice(0, 6);
 }
 
+function defaultRank(key) {
+  // 0: a loop's own metric of rank 0 (run.log), 1: an Esper outcome, 2: not shown by default (system.*, the
+  // fields of other events, other ranks: picked by hand under "metric columns").
+  const m = /^([^{]*)(?:\{(.*)\})?$/.exec(key), name = m ? m[1] : key, labels = m && m[2] ? m[2].split(",") : [];
+  if (labels.some((l) => l.startsWith("rank=") && l !== "rank=0") || HIDDEN_METRICS.some((h) => name.startsWith(h))) return 2;
+  const head = name.split(".")[0];
+  return head === name || !eventKinds.has(head) || head === "metrics" ? 0 : OUTCOME_METRICS.includes(name) ? 1 : 2;
+}
+
 function sharedMetrics(runs) {
-  // The metrics every run with any has (the machine's own left out); if none is shared, those most have.
-  const having = runs.filter((r) => r.metrics && Object.keys(r.metrics).length);
+  // The metrics every run with any has: a loop's own (rank 0), else Esper's outcome; if none is shared,
+  // those most runs have.
+  const rank = {};
+  for (const r of runs) for (const k of Object.keys(r.metrics || {})) rank[k] = defaultRank(k);
+  const best = Math.min(...Object.values(rank).filter((v) => v < 2));
+  if (!Number.isFinite(best)) return [];
+  const having = runs.filter((r) => Object.keys(r.metrics || {}).some((k) => rank[k] === best));
   const counts = {};
-  for (const r of having) for (const k of Object.keys(r.metrics)) {
-    if (!HIDDEN_METRICS.some((h) => k.startsWith(h))) counts[k] = (counts[k] || 0) + 1;
-  }
+  for (const r of having) for (const k of Object.keys(r.metrics)) if (rank[k] === best) counts[k] = (counts[k] || 0) + 1;
   let keys = Object.keys(counts).filter((k) => counts[k] === having.length).sort();
   if (!keys.length) keys = Object.keys(counts).sort((a, b) => counts[b] - counts[a] || (a < b ? -1 : 1));
   return keys.slice(0, MAX_METRICS);
 }
 
-function shownMetrics() { return table.metrics || sharedMetrics(table.runs); }
+function shownMetrics() { return table.metrics || table.pageMetrics; }
 
 function groupTerm(by, value) {
   // The filter term that picks a group's runs (null for runs without the key: no term names them).
@@ -64,14 +80,16 @@ async function runsPage(q, limit, offset) {
 function query() { return [$("filter").value.trim(), $("status-filter").value ? "status:" + $("status-filter").value : ""].filter(Boolean).join(" "); }
 
 async function loadRuns() {
+  if (!eventKinds.size) eventKinds = new Set(await api("/ui/kinds.json"));
   const seq = ++table.seq, q = query();
   table.q = q;
   if (!table.groupBy) {
     const page = await runsPage(q, PAGE, table.offset);
     if (seq !== table.seq) return;
-    Object.assign(table, {runs: page.items, total: page.total, groups: null, members: {}});
+    Object.assign(table, {runs: page.items, total: page.total, groups: null, members: {}, pageMetrics: sharedMetrics(page.items),
+                          knownMetrics: [...new Set(page.items.flatMap((r) => Object.keys(r.metrics || {})))].sort()});
   } else {
-    const metrics = shownMetrics().map((k) => `${k}.${table.field}`);
+    const metrics = shownMetrics().map((k) => `${metricName(k)}.${table.field}`);
     const params = new URLSearchParams({by: table.groupBy, metrics: metrics.join(",")});
     if (q) params.set("q", q);
     const groups = await api("/run-groups?" + params), members = {};
@@ -86,20 +104,31 @@ async function loadRuns() {
   renderRuns();
 }
 
+function metricName(key) {
+  // A series key as the filter language names it: rank 0's without its rank (val_loss{rank=0} is val_loss).
+  const m = /^(.*)\{(.*)\}$/.exec(key);
+  if (!m) return key;
+  const labels = m[2].split(",").filter((l) => l !== "rank=0");
+  const name = labels.length ? `${m[1]}{${labels.join(",")}}` : m[1];
+  return !labels.length && STATS.includes(m[1].split(".").pop()) ? name + "{}" : name;
+}
+
 function runColumns() {
-  // {title, key: what the server sorts by, cell(run): text, num, group(row): text}
+  // {title, key: what the server sorts by ("" where it cannot), cell(run): text, num, group(row): text}:
+  // who a run is, what it achieved, the config values that tell the runs apart, where it belongs, when it ran.
   const f = table.field;
   return [
     {title: "name", key: "name", cell: (r) => r.name || r.run_id, group: (g) => g.value == null ? "(none)" : String(g.value)},
     {title: "status", key: "status", cell: (r) => r.status, group: (g) => `${g.count} run${g.count === 1 ? "" : "s"}`},
+    ...shownMetrics().map((k) => ({title: `${metricName(k)}.${f}`, key: `${metricName(k)}.${f}`, num: true,
+                                   cell: (r) => fmtNum(((r.metrics || {})[k] || {})[f]),
+                                   group: (g) => fmtStats(g.metrics[`${metricName(k)}.${f}`])})),
+    ...table.params.map((k) => ({title: k, key: "config." + k, cell: (r) => fmtNum((r.params || {})[k])})),
     {title: "project", key: "project", cell: (r) => r.project || ""},
     {title: "group", key: "group", cell: (r) => r.group || ""},
-    {title: "tags", key: "tags", cell: (r) => (r.tags || []).join(" ")},
+    {title: "tags", key: "tag", cell: (r) => (r.tags || []).join(" ")},
     {title: "started", key: "started", cell: (r) => fmtTime(r.started || r.created_at)},
-    {title: "duration", key: "duration", cell: (r) => fmtDur(r.duration_s), num: true},
-    ...shownMetrics().map((k) => ({title: `${k}.${f}`, key: `${k}.${f}`, num: true, metric: true,
-                                   cell: (r) => fmtNum(((r.metrics || {})[k] || {})[f]), group: (g) => fmtStats(g.metrics[`${k}.${f}`])})),
-    ...table.params.map((k) => ({title: k, key: "config." + k, cell: (r) => fmtNum((r.params || {})[k])})),
+    {title: "duration", key: "", cell: (r) => fmtDur(r.duration_s), num: true},
   ];
 }
 
@@ -128,8 +157,8 @@ function renderRuns() {
     : `${first}–${table.offset + table.runs.length} of ${table.total}`;
   $("prev").disabled = !!table.groups || table.offset === 0;
   $("next").disabled = !!table.groups || table.offset + PAGE >= table.total;
-  $("metric-columns").innerHTML = [...new Set(table.runs.flatMap((r) => Object.keys(r.metrics || {})))].sort().map((k) =>
-    `<label><input type="checkbox" value="${escapeHtml(k)}"${shownMetrics().includes(k) ? " checked" : ""}> ${escapeHtml(k)}</label>`).join("");
+  $("metric-columns").innerHTML = table.knownMetrics.map((k) =>
+    `<label><input type="checkbox" value="${escapeHtml(k)}"${shownMetrics().includes(k) ? " checked" : ""}> ${escapeHtml(metricName(k))}</label>`).join("");
   const groupOptions = ["", "group", "project", ...table.params.map((k) => "config." + k)];
   if (table.groupBy && !groupOptions.includes(table.groupBy)) groupOptions.push(table.groupBy);
   $("group-by").innerHTML = groupOptions.map((k) => `<option value="${escapeHtml(k)}">${k ? "group by " + escapeHtml(k) : "no grouping"}</option>`).join("");
@@ -179,7 +208,7 @@ function groupRow(g, cols) {
   tr.querySelector("a.bands").addEventListener("click", (e) => {
     e.preventDefault();
     location.hash = new URLSearchParams({group: `${table.groupBy}=${g.value == null ? "(none)" : g.value}`,
-                                         runs: g.run_ids.join(","), metrics: shownMetrics().join(",")}).toString();
+                                         runs: g.run_ids.join(","), metrics: [...new Set(shownMetrics().map((k) => k.replace(/\{.*\}$/, "")))].join(",")}).toString();
   });
   return tr;
 }

@@ -32,8 +32,16 @@ def _names(page):
     return page.locator("#runs tbody tr[data-run-id] td:nth-child(2) a").all_inner_texts()
 
 
+def expect(locator):
+    return pytest.importorskip("playwright.sync_api").expect(locator)
+
+
 def _wait_table(page, rows):
-    page.wait_for_function(f"document.querySelectorAll('#runs tbody tr').length === {rows}")
+    expect(page.locator("#runs tbody tr")).to_have_count(rows)  # (the page's CSP allows no evaluated strings)
+
+
+def _first(page, run_id):
+    expect(page.locator("#runs tbody tr").first).to_have_attribute("data-run-id", run_id)
 
 
 def test_columns_sort_filter_and_pages_are_the_servers(browser, sweep):  # noqa: F811
@@ -46,10 +54,10 @@ def test_columns_sort_filter_and_pages_are_the_servers(browser, sweep):  # noqa:
     page.click('#runs th[data-key="val_loss.best"]')
     page.wait_for_selector('#runs th[data-key="val_loss.best"]:has-text("▲")')
     ranked = sorted(specs, key=_best)
-    page.wait_for_function(f"document.querySelector('#runs tbody tr').dataset.runId === {ids[ranked[0].name]!r}")
+    _first(page, ids[ranked[0].name])
     assert _names(page) == [s.name for s in ranked]
     page.click('#runs th[data-key="val_loss.best"]')
-    page.wait_for_function(f"document.querySelector('#runs tbody tr').dataset.runId === {ids[ranked[-1].name]!r}")
+    _first(page, ids[ranked[-1].name])
     page.select_option("#field", "last")
     page.wait_for_selector('#runs th[data-key="val_loss.last"]')
     page.fill("#filter", "config.lr>=0.01 project:cifar")
@@ -58,7 +66,7 @@ def test_columns_sort_filter_and_pages_are_the_servers(browser, sweep):  # noqa:
     assert page.locator("#page").inner_text() == "1–4 of 4"
     page.fill("#filter", "config.lr>=")
     page.press("#filter", "Enter")
-    page.wait_for_function("document.getElementById('error').textContent.includes('400')")
+    expect(page.locator("#error")).to_contain_text("400")
     page.fill("#filter", "")
     page.press("#filter", "Enter")
     _wait_table(page, 7)
@@ -100,7 +108,8 @@ def test_diff_parallel_coordinates_and_editing_tags(browser, sweep):  # noqa: F8
     for run_id in three:
         page.check(f'tr[data-run-id="{run_id}"] input')
     page.click("#show-parcoords")
-    page.wait_for_selector('#parcoords[data-lines="3"]')
+    page.select_option("#parcoords-metric", label="val_loss.best")
+    page.wait_for_selector('#parcoords[data-lines="3"][data-axes$="val_loss.best"]')
     assert page.locator("#parcoords").get_attribute("data-axes") == "config.lr,val_loss.best"
     lines = page.evaluate("window.nissa.parcoords.lines.map(l => [l.name, l.points[0][1], l.points[1][1]])")
     by_lr = {name: (y_lr, y_metric) for name, y_lr, y_metric in lines}

@@ -5,6 +5,7 @@ larger learning rate, for the runs tables. ``store_runs`` returns once the serve
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,8 +61,13 @@ async def _send(url: str, spec: SweepRun, order: int, token: str | None) -> None
 
 def store_runs(url: str, runs: Sequence[SweepRun], token: str | None = None, timeout: float = 60.0) -> dict[str, str]:
     """Each run stored and finished, then summarised by the server; returns run name → run id."""
-    for order, spec in enumerate(runs):
-        asyncio.run(_send(url, spec, order, token))
+    async def send_all() -> None:
+        for order, spec in enumerate(runs):
+            await _send(url, spec, order, token)
+
+    # A thread of its own: the caller may be inside an event loop (Playwright's, an async test's).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, send_all()).result(timeout)
     deadline = time.monotonic() + timeout
     for spec in runs:
         while True:

@@ -11,7 +11,8 @@ from tests.tui.scenario import scripted_run
 from tests.tui.test_live import console, until
 from tui.client import MetricSummary, RunSummary
 from tui.runs_query import group_filter
-from tui.runs_table import columns, differing_params, fmt_stats, group_keys, shared_metrics
+from tui.runs_table import (columns, differing_params, fmt_stats, group_keys, metric_name, series_name,
+                            shared_metrics)
 from tui.screens.run_edit import parse_tags
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
@@ -20,23 +21,29 @@ from tui.screens.run_view import RunViewScreen
 def _run(name: str, lr: float, metrics: dict[str, float] | None = None, **extra) -> RunSummary:
     return RunSummary(run_id=f"{name}-id", name=name, status="finished", started=1000.0, duration_s=60.0,
                       params={"lr": lr, "policy": "ppo", "n_envs": 4},
-                      metrics={k: MetricSummary(last=v, best=v / 2, count=3) for k, v in (metrics or {}).items()}, **extra)
+                      metrics={f"{k}{{rank=0}}": MetricSummary(last=v, min=v / 2, max=v, best=v / 2, count=3, step=3)
+                               for k, v in (metrics or {}).items()}, **extra)
 
 
 def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     runs = [_run("a", 3e-4, {"loss": 1.0, "val_loss": 0.8, "system.cpu": 3.0}),
             _run("b", 1e-3, {"loss": 0.5, "val_loss": 0.4, "acc": 0.9}, group="sweep", tags=["x", "y"]),
             _run("c", 1e-3)]
-    assert shared_metrics(runs) == ["loss", "val_loss"], "acc is in one run only; the machine's own are left out"
-    assert shared_metrics([runs[0]]) == ["loss", "val_loss"] and shared_metrics([runs[2]]) == []
+    assert shared_metrics(runs) == ["loss{rank=0}", "val_loss{rank=0}"], "acc: one run only; system.*: the machine's"
+    assert shared_metrics([runs[0]]) == ["loss{rank=0}", "val_loss{rank=0}"] and shared_metrics([runs[2]]) == []
+    ranks = RunSummary(run_id="r", metrics={k: runs[0].metrics["loss{rank=0}"] for k in ("loss{rank=1}", "x{rank=0}")})
+    assert shared_metrics([ranks]) == ["x{rank=0}"], "rank 0's series by default"
+    assert metric_name("acc{env=2,rank=0}") == "acc{env=2}" and metric_name("x.min{rank=0}") == "x.min{}"
+    assert metric_name("loss{rank=1}") == "loss{rank=1}" and series_name("acc{env=2}.best") == "acc"
+    assert series_name("x.min{}.last") == "x.min" and series_name("val_loss.best") == "val_loss"
     assert differing_params(runs) == ["lr"]
     cols = columns(shared_metrics(runs), "best", differing_params(runs))
-    assert [c.key for c in cols] == ["status", "name", "project", "group", "tags", "started", "duration",
-                                     "loss.best", "val_loss.best", "config.lr"]
+    assert [c.key for c in cols] == ["status", "name", "loss.best", "val_loss.best", "config.lr", "project", "group",
+                                     "tag", "started", "duration"]
     by_key = {c.key: c for c in cols}
     assert by_key["val_loss.best"].text(runs[1]).plain == "0.2" and by_key["val_loss.best"].text(runs[2]).plain == "—"
-    assert by_key["tags"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"
-    last = {c.key: c for c in columns(["val_loss"], "last", [])}
+    assert by_key["tag"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"
+    last = {c.key: c for c in columns(["val_loss{rank=0}"], "last", [])}
     assert last["val_loss.last"].text(runs[1]).plain == "0.4"
     # An older server's items: started_at and the full config, no metrics.
     old = RunSummary(run_id="x", started_at=5.0, ended_at=65.0, config={"lr": 1.0})
@@ -48,8 +55,8 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
 def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filter_term_away():
     row = GroupRow(value=0.01, count=3, run_ids=["a", "b", "c"],
                    metrics={"val_loss.best": MetricStats(n=3, mean=0.41234, sd=0.0123, min=0.4, max=0.43)})
-    cols = {c.key: c for c in columns(["val_loss"], "best", ["lr"])}
-    assert cols["name"].group_text(row).plain == "0.01" and cols["duration"].group_text(row).plain == "3 runs"
+    cols = {c.key: c for c in columns(["val_loss{rank=0}"], "best", ["lr"])}
+    assert cols["name"].group_text(row).plain == "0.01" and cols["status"].group_text(row).plain == "3 runs"
     assert cols["val_loss.best"].group_text(row).plain == "0.4123 ± 0.012"
     assert fmt_stats(MetricStats(n=1, mean=0.5)) == "0.5" and fmt_stats(None) == "—"
     assert group_keys(["lr"]) == [None, "group", "project", "config.lr"]

@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import SelectionList, Static
 
+from tui.runs_table import metric_name
+
 
 class MetricPickerScreen(ModalScreen[list[str] | None]):
     """Space ticks, enter keeps the ticked ones (none: back to the metrics the runs share), escape cancels."""
@@ -27,7 +29,7 @@ class MetricPickerScreen(ModalScreen[list[str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("metric columns: space ticks, enter keeps (none ticked: those the runs share)")
-            yield SelectionList[str](*((Text(k), k, k in self.shown) for k in self.known), id="metrics")
+            yield SelectionList[str](*((Text(metric_name(k)), k, k in self.shown) for k in self.known), id="metrics")
 
     def on_mount(self) -> None:
         self.query_one(SelectionList).focus()

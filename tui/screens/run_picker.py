@@ -18,8 +18,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
 from tui.runs_query import PAGE, TableData, TableQuery, fetch, value_id
-from tui.runs_table import (FIELDS, RUNNING, Column, columns, differing_params, group_keys, shared_metrics,
-                            sort_param)
+from tui.runs_table import (FIELDS, RUNNING, Column, columns, differing_params, group_keys, metric_column,
+                            shared_metrics, sort_param)
 from tui.screens.run_picker_actions import PickerActions
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.sort_reverse = False
         self.field = FIELDS[0]
         self.metric_keys: list[str] | None = None  # None: the metrics the page's runs share
+        self.page_metrics: list[str] = []  # what the last page of runs (not of groups) shares
+        self.known_metrics: list[str] = []  # every metric of that page's runs
         self.param_keys: list[str] = []
         self._columns: list[Column] = []
         self.error: str | None = None
@@ -109,13 +111,16 @@ class RunPickerScreen(PickerActions, Screen[None]):
     # --- what is asked of the server -------------------------------------------------------------
 
     def shown_metrics(self) -> list[str]:
-        return self.metric_keys if self.metric_keys is not None else shared_metrics(list(self.runs.values()))
+        return self.metric_keys if self.metric_keys is not None else self.page_metrics
+
+    def _metric_columns(self) -> tuple[str, ...]:
+        return tuple(metric_column(k, self.field).key for k in self.shown_metrics())
 
     def requery(self, **changes: object) -> None:
         """Ask again now (a new filter, order, page or grouping), then every few seconds."""
         q = self.query_state
         fields = {"sort": sort_param(self.sort_key, self.sort_reverse) if self.sort_key else "",
-                  "metrics": tuple(f"{k}.{self.field}" for k in self.shown_metrics()), **changes}
+                  "metrics": self._metric_columns(), **changes}
         self.query_state = TableQuery(**{**q.__dict__, **fields})  # type: ignore[arg-type]
         self.poll_runs(self.query_state)
 
@@ -136,7 +141,10 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.data = message.data
         self.runs = {r.run_id: r for r in message.data.runs}
         self.selected &= set(self.runs)
-        wanted = tuple(f"{k}.{self.field}" for k in self.shown_metrics())
+        if self.data.groups is None:  # grouped, the runs shown are those of the groups opened: not a page
+            self.page_metrics = shared_metrics(self.data.runs)
+            self.known_metrics = sorted({k for r in self.data.runs for k in r.metrics})
+        wanted = self._metric_columns()
         if self.data.groups is None and wanted != self.query_state.metrics:
             self.query_state = TableQuery(**{**self.query_state.__dict__, "metrics": wanted})
         self.rebuild()
@@ -242,7 +250,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = str(event.column_key.value)
-        if key != "selected":
+        column = next((c for c in self._columns if c.key == key), None)
+        if column is not None and column.sortable:
             self._sort_by(key, not self.sort_reverse if key == self.sort_key else key not in ("name", "status"))
 
     def _sort_by(self, key: str, reverse: bool) -> None:
@@ -251,7 +260,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.requery(offset=0)
 
     def action_cycle_sort(self) -> None:
-        keys = [c.key for c in self._columns] or ["status"]
+        keys = [c.key for c in self._columns if c.sortable] or ["status"]
         key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
         # newest, longest, highest first; words and a loss's lowest from the top
         self._sort_by(key, key in ("started", "duration") or key.endswith(".max"))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from textual.widgets import DataTable
 
 from tui.runs_query import value_id
-from tui.runs_table import RUNNING
+from tui.runs_table import RUNNING, series_name
 
 if TYPE_CHECKING:
     from tui.screens.run_picker import RunPickerScreen
@@ -78,7 +78,7 @@ class PickerActions(_Base):
             from tui.screens.group_charts import GroupChartScreen
 
             if group.run_ids:
-                metrics = list(dict.fromkeys(m.rsplit(".", 1)[0] for m in self.query_state.metrics))
+                metrics = list(dict.fromkeys(series_name(m) for m in self.query_state.metrics))
                 self.app.push_screen(GroupChartScreen(self.data.groups.by if self.data.groups else "",
                                                       group.value, group.run_ids, metrics))
             return
@@ -124,7 +124,7 @@ class PickerActions(_Base):
     def action_pick_metrics(self) -> None:
         from tui.screens.metric_picker import MetricPickerScreen
 
-        known = sorted({k for r in self.runs.values() for k in r.metrics})
+        known = self.known_metrics
         if not known:
             self.notify("no run on this page has a metric yet", severity="warning")
             return
