@@ -135,11 +135,12 @@ function runColumns() {
 function renderRuns() {
   if (!table.groups) table.params = differingParams(table.runs);
   const cols = runColumns();
-  const arrow = (c) => table.sort === c.key ? " ▲" : table.sort === "-" + c.key ? " ▼" : "";
+  const arrow = (c) => !c.key ? "" : table.sort === c.key ? " ▲" : table.sort === "-" + c.key ? " ▼" : "";
   $("runs").tHead.innerHTML = "<tr><th></th>" + cols.map((c, i) => `<th data-col="${i}" data-key="${escapeHtml(c.key)}">` +
     `${escapeHtml(c.title)}${arrow(c)}</th>`).join("") + "</tr>";
   $("runs").tHead.querySelectorAll("th[data-col]").forEach((th) => th.addEventListener("click", () => {
     const key = th.dataset.key;
+    if (!key) return;  // the server does not sort by it
     table.sort = table.sort === key ? "-" + key : key;
     table.offset = 0;
     loadRuns().catch(showError);
