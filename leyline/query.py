@@ -131,6 +131,22 @@ def field_of(name: str, position: int = 0) -> Field:
     return Field("metric", format_key(series, labels), stat)
 
 
+def short_key(key: str) -> str:
+    """A series key as a query may write it: without the ``rank`` label where it is 0 (``val_loss{rank=0}`` →
+    ``val_loss``, ``acc{env=2,rank=0}`` → ``acc{env=2}``); ``field_of`` reads it back as the same series.
+    A name whose last part is a statistic's keeps ``{}`` (``lr.min{}``)."""
+    try:
+        name, labels = parse_key(key)
+    except ValueError:
+        return key
+    if labels.get("rank") != "0":
+        return key
+    del labels["rank"]
+    if labels:
+        return format_key(name, labels)
+    return f"{name}{{}}" if name.rpartition(".")[2] in STATS and "." in name else format_key(name, labels)
+
+
 def _number(text: str, position: int, field: Field) -> float:
     try:
         value = float(text)

@@ -37,12 +37,13 @@ from typing import Any
 
 import torch
 
-from leyline import Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
+from leyline import Metrics, RunFinished, RunStarted, SummaryUpdated, TelemetryLevel, metric_value
 
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics
 from nissa.hub import DeliveryReport
+from nissa.organize import Organized, Summary, check_direction
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
 from nissa.telemetry.install import install_profiling, install_rank_checks
@@ -58,7 +59,8 @@ class Run:
     """One run of a loop, live on a Nissa server (or logged locally only); see the module docstring."""
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
-                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0) -> None:
+                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
+                 organized: Organized | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
@@ -78,6 +80,10 @@ class Run:
         self._started_at = time.monotonic()
         self._started = False
         self._report: DeliveryReport | None = None
+        self.organized = organized or Organized()
+        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
+        self.summary = Summary(self._send_summary)
+        """Values of the run's summary set outright: ``run.summary["test_acc"] = 0.91`` (sent at once)."""
 
     # --- what the run is ----------------------------------------------------------------------
 
@@ -163,8 +169,25 @@ class Run:
             self.runtime.emit(RunStarted(
                 name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
-                world_size=ranks.world_size, commands=list(self._calls.declared)))
+                world_size=ranks.world_size, commands=list(self._calls.declared), project=self.organized.project,
+                group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
+                summary=dict(self.organized.summary)))
         return self
+
+    def define_metric(self, name: str, summary: str = "min") -> None:
+        """How the metric ``name`` is best: ``min``, ``max`` or ``last`` (its summary's ``best``; without this,
+        a loss or an error is minimised, an accuracy, F1 or AUC maximised, anything else its last value)."""
+        self._check_open("run.define_metric")
+        check_direction(name, summary)
+        if not self._started:
+            self.organized.summary[name] = summary  # type: ignore[assignment]
+        else:
+            self.runtime.emit(SummaryUpdated(directions={name: summary}))  # type: ignore[dict-item]
+
+    def _send_summary(self, payload: SummaryUpdated) -> None:
+        self._check_open("run.summary")
+        self.start()
+        self.runtime.emit(payload)
 
     # --- in the loop --------------------------------------------------------------------------
 
