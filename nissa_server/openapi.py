@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute
 from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
+from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
@@ -33,7 +34,7 @@ from nissa_server.schemas import (
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
          EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         WireEvent, *PAYLOAD_TYPES.values())
+         BandsReply, ConfigDiff, GroupsReply, WireEvent, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
