@@ -83,7 +83,7 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
                              sites if sites is not None else default_sites(config, hooks),
                              n_envs=config.n_envs, batch_size=config.batch_size,
                              gradient_stride=config.gradient_telemetry_stride, seed=ranks.seed(config.seed),
-                             rounds=config.rounds,
+                             rounds=config.rounds, env_exec=config.env_exec,
                              on_epoch=None if progress is None else progress.epoch)
 
 

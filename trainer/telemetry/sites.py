@@ -55,6 +55,7 @@ from nissa.telemetry.phases import PhaseTimer
 from nissa.telemetry.readback import read_all
 
 if TYPE_CHECKING:
+    from trainer.simic.batched import FlatGradients
     from trainer.telemetry.compile_stats import CompileMonitor
 
 logger = logging.getLogger(__name__)
@@ -154,6 +155,23 @@ class SimicTelemetry:
                 layers = launch_layer_stats(scope, module.named_parameters())
                 if layers is not None:
                     self._layers.append((env, layers))
+
+    @torch.compiler.disable
+    def collect_flat(self, grads: FlatGradients) -> None:
+        """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
+        scope in one reduction over the flat gradient buffer (and at DEBUG the per-layer stats in one more)."""
+        norms = grads.layer_norms()
+        rows = None
+        if self.hooks.level is _DEBUG:
+            every = launch_layer_stats("", grads.layer_views())
+            rows = None if every is None else every.values
+        thresholds = self.config.gradients
+        for scope in grads.scopes:
+            end = scope.first + len(scope.names)
+            self._pending.append((scope.env, PendingGradients(scope.name, norms[scope.first: end], scope.n_params,
+                                                              thresholds)))
+            if rows is not None:
+                self._layers.append((scope.env, PendingLayers(scope.name, list(scope.names), rows[scope.first: end])))
 
     def flush_gradients(self) -> None:
         """Read every collection of this batch (every env, every scope, layer stats included) in one
