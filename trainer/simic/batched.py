@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from nissa.telemetry.debug_stats import layer_rows
 from trainer.kasmina import stacked
 from trainer.kasmina.host import slot_id
 from trainer.kasmina.lifecycle import LifecycleConfig
@@ -55,9 +56,11 @@ class FlatGradients:
         sums = torch.zeros(lay.n_layers, dtype=torch.float64, device=g.device).index_add_(0, lay.layer_seg, g * g)
         return sums.sqrt()
 
-    def layer_views(self) -> list[tuple[str, torch.Tensor]]:
-        """(name, parameter slice whose ``.grad`` is its gradient slice) per layer, in layer order."""
-        return self._layout.layer_views
+    def layer_stats(self) -> torch.Tensor:
+        """``debug_layer_stats`` rows of every layer, [n_layers, 6]: one segmented reduction over the flat
+        parameter and gradient buffers (``nissa.telemetry.debug_stats.layer_rows``)."""
+        lay = self._layout
+        return layer_rows(lay.flat_p, lay.flat_g, lay.layer_seg, lay.layer_sizes)
 
 
 class BatchedEnvs:

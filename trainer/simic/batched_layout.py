@@ -225,7 +225,7 @@ class Layout:
         self.host_P = {name: stacked[id(block)] for name, block in self._host_blocks_}
         for group, name, block in self._seed_blocks:
             group.P[name] = stacked[id(block)]
-        self._layer_views = self._views(blocks)
+        self.layer_sizes = self._layer_sizes(blocks)
 
     def _stack(self, block: _Block, momentum: dict[int, tuple[nn.Parameter, torch.Tensor]]) -> torch.Tensor:
         """The block's stacked leaf over the flat buffers; each env's parameter becomes a view of its slice."""
@@ -255,21 +255,14 @@ class Layout:
         leaf.grad = g_view
         return leaf
 
-    def _views(self, blocks: list[_Block]) -> list[tuple[str, torch.Tensor]]:
-        """(name, parameter slice with its gradient slice as ``.grad``) per layer, in layer order."""
-        views: list[tuple[str, torch.Tensor] | None] = [None] * self.n_layers
+    def _layer_sizes(self, blocks: list[_Block]) -> torch.Tensor:
+        """Elements per layer, in layer order, as floats on the device (no upload)."""
+        sizes = [0] * self.n_layers
         for block in blocks:
-            for i, layer in enumerate(block.layers):
-                a = block.offset + i * block.numel
-                view = self.flat_p[a: a + block.numel]
-                view.grad = self.flat_g[a: a + block.numel]
-                views[layer] = ("", view)
-        for scope in self.scopes:
-            for k, name in enumerate(scope.names):
-                entry = views[scope.first + k]
-                assert entry is not None
-                views[scope.first + k] = (name, entry[1])
-        return [v for v in views if v is not None]
+            for layer in block.layers:
+                sizes[layer] = block.numel
+        return torch.cat([torch.full((1,), float(n), device=self.device) for n in sizes]) if sizes else \
+            torch.zeros(0, device=self.device)
 
     # --- buffers -------------------------------------------------------------------------------------
 
@@ -319,7 +312,3 @@ class Layout:
         host_params = envs[0].model.host_params
         self.seed_scale = torch.cat([torch.full((1,), (host_params / max(slot.params, 1)) ** 0.5, device=dev)
                                      for _, _, slot in seeds])
-
-    @property
-    def layer_views(self) -> list[tuple[str, torch.Tensor]]:
-        return self._layer_views

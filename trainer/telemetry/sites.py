@@ -42,6 +42,7 @@ from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from nissa.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
 from trainer.telemetry.epoch_checks import Finding
+from trainer.telemetry.flat import FlatRead, collect_flat
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientStats,
@@ -109,6 +110,7 @@ class SimicTelemetry:
         self.detector = AnomalyDetector(self.config.anomaly, escalate)
         self._pending: list[tuple[int, PendingGradients]] = []
         self._layers: list[tuple[int, PendingLayers]] = []
+        self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
         self.compile_monitor: CompileMonitor | None = None
@@ -156,22 +158,14 @@ class SimicTelemetry:
                 if layers is not None:
                     self._layers.append((env, layers))
 
-    @torch.compiler.disable
     def collect_flat(self, grads: FlatGradients) -> None:
         """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
-        scope in one reduction over the flat gradient buffer (and at DEBUG the per-layer stats in one more)."""
-        norms = grads.layer_norms()
-        rows = None
-        if self.hooks.level is _DEBUG:
-            every = launch_layer_stats("", grads.layer_views())
-            rows = None if every is None else every.values
-        thresholds = self.config.gradients
-        for scope in grads.scopes:
-            end = scope.first + len(scope.names)
-            self._pending.append((scope.env, PendingGradients(scope.name, norms[scope.first: end], scope.n_params,
-                                                              thresholds)))
-            if rows is not None:
-                self._layers.append((scope.env, PendingLayers(scope.name, list(scope.names), rows[scope.first: end])))
+        scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats in one more),
+        read back as one tensor (``trainer.telemetry.flat``)."""
+        collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG)
+        self._pending += collection.gradients
+        self._layers += collection.layers
+        self._flat_reads.append(collection.read)
 
     def flush_gradients(self) -> None:
         """Read every collection of this batch (every env, every scope, layer stats included) in one
@@ -180,7 +174,10 @@ class SimicTelemetry:
             return
         pending, self._pending = self._pending, []
         layers, self._layers = self._layers, []
-        read_all([p for _, p in pending if p.unread] + [lay for _, lay in layers])
+        flat, self._flat_reads = self._flat_reads, []
+        covered = set().union(*(f.covers for f in flat))
+        read_all([*flat, *(p for _, p in pending if p.unread and id(p) not in covered),
+                  *(lay for _, lay in layers if id(lay) not in covered)])
         stats = [p.resolve() for _, p in pending]
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):

@@ -13,13 +13,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leyline import EpochCompleted, GradientHealth, SeedStage, TelemetryLevel
+from leyline import DebugLayerStats, EpochCompleted, GradientHealth, SeedStage, TelemetryLevel
 from trainer.build import build_trainer
 from trainer.simic.config import TrainConfig
 from trainer.simic.env import Env
 from trainer.simic.sites import NullSites
 from trainer.simic.vectorized import VectorizedTrainer
 from trainer.tamiyo.actions import Action, Op
+from trainer.telemetry.sites import SimicTelemetry
 from tests.trainer.test_build import RecordingHooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -168,3 +169,36 @@ def test_a_round_reports_the_same_per_env_figures_either_way():
     assert len(epochs_a) == len(epochs_b) == 3 * 5
     assert max(abs(x - y) for x, y in zip(acc_a, acc_b)) < 0.1, (acc_a, acc_b)
     assert {s for _, s in scopes_a} >= {"host"} and scopes_a == scopes_b
+
+
+def test_debug_gradient_collections_per_env_and_scope_match_the_per_env_loop():
+    """At DEBUG, a collection reports gradient health and per-layer stats per (env, scope), the batched
+    path from its flat buffers in one reduction each, with the per-env loop's names, order and values."""
+    reported = {}
+    for env_exec in ("per-env", "batched"):
+        trainer, envs = _round(env_exec)
+        hooks = RecordingHooks(TelemetryLevel.DEBUG)
+        sites = SimicTelemetry(hooks)
+        data = trainer.data
+        if trainer.batched is None:
+            for env in envs:
+                env.train_step(data.train_x[:32], data.train_y[:32], True, True, sites)
+        else:
+            trainer.batched.prepare(envs)
+            trainer.batched.train_step(data.train_x[:32], data.train_y[:32], True, True, sites)
+        sites.flush_gradients()
+        reported[env_exec] = ([(env, p) for env, p in hooks.of(GradientHealth)],
+                              [(env, p) for env, p in hooks.of(DebugLayerStats)])
+    (health_a, layers_a), (health_b, layers_b) = reported["per-env"], reported["batched"]
+    assert [(e, p.scope, p.n_tensors) for e, p in health_a] == [(e, p.scope, p.n_tensors) for e, p in health_b]
+    assert len(health_a) == 4 + 11  # every env's host and each of its training seeds
+    for (_, a), (_, b) in zip(health_a, health_b):
+        assert a.global_norm == pytest.approx(b.global_norm, rel=1e-4)
+        assert a.max_tensor_norm == pytest.approx(b.max_tensor_norm, rel=1e-4)
+    assert [(e, p.model, [s.name for s in p.layers]) for e, p in layers_a] == \
+        [(e, p.model, [s.name for s in p.layers]) for e, p in layers_b]
+    for (_, a), (_, b) in zip(layers_a, layers_b):
+        for x, y in zip(a.layers, b.layers):
+            for field in ("grad_norm", "grad_mean", "grad_std", "grad_abs_max", "weight_norm"):
+                assert getattr(x, field) == pytest.approx(getattr(y, field), rel=1e-3, abs=1e-7), (a.model, x.name)
+            assert x.nonfinite == y.nonfinite
