@@ -75,6 +75,9 @@ class BatchedEnvs:
         self.layout: Layout | None = None
         self.regroups = 0
         """Layouts built (fresh hosts each round, and each epoch after a lifecycle change)."""
+        self.fixed_alphas = False
+        """Blend weights as device tensors updated in place (a captured graph reads them), not floats."""
+        self.autocast_ctx = runtime.autocast()
 
     def prepare(self, envs: Sequence[Env]) -> None:
         """Between epochs: regroup when a lifecycle change altered the groups; this epoch's blend weights."""
@@ -88,7 +91,7 @@ class BatchedEnvs:
         for position, groups in layout.groups.items():
             channels = envs[0].slots[position].channels
             for group in groups:
-                group.set_alpha(channels, self.runtime.device)
+                group.set_alpha(channels, self.runtime.device, fixed=self.fixed_alphas)
 
     # --- one batch -------------------------------------------------------------------------------
 
@@ -96,7 +99,7 @@ class BatchedEnvs:
         lay = self.layout
         assert lay is not None, "prepare() first"
         lay.flat_g.zero_()
-        with self.runtime.autocast():
+        with self.autocast_ctx:
             losses = self.losses(x, y)
         losses.sum().backward()
         with torch.no_grad():

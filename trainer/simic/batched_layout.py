@@ -69,13 +69,18 @@ class SeedGroup:
     """The members on the device; None when every env is a member, in order."""
     alpha: float | torch.Tensor = 0.0
 
-    def set_alpha(self, channels: int, device: torch.device) -> None:
-        """The members' blend weights: one float when they agree, else one per channel (no upload)."""
+    def set_alpha(self, channels: int, device: torch.device, fixed: bool = False) -> None:
+        """The members' blend weights: one float when they agree, else one per channel (no upload);
+        ``fixed``: always per channel, in the same tensor from epoch to epoch (a captured graph reads it)."""
         alphas = [s.alpha.alpha for s in self.slots]
-        if all(a == alphas[0] for a in alphas):
+        if not fixed and all(a == alphas[0] for a in alphas):
             self.alpha = alphas[0]
             return
-        self.alpha = torch.cat([torch.full((channels,), a, device=device) for a in alphas]).view(1, -1, 1, 1)
+        values = torch.cat([torch.full((channels,), a, device=device) for a in alphas]).view(1, -1, 1, 1)
+        if fixed and isinstance(self.alpha, torch.Tensor):
+            self.alpha.copy_(values)
+        else:
+            self.alpha = values
 
 
 @dataclass(frozen=True)

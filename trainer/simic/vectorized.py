@@ -22,6 +22,7 @@ from trainer.hooks import RunHooks
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_CODE
 from trainer.simic.agent import Agent
 from trainer.simic.batched import batched_envs
+from trainer.simic.graphs import graphed_step
 from trainer.simic.env import Env, EnvConfig
 from trainer.simic.ppo import PPOMetrics
 from trainer.simic.reward import RewardConfig, RewardInputs, compute_rewards
@@ -66,7 +67,7 @@ class VectorizedTrainer:
     def __init__(self, env_cfg: EnvConfig, reward_cfg: RewardConfig, data: TaskData, runtime: DeviceRuntime,
                  agent: Agent, hooks: RunHooks, sites: LoopSites, *, n_envs: int, batch_size: int,
                  gradient_stride: int, seed: int, rounds: int, env_exec: str = "batched",
-                 on_epoch: Callable[[int, int, list[float]], None] | None = None) -> None:
+                 cuda_graphs: bool = False, on_epoch: Callable[[int, int, list[float]], None] | None = None) -> None:
         self.env_cfg, self.reward_cfg, self.data, self.runtime = env_cfg, reward_cfg, data, runtime
         self.agent, self.hooks, self.sites = agent, hooks, sites
         self.n_envs, self.batch_size, self.gradient_stride, self.seed = n_envs, batch_size, gradient_stride, seed
@@ -80,6 +81,8 @@ class VectorizedTrainer:
         """This round's envs (a seam for tests and benchmarks that inject faults)."""
         self.batched = batched_envs(env_exec, env_cfg, runtime)
         """The batched step (``--env-exec batched``); None: each env trains in turn (``Env.train_step``)."""
+        self.graphed = graphed_step(self.batched, runtime, batch_size) if cuda_graphs else None
+        """The batched step replayed as a CUDA graph where shapes are fixed (``--cuda-graphs on``)."""
         self.should_stop: Callable[[], bool] = lambda: False
         """Asked at the end of every epoch but a round's last: True ends the round there (``RoundStopped``)."""
 
@@ -138,7 +141,7 @@ class VectorizedTrainer:
             measure = self.step % self.gradient_stride == 0
             telemetry = self.sites.gradients_due(self.step)
             if batched is not None:
-                batched.train_step(x, y, measure, telemetry, self.sites)
+                (self.graphed or batched).train_step(x, y, measure, telemetry, self.sites)
             else:
                 for env in envs:
                     with rt.on_env_stream(env.index):

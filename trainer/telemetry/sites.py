@@ -29,13 +29,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 import torch
 from torch import nn
 
-from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, TelemetryLevel
+from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
 
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
@@ -57,7 +57,6 @@ from nissa.telemetry.readback import read_all
 
 if TYPE_CHECKING:
     from trainer.simic.batched import FlatGradients
-    from trainer.telemetry.compile_stats import CompileMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +92,10 @@ class TelemetryConfig:
             raise ValueError("head sizes must be >= 1")
 
 
+class CompileStatsSource(Protocol):
+    def stats(self) -> CompileStats: ...
+
+
 def _drift_scope(env: int, scope: str) -> str:
     return f"env{env}/{scope}"
 
@@ -113,7 +116,8 @@ class SimicTelemetry:
         self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
-        self.compile_monitor: CompileMonitor | None = None
+        self.compile_monitor: CompileStatsSource | None = None
+        """What ``phase_timing`` reports of compile (``--compile-mode``) or of CUDA graph capture."""
         if self.config.compile_mode != "off":
             from trainer.telemetry.compile_stats import CompileMonitor  # torch._dynamo: only when compiling
 
