@@ -152,10 +152,10 @@ class Layout:
     def _host_blocks(self, envs: Sequence[Env], lr: float, blocks: list[_Block]) -> None:
         named = [dict(env.model.host.named_parameters()) for env in envs]
         scopes = self._host_scope
-        self._host_blocks_: list[tuple[str, _Block]] = []
+        self._host_entries: list[tuple[str, _Block]] = []
         for k, name in enumerate(named[0]):
             blocks.append(_Block([n[name] for n in named], scopes, [self.scopes[s].first + k for s in scopes], lr))
-            self._host_blocks_.append((name, blocks[-1]))
+            self._host_entries.append((name, blocks[-1]))
 
     def _seed_groups(self, envs: Sequence[Env], lr: float, blocks: list[_Block]) -> None:
         keyed: dict[tuple[object, ...], SeedGroup] = {}
@@ -227,7 +227,7 @@ class Layout:
         self.layer_seg = torch.cat(seg_layer) if seg_layer else empty
         self.neg_lr = torch.cat(neg_lr) if neg_lr else torch.zeros(0, device=dev)
         self.n_layers = sum(len(s.names) for s in self.scopes)
-        self.host_P = {name: stacked[id(block)] for name, block in self._host_blocks_}
+        self.host_P = {name: stacked[id(block)] for name, block in self._host_entries}
         for group, name, block in self._seed_blocks:
             group.P[name] = stacked[id(block)]
         self.layer_sizes = self._layer_sizes(blocks)
