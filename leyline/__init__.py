@@ -63,6 +63,14 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
     TopOp,
 )
+from leyline.payloads_system import (
+    CpuStats,
+    DiskStats,
+    GpuStats,
+    MemoryStats,
+    NetworkStats,
+    SystemMetrics,
+)
 from leyline.payloads_policy import (
     AnomalyDetected,
     DebugLayerStats,

@@ -33,6 +33,7 @@ class EventKind(str, enum.Enum):
     RUN_RESUMED = "run_resumed"
     ALERT = "alert"
     METRICS = "metrics"
+    SYSTEM = "system"
 
 
 class Severity(str, enum.Enum):

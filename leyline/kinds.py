@@ -45,6 +45,7 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
 )
 from leyline.payloads_policy import AnomalyDetected, DebugLayerStats, GradientHealth
+from leyline.payloads_system import SystemMetrics
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RunFinished, critical=True, indexed=True),
     KindSpec(RunResumed, critical=True),
     KindSpec(Metrics, critical=False),
+    KindSpec(SystemMetrics, critical=False),
     KindSpec(AnomalyDetected, critical=True, indexed=True, severity=_W),
     KindSpec(TelemetryLevelChanged, critical=True, indexed=True),
     KindSpec(DebugLayerStats, critical=False, severity=_D),

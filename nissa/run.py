@@ -45,6 +45,7 @@ from nissa.diagnostics import install_diagnostics
 from nissa.hub import DeliveryReport
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
+from nissa.system import SystemConfig, start_system_metrics
 from nissa.telemetry.install import install_profiling, install_rank_checks
 from nissa.watch import ModelWatch
 
@@ -58,7 +59,8 @@ class Run:
     """One run of a loop, live on a Nissa server (or logged locally only); see the module docstring."""
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
-                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0) -> None:
+                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
+                 system: SystemConfig | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
@@ -78,6 +80,8 @@ class Run:
         self._started_at = time.monotonic()
         self._started = False
         self._report: DeliveryReport | None = None
+        self._system = system
+        self._stop_system: Callable[[], None] = _nothing
 
     # --- what the run is ----------------------------------------------------------------------
 
@@ -164,6 +168,8 @@ class Run:
                 name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
                 world_size=ranks.world_size, commands=list(self._calls.declared)))
+            if self._system is not None:  # after run_started: a run's stream begins with it
+                self._stop_system = start_system_metrics(self.runtime, self._system)
         return self
 
     # --- in the loop --------------------------------------------------------------------------
@@ -233,6 +239,7 @@ class Run:
         summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
                               epochs=self._epoch, error=error)
         self._stop_watchdog()
+        self._stop_system()
         self._report = self.runtime.finish(summary, timeout=timeout)
         if self._close_ranks:
             self.runtime.ranks.close()
@@ -251,6 +258,10 @@ class Run:
             self.finish("interrupted")
         else:
             self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
+
+
+def _nothing() -> None:
+    pass
 
 
 def _check_hook(what: str, fn: object) -> None:
