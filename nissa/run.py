@@ -117,6 +117,11 @@ class Run:
         return self.runtime.hub.config.run_dir
 
     @property
+    def started(self) -> bool:
+        """``run_started`` went out (with the run's config): the first ``step``, ``log`` or ``start`` was made."""
+        return self._started
+
+    @property
     def finished(self) -> bool:
         """``finish`` was called: the run takes no more steps, values or commands."""
         return self._report is not None

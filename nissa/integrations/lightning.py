@@ -17,21 +17,15 @@ Built on Lightning's public ``Callback`` hooks only (pinned in constraints.txt, 
 from __future__ import annotations
 
 import contextlib
-import re
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
 
+from nissa.integrations.names import metric_name
 from nissa.run import Run
 
-_BAD = re.compile(r"[^A-Za-z0-9_./:-]")
-
-
-def metric_name(name: str) -> str:
-    """A Lightning metric name as a Nissa one (characters it does not take become ``_``)."""
-    cleaned = _BAD.sub("_", name)[:128]
-    return cleaned if re.match(r"[A-Za-z_]", cleaned) else f"_{cleaned}"[:128]
+__all__ = ["NissaCallback", "metric_name"]
 
 
 class NissaCallback(pl.Callback):
