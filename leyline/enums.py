@@ -34,6 +34,7 @@ class EventKind(str, enum.Enum):
     ALERT = "alert"
     METRICS = "metrics"
     SYSTEM = "system"
+    TEXT = "text"
 
 
 class Severity(str, enum.Enum):

@@ -31,7 +31,7 @@ from leyline.esper import (
     SeedPruned,
     SeedStageChanged,
 )
-from leyline.metrics import Metrics
+from leyline.metrics import Metrics, TextLogged
 from leyline.payloads import Payload, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
@@ -69,6 +69,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RunResumed, critical=True),
     KindSpec(Metrics, critical=False),
     KindSpec(SystemMetrics, critical=False),
+    KindSpec(TextLogged, critical=False),
     KindSpec(AnomalyDetected, critical=True, indexed=True, severity=_W),
     KindSpec(TelemetryLevelChanged, critical=True, indexed=True),
     KindSpec(DebugLayerStats, critical=False, severity=_D),

@@ -17,7 +17,7 @@ from leyline.esper import (
     SlotSnapshot,
 )
 from leyline.payloads_alerts import AlertChanged
-from leyline.metrics import Metrics
+from leyline.metrics import Metrics, TextLogged
 from leyline.payloads import (
     Payload,
     RunFinished,
@@ -99,6 +99,7 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
                   connected=True),
         Heartbeat(uptime_s=30.0),
         Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
+        TextLogged(tag="notes", text="lr warm-up ends here; <b>not</b> markup"),
         SystemMetrics(cpu=CpuStats(percent=63.0, load_1m=1.8, process_percent=98.5),
                       memory=MemoryStats(percent=41.0, used_bytes=6.6e9, total_bytes=1.6e10, process_rss_bytes=1.2e9),
                       disk=DiskStats(read_bytes_per_s=0.0, write_bytes_per_s=2.4e5),

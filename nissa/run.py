@@ -179,17 +179,21 @@ class Run:
 
     # --- in the loop --------------------------------------------------------------------------
 
-    def step(self) -> contextlib.AbstractContextManager[None]:
+    def step(self, at: int | None = None) -> contextlib.AbstractContextManager[None]:
         """A step boundary: the epoch of steps just done may end (``steps_per_epoch``), debug statistics of the
         watched modules are read, and commands apply. Call it once per step, or use ``with run.step():``
-        around the step's body (the boundary is where the ``with`` begins)."""
+        around the step's body (the boundary is where the ``with`` begins). ``at``: the step that begins, in
+        the loop's own count, for a loop that reaches boundaries only now and then (a logger called every 100
+        steps); it only goes forward (default: the next)."""
         self._check_open("run.step")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at <= self._step):
+            raise ValueError(f"run.step: at must be an int past the current step {self._step}, got {at!r}")
         self.start()
         if self._step > 0:
             self._watch.collect(self._step)
             if self.steps_per_epoch and self._step % self.steps_per_epoch == 0:
                 self.epoch_end()
-        self._step += 1
+        self._step = self._step + 1 if at is None else at
         self.runtime.step_boundary(self._step, self._epoch)
         return contextlib.nullcontext()
 
@@ -225,6 +229,20 @@ class Run:
         floats = as_floats(values)
         payload = Metrics(values={k: metric_value(v) for k, v in floats.items()}, labels=dict(labels or {}))
         self.runtime.hub.emit(payload, step=self._step if step is None else int(step), epoch=self._epoch)
+
+    def text(self, tag: str, text: str, *, step: int | None = None) -> None:
+        """Text at ``step`` (default: the current step) under ``tag``, shown as written in the run's events (a
+        ``text`` event; TensorBoard's ``add_text``). A tag that is not a metric name, or text over 16384
+        characters, is a ``ValueError``."""
+        from leyline.metrics import MAX_TEXT_CHARS, TextLogged
+
+        self._check_open("run.text")
+        check_log({tag: 0.0}, step, None)
+        if not isinstance(text, str) or len(text) > MAX_TEXT_CHARS:
+            raise ValueError(f"run.text: text must be a string of at most {MAX_TEXT_CHARS} characters")
+        self.start()
+        self.runtime.hub.emit(TextLogged(tag=tag, text=text), step=self._step if step is None else int(step),
+                              epoch=self._epoch)
 
     def _check_open(self, what: str) -> None:
         if self._report is not None:

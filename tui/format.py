@@ -29,6 +29,7 @@ from leyline import (
     SeedFossilized,
     SeedGateEvaluated,
     SystemMetrics,
+    TextLogged,
     SeedGerminated,
     SeedPruned,
     SeedStageChanged,
@@ -50,7 +51,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
     EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT", EventKind.METRICS: "metrics",
-    EventKind.SYSTEM: "system",
+    EventKind.SYSTEM: "system", EventKind.TEXT: "text",
 }
 
 
@@ -186,6 +187,7 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
     AlertChanged: lambda p: f"{p.state} {p.rule}: {p.message}",
     SystemMetrics: _system,  # type: ignore[dict-item]
+    TextLogged: lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}",
     Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),
 }
 

@@ -78,7 +78,7 @@ class NissaTracker(GeneralTracker):
         if run.finished:
             return
         if step is not None and step > run.step_count and not run.runtime.ranks.distributed:
-            run.step()  # a new step of a one-process run: a boundary, where commands apply
+            run.step(at=step)  # a new step of a one-process run: a boundary, where commands apply
         numbers = scalars(values)
         if numbers:
             run.log(numbers, step=step)
