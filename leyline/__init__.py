@@ -63,6 +63,7 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
     TopOp,
 )
+from leyline.payloads_histogram import Distribution, Histograms
 from leyline.payloads_system import (
     CpuStats,
     DiskStats,

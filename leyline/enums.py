@@ -35,6 +35,7 @@ class EventKind(str, enum.Enum):
     METRICS = "metrics"
     SYSTEM = "system"
     TEXT = "text"
+    HISTOGRAM = "histogram"
 
 
 class Severity(str, enum.Enum):

@@ -45,6 +45,7 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
 )
 from leyline.payloads_policy import AnomalyDetected, DebugLayerStats, GradientHealth
+from leyline.payloads_histogram import Histograms
 from leyline.payloads_system import SystemMetrics
 
 
@@ -70,6 +71,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(Metrics, critical=False),
     KindSpec(SystemMetrics, critical=False),
     KindSpec(TextLogged, critical=False),
+    KindSpec(Histograms, critical=False),
     KindSpec(AnomalyDetected, critical=True, indexed=True, severity=_W),
     KindSpec(TelemetryLevelChanged, critical=True, indexed=True),
     KindSpec(DebugLayerStats, critical=False, severity=_D),

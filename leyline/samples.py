@@ -37,6 +37,7 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
     TopOp,
 )
+from leyline.payloads_histogram import Distribution, Histograms
 from leyline.payloads_system import (
     CpuStats,
     DiskStats,
@@ -99,6 +100,9 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
                   connected=True),
         Heartbeat(uptime_s=30.0),
         Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
+        Histograms(histograms=[Distribution(name="weights/fc1", min=-0.5, max=0.5, count=10, bins=[1, 2, 4, 2, 1]),
+                               Distribution(name="gradients/fc1", min=None, max=None, count=0, nonfinite=3,
+                                            bins=[0, 0])]),
         TextLogged(tag="notes", text="lr warm-up ends here; <b>not</b> markup"),
         SystemMetrics(cpu=CpuStats(percent=63.0, load_1m=1.8, process_percent=98.5),
                       memory=MemoryStats(percent=41.0, used_bytes=6.6e9, total_bytes=1.6e10, process_rss_bytes=1.2e9),

@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     import pathlib
     from collections.abc import Mapping
 
+    from nissa.histogram import Histogram
     from nissa.hub.upload import UploadResult
     from nissa.run import Run
 
-__all__ = ["Run", "init", "upload"]
+__all__ = ["Histogram", "Run", "init", "upload"]
 
 
 def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
@@ -124,9 +125,14 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``nissa.Run``, the class ``init`` returns, is loaded on first use (it imports torch)."""
+    """``nissa.Run``, the class ``init`` returns, and ``nissa.Histogram`` are loaded on first use (they import
+    torch)."""
     if name == "Run":
         from nissa.run import Run
 
         return Run
+    if name == "Histogram":
+        from nissa.histogram import Histogram
+
+        return Histogram
     raise AttributeError(f"module 'nissa' has no attribute {name!r}")

@@ -37,11 +37,12 @@ from typing import Any
 
 import torch
 
-from leyline import Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
+from leyline import Histograms, Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
 
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics
+from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
@@ -158,10 +159,13 @@ class Run:
         self._stops.fn = fn
         return fn
 
-    def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1) -> torch.nn.Module:
-        """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window."""
+    def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1,
+              histograms: str | None = None, bins: int = 64) -> torch.nn.Module:
+        """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window;
+        with ``histograms`` (``"parameters"``, ``"gradients"`` or ``"all"``) also the distribution of each of
+        its parameters or gradients every ``every`` steps at any level but OFF (``bins`` bins each)."""
         self._check_open("run.watch")
-        self._watch.add(model, name, every)
+        self._watch.add(model, name, every, histograms, bins)
         return model
 
     def start(self) -> Run:
@@ -191,6 +195,7 @@ class Run:
         self.start()
         if self._step > 0:
             self._watch.collect(self._step)
+            self._watch.collect_histograms(self._step)
             if self.steps_per_epoch and self._step % self.steps_per_epoch == 0:
                 self.epoch_end()
         self._step = self._step + 1 if at is None else at
@@ -216,19 +221,26 @@ class Run:
         finally:
             self._profiles.phase_end(name)
 
-    def log(self, values: Mapping[str, Value], *, step: int | None = None,
+    def log(self, values: Mapping[str, Value | Histogram], *, step: int | None = None,
             labels: Mapping[str, str] | None = None) -> None:
-        """Named scalars at ``step`` (default: the current step); never blocks. Tensors are read back together,
+        """Named scalars at ``step`` (default: the current step), and distributions (``nissa.Histogram``,
+        computed on their devices, one ``histogram`` event a call); never blocks. Tensors are read back together,
         in one transfer; NaN and infinities are kept. A bad name, value, ``step`` or label is a ``ValueError`` (or
         ``TypeError``) at once, naming it: a bug in the caller, never an event dropped later."""
         self._check_open("run.log")
         check_log(values, step, labels)
         self.start()
+        at = self._step if step is None else int(step)
+        histograms = [(k, v) for k, v in values.items() if isinstance(v, Histogram)]
+        if histograms:
+            values = {k: v for k, v in values.items() if not isinstance(v, Histogram)}
+            self.runtime.hub.emit(Histograms(histograms=distributions(histograms), labels=dict(labels or {})),
+                                  step=at, epoch=self._epoch)
         if not values:
             return
         floats = as_floats(values)
         payload = Metrics(values={k: metric_value(v) for k, v in floats.items()}, labels=dict(labels or {}))
-        self.runtime.hub.emit(payload, step=self._step if step is None else int(step), epoch=self._epoch)
+        self.runtime.hub.emit(payload, step=at, epoch=self._epoch)
 
     def text(self, tag: str, text: str, *, step: int | None = None) -> None:
         """Text at ``step`` (default: the current step) under ``tag``, shown as written in the run's events (a

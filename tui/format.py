@@ -28,6 +28,7 @@ from leyline import (
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,
+    Histograms,
     SystemMetrics,
     TextLogged,
     SeedGerminated,
@@ -52,6 +53,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
     EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT", EventKind.METRICS: "metrics",
     EventKind.SYSTEM: "system", EventKind.TEXT: "text",
+    EventKind.HISTOGRAM: "hist",
 }
 
 
@@ -187,6 +189,7 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
     AlertChanged: lambda p: f"{p.state} {p.rule}: {p.message}",
     SystemMetrics: _system,  # type: ignore[dict-item]
+    Histograms: lambda p: f"{len(p.histograms)} histograms: " + ", ".join(h.name for h in p.histograms[:4]),
     TextLogged: lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}",
     Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),
 }
