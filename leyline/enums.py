@@ -34,6 +34,9 @@ class EventKind(str, enum.Enum):
     ALERT = "alert"
     METRICS = "metrics"
     SUMMARY = "summary"
+    SYSTEM = "system"
+    TEXT = "text"
+    HISTOGRAM = "histogram"
 
 
 class Severity(str, enum.Enum):

@@ -13,6 +13,17 @@ const DEFAULT_CHARTS = [
   ["entropy", ["ppo_update.entropy."]],  // a trailing dot: every name under it (one per head)
   ["explained variance", ["ppo_update.explained_variance"]],
   ["env-epochs/s", ["phase_timing.env_epochs_per_s"]],
+  // System: the machine under the run (series system.*, sampled by the client library), where a run has them.
+  ["System · GPU utilization %", ["system.gpu.utilization"]],
+  ["System · GPU memory %", ["system.gpu.memory_percent"]],
+  ["System · GPU power W", ["system.gpu.power_w"]],
+  ["System · GPU temperature °C", ["system.gpu.temperature_c"]],
+  ["System · GPU SM clock MHz", ["system.gpu.sm_clock_mhz"]],
+  ["System · CPU %", ["system.cpu.percent", "system.cpu.process_percent"]],
+  ["System · memory %", ["system.memory.percent"]],
+  ["System · process RSS bytes", ["system.memory.process_rss_bytes"]],
+  ["System · disk bytes/s", ["system.disk."]],
+  ["System · network bytes/s", ["system.network."]],
 ];
 const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
 const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",

@@ -117,7 +117,7 @@ class ChartScreen(ChartFeed, Screen[None]):
             self._own_names.add(name)
         for panel in self.panels:
             if panel.spec in DEFAULT_CHARTS:
-                panel.display = not own or bool(panel.names(self.data))
+                panel.display = (not own and panel.spec.group is None) or bool(panel.names(self.data))
         focused = isinstance(self.focused, ChartPanel) and self.focused.display
         if new:
             self.call_after_refresh(self._after_add, self._own[0], not focused)
