@@ -33,6 +33,10 @@ class EventKind(str, enum.Enum):
     RUN_RESUMED = "run_resumed"
     ALERT = "alert"
     METRICS = "metrics"
+    SUMMARY = "summary"
+    SYSTEM = "system"
+    TEXT = "text"
+    HISTOGRAM = "histogram"
 
 
 class Severity(str, enum.Enum):

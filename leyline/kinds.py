@@ -33,7 +33,7 @@ from leyline.esper import (
     SeedPruned,
     SeedStageChanged,
 )
-from leyline.metrics import Metrics
+from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import Payload, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
@@ -47,6 +47,8 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
 )
 from leyline.payloads_policy import AnomalyDetected, DebugLayerStats, GradientHealth
+from leyline.payloads_histogram import Histograms
+from leyline.payloads_system import SystemMetrics
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RunFinished, critical=True, indexed=True),
     KindSpec(RunResumed, critical=True),
     KindSpec(Metrics, critical=False),
+    KindSpec(SystemMetrics, critical=False),
+    KindSpec(TextLogged, critical=False),
+    KindSpec(Histograms, critical=False),
     KindSpec(AnomalyDetected, critical=True, indexed=True, severity=_W),
     KindSpec(TelemetryLevelChanged, critical=True, indexed=True),
     KindSpec(DebugLayerStats, critical=False, severity=_D),
@@ -83,6 +88,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(HubHealth, critical=False, severity=_D),
     KindSpec(Heartbeat, critical=False, severity=_D),
     KindSpec(AlertChanged, critical=True, severity=_W, server_only=True),
+    KindSpec(SummaryUpdated, critical=True, indexed=True),
 )
 """What every run speaks."""
 

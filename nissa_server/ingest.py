@@ -41,7 +41,7 @@ from nissa_server.auth import bearer_ok
 from nissa_server.protocols import engage
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
-from nissa_server.store import EventWrite, Superseded, history, queries, sql
+from nissa_server.store import EventWrite, RunGone, Superseded, history, queries, sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -336,8 +336,12 @@ class IngestSession:
         self.acked(seq)
 
     def _store_failed(self, err: BaseException) -> None:
+        if self._closing is not None:  # the first failure says why; the stream's later writes follow it
+            return
         if isinstance(err, Superseded):
             self._closing = (CLOSE_SUPERSEDED, str(err))
+        elif isinstance(err, RunGone):
+            self._closing = (CLOSE_DELETED, str(err))
         else:
             self._closing = (1011, f"store failed: {err}")
         self._wake.set()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from textual.app import App
@@ -33,9 +35,12 @@ class EsperWatch(App[None]):
         Binding("r", "run_picker", "runs"),
     ]
 
-    def __init__(self, config: WatchConfig, replay_events: list[Event] | None = None) -> None:
+    def __init__(self, config: WatchConfig, replay_events: list[Event] | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.config = config
+        self.clock = clock
+        """Seconds on a monotonic clock: how long a run has been silent (LIVE, SLOW, STALE) is read on it."""
         self.client: NissaClient | None = None
         self._replay_events = replay_events
 

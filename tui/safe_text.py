@@ -10,6 +10,8 @@ or Rich would read as markup.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.style import Style
 from rich.text import Text
 
@@ -21,6 +23,7 @@ def plain(value: object, *, one_line: bool = True) -> str:
     return visible(value if isinstance(value, str) else str(value), one_line=one_line)
 
 
-def run_text(value: object, style: str | Style = "", *, one_line: bool = True) -> Text:
-    """``value`` as text to draw, styled by the console (never by the value)."""
-    return Text(plain(value, one_line=one_line), style=style)
+def run_text(value: object, style: str | Style = "", *, one_line: bool = True, **text: Any) -> Text:
+    """``value`` as text to draw, styled by the console (never by the value); ``text``: more of ``Text``'s
+    keywords (``justify``, ``no_wrap``)."""
+    return Text(plain(value, one_line=one_line), style=style, **text)

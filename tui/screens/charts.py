@@ -117,7 +117,7 @@ class ChartScreen(ChartFeed, Screen[None]):
             self._own_names.add(name)
         for panel in self.panels:
             if panel.spec in DEFAULT_CHARTS:
-                panel.display = not own or bool(panel.names(self.data))
+                panel.display = (not own and panel.spec.group is None) or bool(panel.names(self.data))
         focused = isinstance(self.focused, ChartPanel) and self.focused.display
         if new:
             self.call_after_refresh(self._after_add, self._own[0], not focused)
@@ -334,8 +334,10 @@ class ChartScreen(ChartFeed, Screen[None]):
 
     def action_remove_chart(self) -> None:
         if isinstance(self.focused, ChartPanel):
-            self._own = [p for p in self._own if p is not self.focused]
-            self.focused.remove()
+            panel = self.focused
+            self._own = [p for p in self._own if p is not panel]
+            panel.ready = False  # its plot and title go first, while it is still on the screen: not drawn meanwhile
+            panel.remove()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
