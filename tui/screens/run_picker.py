@@ -179,7 +179,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
             table.add_column(" ", key="selected")
             for col in cols:
                 arrow = (" ↓" if self.sort_reverse else " ↑") if col.key == self.sort_key else ""
-                table.add_column(col.label + arrow, key=col.key)
+                table.add_column(run_text(col.label + arrow), key=col.key)  # a config key: the run's text
             self._columns = cols
         else:
             table.clear()
