@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from leyline.calls import Declared
+from leyline.calls import Declared, Phases
 from leyline.enums import EventKind
 
 # Flat, JSON-safe values: what a config entry or a command result may hold.
@@ -44,6 +44,10 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     """Ranks of the run (torchrun's WORLD_SIZE); each rank sends its own ``run_started``."""
     commands: Declared = []
     """Commands of the run's own it takes (``action`` ``call``); rank 0's declaration is the run's."""
+    phases: Phases | None = None
+    """The phases a profile window of target ``update`` can record on this run (``phase``; ``update``: Esper's
+    PPO update, or a loop's phase of that name); None: the run did not say, and such a window waits for its
+    phase. A request for another is refused with the reason (``leyline.commands.unprofilable``)."""
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):

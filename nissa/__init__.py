@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pathlib
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from nissa.hub.upload import UploadResult
     from nissa.run import Run
@@ -29,7 +29,8 @@ __all__ = ["Run", "init", "upload"]
 def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
          log_dir: str | pathlib.Path = "nissa-runs", run_id: str | None = None, token: str | None = None,
          level: str = "NORMAL", steps_per_epoch: int = 1, device: str = "cpu", queue_size: int = 10_000,
-         rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0) -> Run:
+         rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0,
+         phases: Sequence[str] | None = None) -> Run:
     """Start a run and return its ``Run``: the run directory ``<log_dir>/<run_id>`` with its log and stream
     secret, the hub that streams the log to the server, the command runtime. ``run_started`` (with the commands
     declared by then) goes out at the first ``run.step()``, ``run.log()`` or ``with run:``.
@@ -47,6 +48,9 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     - ``queue_size``: events the hub holds for its thread before dropping metrics (never critical events).
     - ``rank_timeout_s``: how long a collective between ranks may wait. ``stack_watchdog_s`` > 0: write every
       thread's stack under the run directory whenever no Python thread could run for that long.
+    - ``phases``: the names of the loop's ``with run.phase(name)`` blocks a profile window of target ``update``
+      may record (``["update", "validate"]``); a request for another is rejected with the reason. None: not said
+      (such a window waits for its phase).
 
     Under torchrun every rank calls it (the process group is joined unless the loop made it); ``stacks``
     commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it.
@@ -63,7 +67,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     from nissa.runtime import RuntimeConfig, build_runtime
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
-               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s)
+               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases)
     if server is not None:
         check_server(server, "server")
     elif os.environ.get("NISSA_SERVER"):
@@ -90,7 +94,8 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
                     queue_size=queue_size)
     runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks))
     return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
-               close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s)
+               close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s,
+               phases=None if phases is None else tuple(phases))
 
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,

@@ -154,7 +154,8 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
     return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
                       device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
-                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size)
+                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size,
+                      phases=list(config.phases))
 
 
 def _check_telemetry_args(args: argparse.Namespace) -> None:
