@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--step-delay must be >= 0, got {args.step_delay}")
     try:  # it checks --server, --run-name and --device before anything runs
         run = nissa.init(server=args.server, token=args.token, run_name=args.run_name, log_dir=args.log_dir,
-                         device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"})
+                         device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"},
+                         phases=["validate"])  # what a profile window of target "update" can record
     except (ValueError, TypeError, OSError) as err:
         p.error(str(err))
     device = torch.device(args.device)
