@@ -61,7 +61,8 @@ async def _body(request: Request) -> bytes:
         409: error("The run is not live", "run 'r-x' is finished, not live"),
         413: error("Body too large", "body over 65536 bytes"),
         422: error("Invalid request, a call the run did not declare, a phase it does not have, or an "
-                   "Idempotency-Key used before with another body", "action 'profile' needs 'batches' (1..500) or 'target': 'update'",
+                   "Idempotency-Key used before with another body",
+                   "action 'profile' needs 'batches' (1..500) or 'target': 'update'",
                    undeclared="the run declared no command 'set_lr' (it declared: none)",
                    no_such_phase="this run has no phase 'update' (its phases: none): a profile window of target "
                                  "'update' would never record; profile 'batches' instead",
