@@ -21,6 +21,11 @@ from leyline.payloads import MAX_INT, Payload
 SCHEMA_VERSION = 1
 SERVER_RANK = -1  # events the server itself authors (command queued/expired) use this rank
 
+MIN_TS = 946_684_800.0
+"""2000-01-01 UTC: the server refuses an event whose ``ts`` is earlier (4400, with the reason)."""
+MAX_TS_AHEAD_S = 86_400.0
+"""How far past the server's own clock an event's ``ts`` may be (a day), else it is refused likewise."""
+
 PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {kind: spec.payload for kind, spec in KINDS.items()}
 
 AnyPayload = Union[tuple(PAYLOAD_TYPES.values())]  # type: ignore[valid-type]

@@ -18,12 +18,14 @@ from nissa_server import __version__, openapi
 from nissa_server.nul_guard import RefuseNul
 from nissa_server.page_headers import DocsHeaders, HeadAsGet
 from nissa_server.request_metrics import RequestTimer
-from nissa_server.routes import alerts, artifacts, commands, ops, runs, series, web, ws
+from nissa_server.routes import alerts, artifacts, commands, groups, histograms, ops, runs, series, web, ws
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
 DOCS_ASSETS = "/docs-assets"
+RETRY_AFTER_S = 5
+"""What a 503 (the database away) says in ``Retry-After``."""
 DOCS, REDOC = "/docs", "/redoc"
 
 DESCRIPTION = """Stores the events of Esper training runs, streams them live to watchers and routes
@@ -70,8 +72,8 @@ def create_app(settings: Settings) -> FastAPI:
                        assets=DOCS_ASSETS)
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
-    routers = (runs.router, series.router, commands.router, artifacts.router, ops.router, ws.router, web.router,
-               alerts.router)
+    routers = (runs.router, series.router, histograms.router, commands.router, artifacts.router, ops.router, ws.router,
+               web.router, alerts.router, groups.router)
     served = [*app.router.routes, *(route for router in routers for route in router.routes)]
     for router in routers:
         app.include_router(router)
@@ -89,6 +91,15 @@ def create_app(settings: Settings) -> FastAPI:
         if exc.status_code == 405:  # Starlette names the methods of the first route on the path only
             headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(served, request.scope))}
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # The database is away (restarting, unreachable, locked): the request may be tried again shortly.
+        # The store's health has logged it, once; the reason names the error's type, not the database's address.
+        return JSONResponse({"detail": f"the database is unavailable ({type(exc).__name__}): try again shortly"},
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    for unavailable in nissa.store.unavailable:
+        app.add_exception_handler(unavailable, _unavailable)
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, exc: ClientDisconnect) -> Response:

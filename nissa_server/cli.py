@@ -178,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The read pool logs each reconnection try while the database is away; the server's health says an
+    # outage once, when it starts and when it ends.
+    logging.getLogger("psycopg.pool").setLevel(max(logging.ERROR, logging.getLogger().level))
     try:
         settings.artifacts_root.mkdir(parents=True, exist_ok=True)
     except OSError as err:

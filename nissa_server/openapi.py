@@ -14,9 +14,11 @@ from starlette.routing import BaseRoute
 from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
+from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
+from nissa_server.histograms import HistogramsReply
 from nissa_server.series import SeriesInfo, SeriesReply
 from nissa_server.store.runs_page import RunSummary
 from nissa_server.schemas import (
@@ -32,8 +34,8 @@ from nissa_server.schemas import (
 
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
-         EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         WireEvent, *PAYLOAD_TYPES.values())
+         HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
+         BandsReply, ConfigDiff, GroupsReply, WireEvent, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:

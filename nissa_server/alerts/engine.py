@@ -191,11 +191,15 @@ class AlertEngine:
 
     def _hangs(self, snap: Snapshot, now: float) -> list[Firing]:
         out, seen = [], set()
+        heard_within = min((r.after_s for r in self._of("hang")), default=0.0)
+        heard_within = min(heard_within, self.silent_after_s)
         for row in snap.ranks:
             key = (row.run_key, row.rank)
             seen.add(key)
             step, since = self._steps.get(key, (-1, now))
-            if row.step != step:
+            if row.step != step or now - row.seen_at >= heard_within:
+                # A new step, or a rank not heard from (stopped, then maybe resumed): its hang clock starts
+                # over, so that a rank resumed after a silence is not hung for the time it was silent.
                 self._steps[key] = (row.step, now)
                 continue
             stuck_s = now - since

@@ -11,7 +11,7 @@ from leyline import CommandRecord, EscalateRequest
 from nissa_server.auth import require_read, require_write
 from nissa_server.commands import CommandError
 from nissa_server.openapi import EXAMPLES, error, ok, ref
-from nissa_server.routes.common import json_response, nissa
+from nissa_server.routes.common import json_response, nissa, read_body
 from nissa_server.schemas import EscalateAccepted
 from nissa_server.store import queries
 
@@ -35,19 +35,6 @@ _ESCALATE_BODY = {
         }},
     }
 }
-
-
-async def _body(request: Request) -> bytes:
-    limit = nissa(request).settings.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"body over {limit} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise HTTPException(413, f"body over {limit} bytes")
-    return bytes(body)
 
 
 @router.post(
@@ -77,7 +64,7 @@ async def escalate(
 ) -> Response:
     n = nissa(request)
     try:
-        req = _decoder.decode(await _body(request))
+        req = _decoder.decode(await read_body(request))
     except msgspec.DecodeError as err:
         raise HTTPException(422, f"invalid escalation: {err}") from None
     try:
