@@ -68,7 +68,7 @@ def create_app(settings: Settings) -> FastAPI:
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
     app.add_middleware(HeadAsGet)
-    app.add_middleware(DocsHeaders, pages=(DOCS, REDOC, app.swagger_ui_oauth2_redirect_url),
+    app.add_middleware(DocsHeaders, pages=[p for p in (DOCS, REDOC, app.swagger_ui_oauth2_redirect_url) if p],
                        assets=DOCS_ASSETS)
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)

@@ -243,7 +243,7 @@ def _restore_examples(doc: dict[str, Any], routes: list[BaseRoute]) -> None:
             continue
         declared = {str(status): reply for status, reply in route.responses.items()}
         body = (route.openapi_extra or {}).get("requestBody")
-        for method in route.methods:
+        for method in route.methods or ():
             operation = doc["paths"][route.path_format][method.lower()]
             pairs = [(operation["responses"].get(status, {}), reply) for status, reply in declared.items()]
             pairs.append((operation.get("requestBody", {}), body or {}))
