@@ -129,8 +129,8 @@ async def charted(db: pathlib.Path) -> None:
 class Probes:
     """``/healthz`` and a trainer's ack, each every 50 ms, for as long as it runs: their latencies."""
 
-    def __init__(self, url: str, http: httpx.AsyncClient) -> None:
-        self.url, self.http = url, http
+    def __init__(self, url: str, http: httpx.AsyncClient, run_id: str) -> None:
+        self.url, self.http, self.run_id = url, http, run_id
         self.healthz: list[float] = []
         self.acks: list[float] = []
         self._stop = asyncio.Event()
@@ -144,13 +144,13 @@ class Probes:
 
     async def _ingest(self) -> None:
         async with connect(self.url.replace("http", "ws") + "/ws/ingest", max_size=None, open_timeout=60) as ws:
-            await ws.send(encode(Hello(run_id="probe", name="probe", secret=SECRET)).decode())
+            await ws.send(encode(Hello(run_id=self.run_id, name=self.run_id, secret=SECRET)).decode())
             await ws.recv()
             seq = 0
             while not self._stop.is_set():
                 seq += 1
                 began = time.perf_counter()
-                await ws.send(_events("probe", [0], [seq], seq))
+                await ws.send(_events(self.run_id, [0], [seq], seq))
                 while True:
                     frame = _ack.decode(await ws.recv())
                     if frame.get("type") == "ack" and frame["seq"] >= seq:
@@ -215,7 +215,7 @@ async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
         assert (await http.get(labelled)).status_code == 200
         reads += 1
     out["labelled_cpu_ms"] = (cpu_seconds(pid) - cpu) / reads * 1000
-    async with Probes(url, http).running() as probes:
+    async with Probes(url, http, "probe-labelled").running() as probes:
         began = time.perf_counter()
         await asyncio.gather(*(http.get(labelled) for _ in range(args.at_once)))
         out["at_once_s"] = time.perf_counter() - began
@@ -223,7 +223,7 @@ async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
         out[f"{name}_p99_ms"], out[f"{name}_max_ms"] = p99(seen) * 1000, max(seen, default=0.0) * 1000
     overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
     rss = [rss_mb(pid)]
-    async with Probes(url, http).running() as probes:
+    async with Probes(url, http, "probe-overlay").running() as probes:
         reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
         while not reads_.done():
             rss.append(rss_mb(pid))
