@@ -13,10 +13,11 @@ Two cases:
   ``Link`` to the rest where there is one), and the ``/healthz`` and ack latencies meanwhile.
 
 The code before is a checkout (``--before DIR``) or a git revision exported to a temporary directory
-(``--before-rev REV``, e.g. the main branch's commit before the change). ``cpu_ratio=`` is the labelled read's
-CPU after over before; ``rss_ratio=`` the overlay's memory growth after over before.
+(``--before-rev REV``; by default ``BEFORE_REV``, the last commit before series reads were bounded).
+``cpu_ratio=`` is the labelled read's CPU after over before; ``rss_ratio=`` the overlay's memory growth after
+over before.
 
-    python bench/series_reads.py --before-rev main [--label-sets 100000] [--overlay-points 100]
+    python bench/series_reads.py [--before-rev REV | --before DIR] [--label-sets 100000] [--overlay-points 100]
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from leyline.frames import EventBatch, Hello  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = "series-reads-bench-secret-" + "0" * 20
+BEFORE_REV = "3315592923486f4cb756f57f7ae9ea4e2d8236e9"
+"""The last commit before series reads were bounded (label index, a page per reply, two reads at a time)."""
 FRAME = 2000
 _ack = msgspec.json.Decoder(dict)
 
@@ -249,9 +252,10 @@ def before_code(args: argparse.Namespace) -> Iterator[pathlib.Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--before", help="a checkout of the code before")
-    where.add_argument("--before-rev", help="a git revision of the code before (exported to a temporary directory)")
+    where.add_argument("--before-rev", default=BEFORE_REV,
+                       help="a git revision of the code before, exported to a temporary directory (default: %(default)s)")
     parser.add_argument("--label-sets", type=int, default=100_000)
     parser.add_argument("--overlay-runs", type=int, default=5)
     parser.add_argument("--overlay-sets", type=int, default=1000)
