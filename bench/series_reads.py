@@ -255,7 +255,8 @@ def main() -> int:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--before", help="a checkout of the code before")
     where.add_argument("--before-rev", default=BEFORE_REV,
-                       help="a git revision of the code before, exported to a temporary directory (default: %(default)s)")
+                       help="a git revision of the code before, exported to a temporary directory "
+                       "(default: %(default)s)")
     parser.add_argument("--label-sets", type=int, default=100_000)
     parser.add_argument("--overlay-runs", type=int, default=5)
     parser.add_argument("--overlay-sets", type=int, default=1000)
