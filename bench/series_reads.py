@@ -180,6 +180,22 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
+async def readers(url: str, path: str, n: int) -> tuple[int, int, int]:
+    """``n`` clients reading ``path`` at once (following Links), in a process of their own: receiving megabytes
+    would hold up this process's loop, and with it the probes' own timing. The first client's figures."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, __file__, "--read", url, path, str(n),
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    first, total, replies = out.decode().split()[-3:]
+    return int(first), int(total), int(replies)
+
+
+async def _read_at_once(url: str, path: str, n: int) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        results = await asyncio.gather(*(read_all(http, path) for _ in range(n)))
+    print(*results[0])
+
+
 async def read_all(http: httpx.AsyncClient, path: str) -> tuple[int, int, int]:
     """(bytes of the first reply, bytes of all, replies) of a read that follows each reply's Link."""
     first = total = replies = 0
@@ -220,18 +236,18 @@ async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
     out["labelled_cpu_ms"] = (cpu_seconds(pid) - cpu) / reads * 1000
     async with Probes(url, http, "probe-labelled").running() as probes:
         began = time.perf_counter()
-        await asyncio.gather(*(http.get(labelled) for _ in range(args.at_once)))
+        await readers(url, labelled, args.at_once)
         out["at_once_s"] = time.perf_counter() - began
     for name, seen in (("healthz", probes.healthz), ("ack", probes.acks)):
         out[f"{name}_p99_ms"], out[f"{name}_max_ms"] = p99(seen) * 1000, max(seen, default=0.0) * 1000
     overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
     rss = [rss_mb(pid)]
     async with Probes(url, http, "probe-overlay").running() as probes:
-        reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
+        reads_ = asyncio.ensure_future(readers(url, overlay, args.at_once))
         while not reads_.done():
             rss.append(rss_mb(pid))
             await asyncio.sleep(0.02)
-        first, total, replies = (await reads_)[0]
+        first, total, replies = await reads_
     for name, seen in (("overlay_healthz", probes.healthz), ("overlay_ack", probes.acks)):
         out[f"{name}_p99_ms"] = p99(seen) * 1000
     out["rss_before_mb"], out["rss_peak_mb"] = rss[0], max(rss)
@@ -251,6 +267,9 @@ def before_code(args: argparse.Namespace) -> Iterator[pathlib.Path]:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--read"]:  # the readers' process (``readers``)
+        asyncio.run(_read_at_once(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--before", help="a checkout of the code before")
