@@ -6,6 +6,7 @@ from typing import Literal
 
 import msgspec
 
+from leyline.summaries import MetricSummary
 from leyline import CommandStatus, HubHealth, RunFinished, RunStatus
 from leyline.calls import CommandSpec
 from leyline.payloads import Scalar
@@ -72,6 +73,13 @@ class RunInfo(msgspec.Struct, kw_only=True):
     """Each rank's state, by rank."""
     commands: list[CommandSpec] = []
     """Commands of the run's own it declared when it started (``POST /escalate {"action": "call", ...}``)."""
+    project: str = ""
+    group: str = ""
+    tags: list[str] = []
+    notes: str = ""
+    metrics: dict[str, MetricSummary] = {}
+    """Every series of the run summarised, by series key (``val_loss{rank=0}``), as its events were stored
+    (up to about a second behind them)."""
 
 
 class DeletedRun(msgspec.Struct, kw_only=True):

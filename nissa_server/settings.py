@@ -162,7 +162,8 @@ class Settings:
     """Longest wait between tries of a background task (maintenance, alerts, the series pass …) while it
     fails, the database being away: the wait doubles from half a second up to it."""
     alert_rules: AlertRules = field(default_factory=AlertRules)
-    """Alert rules and where their notifications go (``--alerts FILE``); none by default."""
+    """Alert rules and where their notifications go (``--alerts FILE``); none here: ``nissa-server`` adds the
+    built-in ones (``alerts.rules.with_builtin``) unless ``--no-default-alerts``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "db_path", pathlib.Path(self.db_path))

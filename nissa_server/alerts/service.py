@@ -86,6 +86,8 @@ class AlertService:
             await self._open(f, now)
         for alert_id, rule, why in verdict.resolved:
             await self._resolve(alert_id, rule, why, now)
+        for alert_id, rule, why in verdict.ended:
+            await self._resolve(alert_id, rule, why, now, seen_to_end=False)
 
     async def _open(self, f: Firing, now: float) -> None:
         run = await self._store.find_run(f.run_id)
@@ -121,23 +123,28 @@ class AlertService:
             self._metrics.alerts_fired.labels(rule.name, rule.when).inc()
             self.wake.set()
 
-    async def _resolve(self, alert_id: str, rule: Rule, why: str, now: float) -> None:
+    async def _resolve(self, alert_id: str, rule: Rule, why: str, now: float, seen_to_end: bool = True) -> None:
+        """No longer firing: its condition was seen to end (a ``resolved`` notice goes out), or (not
+        ``seen_to_end``) its run ended while it held: closed, saying so in the run's stream, and no notice
+        (it was not resolved; the run's own end is a status rule's news)."""
         alert = await self._store.read(alerts_sql.get_alert, alert_id)
         run = None if alert is None else await self._store.find_run(alert.run_id)
         if alert is None or run is None:
             return
+        destinations = self._destinations(rule) if seen_to_end else []
+        message = f"resolved: {why}" if seen_to_end else f"closed: {why}; its condition was last seen holding"
 
         def prepare(conn: Conn, write: EventWrite) -> None:
-            write.result = alerts_sql.resolve_alert(conn, alert_id, now, self._destinations(rule))
+            write.result = alerts_sql.resolve_alert(conn, alert_id, now, destinations)
             if write.result:
                 add_server_event(conn, write, AlertChanged(
                     alert_id=alert_id, rule=rule.name, condition=rule.when, state="resolved",  # type: ignore[arg-type]
-                    subject=alert.subject, message=f"resolved: {why}", rank=alert.rank,
+                    subject=alert.subject, message=message, rank=alert.rank,
                     command_id=alert.command_id), Severity.INFO)
 
         write = await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
         if write.result:
-            logger.info("alert %s on run %s resolved: %s", rule.name, run.run_id, why)
+            logger.info("alert %s on run %s %s", rule.name, run.run_id, message)
             self._metrics.alerts_resolved.labels(rule.name, rule.when).inc()
             self.wake.set()
 

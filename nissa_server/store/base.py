@@ -28,6 +28,7 @@ from nissa_server.store.model import (
     EventWrite,
     IdRange,
     Pending,
+    RunGone,
     StaleWrite,
     Superseded,
     UnusableDatabase,
@@ -326,7 +327,7 @@ class Store(abc.ABC):
         return results
 
     def _log_failure(self, err: Exception) -> None:
-        if isinstance(err, Superseded):
+        if isinstance(err, (Superseded, RunGone)):  # a fact about the stream, not a fault of the store
             logger.info("write refused: %s", err)
             return
         if isinstance(err, self.unavailable):  # every write fails while it lasts: said once, not per write

@@ -134,6 +134,7 @@ class PostgresStore(Store):
         try:
             schema.migrate(raw)
             schema.create_series_tables(raw)
+            schema.backfill_lab(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             series_sql.init_progress(PgConn(raw), self.published_upto)
             series_sql.index_labels(PgConn(raw))

@@ -252,7 +252,7 @@ class SeriesPass:
     async def _charted(self, gathered: Gathered) -> Charted:
         """What ``gathered`` holds as arrays (a layout at a time, in slices)."""
         await self._in_slices(gathered.series_steps())
-        return Charted(gathered.result, gathered.markers, gathered.events)
+        return Charted(gathered.result, gathered.markers, gathered.events, gathered.declared)
 
     async def _in_slices(self, steps: Iterator[None]) -> None:
         """Runs ``steps`` on the event loop, letting it serve its sockets every ``SLICE_S``."""

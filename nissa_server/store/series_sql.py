@@ -28,6 +28,7 @@ import msgspec
 import numpy as np
 
 from leyline.series import X_AXES, parse_key
+from nissa_server.store import summaries_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted
 
@@ -221,7 +222,8 @@ class SeriesWriter:
         began = time.thread_time()
         if watermark(conn, lock=True) != mark:
             return False
-        keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers})
+        keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers}
+                      | {d[0] for d in charted.declared})
         alive = {r[0] for r in conn.execute(
             f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()
         series = {k: v for k, v in charted.series.items() if k[0] in alive}  # a run deleted meanwhile stays so
@@ -235,6 +237,7 @@ class SeriesWriter:
         if markers:
             conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
                                        for run_key, event_id, m in markers])
+        summaries_sql.write(conn, series, charted.declared, alive)
         conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,))
         self.seconds += time.thread_time() - began
         return True

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from nissa_server.store import series_sql, sql
+from nissa_server.store import series_sql, sql, summaries_sql
 from nissa_server.store import sqlite_schema as schema
 from nissa_server.store.base import Store
 from nissa_server.store.conn import Conn
@@ -61,6 +61,9 @@ class SqliteStore(Store):
             raise
         self._lock, self._conn = lock, conn
         conn.executescript(series_sql.schema_sql("BLOB", "INTEGER PRIMARY KEY"))
+        conn.execute("BEGIN IMMEDIATE")
+        summaries_sql.backfill_once(conn)
+        conn.execute("COMMIT")
         block = conn.execute("SELECT id + n - 1 FROM event_blocks ORDER BY id DESC LIMIT 1").fetchone()
         last = max(sql.read_counter(conn, "event_id"), block[0] if block else 0)
         series_sql.init_progress(conn, last)
