@@ -42,8 +42,8 @@ async def test_a_task_outlives_its_failures_backs_off_and_says_so_once(caplog):
     assert waits == [0.5, 1.0, 1.5]  # doubling, capped
     assert seen == [{}, {"maintenance": 1}, {"maintenance": 2}, {"maintenance": 3}, {}]
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["maintenance degraded: UnusableDatabase: cannot connect (tried again until it works; logged "
-                     "again once it does)", "maintenance works again after 0.0 s and 3 failures"]
+    assert lines == [("maintenance degraded: UnusableDatabase: cannot connect (tried again until it works; logged "
+                      "again once it does)"), "maintenance works again after 0.0 s and 3 failures"]
     assert caplog.records[0].exc_info is None  # the database's error: no traceback
     assert dict(health.levels()) == {"maintenance": 0.0}
 
