@@ -49,7 +49,7 @@ from leyline.frames import EventBatch, Hello  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = "series-reads-bench-secret-" + "0" * 20
 BEFORE_REV = "3315592923486f4cb756f57f7ae9ea4e2d8236e9"
-"""The last commit before series reads were bounded (label index, a page per reply, two reads at a time)."""
+"""The last commit before series reads were bounded (label index, a page per reply, a read at a time)."""
 FRAME = 2000
 _ack = msgspec.json.Decoder(dict)
 
