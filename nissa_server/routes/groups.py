@@ -110,11 +110,12 @@ async def get_bands(
     for rid in run_ids:
         run = await run_or_404(n, rid)
         try:
-            data = await n.store.read(series_queries.read_series, run.run_key, name, x, None, max_points,
-                                      None, MAX_BAND_SERIES)
+            async with n.series_reads:  # a few series reads at a time (``routes.series``)
+                page = await n.store.read(series_queries.read_series, run.run_key, name, x, None, max_points,
+                                          None, MAX_BAND_SERIES)
         except series_queries.TooManySeries as err:
             raise HTTPException(422, f"run {rid!r}: {err}") from None
-        for s in shape(rid, data, max_points):
+        for s in shape(rid, page.series, max_points):
             lines.setdefault(s.key, []).append((s.x, s.y))
     bands = [band(key, parse_key(key)[1], each, max_points) for key, each in sorted(lines.items())]
     return json_response(BandsReply(name=name, x=x, runs=run_ids, bands=bands))
