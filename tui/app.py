@@ -9,11 +9,13 @@ from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 
 from leyline import DecodeError, Event, decode_event
 
 from tui.client import NissaClient
 from tui.config import WatchConfig
+from tui.safe_text import plain
 from tui.screens.charts import ChartScreen
 from tui.screens.forms import HelpScreen
 from tui.screens.replay import ReplayScreen
@@ -66,6 +68,13 @@ class EsperWatch(App[None]):
     async def on_unmount(self) -> None:
         if self.client is not None:
             await self.client.aclose()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast of the console, as text: its messages carry run names and the server's reasons, so
+        markup is never read in them (``markup`` is ignored) and control characters are shown."""
+        super().notify(plain(message, one_line=False), title=plain(title), severity=severity, timeout=timeout,
+                       markup=False)
 
     def open_run(self, run_id: str, status: str, replay: bool, then: str | None = None) -> None:
         self.push_screen(ReplayScreen(run_id) if replay else RunViewScreen(run_id, status, then))

@@ -30,7 +30,7 @@ async def test_a_plain_run_beside_an_esper_run_and_alone(tmp_path):
     with running_server(tmp_path) as url:
         async with scripted_trainer(url, "esper-a") as trainer:
             await trainer.send(scripted_run("esper-a", epochs=4, envs=2))
-        run = nissa.init(server=url, run_name="plain", log_dir=tmp_path / "runs")
+        run = nissa.init(server=url, run_name="plain", log_dir=tmp_path / "runs", system_metrics=False)
         try:
             for i in range(6):
                 run.step()
