@@ -6,6 +6,8 @@ import psutil
 
 GRACE_S = 5.0
 """How long a stray process is given to end after SIGTERM before it is killed."""
+HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver", "compile_worker")
+"""Helpers a library starts once per process and ends when the process ends: not a test's leftovers."""
 
 
 def stray_children() -> list[str]:
@@ -15,8 +17,9 @@ def stray_children() -> list[str]:
     running = []
     for child in me.children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE:
-                running.append((child, f"pid {child.pid}: {' '.join(child.cmdline())[:200]}"))
+            command = " ".join(child.cmdline())
+            if child.status() != psutil.STATUS_ZOMBIE and not any(h in command for h in HELPERS):
+                running.append((child, f"pid {child.pid}: {command[:200]}"))
         except psutil.NoSuchProcess:
             continue
     for child, _ in running:
