@@ -20,7 +20,7 @@ def test_the_suites_postgresql_is_stopped_and_its_directory_removed():
     started = databases.running()
     assert started is not None
     pid, root = started
-    assert root.is_dir() and psutil.pid_exists(pid)
+    assert pid is not None and root.is_dir() and psutil.pid_exists(pid)
     assert databases.shutdown() == []
     assert not root.exists()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

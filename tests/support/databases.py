@@ -52,7 +52,7 @@ def _admin_uri() -> str | None:
         return None if _server is None else _server.uri
 
 
-def running() -> tuple[int, pathlib.Path] | None:
+def running() -> tuple[int | None, pathlib.Path] | None:
     """The PostgreSQL this process started: its postmaster's pid and its data directory (None: none)."""
     with _lock:
         server = _server
@@ -64,10 +64,10 @@ def running() -> tuple[int, pathlib.Path] | None:
 def shutdown() -> list[str]:
     """Stop the PostgreSQL this process started and remove its data directory; what is still there after
     (a process, a directory) is returned, one line each (empty: nothing is left)."""
-    global _server, _unavailable
+    global _server
     started = running()
     with _lock:
-        server, _server, _unavailable = _server, None, None
+        server, _server = _server, None
         _free.clear()
         _taken.clear()
     if server is None or started is None:
