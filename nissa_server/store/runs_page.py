@@ -95,11 +95,15 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     by key and those the query and the sort name."""
     q = compile_query(clauses, sort)
     total = int(conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
-    rows = conn.execute(
-        "SELECT r.run_key, r.run_id, r.name, r.status, r.created_at, r.started_at, r.ended_at, r.last_seen_at,"
-        " r.last_step, r.last_epoch, r.config, r.finish, r.world_size, r.status_detail, r.project, r.run_group,"
-        f" r.notes FROM runs r {' '.join(q.joins)}{q.where_sql} ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?",
-        (*q.join_args, *q.where_args, limit, offset)).fetchall()
+    # The page's keys first, then its rows: a sort carries only keys, not every run's config.
+    keys = [int(r[0]) for r in conn.execute(
+        f"SELECT r.run_key FROM runs r {' '.join(q.joins)}{q.where_sql} ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?",
+        (*q.join_args, *q.where_args, limit, offset))]
+    found_rows = {int(row[0]): row for row in conn.execute(
+        "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
+        " config, finish, world_size, status_detail, project, run_group, notes FROM runs"
+        f" WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else {}
+    rows = [found_rows[k] for k in keys if k in found_rows]
     keys = [int(row[0]) for row in rows]
     extra = _Extra(conn, keys, now, here)
     if metrics is None:

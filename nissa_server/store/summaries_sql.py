@@ -33,10 +33,9 @@ SCHEMA = """
         step BIGINT,
         best {real},
         pinned SMALLINT NOT NULL DEFAULT 0,
-        PRIMARY KEY (run_key, key)
+        PRIMARY KEY (key, run_key)
     ){rowid};
-    CREATE INDEX run_metrics_best ON run_metrics (key, best);
-    CREATE INDEX run_metrics_name ON run_metrics (run_key, name);
+    CREATE INDEX run_metrics_run ON run_metrics (run_key, key, count, min, max, last, step, best);
     CREATE TABLE metric_directions (
         run_key {key} NOT NULL,
         name TEXT NOT NULL,
@@ -44,7 +43,9 @@ SCHEMA = """
         PRIMARY KEY (run_key, name)
     ){rowid}
 """
-"""``run_metrics``: one row per series of a run; ``metric_directions``: what a run declared."""
+"""``run_metrics``: one row per series of a run, by series key first (on SQLite the rows of one key lie together:
+a filter or a sort on a metric over a lab's runs reads them in one stretch), and again by run with every figure
+(a page's runs read theirs from the index alone); ``metric_directions``: what a run declared."""
 
 BACKFILLED = "lab_backfilled"
 """The ``counters`` row that says what was stored before summaries and config rows existed was copied there."""
@@ -70,7 +71,7 @@ def _upsert(conn: Conn) -> str:
     last = "CASE WHEN run_metrics.pinned = 1 THEN run_metrics.last ELSE excluded.last END"
     return (
         "INSERT INTO run_metrics (run_key, key, name, direction, count, min, max, last, step, best, pinned)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (run_key, key) DO UPDATE SET"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (key, run_key) DO UPDATE SET"
         " count = run_metrics.count + excluded.count,"
         f" min = {low}, max = {high},"
         " last = CASE WHEN excluded.pinned = 1 THEN excluded.last ELSE " + last + " END,"
@@ -219,4 +220,4 @@ def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None,
 
 
 def _finite(value: float | None) -> float | None:
-    return None if value is None or value != value else float(value)
+    return None if value is None or value != value else value

@@ -170,3 +170,14 @@ def test_overload_benchmark_counts_dropped_trainers_and_healthz_latency():
     assert figures["trainers_dropped"] == 0 and figures["stored_ratio"] == 1.0
     assert figures["healthz_p99_ms"] > 0 and figures["ratio"] == pytest.approx(figures["healthz_p99_ms"] / 1000,
                                                                                rel=1e-2)
+
+
+@pytest.mark.timeout(300)
+def test_runs_table_benchmark_pages_against_a_full_scan():
+    figures = _run_bench("bench/runs_table.py", "--runs", "120", "--repeats", "1", "--scans", "1", "--points", "5")
+    assert figures["runs"] == 120 and figures["queries"] > 5
+    for backend in ("sqlite", "postgresql"):
+        if f"page_ms_p95_{backend}" in figures:  # PostgreSQL where pgserver can start one
+            assert 0 < figures[f"page_ms_p50_{backend}"] <= figures[f"page_ms_p95_{backend}"]
+            assert figures[f"full_scan_ms_{backend}"] > 0
+    assert figures["ratio"] == pytest.approx(figures["page_ms_p95_sqlite"] / figures["full_scan_ms_sqlite"], rel=0.01)

@@ -21,7 +21,7 @@ def _run(run_id, *, lr, losses, project="cifar", group="lr-sweep", tags=(), note
     for payload in extra:
         events.append(make_event(payload, run_id=run_id, seq=len(events) + 1, ts=1.8e9, step=999))
     events.append(make_event(RunFinished(status="completed", duration_s=1.0), run_id=run_id, seq=len(events) + 1,
-                             ts=1.8e9 + 1))
+                             ts=1.8e9 + 1, step=events[-1].step))
     return events
 
 
