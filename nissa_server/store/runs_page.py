@@ -102,7 +102,7 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     found_rows = {int(row[0]): row for row in conn.execute(
         "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
         " config, finish, world_size, status_detail, project, run_group, notes FROM runs"
-        f" WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else {}
+        f" WHERE run_key IN ({','.join('?' * len(keys))})", keys).fetchall()} if keys else {}
     rows = [found_rows[k] for k in keys if k in found_rows]
     keys = [int(row[0]) for row in rows]
     extra = _Extra(conn, keys, now, here)
@@ -129,14 +129,14 @@ class _Extra:
             return
         among = f"run_key IN ({','.join('?' * len(keys))})"
         for key, rank, seq, nbytes, session, until in conn.execute(
-                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}", keys):
+                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}", keys).fetchall():
             self.last_seq[key][str(rank)] = seq
             self.stored[key] += nbytes
             self.held[key] = self.held[key] or (until is not None and until >= now and session is not None
                                                 and not session.startswith(here))
-        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key", keys):
+        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key", keys).fetchall():
             self.stored[key] += int(size)
-        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind", keys):
+        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind", keys).fetchall():
             self.counts[key][kind] = n
 
 

@@ -208,16 +208,12 @@ def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None,
             return out
         where += f" AND key IN ({','.join('?' * len(keys))})"
         args += keys
-    for run_key, key, count, low, high, last, step, best in conn.execute(
-            f"SELECT run_key, key, count, min, max, last, step, best FROM run_metrics WHERE {where}"
-            " ORDER BY run_key, key", args):
-        found = out[int(run_key)]
+    rows = conn.execute(f"SELECT run_key, key, count, min, max, last, step, best FROM run_metrics WHERE {where}"
+                        " ORDER BY run_key, key", args).fetchall()  # fetchall: a row at a time costs more
+    for run_key, key, count, low, high, last, step, best in rows:
+        found = out[run_key]
         if per_run is not None and len(found) >= per_run:
             continue
-        found[key] = MetricSummary(last=_finite(last), min=_finite(low), max=_finite(high), best=_finite(best),
-                                   count=int(count), step=None if step is None else int(step))
+        # Written without NaN (stored as NULL), so read as they are.
+        found[key] = MetricSummary(last=last, min=low, max=high, best=best, count=count, step=step)
     return out
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or value != value else value
