@@ -94,11 +94,14 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
     by key and those the query and the sort name."""
     q = compile_query(clauses, sort)
-    total = int(conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
-    # The page's keys first, then its rows: a sort carries only keys, not every run's config.
-    keys = [int(r[0]) for r in conn.execute(
-        f"SELECT r.run_key FROM runs r {' '.join(q.joins)}{q.where_sql} ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?",
-        (*q.join_args, *q.where_args, limit, offset))]
+    # The page's keys first (and how many match, in the same pass), then its rows: a sort carries only keys,
+    # not every run's config. The joins are on unique keys: a run is one row whatever it joins.
+    found_keys = conn.execute(
+        f"SELECT r.run_key, COUNT(*) OVER () FROM runs r {' '.join(q.joins)}{q.where_sql}"
+        f" ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?", (*q.join_args, *q.where_args, limit, offset)).fetchall()
+    keys = [int(r[0]) for r in found_keys]
+    total = int(found_keys[0][1]) if found_keys else int(
+        conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
     found_rows = {int(row[0]): row for row in conn.execute(
         "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
         " config, finish, world_size, status_detail, project, run_group, notes FROM runs"
