@@ -43,12 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-name", default="plain-loop")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--project", default="", help="the project the run belongs to (runs tables filter by it)")
+    p.add_argument("--group", default="", help="its group: a sweep, the seeds of one experiment")
+    p.add_argument("--tag", action="append", default=[], help="a tag (again for more)")
+    p.add_argument("--notes", default=None, help="free text about the run")
     p.add_argument("--validate-every", type=int, default=20, help="steps between validations")
     p.add_argument("--step-delay", type=float, default=0.0, help="seconds to sleep each step (demos, tests)")
-    p.add_argument("--project", default=None, help="the project the run belongs to")
-    p.add_argument("--group", default=None, help="its group: a sweep, the seeds of one experiment")
-    p.add_argument("--tag", action="append", default=None, dest="tags", help="a tag (repeat for several)")
-    p.add_argument("--notes", default=None, help="free text about the run")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error(f"--steps must be >= 1, got {args.steps}")
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # it checks --server, --run-name and --device before anything runs
         run = nissa.init(server=args.server, token=args.token, run_name=args.run_name, log_dir=args.log_dir,
                          device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"},
-                         project=args.project, group=args.group, tags=args.tags, notes=args.notes)
+                         project=args.project or None, group=args.group or None, tags=args.tag,
+                         notes=args.notes)
     except (ValueError, TypeError, OSError) as err:
         p.error(str(err))
     device = torch.device(args.device)
