@@ -19,9 +19,9 @@ def _run(run_id, *, lr, losses, project="cifar", group="lr-sweep", tags=(), note
         values = {"val_loss": metric_value(loss), "val_acc": metric_value(1 - loss), "lr": lr}
         events.append(make_event(Metrics(values=values), run_id=run_id, seq=len(events) + 1, ts=1.7e9 + i, step=10 * i))
     for payload in extra:
-        events.append(make_event(payload, run_id=run_id, seq=len(events) + 1, ts=1.8e9, step=999))
+        events.append(make_event(payload, run_id=run_id, seq=len(events) + 1, ts=1.7e9 + 500, step=999))
     events.append(make_event(RunFinished(status="completed", duration_s=1.0), run_id=run_id, seq=len(events) + 1,
-                             ts=1.8e9 + 1, step=events[-1].step))
+                             ts=1.7e9 + 600, step=events[-1].step))
     return events
 
 
@@ -119,7 +119,8 @@ async def test_every_series_is_summarised_with_its_direction(lab):
     ('"val_loss{rank=0}.min"<0.5', ["b"]),
     ("test_acc>0.9", ["c"]),
     ("-val_loss<0.5", ["d", "c", "a"]),
-    ("started>=1.7e9 ended>1.79e9", ["d", "c", "b", "a"]),
+    ("started>=1.7e9 ended>1700000550", ["d", "c", "b", "a"]),
+    ("ended<2023-11-14T22:24 ended>2023-11-14", ["d", "c", "b", "a"]),
     ("started<2000-01-01", []),
     ("step>=20 step<999", ["b", "a"]),
 ])
