@@ -5,11 +5,11 @@ same runs (every run read, as a table that loads them all does) in the same invo
 Per backend: a fresh database filled through the store's own writes (a run claimed, its ``run_started``'s
 project, group, tags and config rows, its 20 series folded into their summaries as a series pass folds them).
 PostgreSQL's statistics are brought up to date after the load (``ANALYZE``, as its autovacuum does for a database
-that grew over time); SQLite runs without any, as a server leaves it. Then each query of ``QUERIES`` (filters and sorts of the filter language, and a page deep into a sort) is read
-``--repeats`` times as ``GET /runs`` reads it (``runs_page.page_runs`` on a reader connection, the page encoded
-as its JSON reply); ``page_ms_p95`` is the 95th percentile over all of them. ``full_scan_ms`` is the median of
-reading every run with its config and summaries (``queries.list_runs``), and ``ratio=`` the SQLite page's p95
-over the SQLite full scan.
+that grew over time); SQLite runs without any, as a server leaves it. Then each query of ``QUERIES`` (filters and
+sorts of the filter language, and a page deep into a sort) is read ``--repeats`` times as ``GET /runs`` reads it
+(``runs_page.page_runs`` on a reader connection, the page encoded as its JSON reply); ``page_ms_p95`` is the 95th
+percentile over all of them. ``full_scan_ms`` is the median of reading every run with its config and summaries
+(``queries.list_runs``), and ``ratio=`` the SQLite page's p95 over the SQLite full scan.
 
     python bench/runs_table.py [--runs 10000] [--repeats 10] [--backends sqlite,postgresql]
 """

@@ -132,14 +132,17 @@ class _Extra:
             return
         among = f"run_key IN ({','.join('?' * len(keys))})"
         for key, rank, seq, nbytes, session, until in conn.execute(
-                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}", keys).fetchall():
+                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}",
+                keys).fetchall():
             self.last_seq[key][str(rank)] = seq
             self.stored[key] += nbytes
             self.held[key] = self.held[key] or (until is not None and until >= now and session is not None
                                                 and not session.startswith(here))
-        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key", keys).fetchall():
+        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key",
+                                      keys).fetchall():
             self.stored[key] += int(size)
-        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind", keys).fetchall():
+        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind",
+                                         keys).fetchall():
             self.counts[key][kind] = n
 
 

@@ -100,7 +100,8 @@ def directions_of(conn: Conn, run_keys: Iterable[int]) -> dict[int, dict[str, st
     for at in range(0, len(keys), 500):
         chunk = keys[at:at + 500]
         for run_key, name, direction in conn.execute(
-                f"SELECT run_key, name, direction FROM metric_directions WHERE run_key IN ({','.join('?' * len(chunk))})",
+                "SELECT run_key, name, direction FROM metric_directions WHERE run_key IN"
+                f" ({','.join('?' * len(chunk))})",
                 chunk):
             out.setdefault(int(run_key), {})[name] = direction
     return out
