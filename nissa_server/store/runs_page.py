@@ -59,8 +59,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     tags: list[str] = []
     notes: str = ""
     metrics: dict[str, MetricSummary] = {}
-    """Its series summarised, by series key (``val_loss{rank=0}``): the first ``MAX_METRICS`` by key and those
-    the query and the sort name, or those asked for (``metrics=``)."""
+    """Its series summarised, by series key (``val_loss{rank=0}``): the first ``MAX_METRICS`` by key and its
+    outcome's (``run_finished.*``) and those the query and the sort name, or those asked for (``metrics=``)."""
 
 
 def _cut(text: str | None) -> str | None:
@@ -92,7 +92,7 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     """(runs matching ``clauses``, the page of them from ``offset`` in ``sort`` order, then newest first);
     ``connected`` says whether a server other than ``here`` holds one of a run's streams (the caller knows its
     own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
-    by key and those the query and the sort name."""
+    by key, its outcome's (``run_finished.*``) and those the query and the sort name."""
     q = compile_query(clauses, sort)
     # The page's keys first (and how many match, in the same pass), then its rows: a sort carries only keys,
     # not every run's config. The joins are on unique keys: a run is one row whatever it joins.
@@ -111,9 +111,11 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     extra = _Extra(conn, keys, now, here)
     if metrics is None:
         found = summaries_sql.read(conn, keys, per_run=MAX_METRICS)
-        named = summaries_sql.read(conn, keys, metric_keys(clauses, sort))
-        for key in keys:
-            found[key].update(named[key])
+        if any(len(f) >= MAX_METRICS for f in found.values()):  # cut: what a table needs whatever the cut
+            for more in (summaries_sql.read(conn, keys, outcome=True),
+                         summaries_sql.read(conn, keys, metric_keys(clauses, sort))):
+                for key in keys:
+                    found[key].update(more[key])
     else:
         found = summaries_sql.read(conn, keys, metrics)
     return total, [_summary(row, extra, found[int(row[0])]) for row in rows]

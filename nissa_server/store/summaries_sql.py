@@ -196,9 +196,14 @@ def backfill_once(conn: Conn) -> None:
     conn.execute("INSERT INTO counters (name, value) VALUES (?, 1)", (BACKFILLED,))
 
 
-def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None,
-         per_run: int | None = None) -> dict[int, dict[str, MetricSummary]]:
-    """The summaries of runs, by series key (all of them, or ``keys``; at most ``per_run`` each, by key)."""
+OUTCOME_PREFIX = "run_finished."
+"""The series of what a run achieved (its end's figures: an Esper run's final and best accuracy, seeds, rounds)."""
+
+
+def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None, per_run: int | None = None,
+         outcome: bool = False) -> dict[int, dict[str, MetricSummary]]:
+    """The summaries of runs, by series key (all of them, or ``keys``, or with ``outcome`` those of
+    ``OUTCOME_PREFIX``; at most ``per_run`` each, by key)."""
     out: dict[int, dict[str, MetricSummary]] = {k: {} for k in run_keys}
     if not run_keys:
         return out
@@ -209,6 +214,9 @@ def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None,
             return out
         where += f" AND key IN ({','.join('?' * len(keys))})"
         args += keys
+    if outcome:
+        where += " AND key >= ? AND key < ?"  # a range of the index, where LIKE would not be one on PostgreSQL
+        args += [OUTCOME_PREFIX, OUTCOME_PREFIX[:-1] + chr(ord(OUTCOME_PREFIX[-1]) + 1)]
     rows = conn.execute(f"SELECT run_key, key, count, min, max, last, step, best FROM run_metrics WHERE {where}"
                         " ORDER BY run_key, key", args).fetchall()  # fetchall: a row at a time costs more
     for run_key, key, count, low, high, last, step, best in rows:

@@ -190,3 +190,14 @@ async def test_patch_without_a_token_on_a_server_without_one(server_url):
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         reply = await http.patch("/runs/r", json={"tags": ["x"]})
         assert reply.status_code == 200 and reply.json()["tags"] == ["x"]
+
+
+async def test_a_page_cut_to_its_first_series_keeps_the_outcome_and_what_it_sorts_by(lab, monkeypatch):
+    from nissa_server.store import runs_page
+
+    _, http = lab
+    monkeypatch.setattr(runs_page, "MAX_METRICS", 2)  # the server is in this process
+    run = (await http.get("/runs", params={"q": "id:c", "sort": "val_loss.min"})).json()[0]
+    assert sorted(run["metrics"]) == ["lr{rank=0}", "run_finished.duration_s{rank=0}", "run_finished.epochs{rank=0}",
+                                      "run_finished.fossilized{rank=0}", "run_finished.pruned{rank=0}",
+                                      "run_finished.rounds{rank=0}", "val_loss{rank=0}"]
