@@ -215,7 +215,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         data = self.data
         live = sum(r.status in RUNNING for r in data.runs)
         if data.groups is not None:
-            what = f"{len(data.groups.groups)} groups by {data.groups.by} of {data.total} runs"
+            n = len(data.groups.groups)
+            what = f"{n} group{'s' if n != 1 else ''} by {data.groups.by} of {data.total} runs"
         else:
             first = self.query_state.offset + 1 if data.runs else 0
             what = f"runs {first}–{self.query_state.offset + len(data.runs)} of {data.total} ({live} live)"
