@@ -124,7 +124,8 @@ async def test_group_rows_bands_diff_and_edit(sweep):
         app.screen.query_one("#edit-notes", Input).focus()
         await pilot.press(*"lr 0.1 won", "enter")
         await until(pilot, lambda: picker.runs.get(target) and picker.runs[target].notes == "lr 0.1 won", "saved")
-        run = httpx.get(f"{url}/runs/{target}").json()
+        async with httpx.AsyncClient() as http:
+            run = (await http.get(f"{url}/runs/{target}")).json()
         assert run["notes"] == "lr 0.1 won" and run["tags"] == ["best", "baseline"]
         other = picker.table.get_row(ids[SPECS[-1].name])
         assert "[b]not bold[/b]" in "".join(getattr(c, "plain", str(c)) for c in other), "a run's name is text"

@@ -6,6 +6,7 @@ charts or diff their configs; edit a run's group, tags and notes."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -14,6 +15,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+
+from leyline.groups import GroupRow
 
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
@@ -118,10 +121,9 @@ class RunPickerScreen(PickerActions, Screen[None]):
 
     def requery(self, **changes: object) -> None:
         """Ask again now (a new filter, order, page or grouping), then every few seconds."""
-        q = self.query_state
         fields = {"sort": sort_param(self.sort_key, self.sort_reverse) if self.sort_key else "",
                   "metrics": self._metric_columns(), **changes}
-        self.query_state = TableQuery(**{**q.__dict__, **fields})  # type: ignore[arg-type]
+        self.query_state = replace(self.query_state, **fields)  # type: ignore[arg-type]  # (its own fields)
         self.poll_runs(self.query_state)
 
     @work(exclusive=True, group="runs")
@@ -146,7 +148,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
             self.known_metrics = sorted({k for r in self.data.runs for k in r.metrics})
         wanted = self._metric_columns()
         if self.data.groups is None and wanted != self.query_state.metrics:
-            self.query_state = TableQuery(**{**self.query_state.__dict__, "metrics": wanted})
+            self.query_state = replace(self.query_state, metrics=wanted)
         self.rebuild()
 
     def on_api_failed(self, message: ApiFailed) -> None:
@@ -201,7 +203,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.table.add_row(*cells, key=key)
         self.order.append(run.run_id)
 
-    def _sorted_groups(self) -> list:
+    def _sorted_groups(self) -> list[GroupRow]:
         """Group rows sorted here (they are few): by a metric's mean, else as the server gave them."""
         rows = list(self.data.groups.groups) if self.data.groups else []
         stats = [r.metrics.get(self.sort_key) for r in rows]
@@ -237,7 +239,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         key = self.current_key()
         return None if key is None or key.startswith(GROUP_ROW) else key
 
-    def current_group(self):
+    def current_group(self) -> GroupRow | None:
         key = self.current_key()
         if key is None or not key.startswith(GROUP_ROW) or self.data.groups is None:
             return None
