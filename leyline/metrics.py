@@ -46,6 +46,19 @@ class SummaryUpdated(Payload, kw_only=True, frozen=True):
     directions: Directions = {}
 
 
+MAX_TEXT_CHARS = 16_384
+"""Characters one ``text`` event may carry."""
+
+
+class TextLogged(Payload, kw_only=True, frozen=True):
+    """A loop's own text at the envelope's ``step`` under a tag (TensorBoard's ``add_text``): data to show as
+    written, never markup."""
+
+    KIND: ClassVar[EventKind] = EventKind.TEXT
+    tag: MetricName
+    text: Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
+
+
 def metric_value(value: float) -> MetricValue:
     """``value`` as the contract carries it: the number, or ``"nan"``, ``"inf"``, ``"-inf"``."""
     if value != value:

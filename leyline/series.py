@@ -36,8 +36,9 @@ LABEL_FIELDS: frozenset[str] = frozenset(
 """Field names (str or int) that label a value rather than measure it."""
 COORDINATE_FIELDS: frozenset[str] = frozenset({"round"})
 """Numeric fields that place a point on an x axis (``SeriesPoint.round``) rather than being one."""
-IGNORED_FIELDS: frozenset[str] = frozenset({"pid"})
-"""Numbers that identify a process, neither a measure nor a label worth a series."""
+IGNORED_FIELDS: frozenset[str] = frozenset({"pid", "bins"})
+"""Numbers that identify a process, neither a measure nor a label worth a series; a histogram's bins (parts
+of one distribution, read whole at ``/runs/{run_id}/histograms/{name}``)."""
 NO_POINTS_KINDS: frozenset[str] = frozenset({"summary"})
 """Kinds whose numbers are no points: what a loop says of its results (``leyline.summaries``) is summarised
 as it is, never charted."""

@@ -7,6 +7,11 @@
 status, project, group, tags, the config keys whose values differ, and the metrics the runs share (their
 best, or the statistic asked for: ``--metric val_loss.min``). ``--format json`` gives the server's own records.
 What a run wrote is shown as text, its control characters replaced.
+
+    nissa import tensorboard runs/ --server http://127.0.0.1:8765
+    nissa import csv metrics.csv --server http://127.0.0.1:8765
+
+``import`` brings TensorBoard event files and CSV files in as runs (``nissa.cli_import``).
 """
 
 from __future__ import annotations
@@ -28,10 +33,14 @@ CELL_CHARS = 40
 
 
 def parser() -> argparse.ArgumentParser:
+    from nissa.cli_import import add_import
+
     p = argparse.ArgumentParser(prog="nissa", description="A lab's runs on a nissa-server, from a shell.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_runs(sub.add_parser("runs", help="list the runs a query finds", description="List the runs a query finds, "
-                            "sorted, as a table, CSV or JSON."))
+    runs = add_runs(sub.add_parser("runs", help="list the runs a query finds", description="List the runs a query "
+                                   "finds, sorted, as a table, CSV or JSON."))
+    runs.set_defaults(func=_runs)
+    add_import(sub)
     return p
 
 
@@ -59,7 +68,7 @@ def add_runs(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
-    return _runs(args)
+    return args.func(args)
 
 
 def _runs(args: argparse.Namespace) -> int:

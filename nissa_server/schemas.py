@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from leyline.summaries import MetricSummary
@@ -111,16 +113,34 @@ class ArtifactInfo(msgspec.Struct, kw_only=True):
     url: str
 
 
+class Degraded(msgspec.Struct, kw_only=True):
+    """A part of the server that does not work now (tried again until it does)."""
+
+    since: float
+    """When it first failed (unix seconds)."""
+    reason: str
+    """Its first failure: the error's type and first line."""
+    failures: int
+    """Failures in a row so far."""
+
+
 class Health(msgspec.Struct, kw_only=True):
     """Answer to ``GET /healthz``."""
 
-    status: str
+    status: Literal["ok", "degraded"]
+    """``degraded`` while some part does not work (the database away: reads answer 503, background tasks wait
+    and try again); the server itself is up either way."""
     version: str
     schema_version: int
     runs: int | None = None
-    """Runs stored (null to a request without the token on a server started with ``--read-auth``)."""
+    """Runs stored (null to a request without the token on a server started with ``--read-auth``, or while
+    the database is away)."""
     watchers: int | None = None
-    """Watchers connected (null likewise)."""
+    """Watchers connected (null to a request without the token on a server started with ``--read-auth``)."""
+    degraded: dict[str, Degraded] = msgspec.field(default_factory=dict)
+    """The parts that do not work now, by name: ``database``, or a background task (``maintenance``,
+    ``alert-sweep``, ``alert-delivery``, ``series-pass``, ``publisher``, ``notifications``); empty to a request
+    without the token on a server started with ``--read-auth``."""
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):

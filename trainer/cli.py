@@ -110,6 +110,11 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
                    help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
                         "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
+    g.add_argument("--no-system-metrics", dest="system_metrics", action="store_false",
+                   help="do not sample the machine (CPU, memory, disk and network I/O, GPUs) into series system.* "
+                        "(default: sampled)")
+    g.add_argument("--system-metrics-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds between samples of the machine (default 10)")
     g.add_argument("-v", "--verbose", action="store_true",
                    help="log what the hub and the loop do to stderr (default: warnings only)")
     r = p.add_argument_group("ranks (under torchrun)")
@@ -188,6 +193,11 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
     if not 0.1 <= args.heartbeat <= 3600:
         raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
+    from nissa.system import SystemConfig
+    try:
+        SystemConfig(interval_s=args.system_metrics_interval)
+    except ValueError as err:
+        raise ValueError(f"--system-metrics-interval: {err}") from None
     if not args.stack_watchdog >= 0:
         raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
 
@@ -275,6 +285,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
     from nissa.diagnostics import start_watchdog
+    from nissa.system import SystemConfig, start_system_metrics
     from trainer.data import DataError
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
@@ -301,6 +312,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     stop_watchdog = start_watchdog(runtime, args.stack_watchdog)  # stacks on demand: build_run
+    stop_system = _nothing
     try:
         if point is None:
             runtime.emit(_run_started(runtime, args.run_name, config, args))
@@ -308,6 +320,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
             _say(f"resumed from {point.path} (round {point.round})")
             resumed = point.resumed()
             runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
+        if args.system_metrics:  # after run_started: a run's stream begins with it
+            stop_system = start_system_metrics(runtime, SystemConfig(interval_s=args.system_metrics_interval,
+                                                                     device=config.device))
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         run.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
         summary = run.train(resume=None if point is None else point.state)
@@ -327,6 +342,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
         stop_watchdog()
+        stop_system()
         _finish_through_sigterm()
         report = runtime.finish(summary, timeout=args.close_timeout)
     last = checkpoints.written[-1].path if checkpoints.written else None
@@ -334,6 +350,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                                      last):
         _say(line, err=to_stderr)
     return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _resume_point(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks, run_dir: pathlib.Path,

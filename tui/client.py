@@ -14,7 +14,7 @@ from datetime import datetime
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -221,9 +221,14 @@ class NissaClient:
 
     async def series(self, run_id: str, name: str, x: str, max_points: int) -> list[dict]:
         """Every label set of one series, downsampled: ``key``, ``labels``, ``x``, ``y`` each."""
-        params = {"x": x, "max_points": max_points}
-        body = (await self._request("GET", f"/runs/{run_id}/series/{name}", params=params)).json()
-        return [item for item in body["series"] if item.get("run_id", run_id) == run_id]
+        path: str | None = f"/runs/{run_id}/series/{name}"
+        params: dict | None = {"x": x, "max_points": max_points}
+        out: list[dict] = []
+        while path is not None:  # a reply holds a page of bytes; its Link says where the rest starts
+            response = await self._request("GET", path, params=params)
+            out += [item for item in response.json()["series"] if item.get("run_id", run_id) == run_id]
+            path, params = response.links.get("next", {}).get("url"), None
+        return out
 
     async def markers(self, run_id: str) -> list[Marker]:
         return _markers_decoder.decode((await self._request("GET", f"/runs/{run_id}/markers")).content)
@@ -290,11 +295,13 @@ class NissaClient:
         return _command_decoder.decode((await self._request("GET", f"/commands/{command_id}")).content)
 
     def artifact_url(self, run_id: str, artifact: str) -> str:
-        if artifact.startswith(("http://", "https://")):
+        """The server's URL of a run's artifact, from the name the run gave: always on this server (a run
+        names its artifact, it never picks where the console's link goes)."""
+        base = self.config.base
+        if artifact.startswith(f"{base}/"):
             return artifact
-        if artifact.startswith("/"):
-            return self.config.base + artifact
-        return f"{self.config.base}/runs/{run_id}/artifacts/{artifact}"
+        name = quote(artifact.rsplit("/", 1)[-1], safe="")
+        return f"{base}/runs/{quote(run_id, safe='')}/artifacts/{name}"
 
 
 ConnState = Literal["connecting", "connected", "reconnecting", "unauthorized"]

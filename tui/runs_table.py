@@ -7,6 +7,7 @@ Run-written text (names, projects, groups, tags, config values) becomes ``rich.t
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from leyline.groups import GroupRow, MetricStats
 from leyline.payloads import Scalar
 from leyline.series import format_key, kind_of_name, parse_key
 from leyline.summaries import STATS
-
 from tui.client import RunSummary
+from tui.format import clock
+from tui.safe_text import run_text
 
 STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold red", "failed": "red",
                 "interrupted": "yellow", "stopped": "yellow", "finished": "blue"}
@@ -128,14 +130,14 @@ def duration_s(run: RunSummary, now: float | None = None) -> float | None:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "—"
     s = int(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def fmt_when(ts: float | None) -> str:
-    return "—" if ts is None else time.strftime("%m-%d %H:%M:%S", time.localtime(ts))
+    return "—" if ts is None else clock(ts, "%m-%d %H:%M:%S")
 
 
 def fmt_value(value: object, width: int = 24) -> str:
@@ -167,15 +169,15 @@ class Column:
 
 
 def _text(value: object, style: str = "") -> Text:
-    return Text(fmt_value(value), style=style, no_wrap=True)
+    return run_text(fmt_value(value), style=style, no_wrap=True)
 
 
 def _who() -> list[Column]:
     return [
-        Column("status", "status", lambda r: Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-               lambda g: Text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
+        Column("status", "status", lambda r: run_text(r.status, style=STATUS_STYLE.get(r.status, "")),
+               lambda g: run_text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
         Column("name", "name", lambda r: _text(r.name or r.run_id, "bold"),
-               lambda g: Text(fmt_value(g.value, 40), style="bold")),
+               lambda g: run_text(fmt_value(g.value, 40), style="bold")),
     ]
 
 
@@ -183,17 +185,17 @@ def _where() -> list[Column]:
     return [
         Column("project", "project", lambda r: _text(r.project)),
         Column("group", "group", lambda r: _text(r.group)),
-        Column("tags", "tag", lambda r: Text(" ".join(r.tags)[:30] or "—", style="cyan", no_wrap=True)),
-        Column("started", "started", lambda r: Text(fmt_when(r.start_ts))),
-        Column("duration", "duration", lambda r: Text(fmt_duration(duration_s(r))), sortable=False),
+        Column("tags", "tag", lambda r: run_text(" ".join(r.tags)[:30] or "—", style="cyan", no_wrap=True)),
+        Column("started", "started", lambda r: run_text(fmt_when(r.start_ts))),
+        Column("duration", "duration", lambda r: run_text(fmt_duration(duration_s(r))), sortable=False),
     ]
 
 
 def metric_column(key: str, field: str) -> Column:
     """The summary ``field`` of the series ``key``, by the name the filter language gives it (``val_loss.best``)."""
     sort = f"{metric_name(key)}.{field}"
-    return Column(sort[-22:], sort, lambda r: Text(fmt_value(metric_value(r, key, field)), justify="right"),
-                  lambda g: Text(fmt_stats(g.metrics.get(sort)), justify="right"))
+    return Column(sort[-22:], sort, lambda r: run_text(fmt_value(metric_value(r, key, field)), justify="right"),
+                  lambda g: run_text(fmt_stats(g.metrics.get(sort)), justify="right"))
 
 
 def param_column(key: str) -> Column:

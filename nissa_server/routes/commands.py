@@ -27,6 +27,8 @@ _ESCALATE_BODY = {
             "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
                          "profile": {"value": EXAMPLES["escalate_profile"]},
                          "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
+                         "profile_phase": {"value": EXAMPLES["escalate_profile_phase"]},
+                         "call": {"value": EXAMPLES["escalate_call"]},
                          "checkpoint": {"value": EXAMPLES["escalate_checkpoint"]},
                          "stop": {"value": EXAMPLES["escalate_stop"]},
                          "stacks": {"value": EXAMPLES["escalate_stacks"]}},
@@ -45,7 +47,10 @@ _ESCALATE_BODY = {
         404: error("No such run", "unknown run 'r-x'"),
         409: error("The run is not live", "run 'r-x' is finished, not live"),
         413: error("Body too large", "body over 65536 bytes"),
-        422: error("Invalid request", "action 'profile' needs 'batches' (1..500) or 'target': 'update'"),
+        422: error("Invalid request, a call the run did not declare, or an Idempotency-Key used before with "
+                   "another body", "action 'profile' needs 'batches' (1..500) or 'target': 'update'",
+                   undeclared="the run declared no command 'set_lr' (it declared: none)",
+                   idempotency_key="Idempotency-Key was already used with a different request body"),
         429: error("Too many open commands for this run", "run 'r-x' already has 8 open commands"),
     },
 )

@@ -13,6 +13,17 @@ const DEFAULT_CHARTS = [
   ["entropy", ["ppo_update.entropy."]],  // a trailing dot: every name under it (one per head)
   ["explained variance", ["ppo_update.explained_variance"]],
   ["env-epochs/s", ["phase_timing.env_epochs_per_s"]],
+  // System: the machine under the run (series system.*, sampled by the client library), where a run has them.
+  ["System · GPU utilization %", ["system.gpu.utilization"]],
+  ["System · GPU memory %", ["system.gpu.memory_percent"]],
+  ["System · GPU power W", ["system.gpu.power_w"]],
+  ["System · GPU temperature °C", ["system.gpu.temperature_c"]],
+  ["System · GPU SM clock MHz", ["system.gpu.sm_clock_mhz"]],
+  ["System · CPU %", ["system.cpu.percent", "system.cpu.process_percent"]],
+  ["System · memory %", ["system.memory.percent"]],
+  ["System · process RSS bytes", ["system.memory.process_rss_bytes"]],
+  ["System · disk bytes/s", ["system.disk."]],
+  ["System · network bytes/s", ["system.network."]],
 ];
 const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
 const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
@@ -40,6 +51,12 @@ async function request(path, init = {}) {
 }
 
 async function api(path, init) { return (await request(path, init)).json(); }
+
+// Where the rest of a reply that holds a page starts (its Link: <…>; rel="next"), or null.
+function nextPage(res) {
+  const found = /<([^>]*)>;\s*rel="next"/.exec(res.headers.get("Link") || "");
+  return found ? found[1] : null;
+}
 
 async function apiPage(path) {  // a page of a list and how many items match in all (X-Total-Count)
   const res = await request(path), items = await res.json();
@@ -71,13 +88,18 @@ class Chart {
     for (const name of this.names) {
       const params = new URLSearchParams({x: this.view.axis, max_points: "2000"});
       if (after != null) params.set("after", String(after));
-      const reply = await api(`/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params);
-      for (const s of reply.series) {
-        const id = s.run_id + " " + s.key;
-        let line = this.lines.get(id);
-        if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
-        const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
-        s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+      let page = `/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params;
+      while (page) {
+        const res = await request(page);
+        const reply = await res.json();
+        for (const s of reply.series) {
+          const id = s.run_id + " " + s.key;
+          let line = this.lines.get(id);
+          if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
+          const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
+          s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+        }
+        page = nextPage(res);
       }
     }
   }

@@ -16,7 +16,11 @@ const HIDDEN_PARAMS = ["run_name", "log_dir", "server", "token", "seed_base", "r
 const table = {offset: 0, total: 0, q: "", sort: "", field: "best", metrics: null, groupBy: "", opened: new Set(),
                runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: []};
 
-function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
+function fmtTime(t) {
+  // A ts is what the run sent: one past what a Date holds (8.64e12 s) shows "?" instead of stopping the table.
+  const d = !t ? null : new Date(typeof t === "string" ? t : t * 1000);
+  return d === null ? "" : Number.isNaN(d.getTime()) ? "?" : d.toISOString().replace("T", " ").slice(0, 19);
+}
 function fmtDur(s) {
   if (s == null) return "";
   const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60, sec = Math.floor(s % 60);

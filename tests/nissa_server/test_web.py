@@ -156,7 +156,8 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
     esper = Feed(server_url, "esper-x")
     esper.epochs(0, 8)
     esper.close()
-    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs", config={"rounds": 3, "batch": 64, "lr": 0.5})
+    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs", config={"rounds": 3, "batch": 64, "lr": 0.5},
+                     system_metrics=False)
     try:
         for i in range(6):
             run.step()

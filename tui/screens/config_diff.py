@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from leyline.groups import ConfigDiff
 from tui.client import ApiError
+from tui.safe_text import run_text
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -38,7 +38,7 @@ class ConfigDiffScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text(f"config of {len(self.run_ids)} runs: loading…"), id="diff-title")
+            yield Static(run_text(f"config of {len(self.run_ids)} runs: loading…"), id="diff-title")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="diff")
 
     def on_mount(self) -> None:
@@ -50,17 +50,17 @@ class ConfigDiffScreen(ModalScreen[None]):
         try:
             diff = await app.require_client().config_diff(self.run_ids)
         except ApiError as err:
-            self.query_one("#diff-title", Static).update(Text(f"cannot diff the runs: {err}"))
+            self.query_one("#diff-title", Static).update(run_text(f"cannot diff the runs: {err}"))
             return
         self.diff = diff
         table = self.query_one(DataTable)
         table.add_column("key", key="key")
         for i, (run_id, name) in enumerate(zip(diff.runs, diff.names)):
-            table.add_column(Text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
+            table.add_column(run_text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
         for row in diff.rows:
-            table.add_row(Text(row.key, style="bold"), *(Text("—", style="dim") if v is None else Text(v[:40])
+            table.add_row(run_text(row.key, style="bold"), *(run_text("—", style="dim") if v is None else run_text(v[:40])
                                                        for v in row.values))
-        self.query_one("#diff-title", Static).update(Text(
+        self.query_one("#diff-title", Static).update(run_text(
             f"{len(diff.runs)} runs: {len(diff.rows)} keys differ, {diff.same} the same (escape closes)"))
 
     def action_close(self) -> None:

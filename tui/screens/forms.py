@@ -16,6 +16,8 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from leyline import CommandAction
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 
+from tui.safe_text import run_text
+
 _FORM_CSS = """
 EscalateForm, HelpScreen, ConfirmStop { align: center middle; }
 EscalateForm > Vertical, HelpScreen > Vertical, ConfirmStop > Vertical {
@@ -113,7 +115,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
             why = "; ".join(result.failure_descriptions)
             if self.is_debug and not value:
                 why = f"give 1..{self.maximum} epochs, or tick '{THROUGH_UPDATE}'"
-            self.query_one("#error", Static).update(why)
+            self.query_one("#error", Static).update(run_text(why, one_line=False))
             return
         self.dismiss(EscalateChoice(int(value) if value else None, self.is_debug and self._ticked(),
                                     recording=self._recording()))

@@ -9,7 +9,6 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,8 +20,18 @@ from leyline.groups import GroupRow
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
 from tui.runs_query import PAGE, TableData, TableQuery, fetch, value_id
-from tui.runs_table import (FIELDS, RUNNING, Column, columns, differing_params, group_keys, metric_column,
-                            shared_metrics, sort_param)
+from tui.runs_table import (
+    FIELDS,
+    RUNNING,
+    Column,
+    columns,
+    differing_params,
+    group_keys,
+    metric_column,
+    shared_metrics,
+    sort_param,
+)
+from tui.safe_text import run_text
 from tui.screens.run_picker_actions import PickerActions
 
 if TYPE_CHECKING:
@@ -154,7 +163,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
     def on_api_failed(self, message: ApiFailed) -> None:
         err = message.error
         self.error = err.reason
-        self.query_one("#title", Static).update(Text(f"runs: {err}", style="bold red"))
+        self.query_one("#title", Static).update(run_text(f"runs: {err}", style="bold red"))
         if err.status and err.status != 400:  # a filter's mistake is in the title; a refusal is worth a toast
             self.notify(f"{message.what}: {err.reason}", title=f"HTTP {err.status}", severity="error")
 
@@ -184,8 +193,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
             for row in self._sorted_groups():
                 vid = value_id(row.value)
                 opened = vid in self.query_state.opened
-                cells = [Text("▾" if opened else "▸", style="bold magenta")]
-                cells += [c.group_text(row) if c.group_text else Text("") for c in cols]
+                cells = [run_text("▾" if opened else "▸", style="bold magenta")]
+                cells += [c.group_text(row) if c.group_text else run_text("") for c in cols]
                 table.add_row(*cells, key=GROUP_ROW + vid)
                 self.order.append(GROUP_ROW + vid)
                 for run in self.data.members.get(vid, []):
@@ -196,9 +205,9 @@ class RunPickerScreen(PickerActions, Screen[None]):
 
     def _add_run(self, run: RunSummary, cols: list[Column], indent: bool = False) -> None:
         mark = "●" if run.run_id in self.selected else ("·" if indent else " ")
-        cells = [Text(mark, style="bold cyan"), *(c.text(run) for c in cols)]
+        cells = [run_text(mark, style="bold cyan"), *(c.text(run) for c in cols)]
         if indent:
-            cells[2] = Text("  ") + cells[2]
+            cells[2] = run_text("  ") + cells[2]
         key = run.run_id if run.run_id not in self.order else f"{run.run_id}#{len(self.order)}"
         self.table.add_row(*cells, key=key)
         self.order.append(run.run_id)
@@ -224,7 +233,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
             what = f"runs {first}–{self.query_state.offset + len(data.runs)} of {data.total} ({live} live)"
         picked = f"   {len(self.selected)} selected" if self.selected else ""
         sort = f"   sorted by {self.sort_key}{' ↓' if self.sort_reverse else ''}" if self.sort_key else ""
-        title = Text(f"{what}{picked}{sort}   metrics: {self.field}")
+        title = run_text(f"{what}{picked}{sort}   metrics: {self.field}")
         if self.filter_text:
             title.append("   filter: ").append(self.filter_text, style="bold")
         self.query_one("#title", Static).update(title)
