@@ -178,6 +178,7 @@ def _who() -> list[Column]:
                lambda g: run_text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
         Column("name", "name", lambda r: _text(r.name or r.run_id, "bold"),
                lambda g: run_text(fmt_value(g.value, 40), style="bold")),
+        Column("run", "id", lambda r: run_text(r.run_id, style="dim")),
     ]
 
 

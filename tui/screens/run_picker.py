@@ -155,9 +155,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         if self.data.groups is None:  # grouped, the runs shown are those of the groups opened: not a page
             self.page_metrics = shared_metrics(self.data.runs)
             self.known_metrics = sorted({k for r in self.data.runs for k in r.metrics})
-        wanted = self._metric_columns()
-        if self.data.groups is None and wanted != self.query_state.metrics:
-            self.query_state = replace(self.query_state, metrics=wanted)
+        if self.data.groups is None and self._metric_columns() != self.query_state.metrics:
+            self.requery()  # what a grouping would summarise follows the page's columns: asked from now on
         self.rebuild()
 
     def on_api_failed(self, message: ApiFailed) -> None:
@@ -264,7 +263,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         key = str(event.column_key.value)
         column = next((c for c in self._columns if c.key == key), None)
         if column is not None and column.sortable:
-            self._sort_by(key, not self.sort_reverse if key == self.sort_key else key not in ("name", "status"))
+            self._sort_by(key, not self.sort_reverse if key == self.sort_key else key == "started")
 
     def _sort_by(self, key: str, reverse: bool) -> None:
         self.sort_key, self.sort_reverse = key, reverse
@@ -274,8 +273,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
     def action_cycle_sort(self) -> None:
         keys = [c.key for c in self._columns if c.sortable] or ["status"]
         key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        # newest, longest, highest first; words and a loss's lowest from the top
-        self._sort_by(key, key in ("started", "duration") or key.endswith(".max"))
+        self._sort_by(key, key == "started")  # newest first; anything else from its lowest (a loss's best)
 
     def action_best_last(self) -> None:
         self.field = FIELDS[(FIELDS.index(self.field) + 1) % len(FIELDS)]
