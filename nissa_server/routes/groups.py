@@ -34,8 +34,8 @@ ERRORS = {401: error("Reads need the bearer token (server started with --read-au
 _RUNS_DOC = "Run ids separated by commas"
 
 
-def _runs_pattern(most: int) -> str:
-    """At most ``most`` run ids separated by commas, spelled out for the schema (``_run_ids`` checks)."""
+def _list_pattern(most: int) -> str:
+    """At most ``most`` items separated by commas, spelled out for the schema."""
     return rf"^[^,]*(,[^,]*){{0,{most - 1}}}$"
 
 
@@ -79,7 +79,7 @@ async def get_groups(
     by: Annotated[str, Query(max_length=300, pattern=r"^(group|project|config\..+)$",
                              description="`group`, `project` or `config.KEY`")],
     q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description="Only runs matching it")] = None,
-    metrics: Annotated[str, Query(max_length=4000, pattern=_runs_pattern(MAX_GROUP_METRICS),
+    metrics: Annotated[str, Query(max_length=4000, pattern=_list_pattern(MAX_GROUP_METRICS),
                                   description="Metric columns, separated by commas")] = "",
 ) -> Response:
     try:
@@ -106,7 +106,7 @@ async def get_groups(
 async def get_bands(
     request: Request,
     name: str,
-    runs: Annotated[str, Query(max_length=20_000, pattern=_runs_pattern(MAX_BAND_RUNS), description=_RUNS_DOC)],
+    runs: Annotated[str, Query(max_length=20_000, pattern=_list_pattern(MAX_BAND_RUNS), description=_RUNS_DOC)],
     x: Annotated[Axis, Query(description="The x axis")] = "step",
     max_points: Annotated[int, Query(ge=10, le=5000, description="Most points of a band")] = 500,
 ) -> Response:
@@ -136,7 +136,7 @@ async def get_bands(
                 {"key": "lr", "values": ["0.1", "0.01"]}], "same": 12}), **ERRORS})
 async def get_config_diff(
     request: Request,
-    runs: Annotated[str, Query(max_length=5000, pattern=_runs_pattern(MAX_DIFF_RUNS), description=_RUNS_DOC)],
+    runs: Annotated[str, Query(max_length=5000, pattern=_list_pattern(MAX_DIFF_RUNS), description=_RUNS_DOC)],
 ) -> Response:
     n = nissa(request)
     run_ids = _run_ids(runs, MAX_DIFF_RUNS)
