@@ -12,7 +12,7 @@ from tests.tui.test_live import console, until
 from tui.client import MetricSummary, RunSummary
 from tui.runs_query import group_filter
 from tui.runs_table import (columns, differing_params, fmt_stats, group_keys, metric_name, series_name,
-                            shared_metrics)
+                            shared_metrics, short_id)
 from tui.screens.run_edit import parse_tags
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
@@ -64,6 +64,7 @@ def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filt
     assert group_filter("config.opt", "a b") == 'config.opt="a b"' and group_filter("config.x", True) == "config.x=true"
     assert group_filter("group", None) is None
     assert parse_tags("a, b  a,c") == ["a", "b", "c"]
+    assert short_id("sweep-lr0.05-20261127-164530-a86231") == "…-20261127-164530-a86231" and short_id("r-1") == "r-1"
 
 
 async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(tmp_path):
