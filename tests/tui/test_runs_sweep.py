@@ -87,7 +87,8 @@ async def test_group_rows_bands_diff_and_edit(sweep):
         assert sorted(rows) == [0.001, 0.01, 0.1, 0.5] and rows[0.01].count == 2
         bests = [_best(s) for s in SPECS if s.lr == 0.01]
         stats = rows[0.01].metrics["val_loss.best"]
-        assert stats.mean == pytest.approx(statistics.fmean(bests)) and stats.sd == pytest.approx(statistics.stdev(bests))
+        assert stats.mean == pytest.approx(statistics.fmean(bests))
+        assert stats.sd == pytest.approx(statistics.stdev(bests))
         key = GROUP_ROW + value_id(0.01)
         picker.table.move_cursor(row=picker.order.index(key))
         await pilot.press("enter")

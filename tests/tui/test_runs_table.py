@@ -38,8 +38,8 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     assert series_name("x.min{}.last") == "x.min" and series_name("val_loss.best") == "val_loss"
     assert differing_params(runs) == ["lr"]
     cols = columns(shared_metrics(runs), "best", differing_params(runs))
-    assert [c.key for c in cols] == ["status", "name", "id", "loss.best", "val_loss.best", "config.lr", "project", "group",
-                                     "tag", "started", "duration"]
+    assert [c.key for c in cols] == ["status", "name", "id", "loss.best", "val_loss.best", "config.lr", "project",
+                                     "group", "tag", "started", "duration"]
     by_key = {c.key: c for c in cols}
     assert by_key["val_loss.best"].text(runs[1]).plain == "0.2" and by_key["val_loss.best"].text(runs[2]).plain == "—"
     assert by_key["tag"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"

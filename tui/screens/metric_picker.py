@@ -29,7 +29,8 @@ class MetricPickerScreen(ModalScreen[list[str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("metric columns: space ticks, enter keeps (none ticked: those the runs share)")
-            yield SelectionList[str](*((run_text(metric_name(k)), k, k in self.shown) for k in self.known), id="metrics")
+            choices = [(run_text(metric_name(k)), k, k in self.shown) for k in self.known]
+            yield SelectionList[str](*choices, id="metrics")
 
     def on_mount(self) -> None:
         self.query_one(SelectionList).focus()

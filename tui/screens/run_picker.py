@@ -180,7 +180,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
             table.add_column(" ", key="selected")
             for col in cols:
                 arrow = (" ↓" if self.sort_reverse else " ↑") if col.key == self.sort_key else ""
-                table.add_column(col.label + arrow, key=col.key)
+                # a metric's or a config key's name is the run's text
+                table.add_column(run_text(col.label + arrow), key=col.key)
             self._columns = cols
         else:
             table.clear()
