@@ -57,7 +57,8 @@ def add_runs(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
                       'val_loss<0.5" (see GET /runs; default: every run)')
     runs.add_argument("--project", help="only this project's runs (default: any)")
     runs.add_argument("--group", help="only this group's runs (default: any)")
-    runs.add_argument("--sort", default=None, help="e.g. val_loss.best, name, --sort=-config.lr (descending; default: newest first)")
+    runs.add_argument("--sort", default=None, help="e.g. val_loss.best, name, --sort=-config.lr (descending; "
+                      "default: newest first)")
     runs.add_argument("--limit", type=int, default=None, help="at most this many runs (default: all)")
     runs.add_argument("--metric", action="append", default=None, metavar="KEY[.STAT]", dest="metrics",
                       help="a metric column (repeat for several; default: the metrics every run has, best)")

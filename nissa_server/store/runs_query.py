@@ -93,7 +93,8 @@ def _config_equal(values: tuple, args: list) -> str:
 def _sort(key: SortKey, i: int, out: Compiled) -> None:
     f, way = key.field, " DESC" if key.descending else ""
     if f.kind == "attr":
-        column = "(SELECT MIN(tag) FROM run_tags t WHERE t.run_key = r.run_key)" if f.name == "tag" else _COLUMNS[f.name]
+        first_tag = "(SELECT MIN(tag) FROM run_tags t WHERE t.run_key = r.run_key)"
+        column = first_tag if f.name == "tag" else _COLUMNS[f.name]
         out.order.append(f"{column}{way} NULLS LAST")
     elif f.kind == "metric":
         out.joins.append(f"LEFT JOIN run_metrics s{i} ON s{i}.run_key = r.run_key AND s{i}.key = ?")
