@@ -165,3 +165,7 @@ def _table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in cut) for i in range(len(cut[0]))]
     for row in cut:
         sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

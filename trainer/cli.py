@@ -167,7 +167,7 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
                       device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
                       log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size,
                       project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())),
-                      notes=args.notes)
+                      notes=args.notes, phases=list(config.phases))
 
 
 def _check_organized(args: argparse.Namespace) -> None:
