@@ -21,13 +21,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from demo import _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-RATES = ("0.01", "0.05", "0.2")
+RATES = ("0.001", "0.01", "0.1")
 
 
 def _train(url: str, work: pathlib.Path, steps: int, env: dict[str, str]) -> None:
     for lr in RATES:
         subprocess.run([sys.executable, str(ROOT / "examples" / "plain_loop.py"), "--server", url, "--log-dir",
-                        str(work), "--run-name", f"sweep-lr{lr}", "--lr", lr, "--steps", str(steps),
+                        str(work), "--run-name", f"lr{lr}", "--lr", lr, "--steps", str(steps),
                         "--project", "tour", "--group", "lr-sweep"], check=True, stdout=subprocess.DEVNULL, env=env)
 
 
