@@ -166,6 +166,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         page, outside, errors = _page(browser, server_url)
         page.goto(server_url + "/ui")
         page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
+        page.wait_for_selector('#runs th[data-key="lr.best"]')  # summarised by the server's next pass: refreshed
         heads = page.locator("#runs thead th").all_inner_texts()
         assert len(heads) == len(set(heads)), "a config value named like a column is not a second column"
         config = heads[heads.index("lr.best") + 1:heads.index("project")]
