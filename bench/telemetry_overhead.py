@@ -1,12 +1,17 @@
-"""Cost of telemetry on training throughput: env-epochs/s at NORMAL, DEBUG and in a profile window, against OFF.
+"""Cost of telemetry on training throughput: env-epochs/s at NORMAL, DEBUG, in a profile window and with system
+metrics sampled, against OFF.
 
 Every variant runs the real loop (``run_training``) with the real runtime (hub writing the
 run log, command processor, level controller) in this one process, interleaved round-robin
 so that machine load drifts hit every variant alike; each figure is the median of
 ``--repeats`` runs and each ratio is variant / OFF. The profile variant is a NORMAL run
-with a profile window over its first ``--profile-batches`` training batches; DEBUG_NO_HUB runs
-DEBUG's collectors on null hooks (the events are made and dropped: no hub, no run log), what
-DEBUG costs the training thread apart from handling its events.
+with a profile window over its first ``--profile-batches`` training batches. The system variant is a NORMAL
+run with the system metrics sampler at ``--system-interval`` seconds (default 0.5: twenty times the default
+rate, so that a run of seconds holds several samples); ``system_ratio`` is it against NORMAL, and
+``system_sample_ms`` the CPU time of one sample on the sampler's thread, from which ``system_cost_pct`` is its
+share of one CPU at the default 10 s interval. DEBUG_NO_HUB runs DEBUG's collectors on null hooks (the
+events are made and dropped: no hub, no run log), what DEBUG costs the training thread apart from handling
+its events.
 
     python bench/telemetry_overhead.py [--repeats 5] [--rounds 2] [--episode-length 4] [--threads 1]
         [--env-exec batched,per-env]
@@ -14,8 +19,8 @@ DEBUG costs the training thread apart from handling its events.
 ``--env-exec`` lists the env executions to measure, each against its own OFF, all interleaved in
 the one invocation (per-env: each env in turn, the loop's reference; batched: the default).
 
-Goals: NORMAL >= 0.98 and DEBUG >= 0.9 of OFF. Last line: key=value pairs (the first execution's,
-then ``<key>_<execution>`` for each other one).
+Goals: NORMAL >= 0.98 and DEBUG >= 0.9 of OFF; system metrics within noise of NORMAL (cost <= 0.5%).
+Last line: key=value pairs (the first execution's, then ``<key>_<execution>`` for each other one).
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ import torch
 from leyline import RunFinished, TelemetryLevel
 from nissa.hub import HubConfig
 from nissa.ranks import Ranks
+from nissa.system import SystemConfig, SystemSampler, start_system_metrics
 from trainer.build import Hosting, build_run, run_training
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
 
-VARIANTS = ("OFF", "NORMAL", "DEBUG", "PROFILE", "DEBUG_NO_HUB")
+VARIANTS = ("OFF", "NORMAL", "DEBUG", "PROFILE", "SYSTEM", "DEBUG_NO_HUB")
+DEFAULT_SYSTEM_INTERVAL_S = 10.0
 
 
 def _say(text: str) -> None:
@@ -45,17 +52,21 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
-def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: int, tag: str) -> tuple[float, float]:
+def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: int, tag: str,
+            system_interval_s: float = 0.5) -> tuple[float, float]:
     """env-epochs per wall second and per CPU second (this process, all threads) of one run of ``variant``."""
     if variant == "DEBUG_NO_HUB":
         return _no_hub_run(config)
-    level = TelemetryLevel.NORMAL if variant == "PROFILE" else TelemetryLevel(variant)
+    level = TelemetryLevel.NORMAL if variant in ("PROFILE", "SYSTEM") else TelemetryLevel(variant)
     run = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id=f"bench-{variant.lower()}-{tag}",
                                                                   log_dir=log_dir), level=level))
     run.open_start_windows(profile_batches=profile_batches if variant == "PROFILE" else None)
     runtime = run.runtime
     start, cpu = time.perf_counter(), time.process_time()
+    stop_system = (start_system_metrics(runtime, SystemConfig(interval_s=system_interval_s))
+                   if variant == "SYSTEM" else (lambda: None))
     summary = run.train()
+    stop_system()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     runtime.finish(RunFinished(status="completed", duration_s=elapsed), timeout=30.0)
     env_epochs = config.n_envs * summary.epochs
@@ -72,6 +83,19 @@ def _no_hub_run(config: TrainConfig) -> tuple[float, float]:
     return env_epochs / elapsed, env_epochs / cpu
 
 
+def sample_cost_ms(samples: int = 50) -> float:
+    """CPU milliseconds of one system sample (host and GPUs), taken by hand as the sampler's thread takes them."""
+    sampler = SystemSampler(lambda payload: None, SystemConfig())
+    sampler.open()
+    sampler.sample()
+    cpu = time.thread_time()
+    for _ in range(samples):
+        sampler.sample()
+    cost = (time.thread_time() - cpu) / samples
+    sampler.close()
+    return 1000.0 * cost
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
@@ -82,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stride", type=int, default=10, help="--gradient-telemetry-stride of the runs")
     p.add_argument("--env-exec", default="batched", help="env executions measured, comma-separated "
                                                          "(batched, per-env; default batched)")
+    p.add_argument("--system-interval", type=float, default=0.5,
+                   help="seconds between system samples in the SYSTEM variant (default 0.5)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: steadier figures on a shared machine)")
     args = p.parse_args(argv)
@@ -99,12 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeats):
             for e in execs if i % 2 == 0 else execs[::-1]:
                 for variant in VARIANTS:
-                    wall, cpu = one_run(variant, configs[e], Path(tmp), args.profile_batches, f"{e}-{i}")
+                    wall, cpu = one_run(variant, configs[e], Path(tmp), args.profile_batches, f"{e}-{i}",
+                                        args.system_interval)
                     rates[(e, variant)].append(wall)
                     cpu_rates[(e, variant)].append(cpu)
     _say(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved repeats, "
          f"{args.n_envs} envs x {args.rounds} rounds x {args.episode_length} epochs, stride {args.stride}")
     _say("  (median; per CPU-second figures count only this process, so other load on the machine moves them less)")
+    sample_ms = sample_cost_ms()
+    cost_pct = 100.0 * sample_ms / 1000.0 / DEFAULT_SYSTEM_INTERVAL_S
     fields: list[str] = []
     for n, e in enumerate(execs):
         median = {v: statistics.median(rates[(e, v)]) for v in VARIANTS}
@@ -117,16 +146,23 @@ def main(argv: list[str] | None = None) -> int:
                  f"{cpu_median[v]:8.2f} env-epochs/CPU-s ratio {cpu_median[v] / cpu_base:.3f}")
         normal, debug, prof = (median[v] / base for v in ("NORMAL", "DEBUG", "PROFILE"))
         c_normal, c_debug, c_prof = (cpu_median[v] / cpu_base for v in ("NORMAL", "DEBUG", "PROFILE"))
+        system_ratio = median["SYSTEM"] / median["NORMAL"]
         c_local = cpu_median["DEBUG_NO_HUB"] / cpu_base
         suffix = "" if n == 0 else "_" + e.replace("-", "_")
         pairs = {"off_env_epochs_s": f"{base:.3f}", "normal_ratio": f"{normal:.3f}", "debug_ratio": f"{debug:.3f}",
                  "profile_ratio": f"{prof:.3f}", "normal_cpu_ratio": f"{c_normal:.3f}",
-                 "debug_cpu_ratio": f"{c_debug:.3f}", "debug_no_hub_cpu_ratio": f"{c_local:.3f}", "profile_cpu_ratio": f"{c_prof:.3f}", "ratio": f"{normal:.3f}",
+                 "debug_cpu_ratio": f"{c_debug:.3f}", "debug_no_hub_cpu_ratio": f"{c_local:.3f}",
+                 "profile_cpu_ratio": f"{c_prof:.3f}", "system_ratio": f"{system_ratio:.3f}", "ratio": f"{normal:.3f}",
                  "normal_goal_met": str(normal >= 0.98), "debug_goal_met": str(debug >= 0.9),
                  # What telemetry costs in CPU time per env-epoch, whatever the loop's own speed.
                  "normal_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['NORMAL'] - 1 / cpu_base):.1f}",
                  "debug_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['DEBUG'] - 1 / cpu_base):.1f}"}
         fields += [f"{k}{suffix}={v}" for k, v in pairs.items()]
+    _say(f"  system metrics: one sample costs {sample_ms:.3f} ms of CPU on the sampler's thread: {cost_pct:.4f}% of "
+         f"one CPU at the default {DEFAULT_SYSTEM_INTERVAL_S:g} s interval (SYSTEM samples every "
+         f"{args.system_interval:g} s)")
+    fields += [f"system_sample_ms={sample_ms:.3f}", f"system_cost_pct={cost_pct:.4f}",
+               f"system_goal_met={cost_pct <= 0.5}"]
     _say(" ".join(fields))
     return 0
 

@@ -43,7 +43,8 @@ from leyline.esper import (
 )
 from leyline.payloads_alerts import AlertChanged
 from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
-from leyline.metrics import MAX_METRICS, Metrics, metric_value
+from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
+from leyline.summaries import MetricSummary, direction_of
 from leyline.payloads import (
     Payload,
     RunFinished,
@@ -62,6 +63,15 @@ from leyline.payloads_ops import (
     ProfileStarted,
     TelemetryLevelChanged,
     TopOp,
+)
+from leyline.payloads_histogram import Distribution, Histograms
+from leyline.payloads_system import (
+    CpuStats,
+    DiskStats,
+    GpuStats,
+    MemoryStats,
+    NetworkStats,
+    SystemMetrics,
 )
 from leyline.payloads_policy import (
     AnomalyDetected,

@@ -12,6 +12,7 @@ import msgspec
 
 from leyline.enums import EventKind
 from leyline.payloads import Payload
+from leyline.summaries import MAX_DECLARED, Directions
 
 MAX_METRICS = 256
 """Named values one ``metrics`` event may carry."""
@@ -33,6 +34,29 @@ class Metrics(Payload, kw_only=True, frozen=True):
     KIND: ClassVar[EventKind] = EventKind.METRICS
     values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(min_length=1, max_length=MAX_METRICS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
+
+
+class SummaryUpdated(Payload, kw_only=True, frozen=True):
+    """The loop said something of its results: a metric's direction (``run.define_metric``) or a value of
+    its summary set outright (``run.summary[name] = value``); neither is a point of a series."""
+
+    KIND: ClassVar[EventKind] = EventKind.SUMMARY
+    values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(max_length=MAX_DECLARED)] = {}
+    """Values set outright (``"nan"``, ``"inf"``, ``"-inf"`` as in ``Metrics``)."""
+    directions: Directions = {}
+
+
+MAX_TEXT_CHARS = 16_384
+"""Characters one ``text`` event may carry."""
+
+
+class TextLogged(Payload, kw_only=True, frozen=True):
+    """A loop's own text at the envelope's ``step`` under a tag (TensorBoard's ``add_text``): data to show as
+    written, never markup."""
+
+    KIND: ClassVar[EventKind] = EventKind.TEXT
+    tag: MetricName
+    text: Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 
 
 def metric_value(value: float) -> MetricValue:

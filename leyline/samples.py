@@ -17,7 +17,7 @@ from leyline.esper import (
     SlotSnapshot,
 )
 from leyline.payloads_alerts import AlertChanged
-from leyline.metrics import Metrics
+from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import (
     Payload,
     RunFinished,
@@ -37,6 +37,15 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
     TopOp,
 )
+from leyline.payloads_histogram import Distribution, Histograms
+from leyline.payloads_system import (
+    CpuStats,
+    DiskStats,
+    GpuStats,
+    MemoryStats,
+    NetworkStats,
+    SystemMetrics,
+)
 from leyline.payloads_policy import (
     AnomalyDetected,
     DebugLayerStats,
@@ -53,7 +62,8 @@ _SLOTS = [
 SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
     p.KIND: p
     for p in (
-        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}),
+        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}, project="cifar",
+                   group="lr-sweep", tags=["baseline"], notes="first try", summary={"val_loss": "min"}),
         RunFinished(status="completed", duration_s=12.5, epochs=40, rounds=4, final_accuracy=0.61),
         EpochCompleted(round=1, accuracy=0.55, val_loss=1.31, train_loss=1.4, reward=0.02,
                        action="GERMINATE", seeds=_SLOTS, host_params=4174, fossilized_params=152),
@@ -91,6 +101,18 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
                   connected=True),
         Heartbeat(uptime_s=30.0),
         Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
+        SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}),
+        Histograms(histograms=[Distribution(name="weights/fc1", min=-0.5, max=0.5, count=10, bins=[1, 2, 4, 2, 1]),
+                               Distribution(name="gradients/fc1", min=None, max=None, count=0, nonfinite=3,
+                                            bins=[0, 0])]),
+        TextLogged(tag="notes", text="lr warm-up ends here; <b>not</b> markup"),
+        SystemMetrics(cpu=CpuStats(percent=63.0, load_1m=1.8, process_percent=98.5),
+                      memory=MemoryStats(percent=41.0, used_bytes=6.6e9, total_bytes=1.6e10, process_rss_bytes=1.2e9),
+                      disk=DiskStats(read_bytes_per_s=0.0, write_bytes_per_s=2.4e5),
+                      network=NetworkStats(recv_bytes_per_s=1.5e4, sent_bytes_per_s=9.1e3),
+                      gpu=[GpuStats(name="0", product="NVIDIA H100 80GB HBM3", utilization=31.0,
+                                    memory_used_bytes=2.1e10, memory_total_bytes=8.5e10, memory_percent=24.7,
+                                    power_w=212.0, temperature_c=48.0, sm_clock_mhz=1980.0, throttle_reasons=0)]),
         RunResumed(checkpoint="round-000002", path="runs/r/checkpoints/round-000002", round=2,
                    checkpoint_step=384, checkpoint_epoch=24, checkpoint_seq=310, pid=4242),
         AlertChanged(alert_id="a1", rule="stuck", condition="hang", state="firing", subject="rank 1",

@@ -37,14 +37,17 @@ from typing import Any
 
 import torch
 
-from leyline import Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
+from leyline import Histograms, Metrics, RunFinished, RunStarted, SummaryUpdated, TelemetryLevel, metric_value
 
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics
+from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
+from nissa.organize import Organized, Summary, check_direction
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
+from nissa.system import SystemConfig, start_system_metrics
 from nissa.telemetry.install import install_profiling, install_rank_checks
 from nissa.watch import ModelWatch
 
@@ -58,7 +61,8 @@ class Run:
     """One run of a loop, live on a Nissa server (or logged locally only); see the module docstring."""
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
-                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0) -> None:
+                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
+                 organized: Organized | None = None, system: SystemConfig | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
@@ -78,6 +82,12 @@ class Run:
         self._started_at = time.monotonic()
         self._started = False
         self._report: DeliveryReport | None = None
+        self.organized = organized or Organized()
+        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
+        self.summary = Summary(self._send_summary)
+        """Values of the run's summary set outright: ``run.summary["test_acc"] = 0.91`` (sent at once)."""
+        self._system = system
+        self._stop_system: Callable[[], None] = _nothing
 
     # --- what the run is ----------------------------------------------------------------------
 
@@ -111,6 +121,11 @@ class Run:
     def run_dir(self) -> pathlib.Path:
         """``<log_dir>/<run_id>``: the run's log, stream secret, profile traces."""
         return self.runtime.hub.config.run_dir
+
+    @property
+    def started(self) -> bool:
+        """``run_started`` went out (with the run's config): the first ``step``, ``log`` or ``start`` was made."""
+        return self._started
 
     @property
     def finished(self) -> bool:
@@ -149,10 +164,13 @@ class Run:
         self._stops.fn = fn
         return fn
 
-    def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1) -> torch.nn.Module:
-        """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window."""
+    def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1,
+              histograms: str | None = None, bins: int = 64) -> torch.nn.Module:
+        """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window;
+        with ``histograms`` (``"parameters"``, ``"gradients"`` or ``"all"``) also the distribution of each of
+        its parameters or gradients every ``every`` steps at any level but OFF (``bins`` bins each)."""
         self._check_open("run.watch")
-        self._watch.add(model, name, every)
+        self._watch.add(model, name, every, histograms, bins)
         return model
 
     def start(self) -> Run:
@@ -163,22 +181,46 @@ class Run:
             self.runtime.emit(RunStarted(
                 name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
-                world_size=ranks.world_size, commands=list(self._calls.declared)))
+                world_size=ranks.world_size, commands=list(self._calls.declared), project=self.organized.project,
+                group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
+                summary=dict(self.organized.summary)))
+            if self._system is not None:  # after run_started: a run's stream begins with it
+                self._stop_system = start_system_metrics(self.runtime, self._system)
         return self
+
+    def define_metric(self, name: str, summary: str = "min") -> None:
+        """How the metric ``name`` is best: ``min``, ``max`` or ``last`` (its summary's ``best``; without this,
+        a loss or an error is minimised, an accuracy, F1 or AUC maximised, anything else its last value)."""
+        self._check_open("run.define_metric")
+        check_direction(name, summary)
+        if not self._started:
+            self.organized.summary[name] = summary  # type: ignore[assignment]
+        else:
+            self.runtime.emit(SummaryUpdated(directions={name: summary}))  # type: ignore[dict-item]
+
+    def _send_summary(self, payload: SummaryUpdated) -> None:
+        self._check_open("run.summary")
+        self.start()
+        self.runtime.emit(payload)
 
     # --- in the loop --------------------------------------------------------------------------
 
-    def step(self) -> contextlib.AbstractContextManager[None]:
+    def step(self, at: int | None = None) -> contextlib.AbstractContextManager[None]:
         """A step boundary: the epoch of steps just done may end (``steps_per_epoch``), debug statistics of the
         watched modules are read, and commands apply. Call it once per step, or use ``with run.step():``
-        around the step's body (the boundary is where the ``with`` begins)."""
+        around the step's body (the boundary is where the ``with`` begins). ``at``: the step that begins, in
+        the loop's own count, for a loop that reaches boundaries only now and then (a logger called every 100
+        steps); it only goes forward (default: the next)."""
         self._check_open("run.step")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at <= self._step):
+            raise ValueError(f"run.step: at must be an int past the current step {self._step}, got {at!r}")
         self.start()
         if self._step > 0:
             self._watch.collect(self._step)
+            self._watch.collect_histograms(self._step)
             if self.steps_per_epoch and self._step % self.steps_per_epoch == 0:
                 self.epoch_end()
-        self._step += 1
+        self._step = self._step + 1 if at is None else at
         self.runtime.step_boundary(self._step, self._epoch)
         return contextlib.nullcontext()
 
@@ -201,19 +243,40 @@ class Run:
         finally:
             self._profiles.phase_end(name)
 
-    def log(self, values: Mapping[str, Value], *, step: int | None = None,
+    def log(self, values: Mapping[str, Value | Histogram], *, step: int | None = None,
             labels: Mapping[str, str] | None = None) -> None:
-        """Named scalars at ``step`` (default: the current step); never blocks. Tensors are read back together,
+        """Named scalars at ``step`` (default: the current step), and distributions (``nissa.Histogram``,
+        computed on their devices, one ``histogram`` event a call); never blocks. Tensors are read back together,
         in one transfer; NaN and infinities are kept. A bad name, value, ``step`` or label is a ``ValueError`` (or
         ``TypeError``) at once, naming it: a bug in the caller, never an event dropped later."""
         self._check_open("run.log")
         check_log(values, step, labels)
         self.start()
+        at = self._step if step is None else int(step)
+        histograms = [(k, v) for k, v in values.items() if isinstance(v, Histogram)]
+        if histograms:
+            values = {k: v for k, v in values.items() if not isinstance(v, Histogram)}
+            self.runtime.hub.emit(Histograms(histograms=distributions(histograms), labels=dict(labels or {})),
+                                  step=at, epoch=self._epoch)
         if not values:
             return
         floats = as_floats(values)
         payload = Metrics(values={k: metric_value(v) for k, v in floats.items()}, labels=dict(labels or {}))
-        self.runtime.hub.emit(payload, step=self._step if step is None else int(step), epoch=self._epoch)
+        self.runtime.hub.emit(payload, step=at, epoch=self._epoch)
+
+    def text(self, tag: str, text: str, *, step: int | None = None) -> None:
+        """Text at ``step`` (default: the current step) under ``tag``, shown as written in the run's events (a
+        ``text`` event; TensorBoard's ``add_text``). A tag that is not a metric name, or text over 16384
+        characters, is a ``ValueError``."""
+        from leyline.metrics import MAX_TEXT_CHARS, TextLogged
+
+        self._check_open("run.text")
+        check_log({tag: 0.0}, step, None)
+        if not isinstance(text, str) or len(text) > MAX_TEXT_CHARS:
+            raise ValueError(f"run.text: text must be a string of at most {MAX_TEXT_CHARS} characters")
+        self.start()
+        self.runtime.hub.emit(TextLogged(tag=tag, text=text), step=self._step if step is None else int(step),
+                              epoch=self._epoch)
 
     def _check_open(self, what: str) -> None:
         if self._report is not None:
@@ -233,6 +296,7 @@ class Run:
         summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
                               epochs=self._epoch, error=error)
         self._stop_watchdog()
+        self._stop_system()
         self._report = self.runtime.finish(summary, timeout=timeout)
         if self._close_ranks:
             self.runtime.ranks.close()
@@ -251,6 +315,10 @@ class Run:
             self.finish("interrupted")
         else:
             self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
+
+
+def _nothing() -> None:
+    pass
 
 
 def _check_hook(what: str, fn: object) -> None:

@@ -1,8 +1,11 @@
-"""``run.watch(model)``: per-layer gradient and weight statistics of any ``nn.Module`` during DEBUG windows.
+"""``run.watch(model)``: per-layer gradient and weight statistics of any ``nn.Module`` during DEBUG windows, and
+(``histograms=``) distributions of its parameters or gradients at every level but OFF.
 
 At each step boundary of a DEBUG window (every ``every`` steps) the statistics of every watched module are
 launched on the device and read back together: one host sync per collection, whatever the number of
-modules and layers. Below DEBUG nothing is launched and nothing is read.
+modules and layers. Below DEBUG nothing is launched and nothing is read. Histograms, where asked for, are
+taken every ``every`` steps, each layer's on its device, and read back in one transfer per device
+(``nissa.histogram``): one ``histogram`` event per collection, ``parameters/<name>`` and ``gradients/<name>``.
 """
 
 from __future__ import annotations
@@ -11,9 +14,13 @@ from collections.abc import Callable
 
 import torch
 
-from leyline import DebugLayerStats, Payload, TelemetryLevel
+from leyline import DebugLayerStats, Histograms, Payload, TelemetryLevel
 
+from nissa.histogram import Histogram, distributions
+from nissa.integrations.names import metric_name
 from nissa.telemetry.debug_stats import PendingLayers, launch_layer_stats
+
+HISTOGRAM_MODES = {"parameters": ("parameters",), "gradients": ("gradients",), "all": ("parameters", "gradients")}
 from nissa.telemetry.readback import read_all
 
 
@@ -24,14 +31,40 @@ class ModelWatch:
         self._emit = emit
         self._level = level
         self._models: list[tuple[str, torch.nn.Module, int]] = []
+        self._histograms: list[tuple[torch.nn.Module, int, tuple[str, ...], int]] = []
         self.collections = 0
 
-    def add(self, model: torch.nn.Module, name: str | None = None, every: int = 1) -> None:
+    def add(self, model: torch.nn.Module, name: str | None = None, every: int = 1, histograms: str | None = None,
+            bins: int = 64) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"watch: expected a torch.nn.Module, got {type(model).__name__}")
         if every < 1:
             raise ValueError(f"watch: every must be >= 1, got {every}")
+        if histograms is not None and histograms not in HISTOGRAM_MODES:
+            raise ValueError(f"watch: histograms must be one of {sorted(HISTOGRAM_MODES)} or None, got {histograms!r}")
+        Histogram([], bins)  # names a bad ``bins`` now
         self._models.append((name or type(model).__name__, model, every))
+        if histograms is not None:
+            self._histograms.append((model, every, HISTOGRAM_MODES[histograms], bins))
+
+    def collect_histograms(self, step: int) -> Histograms | None:
+        """Every due model's distributions (not at OFF), read in one transfer per device; emitted."""
+        if not self._histograms or self._level() is TelemetryLevel.OFF:
+            return None
+        named: list[tuple[str, Histogram]] = []
+        for model, every, kinds, bins in self._histograms:
+            if step % every:
+                continue
+            for param_name, param in model.named_parameters():
+                if "parameters" in kinds:
+                    named.append((metric_name(f"parameters/{param_name}"), Histogram(param, bins)))
+                if "gradients" in kinds and param.grad is not None:
+                    named.append((metric_name(f"gradients/{param_name}"), Histogram(param.grad, bins)))
+        if not named:
+            return None
+        payload = Histograms(histograms=distributions(named[:1024]))
+        self._emit(payload)
+        return payload
 
     def collect(self, step: int) -> list[DebugLayerStats]:
         """At DEBUG, launch every due module's statistics and read them in one transfer; emit them."""

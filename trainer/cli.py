@@ -85,6 +85,12 @@ def train_parser() -> argparse.ArgumentParser:
                    help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
                         "torchrun); an existing run's id continues its log")
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
+    g.add_argument("--project", default="", help="the project the run belongs to (GET /runs?q=project:P; default none)")
+    g.add_argument("--group", default="", help="runs that go together: a sweep, the seeds of one experiment "
+                                               "(default none)")
+    g.add_argument("--tag", action="append", default=None, metavar="TAG", dest="tags",
+                   help="a tag of the run (repeat for several; editable later with PATCH /runs/{id}; default none)")
+    g.add_argument("--notes", default="", help="free text about the run (default none)")
     g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
                    choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
     g.add_argument("--hub-queue", type=int, default=10_000, metavar="EVENTS",
@@ -104,6 +110,11 @@ def train_parser() -> argparse.ArgumentParser:
     g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
                    help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
                         "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
+    g.add_argument("--no-system-metrics", dest="system_metrics", action="store_false",
+                   help="do not sample the machine (CPU, memory, disk and network I/O, GPUs) into series system.* "
+                        "(default: sampled)")
+    g.add_argument("--system-metrics-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds between samples of the machine (default 10)")
     g.add_argument("-v", "--verbose", action="store_true",
                    help="log what the hub and the loop do to stderr (default: warnings only)")
     r = p.add_argument_group("ranks (under torchrun)")
@@ -154,7 +165,20 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
     return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
                       device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
-                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size)
+                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size,
+                      project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())), notes=args.notes)
+
+
+def _check_organized(args: argparse.Namespace) -> None:
+    """--project, --group, --tag and --notes as the contract takes them; ValueError names the flag."""
+    from nissa.organize import organized
+
+    for flag, given in (("--project", {"project": args.project}), ("--group", {"group": args.group}),
+                        ("--tag", {"tags": args.tags or []}), ("--notes", {"notes": args.notes})):
+        try:
+            organized("esper-train", **given)
+        except ValueError as err:
+            raise ValueError(f"{flag}: {str(err).removeprefix('esper-train: ')}") from None
 
 
 def _check_telemetry_args(args: argparse.Namespace) -> None:
@@ -169,6 +193,11 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
     if not 0.1 <= args.heartbeat <= 3600:
         raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
+    from nissa.system import SystemConfig
+    try:
+        SystemConfig(interval_s=args.system_metrics_interval)
+    except ValueError as err:
+        raise ValueError(f"--system-metrics-interval: {err}") from None
     if not args.stack_watchdog >= 0:
         raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
 
@@ -235,6 +264,7 @@ def _train(argv: Sequence[str]) -> int:
             _checked_run_id(args.run_id)
         if not args.run_name.strip():
             raise ValueError(f"--run-name: must not be empty, got {args.run_name!r}")
+        _check_organized(args)
         args.server = args.server or None  # --server '': none
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)
@@ -255,6 +285,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
     from nissa.diagnostics import start_watchdog
+    from nissa.system import SystemConfig, start_system_metrics
     from trainer.data import DataError
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
@@ -281,6 +312,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     start = time.monotonic()
     summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
     stop_watchdog = start_watchdog(runtime, args.stack_watchdog)  # stacks on demand: build_run
+    stop_system = _nothing
     try:
         if point is None:
             runtime.emit(_run_started(runtime, args.run_name, config, args))
@@ -288,6 +320,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
             _say(f"resumed from {point.path} (round {point.round})")
             resumed = point.resumed()
             runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
+        if args.system_metrics:  # after run_started: a run's stream begins with it
+            stop_system = start_system_metrics(runtime, SystemConfig(interval_s=args.system_metrics_interval,
+                                                                     device=config.device))
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         run.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
         summary = run.train(resume=None if point is None else point.state)
@@ -307,6 +342,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                               error=f"{type(err).__name__}: {err}"[:2000])
     finally:
         stop_watchdog()
+        stop_system()
         _finish_through_sigterm()
         report = runtime.finish(summary, timeout=args.close_timeout)
     last = checkpoints.written[-1].path if checkpoints.written else None
@@ -314,6 +350,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
                                      last):
         _say(line, err=to_stderr)
     return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _resume_point(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks, run_dir: pathlib.Path,

@@ -4,52 +4,58 @@
     trainer = pl.Trainer(callbacks=[NissaCallback(run)], max_epochs=3)
     trainer.fit(model, data)
 
-Each training batch begins at a step boundary (commands apply there, at one agreed step on every rank);
-what the module logs (``self.log``) is sent as ``metrics`` every ``log_every_n_steps`` steps, read back in
-one transfer; the module is watched (per-layer statistics in debug windows); validation is the phase
-``validate`` (a profile window of target ``update`` with ``"phase": "validate"`` records it). ``checkpoint``
-saves with ``trainer.save_checkpoint`` unless the run has its own ``on_checkpoint``; ``stop`` sets
-``trainer.should_stop``. The run finishes when fitting ends (``failed`` on an exception).
+The end of each optimizer step (``on_train_batch_end`` where the Trainer's ``global_step`` moved; not a batch
+inside gradient accumulation) is a step boundary: commands apply there, at one agreed step on every rank.
+Metrics are what Lightning hands its loggers (the callback adds one of its own to the Trainer): what the
+module logs in training every ``Trainer(log_every_n_steps=…)`` steps, what it logs per epoch once at the epoch's
+end, what validation logs once when each validation ends (never again with the training steps after it), and
+nothing of the sanity check before fitting; the module's ``save_hyperparameters`` are the run's config when
+it has none. An epoch is a Lightning epoch (the run counts the Trainer's epochs, so a debug window of
+``"epochs": 1`` lasts one), the module is watched (per-layer statistics in debug windows) and validation is
+the phase ``validate``. A ``checkpoint`` command saves through the Trainer's own ``save_checkpoint`` unless
+the run has its own ``on_checkpoint``; ``stop`` sets the Trainer's ``should_stop``, which ends the fit after
+the step, as Lightning's own early stopping does. The run finishes when fitting ends (``failed`` on an
+exception).
 
-Built on Lightning's public ``Callback`` hooks only (pinned in constraints.txt, tested with a real ``Trainer``).
+Built on Lightning's public ``Callback`` and ``Logger`` interfaces only (pinned in constraints.txt, tested with
+a real ``Trainer``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
+from argparse import Namespace
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
+from pytorch_lightning.loggers import Logger
 
-from nissa.run import Run
+from nissa.integrations.names import metric_name, scalars
+from nissa.run import Run, flat_config
 
-_BAD = re.compile(r"[^A-Za-z0-9_./:-]")
-
-
-def metric_name(name: str) -> str:
-    """A Lightning metric name as a Nissa one (characters it does not take become ``_``)."""
-    cleaned = _BAD.sub("_", name)[:128]
-    return cleaned if re.match(r"[A-Za-z_]", cleaned) else f"_{cleaned}"[:128]
+__all__ = ["NissaCallback", "metric_name"]
 
 
 class NissaCallback(pl.Callback):
     """See the module docstring."""
 
-    def __init__(self, run: Run, *, log_every_n_steps: int = 1, watch: bool = True) -> None:
-        if log_every_n_steps < 1:
-            raise ValueError(f"log_every_n_steps must be >= 1, got {log_every_n_steps}")
+    def __init__(self, run: Run, *, watch: bool = True) -> None:
         self.run = run
-        self.log_every_n_steps = log_every_n_steps
+        self.logger = RunLogger(run)
+        """The Lightning logger the callback adds to the Trainer: how the run receives the module's metrics."""
         self._watch = watch
         self._validating: contextlib.AbstractContextManager[None] | None = None
         self._trainer: pl.Trainer | None = None
+        self._global_step = -1
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self._trainer is not None:
             return
         self._trainer = trainer
+        if self.logger not in trainer.loggers:
+            trainer.loggers = [*trainer.loggers, self.logger]
+        if self.run.step_count == 0:
+            self.run.steps_per_epoch = 0  # the Trainer's epochs (on_train_epoch_end), not a fixed count of steps
         if self._watch:
             self.run.watch(pl_module, name=type(pl_module).__name__)
         if not self.run.takes_checkpoints:
@@ -60,21 +66,26 @@ class NissaCallback(pl.Callback):
         path = self.run.run_dir / "checkpoints" / f"step-{step}.ckpt"
         path.parent.mkdir(parents=True, exist_ok=True)
         self._trainer.save_checkpoint(path)
-        return {"path": str(path)}
+        return {"path": str(path), "global_step": self._trainer.global_step}
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._global_step = trainer.global_step  # a fit resumed from a checkpoint goes on from its step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.run.finished or trainer.global_step == self._global_step:
+            return  # a batch inside gradient accumulation: the optimizer has not stepped
+        self._global_step = trainer.global_step
         self.run.step()
         if self.run.should_stop:
             trainer.should_stop = True
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        if self.run.step_count % self.log_every_n_steps == 0:
-            self._log(trainer.callback_metrics)
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self.run.finished and self.run.steps_per_epoch == 0:
+            self.run.epoch_end()
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.run.finished:  # a ``trainer.validate`` after the fit: the run has ended
+        if self.run.finished or trainer.sanity_checking:  # after the fit, or the check before it: not the run's
             return
         self._validating = self.run.phase("validate")
         self._validating.__enter__()
@@ -83,7 +94,6 @@ class NissaCallback(pl.Callback):
         if self._validating is not None:
             self._validating.__exit__(None, None, None)
             self._validating = None
-        self._log({k: v for k, v in trainer.callback_metrics.items() if k.startswith("val")})
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.run.finish()
@@ -92,8 +102,32 @@ class NissaCallback(pl.Callback):
         status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
         self.run.finish(status, error=f"{type(exception).__name__}: {exception}"[:2000])
 
-    def _log(self, metrics: dict[str, Any]) -> None:
-        values = {metric_name(k): v for k, v in metrics.items()
-                  if isinstance(v, (int, float)) or (isinstance(v, torch.Tensor) and v.numel() == 1)}
+
+class RunLogger(Logger):
+    """A Lightning ``Logger`` into a run: metrics at the run's step, hyperparameters as the config of a run
+    not started yet. Its ``name`` and ``version`` are empty and it has no ``save_dir``, so that checkpoints and
+    logs stay where the Trainer puts them without it."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__()
+        self.run = run
+
+    @property
+    def name(self) -> str:
+        return ""
+
+    @property
+    def version(self) -> str:
+        return ""
+
+    def log_hyperparams(self, params: dict[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
+        if not self.run.started:
+            values = vars(params) if isinstance(params, Namespace) else dict(params)
+            self.run.config = {**flat_config(values), **self.run.config}
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        values = scalars((k, v) for k, v in metrics.items() if k != "epoch")  # an axis of its own, not a metric
         if values and not self.run.finished:
-            self.run.log(dict(list(values.items())[:256]))
+            # At the run's step (the optimizer steps done), not Lightning's: Lightning stamps a validation at the
+            # end of step N with N - 1, where the run's commands and debug statistics of that moment say N.
+            self.run.log(values)

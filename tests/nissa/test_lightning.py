@@ -44,7 +44,7 @@ def _loader() -> torch.utils.data.DataLoader:
 def _fit(run: nissa.Run, **trainer_args) -> pl.Trainer:
     trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[NissaCallback(run)], logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         **trainer_args)
+                         log_every_n_steps=1, **trainer_args)
     trainer.fit(Tiny(), _loader(), _loader())
     return trainer
 
@@ -84,3 +84,50 @@ def test_stop_ends_the_fit_with_a_checkpoint(tmp_path):
                                              ("1st", "_1st")])
 def test_lightning_names_become_metric_names(name, expected):
     assert metric_name(name) == expected
+
+
+class Scored(Tiny):
+    """Logs a training metric only at epoch ends too (Lightning keeps it in the same dict as the others)."""
+
+    def __init__(self, width: int = 4) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.log("train/epoch_loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+
+def _metric_steps(run: nissa.Run, name: str) -> list[int]:
+    from leyline import decode_event
+
+    events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]
+    return [e.step for e in events if e.kind is EventKind.METRICS and name in e.payload.values]
+
+
+def test_validation_is_sent_once_per_validation_and_the_sanity_check_not_at_all(tmp_path):
+    run = nissa.init(run_name="lit", log_dir=tmp_path / "runs", system_metrics=False)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[NissaCallback(run)], logger=False,
+                         default_root_dir=tmp_path / "lit", enable_progress_bar=False, enable_model_summary=False,
+                         max_epochs=2, num_sanity_val_steps=2, log_every_n_steps=1)
+    trainer.fit(Scored(), _loader(), _loader())
+    assert _metric_steps(run, "val_loss") == [8, 16]  # two validations, at the ends of the two epochs
+    assert _metric_steps(run, "train/loss") == list(range(1, 17))
+    assert _metric_steps(run, "train/epoch_loss") == [8, 16]  # logged per epoch: sent once an epoch
+    assert run.config == {"width": 4}  # the module's hyperparameters
+    assert list((tmp_path / "lit" / "checkpoints").glob("*.ckpt"))  # the Trainer's checkpoints where they were
+    assert run.finish().complete
+
+
+def test_an_epoch_is_a_lightning_epoch_and_a_step_an_optimizer_step(tmp_path):
+    from leyline import decode_event
+
+    run = nissa.init(run_name="lit", log_dir=tmp_path / "runs", system_metrics=False)
+    _local(run, CommandAction.DEBUG, epochs=1)
+    _fit(run, max_epochs=3, accumulate_grad_batches=2, num_sanity_val_steps=0)
+    assert run.step_count == 12  # 3 epochs of 8 batches, 2 a step
+    events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]
+    debug = sorted({e.step for e in events if e.kind is EventKind.DEBUG_LAYER_STATS})
+    assert debug and max(debug) <= 5 and len(debug) >= 3  # one Lightning epoch (4 steps) of statistics, not one step
+    assert events[-1].payload.epochs == 3

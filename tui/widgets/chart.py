@@ -23,6 +23,7 @@ from textual_plot import HiResMode, PlotWidget
 from leyline.series import Marker, x_of
 
 from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
+from tui.safe_text import plain, run_text
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class ChartSpec:
     title: str
     names: tuple[str, ...]
     higher_is_better: bool = True
+    group: str | None = None
+    """A group of charts shown only where the run has their series (``System``); None: the run's own."""
 
     def matches(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
@@ -42,6 +45,21 @@ class ChartSpec:
         return cls(name, (name,), higher_is_better=not lower)
 
 
+SYSTEM_CHARTS: tuple[ChartSpec, ...] = tuple(ChartSpec(f"System · {title}", names, higher, group="System") for
+                                             title, names, higher in (
+    ("GPU utilization %", ("system.gpu.utilization",), True),
+    ("GPU memory %", ("system.gpu.memory_percent",), False),
+    ("GPU power W", ("system.gpu.power_w",), False),
+    ("GPU temperature °C", ("system.gpu.temperature_c",), False),
+    ("GPU SM clock MHz", ("system.gpu.sm_clock_mhz",), True),
+    ("CPU %", ("system.cpu.percent", "system.cpu.process_percent"), True),
+    ("memory %", ("system.memory.percent",), False),
+    ("process RSS bytes", ("system.memory.process_rss_bytes",), False),
+    ("disk bytes/s", ("system.disk.*",), False),
+    ("network bytes/s", ("system.network.*",), False),
+))
+"""The machine under a run (``system.*`` series, sampled by the client library): shown where a run has them."""
+
 DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("accuracy", ("epoch_completed.accuracy",)),
     ChartSpec("return", ("ppo_update.episode_return",)),
@@ -51,8 +69,9 @@ DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("entropy", ("ppo_update.entropy.*",)),
     ChartSpec("explained variance", ("ppo_update.explained_variance",)),
     ChartSpec("env-epochs/s", ("phase_timing.env_epochs_per_s",)),
+    *SYSTEM_CHARTS,
 )
-"""What an Esper run is watched by; any other series is a chart away (the screen's picker)."""
+"""What an Esper run is watched by, then the machine; any other series is a chart away (the screen's picker)."""
 
 PALETTE = ("#4ea8ff", "#ff9f1c", "#5fd75f", "#e05fe0", "#ffd75f", "#ff5f5f", "#2ed3d3", "#b0b0b0")
 MARKER_STYLE = {"command": "#d7af00", "anomaly": "#ff3030", "fossilized": "#00c000", "pruned": "#c000c0",
@@ -104,7 +123,7 @@ class ChartPanel(Widget, can_focus=True):
     def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.spec = spec
-        self.border_title = spec.title
+        self.border_title = run_text(spec.title)  # a series name: the run's text
         self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
         self.markers_shown: list[Marker] = []
         self.ready = False  # the plot's own children exist only once this panel is mounted
@@ -162,7 +181,7 @@ class ChartPanel(Widget, can_focus=True):
         missing = [name for run, name in run_names.items() if view.by_run and all(t.run_id != run for t in tracks)
                    and all(data.has_history(run, n) for n in self.names(data))]
         if missing:
-            title.append(f"  not in {', '.join(missing)}", style="dim")
+            title.append(plain(f"  not in {', '.join(missing)}"), style="dim")
         self.query_one(".chart-title", Static).update(title)
         self._draw_markers(plot, data, view, origin, lo, hi, {t.run_id for t in tracks})
         plot.set_xlimits(lo, hi if hi > lo else lo + 1.0)
@@ -183,7 +202,7 @@ class ChartPanel(Widget, can_focus=True):
         if title:
             title.append("  ")
         title.append("━ ", style=colour)
-        title.append(f"{name} ", style="bold")
+        title.append(plain(f"{name} "), style="bold")
         title.append(_fmt(track.last()))
         best = best_point(x, y, self.spec.higher_is_better)
         if best is not None:

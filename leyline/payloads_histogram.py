@@ -1,0 +1,45 @@
+"""Distributions over time: the values of a tensor at a step, in fixed bins (TensorBoard's histograms).
+
+One ``histogram`` event holds every distribution one collection took (``run.log`` of ``nissa.Histogram``
+values, or ``run.watch(model, histograms=…)``'s every layer): compact, ``len(bins)`` counts of equal width from
+``min`` to ``max``. Read per name at ``GET /runs/{run_id}/histograms/{name}``; their ``min``, ``max`` and
+``count`` are series too (``histogram.histograms.max{histogram=<name>,rank=0}``), the bins are not.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+import msgspec
+
+from leyline.enums import EventKind
+from leyline.metrics import MAX_LABELS, LabelValue, MetricName
+from leyline.payloads import Payload
+
+MAX_BINS = 512
+"""Bins one distribution may have."""
+MAX_DISTRIBUTIONS = 1024
+"""Distributions one event may hold (a model's every layer)."""
+
+
+class Distribution(msgspec.Struct, kw_only=True, frozen=True):
+    """One tensor's values: ``bins[i]`` of them in ``[min + i * w, min + (i + 1) * w)``, ``w = (max - min) /
+    len(bins)`` (the last bin holds ``max``); NaN and infinities counted apart in ``nonfinite``."""
+
+    name: MetricName
+    """What the values are (``weights/fc1``, ``gradients/layer1.0.conv.weight``)."""
+    min: float | None
+    """The smallest finite value; None when there is none."""
+    max: float | None
+    count: int
+    """Finite values (the sum of ``bins``)."""
+    nonfinite: int = 0
+    bins: Annotated[list[int], msgspec.Meta(min_length=1, max_length=MAX_BINS)]
+
+
+class Histograms(Payload, kw_only=True, frozen=True):
+    """Distributions of the run at the envelope's ``step``, with optional labels like ``metrics``'."""
+
+    KIND: ClassVar[EventKind] = EventKind.HISTOGRAM
+    histograms: Annotated[list[Distribution], msgspec.Meta(min_length=1, max_length=MAX_DISTRIBUTIONS)]
+    labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}

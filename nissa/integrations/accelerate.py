@@ -1,0 +1,88 @@
+"""``NissaTracker``: a Nissa run as one of Hugging Face Accelerate's trackers.
+
+    from nissa.integrations.accelerate import NissaTracker
+    accelerator = Accelerator(log_with=NissaTracker("my-run", server=URL))
+    accelerator.init_trackers("my-project", config={"lr": 3e-4})
+    ...
+    accelerator.log({"loss": loss}, step=step)
+    accelerator.end_training()
+
+The run starts with ``init_trackers`` on every process (under torchrun each is a rank of one run; ``nissa.init``
+joins the process group Accelerate made); its config is what ``init_trackers`` is given (``config``), sent
+with ``run_started`` at the first ``log``. ``accelerator.log`` (the main process only) sends ``metrics`` at its
+``step``. In a run of one process, a ``log`` at a new ``step`` is also a step boundary, where commands apply
+(``tracker.run.should_stop`` after a ``stop``; ``tracker.run.on_checkpoint(fn)`` takes ``checkpoint``); with
+several processes every rank calls ``tracker.run.step()`` at its steps itself, since only the main one logs.
+``end_training`` finishes the run.
+
+A ``GeneralTracker`` by Accelerate's public tracker interface (pinned in constraints.txt, tested with a real
+``Accelerator``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from accelerate.tracking import GeneralTracker
+
+from nissa.integrations.names import scalars
+from nissa.run import Run, flat_config
+
+logger = logging.getLogger(__name__)
+
+
+class NissaTracker(GeneralTracker):
+    """See the module docstring. ``run``: report into this run (not finished by ``end_training``); otherwise
+    ``init_args`` go to ``nissa.init`` at ``init_trackers`` (``server``, ``log_dir``, ``token``, ``system_metrics`` …)."""
+
+    name = "nissa"
+    requires_logging_directory = False
+    main_process_only = False  # every process is a rank of the run: nissa.init meets the others
+
+    def __init__(self, run_name: str = "accelerate", run: Run | None = None, **init_args: Any) -> None:
+        super().__init__()
+        if run is not None and init_args:
+            raise TypeError(f"NissaTracker: give a run or nissa.init's arguments, not both ({sorted(init_args)})")
+        self.run_name = run_name
+        self._run = run
+        self._owned = run is None
+        self._init_args = init_args
+
+    @property
+    def tracker(self) -> Run:
+        """The ``nissa.Run`` (after ``init_trackers``)."""
+        return self.run
+
+    @property
+    def run(self) -> Run:
+        if self._run is None:
+            raise RuntimeError("NissaTracker: the run starts with accelerator.init_trackers(...)")
+        return self._run
+
+    def start(self) -> None:
+        if self._run is None:
+            import nissa
+
+            self._run = nissa.init(run_name=self.run_name, **self._init_args)
+
+    def store_init_configuration(self, values: dict[str, Any]) -> None:
+        run = self.run
+        if run.started:
+            logger.warning("NissaTracker: run %s has started already; its config stays as sent", run.run_id)
+            return
+        run.config = {**run.config, **flat_config(values)}
+
+    def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        run = self.run
+        if run.finished:
+            return
+        if step is not None and step > run.step_count and not run.runtime.ranks.distributed:
+            run.step(at=step)  # a new step of a one-process run: a boundary, where commands apply
+        numbers = scalars(values)
+        if numbers:
+            run.log(numbers, step=step)
+
+    def finish(self) -> None:
+        if self._run is not None and self._owned:
+            self._run.finish()

@@ -1,0 +1,70 @@
+"""``nissa.Histogram`` and ``run.watch(model, histograms=…)``: fixed bins with min, max and count, NaN counted
+apart, computed on the tensor's device and read in one transfer per collection."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import nissa
+from leyline import EventKind, decode_event
+from nissa.histogram import distributions
+from nissa.telemetry.syncs import HostSyncCounter
+
+
+def _events(run: nissa.Run, kind: EventKind) -> list:
+    return [e for e in (decode_event(line) for line in run.log_path.read_bytes().splitlines()) if e.kind is kind]
+
+
+def test_bins_of_equal_width_from_min_to_max():
+    (d,) = distributions([("w", nissa.Histogram(torch.tensor([0.0, 1, 2, 3, 4, math.nan, -math.inf]), bins=4))])
+    assert (d.min, d.max, d.count, d.nonfinite, d.bins) == (0.0, 4.0, 5, 2, [1, 1, 1, 2])  # the last bin holds max
+    (same,) = distributions([("c", nissa.Histogram(np.full(5, 3.0, dtype=np.float16), bins=3))])
+    assert (same.min, same.max, same.bins) == (3.0, 3.0, [5, 0, 0])
+    (empty,) = distributions([("e", nissa.Histogram([], bins=2))])
+    assert (empty.min, empty.max, empty.count, empty.bins) == (None, None, 0, [0, 0])  # not measured, never 0
+    with pytest.raises(ValueError, match="bins must be an int in 1..512"):
+        nissa.Histogram([1.0], bins=0)
+
+
+def test_a_logged_histogram_is_one_event_beside_the_scalars(tmp_path):
+    run = nissa.init(run_name="h", log_dir=tmp_path, system_metrics=False)
+    run.step()
+    run.log({"loss": 0.5, "weights/fc1": nissa.Histogram(torch.arange(8.0), bins=2),
+             "acts": nissa.Histogram(torch.ones(4), bins=2)})
+    run.finish()
+    (hist,) = _events(run, EventKind.HISTOGRAM)
+    assert [(d.name, d.bins) for d in hist.payload.histograms] == [("weights/fc1", [4, 4]), ("acts", [4, 0])]
+    assert hist.step == 1 and [e.payload.values for e in _events(run, EventKind.METRICS)] == [{"loss": 0.5}]
+
+
+def test_watch_histograms_every_n_steps_one_sync_each(tmp_path):
+    run = nissa.init(run_name="h", log_dir=tmp_path, system_metrics=False)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    run.watch(model, histograms="all", every=2, bins=16)
+    x = torch.randn(16, 4)
+    with HostSyncCounter(torch.device("cpu")) as counter:
+        for _ in range(5):
+            with run.step():
+                model.zero_grad()
+                model(x).pow(2).mean().backward()
+    assert counter.count == 2  # collections at steps 2 and 4: one transfer each, whatever the layers
+    run.finish()
+    events = _events(run, EventKind.HISTOGRAM)
+    assert [e.step for e in events] == [2, 4]
+    names = [d.name for d in events[0].payload.histograms]
+    assert names == ["parameters/0.weight", "gradients/0.weight", "parameters/0.bias", "gradients/0.bias",
+                     "parameters/2.weight", "gradients/2.weight", "parameters/2.bias", "gradients/2.bias"]
+    first = events[0].payload.histograms[0]
+    assert first.count == 32 and sum(first.bins) == 32 and len(first.bins) == 16
+    assert first.min == pytest.approx(model[0].weight.min().item())
+
+
+def test_watch_refuses_an_unknown_mode(tmp_path):
+    run = nissa.init(run_name="h", log_dir=tmp_path, system_metrics=False)
+    with pytest.raises(ValueError, match="histograms must be one of"):
+        run.watch(torch.nn.Linear(2, 2), histograms="weights")
+    run.finish()

@@ -1,0 +1,32 @@
+"""``GET /runs/{run_id}/histograms/{name}`` on each store: a watched model's distributions over steps, as
+``run.watch(model, histograms=…)`` sent them, downsampled over steps, and as CSV rows."""
+
+from __future__ import annotations
+
+import httpx
+import torch
+
+import nissa
+from tests.e2e.api import wait_for
+
+
+def test_a_watched_models_distributions_over_steps(tmp_path, server_url):
+    run = nissa.init(server=server_url, run_name="hist", log_dir=tmp_path, system_metrics=False)
+    model = torch.nn.Linear(4, 2)
+    run.watch(model, histograms="parameters", every=1, bins=8)
+    for _ in range(12):
+        run.step()
+    report = run.finish()
+    assert report.complete
+    url = f"{server_url}/runs/{run.run_id}/histograms/parameters/weight"
+    reply = wait_for(lambda: (r := httpx.get(url).json())["taken"] == 11 and r, 30, "the histograms")
+    assert [h["step"] for h in reply["histograms"]] == list(range(1, 12))  # each at the end of its step
+    first = reply["histograms"][0]
+    assert first["count"] == 8 and sum(first["bins"]) == 8 and len(first["bins"]) == 8
+    assert first["min"] == torch.min(model.weight).item() and first["rank"] == 0
+    few = httpx.get(url, params={"max_steps": 3}).json()
+    assert [h["step"] for h in few["histograms"]] == [1, 6, 11] and few["taken"] == 11  # spread, ends kept
+    rows = httpx.get(url, params={"format": "csv", "max_steps": 1}).text.splitlines()
+    assert rows[0] == "rank,step,ts,bin,low,high,count" and len(rows) == 1 + 8 and rows[1].startswith("0,11,")
+    assert httpx.get(f"{server_url}/runs/{run.run_id}/histograms/nothing").json()["histograms"] == []
+    assert httpx.get(f"{server_url}/runs/nope/histograms/x").status_code == 404

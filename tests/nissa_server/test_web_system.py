@@ -1,0 +1,37 @@
+"""The web page's System group: a plain loop's run with system metrics shows its own charts first, then the
+machine's (CPU, memory, RSS, I/O), and no GPU chart where the machine has no GPU figures."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.e2e.api import wait_for
+from tests.nissa_server.test_web import _page, _titles, browser  # noqa: F401 - the module's browser fixture
+
+pytestmark = pytest.mark.single_backend
+
+
+def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_path):  # noqa: F811
+    import nissa
+
+    run = nissa.init(server=server_url, run_name="sys", log_dir=tmp_path / "runs", system_metrics_s=0.05)
+    try:
+        for i in range(4):
+            run.step()
+            run.log({"loss": 1.0 / (i + 1)})
+        wait_for(lambda: any(s["name"] == "system.memory.process_rss_bytes" for s in
+                             httpx.get(f"{server_url}/runs/{run.run_id}/series").json()), 30, "the system series")
+        page, outside, errors = _page(browser, server_url)
+        page.goto(server_url + f"/ui#run={run.run_id}")
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="System · process RSS bytes"]')
+        titles = _titles(page)
+        assert titles[0] == "loss", "the loop's own metrics first"
+        system = [t for t in titles if t.startswith("System · ")]
+        assert titles[1:] == system and {"System · CPU %", "System · memory %"} <= set(system)
+        gpu = httpx.get(f"{server_url}/runs/{run.run_id}/series").json()
+        if not any(s["name"].startswith("system.gpu.") for s in gpu):
+            assert not [t for t in system if "GPU" in t], "no empty GPU charts on a machine without GPU figures"
+        assert not outside and not errors
+    finally:
+        run.finish()
