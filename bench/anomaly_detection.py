@@ -59,7 +59,10 @@ class RunReport:
 
 
 def run(config: TrainConfig, name: str, log_dir: pathlib.Path, fault: Fault | None = None) -> RunReport:
-    """One run of ``config.rounds`` rounds, its events read back from its run log."""
+    """One run of ``config.rounds`` rounds, its events read back from its run log. Env by env
+    (``--env-exec per-env``): the faults break each env's own modules and optimizers, which the
+    batched step does not run through; a twin runs as its fault run does."""
+    config = dataclasses.replace(config, env_exec="per-env")
     runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id=name, log_dir=log_dir), level=TelemetryLevel.NORMAL))
     sites = telemetry_for_training(runtime, config)
     wrapped = FaultSites(sites, fault) if fault is not None else None

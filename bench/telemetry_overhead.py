@@ -12,9 +12,13 @@ rate, so that a run of seconds holds several samples); ``system_ratio`` is it ag
 share of one CPU at the default 10 s interval.
 
     python bench/telemetry_overhead.py [--repeats 5] [--rounds 2] [--episode-length 4] [--threads 1]
+        [--env-exec batched,per-env]
 
-Goals: NORMAL >= 0.98 and DEBUG >= 0.9 of OFF; system metrics within noise of NORMAL (cost <= 0.5%).
-Last line: key=value pairs.
+``--env-exec`` lists the env executions to measure, each against its own OFF, all interleaved in
+the one invocation (per-env: each env in turn, the loop's reference; batched: the default).
+
+Goals: NORMAL >= 0.98 and DEBUG >= 0.9 of OFF; system metrics within noise of NORMAL (a cost <= 0.5%). Last line: key=value pairs (the first execution's,
+then ``<key>_<execution>`` for each other one).
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-envs", type=int, default=2)
     p.add_argument("--profile-batches", type=int, default=20)
     p.add_argument("--stride", type=int, default=10, help="--gradient-telemetry-stride of the runs")
+    p.add_argument("--env-exec", default="batched", help="env executions measured, comma-separated "
+                                                         "(batched, per-env; default batched)")
     p.add_argument("--system-interval", type=float, default=0.5,
                    help="seconds between system samples in the SYSTEM variant (default 0.5)")
     p.add_argument("--threads", type=int, default=1,
@@ -92,40 +98,53 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
-    config = TrainConfig(device="cpu", rounds=args.rounds, episode_length=args.episode_length, n_envs=args.n_envs,
-                         gradient_telemetry_stride=args.stride, log_every=0)
-    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    cpu_rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    execs = [e.strip() for e in args.env_exec.split(",") if e.strip()]
+    configs = {e: TrainConfig(device="cpu", rounds=args.rounds, episode_length=args.episode_length,
+                              n_envs=args.n_envs, gradient_telemetry_stride=args.stride, log_every=0,
+                              env_exec=e) for e in execs}  # type: ignore[arg-type]
+    rates: dict[tuple[str, str], list[float]] = {(e, v): [] for e in execs for v in VARIANTS}
+    cpu_rates: dict[tuple[str, str], list[float]] = {(e, v): [] for e in execs for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="telemetry-bench-") as tmp:
-        one_run("NORMAL", config, Path(tmp), args.profile_batches, "warmup")  # first-call costs out of the figures
+        for e in execs:
+            one_run("NORMAL", configs[e], Path(tmp), args.profile_batches, f"warmup-{e}")  # first-call costs out
         for i in range(args.repeats):
-            for variant in VARIANTS:
-                wall, cpu = one_run(variant, config, Path(tmp), args.profile_batches, str(i), args.system_interval)
-                rates[variant].append(wall)
-                cpu_rates[variant].append(cpu)
-    median = {v: statistics.median(r) for v, r in rates.items()}
-    cpu_median = {v: statistics.median(r) for v, r in cpu_rates.items()}
-    base, cpu_base = median["OFF"], cpu_median["OFF"]
+            for e in execs if i % 2 == 0 else execs[::-1]:
+                for variant in VARIANTS:
+                    wall, cpu = one_run(variant, configs[e], Path(tmp), args.profile_batches, f"{e}-{i}",
+                                        args.system_interval)
+                    rates[(e, variant)].append(wall)
+                    cpu_rates[(e, variant)].append(cpu)
     _say(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved repeats, "
-         f"{config.n_envs} envs x {args.rounds} rounds x {args.episode_length} epochs, stride {args.stride}")
+         f"{args.n_envs} envs x {args.rounds} rounds x {args.episode_length} epochs, stride {args.stride}")
     _say("  (median; per CPU-second figures count only this process, so other load on the machine moves them less)")
-    for v in VARIANTS:
-        spread = f"{min(rates[v]):.2f}..{max(rates[v]):.2f}"
-        _say(f"  {v:8s} {median[v]:8.2f} env-epochs/s (range {spread}) ratio {median[v] / base:.3f}   "
-             f"{cpu_median[v]:8.2f} env-epochs/CPU-s ratio {cpu_median[v] / cpu_base:.3f}")
-    normal, debug, prof = (median[v] / base for v in ("NORMAL", "DEBUG", "PROFILE"))
-    system_ratio = median["SYSTEM"] / median["NORMAL"]
     sample_ms = sample_cost_ms()
     cost_pct = 100.0 * sample_ms / 1000.0 / DEFAULT_SYSTEM_INTERVAL_S
     _say(f"  system metrics: one sample costs {sample_ms:.3f} ms of CPU on the sampler's thread: {cost_pct:.4f}% of "
-         f"one CPU at the default {DEFAULT_SYSTEM_INTERVAL_S:g} s interval; SYSTEM (every {args.system_interval:g} s) "
-         f"/ NORMAL {system_ratio:.3f}")
-    c_normal, c_debug, c_prof = (cpu_median[v] / cpu_base for v in ("NORMAL", "DEBUG", "PROFILE"))
-    _say(f"off_env_epochs_s={base:.3f} normal_ratio={normal:.3f} debug_ratio={debug:.3f} profile_ratio={prof:.3f} "
-         f"normal_cpu_ratio={c_normal:.3f} debug_cpu_ratio={c_debug:.3f} profile_cpu_ratio={c_prof:.3f} "
-         f"system_ratio={system_ratio:.3f} system_sample_ms={sample_ms:.3f} system_cost_pct={cost_pct:.4f} "
-         f"ratio={normal:.3f} normal_goal_met={normal >= 0.98} debug_goal_met={debug >= 0.9} "
-         f"system_goal_met={cost_pct <= 0.5}")
+         f"one CPU at the default {DEFAULT_SYSTEM_INTERVAL_S:g} s interval")
+    fields: list[str] = [f"system_sample_ms={sample_ms:.3f}", f"system_cost_pct={cost_pct:.4f}",
+                         f"system_goal_met={cost_pct <= 0.5}"]
+    for n, e in enumerate(execs):
+        median = {v: statistics.median(rates[(e, v)]) for v in VARIANTS}
+        cpu_median = {v: statistics.median(cpu_rates[(e, v)]) for v in VARIANTS}
+        base, cpu_base = median["OFF"], cpu_median["OFF"]
+        _say(f" --env-exec {e}")
+        for v in VARIANTS:
+            runs = " ".join(f"{r:.2f}" for r in rates[(e, v)])
+            _say(f"  {v:8s} {median[v]:8.2f} env-epochs/s (runs {runs}) ratio {median[v] / base:.3f}   "
+                 f"{cpu_median[v]:8.2f} env-epochs/CPU-s ratio {cpu_median[v] / cpu_base:.3f}")
+        normal, debug, prof = (median[v] / base for v in ("NORMAL", "DEBUG", "PROFILE"))
+        c_normal, c_debug, c_prof = (cpu_median[v] / cpu_base for v in ("NORMAL", "DEBUG", "PROFILE"))
+        suffix = "" if n == 0 else "_" + e.replace("-", "_")
+        pairs = {"off_env_epochs_s": f"{base:.3f}", "normal_ratio": f"{normal:.3f}", "debug_ratio": f"{debug:.3f}",
+                 "profile_ratio": f"{prof:.3f}", "normal_cpu_ratio": f"{c_normal:.3f}",
+                 "debug_cpu_ratio": f"{c_debug:.3f}", "profile_cpu_ratio": f"{c_prof:.3f}", "ratio": f"{normal:.3f}",
+                 "normal_goal_met": str(normal >= 0.98), "debug_goal_met": str(debug >= 0.9),
+                 "system_ratio": f"{median['SYSTEM'] / median['NORMAL']:.3f}",
+                 # What telemetry costs in CPU time per env-epoch, whatever the loop's own speed.
+                 "normal_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['NORMAL'] - 1 / cpu_base):.1f}",
+                 "debug_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['DEBUG'] - 1 / cpu_base):.1f}"}
+        fields += [f"{k}{suffix}={v}" for k, v in pairs.items()]
+    _say(" ".join(fields))
     return 0
 
 

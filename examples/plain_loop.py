@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-name", default="plain-loop")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--project", default="", help="the project the run belongs to (runs tables filter by it)")
+    p.add_argument("--group", default="", help="its group: a sweep, the seeds of one experiment")
+    p.add_argument("--tag", action="append", default=[], help="a tag (again for more)")
     p.add_argument("--validate-every", type=int, default=20, help="steps between validations")
     p.add_argument("--step-delay", type=float, default=0.0, help="seconds to sleep each step (demos, tests)")
     args = p.parse_args(argv)
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--step-delay must be >= 0, got {args.step_delay}")
     try:  # it checks --server, --run-name and --device before anything runs
         run = nissa.init(server=args.server, token=args.token, run_name=args.run_name, log_dir=args.log_dir,
-                         device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"})
+                         device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"},
+                         project=args.project or None, group=args.group or None, tags=args.tag)
     except (ValueError, TypeError, OSError) as err:
         p.error(str(err))
     device = torch.device(args.device)

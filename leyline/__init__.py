@@ -43,7 +43,8 @@ from leyline.esper import (
 )
 from leyline.payloads_alerts import AlertChanged
 from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
-from leyline.metrics import MAX_METRICS, Metrics, TextLogged, metric_value
+from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
+from leyline.summaries import MetricSummary, direction_of
 from leyline.payloads import (
     Payload,
     RunFinished,

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.events import MAX_INT, PAYLOAD_TYPES, SCHEMA_VERSION, Event, Rank, RunId, _WireEvent
+from leyline.events import MAX_INT, PAYLOAD_TYPES, RUN_ID_RULE, SCHEMA_VERSION, Event, Rank, RunId, _WireEvent
 from leyline.payloads import Payload
 
 _encoder = msgspec.json.Encoder()
@@ -171,7 +171,10 @@ def check_run_id(run_id: str) -> None:
     """Raise ``ValidationError`` unless ``run_id`` is a str that follows the ``RunId`` rule."""
     if type(run_id) is not str:
         raise msgspec.ValidationError(f"Expected `str`, got `{type(run_id).__name__}` - at `$.run_id`")
-    _run_id_decoder.decode(_encoder.encode(run_id))
+    try:
+        _run_id_decoder.decode(_encoder.encode(run_id))
+    except msgspec.ValidationError:
+        raise msgspec.ValidationError(f"run id {run_id[:40]!r} is not valid: {RUN_ID_RULE}") from None
 
 
 def check_rank(rank: int) -> None:

@@ -33,6 +33,7 @@ class EventKind(str, enum.Enum):
     RUN_RESUMED = "run_resumed"
     ALERT = "alert"
     METRICS = "metrics"
+    SUMMARY = "summary"
     SYSTEM = "system"
     TEXT = "text"
     HISTOGRAM = "histogram"
@@ -97,6 +98,12 @@ class CommandStatus(str, enum.Enum):
     @property
     def terminal(self) -> bool:
         return self in _TERMINAL_STATUSES
+
+    @property
+    def by_server(self) -> bool:
+        """Said by the server alone (a command queued, or expired undelivered): a trainer reporting it is
+        refused at ingest."""
+        return self in (CommandStatus.QUEUED, CommandStatus.EXPIRED)
 
 
 _TERMINAL_STATUSES = frozenset(

@@ -21,6 +21,11 @@ from leyline.payloads import MAX_INT, Payload
 SCHEMA_VERSION = 1
 SERVER_RANK = -1  # events the server itself authors (command queued/expired) use this rank
 
+MIN_TS = 946_684_800.0
+"""2000-01-01 UTC: the server refuses an event whose ``ts`` is earlier (4400, with the reason)."""
+MAX_TS_AHEAD_S = 86_400.0
+"""How far past the server's own clock an event's ``ts`` may be (a day), else it is refused likewise."""
+
 PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {kind: spec.payload for kind, spec in KINDS.items()}
 
 AnyPayload = Union[tuple(PAYLOAD_TYPES.values())]  # type: ignore[valid-type]
@@ -32,9 +37,16 @@ CRITICAL_KINDS: frozenset[EventKind] = frozenset(EventKind) - METRIC_KINDS
 DEFAULT_SEVERITY: dict[EventKind, Severity] = {kind: spec.severity for kind, spec in KINDS.items()}
 
 # ``$(?!\n)``: a plain ``$`` would also match before a final newline. A run id names a directory
-# (``<log-dir>/<run_id>/``): no separator, and not ``.``, ``..`` or any other name made of dots only.
-RUN_ID_PATTERN = r"^(?!\.+$)[A-Za-z0-9._:-]+$(?!\n)"
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=RUN_ID_PATTERN)]
+# (``<log-dir>/<run_id>/``): no separator, and not ``.``, ``..`` or any other name made of dots only. It lands
+# in CSV files and spreadsheets: it may not start with what one reads as a formula (of ``= + - @`` only ``-``
+# is in the alphabet at all).
+RUN_ID_PATTERN = r"^(?!\.+$)(?!-)[A-Za-z0-9._:-]+$(?!\n)"
+MAX_RUN_ID = 128
+RUN_ID_RULE = (f"1 to {MAX_RUN_ID} letters, digits, '.', '_', ':' or '-', not dots only, and not starting with '-' "
+               f"(a spreadsheet reads it as a formula)")
+"""The ``RunId`` rule in words, for the messages that refuse one."""
+RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_RUN_ID, pattern=RUN_ID_PATTERN,
+                                    description=f"A run id: {RUN_ID_RULE}.")]
 Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
 NonNeg = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]

@@ -5,6 +5,8 @@ this table; nothing else lists kinds.
 - ``critical``: never dropped. The hub blocks nothing for it, but it never sheds it under overload
   either; every other kind is a *metric*, droppable when the hub's queue is full, each drop counted
   and reported in an ``events_dropped`` event.
+- ``server_only``: only the server writes it (at rank ``SERVER_RANK``); an ingest connection that sends one is
+  closed with 4400 and a reason, so that no trainer can forge what the server says (a red alert banner).
 - ``indexed``: the store keeps a second row of every event of the kind, so that a query by kind reads
   those rows instead of the run's whole stream. Only rare kinds are worth it. Changing a kind's
   ``indexed`` changes what the store holds: it takes a store migration that indexes the events
@@ -31,7 +33,7 @@ from leyline.esper import (
     SeedPruned,
     SeedStageChanged,
 )
-from leyline.metrics import Metrics, TextLogged
+from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import Payload, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_ops import (
@@ -60,6 +62,8 @@ class KindSpec:
     """The store indexes it by kind (rare kinds only)."""
     severity: Severity = Severity.INFO
     """The severity an event of the kind gets unless its sender says otherwise."""
+    server_only: bool = False
+    """Only the server writes it; a trainer that sends one is refused at ingest."""
 
 
 _D, _W = Severity.DEBUG, Severity.WARNING
@@ -83,7 +87,8 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(EventsDropped, critical=True, indexed=True, severity=_W),
     KindSpec(HubHealth, critical=False, severity=_D),
     KindSpec(Heartbeat, critical=False, severity=_D),
-    KindSpec(AlertChanged, critical=True, severity=_W),
+    KindSpec(AlertChanged, critical=True, severity=_W, server_only=True),
+    KindSpec(SummaryUpdated, critical=True, indexed=True),
 )
 """What every run speaks."""
 
@@ -104,3 +109,5 @@ assert set(KINDS) == set(EventKind), "every kind needs exactly one row"
 
 INDEXED_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if spec.indexed)
 """Kinds the store indexes (read by the store; see ``KindSpec.indexed``)."""
+SERVER_ONLY_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if spec.server_only)
+"""Kinds no trainer may send (``KindSpec.server_only``)."""

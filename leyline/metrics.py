@@ -12,6 +12,7 @@ import msgspec
 
 from leyline.enums import EventKind
 from leyline.payloads import Payload
+from leyline.summaries import MAX_DECLARED, Directions
 
 MAX_METRICS = 256
 """Named values one ``metrics`` event may carry."""
@@ -33,6 +34,16 @@ class Metrics(Payload, kw_only=True, frozen=True):
     KIND: ClassVar[EventKind] = EventKind.METRICS
     values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(min_length=1, max_length=MAX_METRICS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
+
+
+class SummaryUpdated(Payload, kw_only=True, frozen=True):
+    """The loop said something of its results: a metric's direction (``run.define_metric``) or a value of
+    its summary set outright (``run.summary[name] = value``); neither is a point of a series."""
+
+    KIND: ClassVar[EventKind] = EventKind.SUMMARY
+    values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(max_length=MAX_DECLARED)] = {}
+    """Values set outright (``"nan"``, ``"inf"``, ``"-inf"`` as in ``Metrics``)."""
+    directions: Directions = {}
 
 
 MAX_TEXT_CHARS = 16_384

@@ -8,6 +8,7 @@ import msgspec
 
 from leyline.calls import Declared
 from leyline.enums import EventKind
+from leyline.summaries import Directions, Notes, Project, Tags
 
 # Flat, JSON-safe values: what a config entry or a command result may hold.
 Scalar = str | int | float | bool | None
@@ -44,6 +45,14 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     """Ranks of the run (torchrun's WORLD_SIZE); each rank sends its own ``run_started``."""
     commands: Declared = []
     """Commands of the run's own it takes (``action`` ``call``); rank 0's declaration is the run's."""
+    project: Project = ""
+    """What the run belongs to (``cifar``); empty: none. Rank 0's project, group, tags and notes are the run's."""
+    group: Project = ""
+    """Runs that go together within it: a sweep, the seeds of one experiment."""
+    tags: Tags = []
+    notes: Notes = ""
+    summary: Directions = {}
+    """How each metric named here is best (``{"val_loss": "min"}``; see ``leyline.summaries``)."""
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):

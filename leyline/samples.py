@@ -17,7 +17,7 @@ from leyline.esper import (
     SlotSnapshot,
 )
 from leyline.payloads_alerts import AlertChanged
-from leyline.metrics import Metrics, TextLogged
+from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import (
     Payload,
     RunFinished,
@@ -62,7 +62,8 @@ _SLOTS = [
 SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
     p.KIND: p
     for p in (
-        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}),
+        RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}, project="cifar",
+                   group="lr-sweep", tags=["baseline"], notes="first try", summary={"val_loss": "min"}),
         RunFinished(status="completed", duration_s=12.5, epochs=40, rounds=4, final_accuracy=0.61),
         EpochCompleted(round=1, accuracy=0.55, val_loss=1.31, train_loss=1.4, reward=0.02,
                        action="GERMINATE", seeds=_SLOTS, host_params=4174, fossilized_params=152),
@@ -100,6 +101,7 @@ SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
                   connected=True),
         Heartbeat(uptime_s=30.0),
         Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
+        SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}),
         Histograms(histograms=[Distribution(name="weights/fc1", min=-0.5, max=0.5, count=10, bins=[1, 2, 4, 2, 1]),
                                Distribution(name="gradients/fc1", min=None, max=None, count=0, nonfinite=3,
                                             bins=[0, 0])]),

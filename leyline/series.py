@@ -12,7 +12,7 @@ together with the envelope's ``env`` and ``rank``::
 
 A numeric field added to a payload later is a series with no further change. A loop's free-form
 ``metrics`` event is the one exception: each of its values is the series of its own name. ``None`` ("not measured")
-is no point; NaN and infinity are points. ``marker_of`` says what happened to a run (a command applied,
+is no point; NaN and infinity are points (a ``summary`` event has none: ``NO_POINTS_KINDS``). ``marker_of`` says what happened to a run (a command applied,
 an anomaly, a seed fossilized or pruned, a resume, the end), for the markers on its charts.
 """
 
@@ -39,6 +39,9 @@ COORDINATE_FIELDS: frozenset[str] = frozenset({"round"})
 IGNORED_FIELDS: frozenset[str] = frozenset({"pid", "bins"})
 """Numbers that identify a process, neither a measure nor a label worth a series; a histogram's bins (parts
 of one distribution, read whole at ``/runs/{run_id}/histograms/{name}``)."""
+NO_POINTS_KINDS: frozenset[str] = frozenset({"summary"})
+"""Kinds whose numbers are no points: what a loop says of its results (``leyline.summaries``) is summarised
+as it is, never charted."""
 MAX_POINTS_PER_EVENT = 1024
 """Points one event yields at most (a huge dict in a payload is not a thousand series)."""
 
@@ -251,6 +254,8 @@ def found_in(payload: object, kind: str, rank: int, env: int | None) -> _Found:
     if env is not None:
         envelope["env"] = str(env)
     found: _Found = []
+    if kind in NO_POINTS_KINDS:
+        return found
     if kind == "metrics":
         _metrics(payload, envelope, found)
     else:

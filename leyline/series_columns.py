@@ -29,7 +29,7 @@ import msgspec.inspect as mi
 
 from leyline.enums import EventKind
 from leyline.events import PAYLOAD_TYPES
-from leyline.series import COORDINATE_FIELDS, IGNORED_FIELDS, LABEL_FIELDS, Marker, marker_maker
+from leyline.series import COORDINATE_FIELDS, IGNORED_FIELDS, LABEL_FIELDS, NO_POINTS_KINDS, Marker, marker_maker
 
 _NUMBERS = (mi.IntType, mi.FloatType)
 _SCALARS = (mi.StrType, mi.IntType, mi.EnumType, mi.LiteralType, mi.NoneType)
@@ -128,25 +128,31 @@ def _struct_of(t: mi.Type) -> tuple[type | None, bool]:
     return None, False
 
 
+DECLARING_KINDS: frozenset[EventKind] = frozenset({EventKind.RUN_STARTED, EventKind.SUMMARY})
+"""Kinds that say how a run's metrics are summarised (``leyline.summaries``): a store reads them whole."""
+
+
 class KindPlan:
     """One event kind's payload type, compiled: how to decode it, where its numbers are, its marker."""
 
-    __slots__ = ("kind", "decode", "root", "has_round", "marker", "rows", "usual")
+    __slots__ = ("kind", "decode", "root", "has_round", "marker", "rows", "usual", "declares")
 
     def __init__(self, kind: EventKind, cls: type) -> None:
         self.kind = kind.value
         self.marker: Callable[..., Marker | None] | None = marker_maker(kind)
         self.root = root = Shape(cls, self.kind)
         own_names = kind is EventKind.METRICS  # each value is the series of its own name: ``found_in`` reads it
+        self.declares = kind in DECLARING_KINDS
         self.decode: Callable[[bytes], Any] = msgspec.json.Decoder(
-            cls if self.marker or own_names else root.lean).decode
-        """The payload's JSON → what its points are made of (a marker's label needs the whole payload)."""
+            cls if self.marker or own_names or self.declares else root.lean).decode
+        """The payload's JSON → what its points are made of (a marker's label, a declaration need the whole payload)."""
         self.has_round = "round" in cls.__struct_fields__  # type: ignore[attr-defined]
-        self.rows = _rows(root, self.has_round) if root.compiled and not own_names else None
+        walked = own_names or self.kind in NO_POINTS_KINDS
+        self.rows = _rows(root, self.has_round) if root.compiled and not walked else None
         """``payload`` → (the labels of its structs, the flat values of all of them in one tuple, its round):
         what a store appends per event (one object an event: a writer that keeps thousands makes the
         garbage collector run no more than it must)."""
-        self.usual = self.rows is not None and not root.other_names and self.marker is None
+        self.usual = self.rows is not None and not root.other_names and self.marker is None and not self.declares
         """Events of the kind are all flat values (of the payload and of the structs in it), never a marker."""
 
 

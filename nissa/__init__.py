@@ -7,30 +7,35 @@
 ``on_checkpoint``, ``on_stop``, ``finish``. Underneath: the hub (``nissa.hub``) never blocks the loop and
 logs every event locally first; the command runtime (``nissa.control``, ``nissa.runtime``) applies commands
 at step boundaries, at one agreed step on every rank (``nissa.ranks``); ``nissa.telemetry`` holds the debug
-and profile windows. ``nissa.upload`` sends a run logged without a server to one later.
+and profile windows. ``nissa.upload`` sends a run logged without a server to one later; ``nissa.Api`` reads a
+lab's runs back (``nissa.api``), and the ``nissa`` command does from a shell (``nissa runs``).
 
 Importing ``nissa`` imports neither torch nor the hub; ``init`` does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pathlib
-    from collections.abc import Mapping
+    from collections.abc import Sequence
 
+    from nissa.api import Api
     from nissa.histogram import Histogram
     from nissa.hub.upload import UploadResult
     from nissa.run import Run
 
-__all__ = ["Histogram", "Run", "init", "upload"]
+__all__ = ["Api", "Histogram", "Run", "init", "upload"]
 
 
 def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
          log_dir: str | pathlib.Path = "nissa-runs", run_id: str | None = None, token: str | None = None,
          level: str = "NORMAL", steps_per_epoch: int = 1, device: str = "cpu", queue_size: int = 10_000,
-         rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0, system_metrics: bool = True,
+         rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0, project: str | None = None,
+         group: str | None = None, tags: Sequence[str] | None = None, notes: str | None = None,
+         summary: Mapping[str, str] | None = None, system_metrics: bool = True,
          system_metrics_s: float = 10.0) -> Run:
     """Start a run and return its ``Run``: the run directory ``<log_dir>/<run_id>`` with its log and stream
     secret, the hub that streams the log to the server, the command runtime. ``run_started`` (with the commands
@@ -47,6 +52,9 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     - ``device``: where the loop's tensors live (``cpu``, ``cuda``, ``cuda:N``; ``auto``: CUDA if there is one);
       under torchrun a CUDA run's process group uses NCCL.
     - ``queue_size``: events the hub holds for its thread before dropping metrics (never critical events).
+    - ``project``, ``group`` (a sweep, the seeds of one experiment), ``tags``, ``notes``: how the run is found
+      among a lab's (``GET /runs?q=project:cifar tag:baseline``; editable later). ``summary``: how metrics are
+      best, ``{"val_loss": "min", "val_acc": "max"}`` (see ``Run.define_metric``).
     - ``rank_timeout_s``: how long a collective between ranks may wait. ``stack_watchdog_s`` > 0: write every
       thread's stack under the run directory whenever no Python thread could run for that long.
     - ``system_metrics``: sample the machine (CPU, memory, disk and network I/O, each visible GPU) every
@@ -62,6 +70,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     from nissa.checks import check_init, check_server
     from nissa.hub import HubConfig
     from nissa.join import agree_on_run, join_ranks
+    from nissa.organize import organized
     from nissa.ranks import RanksConfig
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
@@ -69,6 +78,8 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
                stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s)
+    meta = organized(project=project, group=group, tags=tags, notes=notes,
+                     summary=dict(summary) if isinstance(summary, Mapping) else summary)
     if server is not None:
         check_server(server, "server")
     elif os.environ.get("NISSA_SERVER"):
@@ -101,7 +112,8 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     if system is not None:  # a CUDA rank samples its own GPU
         system = SystemConfig(interval_s=system.interval_s, device=ranks.device_name(device))
     return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
-               close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s, system=system)
+               close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s, organized=meta,
+               system=system)
 
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
@@ -125,12 +137,15 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``nissa.Run``, the class ``init`` returns, and ``nissa.Histogram`` are loaded on first use (they import
-    torch)."""
+    """``nissa.Run``, the class ``init`` returns, ``nissa.Api`` and ``nissa.Histogram`` are loaded on first use."""
     if name == "Run":
         from nissa.run import Run
 
         return Run
+    if name == "Api":
+        from nissa.api import Api
+
+        return Api
     if name == "Histogram":
         from nissa.histogram import Histogram
 

@@ -14,7 +14,7 @@ import time
 
 import msgspec
 
-from leyline.events import RunId
+from leyline.events import RUN_ID_RULE, RunId
 
 from nissa.hub.secret import SecretError, run_secret
 from nissa.ranks import Ranks, RanksConfig
@@ -30,7 +30,7 @@ def checked_run_id(value: str, flag: str = "run_id") -> str:
     try:
         return msgspec.convert(value, RunId)
     except msgspec.ValidationError:
-        raise ValueError(f"{flag}: {value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -, not dots only") from None
+        raise ValueError(f"{flag}: {value!r} must be {RUN_ID_RULE}") from None
 
 
 def join_ranks(device: str = "auto", config: RanksConfig | None = None) -> Ranks:

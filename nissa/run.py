@@ -37,13 +37,14 @@ from typing import Any
 
 import torch
 
-from leyline import Histograms, Metrics, RunFinished, RunStarted, TelemetryLevel, metric_value
+from leyline import Histograms, Metrics, RunFinished, RunStarted, SummaryUpdated, TelemetryLevel, metric_value
 
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics
 from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
+from nissa.organize import Organized, Summary, check_direction
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
 from nissa.system import SystemConfig, start_system_metrics
@@ -61,7 +62,7 @@ class Run:
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
                  device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
-                 system: SystemConfig | None = None) -> None:
+                 organized: Organized | None = None, system: SystemConfig | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
@@ -81,6 +82,10 @@ class Run:
         self._started_at = time.monotonic()
         self._started = False
         self._report: DeliveryReport | None = None
+        self.organized = organized or Organized()
+        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
+        self.summary = Summary(self._send_summary)
+        """Values of the run's summary set outright: ``run.summary["test_acc"] = 0.91`` (sent at once)."""
         self._system = system
         self._stop_system: Callable[[], None] = _nothing
 
@@ -176,10 +181,27 @@ class Run:
             self.runtime.emit(RunStarted(
                 name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
-                world_size=ranks.world_size, commands=list(self._calls.declared)))
+                world_size=ranks.world_size, commands=list(self._calls.declared), project=self.organized.project,
+                group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
+                summary=dict(self.organized.summary)))
             if self._system is not None:  # after run_started: a run's stream begins with it
                 self._stop_system = start_system_metrics(self.runtime, self._system)
         return self
+
+    def define_metric(self, name: str, summary: str = "min") -> None:
+        """How the metric ``name`` is best: ``min``, ``max`` or ``last`` (its summary's ``best``; without this,
+        a loss or an error is minimised, an accuracy, F1 or AUC maximised, anything else its last value)."""
+        self._check_open("run.define_metric")
+        check_direction(name, summary)
+        if not self._started:
+            self.organized.summary[name] = summary  # type: ignore[assignment]
+        else:
+            self.runtime.emit(SummaryUpdated(directions={name: summary}))  # type: ignore[dict-item]
+
+    def _send_summary(self, payload: SummaryUpdated) -> None:
+        self._check_open("run.summary")
+        self.start()
+        self.runtime.emit(payload)
 
     # --- in the loop --------------------------------------------------------------------------
 

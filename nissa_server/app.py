@@ -8,20 +8,25 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 
 from nissa_server import __version__, openapi
 from nissa_server.nul_guard import RefuseNul
+from nissa_server.page_headers import DocsHeaders, HeadAsGet
 from nissa_server.request_metrics import RequestTimer
-from nissa_server.routes import alerts, artifacts, commands, histograms, ops, runs, series, web, ws
+from nissa_server.routes import alerts, artifacts, commands, groups, histograms, ops, runs, series, web, ws
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
 logger = logging.getLogger(__name__)
 DOCS_ASSETS = "/docs-assets"
+RETRY_AFTER_S = 5
+"""What a 503 (the database away) says in ``Retry-After``."""
+DOCS, REDOC = "/docs", "/redoc"
 
 DESCRIPTION = """Stores the events of Esper training runs, streams them live to watchers and routes
 operator commands (debug and profile windows) back to the running trainer.
@@ -40,6 +45,8 @@ def allowed_methods(routes: list[BaseRoute], scope: dict) -> list[str]:
         match, _ = route.matches({**scope, "method": "OPTIONS"})
         if match is not Match.NONE:
             methods |= set(getattr(route, "methods", None) or ())
+    if "GET" in methods:  # see page_headers.HeadAsGet
+        methods.add("HEAD")
     return sorted(methods)
 
 
@@ -57,12 +64,15 @@ def create_app(settings: Settings) -> FastAPI:
     # /docs and /redoc load Swagger UI and ReDoc from files installed with the server, not from a CDN:
     # they work offline and on an air-gapped machine. The validator badge would call out: off.
     app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                         static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
+                         docs_url=DOCS, redoc_url=REDOC, static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(DocsHeaders, pages=(DOCS, REDOC, app.swagger_ui_oauth2_redirect_url),
+                       assets=DOCS_ASSETS)
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
     routers = (runs.router, series.router, histograms.router, commands.router, artifacts.router, ops.router, ws.router,
-               web.router, alerts.router)
+               web.router, alerts.router, groups.router)
     served = [*app.router.routes, *(route for router in routers for route in router.routes)]
     for router in routers:
         app.include_router(router)
@@ -81,5 +91,20 @@ def create_app(settings: Settings) -> FastAPI:
             headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(served, request.scope))}
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
-    openapi.install(app)
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # The database is away (restarting, unreachable, locked): the request may be tried again shortly.
+        # The store's health has logged it, once; the reason names the error's type, not the database's address.
+        return JSONResponse({"detail": f"the database is unavailable ({type(exc).__name__}): try again shortly"},
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+
+    for unavailable in nissa.store.unavailable:
+        app.add_exception_handler(unavailable, _unavailable)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> Response:
+        # The body stopped short: the client went, or the server cut it for being too slow (and answered
+        # 408 itself, see ``protocols``). The client's doing, not the server's: counted as the 408 it is.
+        return PlainTextResponse("request body incomplete", status_code=408)
+
+    openapi.install(app, served)
     return app

@@ -9,8 +9,10 @@ from operator import itemgetter
 
 import msgspec
 
-from leyline import SERVER_RANK, Event, Payload, Severity, decode_event, make_event
+from leyline import SERVER_RANK, CommandStatusChanged, Event, EventKind, Payload, Severity, decode_event, make_event
 from leyline.codec import BatchEvent
+from leyline.events import MAX_TS_AHEAD_S, MIN_TS
+from leyline.kinds import SERVER_ONLY_KINDS
 from nissa_server.runs import RunState, Stream
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
@@ -21,18 +23,32 @@ _encoder = msgspec.json.Encoder()
 _wire = msgspec.json.Decoder(BatchEvent)
 _SEVERITY = {s.value: s.rank for s in Severity}
 _EFFECT_KINDS = frozenset(k.value for k in EFFECT_KINDS)
-_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
-"""A NUL character's escape in encoded JSON (an even run of backslashes before it: not itself escaped)."""
+_CONTROL = re.compile(rb"(?<!\\)((?:\\\\)*)(?:\\u00(?:0[0-8bcef]|1[0-9a-f])|\\[bf])|\x7f|\xc2[\x80-\x9f]")
+"""A control character (``leyline.text.CONTROL_CHARS``) in JSON as msgspec encodes it: a C0 one escaped (an even
+run of backslashes before the escape: not itself escaped), DEL and a C1 one as their UTF-8."""
+_C1_OR_DEL = re.compile(rb"\x7f|\xc2[\x80-\x9f]")
 
 
 def body_of(event: BatchEvent) -> bytes:
-    """The event as stored: its JSON, a NUL character in any of its strings replaced by U+FFFD (PostgreSQL
-    cannot keep a NUL in a text, and names, labels and series keys are texts), the same on every store."""
+    """The event as stored: its JSON, each control character in any of its strings replaced by U+FFFD
+    (``leyline.text.scrub``), the same on every store: a NUL because PostgreSQL cannot keep one in a text (and
+    names, labels and series keys are texts); the others so that no viewer is sent an escape sequence a run wrote
+    (the console and the web page show what they still find as text, too)."""
     return _stored(_encoder.encode(event))
 
 
+def _suspect(data: bytes) -> bool:
+    """Whether encoded JSON may hold a control character: scans that find nothing in the usual batch."""
+    return (b"\\u00" in data or b"\\b" in data or b"\\f" in data
+            or ((b"\x7f" in data or b"\xc2" in data) and _C1_OR_DEL.search(data) is not None))
+
+
+def _replace(match: re.Match[bytes]) -> bytes:
+    return (match.group(1) or b"") + b"\\ufffd"
+
+
 def _stored(body: bytes) -> bytes:
-    return _NUL.sub(rb"\1\\ufffd", body) if b"\\u0000" in body else body
+    return _CONTROL.sub(_replace, body) if _suspect(body) else body
 
 
 class BatchRejected(ValueError):
@@ -43,11 +59,16 @@ class BatchRejected(ValueError):
         self.too_large = too_large
 
 
-def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: int) -> None:
+def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: int,
+                payloads: list[Payload] | None = None, now: float | None = None) -> None:
+    """Refuse a batch that breaks the ingest rules: too many events, another run's or rank's, seqs not
+    increasing, a ``ts`` no clock had (before 2000, or more than a day past the server's ``now``), or what only
+    the server says (``leyline.kinds.SERVER_ONLY_KINDS``; a command ``queued`` or ``expired``, from ``payloads``)."""
     if len(events) > max_events:
         raise BatchRejected(f"batch of {len(events)} events exceeds the limit of {max_events}", too_large=True)
+    latest = (time.time() if now is None else now) + MAX_TS_AHEAD_S
     previous = 0
-    for event in events:
+    for i, event in enumerate(events):
         if event.run_id != run_id or event.rank != rank:
             raise BatchRejected(
                 f"event for run {event.run_id!r} rank {event.rank} on a connection for run {run_id!r} rank {rank}"
@@ -55,6 +76,22 @@ def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: in
         if event.seq <= previous:  # a seq twice in one batch would escape the check of repeats
             raise BatchRejected(f"seq {event.seq} after seq {previous}: seqs must increase within a batch")
         previous = event.seq
+        if not MIN_TS <= event.ts <= latest:  # NaN too
+            raise BatchRejected(f"seq {event.seq}: ts {event.ts:.6g} is not a time: from 2000-01-01 to a day past the "
+                                f"server's clock")
+        if event.kind in _SERVERS_WORD:
+            _check_authored(event, payloads[i] if payloads is not None else None)
+
+
+_SERVERS_WORD = SERVER_ONLY_KINDS | {EventKind.COMMAND_STATUS}
+"""Kinds whose events a trainer may not send (all of them), or not with every payload (a command's status)."""
+
+
+def _check_authored(event: BatchEvent, payload: Payload | None) -> None:
+    if event.kind in SERVER_ONLY_KINDS:
+        raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind.value} events")
+    if isinstance(payload, CommandStatusChanged) and payload.status.by_server:
+        raise BatchRejected(f"seq {event.seq}: only the server says a command is {payload.status.value}")
 
 
 def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
@@ -65,11 +102,10 @@ def repeats(stream: Stream, events: list[BatchEvent]) -> list[BatchEvent]:
 
 
 def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[list[bytes], bool]:
-    """The events' bodies (``body_of``), and whether any NUL was replaced in them."""
+    """The events' bodies (``body_of``), and whether any control character was replaced in them."""
     encoded = [_encoder.encode(e) for e in events]
-    # A NUL is encoded escaped, so it needs a backslash: one search of them all for that rules it out at once.
     bodies, replaced = encoded, False
-    if b"\\" in b"".join(encoded) and any(b"\\u0000" in b for b in encoded):
+    if _suspect(b"".join(encoded)):  # one scan of them all rules the usual batch out at once
         bodies = [_stored(b) for b in encoded]
         replaced = bodies != encoded  # not where the characters \u0000 were text, an escaped backslash before them
     if bodies and max(map(len, bodies)) > max_event_bytes:

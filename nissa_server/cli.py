@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import uvicorn
 
-from nissa_server.alerts.rules import RulesError, load_rules
+from nissa_server.alerts.rules import AlertRules, RulesError, load_rules, with_builtin
 from nissa_server.app import create_app
 from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_settings
 from nissa_server.cli_values import count, port, seconds
@@ -73,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open commands per run before /escalate answers 429 (default 8)")
     p.add_argument("--alerts", type=pathlib.Path, default=None, metavar="FILE",
                    help="alert rules and their destinations (TOML; see the README's 'Alerts and hangs'); "
-                        "checked at start (default: no alerts)")
+                        "checked at start (default: the built-in rules only, notifying nobody)")
+    p.add_argument("--no-default-alerts", action="store_true",
+                   help="leave out the built-in alert rules ('hung': a rank stuck for 300 s; 'run in trouble': a "
+                        "run lost, failed or degraded), shown in the console and GET /alerts (default: they apply)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="what the server logs to stderr (default info)")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request (default: off)")
@@ -100,8 +103,8 @@ def database_settings(db: str | None) -> dict[str, object]:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    rules = {} if args.alerts is None else {"alert_rules": load_rules(args.alerts)}
-    return Settings(**rules,  # type: ignore[arg-type]
+    rules = AlertRules() if args.alerts is None else load_rules(args.alerts)
+    return Settings(alert_rules=rules if args.no_default_alerts else with_builtin(rules),
         host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
         token=args.token or token_from_env(), read_auth=args.read_auth, open=args.open, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl,
@@ -175,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The read pool logs each reconnection try while the database is away; the server's health says an
+    # outage once, when it starts and when it ends.
+    logging.getLogger("psycopg.pool").setLevel(max(logging.ERROR, logging.getLogger().level))
     try:
         settings.artifacts_root.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, Command, Payload, encode
 from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
+from leyline.text import has_control, scrub
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_CONFLICT,
@@ -40,7 +41,7 @@ from nissa_server.auth import bearer_ok
 from nissa_server.protocols import engage
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
-from nissa_server.store import EventWrite, Superseded, history, queries, sql
+from nissa_server.store import EventWrite, RunGone, Superseded, history, queries, sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -190,8 +191,8 @@ class IngestSession:
                                 "bad_frame")
         if frame.rank == SERVER_RANK:
             raise FrameRejected(CLOSE_BAD_FRAME, f"rank {SERVER_RANK} is reserved for the server", "bad_frame")
-        if "\x00" in frame.name:  # kept as the events' strings are (batches.body_of)
-            frame = msgspec.structs.replace(frame, name=frame.name.replace("\x00", "\ufffd"))
+        if has_control(frame.name):  # kept as the events' strings are (batches.body_of)
+            frame = msgspec.structs.replace(frame, name=scrub(frame.name))
         return frame
 
     async def open(self, hello: Hello) -> RunState:
@@ -269,7 +270,7 @@ class IngestSession:
     async def _ingest(self, run: RunState, events: list[BatchEvent], payloads: list[Payload],
                       received: float) -> None:
         store = self.nissa.store
-        repeats = self._checked(run, events)
+        repeats = self._checked(run, events, payloads)
         if not repeats and store.ready:  # the usual frame: built and queued with no suspension
             write = self._build(run, events, payloads, received)
             if write is not None:
@@ -282,10 +283,11 @@ class IngestSession:
             if write is not None:
                 await store.submit(write)
 
-    def _checked(self, run: RunState, events: list[BatchEvent]) -> list[BatchEvent]:
+    def _checked(self, run: RunState, events: list[BatchEvent], payloads: list[Payload]) -> list[BatchEvent]:
         """Check a batch against the ingest rules; returns its events whose seqs were accepted before."""
         try:
-            batches.check_batch(events, run.run_id, self.rank, self.nissa.settings.max_batch_events)
+            batches.check_batch(events, run.run_id, self.rank, self.nissa.settings.max_batch_events,
+                                payloads if len(payloads) == len(events) else None)
         except batches.BatchRejected as err:
             raise _rejected(err) from None
         return batches.repeats(self.stream, events)
@@ -334,8 +336,12 @@ class IngestSession:
         self.acked(seq)
 
     def _store_failed(self, err: BaseException) -> None:
+        if self._closing is not None:  # the first failure says why; the stream's later writes follow it
+            return
         if isinstance(err, Superseded):
             self._closing = (CLOSE_SUPERSEDED, str(err))
+        elif isinstance(err, RunGone):
+            self._closing = (CLOSE_DELETED, str(err))
         else:
             self._closing = (1011, f"store failed: {err}")
         self._wake.set()

@@ -6,7 +6,7 @@ Every label set is bounded: reasons, statuses and route templates, never a run i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
@@ -22,7 +22,8 @@ BATCH_BUCKETS = (1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 16_000)
 
 
 class _ByStatus(Collector):
-    """A gauge family read from the database at scrape time: how many of something are in each status."""
+    """A gauge family read from the database at scrape time: how many of something are in each status (none
+    while ``errors``, the database being away, say they cannot be read)."""
 
     def __init__(self, name: str, documentation: str, read: Callable[[], dict[str, int]],
                  errors: tuple[type[Exception], ...]) -> None:
@@ -32,11 +33,24 @@ class _ByStatus(Collector):
         family = GaugeMetricFamily(self._name, self._doc, labels=["status"])
         try:
             counts = self._read()
-        except self._errors as err:
-            logger.warning("%s unavailable: %s", self._name, err)
+        except self._errors:  # the database is away: no counts (the store's health says so, once)
             counts = {}
         for status, n in sorted(counts.items()):
             family.add_metric([status], n)
+        yield family
+
+
+class _Levels(Collector):
+    """A gauge family read from live state at scrape time, one labelled value each: ``read`` gives them."""
+
+    def __init__(self, name: str, documentation: str, label: str,
+                 read: Callable[[], Iterable[tuple[str, float]]]) -> None:
+        self._name, self._doc, self._label, self._read = name, documentation, label, read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self._name, self._doc, labels=[self._label])
+        for value_label, value in self._read():
+            family.add_metric([value_label], value)
         yield family
 
 
@@ -103,9 +117,13 @@ class Metrics:
 
     def bind(self, *, watchers: Callable[[], float], watcher_queue: Callable[[], float],
              writer_queue: Callable[[], float], series_waiting: Callable[[], float],
-             by_status: dict[str, Callable[[], dict[str, int]]], errors: tuple[type[Exception], ...]) -> None:
+             by_status: dict[str, Callable[[], dict[str, int]]], errors: tuple[type[Exception], ...],
+             degraded: Callable[[], Iterable[tuple[str, float]]]) -> None:
         """Attach the gauges that are read from live state at scrape time; ``by_status`` reads the counts of
-        ``commands``, ``runs`` and ``ranks`` by status."""
+        ``commands``, ``runs`` and ``ranks`` by status; ``degraded`` says which parts of the server work."""
+        self.registry.register(_Levels(
+            "nissa_degraded", "1 while a part of the server does not work (the database, or a background task: "
+            "maintenance, alert-sweep, alert-delivery, series-pass …), else 0", "part", degraded))
         self.watchers.set_function(watchers)
         self.watcher_queue.set_function(watcher_queue)
         self.writer_queue.set_function(writer_queue)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
 
 from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
+from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
@@ -31,7 +35,7 @@ from nissa_server.schemas import (
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
          HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         WireEvent, *PAYLOAD_TYPES.values())
+         BandsReply, ConfigDiff, GroupsReply, WireEvent, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
@@ -46,38 +50,63 @@ def _components() -> dict[str, Any]:
     return components
 
 
+@dataclass(frozen=True)
+class Takes:
+    """A field one form of the escalate body takes: its own schema (None: msgspec's for the field), and
+    whether the form needs it (then not null)."""
+
+    schema: dict[str, Any] | None = None
+    required: bool = False
+
+
+_PROFILE_OPTIONS = {"record_shapes": Takes(), "with_stack": Takes(), "profile_memory": Takes()}
+ESCALATE_FORMS: tuple[tuple[str, tuple[str, ...], dict[str, Takes]], ...] = (
+    ("Debug window of N epochs", ("debug",), {"epochs": Takes(required=True), "through_update": Takes()}),
+    ("Debug window through the next PPO update", ("debug",),
+     {"through_update": Takes({"const": True}, required=True), "epochs": Takes()}),
+    ("Profile window of N batches", ("profile",),
+     {"batches": Takes(required=True), "target": Takes({"enum": ["batches", None]}), **_PROFILE_OPTIONS}),
+    ("Profile window over the next PPO update, or over the next run of a phase of the run's own (`phase`)",
+     ("profile",), {"target": Takes({"const": "update"}, required=True), "phase": Takes(), **_PROFILE_OPTIONS}),
+    ("Checkpoint at the next safe boundary, or stop after one; or every rank's stacks now",
+     ("checkpoint", "stop", "stacks"), {}),
+    ("Call a command the run declared (`name`, with `args`)", ("call",),
+     {"name": Takes(required=True), "args": Takes()}),
+)
+"""The forms of ``EscalateRequest`` its ``__post_init__`` accepts: which fields each takes besides ``run_id``,
+``action`` and ``reason``; a field a form does not take is left out or holds its default. A test holds this
+table and the server's decoder to the same answer for every combination of the fields."""
+_EVERY_FORM = ("run_id", "action", "reason")
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """The branch of an ``X | None`` field's schema that is not null."""
+    branches = [b for b in schema.get("anyOf", [schema]) if b != {"type": "null"}]
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
 def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
-    """The body's cross-field rules (checked in ``EscalateRequest.__post_init__``) spelled out as variants."""
+    """The body's cross-field rules (checked in ``EscalateRequest.__post_init__``) spelled out as variants of
+    the generated schema: each field's own schema is msgspec's, each variant says only which fields it takes."""
     props = generated["properties"]
-    common = {"run_id": props["run_id"], "reason": props["reason"]}
-    epochs, batches = props["epochs"]["anyOf"][0], props["batches"]["anyOf"][0]
-    null = {"type": "null"}
 
-    options = ("record_shapes", "with_stack", "profile_memory")
+    def variant(title: str, actions: tuple[str, ...], takes: dict[str, Takes]) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for field, schema in props.items():
+            own = {k: v for k, v in schema.items() if k != "default"}
+            if field in _EVERY_FORM:
+                fields[field] = own
+            elif field not in takes:
+                fields[field] = {"const": schema["default"]}
+            else:
+                how = takes[field]
+                fields[field] = how.schema or (_not_null(own) if how.required else own)
+        fields["action"] = {"enum": list(actions)}
+        return {"title": title, "type": "object", "properties": fields, "additionalProperties": False,
+                "required": ["run_id", "action", *(f for f, how in takes.items() if how.required)]}
 
-    def variant(title: str, required: list[str], **fields: Any) -> dict[str, Any]:
-        recording = {o: {"type": "boolean"} if fields["action"] == {"enum": ["profile"]} else {"enum": [False]}
-                     for o in options}
-        return {"title": title, "type": "object", "required": ["run_id", "action", *required],
-                "properties": {**common, **recording, **fields}, "additionalProperties": False}
-
-    return {
-        "title": "EscalateRequest",
-        "description": generated.get("description", ""),
-        "anyOf": [
-            variant("Debug window of N epochs", ["epochs"], action={"enum": ["debug"]}, epochs=epochs,
-                    through_update={"type": "boolean"}, batches=null, target=null),
-            variant("Debug window through the next PPO update", ["through_update"], action={"enum": ["debug"]},
-                    through_update={"enum": [True]}, epochs={"anyOf": [epochs, null]}, batches=null, target=null),
-            variant("Profile window of N batches", ["batches"], action={"enum": ["profile"]}, batches=batches,
-                    epochs=null, through_update={"enum": [False]}, target={"enum": ["batches", None]}),
-            variant("Profile window over the next PPO update", ["target"], action={"enum": ["profile"]},
-                    target={"enum": ["update"]}, batches=null, epochs=null, through_update={"enum": [False]}),
-            variant("Checkpoint at the next safe boundary, or stop after one; or every rank's stacks now", [],
-                    action={"enum": ["checkpoint", "stop", "stacks"]}, epochs=null, batches=null, target=null,
-                    through_update={"enum": [False]}),
-        ],
-    }
+    return {"title": "EscalateRequest", "description": generated.get("description", ""),
+            "anyOf": [variant(*form) for form in ESCALATE_FORMS]}
 
 
 def ref(tp: type) -> dict[str, str]:
@@ -130,6 +159,10 @@ def _examples() -> dict[str, Any]:
         "escalate_debug": {"run_id": "r-20250101-abc", "action": "debug", "epochs": 3, "reason": "loss spike"},
         "escalate_profile": {"run_id": "r-20250101-abc", "action": "profile", "batches": 20},
         "escalate_profile_update": {"run_id": "r-20250101-abc", "action": "profile", "target": "update"},
+        "escalate_profile_phase": {"run_id": "r-20250101-abc", "action": "profile", "target": "update",
+                                   "phase": "eval"},
+        "escalate_call": {"run_id": "r-20250101-abc", "action": "call", "name": "set_lr", "args": {"lr": 0.0003},
+                          "reason": "plateau"},
         "escalate_checkpoint": {"run_id": "r-20250101-abc", "action": "checkpoint"},
         "escalate_stop": {"run_id": "r-20250101-abc", "action": "stop", "reason": "enough"},
         "escalate_stacks": {"run_id": "r-20250101-abc", "action": "stacks", "reason": "looks stuck"},
@@ -152,8 +185,26 @@ def ok(schema: dict[str, Any], example: Any, description: str = "OK") -> dict[st
     return {"description": description, "content": json_content(schema, example)}
 
 
-def error(description: str, detail: str) -> dict[str, Any]:
-    return {"description": description, "content": json_content(ref(ErrorBody), {"detail": detail})}
+def error(description: str, detail: str, **more: str) -> dict[str, Any]:
+    """An error reply: its ``detail``, and (``more``, by name) other details the same status may carry."""
+    if not more:
+        return {"description": description, "content": json_content(ref(ErrorBody), {"detail": detail})}
+    examples = {name: {"value": {"detail": text}} for name, text in {"usual": detail, **more}.items()}
+    return {"description": description, "content": {"application/json": {"schema": ref(ErrorBody),
+                                                                          "examples": examples}}}
+
+
+def _document_csv(doc: dict[str, Any]) -> None:
+    """An operation with ``format=csv`` answers ``text/csv`` too: said beside its JSON reply."""
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            formats = [p for p in operation.get("parameters", []) if p.get("name") == "format" and p["in"] == "query"]
+            if not formats or "csv" not in str(formats[0].get("schema", {})):
+                continue
+            ok = operation.get("responses", {}).get("200", {})
+            ok.setdefault("content", {})["text/csv"] = {
+                "schema": {"type": "string"},
+                "example": "run_id,key,x,y\nr-20250101-abc,loss,1.0,0.93\nr-20250101-abc,loss,2.0,0.87\n"}
 
 
 def _use_error_body_for_422(doc: dict[str, Any]) -> None:
@@ -183,15 +234,37 @@ def _refuse_nul(doc: dict[str, Any]) -> None:
                 "A NUL character (%00) in the path or query", "the request's path holds a NUL character (%00)"))
 
 
-def install(app: FastAPI) -> None:
-    """Replace the generated document with one that also carries our msgspec component schemas."""
+def _restore_examples(doc: dict[str, Any], routes: list[BaseRoute]) -> None:
+    """Put back the examples as the routes declare them: FastAPI drops every null from the document, the
+    nulls of examples included (a ``Marker``'s ``"env": null`` would be missing from its example)."""
+    for route in routes:
+        if not isinstance(route, APIRoute) or not route.include_in_schema:
+            continue
+        declared = {str(status): reply for status, reply in route.responses.items()}
+        body = (route.openapi_extra or {}).get("requestBody")
+        for method in route.methods:
+            operation = doc["paths"][route.path_format][method.lower()]
+            pairs = [(operation["responses"].get(status, {}), reply) for status, reply in declared.items()]
+            pairs.append((operation.get("requestBody", {}), body or {}))
+            for documented, reply in pairs:
+                for media, content in reply.get("content", {}).items():
+                    for key in ("example", "examples"):
+                        if key in content and media in documented.get("content", {}):
+                            documented["content"][media][key] = content[key]
+
+
+def install(app: FastAPI, routes: list[BaseRoute]) -> None:
+    """Replace the generated document with one that also carries our msgspec component schemas; ``routes``
+    are the app's routes, those of its routers listed one by one."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, description=app.description,
                               routes=app.routes)
+            _restore_examples(doc, routes)
             _use_error_body_for_422(doc)
             _refuse_nul(doc)
+            _document_csv(doc)
             doc.setdefault("components", {}).setdefault("schemas", {}).update(_components())
             if app.state.nissa.settings.token:
                 doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
+from leyline.summaries import MetricSummary
 from leyline import CommandStatus, HubHealth, RunFinished, RunStatus
 from leyline.calls import CommandSpec
 from leyline.payloads import Scalar
@@ -70,6 +73,13 @@ class RunInfo(msgspec.Struct, kw_only=True):
     """Each rank's state, by rank."""
     commands: list[CommandSpec] = []
     """Commands of the run's own it declared when it started (``POST /escalate {"action": "call", ...}``)."""
+    project: str = ""
+    group: str = ""
+    tags: list[str] = []
+    notes: str = ""
+    metrics: dict[str, MetricSummary] = {}
+    """Every series of the run summarised, by series key (``val_loss{rank=0}``), as its events were stored
+    (up to about a second behind them)."""
 
 
 class DeletedRun(msgspec.Struct, kw_only=True):
@@ -103,16 +113,34 @@ class ArtifactInfo(msgspec.Struct, kw_only=True):
     url: str
 
 
+class Degraded(msgspec.Struct, kw_only=True):
+    """A part of the server that does not work now (tried again until it does)."""
+
+    since: float
+    """When it first failed (unix seconds)."""
+    reason: str
+    """Its first failure: the error's type and first line."""
+    failures: int
+    """Failures in a row so far."""
+
+
 class Health(msgspec.Struct, kw_only=True):
     """Answer to ``GET /healthz``."""
 
-    status: str
+    status: Literal["ok", "degraded"]
+    """``degraded`` while some part does not work (the database away: reads answer 503, background tasks wait
+    and try again); the server itself is up either way."""
     version: str
     schema_version: int
     runs: int | None = None
-    """Runs stored (null to a request without the token on a server started with ``--read-auth``)."""
+    """Runs stored (null to a request without the token on a server started with ``--read-auth``, or while
+    the database is away)."""
     watchers: int | None = None
-    """Watchers connected (null likewise)."""
+    """Watchers connected (null to a request without the token on a server started with ``--read-auth``)."""
+    degraded: dict[str, Degraded] = msgspec.field(default_factory=dict)
+    """The parts that do not work now, by name: ``database``, or a background task (``maintenance``,
+    ``alert-sweep``, ``alert-delivery``, ``series-pass``, ``publisher``, ``notifications``); empty to a request
+    without the token on a server started with ``--read-auth``."""
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):

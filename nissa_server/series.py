@@ -5,14 +5,18 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import msgspec
 import numpy as np
 from tsdownsample import MinMaxDownsampler, NaNMinMaxDownsampler
 
 from leyline.series import parse_key, parse_label_pairs
+from nissa_server.store import series_queries
+from nissa_server.store.conn import Conn
 from nissa_server.store.series_queries import SeriesData
 
+_encoder = msgspec.json.Encoder()
 _minmax = MinMaxDownsampler()
 _nan_minmax = NaNMinMaxDownsampler()
 
@@ -81,13 +85,8 @@ def _bucket_scale(x: np.ndarray, buckets: int) -> np.ndarray | None:
     return (x / 2 - x[0] / 2) / half_span * buckets
 
 
-def has_labels(labels: dict[str, str]) -> Callable[[str], bool]:
-    """Whether a series key has all of ``labels``."""
-    return lambda key: all(parse_key(key)[1].get(k) == v for k, v in labels.items())
-
-
 def shape(run_id: str, data: Sequence[SeriesData], max_points: int) -> list[SeriesOut]:
-    """The series of one run (as read: chosen by their labels with ``has_labels``), downsampled."""
+    """The series of one run (as read), downsampled."""
     out = []
     for series in data:
         own = parse_key(series.key)[1]
@@ -103,12 +102,51 @@ def parse_labels(text: str | None) -> dict[str, str]:
     return parse_label_pairs(text or "")
 
 
-def to_csv(reply: SeriesReply) -> str:
-    """``run_id,key,x,y`` rows (y empty where it is NaN or infinite)."""
+CSV_HEADER = "run_id,key,x,y\n"
+
+
+def csv_rows(series: Sequence[SeriesOut]) -> str:
+    """``run_id,key,x,y`` rows (y empty where it is NaN or infinite), after ``CSV_HEADER``."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["run_id", "key", "x", "y"])
-    for s in reply.series:
+    for s in series:
         for x, y in zip(s.x, s.y):
             writer.writerow([s.run_id, s.key, repr(x), repr(y) if np.isfinite(y) else ""])
     return buf.getvalue()
+
+
+def reply_cost(fmt: str, run_id: str) -> Callable[[str, int], int]:
+    """The most bytes a series of ``run_id`` with this key and this many points takes in a reply: each float
+    24 characters at most, a CSV row repeating the run id and the (quoted) key."""
+    if fmt == "csv":
+        return lambda key, points: points * (len(run_id) + 2 * len(key) + 56)
+    return lambda key, points: len(run_id) + 4 * len(key) + 128 + points * 50
+
+
+@dataclass
+class Page:
+    """What one run gives a reply: its series encoded, and where the next page starts if they do not all fit."""
+
+    parts: list[bytes]
+    more: bool
+    last_key: str | None
+    """The key of the last series here (None: none)."""
+    spent: int
+
+
+def read_page(conn: Conn, run_id: str, run_key: int, name: str, axis: str, after: float | None, max_points: int,
+              labels: dict[str, str], max_series: int, after_key: str | None, budget: int, fmt: str,
+              first: bool) -> Page:
+    """On a reader thread: the series of one run that fit in ``budget`` bytes, read, downsampled and encoded
+    (the event loop only sends them)."""
+    page = series_queries.read_series(conn, run_key, name, axis, after, max_points, labels or None, max_series,
+                                      after_key, budget, reply_cost(fmt, run_id), first)
+    shaped = shape(run_id, page.series, max_points)
+    parts = [_encoder.encode(s) for s in shaped] if fmt == "json" else [csv_rows(shaped).encode()]
+    return Page(parts, page.more, shaped[-1].key if shaped else after_key, page.spent)
+
+
+def json_body(name: str, axis: str, parts: list[bytes]) -> bytes:
+    """A ``SeriesReply`` of series encoded one at a time."""
+    return b"".join([b'{"name":', _encoder.encode(name), b',"x":', _encoder.encode(axis), b',"series":[',
+                     b",".join(parts), b"]}"])

@@ -137,7 +137,8 @@ class Settings:
     max_run_artifact_bytes: int = 2 * 1024 * 1024 * 1024
     """Bytes of artifacts one run may hold; an upload past it is answered 413."""
     max_page_bytes: int = 8 * 1024 * 1024
-    """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event)."""
+    """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event), and of
+    one reply of ``GET /runs/{id}/series/{name}`` (which always holds one series)."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     watcher_max_pending_bytes: int = 16 * 1024 * 1024
@@ -157,8 +158,12 @@ class Settings:
     does, a server at its connection cap may displace it for a newcomer."""
     maintenance_interval_s: float = 1.0
     """How often lost runs and expired commands are looked for (and alert conditions checked)."""
+    retry_max_s: float = 30.0
+    """Longest wait between tries of a background task (maintenance, alerts, the series pass …) while it
+    fails, the database being away: the wait doubles from half a second up to it."""
     alert_rules: AlertRules = field(default_factory=AlertRules)
-    """Alert rules and where their notifications go (``--alerts FILE``); none by default."""
+    """Alert rules and where their notifications go (``--alerts FILE``); none here: ``nissa-server`` adds the
+    built-in ones (``alerts.rules.with_builtin``) unless ``--no-default-alerts``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "db_path", pathlib.Path(self.db_path))
@@ -180,7 +185,7 @@ class Settings:
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
         for name in ("lost_after_s", "rank_silent_after_s", "command_ttl_s", "stacks_answer_s", "hello_timeout_s",
-                     "maintenance_interval_s", "series_interval_s"):
+                     "maintenance_interval_s", "series_interval_s", "retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= self.commit_interval_s <= 1:

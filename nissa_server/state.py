@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from leyline import EventKind
 from nissa_server.alerts.service import AlertService
 from nissa_server.commands import CommandService
 from nissa_server.fanout import FanOut
+from nissa_server.health import Health, supervise
 from nissa_server.metrics import Metrics
 from nissa_server.pressure import Pressure
 from nissa_server.runs import RunState
@@ -22,6 +23,10 @@ from nissa_server.store import Published, Store, alerts_sql, create_store, queri
 
 logger = logging.getLogger(__name__)
 _COMMAND_STATUS = EventKind.COMMAND_STATUS.value
+SERIES_READS = 2
+"""Series reads served at once: each is CPU work on a reader thread (decoding, downsampling, encoding up to a
+page of points) that holds the interpreter's lock in turns with the event loop; more at once would slow every
+ack, watcher and request the loop serves. The others wait their turn, costing nothing."""
 
 
 @dataclass(eq=False)
@@ -35,6 +40,12 @@ class Nissa:
     commands: CommandService = field(init=False)
     alerts: AlertService = field(init=False)
     pressure: Pressure = field(init=False)
+    health: Health = field(init=False)
+    """Which parts work now (the database, each background task): ``/healthz``, ``nissa_degraded``."""
+    series_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SERIES_READS))
+    """Series reads in progress at once, at most (``routes.series``)."""
+    clock: Callable[[], float] = time.time
+    """What the maintenance sweep takes as now (a test moves it on instead of waiting)."""
     server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """Prefix of this server's ingest sessions in the database (other servers' show as theirs)."""
     _tasks: list[asyncio.Task] = field(default_factory=list)
@@ -43,7 +54,9 @@ class Nissa:
     def __post_init__(self) -> None:
         self.store = create_store(self.settings.database, queue_batches=self.settings.writer_queue_batches,
                                   commit_interval_s=self.settings.commit_interval_s,
-                                  series_interval_s=self.settings.series_interval_s)
+                                  series_interval_s=self.settings.series_interval_s,
+                                  max_retry_s=self.settings.retry_max_s)
+        self.health = self.store.health
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands,
                                        stacks_answer_s=self.settings.stacks_answer_s)
@@ -67,7 +80,13 @@ class Nissa:
         """Run ``coro`` beside the request that started it; cancelled with the server."""
         task = asyncio.get_running_loop().create_task(coro)
         self._spawned.add(task)
-        task.add_done_callback(self._spawned.discard)
+        task.add_done_callback(self._spawned_done)
+
+    def _spawned_done(self, task: asyncio.Task) -> None:
+        self._spawned.discard(task)
+        err = None if task.cancelled() else task.exception()
+        if err is not None and not isinstance(err, self.store.errors):  # the store's are said by its health
+            logger.error("%s failed", task.get_name(), exc_info=err)
 
     def _published(self, batches: list[Published]) -> None:
         self.fanout.publish(batches)
@@ -104,17 +123,23 @@ class Nissa:
                        "runs": lambda: self.store.read_sync(queries.runs_by_status),
                        "ranks": lambda: self.store.read_sync(queries.ranks_by_status),
                        "alerts": lambda: self.store.read_sync(alerts_sql.alerts_by_status)},
-            errors=self.store.errors,
+            errors=self.store.unavailable,
+            degraded=self.health.levels,
         )
         self.store.on_committed = self.metrics.committed
         self.store.start()
-        self._tasks.append(asyncio.create_task(self._maintain(), name="nissa-maintenance"))
+        interval = self.settings.maintenance_interval_s
+        self._supervise("maintenance", lambda: self._maintain(interval))
         if self.alerts.active:
-            interval = self.settings.maintenance_interval_s
-            self._tasks.append(asyncio.create_task(self.alerts.run_sweeps(interval), name="nissa-alert-sweep"))
-            self._tasks.append(asyncio.create_task(self.alerts.run_delivery(interval), name="nissa-alert-delivery"))
-        self._tasks.append(asyncio.create_task(self.pressure.watch_loop(), name="nissa-loop-lag"))
+            self._supervise("alert-sweep", lambda: self.alerts.sweep_step(interval))
+            self._supervise("alert-delivery", lambda: self.alerts.delivery_step(interval))
+        self._supervise("loop-lag", self.pressure.watch_loop)
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
+
+    def _supervise(self, part: str, step: Callable[[], Awaitable[object]]) -> None:
+        """A background task of the server: ``step`` again and again, outliving any failure (``supervise``)."""
+        task = supervise(self.health, part, step, max_retry_s=self.settings.retry_max_s)
+        self._tasks.append(asyncio.create_task(task, name=f"nissa-{part}"))
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._spawned]:
@@ -126,17 +151,13 @@ class Nissa:
                 pass
         await self.store.close()
 
-    async def _maintain(self) -> None:
+    async def _maintain(self, interval_s: float) -> None:
         """Hold the streams connected here, mark silent runs lost, expire commands nobody picked up."""
-        while True:
-            await asyncio.sleep(self.settings.maintenance_interval_s)
-            try:
-                await self.sweep()
-            except self.store.errors as err:  # the database is away for a moment: the next sweep tries again
-                logger.warning("maintenance failed: %s", err)
+        await asyncio.sleep(interval_s)
+        await self.sweep()
 
     async def sweep(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         held = [(run.run_key, rank, conn.session) for run in self.store.registry
                 for rank, conn in run.connections.items()]
         until = now + self.settings.hold_s

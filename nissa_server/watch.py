@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, EventKind, Severity
-from leyline.events import MAX_INT, RUN_ID_PATTERN
+from leyline.events import MAX_INT, MAX_RUN_ID, RUN_ID_PATTERN, RUN_ID_RULE
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
 from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
 from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
@@ -30,8 +30,6 @@ logger = logging.getLogger(__name__)
 REPLAY_PAGE = 2000
 _INTEGER = re.compile(r"-?[0-9]{1,20}")
 _RUN_ID = re.compile(RUN_ID_PATTERN)
-MAX_RUN_ID = 128
-RUN_ID_RULE = f"1 to {MAX_RUN_ID} letters, digits, '.', '_', ':', '-', not dots only"
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,18 @@ def _script(name: str) -> str:
     return found
 
 
-def _start_server(db: pathlib.Path) -> tuple[subprocess.Popen, str]:
+def _state_env(work: pathlib.Path) -> dict[str, str]:
+    """The environment of the demo's processes: what they keep between runs (the console's log) goes under the
+    demo's folder, not the user's home, unless ``XDG_STATE_HOME`` says where."""
+    env = dict(os.environ)
+    env.setdefault("XDG_STATE_HOME", str(work / "state"))
+    return env
+
+
+def _start_server(db: pathlib.Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [_script("nissa-server"), "--host", "127.0.0.1", "--port", "0", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )
     deadline = time.monotonic() + 30
     assert proc.stdout is not None
@@ -87,7 +95,8 @@ def main() -> int:
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
-    server, url = _start_server(work / "nissa.db")
+    env = _state_env(work)
+    server, url = _start_server(work / "nissa.db", env)
     print(f"demo: nissa-server at {url}", flush=True)
     run_id = time.strftime("demo-%Y%m%d-%H%M%S")
     trainer = subprocess.Popen(
@@ -96,11 +105,11 @@ def main() -> int:
          *([] if "--policy" in args.train_args else ["--policy", "heuristic"]), *args.train_args],
         stdout=subprocess.PIPE if not sys.stdin.isatty() else subprocess.DEVNULL,
         stderr=subprocess.STDOUT if not sys.stdin.isatty() else subprocess.DEVNULL,
-        text=True,
+        text=True, env=env,
     )
     try:
         if sys.stdin.isatty() and sys.stdout.isatty():
-            subprocess.run([_script("esper-watch"), "--server", url, "--run", run_id])
+            subprocess.run([_script("esper-watch"), "--server", url, "--run", run_id], env=env)
         else:
             out, _ = trainer.communicate(timeout=600)
             print(out, end="")

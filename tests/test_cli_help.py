@@ -6,13 +6,14 @@ import argparse
 
 import pytest
 
+from nissa.cli import runs_parser
 from nissa_server.cli import build_parser as server_parser
 from nissa_server.cli_prune import build_parser as prune_parser
 from trainer.cli import train_parser, upload_parser
 from tui.cli import build_parser as watch_parser
 
 PARSERS = {"nissa-server": server_parser, "nissa-server prune": prune_parser, "esper-watch": watch_parser,
-           "esper-train": train_parser, "esper-train upload": upload_parser}
+           "esper-train": train_parser, "esper-train upload": upload_parser, "nissa runs": runs_parser}
 
 
 def _shown(default: object) -> list[str]:

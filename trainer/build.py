@@ -78,13 +78,17 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
     env_cfg = EnvConfig(host=config.host_config, slots=config.ordered_slots, lifecycle=lifecycle_config(config),
                         episode_length=config.episode_length, lr=config.host_lr,
                         seed_lr=config.seed_lr, compile_mode=config.compile_mode)
-    return VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device, channels_last=True), runtime,
-                             build_agent(config, runtime.device, ranks), hooks,
-                             sites if sites is not None else default_sites(config, hooks),
-                             n_envs=config.n_envs, batch_size=config.batch_size,
-                             gradient_stride=config.gradient_telemetry_stride, seed=ranks.seed(config.seed),
-                             rounds=config.rounds,
-                             on_epoch=None if progress is None else progress.epoch)
+    trainer = VectorizedTrainer(env_cfg, RewardConfig(), data.to(runtime.device, channels_last=True), runtime,
+                                build_agent(config, runtime.device, ranks), hooks,
+                                sites if sites is not None else default_sites(config, hooks),
+                                n_envs=config.n_envs, batch_size=config.batch_size,
+                                gradient_stride=config.gradient_telemetry_stride, seed=ranks.seed(config.seed),
+                                rounds=config.rounds, env_exec=config.env_exec,
+                                cuda_graphs=config.cuda_graphs == "on",
+                                on_epoch=None if progress is None else progress.epoch)
+    if trainer.graphed is not None and hasattr(trainer.sites, "compile_monitor"):
+        trainer.sites.compile_monitor = trainer.graphed  # phase_timing carries how capture fares
+    return trainer
 
 
 def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,

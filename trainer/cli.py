@@ -85,6 +85,12 @@ def train_parser() -> argparse.ArgumentParser:
                    help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
                         "torchrun); an existing run's id continues its log")
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
+    g.add_argument("--project", default="", help="the project the run belongs to (GET /runs?q=project:P; default none)")
+    g.add_argument("--group", default="", help="runs that go together: a sweep, the seeds of one experiment "
+                                               "(default none)")
+    g.add_argument("--tag", action="append", default=None, metavar="TAG", dest="tags",
+                   help="a tag of the run (repeat for several; editable later with PATCH /runs/{id}; default none)")
+    g.add_argument("--notes", default="", help="free text about the run (default none)")
     g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
                    choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
     g.add_argument("--hub-queue", type=int, default=10_000, metavar="EVENTS",
@@ -159,7 +165,20 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
     flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
     return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
                       device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
-                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size)
+                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size,
+                      project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())), notes=args.notes)
+
+
+def _check_organized(args: argparse.Namespace) -> None:
+    """--project, --group, --tag and --notes as the contract takes them; ValueError names the flag."""
+    from nissa.organize import organized
+
+    for flag, given in (("--project", {"project": args.project}), ("--group", {"group": args.group}),
+                        ("--tag", {"tags": args.tags or []}), ("--notes", {"notes": args.notes})):
+        try:
+            organized("esper-train", **given)
+        except ValueError as err:
+            raise ValueError(f"{flag}: {str(err).removeprefix('esper-train: ')}") from None
 
 
 def _check_telemetry_args(args: argparse.Namespace) -> None:
@@ -245,6 +264,7 @@ def _train(argv: Sequence[str]) -> int:
             _checked_run_id(args.run_id)
         if not args.run_name.strip():
             raise ValueError(f"--run-name: must not be empty, got {args.run_name!r}")
+        _check_organized(args)
         args.server = args.server or None  # --server '': none
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)

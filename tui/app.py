@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 
 from leyline import DecodeError, Event, decode_event
 
 from tui.client import NissaClient
 from tui.config import WatchConfig
+from tui.safe_text import plain
 from tui.screens.charts import ChartScreen
 from tui.screens.forms import HelpScreen
 from tui.screens.replay import ReplayScreen
@@ -31,9 +35,12 @@ class EsperWatch(App[None]):
         Binding("r", "run_picker", "runs"),
     ]
 
-    def __init__(self, config: WatchConfig, replay_events: list[Event] | None = None) -> None:
+    def __init__(self, config: WatchConfig, replay_events: list[Event] | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.config = config
+        self.clock = clock
+        """Seconds on a monotonic clock: how long a run has been silent (LIVE, SLOW, STALE) is read on it."""
         self.client: NissaClient | None = None
         self._replay_events = replay_events
 
@@ -61,6 +68,13 @@ class EsperWatch(App[None]):
     async def on_unmount(self) -> None:
         if self.client is not None:
             await self.client.aclose()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast of the console, as text: its messages carry run names and the server's reasons, so
+        markup is never read in them (``markup`` is ignored) and control characters are shown."""
+        super().notify(plain(message, one_line=False), title=plain(title), severity=severity, timeout=timeout,
+                       markup=False)
 
     def open_run(self, run_id: str, status: str, replay: bool, then: str | None = None) -> None:
         self.push_screen(ReplayScreen(run_id) if replay else RunViewScreen(run_id, status, then))

@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from platformdirs import user_log_dir
+from platformdirs import user_state_dir
 
 from tui.client import ClientConfig
 
@@ -54,12 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-batches", type=int, default=5,
                    help="batches the p form offers for a profile window (default 5)")
     p.add_argument("--log-file", type=Path, default=None,
-                   help="where the console logs (default: the per-user log dir)")
+                   help="where the console logs (default: esper-watch/log/esper-watch.log under "
+                        "$XDG_STATE_HOME, or the per-user state dir)")
     return p
 
 
+def default_log_file() -> Path:
+    """``$XDG_STATE_HOME/esper-watch/log/esper-watch.log`` wherever that variable is set (on every system), else
+    under the per-user state dir: a demo or a test points the variable at a folder of its own."""
+    state = os.environ.get("XDG_STATE_HOME") or user_state_dir(appauthor=False)
+    return Path(state) / "esper-watch" / "log" / "esper-watch.log"
+
+
 def _configure_logging(path: Path | None) -> Path:
-    path = path or Path(user_log_dir("esper-watch", appauthor=False)) / "esper-watch.log"
+    path = path or default_log_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=path, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -14,7 +14,7 @@ from datetime import datetime
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -23,7 +23,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
+from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.outcome import RunOutcome
+from leyline.summaries import MetricSummary
 from leyline.payloads import Scalar
 from leyline.series import Marker
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
@@ -81,7 +83,8 @@ class ApiError(Exception):
 
 class RunSummary(msgspec.Struct, kw_only=True):
     """A run as ``GET /runs`` lists it: the older full items (``started_at``, ``last_seq``) and the paged
-    summaries (``started``, ``duration_s``, ``summary``, ``params``) both read; other fields are ignored."""
+    summaries (``started``, ``duration_s``, ``summary``, ``params``, ``metrics``) both read; other fields are
+    ignored."""
 
     run_id: str
     name: str = ""
@@ -96,6 +99,11 @@ class RunSummary(msgspec.Struct, kw_only=True):
     summary: RunOutcome | None = None
     params: dict[str, Scalar] | None = None
     config: dict[str, Scalar] | None = None
+    project: str | None = None
+    group: str | None = None
+    tags: list[str] = []
+    notes: str | None = None
+    metrics: dict[str, MetricSummary] = {}
 
     @property
     def start_ts(self) -> float | None:
@@ -130,10 +138,20 @@ def _ts(value: float | str) -> float | None:
         return None
 
 
+class RunsPage(msgspec.Struct):
+    """A page of ``GET /runs`` and how many runs match in all (``X-Total-Count``)."""
+
+    runs: list[RunSummary]
+    total: int
+
+
 _runs_decoder = msgspec.json.Decoder(list[RunSummary])
 _run_decoder = msgspec.json.Decoder(RunSummary)
 _command_decoder = msgspec.json.Decoder(CommandRecord)
 _markers_decoder = msgspec.json.Decoder(list[Marker])
+_groups_decoder = msgspec.json.Decoder(GroupsReply)
+_bands_decoder = msgspec.json.Decoder(BandsReply)
+_diff_decoder = msgspec.json.Decoder(ConfigDiff)
 
 
 def _reason(response: httpx.Response) -> str:
@@ -172,6 +190,30 @@ class NissaClient:
         params = {"limit": limit} if limit is not None else None
         return _runs_decoder.decode((await self._request("GET", "/runs", params=params)).content)
 
+    async def runs_page(self, limit: int, offset: int = 0, q: str = "", sort: str = "") -> RunsPage:
+        """One page of the runs matching the filter ``q`` in the order ``sort`` (the server's language)."""
+        params = {k: v for k, v in (("limit", limit), ("offset", offset), ("q", q), ("sort", sort)) if v != ""}
+        response = await self._request("GET", "/runs", params=params)
+        runs = _runs_decoder.decode(response.content)
+        total = response.headers.get("X-Total-Count", "")
+        return RunsPage(runs, int(total) if total.isdigit() else offset + len(runs))
+
+    async def run_groups(self, by: str, q: str, metrics: list[str]) -> GroupsReply:
+        """Rows of the runs matching ``q`` grouped by ``by`` (``GET /run-groups``)."""
+        params = {"by": by, "q": q, "metrics": ",".join(metrics)}
+        return _groups_decoder.decode((await self._request("GET", "/run-groups", params=params)).content)
+
+    async def bands(self, name: str, runs: list[str], x: str, max_points: int) -> BandsReply:
+        params = {"runs": ",".join(runs), "x": x, "max_points": max_points}
+        return _bands_decoder.decode((await self._request("GET", f"/run-groups/series/{name}", params=params)).content)
+
+    async def config_diff(self, runs: list[str]) -> ConfigDiff:
+        return _diff_decoder.decode((await self._request("GET", "/config-diff", params={"runs": ",".join(runs)})).content)
+
+    async def patch_run(self, run_id: str, **fields: object) -> RunSummary:
+        """Change a run's ``tags``, ``notes`` or ``group`` (``PATCH /runs/{id}``)."""
+        return _run_decoder.decode((await self._request("PATCH", f"/runs/{run_id}", json=fields)).content)
+
     async def series_names(self, run_id: str) -> list[str]:
         """Names of a run's series (``GET /runs/{id}/series``)."""
         items = (await self._request("GET", f"/runs/{run_id}/series")).json()
@@ -179,9 +221,14 @@ class NissaClient:
 
     async def series(self, run_id: str, name: str, x: str, max_points: int) -> list[dict]:
         """Every label set of one series, downsampled: ``key``, ``labels``, ``x``, ``y`` each."""
-        params = {"x": x, "max_points": max_points}
-        body = (await self._request("GET", f"/runs/{run_id}/series/{name}", params=params)).json()
-        return [item for item in body["series"] if item.get("run_id", run_id) == run_id]
+        path: str | None = f"/runs/{run_id}/series/{name}"
+        params: dict | None = {"x": x, "max_points": max_points}
+        out: list[dict] = []
+        while path is not None:  # a reply holds a page of bytes; its Link says where the rest starts
+            response = await self._request("GET", path, params=params)
+            out += [item for item in response.json()["series"] if item.get("run_id", run_id) == run_id]
+            path, params = response.links.get("next", {}).get("url"), None
+        return out
 
     async def markers(self, run_id: str) -> list[Marker]:
         return _markers_decoder.decode((await self._request("GET", f"/runs/{run_id}/markers")).content)
@@ -248,11 +295,13 @@ class NissaClient:
         return _command_decoder.decode((await self._request("GET", f"/commands/{command_id}")).content)
 
     def artifact_url(self, run_id: str, artifact: str) -> str:
-        if artifact.startswith(("http://", "https://")):
+        """The server's URL of a run's artifact, from the name the run gave: always on this server (a run
+        names its artifact, it never picks where the console's link goes)."""
+        base = self.config.base
+        if artifact.startswith(f"{base}/"):
             return artifact
-        if artifact.startswith("/"):
-            return self.config.base + artifact
-        return f"{self.config.base}/runs/{run_id}/artifacts/{artifact}"
+        name = quote(artifact.rsplit("/", 1)[-1], safe="")
+        return f"{base}/runs/{quote(run_id, safe='')}/artifacts/{name}"
 
 
 ConnState = Literal["connecting", "connected", "reconnecting", "unauthorized"]

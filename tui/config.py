@@ -8,6 +8,7 @@ from pathlib import Path
 import msgspec
 
 from leyline.codec import check_run_id
+from leyline.events import RUN_ID_RULE
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 
 from tui.client import ClientConfig
@@ -81,5 +82,5 @@ def _check_run_id(flag: str, run_id: str) -> None:
     try:
         check_run_id(run_id)
     except msgspec.ValidationError:
-        raise ValueError(f"{flag}: {run_id!r} is not a run id (1-128 characters of A-Z a-z 0-9 . _ : -; "
-                         f"esper-train prints it when it starts)") from None
+        raise ValueError(f"{flag}: {run_id!r} is not a run id ({RUN_ID_RULE}; esper-train prints it when it "
+                         f"starts)") from None

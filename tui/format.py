@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from leyline import (
     SeedFossilized,
     SeedGateEvaluated,
     Histograms,
+    SummaryUpdated,
     SystemMetrics,
     TextLogged,
     SeedGerminated,
@@ -52,7 +54,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
     EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT", EventKind.METRICS: "metrics",
-    EventKind.SYSTEM: "system", EventKind.TEXT: "text",
+    EventKind.SUMMARY: "summary", EventKind.SYSTEM: "system", EventKind.TEXT: "text",
     EventKind.HISTOGRAM: "hist",
 }
 
@@ -66,6 +68,15 @@ def num(value: float | None, digits: int = 3) -> str:
     if abs(value) >= 1e4 or (value != 0 and abs(value) < 10 ** -digits):
         return f"{value:.{max(digits - 1, 1)}e}"
     return f"{value:.{digits}f}"
+
+
+def clock(ts: float, fmt: str) -> str:
+    """A wall-clock time as ``fmt`` says, or ``?`` where no clock reaches it (a run's ``ts`` of 1e300: stored
+    events keep what they were sent with)."""
+    try:
+        return time.strftime(fmt, time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def pct(value: float | None) -> str:
@@ -189,6 +200,9 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
     AlertChanged: lambda p: f"{p.state} {p.rule}: {p.message}",
     SystemMetrics: _system,  # type: ignore[dict-item]
+    SummaryUpdated: lambda p: "summary " + " ".join(
+        [f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:6]]
+        + [f"{k}:{d}" for k, d in list(p.directions.items())[:6]]),
     Histograms: lambda p: f"{len(p.histograms)} histograms: " + ", ".join(h.name for h in p.histograms[:4]),
     TextLogged: lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}",
     Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),

@@ -6,7 +6,8 @@ from textual.message import Message
 
 from leyline import CommandRecord, Event
 
-from tui.client import ApiError, Connection, RunSummary
+from tui.client import ApiError, Connection
+from tui.runs_query import TableData
 
 
 class EventsArrived(Message):
@@ -44,11 +45,11 @@ class ApiFailed(Message):
 
 
 class RunsLoaded(Message):
-    """The run list, freshly fetched."""
+    """The runs table's page (or groups), freshly fetched."""
 
-    def __init__(self, runs: list[RunSummary]) -> None:
+    def __init__(self, data: TableData) -> None:
         super().__init__()
-        self.runs = runs
+        self.data = data
 
 
 class ReplayLoaded(Message):

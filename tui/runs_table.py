@@ -1,36 +1,47 @@
-"""What the runs table shows: columns, the config values that tell runs apart, sorting and filtering.
+"""What the runs table shows: its columns (who a run is, what it achieved, the config values that tell
+the runs apart), the rows of groups. Pure logic over a page of ``RunSummary`` as ``GET /runs`` gives it;
+the server sorts and filters (``sort=``, ``q=``), so a column names the key the server sorts it by.
 
-Pure logic over ``RunSummary``, read from the paged summaries of ``GET /runs`` (``started``,
-``duration_s``, ``summary``, ``params``) or from the older full items (``started_at``, ``ended_at``,
-``config``), whichever the server sends.
+Run-written text (names, projects, groups, tags, config values) becomes ``rich.text.Text``, never markup.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from rich.text import Text
+
+from leyline.groups import GroupRow, MetricStats
 from leyline.payloads import Scalar
-
+from leyline.series import format_key, kind_of_name, parse_key
+from leyline.summaries import STATS
 from tui.client import RunSummary
+from tui.format import clock
+from tui.safe_text import run_text
 
-STATUS_ORDER = {"live": 0, "degraded": 1, "lost": 2, "failed": 3, "interrupted": 4, "stopped": 5, "finished": 6}
 STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold red", "failed": "red",
                 "interrupted": "yellow", "stopped": "yellow", "finished": "blue"}
 RUNNING = ("live", "degraded")
 MAX_PARAM_COLUMNS = 6
+MAX_METRIC_COLUMNS = 6
 HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume")
-OWN_COLUMN_PARAMS = frozenset({"policy"})
-"""Config values with a column of their own (the policy a run had): never a second one."""
+HIDDEN_METRICS = ("system.",)
+"""Metrics never shown by default (the machine's own: picked by hand when wanted)."""
+OUTCOME_METRICS = ("run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
+                   "run_finished.rounds")
+"""What an Esper run achieved, shown by default where no run logged metrics of its own."""
+FIELDS = ("best", "last")
+"""What a metric column shows of its summary (``b`` in the table switches)."""
 
 
 def params_of(run: RunSummary) -> dict[str, Scalar]:
     return run.params if run.params is not None else (run.config or {})
 
 
-def differing_params(runs: list[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> list[str]:
+def differing_params(runs: Sequence[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> list[str]:
     """Config keys whose values are not the same in every run: first those the runs that have them set
     differently, then those some runs lack (an Esper run's options beside a plain loop's run)."""
     if len(runs) < 2:
@@ -38,7 +49,7 @@ def differing_params(runs: list[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> 
     keys = sorted({k for r in runs for k in params_of(r)})
     valued, absent = [], []
     for key in keys:
-        if key in OWN_COLUMN_PARAMS or any(key.endswith(h) for h in HIDDEN_PARAMS):
+        if any(key.endswith(h) for h in HIDDEN_PARAMS):
             continue
         values = {repr(params_of(r)[key]) for r in runs if key in params_of(r)}
         if len(values) > 1:
@@ -46,6 +57,65 @@ def differing_params(runs: list[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> 
         elif any(key not in params_of(r) for r in runs):
             absent.append(key)
     return (valued + absent)[:limit]
+
+
+def metric_name(key: str) -> str:
+    """A series key as the filter language names it: rank 0's without its rank (``val_loss{rank=0}`` is
+    ``val_loss``), ``{}`` after a name whose last part reads as a statistic (``x.min{}``)."""
+    try:
+        name, labels = parse_key(key)
+    except ValueError:
+        return key
+    if labels.get("rank") == "0":
+        del labels["rank"]
+    if not labels and name.rpartition(".")[2] in STATS:
+        return name + "{}"
+    return format_key(name, labels)
+
+
+def series_name(column_key: str) -> str:
+    """The series a metric column reads (``acc{env=2}.best`` → ``acc``): what its chart draws."""
+    head = column_key.rpartition(".")[0].removesuffix("{}")
+    try:
+        return parse_key(head)[0]
+    except ValueError:
+        return head
+
+
+def _default_rank(key: str) -> int:
+    """0: a loop's own metric of rank 0 (``run.log``), 1: an Esper outcome, 2: not shown by default (the machine's
+    ``system.*``, the fields of other events, other ranks: picked by hand when wanted)."""
+    try:
+        name, labels = parse_key(key)
+    except ValueError:
+        return 2
+    if labels.get("rank", "0") != "0" or name.startswith(HIDDEN_METRICS):
+        return 2
+    return 0 if kind_of_name(name) == "metrics" else 1 if name in OUTCOME_METRICS else 2
+
+
+def shared_metrics(runs: Sequence[RunSummary], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
+    """The series keys every run of the page that has any has: a loop's own metrics of rank 0 (``loss``,
+    ``val_loss``), else Esper's outcome; if they share none, those most runs have."""
+    ranks = {k: _default_rank(k) for r in runs for k in r.metrics}
+    best = min((v for v in ranks.values() if v < 2), default=None)
+    if best is None:
+        return []
+    having = [r for r in runs if any(ranks[k] == best for k in r.metrics)]
+    counts: dict[str, int] = {}
+    for run in having:
+        for key in run.metrics:
+            if ranks[key] == best:
+                counts[key] = counts.get(key, 0) + 1
+    shared = sorted(k for k, n in counts.items() if n == len(having))
+    if not shared:
+        shared = sorted(counts, key=lambda k: (-counts[k], k))
+    return shared[:limit]
+
+
+def metric_value(run: RunSummary, key: str, field: str) -> float | None:
+    summary = run.metrics.get(key)
+    return None if summary is None else getattr(summary, field)
 
 
 def duration_s(run: RunSummary, now: float | None = None) -> float | None:
@@ -60,99 +130,89 @@ def duration_s(run: RunSummary, now: float | None = None) -> float | None:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "—"
     s = int(seconds)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def fmt_when(ts: float | None) -> str:
-    return "—" if ts is None else time.strftime("%m-%d %H:%M:%S", time.localtime(ts))
+    return "—" if ts is None else clock(ts, "%m-%d %H:%M:%S")
 
 
-def fmt_value(value: object) -> str:
+def fmt_value(value: object, width: int = 24) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)[:24]
+    return str(value)[:width]
 
 
-def _total(run: RunSummary, field: str) -> Any:
-    return getattr(run.summary, field) if run.summary is not None else None
+def fmt_stats(s: MetricStats | None) -> str:
+    """``mean ± SD`` of a group's metric (the mean alone for one run)."""
+    if s is None or s.mean is None:
+        return "—"
+    return f"{s.mean:.4g}" if s.sd is None else f"{s.mean:.4g} ± {s.sd:.2g}"
 
 
 @dataclass(frozen=True)
 class Column:
     label: str
     key: str
-    value: Callable[[RunSummary], Any]
-    """What the column sorts by."""
-    text: Callable[[RunSummary], str]
-    """What the column shows."""
+    """What the server sorts it by (``sort=key``, ``sort=-key``): ``name``, ``val_loss.best``, ``config.lr``."""
+    text: Callable[[RunSummary], Text]
+    """What the column shows of a run."""
+    group_text: Callable[[GroupRow], Text] | None = None
+    """What it shows of a group's row (None: nothing)."""
+    sortable: bool = True
+    """Whether the server sorts by it (``key`` is then a sort key)."""
 
 
-def _sortable(value: Any) -> tuple:
-    """Unknowns sort last, numbers by value, anything else by its text."""
-    if value is None:
-        return (2, 0.0, "")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (0, float(value), "")
-    return (1, 0.0, str(value))
+def _text(value: object, style: str = "") -> Text:
+    return run_text(fmt_value(value), style=style, no_wrap=True)
 
 
-def columns(param_keys: list[str]) -> list[Column]:
-    fixed = [
-        Column("status", "status", lambda r: STATUS_ORDER.get(r.status, len(STATUS_ORDER)), lambda r: r.status),
-        Column("name", "name", lambda r: r.name, lambda r: r.name or "—"),
-        Column("run", "run_id", lambda r: r.run_id, lambda r: r.run_id),
-        Column("started", "started", lambda r: r.start_ts, lambda r: fmt_when(r.start_ts)),
-        Column("duration", "duration", duration_s, lambda r: fmt_duration(duration_s(r))),
+def _who() -> list[Column]:
+    return [
+        Column("status", "status", lambda r: run_text(r.status, style=STATUS_STYLE.get(r.status, "")),
+               lambda g: run_text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
+        Column("name", "name", lambda r: _text(r.name or r.run_id, "bold"),
+               lambda g: run_text(fmt_value(g.value, 40), style="bold")),
     ]
-    params = [Column(k.rsplit(".", 1)[-1][:14], f"param:{k}", lambda r, k=k: params_of(r).get(k),
-                     lambda r, k=k: fmt_value(params_of(r).get(k))) for k in param_keys]
-    totals = [
-        Column("final acc", "final_accuracy", lambda r: _total(r, "final_accuracy"),
-               lambda r: fmt_value(_total(r, "final_accuracy"))),
-        Column("best acc", "best_accuracy", lambda r: _total(r, "best_accuracy"),
-               lambda r: fmt_value(_total(r, "best_accuracy"))),
-        Column("fossil", "fossilized", lambda r: _total(r, "fossilized"), lambda r: fmt_value(_total(r, "fossilized"))),
-        Column("rounds", "rounds", lambda r: _total(r, "rounds"), lambda r: fmt_value(_total(r, "rounds"))),
-        Column("policy", "policy", lambda r: _total(r, "policy") or params_of(r).get("policy"),
-               lambda r: fmt_value(_total(r, "policy") or params_of(r).get("policy"))),
+
+
+def _where() -> list[Column]:
+    return [
+        Column("project", "project", lambda r: _text(r.project)),
+        Column("group", "group", lambda r: _text(r.group)),
+        Column("tags", "tag", lambda r: run_text(" ".join(r.tags)[:30] or "—", style="cyan", no_wrap=True)),
+        Column("started", "started", lambda r: run_text(fmt_when(r.start_ts))),
+        Column("duration", "duration", lambda r: run_text(fmt_duration(duration_s(r))), sortable=False),
     ]
-    return fixed + params + totals
 
 
-def sort_runs(runs: list[RunSummary], column: Column, reverse: bool) -> list[RunSummary]:
-    """Sorted by ``column``, unknown values last either way, ties newest first."""
-    by_start = sorted(runs, key=lambda r: (r.start_ts or 0.0, r.run_id), reverse=True)
-    known = [r for r in by_start if column.value(r) is not None]
-    unknown = [r for r in by_start if column.value(r) is None]
-    return sorted(known, key=lambda r: _sortable(column.value(r)), reverse=reverse) + unknown
+def metric_column(key: str, field: str) -> Column:
+    """The summary ``field`` of the series ``key``, by the name the filter language gives it (``val_loss.best``)."""
+    sort = f"{metric_name(key)}.{field}"
+    return Column(sort[-22:], sort, lambda r: run_text(fmt_value(metric_value(r, key, field)), justify="right"),
+                  lambda g: run_text(fmt_stats(g.metrics.get(sort)), justify="right"))
 
 
-def matches(run: RunSummary, text: str) -> bool:
-    """Every word of ``text`` is in the run's name, id or status, or is ``key=value`` of its config."""
-    haystack = f"{run.name} {run.run_id} {run.status}".lower()
-    params = params_of(run)
-    for word in text.lower().split():
-        if "=" in word:
-            key, _, want = word.partition("=")
-            if not any(k.lower().endswith(key) and str(v).lower() == want for k, v in params.items()):
-                return False
-        elif word not in haystack:
-            return False
-    return True
+def param_column(key: str) -> Column:
+    return Column(key.rsplit(".", 1)[-1][:14], f"config.{key}", lambda r: _text(params_of(r).get(key)))
 
 
-def config_diff(a: dict[str, Scalar], b: dict[str, Scalar]) -> tuple[list[tuple[str, str, str]], int]:
-    """Rows ``(key, value in a, value in b)`` where they differ (``—``: absent), and how many are equal."""
-    rows, same = [], 0
-    for key in sorted(set(a) | set(b)):
-        va, vb = a.get(key), b.get(key)
-        if key in a and key in b and va == vb:
-            same += 1
-        else:
-            rows.append((key, "—" if key not in a else repr(va), "—" if key not in b else repr(vb)))
-    return rows, same
+def columns(metric_keys: Sequence[str], field: str, param_keys: Sequence[str]) -> list[Column]:
+    """Who a run is, what it achieved, the config values that tell the runs apart, then where it belongs and
+    when it ran (a group's row fills the first ones: its size, its value, its metrics' mean ± SD)."""
+    return [*_who(), *(metric_column(k, field) for k in metric_keys), *(param_column(k) for k in param_keys),
+            *_where()]
+
+
+def group_keys(param_keys: Sequence[str]) -> list[str | None]:
+    """What ``u`` cycles the table through: runs, then rows by group, by project, by each config key shown."""
+    return [None, "group", "project", *(f"config.{k}" for k in param_keys)]
+
+
+def sort_param(key: str, reverse: bool) -> str:
+    return f"-{key}" if reverse else key

@@ -30,6 +30,7 @@ from leyline import (
     RunResumed,
     RunStarted,
     RunStatus,
+    SERVER_RANK,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
@@ -354,6 +355,8 @@ def _on_dropped(state: RunState, event: Event) -> None:
 
 
 def _on_alert(state: RunState, event: Event) -> None:
+    if event.rank != SERVER_RANK:  # only the server raises alerts: a trainer's would be a forged banner
+        return
     state.alerts.apply(event)
     state.dirty.update(("alerts", "ranks"))
 

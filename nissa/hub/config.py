@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import msgspec
 
 from leyline.codec import check_rank, check_run_id
+from leyline.events import RUN_ID_RULE
 from leyline.frames import MAX_NAME_CHARS
 
 INGEST_PATH = "/ws/ingest"
@@ -127,8 +128,7 @@ class HubConfig:
         try:
             check_run_id(self.run_id)
         except msgspec.ValidationError:
-            raise ValueError(f"run_id {self.run_id!r} must be a str of 1-128 of A-Z a-z 0-9 . _ : -, "
-                             f"not dots only") from None
+            raise ValueError(f"run_id {self.run_id!r} must be a str of {RUN_ID_RULE}") from None
         try:
             check_rank(self.rank)
         except msgspec.ValidationError:

@@ -44,9 +44,9 @@ def _segments(sizes: tuple[int, ...], device: torch.device) -> tuple[torch.Tenso
     return made
 
 
-def _finite_flat(tensors: list[torch.Tensor], seg: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The tensors as one float vector with NaN/Inf zeroed, and each layer's count of those."""
-    x = torch.cat([t.detach().reshape(-1).float() for t in tensors])
+def _finite(x: torch.Tensor, seg: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x`` as floats with NaN/Inf zeroed, and each layer's count of those."""
+    x = x.detach().float()
     ok = torch.isfinite(x)
     bad = torch.zeros(n, device=x.device).index_add_(0, seg, (~ok).float())
     return torch.where(ok, x, torch.zeros((), dtype=x.dtype, device=x.device)), bad
@@ -54,10 +54,17 @@ def _finite_flat(tensors: list[torch.Tensor], seg: torch.Tensor, n: int) -> tupl
 
 def _chunk_rows(params: list[torch.Tensor], grads: list[torch.Tensor]) -> torch.Tensor:
     """``[len(params), 6]`` rows of one chunk, in a fixed number of kernels whatever its number of layers."""
-    n = len(params)
     seg, size = _segments(tuple(g.numel() for g in grads), grads[0].device)
-    g, g_bad = _finite_flat(grads, seg, n)
-    w, w_bad = _finite_flat(params, seg, n)
+    flat = [torch.cat([t.detach().reshape(-1) for t in tensors]) for tensors in (params, grads)]
+    return layer_rows(flat[0], flat[1], seg, size)
+
+
+def layer_rows(weights: torch.Tensor, grads: torch.Tensor, seg: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
+    """``[n_layers, 6]`` rows from flat weights and gradients whose element i belongs to layer ``seg[i]``
+    (``size``: each layer's element count, as floats), in a fixed number of kernels whatever the layers."""
+    n = size.shape[0]
+    g, g_bad = _finite(grads, seg, n)
+    w, w_bad = _finite(weights, seg, n)
     zeros = torch.zeros(n, device=g.device)
     n_ok = (size - g_bad).clamp(min=1)
     mean = zeros.index_add(0, seg, g) / n_ok

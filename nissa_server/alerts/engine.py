@@ -131,7 +131,10 @@ class Firing:
 class Verdict:
     firing: list[Firing] = field(default_factory=list)
     resolved: list[tuple[str, Rule, str]] = field(default_factory=list)
-    """(alert id, rule, why) of firing alerts whose condition ended."""
+    """(alert id, rule, why) of firing alerts whose condition was seen to end."""
+    ended: list[tuple[str, Rule, str]] = field(default_factory=list)
+    """(alert id, rule, what happened) of firing alerts whose run ended (finished, failed, stopped,
+    interrupted) while the condition held: not resolved, and nothing more will tell."""
 
 
 class AlertEngine:
@@ -173,7 +176,7 @@ class AlertEngine:
             if rule.when in SERIES_CONDITIONS:
                 verdict.firing += [Firing(rule, p.run_key, p.run_id, subject, message)
                                    for p, subject, message in self._series.firing(rule, snap.series, now)]
-        verdict.resolved = self._ended(snap, now)
+        verdict.resolved, verdict.ended = self._ended(snap, now)
         return verdict
 
     def _status(self, snap: Snapshot) -> list[Firing]:
@@ -188,11 +191,15 @@ class AlertEngine:
 
     def _hangs(self, snap: Snapshot, now: float) -> list[Firing]:
         out, seen = [], set()
+        heard_within = min((r.after_s for r in self._of("hang")), default=0.0)
+        heard_within = min(heard_within, self.silent_after_s)
         for row in snap.ranks:
             key = (row.run_key, row.rank)
             seen.add(key)
             step, since = self._steps.get(key, (-1, now))
-            if row.step != step:
+            if row.step != step or now - row.seen_at >= heard_within:
+                # A new step, or a rank not heard from (stopped, then maybe resumed): its hang clock starts
+                # over, so that a rank resumed after a silence is not hung for the time it was silent.
                 self._steps[key] = (row.step, now)
                 continue
             stuck_s = now - since
@@ -233,31 +240,36 @@ class AlertEngine:
                                       f"median {median:.0f} ms", rank=rank))
         return out
 
-    def _ended(self, snap: Snapshot, now: float) -> list[tuple[str, Rule, str]]:
+    def _ended(self, snap: Snapshot, now: float) -> tuple[list[tuple[str, Rule, str]], list[tuple[str, Rule, str]]]:
+        """(resolved, ended) of the firing alerts: see ``Verdict``.
+
+        A hang, straggler or series condition is judged on a running run only. Once the run is lost, its
+        alerts stay as they were last seen (firing): no data says the condition ended, and the run may come
+        back (a trainer resumed after SIGSTOP), when they are judged again, not fired twice."""
         steps = {(r.run_key, r.rank): r.step for r in snap.ranks}
-        out = []
+        out, ended = [], []
         for alert_id, run_key, rule_name, subject, rank, step, seen_at, run_status in snap.firing:
             rule = self.rules.get(rule_name)
             if rule is None:
                 continue  # a rule of another rules file (another server's, or before a restart): not ours to judge
-            running = RunStatus(run_status).running
+            status = RunStatus(run_status)
             why = None
-            if rule.when == "status" and run_status not in rule.statuses:
-                why = f"the run is {run_status}"
-            elif rule.when == "anomaly" and now - seen_at > rule.quiet_s:
-                why = f"no {subject} for {rule.quiet_s:g} s"
+            if rule.when == "status":
+                why = f"the run is {run_status}" if run_status not in rule.statuses else None
+            elif rule.when == "anomaly":
+                why = f"no {subject} for {rule.quiet_s:g} s" if now - seen_at > rule.quiet_s else None
+            elif not status.running:
+                if status.ended:
+                    ended.append((alert_id, rule, f"the run is {run_status}"))
+                continue
             elif rule.when == "hang":
                 current = steps.get((run_key, rank))
-                if not running:
-                    why = f"the run is {run_status}"
-                elif current is not None and step is not None and current > step:
+                if current is not None and step is not None and current > step:
                     why = f"rank {rank} advanced to step {current}"
-            elif rule.when in ("straggler", *SERIES_CONDITIONS) and not running:
-                why = f"the run is {run_status}"
             elif rule.when == "straggler":
                 why = self._stragglers.caught_up(run_key, rank, rule.factor)
             elif rule.when in SERIES_CONDITIONS:
                 why = self._series.ended(rule, run_key, subject, snap.series, now)
             if why is not None:
                 out.append((alert_id, rule, why))
-        return out
+        return out, ended

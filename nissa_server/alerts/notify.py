@@ -14,6 +14,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from leyline.text import visible
+
 
 MAX_ATTEMPTS = 6
 BACKOFF_S = 2.0
@@ -26,15 +28,31 @@ def backoff_s(attempt: int, rng: random.Random | None = None) -> float:
     return delay * (1.0 - 0.2 * (rng or random).random())
 
 
+MENTION_BREAK = "\u200b"
+"""A zero-width space, put where a chat would read a run's text as a mention or a link: after every ``@`` and
+``<`` (``@everyone``, ``<@123>``, ``<!channel>``, ``<http://…|text>`` ping nobody and link nothing) and between
+``]`` and ``(`` (``[text](http://…)`` and ``![](…)`` stay text). Invisible to a reader."""
+_BREAKS = str.maketrans({"@": "@" + MENTION_BREAK, "<": "<" + MENTION_BREAK})
+
+
+def as_text(text: str) -> str:
+    """A notice's text as it goes out: control characters visible (``leyline.text``), no mention or link a chat
+    would act on (``MENTION_BREAK``). apprise is told the notice is plain text (``NotifyFormat.TEXT``) and escapes it
+    for a destination that takes HTML (e-mail) or Markdown; the breaks cover chats that render Markdown in what
+    apprise sends them as text (Discord, Mattermost)."""
+    return visible(text).translate(_BREAKS).replace("](", "]" + MENTION_BREAK + "(")
+
+
 def send(url: str, title: str, body: str, notify_type: str) -> tuple[bool, str]:
-    """One notification to one apprise URL: (sent, why not)."""
+    """One notification to one apprise URL, as plain text (``as_text``): (sent, why not)."""
     import apprise  # here, not at import: a server without alert rules never loads it
 
     sender = apprise.Apprise()
     if not sender.add(url):
         return False, f"{url.split('://', 1)[0]}:// is not a URL apprise can send to"
     with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as captured:
-        ok = sender.notify(title=title, body=body, notify_type=notify_type)
+        ok = sender.notify(title=as_text(title), body=as_text(body), notify_type=notify_type,
+                           body_format=apprise.NotifyFormat.TEXT)
     if ok:
         return True, ""
     lines = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]

@@ -14,7 +14,7 @@
 
     [[rules]]
     name = "not learning"
-    when = "threshold"     # on any series of leyline.series, labels optional
+    when = "threshold"     # on any series a run has (a loop's "val_loss" too), labels optional
     series = "epoch_completed.accuracy{env=0}"
     below = 0.2
 
@@ -73,11 +73,14 @@ class Rule:
     factor: float = 1.5
     """``straggler``: a rank whose training phase takes over this many times the other ranks' median."""
     series: str = ""
-    """``threshold``, ``nan``, ``stale``: the series name, with labels to narrow it (``name{env=0}``)."""
+    """``threshold``, ``nan``, ``stale``: the series name (a loop's ``val_loss``, or an event kind's field such as
+    ``epoch_completed.accuracy``), with labels to narrow it (``name{env=0}``)."""
     below: float | None = None
     """``threshold``: fires when the series' latest point is below this…"""
     above: float | None = None
     """…or above this."""
+    builtin: bool = False
+    """One of ``BUILTIN_RULES``: shown in the console and ``GET /alerts``, sent to no destination."""
 
     def matches(self, run_id: str, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.runs) or fnmatch.fnmatchcase(run_id, self.runs)
@@ -85,6 +88,8 @@ class Rule:
     def describe(self) -> dict[str, Any]:
         """What ``GET /alerts/rules`` shows of it."""
         out: dict[str, Any] = {"name": self.name, "when": self.when, "runs": self.runs, "notify": list(self.notify)}
+        if self.builtin:
+            out["builtin"] = True
         if self.when == "status":
             out["status"] = list(self.statuses)
         elif self.when == "anomaly":
@@ -111,6 +116,8 @@ class AlertRules:
     source: str = ""
 
     def targets(self, rule: Rule) -> list[Destination]:
+        if rule.builtin:
+            return []
         names = rule.notify or tuple(self.destinations)
         return [self.destinations[n] for n in names]
 
@@ -118,6 +125,23 @@ class AlertRules:
         return {"source": self.source, "rules": [r.describe() for r in self.rules],
                 "destinations": [{"name": d.name, "urls": len(d.urls), "max_per_minute": d.max_per_minute}
                                  for d in self.destinations.values()]}
+
+
+BUILTIN_RULES = (
+    Rule(name="hung", when="hang", after_s=300.0, stacks=True, builtin=True),
+    Rule(name="run in trouble", when="status", statuses=("lost", "failed", "degraded"), builtin=True),
+)
+"""What every server watches for unless told not to (``nissa-server --no-default-alerts``): a rank alive but
+stuck for 5 minutes (its stacks asked for), and a run lost, failed or degraded. They notify nobody; a rule of
+the ``--alerts`` file with one of their names replaces it (and notifies like any rule of the file)."""
+
+
+def with_builtin(rules: AlertRules) -> AlertRules:
+    """``rules`` and the built-in rules whose names it does not use."""
+    names = {r.name for r in rules.rules}
+    builtin = tuple(r for r in BUILTIN_RULES if r.name not in names)
+    source = f"{rules.source} and built-in rules" if rules.source else "built-in rules"
+    return AlertRules(rules=rules.rules + builtin, destinations=rules.destinations, source=source)
 
 
 def load_rules(path: pathlib.Path) -> AlertRules:
@@ -244,13 +268,17 @@ def _rule(source: str, i: int, spec: dict[str, Any], destinations: dict[str, Des
 def _series(where: str, value: object) -> str:
     from leyline.series import parse_key
 
-    if not isinstance(value, str) or "." not in value:
-        raise RulesError(f"{where}: series: must name a series, such as 'epoch_completed.accuracy' (with labels "
-                         "to narrow it: 'epoch_completed.accuracy{env=0}')")
+    # Any name a run has: a loop's own metric (``val_loss``, as ``GET …/series/val_loss`` names it) or a field
+    # of an event kind (``epoch_completed.accuracy``).
+    if not isinstance(value, str) or not value.strip():
+        raise RulesError(f"{where}: series: must name a series, such as 'val_loss' or 'epoch_completed.accuracy' "
+                         "(with labels to narrow it: 'epoch_completed.accuracy{env=0}')")
     try:
-        parse_key(value)
+        name, _ = parse_key(value)
     except ValueError as err:
         raise RulesError(f"{where}: series: {err}") from None
+    if not name:
+        raise RulesError(f"{where}: series: {value!r} has labels but no name")
     return value
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from leyline import AlertChanged, CommandAction, EscalateRequest, SERVER_RANK, Severity
-from nissa_server.alerts.engine import AlertEngine, Firing, last_event_id, read_snapshot
+from nissa_server.alerts.engine import AlertEngine, Firing, Snapshot, Verdict, last_event_id, read_snapshot
 from nissa_server.alerts.notify import MAX_ATTEMPTS, RateLimit, backoff_s, send
 from nissa_server.alerts.rules import AlertRules, Rule
 from nissa_server.batches import add_server_event
@@ -47,6 +48,8 @@ class AlertService:
         self._limits = {d.name: RateLimit(d.max_per_minute) for d in rules.destinations.values()}
         self._targets = {f"{d.name}/{i}": url for d in rules.destinations.values() for i, url in enumerate(d.urls)}
         self.wake = asyncio.Event()
+        self._claimed: list[tuple] = []
+        self._owed: list[Callable[[Conn], None]] = []
 
     @property
     def active(self) -> bool:
@@ -63,7 +66,15 @@ class AlertService:
             return
         now = time.time() if now is None else now
         snap = await self._store.read(read_snapshot, self._since, self._engine.after_id, self._engine.series_names)
+        seen_upto = self._engine.after_id
         verdict = self._engine.evaluate(snap, now)
+        try:
+            await self._apply(snap, verdict, now)
+        except BaseException:
+            self._engine.after_id = seen_upto  # the database failed: the next sweep sees these anomalies again
+            raise
+
+    async def _apply(self, snap: Snapshot, verdict: Verdict, now: float) -> None:
         open_keys = {(rule, run_key, subject) for _, run_key, rule, subject, *_ in snap.firing}
         for f in verdict.firing:
             if (f.rule.name, f.run_key, f.subject) in open_keys:
@@ -75,6 +86,8 @@ class AlertService:
             await self._open(f, now)
         for alert_id, rule, why in verdict.resolved:
             await self._resolve(alert_id, rule, why, now)
+        for alert_id, rule, why in verdict.ended:
+            await self._resolve(alert_id, rule, why, now, seen_to_end=False)
 
     async def _open(self, f: Firing, now: float) -> None:
         run = await self._store.find_run(f.run_id)
@@ -110,83 +123,101 @@ class AlertService:
             self._metrics.alerts_fired.labels(rule.name, rule.when).inc()
             self.wake.set()
 
-    async def _resolve(self, alert_id: str, rule: Rule, why: str, now: float) -> None:
+    async def _resolve(self, alert_id: str, rule: Rule, why: str, now: float, seen_to_end: bool = True) -> None:
+        """No longer firing: its condition was seen to end (a ``resolved`` notice goes out), or (not
+        ``seen_to_end``) its run ended while it held: closed, saying so in the run's stream, and no notice
+        (it was not resolved; the run's own end is a status rule's news)."""
         alert = await self._store.read(alerts_sql.get_alert, alert_id)
         run = None if alert is None else await self._store.find_run(alert.run_id)
         if alert is None or run is None:
             return
+        destinations = self._destinations(rule) if seen_to_end else []
+        message = f"resolved: {why}" if seen_to_end else f"closed: {why}; its condition was last seen holding"
 
         def prepare(conn: Conn, write: EventWrite) -> None:
-            write.result = alerts_sql.resolve_alert(conn, alert_id, now, self._destinations(rule))
+            write.result = alerts_sql.resolve_alert(conn, alert_id, now, destinations)
             if write.result:
                 add_server_event(conn, write, AlertChanged(
                     alert_id=alert_id, rule=rule.name, condition=rule.when, state="resolved",  # type: ignore[arg-type]
-                    subject=alert.subject, message=f"resolved: {why}", rank=alert.rank,
+                    subject=alert.subject, message=message, rank=alert.rank,
                     command_id=alert.command_id), Severity.INFO)
 
         write = await self._store.submit_and_wait(EventWrite(run=run, rank=SERVER_RANK, prepare=prepare))
         if write.result:
-            logger.info("alert %s on run %s resolved: %s", rule.name, run.run_id, why)
+            logger.info("alert %s on run %s %s", rule.name, run.run_id, message)
             self._metrics.alerts_resolved.labels(rule.name, rule.when).inc()
             self.wake.set()
 
     # --- delivery -------------------------------------------------------------------------------
 
     async def deliver_due(self, now: float | None = None) -> int:
-        """Send the notices due now that this server's destinations cover; returns how many were tried."""
+        """Send the notices due now that this server's destinations cover; returns how many were tried.
+
+        What the database failed to take meanwhile is kept here and done first when it is back: the
+        notices this server claimed (claimed for ``CLAIM_S``, no other server may send them yet) and the
+        outcome of a send already made (stored, not sent twice)."""
         if not self._targets:
             return 0
-        now = time.time() if now is None else now
-        targets = list(self._targets)
-        claimed = await self._store.call(lambda c: alerts_sql.claim_due(c, now, CLAIM_S, targets))
-        for notice_id, alert_id, destination, state, attempts in claimed:
-            await self._deliver(notice_id, alert_id, destination, state, attempts + 1)
-        return len(claimed)
+        await self._record_owed()
+        if not self._claimed:
+            now = time.time() if now is None else now
+            targets = list(self._targets)
+            self._claimed = list(await self._store.call(lambda c: alerts_sql.claim_due(c, now, CLAIM_S, targets)))
+        tried = len(self._claimed)
+        while self._claimed:
+            notice_id, alert_id, destination, state, attempts = self._claimed[0]
+            record = await self._deliver(notice_id, alert_id, destination, state, attempts + 1)
+            self._claimed.pop(0)
+            if record is not None:
+                self._owed.append(record)
+                await self._record_owed()
+        return tried
 
-    async def _deliver(self, notice_id: str, alert_id: str, destination: str, state: str, attempt: int) -> None:
+    async def _record_owed(self) -> None:
+        while self._owed:
+            await self._store.call(self._owed[0])
+            self._owed.pop(0)
+
+    async def _deliver(self, notice_id: str, alert_id: str, destination: str, state: str,
+                       attempt: int) -> Callable[[Conn], None] | None:
+        """One attempt; returns how to record its outcome (None: nothing to record)."""
         name = destination.rsplit("/", 1)[0]
         wait_until = self._limits[name].take()
         if wait_until:
             await self._store.call(lambda c: alerts_sql.postpone(c, notice_id, wait_until))
             self._metrics.alert_deliveries.labels(name, "rate_limited").inc()
-            return
+            return None
         alert = await self._store.read(alerts_sql.get_alert, alert_id)
         if alert is None:  # its run was deleted meanwhile
-            return
+            return None
         title, body, kind = _message(alert, state)
         ok, error = await asyncio.to_thread(send, self._targets[destination], title, body, kind)
         now = time.time()
         next_at = None if ok or attempt >= MAX_ATTEMPTS else now + backoff_s(attempt)
-        await self._store.call(lambda c: alerts_sql.record_attempt(c, notice_id, alert_id, destination, attempt, now,
-                                                                    ok, error, next_at))
         result = "sent" if ok else ("retry" if next_at is not None else "failed")
         self._metrics.alert_deliveries.labels(name, result).inc()
         if not ok:
             logger.warning("alert %s to %s: attempt %d failed: %s", alert_id, destination, attempt, error)
+        return lambda c: alerts_sql.record_attempt(c, notice_id, alert_id, destination, attempt, now, ok, error,
+                                                   next_at)
 
-    async def run_delivery(self, interval_s: float) -> None:
-        """Deliver as notices come (woken by the sweep) and as retries fall due."""
-        while True:
-            try:
-                await asyncio.wait_for(self.wake.wait(), timeout=interval_s)
-            except TimeoutError:
-                pass
-            self.wake.clear()
-            try:
-                while await self.deliver_due():
-                    pass
-            except self._store.errors as err:
-                logger.warning("alert delivery: the database failed: %s", err)
+    async def delivery_step(self, interval_s: float) -> None:
+        """Deliver as notices come (woken by the sweep) and as retries fall due: one turn of the delivery
+        task (``health.supervise`` runs it again and again)."""
+        try:
+            await asyncio.wait_for(self.wake.wait(), timeout=interval_s)
+        except TimeoutError:
+            pass
+        self.wake.clear()
+        while await self.deliver_due():
+            pass
 
-    async def run_sweeps(self, interval_s: float) -> None:
-        while True:
-            try:
-                if self._engine.after_id is None:  # anomalies stored before the server started are history
-                    self._engine.after_id = await self._store.read(last_event_id)
-                await asyncio.sleep(interval_s)
-                await self.sweep()
-            except self._store.errors as err:  # the database is away for a moment: the next sweep tries again
-                logger.warning("alert sweep failed: %s", err)
+    async def sweep_step(self, interval_s: float) -> None:
+        """One turn of the sweep task (``health.supervise`` runs it again and again)."""
+        if self._engine.after_id is None:  # anomalies stored before the server started are history
+            self._engine.after_id = await self._store.read(last_event_id)
+        await asyncio.sleep(interval_s)
+        await self.sweep()
 
 
 def _message(alert: AlertInfo, state: str) -> tuple[str, str, str]:

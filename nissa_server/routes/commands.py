@@ -11,7 +11,7 @@ from leyline import CommandRecord, EscalateRequest
 from nissa_server.auth import require_read, require_write
 from nissa_server.commands import CommandError
 from nissa_server.openapi import EXAMPLES, error, ok, ref
-from nissa_server.routes.common import json_response, nissa
+from nissa_server.routes.common import json_response, nissa, read_body
 from nissa_server.schemas import EscalateAccepted
 from nissa_server.store import queries
 
@@ -27,25 +27,14 @@ _ESCALATE_BODY = {
             "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
                          "profile": {"value": EXAMPLES["escalate_profile"]},
                          "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
+                         "profile_phase": {"value": EXAMPLES["escalate_profile_phase"]},
+                         "call": {"value": EXAMPLES["escalate_call"]},
                          "checkpoint": {"value": EXAMPLES["escalate_checkpoint"]},
                          "stop": {"value": EXAMPLES["escalate_stop"]},
                          "stacks": {"value": EXAMPLES["escalate_stacks"]}},
         }},
     }
 }
-
-
-async def _body(request: Request) -> bytes:
-    limit = nissa(request).settings.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"body over {limit} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise HTTPException(413, f"body over {limit} bytes")
-    return bytes(body)
 
 
 @router.post(
@@ -58,7 +47,10 @@ async def _body(request: Request) -> bytes:
         404: error("No such run", "unknown run 'r-x'"),
         409: error("The run is not live", "run 'r-x' is finished, not live"),
         413: error("Body too large", "body over 65536 bytes"),
-        422: error("Invalid request", "action 'profile' needs 'batches' (1..500) or 'target': 'update'"),
+        422: error("Invalid request, a call the run did not declare, or an Idempotency-Key used before with "
+                   "another body", "action 'profile' needs 'batches' (1..500) or 'target': 'update'",
+                   undeclared="the run declared no command 'set_lr' (it declared: none)",
+                   idempotency_key="Idempotency-Key was already used with a different request body"),
         429: error("Too many open commands for this run", "run 'r-x' already has 8 open commands"),
     },
 )
@@ -69,7 +61,7 @@ async def escalate(
 ) -> Response:
     n = nissa(request)
     try:
-        req = _decoder.decode(await _body(request))
+        req = _decoder.decode(await read_body(request))
     except msgspec.DecodeError as err:
         raise HTTPException(422, f"invalid escalation: {err}") from None
     try:

@@ -25,3 +25,17 @@ async def run_or_404(n: Nissa, run_id: str) -> RunState:
     if run is None:
         raise HTTPException(404, f"unknown run {run_id!r}")
     return run
+
+
+async def read_body(request: Request) -> bytes:
+    """The request's body, refused (413) past the server's ``max_body_bytes`` before it is all read."""
+    limit = nissa(request).settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"body over {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, f"body over {limit} bytes")
+    return bytes(body)

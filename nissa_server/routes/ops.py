@@ -11,7 +11,7 @@ from nissa_server import __version__
 from nissa_server.auth import bearer_ok, require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa
-from nissa_server.schemas import Health
+from nissa_server.schemas import Degraded, Health
 from nissa_server.store import queries
 
 router = APIRouter(tags=["operations"])
@@ -29,17 +29,25 @@ async def index() -> Response:
     return json_response(INDEX)
 
 
-@router.get("/healthz", summary="Liveness (never needs a token; with --read-auth, runs and watchers only with it)",
+@router.get("/healthz", summary="Liveness, and what does not work now (never needs a token; with --read-auth, runs, "
+            "watchers and the reasons only with it)",
             response_class=Response,
             responses={200: ok(ref(Health), EXAMPLES["health"])})
 async def healthz(request: Request) -> Response:
     n = nissa(request)
     if n.settings.read_auth and not bearer_ok(request.headers.get("authorization"), n.settings.token):
-        # What is stored is for readers: without the token, only that the server is up.
-        return json_response(Health(status="ok", version=__version__, schema_version=n.store.schema_version))
-    runs = await n.store.read(queries.count_runs)
-    return json_response(Health(status="ok", version=__version__, schema_version=n.store.schema_version,
-                                runs=runs, watchers=len(n.fanout.watchers)))
+        # What is stored is for readers: without the token, only that the server is up (and whether it is whole).
+        return json_response(Health(status="degraded" if n.health.degraded else "ok", version=__version__,
+                                    schema_version=n.store.schema_version))
+    try:
+        runs: int | None = await n.store.read(queries.count_runs)
+    except n.store.unavailable:  # the store's health says so
+        runs = None
+    degraded = {part: Degraded(since=t.since, reason=t.reason, failures=t.failures)
+                for part, t in n.health.degraded.items()}
+    return json_response(Health(status="degraded" if degraded else "ok", version=__version__,
+                                schema_version=n.store.schema_version, runs=runs, watchers=len(n.fanout.watchers),
+                                degraded=degraded))
 
 
 _ACCESS_SCHEMA = {"type": "object", "required": ["write", "read"], "properties": {

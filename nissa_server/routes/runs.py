@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Annotated
 from urllib.parse import urlencode
 
+import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline import CommandRecord, Event, EventKind, RunStatus
+from leyline import query
 from leyline.events import MAX_INT
+from leyline.query import Clause, Field, SortKey
+from leyline.summaries import RunPatch
 from nissa_server import retention
-from nissa_server.auth import require_destructive, require_read
+from nissa_server.auth import require_destructive, require_read, require_write
 from nissa_server.openapi import EXAMPLES, error, ok, ref
-from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.routes.common import json_response, nissa, read_body, run_or_404
 from nissa_server.schemas import DeletedRun, RunInfo
-from nissa_server.store import pages, queries, runs_page
+from nissa_server.store import pages, queries, run_meta_sql, runs_page
 from nissa_server.store.runs_page import RunSummary
 
 router = APIRouter(tags=["runs"])
@@ -40,27 +45,84 @@ def _with_live_state(request: Request, info: RunInfo) -> RunInfo:
     return info
 
 
-@router.get("/runs", summary="Runs, newest first, a page at a time, each as a summary", response_class=Response,
-            dependencies=READ, description="`limit` runs from `offset` (the `Link` header names the next and "
-            "previous pages, `X-Total-Count` the runs that match). Each run is a summary, its config cut to "
-            "`params` (64 entries at most, values cut to 80 characters): the full config is on `GET /runs/{run_id}`.",
+_Q_DESCRIPTION = ("Only runs matching all its clauses: `project:cifar tag:baseline status:finished,lost name~sweep "
+                  "config.lr>=0.01 val_loss<0.5 val_loss.min<0.4` (`-` negates a clause; a metric without `.stat` "
+                  "is its best; without a `rank` label, rank 0's series). A mistake is a 400 naming its position.")
+
+
+def _clauses(q: str | None, status: str | None, name: str | None) -> list[Clause]:
+    try:
+        clauses = query.parse(q or "")
+    except query.QueryError as err:
+        raise HTTPException(400, f"q: {err}") from None
+    statuses = [s.strip() for s in (status or "").split(",") if s.strip()]
+    for s in statuses:
+        if s not in RunStatus._value2member_map_:
+            raise HTTPException(422, f"status: unknown status {s!r}")
+    if statuses:
+        clauses.append(Clause(Field("attr", "status"), "=", tuple(statuses)))
+    if name:
+        clauses.append(Clause(Field("attr", "name"), "~", (name,)))
+    return clauses
+
+
+def _sort_and_metrics(sort: str | None, metrics: str | None) -> tuple[list[SortKey], list[str] | None]:
+    try:
+        keys = query.parse_sort(sort or "")
+    except query.QueryError as err:
+        raise HTTPException(400, f"sort: {err}") from None
+    if metrics is None:
+        return keys, None
+    wanted = []
+    for at, part in _commas(metrics):
+        try:
+            field = query.field_of(part, at)
+        except query.QueryError as err:
+            raise HTTPException(400, f"metrics: {err}") from None
+        if field.kind != "metric":
+            raise HTTPException(400, f"metrics: position {at}: {part!r} is not a metric")
+        wanted.append(field.name)
+    return keys, wanted
+
+
+def _commas(text: str) -> list[tuple[int, str]]:
+    out, at = [], 0
+    for part in text.split(","):
+        if part.strip():
+            out.append((at + len(part) - len(part.lstrip()), part.strip()))
+        at += len(part) + 1
+    return out
+
+
+@router.get("/runs", summary="Runs found by a query, sorted, a page at a time, each as a summary",
+            response_class=Response, dependencies=READ, description="`limit` runs from `offset` (the `Link` header "
+            "names the next and previous pages, `X-Total-Count` the runs that match), newest first unless `sort` says. "
+            "Each run is a summary: its config cut to `params` (64 entries at most, values cut to 80 characters; the "
+            "full config is on `GET /runs/{run_id}`), its project, group, tags and notes, and `metrics`: its series "
+            "summarised (the first 256 by key and those `q` and `sort` name, or those of `metrics`).",
             responses={200: ok({"type": "array", "items": ref(RunSummary)}, EXAMPLES["run_summaries"]),
+                       400: error("A mistake in q, sort or metrics", "q: position 9: 'x' is not a number"),
                        **UNAUTHORIZED})
 async def list_runs(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Most runs in this page")] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Runs to skip (newest first)")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Runs to skip")] = 0,
+    q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description=_Q_DESCRIPTION)] = None,
+    sort: Annotated[str | None, Query(max_length=1000, description="Fields separated by commas, `-` for descending: "
+                                      "`-val_loss.best`, `config.lr`, `name`, `started` (then newest first)")] = None,
+    metrics: Annotated[str | None, Query(max_length=4000, description="Only these metrics' summaries, separated by "
+                                         "commas (`val_loss,val_acc`)")] = None,
     status: Annotated[str | None, Query(max_length=200, description="Only runs with this status, or one of "
-                                        "several separated by commas", json_schema_extra={"pattern": _STATUS_LIST})] = None,
+                                        "several separated by commas (as `q=status:…`)",
+                                        json_schema_extra={"pattern": _STATUS_LIST})] = None,
     name: Annotated[str | None, Query(max_length=200, description="Only runs whose name contains it "
-                                      "(any case)")] = None,
+                                      "(any case; as `q=name~…`)")] = None,
 ) -> Response:
     n = nissa(request)
-    statuses = [s.strip() for s in (status or "").split(",") if s.strip()] or None
-    for s in statuses or ():
-        if s not in RunStatus._value2member_map_:
-            raise HTTPException(422, f"status: unknown status {s!r}")
-    total, page = await n.store.read(runs_page.page_runs, limit, offset, statuses, name, time.time(), n.server_id)
+    clauses = _clauses(q, status, name)
+    keys, wanted = _sort_and_metrics(sort, metrics)
+    total, page = await n.store.read(runs_page.page_runs, limit, offset, clauses, keys, time.time(), n.server_id,
+                                     wanted)
     for summary in page:
         run = n.run(summary.run_id)
         summary.connected = summary.connected or (run is not None and run.connected)
@@ -69,11 +131,43 @@ async def list_runs(
     links = [(rel, at) for rel, at in (("next", offset + limit), ("prev", max(0, offset - limit)))
              if (rel == "next" and at < total) or (rel == "prev" and offset > 0)]
     if links:
-        base = {k: v for k, v in (("status", status), ("name", name)) if v}
+        base = {k: v for k, v in (("q", q), ("sort", sort), ("metrics", metrics), ("status", status), ("name", name))
+                if v}
         response.headers["Link"] = ", ".join(
             f'<{request.url.path}?{urlencode({**base, "limit": limit, "offset": at})}>; rel="{rel}"'
             for rel, at in links)
     return response
+
+
+_PATCH_BODY = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": ref(RunPatch), "examples": {"tags": {"value": {"tags": ["baseline", "lr-sweep"]}},
+                                          "notes": {"value": {"notes": "diverged at step 4k", "group": "sweep-2"}}}}}}}
+_patch_decoder = msgspec.json.Decoder(RunPatch)
+
+
+@router.patch("/runs/{run_id}", summary="Change a run's tags, notes, group or project",
+              response_class=Response, dependencies=[Depends(require_write)], openapi_extra=_PATCH_BODY,
+              description="The fields given replace the run's (`tags`: all of them). Needs the token when the server "
+                          "has one. Answers the run as `GET /runs/{run_id}` does.",
+              responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND,
+                         401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
+                         413: error("Body too large", "body over 65536 bytes"),
+                         422: error("Invalid change", "invalid change: Expected `str` matching regex ... - at "
+                                                      "`$.tags[0]`")})
+async def patch_run(request: Request, run_id: str) -> Response:
+    n = nissa(request)
+    run = await run_or_404(n, run_id)
+    try:
+        change = _patch_decoder.decode(await read_body(request))
+    except msgspec.DecodeError as err:
+        raise HTTPException(422, f"invalid change: {err}") from None
+    tags = None if change.tags is None else list(dict.fromkeys(change.tags))
+    patched = await n.store.call(functools.partial(run_meta_sql.patch, run_key=run.run_key, tags=tags,
+                                                   notes=change.notes, group=change.group, project=change.project))
+    info = await n.store.read(queries.get_run, run_id, time.time(), n.server_id) if patched else None
+    if info is None:
+        raise HTTPException(404, f"unknown run {run_id!r}")
+    return json_response(_with_live_state(request, info))
 
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",

@@ -12,7 +12,7 @@ from leyline.series import Marker, kind_of_name, parse_key
 from nissa_server.auth import require_read
 from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.series import SeriesInfo, SeriesReply, has_labels, parse_labels, shape, to_csv
+from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, parse_labels, read_page
 from nissa_server.store import series_queries
 
 router = APIRouter(tags=["series"])
@@ -69,8 +69,12 @@ async def list_series(
             description="Every series called `name` (each label set, or those with all of `labels`) of the run "
                         "and of each run in `runs` (an overlay in one call), on the x axis `x`, with at most "
                         f"`max_points` points each, and at most {MAX_SERIES} series (label sets) a run: more are "
-                        "refused (422), to be chosen with `labels`. `after` returns only the points with x above it (what a "
-                        "chart lacks). `format=csv` gives `run_id,key,x,y` rows.",
+                        "refused (422), to be chosen with `labels`. `after` returns only the points with x above it "
+                        "(what a chart lacks). `format=csv` gives `run_id,key,x,y` rows. Series come run by run (the "
+                        "order of the path's run, then `runs`), by key; a reply holds at most 8 MiB of them "
+                        "(a page of events' bound; one series at least): one that stopped short has a "
+                        "`Link: <…>; rel=\"next\"` header with the URL of the rest (`after_run` and `after_key`: the "
+                        "run and the key of its last series).",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
                        422: error("Bad parameter", "labels: 'env' is not name=value")})
@@ -87,6 +91,10 @@ async def get_series(
     runs: Annotated[str | None, Query(max_length=4000, description=f"More runs to overlay, separated by commas "
                                       f"(at most {MAX_OVERLAY})", json_schema_extra={"pattern": _RUNS})] = None,
     format: Annotated[Literal["json", "csv"], Query(description="json, or csv rows")] = "json",
+    after_run: Annotated[str | None, Query(max_length=200, description="Cursor (from a `Link` header): the page "
+                                           "starts at this run (one of the request's)")] = None,
+    after_key: Annotated[str | None, Query(max_length=4000, description="Cursor (from a `Link` header): the "
+                                           "page starts after this key of `after_run`")] = None,
 ) -> Response:
     n = nissa(request)
     try:
@@ -97,18 +105,37 @@ async def get_series(
     if len(others) > MAX_OVERLAY:
         raise HTTPException(422, f"runs: at most {MAX_OVERLAY} runs to overlay, got {len(others)}")
     run_ids = list(dict.fromkeys([run_id, *others]))
-    reply = SeriesReply(name=name, x=x, series=[])
-    for rid in run_ids:
-        run = await run_or_404(n, rid)
-        try:
-            data = await n.store.read(series_queries.read_series, run.run_key, name, x, after, max_points,
-                                      has_labels(wanted) if wanted else None, MAX_SERIES)
-        except series_queries.TooManySeries as err:
-            raise HTTPException(422, f"run {rid!r}: {err}") from None
-        reply.series.extend(shape(rid, data, max_points))
-    if format == "csv":
-        return Response(to_csv(reply), media_type="text/csv")
-    return json_response(reply)
+    start = 0
+    if after_run is not None:
+        if after_run not in run_ids:
+            raise HTTPException(422, f"after_run: {after_run!r} is not one of the runs asked for")
+        start = run_ids.index(after_run)
+    parts: list[bytes] = []
+    budget = n.settings.max_page_bytes
+    async with n.series_reads:  # a few at a time: a read must not starve ingest, /healthz or other readers
+        for rid in run_ids[start:]:
+            run = await run_or_404(n, rid)
+            key = after_key if rid == after_run else None
+            try:
+                page = await n.store.read(read_page, rid, run.run_key, name, x, after, max_points, wanted, MAX_SERIES,
+                                          key, budget, format, not parts)
+            except series_queries.TooManySeries as err:
+                raise HTTPException(422, f"run {rid!r}: {err}") from None
+            parts += page.parts
+            budget -= page.spent
+            if page.more:
+                response = _reply(name, x, format, parts)
+                query = [(k, v) for k, v in request.query_params.multi_items() if k not in ("after_run", "after_key")]
+                query += [("after_run", rid)] + ([("after_key", page.last_key)] if page.last_key is not None else [])
+                response.headers["Link"] = f'<{request.url.path}?{urlencode(query)}>; rel="next"'
+                return response
+    return _reply(name, x, format, parts)
+
+
+def _reply(name: str, axis: str, fmt: str, parts: list[bytes]) -> Response:
+    if fmt == "csv":
+        return Response(CSV_HEADER.encode() + b"".join(parts), media_type="text/csv")
+    return Response(json_body(name, axis, parts), media_type="application/json")
 
 
 @router.get("/runs/{run_id}/markers", summary="What happened to a run, to mark on its charts",

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import json
 import pathlib
 
 from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import RedirectResponse
+
+from leyline import EventKind
 
 router = APIRouter(tags=["web page"])
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -58,6 +61,16 @@ async def page() -> Response:
 @router.get("/ui/", include_in_schema=False)
 async def page_slash() -> RedirectResponse:
     return RedirectResponse("/ui", status_code=308)
+
+
+@router.get("/ui/kinds.json", summary="The event kinds, for the page: a series named after one is a field of its events",
+            response_class=Response, responses={200: {"description": "The kinds", "content": {"application/json": {
+                "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}}})
+async def kinds() -> Response:
+    # One definition (leyline's): the page tells a loop's own metric (val_loss) from an event's field
+    # (run_finished.duration_s) as the console does, by the kinds of the contract.
+    return Response(json.dumps(sorted(k.value for k in EventKind)), media_type="application/json",
+                    headers={"Cache-Control": "no-cache"})
 
 
 @router.get("/ui/{path:path}", summary="A file of the web page (its script, styles, the vendored uPlot)",

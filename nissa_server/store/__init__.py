@@ -7,9 +7,9 @@ import pathlib
 from typing import Any
 
 from nissa_server.store.base import Published, Store
-from nissa_server.store.model import Committed, EventWrite, StaleWrite, Superseded, UnusableDatabase
+from nissa_server.store.model import Committed, EventWrite, RunGone, StaleWrite, Superseded, UnusableDatabase
 
-__all__ = ["Committed", "EventWrite", "Published", "StaleWrite", "Store", "Superseded", "UnusableDatabase",
+__all__ = ["Committed", "EventWrite", "Published", "RunGone", "StaleWrite", "Store", "Superseded", "UnusableDatabase",
            "create_store", "is_database_url"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")

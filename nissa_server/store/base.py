@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from nissa_server.health import Health
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
@@ -27,14 +28,18 @@ from nissa_server.store.model import (
     EventWrite,
     IdRange,
     Pending,
+    RunGone,
     StaleWrite,
     Superseded,
+    UnusableDatabase,
     Write,
 )
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 Published = EventWrite | Committed
+DATABASE = "database"
+"""The database's part in ``Health``: degraded while the writer or a read finds it unavailable."""
 
 
 def _rows(write: Write) -> int:
@@ -66,14 +71,22 @@ class Store(abc.ABC):
     """Owns the database: schema, the writer, the readers, and the cache of runs met so far."""
 
     backend: str = ""
-    errors: tuple[type[Exception], ...] = ()
-    """What the database driver raises when a statement or the connection fails."""
+    errors: tuple[type[Exception], ...] = (UnusableDatabase,)
+    """What a store call raises when the database fails: the driver's errors, and ``UnusableDatabase`` (the
+    writer cannot reconnect, the database being down)."""
+    unavailable: tuple[type[Exception], ...] = (UnusableDatabase,)
+    """The part of ``errors`` that says the database is away or busy (not a bug): a read answers 503."""
     schema_version: int = 0
     """The version of the schema this server brings its database to."""
 
     def __init__(self, queue_batches: int = 256, max_ops_per_commit: int = 512,
                  max_rows_per_commit: int = 16_000, commit_interval_s: float = 0.0,
-                 series_interval_s: float | None = 1.0) -> None:
+                 series_interval_s: float | None = 1.0, health: Health | None = None,
+                 max_retry_s: float = 30.0) -> None:
+        self.health = health if health is not None else Health(self.unavailable)
+        """Where the database's part (``DATABASE``) and the series pass's say whether they work."""
+        self.max_retry_s = max_retry_s
+        """Longest wait between tries of a background task of the store while it fails."""
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""
@@ -116,7 +129,7 @@ class Store(abc.ABC):
         """Where the data lives, for logs (no password)."""
 
     @abc.abstractmethod
-    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+    def _read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a query on a read connection of the calling thread."""
 
     @abc.abstractmethod
@@ -295,6 +308,7 @@ class Store(abc.ABC):
         """One transaction for the whole batch; if it fails, retry each write alone to isolate the bad one."""
         try:
             self._transaction(batch)
+            self.health.ok(DATABASE)
             return [None] * len(batch)
         except Exception as err:  # noqa: BLE001 - any failure fails its writes; the writer must live on
             if len(batch) == 1:
@@ -313,8 +327,11 @@ class Store(abc.ABC):
         return results
 
     def _log_failure(self, err: Exception) -> None:
-        if isinstance(err, Superseded):
+        if isinstance(err, (Superseded, RunGone)):  # a fact about the stream, not a fault of the store
             logger.info("write refused: %s", err)
+            return
+        if isinstance(err, self.unavailable):  # every write fails while it lasts: said once, not per write
+            self.health.failed(DATABASE, err)
             return
         logger.error("store write failed: %s", err, exc_info=not isinstance(err, self.errors))
 
@@ -334,6 +351,16 @@ class Store(abc.ABC):
             raise
 
     # --- reading -------------------------------------------------------------------------------
+
+    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a query on a read connection of the calling thread."""
+        try:
+            result = self._read_sync(fn, *args)
+        except self.unavailable as err:
+            self.health.failed(DATABASE, err)
+            raise
+        self.health.ok(DATABASE)
+        return result
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a query on a worker thread's read connection; the event loop never waits on the database."""

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from leyline import RunStatus
-from nissa_server.store import alerts_sql, series_sql
+from nissa_server.store import alerts_sql, run_meta_sql, series_sql, summaries_sql
 from nissa_server.store.blocks import Block, Row, pack
 from nissa_server.store.conn import Conn
 
@@ -57,6 +57,8 @@ def delete_run(conn: Conn, run_key: int, now: float) -> Removed | RunStatus | No
     conn.execute("DELETE FROM event_blocks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM rare_events WHERE run_key = ?", (run_key,))
     series_sql.delete_run(conn, run_key)
+    summaries_sql.delete_run(conn, run_key)
+    run_meta_sql.delete_run(conn, run_key)
     run_id = conn.execute("SELECT run_id FROM runs WHERE run_key = ?", (run_key,)).fetchone()[0]
     conn.execute("INSERT INTO deleted_runs (run_id, deleted_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING",
                  (run_id, now))

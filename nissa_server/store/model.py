@@ -27,6 +27,10 @@ class StaleWrite(RuntimeError):
     """A write refused unapplied because an earlier write of its stream failed or was replaced."""
 
 
+class RunGone(StaleWrite):
+    """The write's run was deleted meanwhile (an upload that said hello before a ``DELETE``): final."""
+
+
 class Superseded(RuntimeError):
     """Another connection, on this server or another, has taken over the write's stream."""
 
@@ -228,7 +232,7 @@ class Pending:
             seen = sql.touch_runs(conn, [(key, step, epoch) for key, (_, step, epoch) in self._runs.items()])
             gone = [write for key, (write, _, _) in self._runs.items() if key not in seen]
             if gone:
-                raise StaleWrite(f"run {gone[0].run_id!r} was deleted")
+                raise RunGone(f"run {gone[0].run_id!r} was deleted on this server: start a new run")
         self.blocks, self.rare, self._unfenced = [], [], []
         self._streams.clear()
         self._kinds.clear()

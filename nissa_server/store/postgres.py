@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from nissa_server.health import retry_delay, supervise
 from nissa_server.store import queries, series_sql, sql
 from nissa_server.store import postgres_schema as schema
-from nissa_server.store.base import Store
+from nissa_server.store.base import DATABASE, Store
 from nissa_server.store.blocks import from_row
 from nissa_server.store.conn import Conn
 from nissa_server.store.model import Committed, EventWrite, IdRange, UnusableDatabase, Write
@@ -35,12 +36,19 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 EVENTS, STREAMS, RUNS = "nissa_events", "nissa_streams", "nissa_runs"
+NOTIFICATIONS, PUBLISHER = "notifications", "publisher"
+"""Parts in ``Health``: the listener's connection, and the publication of what it hears to watchers."""
 _RESYNC = ""  # not a channel: the listener (re)connected, catch up with whatever was committed
 _COPY = "COPY event_blocks (id, run_key, rank, seq, n, body) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = ["int8", "int8", "int4", "int8", "int4", "bytea"]
 CATCH_UP_EVENTS = 5000
 """Events read back and published at once, at most (whole blocks: one more block may pass it)."""
 READ_POOL = 8
+OUTAGE_CONNECT_S = 2
+"""While the database is found down, a read connects by itself, waiting this long at most (then 503)."""
+RECONNECT_S = 5.0
+"""The read pool gives up a series of reconnection tries after this long; the next read starts a new one (its
+tries back off, doubling: a long outage must not leave it a minute between tries once the database is back)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -86,7 +94,8 @@ def _first_line(err: BaseException) -> str:
 
 class PostgresStore(Store):
     backend = "postgresql"
-    errors = (psycopg.Error,)
+    errors = (psycopg.Error, UnusableDatabase)
+    unavailable = (psycopg.OperationalError, UnusableDatabase)  # down, restarting, unreachable, pool timed out
     schema_version = schema.SCHEMA_VERSION
 
     def __init__(self, url: str, **kwargs: Any) -> None:
@@ -125,8 +134,10 @@ class PostgresStore(Store):
         try:
             schema.migrate(raw)
             schema.create_series_tables(raw)
+            schema.backfill_lab(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             series_sql.init_progress(PgConn(raw), self.published_upto)
+            series_sql.index_labels(PgConn(raw))
             raw.commit()
         except psycopg.Error as err:
             raw.close()
@@ -136,7 +147,7 @@ class PostgresStore(Store):
             raise
         self._conn = PgConn(raw)
         self._pool = ConnectionPool(self.url, min_size=1, max_size=READ_POOL, kwargs={"autocommit": True},
-                                    open=True, name="nissa-readers")
+                                    open=True, name="nissa-readers", reconnect_timeout=RECONNECT_S)
 
     def _started(self) -> None:
         loop = asyncio.get_running_loop()
@@ -242,43 +253,47 @@ class PostgresStore(Store):
     # --- notifications -----------------------------------------------------------------------------
 
     def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The listener thread: forwards every notification to the loop, reconnecting when it must."""
+        """The listener thread: forwards every notification to the loop, reconnecting when it must (after a
+        backoff, said once per outage: ``Health``)."""
         assert self._notes is not None
         put = functools.partial(loop.call_soon_threadsafe, self._notes.put_nowait)
+        self.health.watch(NOTIFICATIONS)
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
                     for channel in (EVENTS, STREAMS, RUNS):
                         conn.execute(f"LISTEN {channel}")
                     put((_RESYNC, ""))
+                    self.health.ok(NOTIFICATIONS)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             put((note.channel, note.payload))
             except psycopg.Error as err:
                 if not self._stop.is_set():
-                    logger.warning("listening to %s failed: %s; again in 1 s", self.describe(), _first_line(err))
-                    self._stop.wait(1.0)
+                    self._stop.wait(retry_delay(self.health.failed(NOTIFICATIONS, err), self.max_retry_s))
             except RuntimeError:  # the loop closed under us: the server is stopping
                 return
 
     async def _publish_loop(self) -> None:
+        await supervise(self.health, PUBLISHER, self._publish_next, max_retry_s=self.max_retry_s)
+
+    async def _publish_next(self) -> None:
+        """Publish what the next notification says (a failure is retried by the next one, or the resync that
+        follows a reconnection: each catches up from ``published_upto``)."""
         assert self._notes is not None
-        while True:
-            channel, payload = await self._notes.get()
-            try:
-                if channel == EVENTS:
-                    await self._catch_up(int(payload.rpartition(":")[2]))
-                elif channel == _RESYNC:
-                    await self._catch_up(await self.read(sql.read_counter, "event_id"))
-                elif channel == STREAMS:
-                    run_key, rank, session = payload.split(":", 2)
-                    self.on_stream_taken(int(run_key), int(rank), session)
-                elif channel == RUNS:
-                    self.on_run_deleted(int(payload))
-            except (psycopg.Error, ValueError) as err:
-                logger.warning("notification %s %r not handled: %s", channel, payload, err)
-            except Exception:  # noqa: BLE001 - a bug in a subscriber must not stop publication for good
-                logger.exception("publishing after notification %s %r failed", channel, payload)
+        channel, payload = await self._notes.get()
+        try:
+            if channel == EVENTS:
+                await self._catch_up(int(payload.rpartition(":")[2]))
+            elif channel == _RESYNC:
+                await self._catch_up(await self.read(sql.read_counter, "event_id"))
+            elif channel == STREAMS:
+                run_key, rank, session = payload.split(":", 2)
+                self.on_stream_taken(int(run_key), int(rank), session)
+            elif channel == RUNS:
+                self.on_run_deleted(int(payload))
+        except ValueError as err:  # not a payload of ours: nothing to retry
+            logger.warning("notification %s %r not handled: %s", channel, payload, err)
 
     async def _catch_up(self, upto: int) -> None:
         """Publish every event up to id ``upto``, in id order: this server's from memory, others' read back."""
@@ -307,10 +322,23 @@ class PostgresStore(Store):
         # the writers' row lock, which only a transaction taking ids needs).
         return max(self.published_upto, await self.read(_committed_ids))
 
-    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+    def _read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         assert self._pool is not None, "store not open"
-        with self._pool.connection() as raw:
-            return fn(PgConn(raw), *args)
+        if self.health.is_down(DATABASE):
+            # The pool reconnects on a schedule of its own, backing off: a read meanwhile connects by itself, so
+            # that it answers at once (503, or the data as soon as the database is back).
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=OUTAGE_CONNECT_S) as direct:
+                return fn(PgConn(direct), *args)
+        for tries_left in range(READ_POOL, -1, -1):
+            with self._pool.connection() as raw:
+                try:
+                    return fn(PgConn(raw), *args)
+                except psycopg.OperationalError:
+                    # A pooled connection the database closed when it restarted: the pool drops it, another
+                    # one (or a new one) serves the read. Reads change nothing: trying again is safe.
+                    if not raw.broken or not tries_left:
+                        raise
+        raise AssertionError("unreachable")
 
 
 def _committed_ids(conn: Conn) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from nissa_server.store import run_meta_sql, summaries_sql
 from nissa_server.store.alerts_sql import ALERTS_SCHEMA
 from nissa_server.store.blocks import regroup
 from nissa_server.store.history import DELETED_RUNS_SCHEMA
@@ -163,8 +164,17 @@ def _v6(conn: psycopg.Connection) -> None:
             conn.execute(statement)  # type: ignore[arg-type]
 
 
+def _v7(conn: psycopg.Connection) -> None:
+    # As SQLite's v10: project, group, tags, notes, config entries, summaries (copied at the next open).
+    types = {"key": "BIGINT", "real": "DOUBLE PRECISION", "rowid": ""}
+    for script in (run_meta_sql.SCHEMA, summaries_sql.SCHEMA):
+        for statement in script.format(**types).split(";"):
+            if statement.strip():
+                conn.execute(statement)  # type: ignore[arg-type]
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -203,3 +213,12 @@ def create_series_tables(conn: psycopg.Connection) -> None:
         # Packed floats do not compress: storing them as they are spares a compression attempt per write.
         for column in ("step", "epoch", "round", "ts", "value"):
             conn.execute(f"ALTER TABLE series_chunks ALTER COLUMN {column} SET STORAGE EXTERNAL")
+
+
+def backfill_lab(conn: psycopg.Connection) -> None:
+    """What was stored before summaries and config rows existed, copied there (once, under the migration lock)."""
+    from nissa_server.store.postgres import PgConn
+
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        summaries_sql.backfill_once(PgConn(conn))

@@ -10,7 +10,7 @@ import msgspec
 from leyline import Command, CommandRecord, HubHealth, RankCommandStatus, RunFinished, RunStarted, StatusChange
 from leyline.payloads import Scalar
 from nissa_server.schemas import RankInfo, RunInfo
-from nissa_server.store import ranks_sql
+from nissa_server.store import ranks_sql, run_meta_sql, summaries_sql
 from nissa_server.store.blocks import Block, from_row
 from nissa_server.store.conn import Conn
 from nissa_server.store.sql import INDEXED_KIND_SET
@@ -39,7 +39,9 @@ def _next_fetch(rows: list[tuple], body: int) -> int:
     return max(1, min(BLOCK_PAGE, FETCH_BYTES // max(1, largest)))
 
 _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
-                " last_epoch, config, finish, hub_health, world_size, status_detail")
+                " last_epoch, config, finish, hub_health, world_size, status_detail, project, run_group, notes")
+MAX_METRICS = 10_000
+"""Series summaries one run's reply holds at most (by key)."""
 
 
 def _ranks(conn: Conn, key: int, last_seq: dict[str, int], held: set[int]) -> list[RankInfo]:
@@ -56,7 +58,8 @@ def _ranks(conn: Conn, key: int, last_seq: dict[str, int], held: set[int]) -> li
 
 
 def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
-    key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, health, world, why = row
+    (key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, health, world, why,
+     project, group, notes) = row
     start = _started.decode(config) if config else None
     last_seq, held, stored = {}, False, 0
     held_ranks: set[int] = set()
@@ -77,7 +80,9 @@ def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
         device=start.device if start else None, finish=_finished.decode(finish) if finish else None,
         hub_health=_health.decode(health) if health else None, stored_bytes=stored, world_size=world,
         status_detail=why, ranks=_ranks(conn, key, last_seq, held_ranks),
-        commands=start.commands if start else [],
+        commands=start.commands if start else [], project=project, group=group, notes=notes,
+        tags=run_meta_sql.tags_of(conn, [key])[key],
+        metrics=summaries_sql.read(conn, [key], per_run=MAX_METRICS)[key],
     )
 
 

@@ -1,5 +1,6 @@
-"""``GET /runs``: a page of runs, newest first, each as a bounded summary (the full config is on
-``GET /runs/{id}``), so that listing many runs with huge configs stays small."""
+"""``GET /runs``: a page of runs, filtered and sorted (``leyline.query``, ``runs_query``), each as a bounded
+summary (the full config is on ``GET /runs/{id}``), so that listing many runs with huge configs stays small;
+what a page's runs have in other tables is read a table at a time, not a run at a time."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import msgspec
 from leyline import RunFinished, RunStarted
 from leyline.outcome import RunOutcome as Outcome
 from leyline.payloads import Scalar
+from leyline.query import Clause, SortKey
+from leyline.summaries import MetricSummary
+from nissa_server.store import run_meta_sql, summaries_sql
 from nissa_server.store.conn import Conn
+from nissa_server.store.runs_query import compile_query, metric_keys
 
 MAX_PARAMS = 64
 """Config entries a summary carries at most."""
+MAX_METRICS = 256
+"""Series summaries one run of a page carries at most (besides those its query and sort name)."""
 MAX_CHARS = 80
 """Characters of a config key or string value (or host, device) in a summary; longer ones are cut."""
 
@@ -47,6 +54,13 @@ class RunSummary(msgspec.Struct, kw_only=True):
     summary: Outcome | None
     params: dict[str, Scalar]
     """The config, flattened to ``dotted.key → value`` (at most ``MAX_PARAMS`` entries, cut to ``MAX_CHARS``)."""
+    project: str = ""
+    group: str = ""
+    tags: list[str] = []
+    notes: str = ""
+    metrics: dict[str, MetricSummary] = {}
+    """Its series summarised, by series key (``val_loss{rank=0}``): the first ``MAX_METRICS`` by key and those
+    the query and the sort name, or those asked for (``metrics=``)."""
 
 
 def _cut(text: str | None) -> str | None:
@@ -73,48 +87,67 @@ def _outcome(start: RunStarted | None, finish: RunFinished | None) -> Outcome | 
     return out
 
 
-def _where(status: list[str] | None, name: str | None) -> tuple[str, list]:
-    clauses, args = [], []
-    if status:
-        clauses.append(f"status IN ({','.join('?' * len(status))})")
-        args += status
-    if name:
-        escaped = name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        clauses.append("LOWER(name) LIKE ? ESCAPE '\\'")
-        args.append(f"%{escaped}%")
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
-
-
-def page_runs(conn: Conn, limit: int, offset: int, status: list[str] | None, name: str | None, now: float,
-              here: str) -> tuple[int, list[RunSummary]]:
-    """(runs matching the filters, the page of them from ``offset``), newest first; ``connected`` says
-    whether a server other than ``here`` holds one of a run's streams (the caller knows its own)."""
-    where, args = _where(status, name)
-    total = int(conn.execute(f"SELECT COUNT(*) FROM runs{where}", args).fetchone()[0])
+def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: list[SortKey], now: float,
+              here: str, metrics: list[str] | None = None) -> tuple[int, list[RunSummary]]:
+    """(runs matching ``clauses``, the page of them from ``offset`` in ``sort`` order, then newest first);
+    ``connected`` says whether a server other than ``here`` holds one of a run's streams (the caller knows its
+    own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
+    by key and those the query and the sort name."""
+    q = compile_query(clauses, sort)
+    total = int(conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
     rows = conn.execute(
-        "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
-        f" config, finish, world_size, status_detail FROM runs{where} ORDER BY created_at DESC, run_key DESC"
-        " LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
-    return total, [_summary(conn, row, now, here) for row in rows]
+        "SELECT r.run_key, r.run_id, r.name, r.status, r.created_at, r.started_at, r.ended_at, r.last_seen_at,"
+        " r.last_step, r.last_epoch, r.config, r.finish, r.world_size, r.status_detail, r.project, r.run_group,"
+        f" r.notes FROM runs r {' '.join(q.joins)}{q.where_sql} ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?",
+        (*q.join_args, *q.where_args, limit, offset)).fetchall()
+    keys = [int(row[0]) for row in rows]
+    extra = _Extra(conn, keys, now, here)
+    if metrics is None:
+        found = summaries_sql.read(conn, keys, per_run=MAX_METRICS)
+        named = summaries_sql.read(conn, keys, metric_keys(clauses, sort))
+        for key in keys:
+            found[key].update(named[key])
+    else:
+        found = summaries_sql.read(conn, keys, metrics)
+    return total, [_summary(row, extra, found[int(row[0])]) for row in rows]
 
 
-def _summary(conn: Conn, row: tuple, now: float, here: str) -> RunSummary:
-    key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, world, why = row
+class _Extra:
+    """What a page's runs have in other tables, read in one query per table (not per run)."""
+
+    def __init__(self, conn: Conn, keys: list[int], now: float, here: str) -> None:
+        self.last_seq: dict[int, dict[str, int]] = {k: {} for k in keys}
+        self.stored: dict[int, int] = dict.fromkeys(keys, 0)
+        self.held: dict[int, bool] = dict.fromkeys(keys, False)
+        self.counts: dict[int, dict[str, int]] = {k: {} for k in keys}
+        self.tags = run_meta_sql.tags_of(conn, keys)
+        if not keys:
+            return
+        among = f"run_key IN ({','.join('?' * len(keys))})"
+        for key, rank, seq, nbytes, session, until in conn.execute(
+                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}", keys):
+            self.last_seq[key][str(rank)] = seq
+            self.stored[key] += nbytes
+            self.held[key] = self.held[key] or (until is not None and until >= now and session is not None
+                                                and not session.startswith(here))
+        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key", keys):
+            self.stored[key] += int(size)
+        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind", keys):
+            self.counts[key][kind] = n
+
+
+def _summary(row: tuple, extra: _Extra, metrics: dict[str, MetricSummary]) -> RunSummary:
+    (key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, world, why, project,
+     group, notes) = row
     start = _started.decode(config) if config else None
     end = _finished.decode(finish) if finish else None
-    last_seq, stored, held = {}, 0, False
-    for rank, seq, nbytes, session, until in conn.execute(
-            "SELECT rank, last_seq, bytes, session, held_until FROM streams WHERE run_key = ?", (key,)):
-        last_seq[str(rank)] = seq
-        stored += nbytes
-        held = held or (until is not None and until >= now and session is not None and not session.startswith(here))
-    stored += int(conn.execute("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE run_key = ?", (key,)).fetchone()[0])
-    counts = dict(conn.execute("SELECT kind, n FROM kind_counts WHERE run_key = ? ORDER BY kind", (key,)))
     duration = None if started is None else max(0.0, (ended if ended is not None else seen) - started)
     return RunSummary(
-        run_id=run_id, name=name, status=status, connected=held, created_at=created, started=started, ended=ended,
-        started_at=started, ended_at=ended, last_seen_at=seen, duration_s=duration, ranks=world, last_step=step,
-        last_epoch=epoch, last_seq=last_seq, counts=counts, stored_bytes=stored, status_detail=_cut(why),
-        host=_cut(start.host) if start else None, device=_cut(start.device) if start else None,
-        summary=_outcome(start, end), params=_params(start.config) if start else {},
+        run_id=run_id, name=name, status=status, connected=extra.held[key], created_at=created, started=started,
+        ended=ended, started_at=started, ended_at=ended, last_seen_at=seen, duration_s=duration, ranks=world,
+        last_step=step, last_epoch=epoch, last_seq=extra.last_seq[key], counts=extra.counts[key],
+        stored_bytes=extra.stored[key], status_detail=_cut(why), host=_cut(start.host) if start else None,
+        device=_cut(start.device) if start else None, summary=_outcome(start, end),
+        params=_params(start.config) if start else {}, project=project, group=group, tags=extra.tags[key],
+        notes=notes, metrics=metrics,
     )

@@ -59,6 +59,8 @@ class Gathered:
         self._n = 0
         self.markers: list[tuple] = []
         """(run key, event id, marker) of the events that are a marker."""
+        self.declared: list[tuple] = []
+        """(run key, event id, rank, step, payload) of the events that say how a run's metrics are summarised."""
         self.result: dict[tuple[int, str], tuple[str, Arrays]] = {}
 
     @property
@@ -127,6 +129,8 @@ class Gathered:
             marker = plan.marker(payload, env.step, env.epoch, rnd, env.ts, env.env, env.rank)
             if marker is not None:
                 self.markers.append((run_key, event_id, marker))
+        if plan.declares:
+            self.declared.append((run_key, event_id, env.rank, env.step, payload))
 
     def _layout(self, run_key: int, env: Envelope, plan: KindPlan, payload: Any, labels: tuple) -> _Layout:
         envelope = {"rank": str(env.rank)}
@@ -183,6 +187,8 @@ class Charted:
     markers: list[tuple] = field(default_factory=list)
     """(run key, event id, marker), in id order."""
     events: int = 0
+    declared: list[tuple] = field(default_factory=list)
+    """(run key, event id, rank, step, payload) of the events that declare summaries, in id order."""
 
 
 def chart(blocks: Iterable[tuple[int, int, bytes]]) -> Charted:
@@ -190,7 +196,7 @@ def chart(blocks: Iterable[tuple[int, int, bytes]]) -> Charted:
     gathered = Gathered()
     for block in blocks:
         add_block(gathered, *block)
-    return Charted(gathered.series(), gathered.markers, gathered.events)
+    return Charted(gathered.series(), gathered.markers, gathered.events, gathered.declared)
 
 
 def joined(parts: list[Charted]) -> Charted:
@@ -203,7 +209,8 @@ def joined(parts: list[Charted]) -> Charted:
             series.setdefault(key, (name, []))[1].append(arrays)
     return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays)])
                     for key, (name, arrays) in series.items()},
-                   [m for part in parts for m in part.markers], sum(part.events for part in parts))
+                   [m for part in parts for m in part.markers], sum(part.events for part in parts),
+                   [d for part in parts for d in part.declared])
 
 
 def add_block(gathered: Gathered, run_key: int, first_id: int, body: bytes) -> None:

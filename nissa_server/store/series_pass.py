@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from nissa_server.health import supervise
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted, Gathered, add_block, joined
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+SERIES_PASS = "series-pass"
+"""Its part in ``Health``."""
 PASS_EVENTS = 50_000
 """Events one pass charts at most (a backlog, after a restart or an outage, takes several in a row)."""
 KEPT_EVENTS = 2_000_000
@@ -173,19 +176,17 @@ class SeriesPass:
             await asyncio.sleep(max(0.0, until - loop.time()) / (len(series.due) + 1))
 
     async def _run(self) -> None:
+        await supervise(self._store.health, SERIES_PASS, self._step, max_retry_s=self._store.max_retry_s)
+
+    async def _step(self) -> None:
+        """The merges due, spread over an interval, then the passes that chart what was committed."""
         loop = asyncio.get_running_loop()
         interval = self.interval_s or 1.0
-        while True:
-            began = loop.time()
-            try:
-                await self.merge_due(interval)
-                await asyncio.sleep(max(0.0, began + interval - loop.time()))
-                while await self.once():
-                    await asyncio.sleep(0)
-            except self._store.errors as err:
-                logger.warning("series pass failed (retried): %s", err)
-            except Exception:  # noqa: BLE001 - a bug in one pass must not stop charting for good
-                logger.exception("series pass failed")
+        began = loop.time()
+        await self.merge_due(interval)
+        await asyncio.sleep(max(0.0, began + interval - loop.time()))
+        while await self.once():
+            await asyncio.sleep(0)
 
     async def once(self) -> bool:
         """One pass (one at a time); True while more committed events wait to be charted."""
@@ -251,7 +252,7 @@ class SeriesPass:
     async def _charted(self, gathered: Gathered) -> Charted:
         """What ``gathered`` holds as arrays (a layout at a time, in slices)."""
         await self._in_slices(gathered.series_steps())
-        return Charted(gathered.result, gathered.markers, gathered.events)
+        return Charted(gathered.result, gathered.markers, gathered.events, gathered.declared)
 
     async def _in_slices(self, steps: Iterator[None]) -> None:
         """Runs ``steps`` on the event loop, letting it serve its sockets every ``SLICE_S``."""

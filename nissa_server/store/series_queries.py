@@ -14,7 +14,7 @@ from typing import ParamSpec, TypeVar
 import msgspec
 import numpy as np
 
-from leyline.series import X_AXES, Marker
+from leyline.series import X_AXES, Marker, parse_key
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted, chart
 from nissa_server.store.series_sql import unpacked, watermark
@@ -77,51 +77,138 @@ class TooManySeries(ValueError):
     """More series of one name (label sets) than one reply holds."""
 
 
+@dataclass
+class SeriesPage:
+    """The series of one run that one reply holds, in key order."""
+
+    series: list[SeriesData]
+    more: bool
+    """Series past the last one here wait for the next page (the byte budget ran out)."""
+    spent: int
+    """Of the budget, what these series may cost at most."""
+
+
+Cost = Callable[[str, int], int]
+"""The most bytes a series with this key and this many points in the reply costs in a reply."""
+_IN = 500
+"""Keys per ``IN (…)`` list."""
+
+
+def _label_keys(conn: Conn, run_key: int, name: str, labels: dict[str, str], after_key: str | None,
+                limit: int) -> list[str]:
+    """Keys of the charted series called ``name`` with all of ``labels``, after ``after_key``, from the label
+    index (``series_labels``): what it reads is the matching label sets, not every label set of the name."""
+    part = "SELECT key FROM series_labels WHERE run_key = ? AND name = ? AND label = ? AND value = ?"
+    if after_key is not None:
+        part += " AND key > ?"
+    params: list = []
+    for label, value in labels.items():
+        params += [run_key, name, label, value] + ([after_key] if after_key is not None else [])
+    query = " INTERSECT ".join([part] * len(labels)) + " ORDER BY key LIMIT ?"
+    return [row[0] for row in conn.execute(query, (*params, limit))]
+
+
+def _keys(conn: Conn, run_key: int, name: str, labels: dict[str, str] | None, after_key: str | None,
+          limit: int) -> list[str]:
+    """Keys of the charted series called ``name`` (with all of ``labels``) after ``after_key``, in order, at
+    most ``limit``: an index range, never every label set of a name."""
+    if labels:
+        return _label_keys(conn, run_key, name, labels, after_key, limit)
+    where, params = "run_key = ? AND name = ?", (run_key, name)
+    if after_key is not None:
+        where, params = where + " AND key > ?", (*params, after_key)
+    return [row[0] for row in conn.execute(
+        f"SELECT DISTINCT key FROM series_chunks WHERE {where} ORDER BY key LIMIT ?", (*params, limit))]
+
+
+def _sizes(conn: Conn, run_key: int, name: str, keys: list[str], after_sql: str, after: tuple) -> dict[str, int]:
+    """Points stored of each of ``keys`` (in its rows with points after ``after``; keys with none left out)."""
+    sizes: dict[str, int] = {}
+    for at in range(0, len(keys), _IN):
+        chunk = keys[at:at + _IN]
+        for key, n in conn.execute(
+                f"SELECT key, SUM(n) FROM series_chunks WHERE run_key = ? AND name = ? AND key IN "
+                f"({','.join('?' * len(chunk))}){after_sql} GROUP BY key", (run_key, name, *chunk, *after)):
+            sizes[key] = int(n)
+    return sizes
+
+
 @in_snapshot
 def read_series(conn: Conn, run_key: int, name: str, axis: str, after: float | None,
-                max_points: int | None = None, keep_key: Callable[[str], bool] | None = None,
-                max_series: int | None = None) -> list[SeriesData]:
-    """Every series called ``name`` of a run (those whose key ``keep_key`` keeps): its points on ``axis``, only
-    those with x above ``after``; ``TooManySeries`` if they are more than ``max_series``.
+                max_points: int | None = None, labels: dict[str, str] | None = None,
+                max_series: int | None = None, after_key: str | None = None, budget: int | None = None,
+                cost: Cost | None = None, first: bool = True) -> SeriesPage:
+    """The series called ``name`` of a run (those with all of ``labels``, those after the key ``after_key``),
+    in key order: their points on ``axis``, only those with x above ``after``; ``TooManySeries`` if they are
+    more than ``max_series``. With a ``budget``, only as many series as ``cost`` (of a series' key and its
+    points in the reply, at most ``max_points``) says fit in it (one at least if ``first``: the first run of a
+    reply); ``more`` says whether others wait.
 
     For a chart of at most ``max_points`` points of a series many times longer, the rows' summaries are
     read where they have one (each block's extremes: what a min/max downsampling keeps anyway)."""
     col = AXIS_COLUMNS[axis]
-    where, params = "run_key = ? AND name = ?", (run_key, name)
-    if after is not None:
-        where += f" AND {col}_max > ?"
-        params += (after,)
-    sizes: dict[str, int] = {}
-    for key, n in conn.execute(f"SELECT key, n FROM series_chunks WHERE {where}", params):
-        sizes[key] = sizes.get(key, 0) + n
+    after_sql, after_params = (f" AND {col}_max > ?", (after,)) if after is not None else ("", ())
+    limit = (max_series + 1) if max_series is not None else 1 << 62
+    sizes = _sizes(conn, run_key, name, _keys(conn, run_key, name, labels, after_key, limit), after_sql, after_params)
     at = X_AXES.index(axis)
+    keep = _label_filter(labels)
     tail = {key: (arrays[at], arrays[4]) for (_, key), (own, arrays) in _tail(conn, run_key).series.items()
-            if own == name and (keep_key is None or keep_key(key))}
+            if own == name and keep(key) and (after_key is None or key > after_key)}
     for key, (x, _) in tail.items():
         sizes[key] = sizes.get(key, 0) + len(x)
-    if keep_key is not None:
-        sizes = {k: n for k, n in sizes.items() if keep_key(k)}
-        where += f" AND key IN ({','.join('?' * len(sizes)) or 'NULL'})"
-        params += tuple(sizes)
     if max_series is not None and len(sizes) > max_series:
-        raise TooManySeries(f"{len(sizes)} series are called {name!r} (label sets), more than the {max_series} "
-                            "one reply holds: choose some with labels=")
-    short = {k for k, n in sizes.items() if max_points is not None and after is None and n > SUMMARY_USE * max_points}
+        raise TooManySeries(f"at least {len(sizes)} series are called {name!r} (label sets), more than the "
+                            f"{max_series} one reply holds: choose some with labels=")
+    chosen, spent = _fitting(sorted(sizes), sizes, max_points, budget, cost, first)
+    data = _points(conn, run_key, name, col, after, after_sql, after_params, chosen, sizes, max_points, tail)
+    return SeriesPage(data, more=len(chosen) < len(sizes), spent=spent)
+
+
+def _label_filter(labels: dict[str, str] | None) -> Callable[[str], bool]:
+    if not labels:
+        return lambda key: True
+    return lambda key: all(parse_key(key)[1].get(k) == v for k, v in labels.items())
+
+
+def _fitting(keys: list[str], sizes: dict[str, int], max_points: int | None, budget: int | None,
+             cost: Cost | None, first: bool) -> tuple[list[str], int]:
+    """The first of ``keys`` whose cost fits in ``budget`` (one at least if ``first``), and what they may cost."""
+    if budget is None or cost is None:
+        return keys, 0
+    spent = 0
+    for i, key in enumerate(keys):
+        one = cost(key, sizes[key] if max_points is None else min(sizes[key], max_points))
+        if spent + one > budget and (i or not first):
+            return keys[:i], spent
+        spent += one
+    return keys, spent
+
+
+def _points(conn: Conn, run_key: int, name: str, col: str, after: float | None, after_sql: str, after_params: tuple,
+            keys: list[str], sizes: dict[str, int], max_points: int | None,
+            tail: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[SeriesData]:
+    """The points of ``keys`` on the axis ``col``: their rows (summaries where a series is long), then the
+    tail's."""
+    short = {k for k in keys if max_points is not None and after is None and sizes[k] > SUMMARY_USE * max_points}
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
-    parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
-    # Only the chosen columns leave the database (PostgreSQL reads a blob only when it is selected).
-    pick = f"summary_n IS NOT NULL AND key IN ({','.join('?' * len(short))})" if short else "0 = 1"
-    query = (f"SELECT key, CASE WHEN {pick} THEN summary_{col} ELSE {col} END, CASE WHEN {pick} THEN summary_value "
-             f"ELSE value END, CASE WHEN {pick} THEN summary_n ELSE n END FROM series_chunks WHERE {where} "
-             "ORDER BY key, id")
-    for key, x, y, n in execute(query, (*short, *short, *short, *params)):
-        xs, ys = parts.setdefault(key, ([], []))
-        xs.append(unpacked(x, n))
-        ys.append(unpacked(y, n))
-    for key in sorted(tail):
-        xs, ys = parts.setdefault(key, ([], []))
-        xs.append(tail[key][0].tobytes())
-        ys.append(tail[key][1].tobytes())
+    parts: dict[str, tuple[list[bytes], list[bytes]]] = {key: ([], []) for key in keys}
+    for at in range(0, len(keys), _IN):
+        chunk = keys[at:at + _IN]
+        picked = [k for k in chunk if k in short]
+        # Only the chosen columns leave the database (PostgreSQL reads a blob only when it is selected).
+        pick = f"summary_n IS NOT NULL AND key IN ({','.join('?' * len(picked))})" if picked else "0 = 1"
+        query = (f"SELECT key, CASE WHEN {pick} THEN summary_{col} ELSE {col} END, CASE WHEN {pick} THEN "
+                 f"summary_value ELSE value END, CASE WHEN {pick} THEN summary_n ELSE n END FROM series_chunks "
+                 f"WHERE run_key = ? AND name = ? AND key IN ({','.join('?' * len(chunk))}){after_sql} "
+                 "ORDER BY key, id")
+        for key, x, y, n in execute(query, (*picked, *picked, *picked, run_key, name, *chunk, *after_params)):
+            xs, ys = parts[key]
+            xs.append(unpacked(x, n))
+            ys.append(unpacked(y, n))
+    for key in keys:
+        if key in tail:
+            parts[key][0].append(tail[key][0].tobytes())
+            parts[key][1].append(tail[key][1].tobytes())
     out = []
     for key, (xs, ys) in parts.items():
         x = np.frombuffer(b"".join(xs), dtype=np.float64)

@@ -12,7 +12,9 @@ points is a few dozen rows whichever way it was written, and ``ORDER BY id`` is 
 A row of ``SUMMARY_MIN`` points or more also keeps its summary: the minimum and maximum of each block of
 ``SUMMARY_BLOCK`` points, what a chart of a long run reads instead of every point (an eighth of the
 bytes; every block's extremes, so no spike is lost).
-Markers (``leyline.series.marker_of``) get a row each.
+Markers (``leyline.series.marker_of``) get a row each. Each label of a series is a row of ``series_labels``
+(written once, with the series' first row): a read of the series with given labels (``labels=i=5``) finds
+their keys there, never scanning every label set of the name.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from __future__ import annotations
 import collections
 import time
 import zlib
+from collections.abc import Iterable
 
 import msgspec
 import numpy as np
 
-from leyline.series import X_AXES
+from leyline.series import X_AXES, parse_key
+from nissa_server.store import summaries_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted
 
@@ -34,6 +38,8 @@ SUMMARY_BLOCK = 16
 SUMMARY_MIN = 4096
 """Points from which a row keeps a summary (a pass's rows seldom have as many: summaries are for merged rows,
 which hold most of a long run's points)."""
+MAX_INDEXED = 1_000_000
+"""Series whose labels a writer remembers having written, at most."""
 COLUMNS = ("step", "epoch", "round", "ts", "value")
 _marker_enc = msgspec.json.Encoder()
 
@@ -81,6 +87,14 @@ def schema_sql(blob: str, key: str) -> str:
             id INTEGER PRIMARY KEY,
             upto BIGINT NOT NULL
         );
+        CREATE TABLE IF NOT EXISTS series_labels (
+            run_key BIGINT NOT NULL,
+            name TEXT NOT NULL,
+            label TEXT NOT NULL,
+            value TEXT NOT NULL,
+            key TEXT NOT NULL,
+            PRIMARY KEY (run_key, name, label, value, key)
+        );
     """
 
 
@@ -89,6 +103,27 @@ def init_progress(conn: Conn, upto: int) -> None:
     charted in the transaction that stored them, before the pass existed (or were stored before series
     were, and stay uncharted as they were)."""
     conn.execute("INSERT INTO series_progress (id, upto) VALUES (1, ?) ON CONFLICT DO NOTHING", (upto,))
+
+
+LABELS_INDEXED = 2
+"""The ``series_progress`` row that says ``series_labels`` holds the labels of every series charted before it
+existed (``index_labels``)."""
+_LABEL = "INSERT INTO series_labels (run_key, name, label, value, key) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING"
+
+
+def label_rows(series: Iterable[tuple[int, str, str]]) -> list[tuple[int, str, str, str, str]]:
+    """The ``series_labels`` rows of (run key, name, key) each: one per label."""
+    return [(run_key, name, label, value, key) for run_key, name, key in series
+            for label, value in parse_key(key)[1].items()]
+
+
+def index_labels(conn: Conn) -> None:
+    """Once per database (at start-up, in a transaction): the labels of the series charted before
+    ``series_labels`` existed."""
+    if conn.execute("SELECT 1 FROM series_progress WHERE id = ?", (LABELS_INDEXED,)).fetchone() is None:
+        charted = conn.execute("SELECT DISTINCT run_key, name, key FROM series_chunks").fetchall()
+        conn.executemany(_LABEL, label_rows((int(r[0]), r[1], r[2]) for r in charted))
+        conn.execute("INSERT INTO series_progress (id, upto) VALUES (?, 1) ON CONFLICT DO NOTHING", (LABELS_INDEXED,))
 
 
 def watermark(conn: Conn, *, lock: bool = False) -> int:
@@ -102,6 +137,7 @@ def delete_run(conn: Conn, run_key: int) -> None:
     """Inside the transaction that deletes a run."""
     conn.execute("DELETE FROM series_chunks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM series_markers WHERE run_key = ?", (run_key,))
+    conn.execute("DELETE FROM series_labels WHERE run_key = ?", (run_key,))
 
 
 def summarize(arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -166,6 +202,9 @@ class SeriesWriter:
         stays right)."""
         self.due: collections.deque[tuple[int, str, str, int]] = collections.deque()
         """Merges to do: (run key, name, series key, level)."""
+        self._indexed: set[tuple[int, str]] = set()
+        """(run key, series key) whose labels are in ``series_labels`` (written in a transaction that committed,
+        here or on another server)."""
         self.seconds = 0.0
         """CPU time the writer's thread spent writing series (with the pass's gathering: what charts cost
         ingest), for benchmarks."""
@@ -174,6 +213,7 @@ class SeriesWriter:
         """After a rollback, or once a run is deleted: the hints may be wrong."""
         self._rows.clear()
         self.due.clear()
+        self._indexed.clear()
 
     def write_pass(self, conn: Conn, mark: int, end: int, charted: Charted) -> bool:
         """Rows and markers of the events after id ``mark`` up to ``end``, and the watermark moved to ``end``,
@@ -182,7 +222,8 @@ class SeriesWriter:
         began = time.thread_time()
         if watermark(conn, lock=True) != mark:
             return False
-        keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers})
+        keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers}
+                      | {d[0] for d in charted.declared})
         alive = {r[0] for r in conn.execute(
             f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()
         series = {k: v for k, v in charted.series.items() if k[0] in alive}  # a run deleted meanwhile stays so
@@ -190,13 +231,27 @@ class SeriesWriter:
                                    for (run_key, key), (name, arrays) in series.items()])
         for (run_key, key), (name, _) in series.items():
             self._count(run_key, name, key, 0)
+        self._index(conn, [(run_key, name, key) for (run_key, key), (name, _) in series.items()
+                           if (run_key, key) not in self._indexed])
         markers = [m for m in charted.markers if m[0] in alive]
         if markers:
             conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
                                        for run_key, event_id, m in markers])
+        summaries_sql.write(conn, series, charted.declared, alive)
         conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,))
         self.seconds += time.thread_time() - began
         return True
+
+    def _index(self, conn: Conn, new: list[tuple[int, str, str]]) -> None:
+        """The labels of series this writer has not indexed yet (a row each; already there is fine)."""
+        if not new:
+            return
+        rows = label_rows(new)
+        if rows:
+            conn.executemany(_LABEL, rows)
+        if len(self._indexed) + len(new) > MAX_INDEXED:
+            self._indexed.clear()  # a flood of label sets: they are written again, and found there
+        self._indexed.update((run_key, key) for run_key, _, key in new)
 
     def _count(self, run_key: int, name: str, key: str, level: int) -> None:
         """One more row of ``level``; a merge is due at every ``MERGE_AT``."""

@@ -28,7 +28,7 @@ from leyline import (
 )
 from leyline.commands import TRAINER_COMMAND_PREFIXES, is_trainer_command
 from nissa_server.runs import Stream
-from nissa_server.store import ranks_sql
+from nissa_server.store import ranks_sql, run_meta_sql
 from nissa_server.store.conn import Conn
 
 logger = logging.getLogger(__name__)
@@ -253,6 +253,7 @@ def apply_effect(conn: Conn, run_key: int, event: Event) -> None:
         if event.rank == 0:  # every rank sends one; the run's name and config are rank 0's
             conn.execute("UPDATE runs SET name = ?, config = ?, started_at = ? WHERE run_key = ?",
                          (payload.name, _enc.encode(payload), event.ts, run_key))
+            run_meta_sql.started(conn, run_key, payload)
         ranks_sql.rank_started(conn, run_key, event, now)
     elif isinstance(payload, RunFinished):
         ranks_sql.rank_finished(conn, run_key, event, now)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from nissa_server.store import series_sql, sql
+from nissa_server.store import series_sql, sql, summaries_sql
 from nissa_server.store import sqlite_schema as schema
 from nissa_server.store.base import Store
 from nissa_server.store.conn import Conn
@@ -24,7 +24,8 @@ _INSERT_BLOCKS = "INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VAL
 
 class SqliteStore(Store):
     backend = "sqlite"
-    errors = (sqlite3.Error,)
+    errors = (sqlite3.Error, UnusableDatabase)
+    unavailable = (sqlite3.OperationalError, UnusableDatabase)  # locked, disk I/O, out of space …
     schema_version = schema.SCHEMA_VERSION
 
     def __init__(self, path: pathlib.Path, *, exclusive: bool = True, **kwargs: Any) -> None:
@@ -60,9 +61,15 @@ class SqliteStore(Store):
             raise
         self._lock, self._conn = lock, conn
         conn.executescript(series_sql.schema_sql("BLOB", "INTEGER PRIMARY KEY"))
+        conn.execute("BEGIN IMMEDIATE")
+        summaries_sql.backfill_once(conn)
+        conn.execute("COMMIT")
         block = conn.execute("SELECT id + n - 1 FROM event_blocks ORDER BY id DESC LIMIT 1").fetchone()
         last = max(sql.read_counter(conn, "event_id"), block[0] if block else 0)
         series_sql.init_progress(conn, last)
+        conn.execute("BEGIN IMMEDIATE")
+        series_sql.index_labels(conn)
+        conn.execute("COMMIT")
         self._next_id = last + 1
         self.published_upto = last
 
@@ -119,5 +126,5 @@ class SqliteStore(Store):
                 self._readers.append(conn)
         return conn
 
-    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+    def _read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         return fn(self._reader(), *args)

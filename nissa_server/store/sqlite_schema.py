@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nissa_server.store import run_meta_sql, summaries_sql
 from nissa_server.store.alerts_sql import ALERTS_SCHEMA
 from nissa_server.store.blocks import regroup
 from nissa_server.store.history import DELETED_RUNS_SCHEMA
@@ -198,8 +199,16 @@ def _v9(conn: sqlite3.Connection) -> None:
     _run_script(conn, ALERTS_SCHEMA.format(key="INTEGER", real="REAL", rowid=""))
 
 
+def _v10(conn: sqlite3.Connection) -> None:
+    # A lab's runs: project, group, tags, notes, config entries a row each, every series summarised (see
+    # store.run_meta_sql and store.summaries_sql; what was stored before is copied there at the next open).
+    types = {"key": "INTEGER", "real": "REAL", "rowid": " WITHOUT ROWID"}
+    _run_script(conn, run_meta_sql.SCHEMA.format(**types))
+    _run_script(conn, summaries_sql.SCHEMA.format(**types))
+
+
 # Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

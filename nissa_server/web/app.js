@@ -1,5 +1,6 @@
-// nissa web page: the runs table, a run's charts with markers, live updates over /ws/watch, overlays.
-// Read-only; every request goes to this server (no CDN, no outside fonts). With --read-auth the
+// nissa web page: a run's charts with markers, live updates over /ws/watch, overlays, routing (the runs
+// table is runs.js, diffs, group charts and parallel coordinates compare.js). Every request goes to this
+// server (no CDN, no outside fonts); the only write is a run's group, tags and notes (PATCH). With --read-auth the
 // token is asked for once and kept for the tab (sessionStorage).
 "use strict";
 
@@ -37,87 +38,32 @@ window.nissa = state;  // for tests and the curious: what the page shows
 
 function token() { return sessionStorage.getItem("nissa-token"); }
 
-async function api(path) {
-  const headers = token() ? {Authorization: "Bearer " + token()} : {};
-  const res = await fetch(path, {headers});
-  if (res.status === 401) { $("auth").hidden = false; throw new Error("this server needs its token to read"); }
-  if (!res.ok) throw new Error(`${path}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
+async function request(path, init = {}) {
+  const headers = {...(token() ? {Authorization: "Bearer " + token()} : {}), ...(init.body ? {"Content-Type": "application/json"} : {})};
+  const res = await fetch(path, {...init, headers});
+  if (res.status === 401) {
+    $("auth").hidden = false;
+    throw Object.assign(new Error("this server needs its token (above)"), {status: 401});
+  }
+  if (!res.ok) throw new Error(`${path.split("?")[0]}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
   $("auth").hidden = true;
-  return res.json();
+  return res;
+}
+
+async function api(path, init) { return (await request(path, init)).json(); }
+
+// Where the rest of a reply that holds a page starts (its Link: <…>; rel="next"), or null.
+function nextPage(res) {
+  const found = /<([^>]*)>;\s*rel="next"/.exec(res.headers.get("Link") || "");
+  return found ? found[1] : null;
+}
+
+async function apiPage(path) {  // a page of a list and how many items match in all (X-Total-Count)
+  const res = await request(path), items = await res.json();
+  return {items, total: Number(res.headers.get("X-Total-Count") ?? items.length)};
 }
 
 function showError(err) { $("error").textContent = err ? String(err.message || err) : ""; }
-
-// --- the runs table --------------------------------------------------------------------------------
-
-function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
-function fmtDur(s) {
-  if (s == null) return "";
-  const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60, sec = Math.floor(s % 60);
-  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(sec).padStart(2, "0")}s` : `${sec}s`;
-}
-function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v); }
-
-function differingParams(runs, shown) {
-  // Config values set differently in the runs that have them first, then those some runs lack.
-  const keys = [...new Set(runs.flatMap((r) => Object.keys(r.params || {})).filter((k) => !shown.includes(k)))];
-  const has = (k) => runs.filter((r) => k in (r.params || {}));
-  const valued = keys.filter((k) => new Set(has(k).map((r) => JSON.stringify(r.params[k]))).size > 1);
-  const absent = keys.filter((k) => !valued.includes(k) && has(k).length < runs.length);
-  return [...valued, ...absent].slice(0, 6);
-}
-
-async function loadRuns() {
-  const params = new URLSearchParams({limit: "200"});
-  if ($("filter").value) params.set("name", $("filter").value);
-  if ($("status-filter").value) params.set("status", $("status-filter").value);
-  state.runs = await api("/runs?" + params);
-  renderRuns();
-}
-
-function runColumns(runs) {
-  // [title, value for sorting, text shown]; then the config values that differ between the runs listed.
-  const fixed = [
-    ["name", (r) => r.name || r.run_id], ["status", (r) => r.status],
-    ["started", (r) => r.started || r.created_at, (v) => fmtTime(v)], ["duration", (r) => r.duration_s, fmtDur],
-    ["final acc", (r) => (r.summary || {}).final_accuracy], ["best acc", (r) => (r.summary || {}).best_accuracy],
-    ["fossilized", (r) => (r.summary || {}).fossilized], ["rounds", (r) => (r.summary || {}).rounds],
-    ["policy", (r) => (r.summary || {}).policy],
-  ];
-  return [...fixed, ...differingParams(runs, fixed.map(([title]) => title)).map((k) => [k, (r) => (r.params || {})[k]])];
-}
-
-function renderRuns() {
-  const cols = runColumns(state.runs);
-  if (state.sort) {
-    const [i, dir] = state.sort, get = cols[i] ? cols[i][1] : () => 0;
-    state.runs.sort((a, b) => { const x = get(a), y = get(b); return (x == null) - (y == null) || (x < y ? -dir : x > y ? dir : 0); });
-  }
-  $("runs").tHead.innerHTML = "<tr><th></th>" + cols.map(([c], i) => `<th data-col="${i}">${escapeHtml(c)}` +
-    (state.sort && state.sort[0] === i ? (state.sort[1] > 0 ? " ▲" : " ▼") : "") + "</th>").join("") + "</tr>";
-  $("runs").tHead.querySelectorAll("th[data-col]").forEach((th) => th.addEventListener("click", () => {
-    const i = Number(th.dataset.col);
-    state.sort = [i, state.sort && state.sort[0] === i ? -state.sort[1] : 1];
-    renderRuns();
-  }));
-  const body = $("runs").tBodies[0];
-  body.innerHTML = "";
-  for (const r of state.runs) {
-    const tr = document.createElement("tr");
-    tr.dataset.runId = r.run_id;
-    const cells = cols.slice(2).map(([, get, show]) => (show || fmtNum)(get(r)));
-    tr.innerHTML = `<td><input type="checkbox"></td><td><a href="#run=${encodeURIComponent(r.run_id)}">` +
-      `${escapeHtml(r.name || r.run_id)}</a></td><td class="status-${escapeHtml(r.status)}">${escapeHtml(r.status)}</td>` +
-      cells.map((c, i) => `<td class="${i > 1 ? "num" : ""}">${escapeHtml(c)}</td>`).join("");
-    const box = tr.querySelector("input");
-    box.checked = state.selected.has(r.run_id);
-    box.addEventListener("change", () => {
-      box.checked ? state.selected.add(r.run_id) : state.selected.delete(r.run_id);
-      $("overlay").disabled = state.selected.size < 2;
-    });
-    body.appendChild(tr);
-  }
-}
 
 function escapeHtml(text) {
   return String(text).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -142,13 +88,18 @@ class Chart {
     for (const name of this.names) {
       const params = new URLSearchParams({x: this.view.axis, max_points: "2000"});
       if (after != null) params.set("after", String(after));
-      const reply = await api(`/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params);
-      for (const s of reply.series) {
-        const id = s.run_id + " " + s.key;
-        let line = this.lines.get(id);
-        if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
-        const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
-        s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+      let page = `/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params;
+      while (page) {
+        const res = await request(page);
+        const reply = await res.json();
+        for (const s of reply.series) {
+          const id = s.run_id + " " + s.key;
+          let line = this.lines.get(id);
+          if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
+          const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
+          s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
+        }
+        page = nextPage(res);
       }
     }
   }
@@ -356,16 +307,22 @@ class ChartsView {
   }
 }
 
-// --- routing: #run=A&overlay=B,C, or the runs table --------------------------------------------------
+// --- routing: #run=A&overlay=B,C, #diff=A,B,C, #group=LABEL&runs=A,B, or the runs table ---------------
 
 async function route() {
   showError(null);
   if (state.view) { state.view.close(); state.view = null; }
   const hash = new URLSearchParams(location.hash.slice(1));
-  const run = hash.get("run");
-  $("runs-view").hidden = !!run;
-  $("charts-view").hidden = !run;
+  const run = hash.get("run"), diff = hash.get("diff"), group = hash.get("group");
+  const view = run ? "charts-view" : diff ? "diff-view" : group != null ? "group-view" : "runs-view";
+  for (const id of ["runs-view", "charts-view", "diff-view", "group-view"]) $(id).hidden = id !== view;
   try {
+    if (diff) { $("where").textContent = "config diff"; await showDiff(diff.split(",").filter(Boolean)); return; }
+    if (group != null) {
+      $("where").textContent = "group " + group;
+      await showGroup(group, (hash.get("runs") || "").split(",").filter(Boolean), (hash.get("metrics") || "").split(",").filter(Boolean));
+      return;
+    }
     if (!run) { $("where").textContent = "runs"; await loadRuns(); return; }
     const runs = [run, ...(hash.get("overlay") || "").split(",").filter((r) => r && r !== run)];
     $("where").textContent = runs.join(" vs ");
@@ -379,12 +336,7 @@ async function route() {
 
 function main() {
   $("auth").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("nissa-token", $("token").value); route(); });
-  $("filter").addEventListener("input", () => loadRuns().catch(showError));
-  $("status-filter").addEventListener("change", () => loadRuns().catch(showError));
-  $("overlay").addEventListener("click", () => {
-    const [first, ...rest] = [...state.selected];
-    location.hash = `run=${encodeURIComponent(first)}&overlay=${rest.map(encodeURIComponent).join(",")}`;
-  });
+  setupRuns();
   $("axis").addEventListener("change", () => route());
   $("add-chart").addEventListener("click", () => {
     const name = $("picker").value;

@@ -170,3 +170,16 @@ def test_overload_benchmark_counts_dropped_trainers_and_healthz_latency():
     assert figures["trainers_dropped"] == 0 and figures["stored_ratio"] == 1.0
     assert figures["healthz_p99_ms"] > 0 and figures["ratio"] == pytest.approx(figures["healthz_p99_ms"] / 1000,
                                                                                rel=1e-2)
+
+
+@pytest.mark.timeout(240)
+def test_hot_path_benchmark_runs_both_env_executions_side_by_side():
+    # About 15 s: op counts at 2 envs, a few launch-bound batches, one short round of each mode.
+    figures = _run_bench("bench/hot_path.py", "--n-envs", "2", "--op-envs", "2", "--repeats", "1",
+                         "--episode-length", "2", "--op-batches", "2", "--cpu-batches", "2", "--diff-steps", "2",
+                         "--train-size", "128")
+    assert figures["envs"] == 2
+    assert 0 < figures["ops_per_env_batch_batched"] < figures["ops_per_env_batch_per_env"]
+    assert figures["ops_ratio"] == pytest.approx(
+        figures["ops_per_env_batch_batched"] / figures["ops_per_env_batch_per_env"], abs=2e-3)
+    assert figures["cpu_ratio"] > 0 and 0 <= figures["max_abs_diff"] < 1e-4

@@ -57,9 +57,13 @@ def test_encode_checked_refuses_what_decoding_refuses_and_says_where():
 def test_check_run_id_and_rank():
     check_run_id("run-1.a_b:c")
     check_run_id("a..b")
-    for bad in ("", "has space", "a/b", "x" * 129, "trailing\n", 5, ".", "..", "...", "..\n"):
+    check_run_id("a-")
+    for bad in ("", "has space", "a/b", "x" * 129, "trailing\n", 5, ".", "..", "...", "..\n", "-", "-x", "--help",
+                "=1+2", "+1", "@SUM(A1)"):
         with pytest.raises(msgspec.ValidationError):
             check_run_id(bad)  # type: ignore[arg-type]
+    with pytest.raises(msgspec.ValidationError, match="not starting with '-' \\(a spreadsheet reads it as a formula"):
+        check_run_id("-2+3")
     check_rank(0)
     check_rank(65535)
     for bad in (-1, 65536, True, 1.0, "1"):

@@ -6,7 +6,7 @@ from typing import ClassVar
 import msgspec
 import pytest
 
-from leyline import CommandAction, CommandStatus, CommandStatusChanged, EpochCompleted, EventKind, make_event
+from leyline import CommandAction, CommandStatus, CommandStatusChanged, EpochCompleted, EventKind, SummaryUpdated, make_event
 from leyline.events import Event
 from leyline.payloads import Payload
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
@@ -14,6 +14,7 @@ from leyline.series import (
     COORDINATE_FIELDS,
     IGNORED_FIELDS,
     MARKER_KINDS,
+    NO_POINTS_KINDS,
     X_AXES,
     format_key,
     marker_of,
@@ -38,8 +39,8 @@ def _numbers(value, field=""):
     return []
 
 
-@pytest.mark.parametrize("event", [e for e in sample_events() if e.kind.value != "metrics"],  # its own test below
-                         ids=lambda e: e.kind.value)
+@pytest.mark.parametrize("event", [e for e in sample_events() if e.kind.value != "metrics"  # its own test below
+                                   and e.kind.value not in NO_POINTS_KINDS], ids=lambda e: e.kind.value)
 def test_every_numeric_field_of_every_kind_is_a_point(event):
     points = points_of(event)
     expected = _numbers(msgspec.to_builtins(event.payload))
@@ -161,3 +162,8 @@ def test_a_series_name_says_which_kind_it_comes_from():
     assert len(pairs) > 10 and all(found == kind for found, kind in pairs)
     assert [kind_of_name(n) for n in ("loss", "val.loss", "metrics", "ppo_update.entropy.op")] == \
         ["metrics", "metrics", "metrics", "ppo_update"]
+
+
+def test_what_a_loop_says_of_its_results_is_no_point():
+    event = make_event(SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}), run_id="r", seq=1, ts=1.0)
+    assert points_of(event) == [] and values_of(event) == []

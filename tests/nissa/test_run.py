@@ -132,5 +132,7 @@ def test_init_names_the_argument_that_is_wrong(tmp_path):
         nissa.init(log_dir=tmp_path, server="ftp://x")
     with pytest.raises(ValueError, match="run_id"):
         nissa.init(log_dir=tmp_path, run_id="a/b")
+    with pytest.raises(ValueError, match="run_id: '-1' .* not starting with '-' \\(a spreadsheet reads it as a formula"):
+        nissa.init(log_dir=tmp_path, run_id="-1")
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"name": "stop"}, nissa.calls.CommandSpec)

@@ -104,9 +104,11 @@ async def test_a_rank_that_stops_advancing_while_its_heartbeats_go_on_is_hung(tm
      "alerts.toml: rules[0] ('x'): unknown field 'after_s' for when = 'anomaly'"),
     ({"rules": [{"name": "x", "when": "threshold", "series": "epoch_completed.accuracy"}]},
      "alerts.toml: rules[0] ('x'): below/above: a threshold rule needs 'below' or 'above' (or both)"),
-    ({"rules": [{"name": "x", "when": "nan", "series": "accuracy"}]},
-     "alerts.toml: rules[0] ('x'): series: must name a series, such as 'epoch_completed.accuracy' (with labels "
-     "to narrow it: 'epoch_completed.accuracy{env=0}')"),
+    ({"rules": [{"name": "x", "when": "nan", "series": " "}]},
+     "alerts.toml: rules[0] ('x'): series: must name a series, such as 'val_loss' or 'epoch_completed.accuracy' "
+     "(with labels to narrow it: 'epoch_completed.accuracy{env=0}')"),
+    ({"rules": [{"name": "x", "when": "nan", "series": "{env=0}"}]},
+     "alerts.toml: rules[0] ('x'): series: '{env=0}' has labels but no name"),
 ])
 def test_a_bad_rules_file_is_one_line_naming_the_rule_and_field(spec, message):
     from nissa_server.alerts.rules import RulesError

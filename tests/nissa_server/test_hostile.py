@@ -41,7 +41,7 @@ async def test_a_nul_in_a_path_or_query_is_refused_with_a_reason(server_url, htt
 
 
 async def test_a_watch_of_no_possible_run_id_is_closed_with_a_reason(server_url):
-    for run_id in ("a\x00", "a/b", "x" * 129):
+    for run_id in ("a\x00", "a/b", "x" * 129, "-1"):
         async with connect(ws_url(server_url, "/ws/watch", run_id=run_id), open_timeout=30) as ws:
             code, reason = await close_of(ws)
         assert code == CLOSE_BAD_FRAME and "is not a run id" in reason, (run_id, code, reason)

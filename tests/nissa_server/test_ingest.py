@@ -104,6 +104,7 @@ CASES = {
     "hello with a huge name": (_hello().replace('"name":""', '"name":"%s"' % ("x" * 1_000_000)), None,
                                CLOSE_BAD_FRAME),
     "hello for a dot run id": (_hello().replace('"run_id":"bad"', '"run_id":".."'), None, CLOSE_BAD_FRAME),
+    "hello for a formula run id": (_hello().replace('"run_id":"bad"', '"run_id":"-2+3"'), None, CLOSE_BAD_FRAME),
     "second hello": (_hello(), _hello(), CLOSE_BAD_FRAME),
     "oversized frame": (_hello(), "[" + " " * (5 * 1024 * 1024) + "]", CLOSE_TOO_LARGE),
     "too many events": (_hello(), _batch(n=5001), CLOSE_TOO_LARGE),

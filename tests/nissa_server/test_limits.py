@@ -12,8 +12,9 @@ from websockets.asyncio.client import connect
 
 from leyline.frames import CLOSE_IDLE, CLOSE_TOO_MANY
 from nissa_server.settings import ConnectionLimits
-from tests.support import (IngestClient, close_of, events_for, running_server, start_server_process, stop_process,
-                           ws_url)
+from leyline.frames import STREAM_SECRET_HEADER
+from tests.support import (SECRET, IngestClient, close_of, events_for, ingest_events, running_server,
+                           start_server_process, stop_process, ws_url)
 from tests.support.waiting import wait_for
 
 PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
@@ -131,6 +132,27 @@ def test_a_body_must_keep_coming(tmp_path):
         assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
         metrics = httpx.get(f"{url}/metrics", timeout=30).text
     assert 'nissa_connections_refused_total{reason="body_timeout"}' in metrics
+
+
+@pytest.mark.single_backend
+def test_a_body_that_stops_short_is_a_client_error(tmp_path, caplog):
+    """The route was reading the body when the server answered 408 and closed: the route's read ends, and that
+    is the client's doing: no traceback in the log, no 5xx in /metrics."""
+    limits = ConnectionLimits(header_timeout_s=0.3, min_body_rate=1000)
+    body = b'{"run_id": "nope", "action": "debug", "epochs": 1}'
+    secret = f"{STREAM_SECRET_HEADER}: {SECRET}".encode()
+    routes = ((b"POST /escalate", body), (b"PUT /runs/up/artifacts/a.txt", b"x" * 100))
+    with running_server(tmp_path, limits=limits) as url:
+        asyncio.run(ingest_events(url, events_for("up", 2)))
+        for request, content in routes:
+            head = request + b" HTTP/1.1\r\nHost: x\r\n" + secret + b"\r\nContent-Length: %d\r\n\r\n"
+            stalled = _open(url, 1, send=head % (len(content) + 50) + content)[0]
+            assert _answer(stalled).startswith(b"HTTP/1.1 408")
+        wait_for(lambda: httpx.get(f"{url}/metrics", timeout=30).text.count('status="4xx"') >= 2,
+                 message="the stalled requests counted")
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    assert 'status="5xx"' not in metrics, [line for line in metrics.splitlines() if "5xx" in line]
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
 
 
 async def test_at_the_cap_busy_connections_stay_and_a_newcomer_is_told_why(tmp_path):

@@ -136,3 +136,18 @@ async def test_a_lost_run_can_be_deleted_once_its_trainer_is_gone(tmp_path):
         await wait_status(url, "left", "lost")
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             assert (await http.delete("/runs/left")).json()["events"] == 3
+
+
+async def test_an_upload_racing_a_delete_is_told_the_run_is_gone(tmp_path, caplog):
+    """The upload said hello before the DELETE and sends its events after: the write finds no run, and the
+    upload is closed for good (4404), not as if the store had failed (1011), and no traceback is logged."""
+    with running_server(tmp_path, token=TOKEN) as url:
+        await ingest_events(url, _finished("raced", 5), token=TOKEN)
+        async with IngestClient(url, "raced", token=TOKEN, upload=True) as upload:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                assert (await http.delete("/runs/raced", headers=AUTH)).status_code == 200
+            await upload.send(events_for("raced", 3, start_seq=20))
+            assert upload.ws is not None
+            code, reason = await close_of(upload.ws)
+    assert code == CLOSE_DELETED and "deleted" in reason, (code, reason)
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]

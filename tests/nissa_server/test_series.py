@@ -102,9 +102,9 @@ async def test_incremental_reads_give_each_new_point_once_in_order(server_url, h
 async def test_markers_say_what_happened(server_url, http):
     fossil = SeedFossilized(slot="r0c0", seed_id="s1", blueprint="conv", params=10)
     applied = CommandStatusChanged(command_id="c", action=CommandAction.DEBUG, status=CommandStatus.APPLIED)
-    queued = CommandStatusChanged(command_id="c", action=CommandAction.DEBUG, status=CommandStatus.QUEUED)
+    delivered = CommandStatusChanged(command_id="c", action=CommandAction.DEBUG, status=CommandStatus.DELIVERED)
     events = [make_event(p, run_id="m", seq=i + 1, ts=1.7e9 + i, step=100 * i)
-              for i, p in enumerate((queued, applied, fossil))]
+              for i, p in enumerate((delivered, applied, fossil))]
     await _send(server_url, "m", [events])
     marks = (await http.get("/runs/m/markers")).json()
     assert [(m["kind"], m["label"], m["step"]) for m in marks] == [("command", "debug applied", 100),

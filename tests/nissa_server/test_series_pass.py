@@ -51,7 +51,7 @@ async def _charts(store, run) -> tuple[dict, list]:
     listing = await store.read(series_queries.list_series, run.run_key, None, 100_000)
     got: dict[str, tuple[list[float], list[float]]] = {}
     for name in sorted({name for _, name, _ in listing}):
-        for data in await store.read(series_queries.read_series, run.run_key, name, "step", None):
+        for data in (await store.read(series_queries.read_series, run.run_key, name, "step", None)).series:
             got[data.key] = (data.x.tolist(), data.y.tolist())
     assert {key: n for key, _, n in listing} == {key: len(x) for key, (x, _) in got.items()}
     markers = await store.read(series_queries.read_markers, run.run_key, "step", None, 100_000)
@@ -299,8 +299,8 @@ async def test_a_column_of_one_value_is_kept_once_and_read_back_whole_on_every_a
     want = {"step": [3.0 * s for s in range(1, n + 1)], "epoch": [float((s - 1) // per_pass) for s in range(1, n + 1)],
             "ts": [1.7e9 + s / 8 for s in range(1, n + 1)]}
     for axis, xs in want.items():
-        (data,) = await store.read(series_queries.read_series, run.run_key, "loss", axis, None)
+        (data,) = (await store.read(series_queries.read_series, run.run_key, "loss", axis, None)).series
         assert data.x.tolist() == xs and data.y.tolist() == [0.5] * n, axis
-    (short,) = await store.read(series_queries.read_series, run.run_key, "loss", "epoch", None, 1)
+    (short,) = (await store.read(series_queries.read_series, run.run_key, "loss", "epoch", None, 1)).series
     assert len(short.x) == merged[0][5] < n and set(short.y.tolist()) == {0.5}, "the summary, unpacked"
     await store.close()

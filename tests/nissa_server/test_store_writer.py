@@ -8,7 +8,7 @@ from collections import Counter
 
 from leyline import CommandAction, CommandStatus, CommandStatusChanged
 from nissa_server.batches import add_server_event
-from nissa_server.store import EventWrite, StaleWrite, Superseded, queries, sql
+from nissa_server.store import EventWrite, RunGone, StaleWrite, Superseded, queries, sql
 from tests.support.stores import failing, settled, started, write_for
 
 async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
@@ -130,7 +130,8 @@ async def test_a_deleted_run_takes_no_more_events(tmp_path):
     late.on_failed = failures.append
     await settled(store)
     await store.close()
-    assert [str(err) for err in failures] == ["run 'gone' was deleted"]
+    assert [type(err) for err in failures] == [RunGone]
+    assert str(failures[0]) == "run 'gone' was deleted on this server: start a new run"
 
 
 async def test_close_commits_what_is_queued(tmp_path):

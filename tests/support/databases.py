@@ -178,3 +178,23 @@ def allow_all(settings: Any) -> None:
     side = side_connection(settings)
     side.execute("DROP TRIGGER refuse" + ("" if settings.db_url is None else " ON event_blocks"))
     side.close()
+
+
+def _session_server() -> Any:
+    _admin_uri()
+    if _server is None:
+        raise RuntimeError(_unavailable or "PostgreSQL unavailable")
+    return _server
+
+
+def stop_postgres() -> None:
+    """Stop the test session's PostgreSQL server in fast mode: every connection is cut, as in a restart or a
+    crash of the database (``start_postgres`` brings it back at the same address)."""
+    from pgserver._commands import pg_ctl
+
+    server = _session_server()
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+
+
+def start_postgres() -> None:
+    _session_server().ensure_postgres_running()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from leyline import EpochCompleted, SeedFossilized
@@ -13,10 +14,11 @@ from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tests.tui.test_live import console, until
 from tui.app import build_app
+from tui.client import NissaClient
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen
 from tui.screens.series_picker import SeriesPicker
-from tui.widgets.chart import ChartPanel
+from tui.widgets.chart import ChartPanel, ChartSpec
 
 ACC = "epoch_completed.accuracy"
 
@@ -139,3 +141,44 @@ async def test_charts_opened_before_the_run_has_points_fill_as_they_come(tmp_pat
                     await trainer.send([trainer.event(EpochCompleted(accuracy=0.1 * i, val_loss=1.0), env=1)])
                 await until(pilot, lambda: [t.x for t in acc.shown] == [steps], "each point once, in order")
                 assert acc.shown[0].label_text == "env=1"
+
+
+async def test_a_chart_being_removed_is_not_drawn(tmp_path: Path):
+    # Its plot goes before the panel leaves the screen; a redraw in between (the timer's) must skip it.
+    log = write_run_log(tmp_path / "r" / "events.jsonl")
+    app = build_app(WatchConfig(client=None, replay_file=log, charts=True, refresh_hz=20))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "charts")
+        doomed = panel(screen, "accuracy")
+        await until(pilot, lambda: doomed.shown, "accuracy drawn")
+        doomed.focus()
+        screen.action_remove_chart()
+        while doomed in screen.panels:
+            screen.redraw(force=True)
+            await asyncio.sleep(0)
+        assert "accuracy" not in [p.spec.title for p in screen.panels]
+
+
+async def test_a_chart_added_while_its_runs_markers_are_read_gets_its_history(tmp_path: Path, monkeypatch):
+    # The markers' read is held (the test's gate in front of the real client) while a chart is added: the read
+    # in progress must take the new chart's series too, since the add found it running and left it to it.
+    gate, holding = asyncio.Event(), asyncio.Event()
+    markers = NissaClient.markers
+
+    async def held(self, run_id):
+        holding.set()
+        await gate.wait()
+        return await markers(self, run_id)
+
+    monkeypatch.setattr(NissaClient, "markers", held)
+    with running_server(tmp_path) as url:
+        async with scripted_trainer(url, "run-held") as trainer:
+            await trainer.send(scripted_run("run-held", epochs=4, finish=True))
+        app = console(url, run_id="run-held", charts=True)
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "charts")
+            await until(pilot, lambda: holding.is_set(), "the series read, the markers' read begun")
+            added = screen.add_chart(ChartSpec.of_name("epoch_completed.val_loss"))
+            await pilot.pause()
+            gate.set()
+            await until(pilot, lambda: added.shown, "the added chart drawn")

@@ -52,3 +52,19 @@ def test_client_config_is_validated():
         ClientConfig("127.0.0.1:8765")
     cfg = ClientConfig("https://nissa.example:8443/", token="t")
     assert cfg.ws_base == "wss://nissa.example:8443" and cfg.headers == {"Authorization": "Bearer t"}
+
+
+async def test_series_follows_the_link_to_the_rest_of_a_reply_that_holds_a_page(tmp_path):
+    from leyline import Metrics, make_event
+    from tests.support import ingest_events
+
+    events = [make_event(Metrics(values={"loss": float(i)}, labels={"i": str(i)}), run_id="paged", seq=i + 1,
+                         ts=1.7e9 + i, step=i, epoch=0) for i in range(60)]
+    with running_server(tmp_path, max_page_bytes=4_000) as url:
+        await ingest_events(url, events)
+        client = NissaClient(ClientConfig(url))
+        try:
+            series = await client.series("paged", "loss", "step", 2000)
+            assert sorted(s["y"][0] for s in series) == [float(i) for i in range(60)]
+        finally:
+            await client.aclose()

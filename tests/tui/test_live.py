@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from leyline import CommandStatus, Heartbeat, TelemetryLevel
 
+from tests.support.clock import ManualClock
 from tests.support.server import running_server
 from tests.support.waiting import async_wait_for
 from tests.tui.producer import scripted_trainer
@@ -25,12 +26,15 @@ from tui.widgets.lifecycle import CommandPanel
 SIZE = (120, 40)
 
 
-def console(url: str, **kwargs: object) -> EsperWatch:
+def console(url: str, clock: ManualClock | None = None, **kwargs: object) -> EsperWatch:
+    """A console polling fast; on ``clock`` when given (a run's silence then lasts only as long as the test
+    advances it, however slow the machine)."""
     token = kwargs.pop("token", None)
     fast = dict(refresh_hz=20.0, command_poll_s=0.2, runs_poll_s=0.2)
     fast.update(kwargs)  # type: ignore[arg-type]
     client = ClientConfig(url, token=token, backoff_initial_s=0.05, backoff_max_s=0.5)  # type: ignore[arg-type]
-    return EsperWatch(WatchConfig(client=client, **fast))  # type: ignore[arg-type]
+    config = WatchConfig(client=client, **fast)  # type: ignore[arg-type]
+    return EsperWatch(config) if clock is None else EsperWatch(config, clock=clock)
 
 
 async def until(pilot, predicate, message: str, timeout: float = 30.0):
@@ -44,7 +48,8 @@ async def test_live_run_from_the_picker_with_a_debug_window(tmp_path):
     with running_server(tmp_path) as url:
         async with scripted_trainer(url, "run-live") as trainer:
             await trainer.send(scripted_run("run-live", epochs=4, finish=False))
-            app = console(url)
+            clock = ManualClock()
+            app = console(url, clock)
             async with app.run_test(size=SIZE) as pilot:
                 picker = await until(pilot, lambda: isinstance(app.screen, RunPickerScreen) and app.screen, "picker")
                 await until(pilot, lambda: "run-live" in picker.runs, "run listed")
@@ -56,10 +61,16 @@ async def test_live_run_from_the_picker_with_a_debug_window(tmp_path):
                 await until(pilot, lambda: header.view and header.view.connection == "connected", "header")
                 assert header.view.run_id == "run-live" and header.view.status == "live"
                 assert header.view.epoch == 4 and header.view.staleness == "LIVE"
+                # Silence is read on the console's clock: SLOW past 5 s, STALE past 15 s, LIVE at the next event.
+                for advance, shown in ((4.9, "LIVE"), (0.1, "SLOW"), (9.9, "SLOW"), (0.1, "STALE")):
+                    clock.advance(advance)
+                    view.render_tick()
+                    assert header.view.staleness == shown, (clock.now, shown)
 
                 # Live events arrive after the replay, in the log too.
                 await trainer.emit(Heartbeat(uptime_s=99.0))
                 await until(pilot, lambda: view.state.events_total == trainer.seq, "a live event")
+                await until(pilot, lambda: header.view.staleness == "LIVE", "LIVE again at the next event")
                 log = view.query_one(EventLog)
                 await until(pilot, lambda: any("alive 99s" in str(line.text) for line in log.lines), "log line")
 

@@ -47,7 +47,9 @@ async def test_a_plain_run_beside_an_esper_run_and_alone(tmp_path):
                 # Two tracks of one run: each named by its labels, not both by the run alone.
                 await until(pilot, lambda: "cifar-esper env=0" in title(acc) and "cifar-esper env=1" in title(acc),
                             "each env of the run named")
-                assert acc.markers_shown and not [m for m in loss.markers_shown if m.label != "completed"]
+                # Markers are read after a run's series: waited for, not assumed drawn with them.
+                await until(pilot, lambda: acc.markers_shown, "Esper's markers on its chart")
+                assert not [m for m in loss.markers_shown if m.label != "completed"]
 
                 screen.panels[1].focus()
                 await pilot.press("backspace")  # lr removed: it stays so

@@ -1,41 +1,69 @@
-"""The runs table against a real server: the cursor keeps its run, w watches it, select, compare, diff."""
+"""The runs table against a real server: the cursor keeps its run, w watches it; its column model."""
 
 from __future__ import annotations
 
 from leyline import RunStarted
-from leyline.outcome import RunOutcome
+from leyline.groups import GroupRow, MetricStats
 
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tests.tui.test_live import console, until
-from tui.client import RunSummary
-from tui.runs_table import columns, config_diff, differing_params, matches, sort_runs
-from tui.screens.charts import ChartScreen
-from tui.screens.config_diff import ConfigDiffScreen
+from tui.client import MetricSummary, RunSummary
+from tui.runs_query import group_filter
+from tui.runs_table import (columns, differing_params, fmt_stats, group_keys, metric_name, series_name,
+                            shared_metrics)
+from tui.screens.run_edit import parse_tags
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
 
 
-def _run(name: str, lr: float, status: str = "finished", best: float | None = None) -> RunSummary:
-    return RunSummary(run_id=f"{name}-id", name=name, status=status, started=1000.0, duration_s=60.0,
+def _run(name: str, lr: float, metrics: dict[str, float] | None = None, **extra) -> RunSummary:
+    return RunSummary(run_id=f"{name}-id", name=name, status="finished", started=1000.0, duration_s=60.0,
                       params={"lr": lr, "policy": "ppo", "n_envs": 4},
-                      summary=RunOutcome(best_accuracy=best) if best is not None else None)
+                      metrics={f"{k}{{rank=0}}": MetricSummary(last=v, min=v / 2, max=v, best=v / 2, count=3, step=3)
+                               for k, v in (metrics or {}).items()}, **extra)
 
 
-def test_only_config_values_that_differ_become_columns_and_unknowns_sort_last():
-    runs = [_run("a", 3e-4, best=0.7), _run("b", 1e-3, best=0.9), _run("c", 1e-3)]
+def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
+    runs = [_run("a", 3e-4, {"loss": 1.0, "val_loss": 0.8, "system.cpu": 3.0}),
+            _run("b", 1e-3, {"loss": 0.5, "val_loss": 0.4, "acc": 0.9}, group="sweep", tags=["x", "y"]),
+            _run("c", 1e-3)]
+    assert shared_metrics(runs) == ["loss{rank=0}", "val_loss{rank=0}"], "acc: one run only; system.*: the machine's"
+    assert shared_metrics([runs[0]]) == ["loss{rank=0}", "val_loss{rank=0}"] and shared_metrics([runs[2]]) == []
+    ranks = RunSummary(run_id="r", metrics={k: runs[0].metrics["loss{rank=0}"] for k in ("loss{rank=1}", "x{rank=0}")})
+    assert shared_metrics([ranks]) == ["x{rank=0}"], "rank 0's series by default"
+    assert metric_name("acc{env=2,rank=0}") == "acc{env=2}" and metric_name("x.min{rank=0}") == "x.min{}"
+    assert metric_name("loss{rank=1}") == "loss{rank=1}" and series_name("acc{env=2}.best") == "acc"
+    assert series_name("x.min{}.last") == "x.min" and series_name("val_loss.best") == "val_loss"
     assert differing_params(runs) == ["lr"]
-    best = next(c for c in columns(["lr"]) if c.key == "best_accuracy")
-    assert [r.name for r in sort_runs(runs, best, reverse=True)] == ["b", "a", "c"]
-    assert [r.name for r in sort_runs(runs, best, reverse=False)] == ["a", "b", "c"]
-    assert matches(runs[1], "b lr=0.001") and not matches(runs[0], "lr=0.001")
-    # An older server's items: started_at and the full config, no summary.
+    cols = columns(shared_metrics(runs), "best", differing_params(runs))
+    assert [c.key for c in cols] == ["status", "name", "loss.best", "val_loss.best", "config.lr", "project", "group",
+                                     "tag", "started", "duration"]
+    by_key = {c.key: c for c in cols}
+    assert by_key["val_loss.best"].text(runs[1]).plain == "0.2" and by_key["val_loss.best"].text(runs[2]).plain == "—"
+    assert by_key["tag"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"
+    last = {c.key: c for c in columns(["val_loss{rank=0}"], "last", [])}
+    assert last["val_loss.last"].text(runs[1]).plain == "0.4"
+    # An older server's items: started_at and the full config, no metrics.
     old = RunSummary(run_id="x", started_at=5.0, ended_at=65.0, config={"lr": 1.0})
-    assert old.start_ts == 5.0 and differing_params([old, runs[0]]) == ["lr", "n_envs"]
-    assert config_diff({"lr": 1, "a": 2}, {"lr": 1, "b": 3}) == ([("a", "2", "—"), ("b", "—", "3")], 1)
+    assert old.start_ts == 5.0 and differing_params([old, runs[0]]) == ["lr", "n_envs", "policy"]
     loop = RunSummary(run_id="loop", params={"a_steps": 9, "lr": 0.1})  # a plain loop's run beside Esper's
-    assert differing_params([*runs, loop]) == ["lr", "a_steps", "n_envs"], "set differently first; policy has its column"
+    assert differing_params([*runs, loop]) == ["lr", "a_steps", "n_envs", "policy"], "set differently first"
+
+
+def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filter_term_away():
+    row = GroupRow(value=0.01, count=3, run_ids=["a", "b", "c"],
+                   metrics={"val_loss.best": MetricStats(n=3, mean=0.41234, sd=0.0123, min=0.4, max=0.43)})
+    cols = {c.key: c for c in columns(["val_loss{rank=0}"], "best", ["lr"])}
+    assert cols["name"].group_text(row).plain == "0.01" and cols["status"].group_text(row).plain == "3 runs"
+    assert cols["val_loss.best"].group_text(row).plain == "0.4123 ± 0.012"
+    assert fmt_stats(MetricStats(n=1, mean=0.5)) == "0.5" and fmt_stats(None) == "—"
+    assert group_keys(["lr"]) == [None, "group", "project", "config.lr"]
+    assert group_filter("config.lr", 0.01) == "config.lr=0.01" and group_filter("group", "lr-sweep") == "group:lr-sweep"
+    assert group_filter("config.opt", "a b") == 'config.opt="a b"' and group_filter("config.x", True) == "config.x=true"
+    assert group_filter("group", None) is None
+    assert parse_tags("a, b  a,c") == ["a", "b", "c"]
 
 
 async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(tmp_path):
@@ -62,28 +90,3 @@ async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(
                     assert view.run_id == "run-first"
 
 
-async def test_select_two_runs_compare_them_and_diff_their_configs(tmp_path):
-    with running_server(tmp_path) as url:
-        for run_id, lr in (("run-a", 0.001), ("run-b", 0.01)):
-            async with scripted_trainer(url, run_id) as trainer:
-                events = scripted_run(run_id, epochs=1, finish=True)
-                events[0].payload.config["lr"] = lr  # type: ignore[index]
-                await trainer.send(events)
-        app = console(url)
-        async with app.run_test(size=(120, 30)) as pilot:
-            picker = await until(pilot, lambda: isinstance(app.screen, RunPickerScreen) and app.screen, "picker")
-            await until(pilot, lambda: len(picker.order) == 2, "two runs")
-            await pilot.press("slash", *"lr=0.01", "enter")
-            await until(pilot, lambda: picker.order == ["run-b"], "filtered")
-            await pilot.press("escape")
-            await until(pilot, lambda: len(picker.order) == 2, "filter cleared")
-            await pilot.press("home", "space", "space")
-            assert picker.selected == {"run-a", "run-b"}
-            await pilot.press("equals_sign")
-            diff = await until(pilot, lambda: isinstance(app.screen, ConfigDiffScreen) and app.screen, "diff")
-            await until(pilot, lambda: diff.rows is not None, "diff loaded")
-            assert [row[0] for row in diff.rows] == ["lr"]
-            await pilot.press("escape")
-            await pilot.press("c")
-            charts = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "overlay")
-            assert sorted(charts.run_ids) == ["run-a", "run-b"] and charts.view.by_run

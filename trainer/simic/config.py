@@ -22,11 +22,14 @@ Policy = Literal["ppo", "heuristic"]
 AmpDtype = Literal["auto", "float16", "bfloat16", "off"]
 CompileMode = Literal["off", "default", "max-autotune"]
 Task = Literal["synthetic", "cifar10"]
+EnvExec = Literal["batched", "per-env"]
+OnOff = Literal["off", "on"]
 
 POLICIES: tuple[str, ...] = ("ppo", "heuristic")
 AMP_DTYPES: tuple[str, ...] = ("auto", "float16", "bfloat16", "off")
 COMPILE_MODES: tuple[str, ...] = ("off", "default", "max-autotune")
 TASKS: tuple[str, ...] = ("synthetic", "cifar10")
+ENV_EXECS: tuple[str, ...] = ("batched", "per-env")
 
 
 class ConfigError(ValueError):
@@ -61,6 +64,12 @@ class TrainConfig:
     """Autocast dtype on CUDA: auto (bfloat16 where supported, else float16), float16, bfloat16, off."""
     compile_mode: CompileMode = "off"
     """torch.compile mode for the host blocks: off, default, max-autotune."""
+    env_exec: EnvExec = "batched"
+    """How the envs train: batched (every env's host and seeds as one batched model, one optimizer step
+    for all) or per-env (each env in turn, its own optimizers: the reference the batched step matches)."""
+    cuda_graphs: OnOff = "off"
+    """Capture the batched step as a CUDA graph and replay it for every full batch (CUDA, batched envs,
+    no compile): one launch per batch instead of hundreds. Off by default: untested on a GPU so far."""
     gradient_telemetry_stride: int = 10
     """Measure seed/host gradient norms every this many batches."""
     task: Task = "synthetic"
@@ -116,6 +125,12 @@ class TrainConfig:
         _need(self.amp_dtype in AMP_DTYPES, "--amp-dtype", f"must be one of {', '.join(AMP_DTYPES)}")
         _need(self.compile_mode in COMPILE_MODES, "--compile-mode", f"must be one of {', '.join(COMPILE_MODES)}")
         _need(self.task in TASKS, "--task", f"must be one of {', '.join(TASKS)}")
+        _need(self.env_exec in ENV_EXECS, "--env-exec", f"must be one of {', '.join(ENV_EXECS)}")
+        _need(self.cuda_graphs in ("off", "on"), "--cuda-graphs", "must be off or on")
+        if self.cuda_graphs == "on":
+            _need(self.env_exec == "batched", "--cuda-graphs", "captures the batched step: needs --env-exec batched")
+            _need(self.compile_mode == "off", "--cuda-graphs", "and --compile-mode are exclusive")
+            _need(self.device != "cpu", "--cuda-graphs", "needs a CUDA device")
         _need(self.task != "cifar10" or bool(self.data_dir), "--data-dir", "required with --task cifar10")
         for flag, value, low in (("--n-envs", self.n_envs, 1), ("--rounds", self.rounds, 1),
                                  ("--episode-length", self.episode_length, 2),
@@ -221,6 +236,10 @@ def add_training_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help=f"random seed (default {d.seed})")
     g.add_argument("--amp-dtype", choices=AMP_DTYPES, help="autocast dtype on CUDA (default auto)")
     g.add_argument("--compile-mode", choices=COMPILE_MODES, help="torch.compile the host blocks (default off)")
+    g.add_argument("--env-exec", choices=ENV_EXECS,
+                   help="batched: the envs as one batched model; per-env: each env in turn (default batched)")
+    g.add_argument("--cuda-graphs", choices=("off", "on"),
+                   help="replay the batched step as a CUDA graph where shapes are fixed (default off)")
     g.add_argument("--gradient-telemetry-stride", type=int,
                    help=f"gradient norms every N batches (default {d.gradient_telemetry_stride})")
     g.add_argument("--task", choices=TASKS, help="synthetic (built in) or cifar10 (default synthetic)")

@@ -109,17 +109,55 @@ def _normalized(adv: torch.Tensor, ranks: Ranks) -> torch.Tensor:
     return (adv - mean) / (var.sqrt() + 1e-8)
 
 
+EPOCH_STATS = ("loss", "policy_loss", "value_loss", "approx_kl", "clip_fraction", "ratio_min", "ratio_max",
+               "grad_norm")
+"""The figures of one update epoch, in the order they travel in one tensor (each head's entropy follows,
+as ``entropy.<head>``)."""
+
+STAT_NAMES = EPOCH_STATS + tuple(f"entropy.{head}" for head in HEAD_NAMES)
+
+# How each figure is made whole across ranks: each rank holds its share of a loss or an entropy (summed);
+# KL and the gradient norm are already the same on every rank; the clip fraction is averaged; the ratio
+# extremes are those of every rank.
+_ACROSS_RANKS = {"approx_kl": "same", "grad_norm": "same", "clip_fraction": "mean", "ratio_min": "min",
+                 "ratio_max": "max"}
+
+
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip: float) -> torch.Tensor:
+    """PPO's pessimistic objective per decision and head: the lesser of the unclipped and the clipped
+    ratio times the advantage (the policy gains nothing by moving a ratio past ``1 ± clip``)."""
+    return torch.minimum(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+
+
+def policy_loss(ratio: torch.Tensor, advantages: torch.Tensor, used: torch.Tensor, head_counts: torch.Tensor,
+                clip: float) -> torch.Tensor:
+    """Minus the clipped surrogate, averaged per head over the decisions that used it, summed over heads.
+    ``ratio`` and ``used`` are [E, T, heads], ``advantages`` [E, T]."""
+    surrogate = clipped_surrogate(ratio, advantages[..., None], clip)
+    return -((surrogate * used).sum(dim=(0, 1)) / head_counts).sum()
+
+
+def value_loss(values: torch.Tensor, targets: torch.Tensor, decisions: torch.Tensor | None = None) -> torch.Tensor:
+    """Half the mean squared error of the critic against its targets (this rank's share with several)."""
+    return 0.5 * _share((values - targets).pow(2), decisions)
+
+
 def _across_ranks(stats: torch.Tensor, ranks: Ranks) -> torch.Tensor:
-    """Each epoch's figures [epochs, 8 + heads] for the whole update: losses and entropies summed (each rank
-    holds its share), the clip fraction averaged, ratio extremes over every rank (KL and gradient norm are
-    the same on every rank already)."""
+    """Each epoch's figures [epochs, STAT_NAMES] for the whole update (see ``_ACROSS_RANKS``)."""
     if not ranks.distributed:
         return stats
     total = ranks.sum_(stats.clone())
     out = total.clone()
-    out[:, 3], out[:, 7] = stats[:, 3], stats[:, 7]
-    out[:, 4] = total[:, 4] / ranks.world_size
-    out[:, 5], out[:, 6] = ranks.min_(stats[:, 5].clone()), ranks.max_(stats[:, 6].clone())
+    for i, name in enumerate(STAT_NAMES):
+        how = _ACROSS_RANKS.get(name, "sum")
+        if how == "same":
+            out[:, i] = stats[:, i]
+        elif how == "mean":
+            out[:, i] = total[:, i] / ranks.world_size
+        elif how == "min":
+            out[:, i] = ranks.min_(stats[:, i].clone())
+        elif how == "max":
+            out[:, i] = ranks.max_(stats[:, i].clone())
     return out
 
 
@@ -150,11 +188,10 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         if rows and float(approx_kl) > cfg.kl_limit:
             early = True
             break
-        surrogate = torch.minimum(ratio * adv[..., None], ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv[..., None])
-        policy_loss = -((surrogate * used).sum(dim=(0, 1)) / head_counts).sum()
+        pi_loss = policy_loss(ratio, adv, used, head_counts, cfg.clip)
         head_entropy = (entropy * used).sum(dim=(0, 1)) / head_counts
-        value_loss = 0.5 * _share((values - targets).pow(2), decisions)
-        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * head_entropy.sum()
+        v_loss = value_loss(values, targets, decisions)
+        loss = pi_loss + cfg.value_coef * v_loss - cfg.entropy_coef * head_entropy.sum()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         ranks.sum_grads_(policy.parameters())
@@ -166,16 +203,25 @@ def ppo_update(policy: ActorCritic, optimizer: torch.optim.Optimizer, batch: Rol
         big = torch.finfo(ratio.dtype).max
         ratio_min = ratio.masked_fill(used == 0, big).min()
         ratio_max = ratio.masked_fill(used == 0, -big).max()
-        rows.append(torch.cat([torch.stack([loss, policy_loss, value_loss, approx_kl, clipped, ratio_min,
-                                            ratio_max, grad_norm]).detach(), head_entropy.detach()]))
-    stats = _across_ranks(torch.stack(rows), ranks).cpu()  # one transfer for every epoch's figures
-    mean = stats.mean(0).tolist()
+        figures = (loss, pi_loss, v_loss, approx_kl, clipped, ratio_min, ratio_max, grad_norm)
+        rows.append(torch.cat([torch.stack(figures).detach(), head_entropy.detach()]))
+    # One transfer for every epoch's figures, then read by name.
+    epochs = [dict(zip(STAT_NAMES, row, strict=True)) for row in _across_ranks(torch.stack(rows), ranks).tolist()]
+    return _metrics(epochs, batch, early)
+
+
+def _metrics(epochs: list[dict[str, float]], batch: RolloutBatch, early: bool) -> PPOMetrics:
+    """The update's figures: each epoch's mean, the ratio extremes over every epoch."""
+    def mean(name: str) -> float:
+        return sum(e[name] for e in epochs) / len(epochs)
+
     values, returns = batch.values.detach().cpu(), batch.returns.detach().cpu()
     return PPOMetrics(
-        policy_loss=mean[1], value_loss=mean[2],
-        entropy={name: mean[8 + i] for i, name in enumerate(HEAD_NAMES)},
-        approx_kl=mean[3], clip_fraction=mean[4],
+        policy_loss=mean("policy_loss"), value_loss=mean("value_loss"),
+        entropy={head: mean(f"entropy.{head}") for head in HEAD_NAMES},
+        approx_kl=mean("approx_kl"), clip_fraction=mean("clip_fraction"),
         explained_variance=explained_variance(values, returns),
         value_std=float(values.std(unbiased=False)), return_std=float(returns.std(unbiased=False)),
-        ratio_min=float(stats[:, 5].min()), ratio_max=float(stats[:, 6].max()), grad_norm=mean[7],
-        update_epochs=len(rows), early_stopped=early, losses=tuple(stats[:, 0].tolist()))
+        ratio_min=min(e["ratio_min"] for e in epochs), ratio_max=max(e["ratio_max"] for e in epochs),
+        grad_norm=mean("grad_norm"), update_epochs=len(epochs), early_stopped=early,
+        losses=tuple(e["loss"] for e in epochs))

@@ -6,7 +6,8 @@
 
 - ``phases.phase(name)`` around each phase (``PHASES``);
 - ``gradients_due(step)`` once per batch; when due, ``collect_env(env, modules)`` after each
-  env's backward (before clipping), then ``flush_gradients()`` once all envs stepped;
+  env's backward (before clipping), or ``collect_flat(grads)`` once after the batched envs'
+  backward, then ``flush_gradients()`` once all envs stepped;
 - ``forget_scope(env, slot)`` when a new seed takes a slot;
 - ``update_begin()``, ``policy_backward(policy)`` after each PPO backward, and
   ``after_update(update, progress=, lstm_state=)`` after the update;
@@ -21,12 +22,15 @@ import contextlib
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
 
 from leyline import PPOUpdate
+
+if TYPE_CHECKING:
+    from trainer.simic.batched import FlatGradients
 
 TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE = "train", "validation", "rollout", "action", "ppo_update"
 PHASES: tuple[str, ...] = (TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE)
@@ -76,6 +80,10 @@ class LoopSites(Protocol):
         """Launch gradient measurements of one env's scopes ("host" and each training seed's slot)."""
         ...
 
+    def collect_flat(self, grads: FlatGradients) -> None:
+        """Launch gradient measurements of every env's scopes of the batched envs at once."""
+        ...
+
     def flush_gradients(self) -> None:
         """Every env of this batch has been collected: read and report them."""
         ...
@@ -114,6 +122,9 @@ class NullSites:
         return False
 
     def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
+        return None
+
+    def collect_flat(self, grads: FlatGradients) -> None:
         return None
 
     def flush_gradients(self) -> None:

@@ -21,6 +21,8 @@ from trainer.data import TaskData
 from trainer.hooks import RunHooks
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_CODE
 from trainer.simic.agent import Agent
+from trainer.simic.batched import batched_envs
+from trainer.simic.graphs import graphed_step
 from trainer.simic.env import Env, EnvConfig
 from trainer.simic.ppo import PPOMetrics
 from trainer.simic.reward import RewardConfig, RewardInputs, compute_rewards
@@ -64,8 +66,8 @@ class RoundStopped(Exception):
 class VectorizedTrainer:
     def __init__(self, env_cfg: EnvConfig, reward_cfg: RewardConfig, data: TaskData, runtime: DeviceRuntime,
                  agent: Agent, hooks: RunHooks, sites: LoopSites, *, n_envs: int, batch_size: int,
-                 gradient_stride: int, seed: int, rounds: int,
-                 on_epoch: Callable[[int, int, list[float]], None] | None = None) -> None:
+                 gradient_stride: int, seed: int, rounds: int, env_exec: str = "batched",
+                 cuda_graphs: bool = False, on_epoch: Callable[[int, int, list[float]], None] | None = None) -> None:
         self.env_cfg, self.reward_cfg, self.data, self.runtime = env_cfg, reward_cfg, data, runtime
         self.agent, self.hooks, self.sites = agent, hooks, sites
         self.n_envs, self.batch_size, self.gradient_stride, self.seed = n_envs, batch_size, gradient_stride, seed
@@ -77,6 +79,10 @@ class VectorizedTrainer:
         self.best_accuracy = 0.0
         self.envs: list[Env] = []
         """This round's envs (a seam for tests and benchmarks that inject faults)."""
+        self.batched = batched_envs(env_exec, env_cfg, runtime)
+        """The batched step (``--env-exec batched``); None: each env trains in turn (``Env.train_step``)."""
+        self.graphed = graphed_step(self.batched, runtime, batch_size) if cuda_graphs else None
+        """The batched step replayed as a CUDA graph where shapes are fixed (``--cuda-graphs on``)."""
         self.should_stop: Callable[[], bool] = lambda: False
         """Asked at the end of every epoch but a round's last: True ends the round there (``RoundStopped``)."""
 
@@ -124,19 +130,31 @@ class VectorizedTrainer:
         perm = torch.randperm(data.n_train, generator=self.data_gen).to(rt.device, non_blocking=True)
         # One shuffled copy per epoch; each batch is then a view, with no per-batch stream waits.
         xs, ys = data.train_x[perm], data.train_y[perm]
-        rt.streams_wait_default()
+        batched = self.batched
+        if batched is not None:
+            batched.prepare(envs)  # lifecycle changes regroup the seeds here, between epochs
+        else:
+            rt.streams_wait_default()
+        batches = 0
         for start in range(0, data.n_train, self.batch_size):
             x, y = xs[start: start + self.batch_size], ys[start: start + self.batch_size]
             measure = self.step % self.gradient_stride == 0
             telemetry = self.sites.gradients_due(self.step)
-            for env in envs:
-                with rt.on_env_stream(env.index):
-                    env.train_step(x, y, measure, telemetry, self.sites)
+            if batched is not None:
+                (self.graphed or batched).train_step(x, y, measure, telemetry, self.sites)
+            else:
+                for env in envs:
+                    with rt.on_env_stream(env.index):
+                        env.train_step(x, y, measure, telemetry, self.sites)
             if telemetry:
                 self.sites.flush_gradients()
             self.step += 1
+            batches += 1
             self.hooks.step_boundary(self.step, self.epoch)
-        rt.default_waits_streams()
+        if batched is not None:
+            batched.finish_epoch(envs, batches)
+        else:
+            rt.default_waits_streams()
 
     def validate(self, envs: list[Env]) -> None:
         rows = []

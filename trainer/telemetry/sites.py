@@ -29,19 +29,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 import torch
 from torch import nn
 
-from leyline import AnomalyDetected, GradientHealth, PPOUpdate, Severity, TelemetryLevel
+from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
 
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from nissa.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
 from trainer.telemetry.epoch_checks import Finding
+from trainer.telemetry.flat import FlatRead, collect_flat
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientStats,
@@ -55,7 +56,7 @@ from nissa.telemetry.phases import PhaseTimer
 from nissa.telemetry.readback import read_all
 
 if TYPE_CHECKING:
-    from trainer.telemetry.compile_stats import CompileMonitor
+    from trainer.simic.batched import FlatGradients
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,10 @@ class TelemetryConfig:
             raise ValueError("head sizes must be >= 1")
 
 
+class CompileStatsSource(Protocol):
+    def stats(self) -> CompileStats: ...
+
+
 def _drift_scope(env: int, scope: str) -> str:
     return f"env{env}/{scope}"
 
@@ -108,9 +113,11 @@ class SimicTelemetry:
         self.detector = AnomalyDetector(self.config.anomaly, escalate)
         self._pending: list[tuple[int, PendingGradients]] = []
         self._layers: list[tuple[int, PendingLayers]] = []
+        self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
-        self.compile_monitor: CompileMonitor | None = None
+        self.compile_monitor: CompileStatsSource | None = None
+        """What ``phase_timing`` reports of compile (``--compile-mode``) or of CUDA graph capture."""
         if self.config.compile_mode != "off":
             from trainer.telemetry.compile_stats import CompileMonitor  # torch._dynamo: only when compiling
 
@@ -155,6 +162,15 @@ class SimicTelemetry:
                 if layers is not None:
                     self._layers.append((env, layers))
 
+    def collect_flat(self, grads: FlatGradients) -> None:
+        """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
+        scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats in one more),
+        read back as one tensor (``trainer.telemetry.flat``)."""
+        collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG)
+        self._pending += collection.gradients
+        self._layers += collection.layers
+        self._flat_reads.append(collection.read)
+
     def flush_gradients(self) -> None:
         """Read every collection of this batch (every env, every scope, layer stats included) in one
         transfer, then emit ``gradient_health`` per scope (and ``debug_layer_stats`` at DEBUG)."""
@@ -162,7 +178,10 @@ class SimicTelemetry:
             return
         pending, self._pending = self._pending, []
         layers, self._layers = self._layers, []
-        read_all([p for _, p in pending if p.unread] + [lay for _, lay in layers])
+        flat, self._flat_reads = self._flat_reads, []
+        covered = set().union(*(f.covers for f in flat))
+        read_all([*flat, *(p for _, p in pending if p.unread and id(p) not in covered),
+                  *(lay for _, lay in layers if id(lay) not in covered)])
         stats = [p.resolve() for _, p in pending]
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):

@@ -48,7 +48,8 @@ class DashboardScreen(Screen[None]):
         if profile is None or not profile.artifact:
             return None
         client = self.watch_app.client
-        return client.artifact_url(self.run_id, profile.artifact) if client else profile.artifact
+        # No server (a replay): its name alone, never a link the run chose.
+        return client.artifact_url(self.run_id, profile.artifact) if client else profile.artifact.rsplit("/", 1)[-1]
 
     def action_charts(self) -> None:
         from tui.screens.charts import ChartScreen  # the charts screen opens run views: no import cycle

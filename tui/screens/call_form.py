@@ -13,6 +13,7 @@ from textual.widgets import Input, Label, Static
 from leyline.calls import CallValue, CommandSpec
 
 from tui.loop import parse_call
+from tui.safe_text import run_text
 
 
 class CallForm(ModalScreen[tuple[str, dict[str, CallValue]] | None]):
@@ -33,8 +34,8 @@ class CallForm(ModalScreen[tuple[str, dict[str, CallValue]] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("call a command of the run (NAME ARG=VALUE ...):")
-            for line in self.offered:
-                yield Static(f"  {line}")
+            for line in self.offered:  # the run's own names and help: its text
+                yield Static(run_text(f"  {line}"))
             first = self.declared[0].name if self.declared else ""
             yield Input(value=f"{first} " if first else "", id="call", select_on_focus=False)
             yield Static("", id="error")
@@ -44,7 +45,7 @@ class CallForm(ModalScreen[tuple[str, dict[str, CallValue]] | None]):
         try:
             self.dismiss(parse_call(event.value, self.declared))
         except ValueError as err:
-            self.query_one("#error", Static).update(str(err))
+            self.query_one("#error", Static).update(run_text(err, one_line=False))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

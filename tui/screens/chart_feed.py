@@ -73,14 +73,22 @@ class ChartFeed:
             return
         self._fetching.add(run_id)
         client = self.watch_app.require_client()
+        markers_asked = False
         try:
-            while names := [n for n in self.data.needs_history(run_id) if (run_id, n) not in self._asked]:
+            while True:
+                # Checked again after every read: a series wanted meanwhile (its call found this one running
+                # and left) is read here, markers' read included.
+                names = [n for n in self.data.needs_history(run_id) if (run_id, n) not in self._asked]
                 for name in names:
                     self._asked.add((run_id, name))
                     axis = self.data.axis
                     series = await client.series(run_id, name, axis, MAX_POINTS)
                     self.post_message(HistoryLoaded(run_id, name, axis, series))
-            if run_id not in self.data.markers:
+                if names:
+                    continue
+                if markers_asked or run_id in self.data.markers:
+                    break
+                markers_asked = True
                 self.post_message(MarkersLoaded(run_id, await client.markers(run_id)))
         except ApiError as err:
             self.notify(f"history of {run_id}: {err.reason}", severity="error")

@@ -18,6 +18,7 @@ from leyline.series import X_AXES, kind_of_name, x_of
 
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import RunSummary
+from tui.safe_text import plain
 from tui.screens.chart_feed import ChartFeed
 from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
 from tui.screens.series_picker import SeriesPicker
@@ -224,7 +225,7 @@ class ChartScreen(ChartFeed, Screen[None]):
             line.append(MARKER_GLYPH.get(marker.kind, "?"), style=f"bold {MARKER_STYLE.get(marker.kind, 'white')}")
             env = f" env {marker.env}" if marker.env is not None else ""
             run = f" {names.get(self.data.run_of(marker), '')}" if names else ""
-            line.append(f" {self.view.axis} {x:.6g}{run} {marker.label}{env}   ")
+            line.append(plain(f" {self.view.axis} {x:.6g}{run} {marker.label}{env}   "))
             if len(line) > self.size.width:
                 break
         self.query_one("#chart-markers", Static).update(line or Text("no markers in view", style="dim"))
@@ -236,12 +237,12 @@ class ChartScreen(ChartFeed, Screen[None]):
             colour = PALETTE[i % len(PALETTE)] if v.by_run else ""
             head.append("━ " if v.by_run else "", style=colour)
             status = self.runs[run].status if run in self.runs else ("log" if run in self.local else "…")
-            head.append(f"{names[run]} ", style="bold")
-            head.append(f"({status})  ", style="dim")
+            head.append(plain(f"{names[run]} "), style="bold")
+            head.append(plain(f"({status})  "), style="dim")
         zoom = "whole run" if v.x_range is None else f"{v.x_range[0]:.6g}–{v.x_range[1]:.6g}"
-        head.append(f"x: {'seconds since start' if v.axis == 'ts' else v.axis} [{zoom}]  "
-                    f"smoothing {v.smoothing:g}  {'best-so-far  ' if v.best else ''}"
-                    f"{'label ' + v.label if v.label else ''}", style="dim")
+        head.append(plain(f"x: {'seconds since start' if v.axis == 'ts' else v.axis} [{zoom}]  "
+                          f"smoothing {v.smoothing:g}  {'best-so-far  ' if v.best else ''}"
+                          f"{'label ' + v.label if v.label else ''}"), style="dim")
         self.query_one("#chart-head", Static).update(head)
 
     def _set_view(self, **changes: object) -> None:
@@ -333,8 +334,10 @@ class ChartScreen(ChartFeed, Screen[None]):
 
     def action_remove_chart(self) -> None:
         if isinstance(self.focused, ChartPanel):
-            self._own = [p for p in self._own if p is not self.focused]
-            self.focused.remove()
+            panel = self.focused
+            self._own = [p for p in self._own if p is not panel]
+            panel.ready = False  # its plot and title go first, while it is still on the screen: not drawn meanwhile
+            panel.remove()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

@@ -1,4 +1,5 @@
-"""The diff of two runs' configurations: only the keys whose values differ, side by side."""
+"""The diff of several runs' configurations (``GET /config-diff``): only the keys whose values differ,
+a column per run."""
 
 from __future__ import annotations
 
@@ -11,32 +12,33 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from leyline.groups import ConfigDiff
 from tui.client import ApiError
-from tui.runs_table import config_diff
+from tui.safe_text import run_text
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
 
 
 class ConfigDiffScreen(ModalScreen[None]):
-    """``GET /runs/{id}`` of both runs (the full config), diffed; escape closes."""
+    """The server's diff of the runs named, in their order; escape closes."""
 
     BINDINGS = [Binding("escape,q,equals_sign", "close", "close")]
     DEFAULT_CSS = """
     ConfigDiffScreen { align: center middle; }
-    ConfigDiffScreen > Vertical { width: 90%; height: 80%; border: round $accent; background: $surface; }
+    ConfigDiffScreen > Vertical { width: 95%; height: 85%; border: round $accent; background: $surface; }
     ConfigDiffScreen #diff-title { height: auto; padding: 0 1; }
     ConfigDiffScreen DataTable { height: 1fr; }
     """
 
-    def __init__(self, run_a: str, run_b: str) -> None:
+    def __init__(self, run_ids: list[str]) -> None:
         super().__init__()
-        self.run_a, self.run_b = run_a, run_b
-        self.rows: list[tuple[str, str, str]] | None = None
+        self.run_ids = run_ids
+        self.diff: ConfigDiff | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"config of {self.run_a} (A) against {self.run_b} (B): loading…", id="diff-title")
+            yield Static(run_text(f"config of {len(self.run_ids)} runs: loading…"), id="diff-title")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="diff")
 
     def on_mount(self) -> None:
@@ -45,20 +47,21 @@ class ConfigDiffScreen(ModalScreen[None]):
     @work(exclusive=True)
     async def load(self) -> None:
         app: EsperWatch = self.app  # type: ignore[assignment]
-        client = app.require_client()
         try:
-            a, b = await client.get_run(self.run_a), await client.get_run(self.run_b)
+            diff = await app.require_client().config_diff(self.run_ids)
         except ApiError as err:
-            self.query_one("#diff-title", Static).update(f"cannot read the runs: {err}")
+            self.query_one("#diff-title", Static).update(run_text(f"cannot diff the runs: {err}"))
             return
-        rows, same = config_diff(a.config or {}, b.config or {})
-        self.rows = rows
+        self.diff = diff
         table = self.query_one(DataTable)
-        table.add_columns("key", f"A {a.name or a.run_id}"[:40], f"B {b.name or b.run_id}"[:40])
-        for row in rows:
-            table.add_row(*row)
-        self.query_one("#diff-title", Static).update(
-            f"A {self.run_a} · B {self.run_b}: {len(rows)} keys differ, {same} are the same (escape closes)")
+        table.add_column("key", key="key")
+        for i, (run_id, name) in enumerate(zip(diff.runs, diff.names)):
+            table.add_column(run_text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
+        for row in diff.rows:
+            table.add_row(run_text(row.key, style="bold"), *(run_text("—", style="dim") if v is None else run_text(v[:40])
+                                                       for v in row.values))
+        self.query_one("#diff-title", Static).update(run_text(
+            f"{len(diff.runs)} runs: {len(diff.rows)} keys differ, {diff.same} the same (escape closes)"))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,6 +13,8 @@ from textual.widgets import Label, Static
 from leyline import CommandRecord
 
 from tui.alerts import AlertView
+from tui.format import clock
+from tui.safe_text import plain, run_text
 
 _CSS = """
 AlertsScreen, StacksScreen { align: center middle; }
@@ -26,7 +26,7 @@ AlertsScreen VerticalScroll, StacksScreen VerticalScroll { height: 1fr; }
 
 
 def _ago(ts: float | None) -> str:
-    return "" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
+    return "" if ts is None else clock(ts, "%H:%M:%S")
 
 
 class AlertsScreen(ModalScreen[None]):
@@ -48,7 +48,8 @@ class AlertsScreen(ModalScreen[None]):
             message = a.message if a.state == "firing" else f"{a.message} ({a.resolution} at {_ago(a.resolved_ts)})"
             if a.command_id:
                 message += f"  stacks: command {a.command_id[:8]}"
-            table.add_row(Text(a.state, style=style), _ago(a.fired_ts), a.rule, a.subject, message)
+            table.add_row(run_text(a.state, style), _ago(a.fired_ts), run_text(a.rule), run_text(a.subject),
+                          run_text(message))
         with Vertical():
             yield Label(f"[b]alerts[/b] ({len([a for a in self.alerts if a.state == 'firing'])} firing, "
                         f"{len(self.alerts)} in all)" if self.alerts else "[b]alerts[/b]: none on this run")
@@ -80,9 +81,11 @@ class StacksScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         waiting = [r.rank for r in self.record.ranks if not r.result]
         with Vertical():
-            yield Label(f"[b]stacks[/b] of run {self.record.run_id} at step {self.record.applied_step}"
-                        + (f"; no answer yet from rank {', '.join(map(str, waiting))}" if waiting else ""))
+            head = Text("stacks", style="bold")
+            head.append(plain(f" of run {self.record.run_id} at step {self.record.applied_step}"
+                              + (f"; no answer yet from rank {', '.join(map(str, waiting))}" if waiting else "")))
+            yield Label(head)
             with VerticalScroll():
-                for title, text in self.texts():
-                    yield Label(f"[b]{title}[/b]")
-                    yield Static(text, markup=False)
+                for title, text in self.texts():  # what the ranks answered: their text
+                    yield Label(run_text(title, "bold"))
+                    yield Static(run_text(text, one_line=False))

@@ -16,6 +16,8 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from leyline import CommandAction
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 
+from tui.safe_text import run_text
+
 _FORM_CSS = """
 EscalateForm, HelpScreen, ConfirmStop { align: center middle; }
 EscalateForm > Vertical, HelpScreen > Vertical, ConfirmStop > Vertical {
@@ -113,7 +115,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
             why = "; ".join(result.failure_descriptions)
             if self.is_debug and not value:
                 why = f"give 1..{self.maximum} epochs, or tick '{THROUGH_UPDATE}'"
-            self.query_one("#error", Static).update(why)
+            self.query_one("#error", Static).update(run_text(why, one_line=False))
             return
         self.dismiss(EscalateChoice(int(value) if value else None, self.is_debug and self._ticked(),
                                     recording=self._recording()))
@@ -133,8 +135,12 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
 
 HELP = (
     ("r", "run picker: choose a run (enter opens it; a finished run opens as a replay)"),
-    ("s", "run picker: sort by the next column (or click a column header)"),
-    ("space c =", "run picker: select runs; overlay the selected runs' charts; diff two runs' configs"),
+    ("s", "run picker: sort by the next column, on the server (or click a column header)"),
+    ("/", "run picker: filter with the server's language: project:P tag:T config.lr>=0.01 val_loss.best<0.4"),
+    ("b m", "run picker: metric columns show the best or the last value; choose the metric columns"),
+    ("u", "run picker: rows of groups (by group, project, a config key; mean ± SD); enter opens one, g charts it"),
+    ("space c =", "run picker: select runs; overlay the selected runs' charts; diff the selected runs' configs"),
+    ("e [ ]", "run picker: edit the run's group, tags and notes; previous / next page of runs"),
     ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
@@ -186,7 +192,7 @@ class ConfirmStop(ModalScreen[bool]):
 class HelpScreen(ModalScreen[None]):
     """Every key, one line each."""
 
-    DEFAULT_CSS = _FORM_CSS
+    DEFAULT_CSS = _FORM_CSS + "HelpScreen > Vertical { width: 96%; max-width: 124; max-height: 100%; overflow-y: auto; }"
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:

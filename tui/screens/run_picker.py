@@ -1,12 +1,13 @@
-"""The runs table: every run the server knows, with the config values that tell them apart and what
-each achieved; sort, filter, select several to overlay their charts or diff two configs."""
+"""The runs table: a page of runs from the server, in the server's order and filter (``sort=``, ``q=``),
+with the metrics they share, the config values that tell them apart, project, group and tags; or rows of
+groups (count, mean ± SD of each metric) that open into their runs. Select several to overlay their
+charts or diff their configs; edit a run's group, tags and notes."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,12 +16,26 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
-from tui.runs_table import RUNNING, STATUS_STYLE, Column, columns, differing_params, matches, sort_runs
+from tui.runs_query import PAGE, TableData, TableQuery, fetch, value_id
+from tui.runs_table import (
+    FIELDS,
+    RUNNING,
+    Column,
+    columns,
+    differing_params,
+    group_keys,
+    metric_column,
+    shared_metrics,
+    sort_param,
+)
+from tui.safe_text import run_text
+from tui.screens.run_picker_actions import PickerActions
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
 
-LIST_LIMIT = 200
+GROUP_ROW = "group:"
+"""Row keys of group rows start with it (a run's row key is its id)."""
 
 
 class RunsTable(DataTable):
@@ -32,19 +47,25 @@ class RunsTable(DataTable):
     ]
 
 
-class RunPickerScreen(Screen[None]):
+class RunPickerScreen(PickerActions, Screen[None]):
     """Choose runs: enter opens one (a live one live, a finished one as a replay), space selects several."""
 
     BINDINGS = [
         Binding("enter", "open", "open"),
-        Binding("w", "watch", "watch live"),
-        Binding("v", "replay", "replay"),
+        Binding("w", "watch", "watch live", show=False),
+        Binding("v", "replay", "replay", show=False),
         Binding("g", "charts", "charts"),
         Binding("space", "toggle_select", "select"),
-        Binding("c", "compare", "compare"),
+        Binding("c", "compare", "compare", show=False),
         Binding("equals_sign", "diff", "diff configs"),
         Binding("s", "cycle_sort", "sort"),
+        Binding("b", "best_last", "best/last", show=False),
+        Binding("m", "pick_metrics", "metrics", show=False),
+        Binding("u", "cycle_group", "group"),
+        Binding("e", "edit", "edit"),
         Binding("slash", "filter", "filter"),
+        Binding("right_square_bracket", "page(1)", "next page", show=False),
+        Binding("left_square_bracket", "page(-1)", "previous page", show=False),
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("d", "escalate('debug')", "debug window", show=False),
         Binding("p", "escalate('profile')", "profile…", show=False),
@@ -58,14 +79,20 @@ class RunPickerScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__(name="runs")
+        self.query_state = TableQuery()
+        self.data = TableData(self.query_state)
         self.runs: dict[str, RunSummary] = {}
-        self.order: list[str] = []  # run ids as the table shows them
+        self.order: list[str] = []  # row keys as the table shows them: run ids, or GROUP_ROW + value id
         self.selected: set[str] = set()
-        self.sort_key = "status"
+        self.sort_key = ""
         self.sort_reverse = False
-        self.filter_text = ""
-        self._columns: list[Column] = columns([])
-        self.total: int | None = None
+        self.field = FIELDS[0]
+        self.metric_keys: list[str] | None = None  # None: the metrics the page's runs share
+        self.page_metrics: list[str] = []  # what the last page of runs (not of groups) shares
+        self.known_metrics: list[str] = []  # every metric of that page's runs
+        self.param_keys: list[str] = []
+        self._columns: list[Column] = []
+        self.error: str | None = None
 
     @property
     def watch_app(self) -> EsperWatch:
@@ -75,193 +102,219 @@ class RunPickerScreen(Screen[None]):
     def table(self) -> DataTable:
         return self.query_one("#runs", DataTable)
 
+    @property
+    def filter_text(self) -> str:
+        return self.query_state.q
+
     def compose(self) -> ComposeResult:
         yield Static("runs: loading…", id="title")
-        yield Input(placeholder="filter: words of the name or status, or key=value of the config", id="runs-filter")
+        yield Input(placeholder="filter: project:P group:G tag:T status:S name~x config.lr>=0.01 val_loss.best<0.4",
+                    id="runs-filter")
         yield RunsTable(cursor_type="row", zebra_stripes=True, id="runs")
         yield Footer()
 
     def on_mount(self) -> None:
         self.table.focus()
-        self.poll_runs()
+        self.requery()
+
+    # --- what is asked of the server -------------------------------------------------------------
+
+    def shown_metrics(self) -> list[str]:
+        return self.metric_keys if self.metric_keys is not None else self.page_metrics
+
+    def _metric_columns(self) -> tuple[str, ...]:
+        return tuple(metric_column(k, self.field).key for k in self.shown_metrics())
+
+    def requery(self, **changes: object) -> None:
+        """Ask again now (a new filter, order, page or grouping), then every few seconds."""
+        q = self.query_state
+        fields = {"sort": sort_param(self.sort_key, self.sort_reverse) if self.sort_key else "",
+                  "metrics": self._metric_columns(), **changes}
+        self.query_state = TableQuery(**{**q.__dict__, **fields})  # type: ignore[arg-type]
+        self.poll_runs(self.query_state)
 
     @work(exclusive=True, group="runs")
-    async def poll_runs(self) -> None:
+    async def poll_runs(self, query: TableQuery) -> None:
         client = self.watch_app.require_client()
         while True:
             try:
-                self.post_message(RunsLoaded(await client.list_runs(LIST_LIMIT)))
+                self.post_message(RunsLoaded(await fetch(client, query)))
             except ApiError as err:
                 self.post_message(ApiFailed("listing runs", err))
             await asyncio.sleep(self.watch_app.config.runs_poll_s)
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
-        self.runs = {r.run_id: r for r in message.runs}
+        if message.data.query != self.query_state:
+            return  # an answer to what was asked before
+        self.error = None
+        self.data = message.data
+        self.runs = {r.run_id: r for r in message.data.runs}
         self.selected &= set(self.runs)
+        if self.data.groups is None:  # grouped, the runs shown are those of the groups opened: not a page
+            self.page_metrics = shared_metrics(self.data.runs)
+            self.known_metrics = sorted({k for r in self.data.runs for k in r.metrics})
+        wanted = self._metric_columns()
+        if self.data.groups is None and wanted != self.query_state.metrics:
+            self.query_state = TableQuery(**{**self.query_state.__dict__, "metrics": wanted})
         self.rebuild()
 
     def on_api_failed(self, message: ApiFailed) -> None:
         err = message.error
-        self.query_one("#title", Static).update(Text(f"runs: {err}", style="bold red"))
-        if err.status:  # unreachable servers are retried quietly; a refusal is worth a toast
+        self.error = err.reason
+        self.query_one("#title", Static).update(run_text(f"runs: {err}", style="bold red"))
+        if err.status and err.status != 400:  # a filter's mistake is in the title; a refusal is worth a toast
             self.notify(f"{message.what}: {err.reason}", title=f"HTTP {err.status}", severity="error")
 
     # --- the table -------------------------------------------------------------------------------
 
     def rebuild(self) -> None:
-        """Redraw every row, keeping the cursor on the run it was on (not on the same row number)."""
+        """Redraw every row, keeping the cursor on the row it was on (not on the same row number)."""
         table = self.table
-        current = self.current_run_id()
-        shown = [r for r in self.runs.values() if matches(r, self.filter_text)]
-        cols = columns(differing_params(shown))
+        current = self.current_key()
+        if self.data.groups is None:
+            self.param_keys = differing_params(self.data.runs)
+        cols = columns(self.shown_metrics(), self.field, self.param_keys)
         if [c.key for c in cols] != [c.key for c in self._columns] or not table.columns:
             table.clear(columns=True)
             table.add_column(" ", key="selected")
             for col in cols:
-                table.add_column(col.label, key=col.key)
+                arrow = (" ↓" if self.sort_reverse else " ↑") if col.key == self.sort_key else ""
+                table.add_column(col.label + arrow, key=col.key)
             self._columns = cols
         else:
             table.clear()
-        sort_col = next((c for c in cols if c.key == self.sort_key), cols[0])
-        rows = sort_runs(shown, sort_col, self.sort_reverse)
-        self.order = [r.run_id for r in rows]
-        for run in rows:
-            cells: list[str | Text] = [Text("●" if run.run_id in self.selected else " ", style="bold cyan")]
-            cells += [Text(c.text(run), style=STATUS_STYLE.get(run.status, "")) if c.key == "status" else c.text(run)
-                      for c in cols]
-            table.add_row(*cells, key=run.run_id)
+        self.order = []
+        if self.data.groups is None:
+            for run in self.data.runs:
+                self._add_run(run, cols)
+        else:
+            for row in self._sorted_groups():
+                vid = value_id(row.value)
+                opened = vid in self.query_state.opened
+                cells = [run_text("▾" if opened else "▸", style="bold magenta")]
+                cells += [c.group_text(row) if c.group_text else run_text("") for c in cols]
+                table.add_row(*cells, key=GROUP_ROW + vid)
+                self.order.append(GROUP_ROW + vid)
+                for run in self.data.members.get(vid, []):
+                    self._add_run(run, cols, indent=True)
         if current in self.order:
             table.move_cursor(row=self.order.index(current), animate=False)
-        self._title(sort_col)
+        self._title()
 
-    def _title(self, sort_col: Column) -> None:
-        live = sum(r.status in RUNNING for r in self.runs.values())
-        shown = f"{len(self.order)} of {len(self.runs)}" if self.filter_text else f"{len(self.runs)}"
+    def _add_run(self, run: RunSummary, cols: list[Column], indent: bool = False) -> None:
+        mark = "●" if run.run_id in self.selected else ("·" if indent else " ")
+        cells = [run_text(mark, style="bold cyan"), *(c.text(run) for c in cols)]
+        if indent:
+            cells[2] = run_text("  ") + cells[2]
+        key = run.run_id if run.run_id not in self.order else f"{run.run_id}#{len(self.order)}"
+        self.table.add_row(*cells, key=key)
+        self.order.append(run.run_id)
+
+    def _sorted_groups(self) -> list:
+        """Group rows sorted here (they are few): by a metric's mean, else as the server gave them."""
+        rows = list(self.data.groups.groups) if self.data.groups else []
+        stats = [r.metrics.get(self.sort_key) for r in rows]
+        if self.sort_key in self.query_state.metrics:
+            known = sorted((s.mean, i) for i, s in enumerate(stats) if s is not None and s.mean is not None)
+            ordered = [rows[i] for _, i in (reversed(known) if self.sort_reverse else known)]
+            return ordered + [r for r in rows if r not in ordered]
+        return rows[::-1] if self.sort_reverse and self.sort_key in ("name", "group", "project") else rows
+
+    def _title(self) -> None:
+        data = self.data
+        live = sum(r.status in RUNNING for r in data.runs)
+        if data.groups is not None:
+            what = f"{len(data.groups.groups)} groups by {data.groups.by} of {data.total} runs"
+        else:
+            first = self.query_state.offset + 1 if data.runs else 0
+            what = f"runs {first}–{self.query_state.offset + len(data.runs)} of {data.total} ({live} live)"
         picked = f"   {len(self.selected)} selected" if self.selected else ""
-        self.query_one("#title", Static).update(
-            f"runs on {self.watch_app.require_client().config.base}: {shown} ({live} live){picked}"
-            f"   sorted by {sort_col.label}{' ↓' if self.sort_reverse else ''}"
-            f"{'   filter: ' + self.filter_text if self.filter_text else ''}")
+        sort = f"   sorted by {self.sort_key}{' ↓' if self.sort_reverse else ''}" if self.sort_key else ""
+        title = run_text(f"{what}{picked}{sort}   metrics: {self.field}")
+        if self.filter_text:
+            title.append("   filter: ").append(self.filter_text, style="bold")
+        self.query_one("#title", Static).update(title)
 
-    def current_run_id(self) -> str | None:
+    def current_key(self) -> str | None:
         table = self.table
         if table.row_count == 0 or not self.order:
             return None
-        row = min(max(table.cursor_row, 0), len(self.order) - 1)
-        return self.order[row]
+        return self.order[min(max(table.cursor_row, 0), len(self.order) - 1)]
+
+    def current_run_id(self) -> str | None:
+        key = self.current_key()
+        return None if key is None or key.startswith(GROUP_ROW) else key
+
+    def current_group(self):
+        key = self.current_key()
+        if key is None or not key.startswith(GROUP_ROW) or self.data.groups is None:
+            return None
+        return next((g for g in self.data.groups.groups if GROUP_ROW + value_id(g.value) == key), None)
 
     def selected_run(self) -> RunSummary | None:
         run_id = self.current_run_id()
         return self.runs.get(run_id) if run_id else None
 
+    # --- order, columns, grouping, pages ---------------------------------------------------------
+
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = str(event.column_key.value)
-        if key == "selected":
-            return
-        self.sort_reverse = not self.sort_reverse if key == self.sort_key else False
-        self.sort_key = key
-        self.rebuild()
+        column = next((c for c in self._columns if c.key == key), None)
+        if column is not None and column.sortable:
+            self._sort_by(key, not self.sort_reverse if key == self.sort_key else key not in ("name", "status"))
+
+    def _sort_by(self, key: str, reverse: bool) -> None:
+        self.sort_key, self.sort_reverse = key, reverse
+        self._columns = []  # the header's arrow moves
+        self.requery(offset=0)
 
     def action_cycle_sort(self) -> None:
-        keys = [c.key for c in self._columns]
-        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        # newest, longest, best first
-        self.sort_reverse = self.sort_key not in ("status", "name", "run_id") and not self.sort_key.startswith("param:")
-        self.rebuild()
+        keys = [c.key for c in self._columns if c.sortable] or ["status"]
+        key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
+        # newest, longest, highest first; words and a loss's lowest from the top
+        self._sort_by(key, key in ("started", "duration") or key.endswith(".max"))
 
-    def action_toggle_select(self) -> None:
-        run_id = self.current_run_id()
-        if run_id is None:
-            return
-        self.selected ^= {run_id}
-        row = self.table.cursor_row
-        self.rebuild()
-        self.table.move_cursor(row=min(row + 1, self.table.row_count - 1))
+    def action_best_last(self) -> None:
+        self.field = FIELDS[(FIELDS.index(self.field) + 1) % len(FIELDS)]
+        if self.sort_key.endswith(tuple(f".{f}" for f in FIELDS)):
+            self.sort_key = self.sort_key.rsplit(".", 1)[0] + "." + self.field
+        self.requery()
+
+    def action_cycle_group(self) -> None:
+        keys = group_keys(self.param_keys)
+        at = keys.index(self.query_state.group_by) if self.query_state.group_by in keys else 0
+        self.requery(group_by=keys[(at + 1) % len(keys)], opened=frozenset(), offset=0)
+
+    def action_page(self, step: int) -> None:
+        offset = self.query_state.offset + step * PAGE
+        if self.data.groups is None and 0 <= offset < max(self.data.total, 1):
+            self.requery(offset=offset)
+
+    def set_metrics(self, keys: list[str] | None) -> None:
+        self.metric_keys = keys
+        self.requery()
 
     # --- filter ----------------------------------------------------------------------------------
 
     def action_filter(self) -> None:
         box = self.query_one("#runs-filter", Input)
         box.add_class("shown")
+        box.value = self.filter_text
         box.focus()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#runs-filter", Input)
         box.value = ""
         box.remove_class("shown")
-        self.filter_text = ""
         self.table.focus()
-        self.rebuild()
-
-    @on(Input.Changed, "#runs-filter")
-    def filter_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value.strip()
-        self.rebuild()
+        if self.filter_text:
+            self.requery(q="", offset=0, opened=frozenset())
 
     @on(Input.Submitted, "#runs-filter")
     def filter_done(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
+        text = event.value.strip()
+        if not text:
             self.action_clear_filter()
-        else:
-            self.table.focus()
-
-    # --- opening runs ----------------------------------------------------------------------------
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.action_open()
-
-    def action_open(self) -> None:
-        run = self.selected_run()
-        if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=run.status not in RUNNING)
-
-    def action_watch(self) -> None:
-        run = self.selected_run()
-        if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=False)
-
-    def action_replay(self) -> None:
-        run = self.selected_run()
-        if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=True)
-
-    def action_escalate(self, action: str) -> None:
-        """Open the selected run live and ask there, so the command's status is in view."""
-        run = self.selected_run()
-        if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=False, then=action)
-
-    def picked(self) -> list[str]:
-        """The selected runs in table order, or the one under the cursor."""
-        chosen = [r for r in self.order if r in self.selected]
-        current = self.current_run_id()
-        return chosen or ([current] if current else [])
-
-    def action_charts(self) -> None:
-        from tui.screens.charts import ChartScreen
-
-        run_id = self.current_run_id()
-        if run_id is not None:
-            self.app.push_screen(ChartScreen([run_id]))
-
-    def action_compare(self) -> None:
-        from tui.screens.charts import ChartScreen
-
-        runs = self.picked()
-        if len(runs) < 2:
-            self.notify("select two runs or more with space, then c overlays their charts", severity="warning")
             return
-        self.app.push_screen(ChartScreen(runs))
-
-    def action_diff(self) -> None:
-        from tui.screens.config_diff import ConfigDiffScreen
-
-        runs = self.picked()
-        current = self.current_run_id()
-        if len(runs) == 1 and current and current not in runs:
-            runs.append(current)
-        if len(runs) != 2:
-            self.notify("select two runs with space (or one, and put the cursor on the other), then =",
-                        severity="warning")
-            return
-        self.app.push_screen(ConfigDiffScreen(runs[0], runs[1]))
+        self.table.focus()
+        self.requery(q=text, offset=0, opened=frozenset())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -149,7 +149,7 @@ class RunViewScreen(DashboardScreen):
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         self.state.apply_all(message.events)
-        self.last_arrival = time.monotonic()
+        self.last_arrival = self.watch_app.clock()
         self._inflight -= len(message.events)
         if self._inflight <= self.watch_app.config.max_inflight_events:
             self._drained.set()
@@ -166,7 +166,7 @@ class RunViewScreen(DashboardScreen):
     # --- drawing --------------------------------------------------------------------------------
 
     def stream_info(self) -> StreamInfo:
-        silence = None if self.last_arrival is None else time.monotonic() - self.last_arrival
+        silence = None if self.last_arrival is None else self.watch_app.clock() - self.last_arrival
         conn = self.connection
         label = conn.state if conn.state != "reconnecting" else f"reconnecting (try {conn.attempt})"
         return StreamInfo(label, staleness(silence, self.state.status, self.watch_app.config.stale),

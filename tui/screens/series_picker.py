@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
+from tui.safe_text import run_text
+
 
 class SeriesPicker(ModalScreen[str | None]):
     """The run's series names, filtered by every word typed (``ppo kl`` finds ``ppo_update.approx_kl``)."""
@@ -23,12 +25,13 @@ class SeriesPicker(ModalScreen[str | None]):
     def __init__(self, names: list[str]) -> None:
         super().__init__()
         self.names = names
+        self.listed = list(names)  # what the list shows, in order: a series name is the run's text, shown as such
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(f"add a chart: {len(self.names)} series (type to filter, enter picks)")
             yield Input(placeholder="filter", id="series-filter")
-            yield OptionList(*self.names, id="series-list")
+            yield OptionList(*map(run_text, self.names), id="series-list")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -41,18 +44,19 @@ class SeriesPicker(ModalScreen[str | None]):
     def filter_changed(self, event: Input.Changed) -> None:
         options = self.query_one(OptionList)
         options.clear_options()
-        options.add_options(self.matching(event.value))
+        self.listed = self.matching(event.value)
+        options.add_options(map(run_text, self.listed))
         options.highlighted = 0 if options.option_count else None
 
     @on(Input.Submitted, "#series-filter")
     def submitted(self, event: Input.Submitted) -> None:
         options = self.query_one(OptionList)
         if options.highlighted is not None:
-            self.dismiss(str(options.get_option_at_index(options.highlighted).prompt))
+            self.dismiss(self.listed[options.highlighted])
 
     @on(OptionList.OptionSelected, "#series-list")
     def selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(str(event.option.prompt))
+        self.dismiss(self.listed[event.option_index])
 
     def key_down(self) -> None:
         self.query_one(OptionList).action_cursor_down()

@@ -23,6 +23,7 @@ from textual_plot import HiResMode, PlotWidget
 from leyline.series import Marker, x_of
 
 from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
+from tui.safe_text import plain, run_text
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class ChartPanel(Widget, can_focus=True):
     def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.spec = spec
-        self.border_title = spec.title
+        self.border_title = run_text(spec.title)  # a series name: the run's text
         self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
         self.markers_shown: list[Marker] = []
         self.ready = False  # the plot's own children exist only once this panel is mounted
@@ -180,7 +181,7 @@ class ChartPanel(Widget, can_focus=True):
         missing = [name for run, name in run_names.items() if view.by_run and all(t.run_id != run for t in tracks)
                    and all(data.has_history(run, n) for n in self.names(data))]
         if missing:
-            title.append(f"  not in {', '.join(missing)}", style="dim")
+            title.append(plain(f"  not in {', '.join(missing)}"), style="dim")
         self.query_one(".chart-title", Static).update(title)
         self._draw_markers(plot, data, view, origin, lo, hi, {t.run_id for t in tracks})
         plot.set_xlimits(lo, hi if hi > lo else lo + 1.0)
@@ -201,7 +202,7 @@ class ChartPanel(Widget, can_focus=True):
         if title:
             title.append("  ")
         title.append("━ ", style=colour)
-        title.append(f"{name} ", style="bold")
+        title.append(plain(f"{name} "), style="bold")
         title.append(_fmt(track.last()))
         best = best_point(x, y, self.spec.higher_is_better)
         if best is not None:

@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from tui.format import LogFilter
+from tui.safe_text import run_text
 from tui.state import RunState
 from tui.views import (
     Staleness,
@@ -132,7 +133,7 @@ class RunDashboard(Vertical):
             q(ProfilePanel).view = profile_view(state, stream.artifact_url)
         if everything or "alerts" in dirty:
             banner = q("#alert-banner", Static)
-            banner.update(state.alerts.banner())
+            banner.update(run_text(state.alerts.banner()))
             banner.set_class(bool(state.alerts.firing), "-shown")
         if everything or "metrics" in dirty or "header" in dirty:
             self._show_loop(state)
@@ -149,8 +150,8 @@ class RunDashboard(Vertical):
             if fresh:
                 log.add(list(state.log)[-fresh:])
         self._rendered_total = state.logged_total
-        log.border_title = f"events ({state.events_total:,})" + (
-            f" filter: {log.log_filter.text}" if log.log_filter.text else "")
+        log.border_title = run_text(f"events ({state.events_total:,})" + (
+            f" filter: {log.log_filter.text}" if log.log_filter.text else ""))
 
     def next_panel(self) -> str:
         """Scroll the right column so that its next panel is at its top (after the last, the first again):

@@ -10,6 +10,7 @@ from textual.widgets import RichLog
 from leyline import Severity
 
 from tui.format import LogFilter, LogLine
+from tui.safe_text import plain
 
 SEVERITY_STYLE = {
     Severity.DEBUG: "dim",
@@ -21,7 +22,7 @@ SEVERITY_STYLE = {
 
 
 def styled(line: LogLine) -> Text:
-    return Text(line.plain, style=SEVERITY_STYLE.get(line.severity, ""), no_wrap=True, overflow="ellipsis")
+    return Text(plain(line.plain), style=SEVERITY_STYLE.get(line.severity, ""), no_wrap=True, overflow="ellipsis")
 
 
 class EventLog(RichLog):

@@ -8,6 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.format import num
+from tui.safe_text import plain
 from tui.views import AnomalyRow, HeaderView
 
 STALENESS_STYLE = {
@@ -37,10 +38,10 @@ class RunHeader(Static):
             return Text("no run selected", style="dim")
         first = Text()
         first.append(f" {v.staleness} ", style=STALENESS_STYLE.get(v.staleness, "bold"))
-        first.append(f"  {v.run_id}", style="bold")
+        first.append(plain(f"  {v.run_id}"), style="bold")
         if v.name:
-            first.append(f" ({v.name})")
-        first.append(f"   status {v.status or '—'}   round {v.round}   epoch {v.epoch}   step {v.step}")
+            first.append(plain(f" ({v.name})"))
+        first.append(plain(f"   status {v.status or '—'}   round {v.round}   epoch {v.epoch}   step {v.step}"))
         first.append(f"   {num(v.rate, 1)} env-epochs/s")
         second = Text("telemetry ")
         second.append(v.level, style=LEVEL_STYLE.get(v.level, ""))
@@ -91,7 +92,7 @@ class AnomalyStrip(Static):
             if i:
                 out.append("  │  ", style="dim")
             where = f"e{a.epoch}" + (f"/env{a.env}" if a.env is not None else "")
-            out.append(f"{a.anomaly}", style="bold yellow")
-            out.append(f" {where} {a.detail}" + (" [auto-escalated]" if a.auto else ""))
+            out.append(plain(a.anomaly), style="bold yellow")
+            out.append(plain(f" {where} {a.detail}") + (" [auto-escalated]" if a.auto else ""))
         out.truncate(max(self.size.width, 20), overflow="ellipsis")
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Group, RenderableType
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
@@ -12,6 +13,7 @@ from textual.widgets import Static
 from leyline import CommandStatus
 
 from tui.format import short_id
+from tui.safe_text import plain, run_text
 from tui.views import CommandRow, ProfileView, TimelineRow
 
 STATUS_STYLE = {
@@ -43,14 +45,14 @@ class SeedTimeline(Static):
         table = _grid("epoch", "env", "slot", "seed", "what")
         for r in self.rows:
             style = "green" if "fossilized" in r.what else "red" if "pruned" in r.what or "FAILED" in r.what else ""
-            table.add_row(str(r.epoch), "—" if r.env is None else str(r.env), r.slot, r.seed_id,
-                          Text(r.what, style=style))
+            table.add_row(str(r.epoch), "—" if r.env is None else str(r.env), run_text(r.slot), run_text(r.seed_id),
+                          run_text(r.what, style))
         return table
 
 
 def command_lines(row: CommandRow) -> Text:
     """Two lines: id, action and the current status; then the way it came there and the result."""
-    text = Text(f"{short_id(row.command_id):<8} {row.action:<7} ")
+    text = run_text(f"{short_id(row.command_id):<8} {row.action:<7} ")
     text.append(row.status.value, style=STATUS_STYLE.get(row.status, "bold"))
     applied = next((step for s, step in row.path if s == "applied" and step is not None), None)
     if applied is not None:
@@ -58,7 +60,7 @@ def command_lines(row: CommandRow) -> Text:
     trail = Text("\n  " + " › ".join(s for s, _ in row.path), style="dim")
     detail = row.result or row.message
     if detail:
-        trail.append(f"  {detail}")
+        trail.append(plain(f"  {detail}"))
     text.append_text(trail)
     return text
 
@@ -91,28 +93,29 @@ class ProfilePanel(Static):
         if v.state == "none":
             return Text("no profile window yet: press p", style="dim")
         if v.state == "running":
-            return Text(f"profiling window {v.window}: {v.span}…", style="yellow")
-        head = Text(f"window {v.window}: {v.span} in {v.wall_s:.2f}s\n")
+            return run_text(f"profiling window {v.window}: {v.span}…", "yellow")
+        head = run_text(f"window {v.window}: {v.span} in {v.wall_s:.2f}s")
+        head.append("\n")
         head.append("trace ", style="dim")
         room = max(self.content_size.width - 6, 12)
         # The end of a long path says which file it is; its start is the run's log dir.
-        head.append(v.trace_path if len(v.trace_path) <= room else "…" + v.trace_path[-(room - 1):])
+        head.append(plain(v.trace_path if len(v.trace_path) <= room else "…" + v.trace_path[-(room - 1):]))
         if v.artifact_url:
             head.append("\nartifact ", style="dim")
             # The name on screen, the whole URL behind it (a click opens it where terminals allow).
-            link = f" link {v.artifact_url}" if "://" in v.artifact_url else ""
-            head.append(v.artifact_url.rsplit("/", 1)[-1], style=f"underline{link}")
+            link = v.artifact_url if "://" in v.artifact_url else None  # on the server (``artifact_url``)
+            head.append(plain(v.artifact_url.rsplit("/", 1)[-1]), style=Style(underline=True, link=link))
         slowest = max(v.ranks, key=lambda r: r[1])[0] if len(v.ranks) > 1 else None
         for rank, wall_s, trace in v.ranks:  # every rank's trace of the window: open the slow one
             head.append(f"\nrank {rank} {wall_s:.2f}s ", style="bold yellow" if rank == slowest else "dim")
-            head.append(trace if len(trace) <= room else "…" + trace[-(room - 1):])
+            head.append(plain(trace if len(trace) <= room else "…" + trace[-(room - 1):]))
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
         table.add_column("op", ratio=1, no_wrap=True, overflow="ellipsis")
         cuda = any(op.cuda_time_us is not None for op in v.top_ops)  # a CPU-only run has no column
         for name in ("calls", "cpu ms", "self ms", *(("cuda ms",) if cuda else ())):
             table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
         for op in v.top_ops:
-            cells = [op.name, str(op.calls), f"{op.cpu_time_us / 1e3:.2f}", f"{op.self_cpu_time_us / 1e3:.2f}"]
+            cells: list[RenderableType] = [run_text(op.name), str(op.calls), f"{op.cpu_time_us / 1e3:.2f}", f"{op.self_cpu_time_us / 1e3:.2f}"]
             if cuda:
                 cells.append("—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}")
             table.add_row(*cells)

@@ -9,6 +9,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from tui.safe_text import run_text
+
 
 class LoopPanel(Static):
     """Latest value of each metric (with its step), then the run's own commands."""
@@ -23,11 +25,11 @@ class LoopPanel(Static):
             for name in ("metric", "value", "step"):
                 table.add_column(name, no_wrap=True, overflow="ellipsis")
             for row in self.rows:
-                table.add_row(*row)
+                table.add_row(*(run_text(cell) for cell in row))
             parts.append(table)
         else:
             parts.append(Text("no metrics yet", style="dim"))
         if self.offered:
             parts.append(Text("commands (x to call):", style="bold"))
-            parts.extend(Text(f"  {line}") for line in self.offered)
+            parts.extend(run_text(f"  {line}") for line in self.offered)
         return Group(*parts)

@@ -12,6 +12,7 @@ from textual.widgets import Static
 from leyline import SeedStage, SlotSnapshot
 
 from tui.format import num, pct, sparkline
+from tui.safe_text import plain, run_text
 from tui.views import EnvRow, HealthView, PPOView, Series
 
 SPARK_WIDTH = 14
@@ -34,7 +35,7 @@ STAGE_STYLE = {
 }
 
 
-def _table(*columns: str) -> Table:
+def _table(*columns: str | Text) -> Table:
     # One space between columns: the grid must fit three slots in a 120-column terminal.
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
     for name in columns:
@@ -58,7 +59,7 @@ def slot_cell(seed: SlotSnapshot) -> Text:
     moving = seed.stage is SeedStage.BLENDING or 0 < seed.alpha < 1
     text.append(ALPHA_GLYPHS[round(seed.alpha * 8)] if moving else " ", style=style)
     if seed.blueprint:
-        text.append(f"{BLUEPRINT_SHORT.get(seed.blueprint, seed.blueprint[:4]):<4}")
+        text.append(plain(f"{BLUEPRINT_SHORT.get(seed.blueprint, seed.blueprint[:4]):<4}"))
     if seed.contribution is not None:
         c = seed.contribution
         text.append(f" {contribution_pp(c)}", style="green" if c > 0.0005 else "red" if c < -0.0005 else "dim")
@@ -79,7 +80,7 @@ class EnvGrid(Static):
         with_reward = room - 4 - 6 - 7 >= 8
         trend = max(4, min(SPARK_WIDTH * 2, room - 4 - 6 - 1 - (7 if with_reward else 0)))
         table = _table("env", "acc", "trend", *(("reward",) if with_reward else ()),
-                       *(s.slot for s in widest.seeds))
+                       *(run_text(s.slot) for s in widest.seeds))
         for r in self.rows:
             acc = r.accuracy[-1] if r.accuracy else None
             cells: list[RenderableType] = [str(r.env), pct(acc).strip(),
@@ -92,9 +93,9 @@ class EnvGrid(Static):
 
 def _series_table(series: tuple[Series, ...], title: str) -> Table:
     flags = any(s.flag for s in series)
-    table = _table(title, "last", "trend", *(("",) if flags else ()))
+    table = _table(run_text(title), "last", "trend", *(("",) if flags else ()))
     for s in series:
-        cells: list[RenderableType] = [s.name, num(s.latest, 4),
+        cells: list[RenderableType] = [run_text(s.name), num(s.latest, 4),
                                        Text(sparkline(s.values, SPARK_WIDTH), style="cyan")]
         if flags:
             cells.append(Text(s.flag, style="bold red"))
@@ -114,7 +115,7 @@ class PPOPanel(Static):
         table = _series_table(v.series, f"round {v.round}" + (" early-stop" if v.early_stopped else ""))
         heads = Text("entropy/head ", style="dim")
         for name, value in v.heads:
-            heads.append(f"{HEAD_LABEL.get(name, name)} ", style="dim")
+            heads.append(plain(f"{HEAD_LABEL.get(name, name)} "), style="dim")
             heads.append(f"{value:.2f}  ")
         return Group(table, heads)
 

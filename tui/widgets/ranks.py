@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.ranks import RankRow
+from tui.safe_text import run_text
 
 
 class RanksPanel(Static):
@@ -37,4 +38,4 @@ class RanksPanel(Static):
 def _mark(row: RankRow, hung: bool) -> Text:
     if hung:
         return Text("HUNG: not advancing", style="bold white on red")
-    return Text(f"slow: {row.straggler}" if row.straggler else "", style="bold yellow")
+    return run_text(f"slow: {row.straggler}" if row.straggler else "", "bold yellow")

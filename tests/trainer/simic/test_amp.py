@@ -20,10 +20,12 @@ TINY = dict(device="cpu", policy="ppo", n_envs=1, rounds=1, episode_length=3, tr
             embargo_epochs=1, slots=("r0c0", "r0c1"))
 
 
-def _run(amp_dtype: str) -> tuple[RecordingHooks, dict[str, set[torch.dtype]], list[Env]]:
-    """One short round with live seeds; the dtypes the host blocks and seeds computed in while training."""
+def _run(amp_dtype: str, env_exec: str = "per-env") -> tuple[RecordingHooks, dict[str, set[torch.dtype]], list[Env]]:
+    """One short round with live seeds; the dtypes the host blocks and seeds computed in while training
+    (batched: the dtype of the batched forward's logits, under "host")."""
     hooks = RecordingHooks(TelemetryLevel.NORMAL)
-    trainer: VectorizedTrainer = with_live_seeds(build_trainer(TrainConfig(amp_dtype=amp_dtype, **TINY), hooks), 2)
+    config = TrainConfig(amp_dtype=amp_dtype, env_exec=env_exec, **TINY)  # type: ignore[arg-type]
+    trainer: VectorizedTrainer = with_live_seeds(build_trainer(config, hooks), 2)
     seen: dict[str, set[torch.dtype]] = {"host": set(), "seed": set()}
     envs: list[Env] = []
     fresh = trainer.fresh_envs
@@ -46,15 +48,28 @@ def _run(amp_dtype: str) -> tuple[RecordingHooks, dict[str, set[torch.dtype]], l
         return made
 
     trainer.fresh_envs = watched  # type: ignore[method-assign]
+    batched = trainer.batched
+    if batched is not None:
+        forward = batched.forward
+
+        def batched_forward(x: torch.Tensor) -> torch.Tensor:
+            out = forward(x)
+            seen["host"].add(out.dtype)
+            return out
+
+        batched.forward = batched_forward  # type: ignore[method-assign]
     trainer.run_round(1)
     return hooks, seen, envs
 
 
+@pytest.mark.parametrize("env_exec", ["per-env", "batched"])
 @pytest.mark.parametrize("amp_dtype", ["bfloat16", "auto"])
-def test_cpu_autocast_runs_the_loop_only_when_asked_for(amp_dtype):
-    hooks, seen, envs = _run(amp_dtype)
+def test_cpu_autocast_runs_the_loop_only_when_asked_for(amp_dtype, env_exec):
+    hooks, seen, envs = _run(amp_dtype, env_exec)
     want = torch.bfloat16 if amp_dtype == "bfloat16" else torch.float32
-    assert seen == {"host": {want}, "seed": {want}}, seen
+    # Batched, the per-env modules run only in validation (under no_grad): the batched forward's logits tell.
+    expected = {"host": {want}, "seed": {want}} if env_exec == "per-env" else {"host": {want}, "seed": set()}
+    assert seen == expected, seen
     for env in envs:  # autocast changes how ops compute, never what the weights are stored in
         assert {p.dtype for p in env.model.parameters()} == {torch.float32}
     epochs = [p for _, p in hooks.of(EpochCompleted)]

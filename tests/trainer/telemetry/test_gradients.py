@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from leyline import GradientHealth, decode_event, encode_event, make_event
+from nissa.telemetry.syncs import HostSyncCounter
 from trainer.telemetry.gradients import (
     GradientStats,
     GradientThresholds,
@@ -149,21 +150,14 @@ def test_no_gradients_is_not_measured():
     assert stats.payload().global_norm is None
 
 
-def test_collection_reads_the_device_once_and_resolve_is_idempotent(monkeypatch):
+def test_collection_reads_the_device_once_and_resolve_is_idempotent():
     grads = [torch.randn(5) for _ in range(20)]
     pending = collect_gradients("host", _params(*grads))
-    calls = []
-    original = torch.Tensor.tolist
-
-    def counting(self):
-        calls.append(self.shape)
-        return original(self)
-
-    monkeypatch.setattr(torch.Tensor, "tolist", counting)
-    first = pending.resolve()
-    second = pending.resolve()
+    with HostSyncCounter(torch.device("cpu")) as syncs:
+        first = pending.resolve()
+        second = pending.resolve()
     assert first is second
-    assert calls == [torch.Size([20])], "one transfer of the stacked per-tensor norms"
+    assert syncs.count == 1, f"one transfer of the stacked per-tensor norms: {syncs.by_call}"
 
 
 def test_collect_from_a_real_backward():
@@ -202,16 +196,14 @@ def test_no_temporary_the_size_of_all_gradients(dtype):
     assert largest <= 8 * 100_000 < total_bytes
 
 
-def test_resolve_all_reads_many_collections_in_one_transfer(monkeypatch):
+def test_resolve_all_reads_many_collections_in_one_transfer():
     from trainer.telemetry.gradients import resolve_all
 
     sets = [[torch.randn(7), torch.randn(3, 3)], [torch.full((5,), 2.0)], []]
     pendings = [collect_gradients(f"s{i}", _params(*g)) for i, g in enumerate(sets)]
-    calls = []
-    original = torch.Tensor.tolist
-    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(1) or original(self))
-    stats = resolve_all(pendings)
-    assert len(calls) == 1
+    with HostSyncCounter(torch.device("cpu")) as syncs:
+        stats = resolve_all(pendings)
+    assert syncs.count == 1, syncs.by_call
     for s, grads in zip(stats, sets):
         if grads:
             assert s.global_norm == pytest.approx(_reference(grads)[0], rel=1e-6)

@@ -18,6 +18,7 @@ from leyline import (
     Severity,
     TelemetryLevel,
 )
+from nissa.telemetry.syncs import HostSyncCounter
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 
@@ -49,18 +50,16 @@ UPDATE = PPOUpdate(round=1, policy_loss=-0.01, value_loss=0.4, entropy={"op": 1.
                    update_epochs=4)
 
 
-def test_gradient_health_per_scope_with_ratio_and_one_transfer(monkeypatch):
+def test_gradient_health_per_scope_with_ratio_and_one_transfer():
     hooks = Recorder(TelemetryLevel.NORMAL)
     tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=5))
     assert tel.gradients_due(0) and not tel.gradients_due(3) and tel.gradients_due(10)
     envs = [_env_modules(0), _env_modules(1)]
     for env, modules in enumerate(envs):
         tel.collect_env(env, modules)
-    calls = []
-    original = torch.Tensor.tolist
-    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(1) or original(self))
-    tel.flush_gradients()
-    assert len(calls) == 1, "every env and scope of a batch in one transfer"
+    with HostSyncCounter(torch.device("cpu")) as syncs:
+        tel.flush_gradients()
+    assert syncs.count == 1, f"every env and scope of a batch in one transfer: {syncs.by_call}"
     health = [(p, env) for p, env, _ in hooks.events if isinstance(p, GradientHealth)]
     assert [(p.scope, env) for p, env in health] == [("host", 0), ("r0c0", 0), ("host", 1), ("r0c0", 1)]
     host0, seed0 = health[0][0], health[1][0]
@@ -80,17 +79,16 @@ def test_debug_collects_every_batch_and_adds_layer_stats():
     assert [p.model for p in layers] == ["host", "r0c0"] and len(layers[0].layers) == 4
 
 
-def test_debug_reads_every_env_and_scope_of_a_collection_in_one_transfer(monkeypatch):
+def test_debug_reads_every_env_and_scope_of_a_collection_in_one_transfer():
     hooks = Recorder(TelemetryLevel.DEBUG)
     tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=10))
-    calls = []
-    original = torch.Tensor.tolist
-    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: calls.append(1) or original(self))
-    for env in range(3):
-        tel.collect_env(env, _env_modules(env))
-    assert calls == [], "nothing is read while the envs are being collected"
-    tel.flush_gradients()
-    assert len(calls) == 1, "norms and layer stats of every env and scope in one transfer"
+    envs = [_env_modules(env) for env in range(3)]
+    with HostSyncCounter(torch.device("cpu")) as syncs:
+        for env, modules in enumerate(envs):
+            tel.collect_env(env, modules)
+        assert syncs.count == 0, f"nothing is read while the envs are being collected: {syncs.by_call}"
+        tel.flush_gradients()
+    assert syncs.count == 1, f"norms and layer stats of every env and scope in one transfer: {syncs.by_call}"
     layers = [(env, p.model) for p, env, _ in hooks.events if isinstance(p, DebugLayerStats)]
     assert layers == [(e, m) for e in range(3) for m in ("host", "r0c0")]
 

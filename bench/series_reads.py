@@ -1,0 +1,281 @@
+"""Series reads that cost more than they should, on the code before a change and after it, side by side in
+one invocation: two ``nissa-server`` processes in turn (SQLite), each filled through its own ingest.
+
+Two cases:
+
+- **Many label sets.** A run with ``--label-sets`` label sets of ``loss`` (a loop that labels each step).
+  The server's CPU per ``GET …/series/loss?labels=i=5`` (reads one at a time, for 3 s), then
+  ``--at-once`` of them at once while ``/healthz`` is asked every 50 ms and a trainer's stream sends an event
+  every 50 ms: their latencies (p99 and max) meanwhile.
+- **An overlay.** ``--overlay-runs`` runs × ``--overlay-sets`` label sets × ``--overlay-points`` points of
+  ``loss``, read in one call (``…/series/loss?runs=…``): the bytes of one reply, and the server's resident
+  memory (sampled every 20 ms) while ``--at-once`` clients read all of it at once (following a reply's
+  ``Link`` to the rest where there is one), and the ``/healthz`` and ack latencies meanwhile.
+
+The code before is a checkout (``--before DIR``) or a git revision exported to a temporary directory
+(``--before-rev REV``, e.g. the main branch's commit before the change). ``cpu_ratio=`` is the labelled read's
+CPU after over before; ``rss_ratio=`` the overlay's memory growth after over before.
+
+    python bench/series_reads.py --before-rev main [--label-sets 100000] [--overlay-points 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import pathlib
+import re
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+import httpx
+import msgspec
+from websockets.asyncio.client import connect
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from leyline import Metrics, encode, make_event  # noqa: E402
+from leyline.frames import EventBatch, Hello  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SECRET = "series-reads-bench-secret-" + "0" * 20
+FRAME = 2000
+_ack = msgspec.json.Decoder(dict)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@contextlib.contextmanager
+def server(code: pathlib.Path, db: pathlib.Path) -> Iterator[tuple[str, int]]:
+    """``nissa-server`` of the checkout ``code`` on a free port: (URL, pid)."""
+    port_file = db.with_suffix(".port")
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from nissa_server.cli import main; sys.exit(main())",
+                             "--host", "127.0.0.1", "--port", "0", "--db", str(db), "--log-level", "warning"],
+                            cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.search(r"(http://\S+)", line)
+    if found is None:
+        proc.kill()
+        raise RuntimeError(f"the server at {code} did not start: {line!r}")
+    port_file.write_text(found.group(1))
+    try:
+        yield found.group(1), proc.pid
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _events(run_id: str, labels: list[int], steps: list[int], start: int) -> str:
+    return encode(EventBatch(events=[
+        make_event(Metrics(values={"loss": (i * 7919 % 1000) / 997 + step / 1e4}, labels={"i": str(i)}), run_id=run_id,
+                   seq=start + k, ts=1.7e9 + start + k, step=step, epoch=0)
+        for k, (i, step) in enumerate(zip(labels, steps))])).decode()
+
+
+async def fill(url: str, run_id: str, sets: int, points: int) -> None:
+    """``sets`` label sets of ``loss`` with ``points`` points each, streamed and acknowledged."""
+    total = sets * points
+    async with connect(url.replace("http", "ws") + "/ws/ingest", max_size=None, open_timeout=60) as ws:
+        await ws.send(encode(Hello(run_id=run_id, name=run_id, secret=SECRET)).decode())
+        await ws.recv()
+        for first in range(0, total, FRAME):
+            ks = range(first, min(total, first + FRAME))
+            await ws.send(_events(run_id, [k % sets for k in ks], [k // sets for k in ks], first + 1))
+        acked = 0
+        while acked < total:
+            frame = _ack.decode(await ws.recv())
+            if frame.get("type") == "ack":
+                acked = max(acked, frame["seq"])
+
+
+async def charted(db: pathlib.Path) -> None:
+    """Until the series pass has written every stored event as series rows (its watermark at the newest event):
+    reads then find them as rows, not as events past the watermark that each read charts for itself."""
+    while True:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            mark = conn.execute("SELECT upto FROM series_progress WHERE id = 1").fetchone()[0]
+            top = conn.execute("SELECT value FROM counters WHERE name = 'event_id'").fetchone()[0]
+        finally:
+            conn.close()
+        if mark >= top:
+            return
+        await asyncio.sleep(0.5)
+
+
+class Probes:
+    """``/healthz`` and a trainer's ack, each every 50 ms, for as long as it runs: their latencies."""
+
+    def __init__(self, url: str, http: httpx.AsyncClient) -> None:
+        self.url, self.http = url, http
+        self.healthz: list[float] = []
+        self.acks: list[float] = []
+        self._stop = asyncio.Event()
+
+    async def _health(self) -> None:
+        while not self._stop.is_set():
+            began = time.perf_counter()
+            await self.http.get("/healthz")
+            self.healthz.append(time.perf_counter() - began)
+            await asyncio.sleep(0.05)
+
+    async def _ingest(self) -> None:
+        async with connect(self.url.replace("http", "ws") + "/ws/ingest", max_size=None, open_timeout=60) as ws:
+            await ws.send(encode(Hello(run_id="probe", name="probe", secret=SECRET)).decode())
+            await ws.recv()
+            seq = 0
+            while not self._stop.is_set():
+                seq += 1
+                began = time.perf_counter()
+                await ws.send(_events("probe", [0], [seq], seq))
+                while True:
+                    frame = _ack.decode(await ws.recv())
+                    if frame.get("type") == "ack" and frame["seq"] >= seq:
+                        break
+                self.acks.append(time.perf_counter() - began)
+                await asyncio.sleep(0.05)
+
+    @contextlib.asynccontextmanager
+    async def running(self):
+        tasks = [asyncio.create_task(self._health()), asyncio.create_task(self._ingest())]
+        await asyncio.sleep(0.5)
+        self.healthz.clear()
+        self.acks.clear()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            await asyncio.gather(*tasks)
+
+
+def p99(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+async def read_all(http: httpx.AsyncClient, path: str) -> tuple[int, int, int]:
+    """(bytes of the first reply, bytes of all, replies) of a read that follows each reply's Link."""
+    first = total = replies = 0
+    while path:
+        reply = await http.get(path)
+        assert reply.status_code == 200, reply.text[:200]
+        total += len(reply.content)
+        first = first or len(reply.content)
+        replies += 1
+        found = re.fullmatch(r'<([^>]*)>; rel="next"', reply.headers.get("link", ""))
+        path = found.group(1) if found else ""
+    return first, total, replies
+
+
+async def measure(code: pathlib.Path, db: pathlib.Path, args: argparse.Namespace) -> dict[str, float]:
+    out: dict[str, float] = {}
+    runs = [f"overlay-{i}" for i in range(args.overlay_runs)]
+    with server(code, db) as (url, _):
+        began = time.perf_counter()
+        await asyncio.gather(fill(url, "many", args.label_sets, 1),
+                             *(fill(url, run, args.overlay_sets, args.overlay_points) for run in runs))
+        await charted(db)
+        print(f"  {code}: filled in {time.perf_counter() - began:.0f} s", file=sys.stderr)
+    with server(code, db) as (url, pid):  # afresh on the data: its memory is the reads', not what ingest left
+        async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+            out.update(await _reads(http, url, pid, runs, args))
+    return out
+
+
+async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
+                 args: argparse.Namespace) -> dict[str, float]:
+    out: dict[str, float] = {}
+    labelled = "/runs/many/series/loss?labels=i=5"
+    cpu, reads, began = cpu_seconds(pid), 0, time.perf_counter()
+    while reads < 1 or (reads < 200 and time.perf_counter() - began < 3.0):  # a clock tick is 10 ms
+        assert (await http.get(labelled)).status_code == 200
+        reads += 1
+    out["labelled_cpu_ms"] = (cpu_seconds(pid) - cpu) / reads * 1000
+    async with Probes(url, http).running() as probes:
+        began = time.perf_counter()
+        await asyncio.gather(*(http.get(labelled) for _ in range(args.at_once)))
+        out["at_once_s"] = time.perf_counter() - began
+    for name, seen in (("healthz", probes.healthz), ("ack", probes.acks)):
+        out[f"{name}_p99_ms"], out[f"{name}_max_ms"] = p99(seen) * 1000, max(seen, default=0.0) * 1000
+    overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
+    rss = [rss_mb(pid)]
+    async with Probes(url, http).running() as probes:
+        reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
+        while not reads_.done():
+            rss.append(rss_mb(pid))
+            await asyncio.sleep(0.02)
+        first, total, replies = (await reads_)[0]
+    for name, seen in (("overlay_healthz", probes.healthz), ("overlay_ack", probes.acks)):
+        out[f"{name}_p99_ms"] = p99(seen) * 1000
+    out["rss_before_mb"], out["rss_peak_mb"] = rss[0], max(rss)
+    out["overlay_reply_mb"], out["overlay_total_mb"], out["overlay_replies"] = first / 1e6, total / 1e6, replies
+    return out
+
+
+@contextlib.contextmanager
+def before_code(args: argparse.Namespace) -> Iterator[pathlib.Path]:
+    if args.before:
+        yield pathlib.Path(args.before).resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="nissa-before-") as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before_rev], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        yield pathlib.Path(tmp)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--before", help="a checkout of the code before")
+    where.add_argument("--before-rev", help="a git revision of the code before (exported to a temporary directory)")
+    parser.add_argument("--label-sets", type=int, default=100_000)
+    parser.add_argument("--overlay-runs", type=int, default=5)
+    parser.add_argument("--overlay-sets", type=int, default=1000)
+    parser.add_argument("--overlay-points", type=int, default=100)
+    parser.add_argument("--at-once", type=int, default=8)
+    args = parser.parse_args()
+    figures = {}
+    with before_code(args) as before, tempfile.TemporaryDirectory(prefix="nissa-series-reads-") as tmp:
+        for label, code in (("before", before), ("after", ROOT)):
+            figures[label] = asyncio.run(measure(code, pathlib.Path(tmp) / f"{label}.db", args))
+            print(f"{label}: " + " ".join(f"{k}={v:.1f}" for k, v in figures[label].items()), file=sys.stderr)
+    b, a = figures["before"], figures["after"]
+    keys = ("labelled_cpu_ms", "healthz_p99_ms", "healthz_max_ms", "ack_p99_ms", "ack_max_ms", "at_once_s",
+            "overlay_reply_mb", "overlay_replies", "rss_before_mb", "rss_peak_mb", "overlay_healthz_p99_ms",
+            "overlay_ack_p99_ms")
+    pairs = [f"label_sets={args.label_sets}",
+             f"overlay={args.overlay_runs}x{args.overlay_sets}x{args.overlay_points}"]
+    pairs += [f"{k}_{label}={figures[label][k]:.1f}" for k in keys for label in ("before", "after")]
+    growth_before, growth_after = b["rss_peak_mb"] - b["rss_before_mb"], a["rss_peak_mb"] - a["rss_before_mb"]
+    pairs += [f"cpu_ratio={a['labelled_cpu_ms'] / max(b['labelled_cpu_ms'], 1e-3):.4f}",
+              f"rss_ratio={growth_after / max(growth_before, 1.0):.3f}"]
+    print(" ".join(pairs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

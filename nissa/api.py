@@ -1,0 +1,200 @@
+"""``nissa.Api``: a lab's runs as data, for notebooks and scripts.
+
+    api = nissa.Api("http://127.0.0.1:8765")
+    for run in api.runs(q="group:lr-sweep", sort="val_loss.best"):
+        print(run.name, run.config["lr"], run.metrics["val_loss{rank=0}"]["best"])
+    frame = api.runs_frame(project="cifar")              # a pandas DataFrame, a row per run
+    points = api.history(run.id, keys=["val_loss"])      # every point, from the stored events
+
+``runs`` pages through ``GET /runs`` (the server's filter language and sorts) until every match is read;
+``history`` reads the run's events of the kinds the keys come from, a page at a time, and takes their points
+as the server does (``leyline.series``): not downsampled, nothing left out. No torch, and pandas only for
+``runs_frame`` and ``history_frame``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from leyline import Event, decode_events
+from leyline.query import short_key
+from leyline.series import format_key, kind_of_name, parse_key, points_of, x_of
+
+PAGE = 500
+"""Runs asked for per request (the server's largest page)."""
+EVENTS_PAGE = 10_000
+
+
+class ApiError(Exception):
+    """The server refused a request (a mistake in a query names its position) or could not be reached."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run as ``GET /runs`` lists it. ``config``: its flattened config (as listed: 64 entries, values cut to 80
+    characters; ``Api.run`` reads the whole). ``metrics``: series key → ``{last, min, max, best, count, step}``."""
+
+    id: str
+    name: str
+    status: str
+    project: str
+    group: str
+    tags: list[str]
+    notes: str
+    config: dict[str, Any]
+    metrics: dict[str, dict[str, Any]]
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    raw: dict[str, Any] = field(repr=False)
+    """Everything the server said of the run."""
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> Run:
+        return cls(id=raw["run_id"], name=raw["name"], status=raw["status"], project=raw.get("project", ""),
+                   group=raw.get("group", ""), tags=list(raw.get("tags", [])), notes=raw.get("notes", ""),
+                   config=dict(raw.get("config") or raw.get("params") or {}), metrics=dict(raw.get("metrics", {})),
+                   created_at=raw["created_at"], started_at=raw.get("started_at"), ended_at=raw.get("ended_at"),
+                   raw=raw)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("nissa.Api: a DataFrame needs pandas, which is not installed (pip install pandas); "
+                          "Api.runs and Api.history need nothing more") from None
+    return pandas
+
+
+class Api:
+    """A nissa-server's runs (``token``: default ``$NISSA_TOKEN``, needed where the server protects reads)."""
+
+    def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
+        import os
+
+        from nissa.checks import check_server
+        from nissa.hub.rest import http_url
+
+        check_server(server, "server", "nissa.Api")
+        token = token if token is not None else os.environ.get("NISSA_TOKEN") or None
+        self.server = http_url(server, "")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
+        try:
+            reply = self._http.get(path, params=params)
+        except httpx.HTTPError as err:
+            raise ApiError(f"nissa.Api: no answer from {self.server}: {err}") from None
+        if reply.status_code >= 400:
+            try:
+                detail = reply.json().get("detail", reply.text)
+            except ValueError:
+                detail = reply.text
+            raise ApiError(f"nissa.Api: {reply.request.method} {reply.request.url.path}: {reply.status_code} {detail}")
+        return reply
+
+    def runs(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
+             sort: str | None = None, limit: int | None = None, metrics: Sequence[str] | None = None) -> list[Run]:
+        """The runs matching ``q`` (the server's filter language) and ``project``/``group``, in ``sort`` order
+        (newest first by default): every one, or the first ``limit``. ``metrics``: only these summaries."""
+        return list(self.iter_runs(q, project=project, group=group, sort=sort, limit=limit, metrics=metrics))
+
+    def iter_runs(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
+                  sort: str | None = None, limit: int | None = None,
+                  metrics: Sequence[str] | None = None) -> Iterator[Run]:
+        """``runs``, a page at a time."""
+        terms = [q or ""] + [f"{name}:{_quoted(value)}" for name, value in (("project", project), ("group", group))
+                             if value is not None]
+        params: dict[str, Any] = {k: v for k, v in (("q", " ".join(t for t in terms if t)), ("sort", sort)) if v}
+        if metrics is not None:
+            params["metrics"] = ",".join(metrics)
+        offset, seen = 0, 0
+        while limit is None or seen < limit:
+            size = PAGE if limit is None else min(PAGE, limit - seen)
+            page = self._get("/runs", {**params, "limit": size, "offset": offset}).json()
+            for raw in page:
+                yield Run.of(raw)
+            seen += len(page)
+            offset += len(page)
+            if len(page) < size:
+                return
+
+    def run(self, run_id: str) -> Run:
+        """One run, its whole config and every series' summary."""
+        return Run.of(self._get(f"/runs/{_path(run_id)}").json())
+
+    def runs_frame(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
+                   sort: str | None = None, limit: int | None = None, stats: Sequence[str] = ("best", "last"),
+                   metrics: Sequence[str] | None = None) -> Any:
+        """``runs`` as a pandas DataFrame: a row per run, columns ``id``, ``name``, ``status``, ``project``,
+        ``group``, ``tags`` (joined by commas), ``notes``, ``config.<key>`` and ``<series key>.<stat>`` for each
+        of ``stats``, the key as a query writes it (``val_loss.best`` for ``val_loss{rank=0}``)."""
+        pandas = _pandas()
+        rows = []
+        for run in self.iter_runs(q, project=project, group=group, sort=sort, limit=limit, metrics=metrics):
+            row: dict[str, Any] = {"id": run.id, "name": run.name, "status": run.status, "project": run.project,
+                                   "group": run.group, "tags": ",".join(run.tags), "notes": run.notes}
+            row.update({f"config.{k}": v for k, v in run.config.items()})
+            for key, summary in run.metrics.items():
+                row.update({f"{short_key(key)}.{stat}": summary.get(stat) for stat in stats})
+            rows.append(row)
+        return pandas.DataFrame(rows)
+
+    def history(self, run_id: str, keys: Sequence[str], x: str = "step") -> dict[str, list[tuple[float, float]]]:
+        """Every point of the series ``keys`` (a name: each of its label sets; or a whole key, ``acc{env=0,rank=0}``)
+        as ``(x, value)`` in stored order, by series key; ``x`` is ``step``, ``epoch``, ``round`` or ``ts``
+        (points without a place on it are left out). Read from the run's events, a page at a time."""
+        if x not in ("step", "epoch", "round", "ts"):
+            raise ValueError(f"nissa.Api.history: x must be step, epoch, round or ts, got {x!r}")
+        names = {k for k in keys if "{" not in k}
+        whole = {format_key(*parse_key(k)) for k in keys if "{" in k}
+        kinds = sorted({kind_of_name(parse_key(k)[0]) for k in keys})
+        out: dict[str, list[tuple[float, float]]] = {}
+        for event in self._events(run_id, kinds):
+            for point in points_of(event):
+                if point.name in names or point.key in whole:
+                    at = x_of(point, x)
+                    if at is not None:
+                        out.setdefault(point.key, []).append((at, point.value))
+        return out
+
+    def history_frame(self, run_id: str, keys: Sequence[str], x: str = "step") -> Any:
+        """``history`` as a pandas DataFrame, a row per point: ``key``, ``x``, ``value``."""
+        pandas = _pandas()
+        rows = [(key, at, value) for key, points in self.history(run_id, keys, x).items() for at, value in points]
+        return pandas.DataFrame(rows, columns=["key", x, "value"])
+
+    def _events(self, run_id: str, kinds: list[str]) -> Iterator[Event]:
+        params: dict[str, Any] = {"kind": ",".join(kinds), "limit": EVENTS_PAGE, "after_seq": 0}
+        while True:
+            reply = self._get(f"/runs/{_path(run_id)}/events", params)
+            events = decode_events(reply.content)
+            yield from events
+            if "next" not in reply.links or not events:
+                return
+            params.update(after_seq=events[-1].seq, after_rank=events[-1].rank)
+
+
+def _path(run_id: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.quote(run_id, safe="")

@@ -1,0 +1,85 @@
+"""What a run says of itself beyond its config: where it belongs (project, group, tags, notes) and how its
+results read (a metric's direction, values of its summary set outright). Checked here against the
+contract's own types (``leyline.summaries``), so a mistake is a ``ValueError`` naming the argument at once."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+import msgspec
+
+from leyline.metrics import SummaryUpdated, metric_value
+from leyline.summaries import DIRECTIONS, Directions, Notes, Project, Tags
+
+
+class Organized(msgspec.Struct, kw_only=True):
+    """``nissa.init``'s ``project``, ``group``, ``tags``, ``notes`` and ``summary``, checked."""
+
+    project: Project = ""
+    group: Project = ""
+    tags: Tags = []
+    notes: Notes = ""
+    summary: Directions = {}
+
+
+def organized(caller: str = "nissa.init", **given: Any) -> Organized:
+    """The arguments as the contract takes them; a ``ValueError`` naming the one that is wrong."""
+    fields = {k: (list(v) if k == "tags" and isinstance(v, (tuple, list)) else v) for k, v in given.items()
+              if v is not None}
+    if isinstance(fields.get("tags"), str):
+        raise TypeError(f"{caller}: tags must be a list of strings, got a string ({fields['tags']!r})")
+    try:
+        return msgspec.convert(fields, Organized)
+    except msgspec.ValidationError as err:
+        raise ValueError(f"{caller}: {_said(err)} (a project, group or tag: letters, digits, _ . : + / = @ -, "
+                         f"no blank; a direction: {', '.join(DIRECTIONS)})") from None
+
+
+def _said(err: msgspec.ValidationError) -> str:
+    text = str(err)
+    head, _, where = text.rpartition(" - at `$.")
+    return f"{where.rstrip('`')}: {head}" if where else text
+
+
+def check_direction(name: object, summary: object) -> None:
+    """``run.define_metric``'s arguments: a metric's name, and ``min``, ``max`` or ``last``."""
+    from nissa.checks import check_log
+
+    if not isinstance(name, str):
+        raise TypeError(f"run.define_metric: name must be a string, got {type(name).__name__}")
+    check_log({name: 0.0}, None, None)
+    if summary not in DIRECTIONS:
+        raise ValueError(f"run.define_metric: summary must be one of {list(DIRECTIONS)}, got {summary!r}")
+
+
+class Summary(MutableMapping[str, float]):
+    """``run.summary``: values of the run's summary set outright (``run.summary["test_acc"] = 0.91``), each sent
+    at once as the series' last and best. Reading gives what was set here."""
+
+    def __init__(self, send: Callable[[SummaryUpdated], None]) -> None:
+        self._send = send
+        self._values: dict[str, float] = {}
+
+    def __setitem__(self, name: str, value: float) -> None:
+        from nissa.checks import check_log
+
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) and not hasattr(value, "item"):
+            raise TypeError(f"run.summary[{name!r}]: expected a number, got {type(value).__name__}")
+        check_log({name: value}, None, None)
+        number = float(value.item() if hasattr(value, "item") else value)  # a tensor or NumPy scalar
+        self._values[name] = number
+        self._send(SummaryUpdated(values={name: metric_value(number)}))
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[name]
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("run.summary: a value set cannot be taken back (set another)")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)

@@ -1,0 +1,142 @@
+"""Runs side by side for the runs tables: rows of groups (count, mean ± SD of each metric), a series' band
+over a group's runs, the diff of several configs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+
+from leyline import query
+from leyline.groups import BandsReply, ConfigDiff, GroupsReply
+from leyline.series import parse_key
+from nissa_server.auth import require_read
+from nissa_server.groups import Member, band, config_diff, group_rows
+from nissa_server.openapi import error, ok, ref
+from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.routes.series import Axis
+from nissa_server.series import shape
+from nissa_server.store import queries, run_groups_sql, series_queries
+
+router = APIRouter(tags=["runs"])
+READ = [Depends(require_read)]
+MAX_BAND_RUNS = 200
+"""Runs one band is drawn over (a group row names at most as many)."""
+MAX_DIFF_RUNS = 50
+MAX_GROUPED_RUNS = 20_000
+"""Runs a grouping reads at most (the newest that match)."""
+MAX_GROUP_METRICS = 32
+MAX_BAND_SERIES = 64
+"""Label sets of one name a band reply holds (an env per line)."""
+ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
+                     "token"), 404: error("No such run", "unknown run 'r-x'"),
+          422: error("Bad parameter", "runs: at most 200 runs, got 201")}
+_RUNS_DOC = "Run ids separated by commas"
+
+
+def _run_ids(runs: str, most: int, least: int) -> list[str]:
+    ids = list(dict.fromkeys(r.strip() for r in runs.split(",") if r.strip()))
+    if not least <= len(ids) <= most:
+        raise HTTPException(422, f"runs: between {least} and {most} runs, got {len(ids)}")
+    return ids
+
+
+def _metrics(text: str) -> list[tuple[str, str, str]]:
+    """``val_loss.best,acc`` → (as asked, series key, statistic) each."""
+    out = []
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        try:
+            field = query.field_of(part)
+        except query.QueryError as err:
+            raise HTTPException(400, f"metrics: {part!r}: {err.reason}") from None
+        if field.kind != "metric":
+            raise HTTPException(400, f"metrics: {part!r} is not a metric")
+        out.append((part, field.name, field.stat))
+    if len(out) > MAX_GROUP_METRICS:
+        raise HTTPException(422, f"metrics: at most {MAX_GROUP_METRICS}, got {len(out)}")
+    return out
+
+
+@router.get("/run-groups", summary="The runs a query finds, grouped: count, mean ± SD of each metric",
+            description="The runs matching `q` (the filter language of `GET /runs`; the newest "
+                        f"{MAX_GROUPED_RUNS:,} at most), a row per value of `by` (`group`, `project` or "
+                        "`config.KEY`; runs without it in a row of their own, value null): how many runs, their ids "
+                        "(the first 200, newest first), and for each metric of `metrics` (`val_loss.best,acc.last`) "
+                        "the mean, sample standard deviation, min and max over the group's runs that have it.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok(ref(GroupsReply), {"by": "config.lr", "runs": 6, "groups": [
+                {"value": 0.01, "count": 2, "run_ids": ["r-a", "r-b"], "metrics": {"val_loss.best": {
+                    "n": 2, "mean": 0.41, "sd": 0.014, "min": 0.4, "max": 0.42}}}]}),
+                       400: error("A mistake in q or metrics", "q: position 9: 'x' is not a number"), **ERRORS})
+async def get_groups(
+    request: Request,
+    by: Annotated[str, Query(max_length=300, description="`group`, `project` or `config.KEY`")],
+    q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description="Only runs matching it")] = None,
+    metrics: Annotated[str, Query(max_length=4000, description="Metric columns, separated by commas")] = "",
+) -> Response:
+    if by not in ("group", "project") and not (by.startswith("config.") and len(by) > len("config.")):
+        raise HTTPException(422, f"by: 'group', 'project' or 'config.KEY', not {by!r}")
+    try:
+        clauses = query.parse(q or "")
+    except query.QueryError as err:
+        raise HTTPException(400, f"q: {err}") from None
+    wanted = _metrics(metrics)
+    n = nissa(request)
+    total, runs = await n.store.read(run_groups_sql.members, clauses, by, [(k, s) for _, k, s in wanted],
+                                     MAX_GROUPED_RUNS)
+    members = [Member(run_id, value, {asked: values.get((k, s)) for asked, k, s in wanted})
+               for run_id, value, values in runs]
+    return json_response(GroupsReply(by=by, runs=total, groups=group_rows(members, [a for a, _, _ in wanted])))
+
+
+@router.get("/run-groups/series/{name:path}", summary="A series over several runs: its mean, min and max at each x",
+            description="The series `name` of each run in `runs` (a group's, as `GET /run-groups` names them), "
+                        "each label set on its own: at each x (bucketed into at most `max_points`), the mean of the "
+                        "runs' values, their min and max, and how many runs had a point there.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok(ref(BandsReply), {"name": "val_loss", "x": "step", "runs": ["r-a", "r-b"], "bands": [
+                {"key": "val_loss", "labels": {}, "x": [0, 10], "mean": [0.9, 0.5], "min": [0.8, 0.4],
+                 "max": [1.0, 0.6], "n": [2, 2]}]}), **ERRORS})
+async def get_bands(
+    request: Request,
+    name: str,
+    runs: Annotated[str, Query(max_length=20_000, description=_RUNS_DOC)],
+    x: Annotated[Axis, Query(description="The x axis")] = "step",
+    max_points: Annotated[int, Query(ge=10, le=5000, description="Most points of a band")] = 500,
+) -> Response:
+    n = nissa(request)
+    run_ids = _run_ids(runs, MAX_BAND_RUNS, 1)
+    lines: dict[str, list[tuple[list[float], list[float]]]] = {}
+    for rid in run_ids:
+        run = await run_or_404(n, rid)
+        try:
+            data = await n.store.read(series_queries.read_series, run.run_key, name, x, None, max_points,
+                                      None, MAX_BAND_SERIES)
+        except series_queries.TooManySeries as err:
+            raise HTTPException(422, f"run {rid!r}: {err}") from None
+        for s in shape(rid, data, max_points):
+            lines.setdefault(s.key, []).append((s.x, s.y))
+    bands = [band(key, parse_key(key)[1], each, max_points) for key, each in sorted(lines.items())]
+    return json_response(BandsReply(name=name, x=x, runs=run_ids, bands=bands))
+
+
+@router.get("/config-diff", summary="The config keys that differ between runs, with each run's value",
+            description="The full configs of the runs in `runs` (two or more, in that order): every key whose "
+                        "value is not the same in all of them, or that some lack, with each run's value as JSON "
+                        "text (null: the run has no such key), and how many keys are the same.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok(ref(ConfigDiff), {"runs": ["r-a", "r-b"], "names": ["lr 0.1", "lr 0.01"], "rows": [
+                {"key": "lr", "values": ["0.1", "0.01"]}], "same": 12}), **ERRORS})
+async def get_config_diff(
+    request: Request,
+    runs: Annotated[str, Query(max_length=5000, description=_RUNS_DOC)],
+) -> Response:
+    n = nissa(request)
+    run_ids = _run_ids(runs, MAX_DIFF_RUNS, 2)
+    infos = []
+    for rid in run_ids:
+        info = await n.store.read(queries.get_run, rid, 0.0, n.server_id)
+        if info is None:
+            raise HTTPException(404, f"unknown run {rid!r}")
+        infos.append(info)
+    return json_response(config_diff(run_ids, [i.name for i in infos], [i.config or {} for i in infos]))

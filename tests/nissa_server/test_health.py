@@ -1,0 +1,62 @@
+"""The supervised loop of every background task: it outlives any failure, backs off, says so once per
+outage, and the part is degraded until a turn works again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from nissa_server.health import Health, retry_delay, supervise
+from nissa_server.store import UnusableDatabase
+
+pytestmark = pytest.mark.single_backend
+
+
+async def test_a_task_outlives_its_failures_backs_off_and_says_so_once(caplog):
+    caplog.set_level(logging.WARNING, logger="nissa_server.health")
+    health = Health(expected=(UnusableDatabase,), clock=lambda: 100.0)
+    outcomes = [UnusableDatabase("cannot connect"), UnusableDatabase("cannot connect"), KeyError("a bug"), None, None]
+    waits: list[float] = []
+    seen: list[dict] = []
+    done = asyncio.Event()
+
+    async def step() -> None:
+        outcome = outcomes.pop(0)
+        seen.append({part: t.failures for part, t in health.degraded.items()})
+        if not outcomes:
+            done.set()
+            await asyncio.Event().wait()  # the server runs on
+        if outcome is not None:
+            raise outcome
+
+    async def sleep(s: float) -> None:
+        waits.append(s)
+
+    task = asyncio.create_task(supervise(health, "maintenance", step, max_retry_s=1.5, sleep=sleep))
+    await asyncio.wait_for(done.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert waits == [0.5, 1.0, 1.5]  # doubling, capped
+    assert seen == [{}, {"maintenance": 1}, {"maintenance": 2}, {"maintenance": 3}, {}]
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["maintenance degraded: UnusableDatabase: cannot connect (tried again until it works; logged "
+                     "again once it does)", "maintenance works again after 0.0 s and 3 failures"]
+    assert caplog.records[0].exc_info is None  # the database's error: no traceback
+    assert dict(health.levels()) == {"maintenance": 0.0}
+
+
+def test_a_bug_is_logged_with_its_traceback_and_the_part_shows_degraded(caplog):
+    caplog.set_level(logging.WARNING, logger="nissa_server.health")
+    health = Health(expected=(UnusableDatabase,))
+    health.watch("alert-sweep")
+    try:
+        raise KeyError("rule")
+    except KeyError as err:
+        assert health.failed("alert-sweep", err) == 1
+    assert caplog.records[0].exc_info is not None
+    assert dict(health.levels()) == {"alert-sweep": 1.0}
+    assert health.degraded["alert-sweep"].reason == "KeyError: 'rule'"
+    assert retry_delay(1, 30.0) == 0.5 and retry_delay(20, 30.0) == 30.0

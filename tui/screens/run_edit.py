@@ -1,0 +1,70 @@
+"""Edit a run's group, tags and notes (``PATCH /runs/{id}``): what a run was for, said after the fact."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+from tui.client import ApiError, RunSummary
+
+if TYPE_CHECKING:
+    from tui.app import EsperWatch
+
+
+def parse_tags(text: str) -> list[str]:
+    """Tags as typed: separated by commas or spaces, each once, in order."""
+    return list(dict.fromkeys(t for t in text.replace(",", " ").split() if t))
+
+
+class RunEditScreen(ModalScreen[bool]):
+    """Three fields; enter in any saves all three, escape leaves the run as it was. Dismisses with whether
+    the run changed."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    RunEditScreen { align: center middle; }
+    RunEditScreen > Vertical { width: 80; height: auto; padding: 1 2; border: thick $accent; background: $surface; }
+    RunEditScreen #edit-error { color: $error; height: auto; }
+    """
+
+    def __init__(self, run: RunSummary) -> None:
+        super().__init__()
+        self.run = run
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text.assemble("edit ", (self.run.name or self.run.run_id, "bold"), f" ({self.run.run_id})"))
+            yield Label("group")
+            yield Input(self.run.group or "", id="edit-group")
+            yield Label("tags (separated by spaces or commas)")
+            yield Input(" ".join(self.run.tags), id="edit-tags")
+            yield Label("notes")
+            yield Input(self.run.notes or "", id="edit-notes")
+            yield Static("enter saves · escape cancels", id="edit-error")
+
+    @on(Input.Submitted)
+    def save(self) -> None:
+        fields = {"group": self.query_one("#edit-group", Input).value.strip() or None,
+                  "tags": parse_tags(self.query_one("#edit-tags", Input).value),
+                  "notes": self.query_one("#edit-notes", Input).value}
+        self.send(fields)
+
+    @work(exclusive=True)
+    async def send(self, fields: dict[str, object]) -> None:
+        app: EsperWatch = self.app  # type: ignore[assignment]
+        try:
+            await app.require_client().patch_run(self.run.run_id, **fields)
+        except ApiError as err:
+            self.query_one("#edit-error", Static).update(Text(f"not saved: {err}"))
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
