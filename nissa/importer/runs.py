@@ -66,8 +66,7 @@ class ImportedRun:
         run_id = self.run_id
         first = self.points[0][2] if self.points else 0.0
         last = max((ts for _, _, ts in self.points), default=first)
-        started = RunStarted(name=self.name[:200], config=flat_config(self.config), device="",
-                             **({"project": self.project} if self.project and "project" in _FIELDS else {}))
+        started = RunStarted(name=self.name[:200], config=flat_config(self.config), device="", project=self.project)
         seq = 1
         yield encode_event(make_event(started, run_id=run_id, seq=seq, ts=first))
         for payload, step, ts in self.points:
@@ -76,9 +75,6 @@ class ImportedRun:
         final_step = max((step for _, step, _ in self.points), default=0)
         yield encode_event(make_event(RunFinished(status="completed", duration_s=max(0.0, last - first)),
                                       run_id=run_id, seq=seq + 1, ts=last, step=final_step))
-
-
-_FIELDS = frozenset(RunStarted.__struct_fields__)
 
 
 def write_log(run: ImportedRun, log_dir: pathlib.Path) -> pathlib.Path:

@@ -39,7 +39,8 @@ def _runs(url: str) -> dict[str, dict]:
 
 def test_tensorboard_logs_become_runs_once(tmp_path, server_url, capsys):
     _write_tensorboard(tmp_path / "tb")
-    argv = ["import", "tensorboard", str(tmp_path / "tb"), "--server", server_url, "--log-dir", str(tmp_path / "imp")]
+    argv = ["import", "tensorboard", str(tmp_path / "tb"), "--server", server_url, "--log-dir", str(tmp_path / "imp"),
+            "--project", "vision"]
     assert main(argv) == 0
     progress = capsys.readouterr().err.splitlines()
     assert [line.split(" -> ")[0] for line in progress] == ["[1/3] exp_a", "[2/3] exp_b", "[3/3] sweep/trial"]
@@ -47,6 +48,7 @@ def test_tensorboard_logs_become_runs_once(tmp_path, server_url, capsys):
         "1 point, server holds 3/3"]
     runs = _runs(server_url)
     assert {"exp_a", "exp_b", "sweep/trial"} <= set(runs)
+    assert {runs[n]["project"] for n in ("exp_a", "exp_b", "sweep/trial")} == {"vision"}
     a = runs["exp_a"]["run_id"]
     events = trainer_events(server_url, a)
     assert events[0].kind is EventKind.RUN_STARTED and events[-1].kind is EventKind.RUN_FINISHED
