@@ -66,7 +66,8 @@ class ImportedRun:
         run_id = self.run_id
         first = self.points[0][2] if self.points else 0.0
         last = max((ts for _, _, ts in self.points), default=first)
-        started = RunStarted(name=self.name[:200], config=flat_config(self.config), device="", project=self.project)
+        started = RunStarted(name=self.name[:200], config=flat_config(self.config), device="",
+                             project=self.project or "")
         seq = 1
         yield encode_event(make_event(started, run_id=run_id, seq=seq, ts=first))
         for payload, step, ts in self.points:
