@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                  "debug_cpu_ratio": f"{c_debug:.3f}", "profile_cpu_ratio": f"{c_prof:.3f}", "ratio": f"{normal:.3f}",
                  "normal_goal_met": str(normal >= 0.98), "debug_goal_met": str(debug >= 0.9),
                  "system_ratio": f"{median['SYSTEM'] / median['NORMAL']:.3f}",
+                 "system_cpu_ratio": f"{cpu_median['SYSTEM'] / cpu_median['NORMAL']:.3f}",
                  # What telemetry costs in CPU time per env-epoch, whatever the loop's own speed.
                  "normal_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['NORMAL'] - 1 / cpu_base):.1f}",
                  "debug_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['DEBUG'] - 1 / cpu_base):.1f}"}
