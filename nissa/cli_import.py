@@ -12,7 +12,6 @@ registers the subcommand on the ``nissa`` command's parser.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import pathlib
 import sys

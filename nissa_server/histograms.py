@@ -36,7 +36,7 @@ def pick(events: list[Event], name: str) -> list[HistogramAt]:
     """The distributions called ``name`` among ``histogram`` events."""
     out = []
     for e in events:
-        payload = e.payload
+        payload: object = e.payload
         if not isinstance(payload, Histograms):
             continue
         for d in payload.histograms:

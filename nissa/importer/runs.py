@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from leyline import Metrics, Payload, RunFinished, RunStarted, make_event, metric_value
 from leyline.codec import encode_event
 from leyline.metrics import MAX_METRICS
-
 from nissa.hub.runlog import RunLog
 from nissa.hub.secret import run_secret
 from nissa.hub.upload import UploadResult, upload_run

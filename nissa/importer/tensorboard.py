@@ -18,7 +18,6 @@ from typing import Any
 
 from leyline import Distribution, Histograms, TextLogged
 from leyline.metrics import MAX_TEXT_CHARS
-
 from nissa.importer.runs import ImportedRun
 from nissa.integrations.names import metric_name
 
