@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # it checks --server, --run-name and --device before anything runs
         run = nissa.init(server=args.server, token=args.token, run_name=args.run_name, log_dir=args.log_dir,
                          device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"},
-                         project=args.project or None, group=args.group or None, tags=args.tag)
+                         project=args.project or None, group=args.group or None, tags=args.tag,
+                         phases=["validate"])  # what a profile window of target "update" can record
     except (ValueError, TypeError, OSError) as err:
         p.error(str(err))
     device = torch.device(args.device)

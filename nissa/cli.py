@@ -7,8 +7,12 @@
 ``runs`` lists the runs a query finds (the server's filter language, ``GET /runs?q=``), a row each: id, name,
 status, project, group, tags, the config keys whose values differ, and the metrics the runs share (their
 best, or the statistic asked for: ``--metric val_loss.min``). ``--format json`` gives the server's own records.
-What a run wrote is shown as text, its control characters replaced. ``import`` (``nissa.cli_import``) brings
-TensorBoard event directories and CSV files in as runs.
+What a run wrote is shown as text, its control characters replaced.
+
+    nissa import tensorboard runs/ --server http://127.0.0.1:8765
+    nissa import csv metrics.csv --server http://127.0.0.1:8765
+
+``import`` brings TensorBoard event files and CSV files in as runs (``nissa.cli_import``).
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ CELL_CHARS = 40
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nissa", description="A lab's runs on a nissa-server, from a shell.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_runs(sub.add_parser("runs", help="list the runs a query finds", description="List the runs a query finds, "
-                            "sorted, as a table, CSV or JSON.")).set_defaults(func=_runs)
     from nissa.cli_import import add_import
 
+    p = argparse.ArgumentParser(prog="nissa", description="A lab's runs on a nissa-server, from a shell.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    runs = add_runs(sub.add_parser("runs", help="list the runs a query finds", description="List the runs a query "
+                                   "finds, sorted, as a table, CSV or JSON."))
+    runs.set_defaults(func=_runs)
     add_import(sub)
     return p
 

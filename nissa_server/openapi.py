@@ -18,6 +18,7 @@ from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
+from leyline.summaries import RunPatch
 from nissa_server.histograms import HistogramsReply
 from nissa_server.series import SeriesInfo, SeriesReply
 from nissa_server.store.runs_page import RunSummary
@@ -35,7 +36,7 @@ from nissa_server.schemas import (
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
          HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         BandsReply, ConfigDiff, GroupsReply, WireEvent, *PAYLOAD_TYPES.values())
+         BandsReply, ConfigDiff, GroupsReply, RunPatch, WireEvent, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
@@ -242,7 +243,7 @@ def _restore_examples(doc: dict[str, Any], routes: list[BaseRoute]) -> None:
             continue
         declared = {str(status): reply for status, reply in route.responses.items()}
         body = (route.openapi_extra or {}).get("requestBody")
-        for method in route.methods:
+        for method in route.methods or ():
             operation = doc["paths"][route.path_format][method.lower()]
             pairs = [(operation["responses"].get(status, {}), reply) for status, reply in declared.items()]
             pairs.append((operation.get("requestBody", {}), body or {}))

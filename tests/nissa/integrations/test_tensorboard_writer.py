@@ -51,7 +51,8 @@ def test_the_same_loop_writes_event_files_or_a_run(tmp_path):
     assert any(e.payload.values.get("hparam/final") == 0.5 for e in metrics)
     assert sorted(s["labels"]["tag"] for s in acc) == ["train", "val"]  # two lines of one chart
     (text,) = [e for e in events if e.kind is EventKind.TEXT]
-    assert (text.step, text.payload.tag, text.payload.text) == (5, "notes", "warm-up over\ufffd[31m")  # data, never control
+    # Data, as written, but for its control characters, which the server stores as U+FFFD.
+    assert (text.step, text.payload.tag, text.payload.text) == (5, "notes", "warm-up over\ufffd[31m")
     assert events[-1].payload.status == "completed"
 
 
