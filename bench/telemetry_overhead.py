@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = {"off_env_epochs_s": f"{base:.3f}", "normal_ratio": f"{normal:.3f}", "debug_ratio": f"{debug:.3f}",
                  "profile_ratio": f"{prof:.3f}", "normal_cpu_ratio": f"{c_normal:.3f}",
                  "debug_cpu_ratio": f"{c_debug:.3f}", "debug_no_hub_cpu_ratio": f"{c_local:.3f}",
-                 "profile_cpu_ratio": f"{c_prof:.3f}", "system_ratio": f"{system_ratio:.3f}", "ratio": f"{normal:.3f}",
+                 "profile_cpu_ratio": f"{c_prof:.3f}", "system_ratio": f"{system_ratio:.3f}",
+                 "system_cpu_ratio": f"{cpu_median['SYSTEM'] / cpu_median['NORMAL']:.3f}", "ratio": f"{normal:.3f}",
                  "normal_goal_met": str(normal >= 0.98), "debug_goal_met": str(debug >= 0.9),
                  # What telemetry costs in CPU time per env-epoch, whatever the loop's own speed.
                  "normal_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['NORMAL'] - 1 / cpu_base):.1f}",
