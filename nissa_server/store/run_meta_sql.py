@@ -91,7 +91,7 @@ def tags_of(conn: Conn, run_keys: list[int]) -> dict[int, list[str]]:
     if run_keys:
         for run_key, tag in conn.execute(
                 f"SELECT run_key, tag FROM run_tags WHERE run_key IN ({','.join('?' * len(run_keys))})"
-                " ORDER BY run_key, pos", run_keys):
+                " ORDER BY run_key, pos", run_keys).fetchall():
             out[int(run_key)].append(tag)
     return out
 

@@ -45,7 +45,7 @@ class BandPanel(Widget):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.series_name = name
-        self.border_title = run_text(name)  # a series name: the runs' text
+        self.border_title = run_text(name)  # a series name: the run's text
         self.bands: list[Band] = []
 
     def compose(self) -> ComposeResult:
@@ -73,7 +73,7 @@ class BandPanel(Widget):
             plot.plot(x, np.asarray(b.mean, dtype=float), line_style=f"bold {colour}", hires_mode=HiResMode.BRAILLE)
             label = " ".join(f"{k}={v}" for k, v in b.labels.items() if not (k == "rank" and v == "0"))
             label = f"{label} mean" if label else "mean"
-            title.append("━ ", style=colour).append(plain(f"{label} "), style="bold")  # the runs' labels
+            title.append("━ ", style=colour).append(plain(label) + " ", style="bold")
             title.append(f"{fmt_value(b.mean[-1])} [{fmt_value(b.min[-1])}–{fmt_value(b.max[-1])}] "
                          f"over {b.n[-1]} runs  ")
         self.query_one(".band-title", Static).update(title or Text("no points in these runs", style="dim"))

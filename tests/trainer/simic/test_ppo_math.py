@@ -15,6 +15,15 @@ from trainer.tamiyo.policy import ActorCritic, PolicyConfig
 CLIP = 0.2
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These updates are tiny: one intra-op thread runs them several times faster on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_clipped_surrogate_by_hand():
     """Two decisions, advantage +2 and −1, each at ratios below, inside and above the clip range."""
     ratio = torch.tensor([[0.5, 1.1, 1.5], [0.5, 1.1, 1.5]])
