@@ -163,9 +163,15 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
             run.step()
             run.log({"loss": math.nan if i == 2 else 1.0 / (i + 1), "lr": 0.1})
         run.runtime.hub.flush(10)
+        # The runs' summaries come from the series pass, about a second after their events; the table reads them once.
+        from tests.e2e.api import wait_for
+
+        wait_for(lambda: "lr{rank=0}" in httpx.get(f"{server_url}/runs/{run.run_id}").json().get("metrics", {}), 30,
+                 "the run's summary")
         page, outside, errors = _page(browser, server_url)
         page.goto(server_url + "/ui")
         page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
+        page.wait_for_selector('#runs th[data-key="lr.best"]')  # summarised by the server's next pass: refreshed
         heads = page.locator("#runs thead th").all_inner_texts()
         assert len(heads) == len(set(heads)), "a config value named like a column is not a second column"
         config = heads[heads.index("lr.best") + 1:heads.index("project")]
