@@ -9,10 +9,11 @@ import importlib.resources
 import json
 import pathlib
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import RedirectResponse
 
 from leyline import EventKind
+from nissa_server.auth import require_read
 
 router = APIRouter(tags=["web page"])
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -64,7 +65,7 @@ async def page_slash() -> RedirectResponse:
 
 
 @router.get("/ui/kinds.json", summary="The event kinds: a series named after one is a field of its events",
-            response_class=Response, responses={200: {"description": "The kinds", "content": {"application/json": {
+            response_class=Response, dependencies=[Depends(require_read)], responses={200: {"description": "The kinds", "content": {"application/json": {
                 "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}}})
 async def kinds() -> Response:
     # One definition (leyline's): the page tells a loop's own metric (val_loss) from an event's field

@@ -39,6 +39,12 @@ SCHEMA = """
 
 _started = msgspec.json.Decoder(RunStarted)
 
+MAX_PARAM_CHARS = 256
+"""Characters of a config key or text value that filters and sorts see. An index entry has a size limit
+(PostgreSQL's btree: about 2.7 kB), and a config may hold a long string (a prompt, a path): the run keeps
+its whole config (``GET /runs/{id}``), its rows here the first 256 characters of a value, and keys longer
+than that are not filterable at all."""
+
 
 def param_row(run_key: int, key: str, value: Scalar) -> tuple[int, str, float | None, str | None]:
     """A config entry as ``run_params`` keeps it: a number in ``num``, anything else as text (``true``, ``false``;
@@ -48,7 +54,7 @@ def param_row(run_key: int, key: str, value: Scalar) -> tuple[int, str, float | 
     if isinstance(value, (int, float)):
         number = float(value)
         return run_key, key, (None if math.isnan(number) else number), None
-    return run_key, key, None, value
+    return run_key, key, None, value[:MAX_PARAM_CHARS]
 
 
 def started(conn: Conn, run_key: int, payload: RunStarted) -> None:
@@ -57,7 +63,8 @@ def started(conn: Conn, run_key: int, payload: RunStarted) -> None:
                  (payload.project, payload.group, payload.notes, run_key))
     set_tags(conn, run_key, list(payload.tags))
     conn.execute("DELETE FROM run_params WHERE run_key = ?", (run_key,))
-    rows = [param_row(run_key, k, v) for k, v in payload.config.items() if v is not None]
+    rows = [param_row(run_key, k, v) for k, v in payload.config.items()
+            if v is not None and len(k) <= MAX_PARAM_CHARS]
     if rows:
         conn.executemany("INSERT INTO run_params (run_key, key, num, text) VALUES (?,?,?,?)", rows)
 

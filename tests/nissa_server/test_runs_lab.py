@@ -1,6 +1,9 @@
 """A lab's runs on a real server (both stores): project, group, tags, notes, every series summarised, the
 filter language and sorts of ``GET /runs``, ``PATCH /runs/{id}``."""
 
+import random
+import string
+
 import httpx
 import pytest
 
@@ -201,3 +204,20 @@ async def test_a_page_cut_to_its_first_series_keeps_the_outcome_and_what_it_sort
     assert sorted(run["metrics"]) == ["lr{rank=0}", "run_finished.duration_s{rank=0}", "run_finished.epochs{rank=0}",
                                       "run_finished.fossilized{rank=0}", "run_finished.pruned{rank=0}",
                                       "run_finished.rounds{rank=0}", "val_loss{rank=0}"]
+
+
+async def test_a_long_config_value_is_stored_and_filtered_by_its_start(tmp_path):
+    """An index entry has a size limit (PostgreSQL's btree, about 2.7 kB): a long config string (a prompt, a
+    path) is kept whole in the run's config and filtered by its first 256 characters; a key too long to
+    filter by is kept in the config only."""
+    noise = "".join(random.Random(0).choices(string.ascii_letters + string.digits, k=6000))  # incompressible
+    prompt, long_key = "once upon a time " + noise, "k" * 300
+    started = RunStarted(name="long", config={"prompt": prompt, long_key: "x", "lr": 0.1})
+    events = [make_event(started, run_id="long", seq=1, ts=1.7e9)]
+    with running_server(tmp_path) as url:
+        await _store(url, "long", events)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            run = (await http.get("/runs/long")).json()
+            assert run["config"]["prompt"] == prompt and run["config"][long_key] == "x"
+            assert await _ids(http, q='config.prompt~"once upon"') == ["long"]
+            assert await _ids(http, q="config.lr>=0.1") == ["long"]
