@@ -141,8 +141,7 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``nissa.Run``, the class ``init`` returns, and ``nissa.Histogram`` are loaded on first use (they import
-    torch)."""
+    """``nissa.Run``, the class ``init`` returns, ``nissa.Api`` and ``nissa.Histogram`` are loaded on first use."""
     if name == "Run":
         from nissa.run import Run
 

@@ -2,6 +2,7 @@
 
     nissa runs --server http://127.0.0.1:8765 -q "group:lr-sweep" --sort val_loss.best
     nissa runs -q "project:cifar val_loss<0.5" --format csv > runs.csv
+    nissa import tensorboard runs/ --server http://127.0.0.1:8765 --project cifar
 
 ``runs`` lists the runs a query finds (the server's filter language, ``GET /runs?q=``), a row each: id, name,
 status, project, group, tags, the config keys whose values differ, and the metrics the runs share (their

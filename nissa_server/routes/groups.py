@@ -113,16 +113,16 @@ async def get_bands(
     n = nissa(request)
     run_ids = _run_ids(runs, MAX_BAND_RUNS)
     lines: dict[str, list[tuple[list[float], list[float]]]] = {}
-    async with n.series_reads:  # a few reads at a time: they must not starve ingest or other readers
-        for rid in run_ids:
-            run = await run_or_404(n, rid)
-            try:
+    for rid in run_ids:
+        run = await run_or_404(n, rid)
+        try:
+            async with n.series_reads:  # a few series reads at a time (``routes.series``)
                 page = await n.store.read(series_queries.read_series, run.run_key, name, x, None, max_points,
                                           None, MAX_BAND_SERIES)
-            except series_queries.TooManySeries as err:
-                raise HTTPException(422, f"run {rid!r}: {err}") from None
-            for s in shape(rid, page.series, max_points):
-                lines.setdefault(s.key, []).append((s.x, s.y))
+        except series_queries.TooManySeries as err:
+            raise HTTPException(422, f"run {rid!r}: {err}") from None
+        for s in shape(rid, page.series, max_points):
+            lines.setdefault(s.key, []).append((s.x, s.y))
     bands = [band(key, parse_key(key)[1], each, max_points) for key, each in sorted(lines.items())]
     return json_response(BandsReply(name=name, x=x, runs=run_ids, bands=bands))
 

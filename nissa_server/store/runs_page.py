@@ -93,7 +93,7 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     ``connected`` says whether a server other than ``here`` holds one of a run's streams (the caller knows its
     own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
     by key, its outcome's (``run_finished.*``) and those the query and the sort name."""
-    q = compile_query(clauses, sort)
+    q = compile_query(clauses, sort, conn.ilike)
     # The page's keys first (and how many match, in the same pass), then its rows: a sort carries only keys,
     # not every run's config. The joins are on unique keys: a run is one row whatever it joins.
     found_keys = conn.execute(

@@ -235,6 +235,7 @@ class ChartsView {
       const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
       if (found.length) await this.add(title, found);
     }
+    await addDistributions(this, listing);  // distributions.js
   }
 
   async add(title, names, own = false) {
