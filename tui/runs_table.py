@@ -172,7 +172,7 @@ def _text(value: object, style: str = "") -> Text:
     return run_text(fmt_value(value), style=style, no_wrap=True)
 
 
-def short_id(run_id: str, width: int = 24) -> str:
+def short_id(run_id: str, width: int = 32) -> str:
     """A run id in ``width`` characters: its end (``<name>-<utc time>-<hex>``: the name has its own column)."""
     return run_id if len(run_id) <= width else "…" + run_id[-(width - 1):]
 
