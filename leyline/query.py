@@ -132,6 +132,24 @@ def field_of(name: str, position: int = 0) -> Field:
     return Field("metric", format_key(series, labels), stat)
 
 
+def split_fields(text: str) -> list[tuple[int, str]]:
+    """A comma-separated list of fields (``val_loss.best,loss{env=0,split=val}.min``) split at the commas that
+    separate fields, not those between a series' labels or inside quotes: (position, field) each, blanks left
+    out."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, c in enumerate(text + ","):
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and c in "{}":
+            depth = max(0, depth + (1 if c == "{" else -1))
+        elif c == "," and (i == len(text) or (depth == 0 and not quoted)):
+            part = text[start:i]
+            if part.strip():
+                parts.append((start + len(part) - len(part.lstrip()), part.strip()))
+            start = i + 1
+    return parts
+
+
 def short_key(key: str) -> str:
     """A series key as a query may write it: without the ``rank`` label where it is 0 (``val_loss{rank=0}`` →
     ``val_loss``, ``acc{env=2,rank=0}`` → ``acc{env=2}``); ``field_of`` reads it back as the same series.

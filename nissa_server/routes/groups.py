@@ -50,7 +50,7 @@ def _run_ids(runs: str, most: int) -> list[str]:
 def _metrics(text: str) -> list[tuple[str, str, str]]:
     """``val_loss.best,acc`` → (as asked, series key, statistic) each."""
     out = []
-    for part in [p.strip() for p in text.split(",") if p.strip()]:
+    for _, part in query.split_fields(text):
         try:
             field = query.field_of(part)
         except query.QueryError as err:
@@ -79,8 +79,8 @@ async def get_groups(
     by: Annotated[str, Query(max_length=300, pattern=r"^(group|project|config\..+)$",
                              description="`group`, `project` or `config.KEY`")],
     q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description="Only runs matching it")] = None,
-    metrics: Annotated[str, Query(max_length=4000, pattern=_list_pattern(MAX_GROUP_METRICS),
-                                  description="Metric columns, separated by commas")] = "",
+    metrics: Annotated[str, Query(max_length=4000, description="Metric columns, separated by commas (a series' "
+                                  "labels may hold commas: `loss{env=0,split=val}.best`)")] = "",
 ) -> Response:
     try:
         clauses = query.parse(q or "")

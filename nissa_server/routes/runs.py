@@ -73,7 +73,7 @@ def _sort_and_metrics(sort: str | None, metrics: str | None) -> tuple[list[SortK
     if metrics is None:
         return keys, None
     wanted = []
-    for at, part in _commas(metrics):
+    for at, part in query.split_fields(metrics):
         try:
             field = query.field_of(part, at)
         except query.QueryError as err:
@@ -82,15 +82,6 @@ def _sort_and_metrics(sort: str | None, metrics: str | None) -> tuple[list[SortK
             raise HTTPException(400, f"metrics: position {at}: {part!r} is not a metric")
         wanted.append(field.name)
     return keys, wanted
-
-
-def _commas(text: str) -> list[tuple[int, str]]:
-    out, at = [], 0
-    for part in text.split(","):
-        if part.strip():
-            out.append((at + len(part) - len(part.lstrip()), part.strip()))
-        at += len(part) + 1
-    return out
 
 
 @router.get("/runs", summary="Runs found by a query, sorted, a page at a time, each as a summary",

@@ -75,3 +75,12 @@ def test_sorts():
         with pytest.raises(QueryError) as caught:
             parse_sort(bad)
         assert caught.value.position == position, (bad, caught.value)
+
+
+def test_a_list_of_fields_splits_between_fields_not_between_labels():
+    from leyline.query import split_fields
+
+    text = 'val_loss.best, loss{env=0,split=val}.min,"acc{a=1,b=2}.last",,x'
+    assert split_fields(text) == [(0, "val_loss.best"), (15, "loss{env=0,split=val}.min"),
+                                  (41, '"acc{a=1,b=2}.last"'), (62, "x")]
+    assert split_fields("") == [] and split_fields(" , ") == []
