@@ -87,7 +87,9 @@ class TrainerProcess:
         assert self.proc.stderr is not None
         self.stderr = self.proc.stderr.read()
 
-    def wait_run_id(self, timeout: float = 60.0) -> str:
+    def wait_run_id(self, timeout: float = 180.0) -> str:
+        # A deadline, not a wait: on a busy machine a trainer's start (torch's import, its data and models, the
+        # first contact with the server) has taken over a minute before it printed its id.
         assert self._run_id.wait(timeout), f"esper-train printed no run id: {self.lines}"
         return self.run_id
 

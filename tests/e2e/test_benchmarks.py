@@ -11,8 +11,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _run_bench(*args: str) -> dict[str, float]:
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
+def _run_bench(*args: str, timeout: float = 240) -> dict[str, float]:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     return {key: float(value) for key, value in (pair.split("=") for pair in last.split())}
@@ -142,11 +142,12 @@ def test_lab_benchmark_measures_both_backends_side_by_side():
                                              / figures["server_us_per_event_sqlite"], rel=1e-2)
 
 
-@pytest.mark.timeout(300)
+# Its own timeout, measured: 203 s on two cores at load 8 to 18 (three torchrun starts), against 240 s before.
+@pytest.mark.timeout(600)
 def test_multirank_benchmark_compares_one_and_two_ranks_with_and_without_agreement():
     # One timed run of each variant (one round of 4 steps an epoch), two escalations on one and two live ranks.
     figures = _run_bench("bench/multirank.py", "--rounds", "1", "--repeats", "1", "--samples", "2",
-                         "--train-size", "128")
+                         "--train-size", "128", timeout=540)
     assert figures["step_ms_1"] > 0 and figures["step_ms_2_off"] > 0 and figures["step_ms_2_on"] > 0
     assert figures["agreement_overhead"] == pytest.approx(figures["step_ms_2_on"] / figures["step_ms_2_off"] - 1,
                                                           abs=1e-3)
