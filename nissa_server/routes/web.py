@@ -12,7 +12,7 @@ import pathlib
 from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import RedirectResponse
 
-from leyline import EventKind
+from leyline import EventKind, charts
 
 router = APIRouter(tags=["web page"])
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -70,6 +70,22 @@ async def kinds() -> Response:
     # One definition (leyline's): the page tells a loop's own metric (val_loss) from an event's field
     # (run_finished.duration_s) as the console does, by the kinds of the contract.
     return Response(json.dumps(sorted(k.value for k in EventKind)), media_type="application/json",
+                    headers={"Cache-Control": "no-cache"})
+
+
+_CHART_EXAMPLE = {"charts": [{"title": "accuracy", "names": ["epoch_completed.accuracy"], "higher_is_better": True,
+                              "group": None}], "own_charts": 12, "hidden_metrics": ["system."],
+                  "hidden_params": ["run_name"], "lower_is_better_words": ["loss"]}
+
+
+@router.get("/ui/charts.json", summary="What to chart, for the page: the default charts (titles, series patterns in "
+            "which * matches any characters, groups), how many of a loop's own metrics, the config keys that never "
+            "tell runs apart; the console reads the same definition",
+            response_class=Response, responses={200: {"description": "The definition", "content": {"application/json": {
+                "schema": {"type": "object"}, "example": _CHART_EXAMPLE}}}})
+async def chart_definitions() -> Response:
+    # One definition (leyline.charts): the page and the console chart the same things under the same titles.
+    return Response(json.dumps(charts.definition()), media_type="application/json",
                     headers={"Cache-Control": "no-cache"})
 
 

@@ -4,31 +4,30 @@
 // token is asked for once and kept for the tab (sessionStorage).
 "use strict";
 
-const DEFAULT_CHARTS = [
-  ["accuracy per env", ["epoch_completed.accuracy"]],
-  ["return", ["ppo_update.episode_return"]],
-  ["policy loss", ["ppo_update.policy_loss"]],
-  ["value loss", ["ppo_update.value_loss"]],
-  ["KL", ["ppo_update.approx_kl"]],
-  ["entropy", ["ppo_update.entropy."]],  // a trailing dot: every name under it (one per head)
-  ["explained variance", ["ppo_update.explained_variance"]],
-  ["env-epochs/s", ["phase_timing.env_epochs_per_s"]],
-  // System: the machine under the run (series system.*, sampled by the client library), where a run has them.
-  ["System · GPU utilization %", ["system.gpu.utilization"]],
-  ["System · GPU memory %", ["system.gpu.memory_percent"]],
-  ["System · GPU power W", ["system.gpu.power_w"]],
-  ["System · GPU temperature °C", ["system.gpu.temperature_c"]],
-  ["System · GPU SM clock MHz", ["system.gpu.sm_clock_mhz"]],
-  ["System · CPU %", ["system.cpu.percent", "system.cpu.process_percent"]],
-  ["System · memory %", ["system.memory.percent"]],
-  ["System · process RSS bytes", ["system.memory.process_rss_bytes"]],
-  ["System · disk bytes/s", ["system.disk."]],
-  ["System · network bytes/s", ["system.network."]],
-];
+// What to chart (default charts, their titles and groups, how many of a loop's own metrics) is the server's
+// one definition, the console's too: GET /ui/charts.json, read once.
+let chartDefs = null;
+async function definitions() {
+  if (!chartDefs) chartDefs = await api("/ui/charts.json");
+  return chartDefs;
+}
+// A chart's series pattern: "*" matches any characters, nothing else is special (leyline.charts.name_matches).
+function nameMatches(pattern, name) {
+  const parts = pattern.split("*");
+  if (parts.length === 1) return pattern === name;
+  if (!name.startsWith(parts[0]) || !name.endsWith(parts[parts.length - 1])) return false;
+  let at = parts[0].length;
+  const end = name.length - parts[parts.length - 1].length;
+  for (const part of parts.slice(1, -1)) {
+    const found = name.indexOf(part, at);
+    if (found < 0 || found + part.length > end) return false;
+    at = found + part.length;
+  }
+  return at <= end;
+}
 const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
 const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
                      resumed: "#56d4dd", end: "#7d8590"};
-const OWN_CHARTS = 12;  // a loop's own metrics (run.log) charted by themselves at most; others from the picker
 const LIVE_EVERY_MS = 1000;
 const LIST_EVERY_MS = 2000;
 
@@ -135,7 +134,7 @@ class Chart {
     const data = uPlot.join(lines.map((l) => [l.x.map((x) => x - this.view.shift(l.run)), l.y]));
     const runs = this.view.runs;
     const series = [{label: this.view.sinceStart ? "s since start" : this.view.axis}, ...lines.map((l, i) => ({
-      label: labelOf(l, runs.length > 1, this.names.length > 1 || this.names[0].endsWith(".")),
+      label: labelOf(l, runs.length > 1, this.names.length > 1 || this.names[0] !== this.title),
       stroke: PALETTE[(runs.length > 1 ? runs.indexOf(l.run) * 3 + lines.filter((m, j) => j < i && m.run === l.run).length
                                        : i) % PALETTE.length],
       dash: runs.length > 1 && runs.indexOf(l.run) > 0 ? [6, 3] : undefined,
@@ -221,8 +220,10 @@ class ChartsView {
     const listing = [];
     for (const run of this.runs) listing.push(...await api(`/runs/${encodeURIComponent(run)}/series`));
     const names = [...new Set(listing.map((s) => s.name))].sort();
-    const own = [...new Set(listing.filter((s) => s.kind === "metrics").map((s) => s.name))].sort();
-    const room = Math.max(OWN_CHARTS - this.charts.filter((c) => c.own).length, 0);
+    const defs = await definitions();
+    const own = [...new Set(listing.filter((s) => s.kind === "metrics" && !defs.hidden_metrics.some((h) => s.name.startsWith(h)))
+      .map((s) => s.name))].sort();
+    const room = Math.max(defs.own_charts - this.charts.filter((c) => c.own).length, 0);
     const fresh = (n) => !this.removed.has(n) && !this.charts.some((c) => c.names.includes(n));
     for (const name of own.filter(fresh).slice(0, room)) {
       await this.add(name, [name], true);
@@ -230,9 +231,9 @@ class ChartsView {
     const options = [...own, ...names.filter((n) => !own.includes(n))]  // the picker: a loop's own first too
       .map((n) => `<option>${escapeHtml(n)}</option>`).join("");
     if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || own[0] || names[0] || ""; }
-    for (const [title, wanted] of DEFAULT_CHARTS) {
+    for (const {title, names: wanted} of defs.charts) {
       if (this.removed.has(title) || this.charts.some((c) => c.title === title)) continue;
-      const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
+      const found = names.filter((n) => wanted.some((w) => nameMatches(w, n)));
       if (found.length) await this.add(title, found);
     }
   }
