@@ -16,7 +16,7 @@ from leyline import EventKind, charts
 
 router = APIRouter(tags=["web page"])
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8"}
+         ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8", ".svg": "image/svg+xml"}
 # The page loads nothing from anywhere else: scripts, styles and connections to this server only.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -56,6 +56,12 @@ def _serve(path: str) -> Response:
                 "schema": {"type": "string", "format": "html"}, "example": "<!doctype html>\n<html lang=\"en\">…"}}}})
 async def page() -> Response:
     return _serve("index.html")
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    # Browsers ask for it at the root whatever the page says: the page's own icon (an SVG) there too.
+    return _serve("favicon.svg")
 
 
 @router.get("/ui/", include_in_schema=False)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from leyline import EpochCompleted, PPOUpdate, RunStarted, SeedFossilized, make_event
+from tests.e2e.api import wait_for
 from tests.support import IngestClient
 
 pytestmark = pytest.mark.single_backend
@@ -164,6 +165,9 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
             run.step()
             run.log({"loss": math.nan if i == 2 else 1.0 / (i + 1), "lr": 0.1})
         run.runtime.hub.flush(10)
+        # A run's summaries are stored beside its events: the table shows its metrics once a listing has them.
+        wait_for(lambda: any("lr{rank=0}" in r.get("metrics", {}) for r in httpx.get(server_url + "/runs").json()),
+                 30, "the loop's summaries")
         page, outside, errors = _page(browser, server_url)
         page.goto(server_url + "/ui")
         page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
@@ -190,11 +194,11 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         assert _titles(page)[:3] == ["loss", "lr", "accuracy"]
         assert _note(page, "loss").startswith("not in esper-x")
         acc = page.locator('.chart[data-title="accuracy"]')
-        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy") == f"not in {run.run_id}"
+        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy") == "not in loop", "the run by its name"
         assert acc.get_attribute("data-marks") == "1", "esper-x's fossilized seed"
         assert page.locator('.chart[data-title="loss"]').get_attribute("data-marks") == "0", "none on a series it lacks"
         page.wait_for_selector("#live:not([hidden])")
-        page.click('.chart[data-title="lr"] button')  # removed: the next listing does not bring it back
+        page.click('.chart[data-title="lr"] button[title="remove"]')  # removed: the next listing does not bring it back
         run.step()
         run.log({"val_loss": 0.5})  # a metric that first appears live gets its chart, after the others
         run.runtime.hub.flush(10)
