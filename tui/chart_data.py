@@ -35,9 +35,10 @@ class Track:
 
     @property
     def label_text(self) -> str:
-        """The labels that tell this track from its siblings (``rank=0`` alone says nothing)."""
+        """The labels that tell this track from its siblings (``rank=0`` alone says nothing), else its full
+        series name (``val.loss``, never ``loss``: that would be another series)."""
         shown = {k: v for k, v in self.labels.items() if not (k == "rank" and v == "0")}
-        return ",".join(f"{k}={v}" for k, v in sorted(shown.items())) or self.name.rsplit(".", 1)[-1]
+        return ",".join(f"{k}={v}" for k, v in sorted(shown.items())) or self.name
 
     def last(self) -> float | None:
         for value in reversed(self.y):

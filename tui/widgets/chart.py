@@ -149,9 +149,22 @@ class ChartPanel(Widget, can_focus=True):
             return f"no point of this series has a {view.axis} (x: another x axis)"
         return "no points yet" if data.wanted & set(names) else "no such series in this run"
 
+    def _short(self, track: Track) -> str:
+        """A track's legend: its labels, else its series as the chart names it: a chart of one series by
+        its title (``val.loss`` whole, never ``loss``; ``policy loss``), a pattern chart by what its pattern
+        leaves (``op`` in the entropy chart of ``ppo_update.entropy.*``)."""
+        text = track.label_text
+        if text == track.name and not any("*" in p for p in self.spec.names):
+            return self.spec.title
+        for pattern in self.spec.names:
+            head = pattern.partition("*")[0]
+            if "*" in pattern and text.startswith(head) and len(text) > len(head):
+                return text[len(head):]
+        return text
+
     def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
                      view: ChartView, run_names: dict[str, str], count: int, alone: bool) -> None:
-        name = track.label_text
+        name = self._short(track)
         if view.by_run:
             run = run_names.get(track.run_id, track.run_id)
             name = run if alone else f"{run} {name}"
