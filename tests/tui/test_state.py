@@ -81,9 +81,9 @@ def test_views_compare_equal_when_nothing_changed():
 
 
 @pytest.mark.parametrize(("silence", "status", "expected"), [
-    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"),
+    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"), (1.0, "lost", "LOST"), (None, "lost", "LOST"),
     (60.0, "finished", "FINISHED"), (60.0, "interrupted", "FINISHED"), (60.0, "failed", "FINISHED"),
-    (60.0, "lost", "STALE"), (60.0, "a-status-from-a-newer-server", "STALE"),
+    (60.0, "lost", "LOST"), (60.0, "a-status-from-a-newer-server", "STALE"),
 ])
 def test_staleness(silence, status, expected):
     assert staleness(silence, status, StaleThresholds(slow_s=5, stale_s=15)) == expected
