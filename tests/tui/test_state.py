@@ -109,3 +109,16 @@ def test_header_view_reports_hub_health():
     state.apply_all(scripted_run(epochs=8))
     view = header_view(state, "connected", "LIVE", 0)
     assert view.hub_queue is not None and view.hub_reconnects == 0 and view.rate is not None
+
+
+def test_a_loops_metric_steps_are_folded_into_a_count_and_other_events_keep_their_lines():
+    from leyline import Metrics, RunStarted, make_event
+
+    state = RunState("loop-run")
+    events = [make_event(RunStarted(name="loop", config={}), run_id="loop-run", seq=1, ts=1.0)]
+    events += [make_event(Metrics(values={"loss": 1.0 / s}), run_id="loop-run", seq=s + 1, ts=1.0 + s, step=s)
+               for s in range(1, 40)]
+    for event in events:
+        state.apply(event)
+    assert state.metric_steps == 39 and state.events_total == 40
+    assert len(state.log) == 1 and "loop" in state.log[0].plain, "run_started keeps its line"
