@@ -7,19 +7,36 @@ STAMP := $(VENV)/.installed
 .PHONY: install demo test bench clean chromium promtool
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "== [1/4] $(VENV): a virtual environment"
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench]'
+	@echo "== [2/4] pip itself, up to date"
+	$(BIN)/pip install --upgrade pip
+	@echo "== [3/4] torch, the CPU build pinned in constraints.txt (about 200 MB; a few minutes on a slow line)"
+	$(BIN)/pip install -c constraints.txt torch==2.13.0
+	@echo "== [4/4] this project and its dependencies, editable"
+	$(BIN)/pip install -c constraints.txt -e '.[dev,bench]'
 	@$(MAKE) -s chromium
 	touch $(STAMP)
+
+# apt-get as root, or through sudo without a password; empty where neither works (that part is then skipped).
+# It waits for another install's dpkg lock instead of failing at once; its output goes to a log whose path is
+# printed when it fails.
+APT := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || (sudo -n true 2>/dev/null && echo "sudo -n apt-get"))
+APT_GET := $(subst apt-get,env DEBIAN_FRONTEND=noninteractive apt-get,$(APT)) -o DPkg::Lock::Timeout=300 -y -q
+APT_LOG_DIR := $(VENV)
 
 # The web page's tests run in the system's chromium (Playwright drives it; it downloads no browser).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-	  (command -v apt-get >/dev/null 2>&1 && { apt-get install -y -qq chromium >/dev/null 2>&1 || \
-	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }; }) || \
-	  echo "chromium could not be installed (apt-get install chromium, as root): the web page's browser tests will be skipped"
+	  if [ -z "$(APT)" ] || ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "chromium: not installed and apt-get cannot run here (apt-get install chromium, as root): the web" \
+	         "page's browser tests will be skipped"; \
+	  else \
+	    mkdir -p $(APT_LOG_DIR); log=$(APT_LOG_DIR)/apt-chromium.log; echo "== chromium, with apt-get (its output: $$log)"; \
+	    { $(APT_GET) install chromium || { $(APT_GET) update && $(APT_GET) install chromium; }; } >$$log 2>&1 || \
+	    { tail -n 5 $$log; echo "chromium could not be installed: apt-get's output is in $$log; the web page's" \
+	           "browser tests will be skipped"; }; \
+	  fi
 
 install: $(STAMP)
 
@@ -37,13 +54,13 @@ test: $(STAMP) promtool
 
 # promtool (Debian's prometheus package) checks the server's /metrics in the suite; where apt-get cannot
 # run (not root, no apt), that one test is skipped and says why.
-APT := $(shell [ "$$(id -u)" = 0 ] && echo apt-get || (sudo -n true 2>/dev/null && echo "sudo -n apt-get"))
 promtool:
-	@command -v promtool >/dev/null || [ -z "$(APT)" ] || ! command -v apt-get >/dev/null || \
-		DEBIAN_FRONTEND=noninteractive $(APT) install -y -q --no-install-recommends prometheus >/dev/null || \
-		( DEBIAN_FRONTEND=noninteractive $(APT) update -q >/dev/null && \
-		  DEBIAN_FRONTEND=noninteractive $(APT) install -y -q --no-install-recommends prometheus >/dev/null ) || \
-		echo "promtool: prometheus package not installed; its test will be skipped"
+	@command -v promtool >/dev/null || [ -z "$(APT)" ] || ! command -v apt-get >/dev/null || { \
+	  mkdir -p $(APT_LOG_DIR); log=$(APT_LOG_DIR)/apt-promtool.log; echo "== promtool (Debian's prometheus), with apt-get (its output: $$log)"; \
+	  { $(APT_GET) install --no-install-recommends prometheus || \
+	    { $(APT_GET) update && $(APT_GET) install --no-install-recommends prometheus; }; } >$$log 2>&1 || \
+	  { tail -n 5 $$log; echo "promtool: the prometheus package could not be installed: apt-get's output is in" \
+	         "$$log; its test will be skipped"; }; }
 
 bench: $(STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -11,7 +11,10 @@
    ``cpu_ratio`` is the median of the pairs' ratios, batched / per-env;
 4. the largest difference of any env's parameters after ``--diff-steps`` batches from the same
    state, each way;
-5. how to batch: the hosts' forward and backward alone (no seeds, no optimizer) as
+5. DEBUG's gradient collection alone (gradient health and per-layer statistics of every env and
+   scope, launched, read back in one transfer and turned into events, to null hooks) in host CPU per
+   env-batch: ``collect_env`` per env against ``collect_flat`` once;
+6. how to batch: the hosts' forward and backward alone (no seeds, no optimizer) as
    ``torch.func.stack_module_state`` + ``vmap(functional_call)`` (PyTorch's model-ensembling
    recipe) against the grouped convolutions of ``trainer.kasmina.stacked`` (what the batched
    step runs): ops and host CPU time per env-batch at the default shape.
@@ -43,7 +46,9 @@ from trainer.simic.config import TrainConfig
 from trainer.simic.diagnostics import with_live_seeds
 from trainer.simic.env import Env
 from trainer.simic.sites import NullSites
+from trainer.simic.batched import FlatGradients
 from trainer.simic.vectorized import VectorizedTrainer
+from trainer.telemetry.sites import SimicTelemetry
 
 MODES = ("per-env", "batched")
 
@@ -149,6 +154,36 @@ def _worst(per_env: list[Env], batched: list[Env]) -> float:
     return worst
 
 
+def debug_collection_us(config: TrainConfig, live_seeds: int, batches: int, repeats: int) -> dict[str, float]:
+    """Host CPU per env-batch of one DEBUG gradient collection and its flush, each mode, alternating."""
+    made = {}
+    for m in MODES:
+        trainer, envs = ready(config, m, live_seeds)
+        step(trainer, envs, 0, True)  # gradients to collect
+        made[m] = (trainer, envs, SimicTelemetry(NullHooks(TelemetryLevel.DEBUG)))
+
+    def collect(m: str) -> None:
+        trainer, envs, sites = made[m]
+        if trainer.batched is not None:
+            assert trainer.batched.layout is not None
+            sites.collect_flat(FlatGradients(trainer.batched.layout))
+        else:
+            for env in envs:
+                sites.collect_env(env.index, env.gradient_scopes())
+        sites.flush_gradients()
+
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    for m in MODES:
+        collect(m)
+    for r in range(repeats):
+        for m in MODES if r % 2 == 0 else MODES[::-1]:
+            c0 = time.process_time()
+            for _ in range(batches):
+                collect(m)
+            times[m].append((time.process_time() - c0) / (batches * config.n_envs) * 1e6)
+    return {m: statistics.median(t) for m, t in times.items()}
+
+
 def host_variants(config: TrainConfig, batches: int) -> dict[str, tuple[float, float]]:
     """(ops, CPU us) per env-batch of the hosts' forward and backward: vmap against grouped convolutions."""
     trainer, envs = ready(config, "batched", 0)
@@ -218,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     for m in MODES:
         _say(f"default shape, {args.n_envs} envs: {m:8s} env-epochs/s " + " ".join(f"{r:.2f}" for r in rates[m]))
     diff = max_abs_diff(base, args.live_seeds, args.diff_steps)
+    debug = debug_collection_us(base, args.live_seeds, args.cpu_batches, args.repeats)
+    _say(f"DEBUG gradient collection, host CPU per env-batch: per-env {debug['per-env']:.0f} us, "
+         f"batched {debug['batched']:.0f} us")
     variants = host_variants(base, args.cpu_batches)
     for name, (n_ops, us) in variants.items():
         _say(f"hosts' forward+backward as {name:8s}: {n_ops:.1f} ops, {us:.0f} us CPU per env-batch")
@@ -237,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     for n, o in ops.items():
         fields[f"ops_ratio_{n}envs"] = f"{o['batched'] / o['per-env']:.3f}"
+    fields["debug_collect_us_per_env_batch_per_env"] = f"{debug['per-env']:.1f}"
+    fields["debug_collect_us_per_env_batch_batched"] = f"{debug['batched']:.1f}"
     for name, (n_ops, us) in variants.items():
         fields[f"host_fwd_bwd_ops_{name}"] = f"{n_ops:.1f}"
         fields[f"host_fwd_bwd_cpu_us_{name}"] = f"{us:.0f}"

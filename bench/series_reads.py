@@ -13,10 +13,11 @@ Two cases:
   ``Link`` to the rest where there is one), and the ``/healthz`` and ack latencies meanwhile.
 
 The code before is a checkout (``--before DIR``) or a git revision exported to a temporary directory
-(``--before-rev REV``, e.g. the main branch's commit before the change). ``cpu_ratio=`` is the labelled read's
-CPU after over before; ``rss_ratio=`` the overlay's memory growth after over before.
+(``--before-rev REV``; by default ``BEFORE_REV``, the last commit before series reads were bounded).
+``cpu_ratio=`` is the labelled read's CPU after over before; ``rss_ratio=`` the overlay's memory growth after
+over before.
 
-    python bench/series_reads.py --before-rev main [--label-sets 100000] [--overlay-points 100]
+    python bench/series_reads.py [--before-rev REV | --before DIR] [--label-sets 100000] [--overlay-points 100]
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from leyline.frames import EventBatch, Hello  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = "series-reads-bench-secret-" + "0" * 20
+BEFORE_REV = "3315592923486f4cb756f57f7ae9ea4e2d8236e9"
+"""The last commit before series reads were bounded (label index, a page per reply, a read at a time)."""
 FRAME = 2000
 _ack = msgspec.json.Decoder(dict)
 
@@ -129,8 +132,8 @@ async def charted(db: pathlib.Path) -> None:
 class Probes:
     """``/healthz`` and a trainer's ack, each every 50 ms, for as long as it runs: their latencies."""
 
-    def __init__(self, url: str, http: httpx.AsyncClient) -> None:
-        self.url, self.http = url, http
+    def __init__(self, url: str, http: httpx.AsyncClient, run_id: str) -> None:
+        self.url, self.http, self.run_id = url, http, run_id
         self.healthz: list[float] = []
         self.acks: list[float] = []
         self._stop = asyncio.Event()
@@ -144,13 +147,13 @@ class Probes:
 
     async def _ingest(self) -> None:
         async with connect(self.url.replace("http", "ws") + "/ws/ingest", max_size=None, open_timeout=60) as ws:
-            await ws.send(encode(Hello(run_id="probe", name="probe", secret=SECRET)).decode())
+            await ws.send(encode(Hello(run_id=self.run_id, name=self.run_id, secret=SECRET)).decode())
             await ws.recv()
             seq = 0
             while not self._stop.is_set():
                 seq += 1
                 began = time.perf_counter()
-                await ws.send(_events("probe", [0], [seq], seq))
+                await ws.send(_events(self.run_id, [0], [seq], seq))
                 while True:
                     frame = _ack.decode(await ws.recv())
                     if frame.get("type") == "ack" and frame["seq"] >= seq:
@@ -175,6 +178,22 @@ def p99(values: list[float]) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
     return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+async def readers(url: str, path: str, n: int) -> tuple[int, int, int]:
+    """``n`` clients reading ``path`` at once (following Links), in a process of their own: receiving megabytes
+    would hold up this process's loop, and with it the probes' own timing. The first client's figures."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, __file__, "--read", url, path, str(n),
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    first, total, replies = out.decode().split()[-3:]
+    return int(first), int(total), int(replies)
+
+
+async def _read_at_once(url: str, path: str, n: int) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        results = await asyncio.gather(*(read_all(http, path) for _ in range(n)))
+    print(*results[0])
 
 
 async def read_all(http: httpx.AsyncClient, path: str) -> tuple[int, int, int]:
@@ -215,20 +234,20 @@ async def _reads(http: httpx.AsyncClient, url: str, pid: int, runs: list[str],
         assert (await http.get(labelled)).status_code == 200
         reads += 1
     out["labelled_cpu_ms"] = (cpu_seconds(pid) - cpu) / reads * 1000
-    async with Probes(url, http).running() as probes:
+    async with Probes(url, http, "probe-labelled").running() as probes:
         began = time.perf_counter()
-        await asyncio.gather(*(http.get(labelled) for _ in range(args.at_once)))
+        await readers(url, labelled, args.at_once)
         out["at_once_s"] = time.perf_counter() - began
     for name, seen in (("healthz", probes.healthz), ("ack", probes.acks)):
         out[f"{name}_p99_ms"], out[f"{name}_max_ms"] = p99(seen) * 1000, max(seen, default=0.0) * 1000
     overlay = f"/runs/{runs[0]}/series/loss?runs={','.join(runs[1:])}&max_points=2000"
     rss = [rss_mb(pid)]
-    async with Probes(url, http).running() as probes:
-        reads_ = asyncio.gather(*(read_all(http, overlay) for _ in range(args.at_once)))
+    async with Probes(url, http, "probe-overlay").running() as probes:
+        reads_ = asyncio.ensure_future(readers(url, overlay, args.at_once))
         while not reads_.done():
             rss.append(rss_mb(pid))
             await asyncio.sleep(0.02)
-        first, total, replies = (await reads_)[0]
+        first, total, replies = await reads_
     for name, seen in (("overlay_healthz", probes.healthz), ("overlay_ack", probes.acks)):
         out[f"{name}_p99_ms"] = p99(seen) * 1000
     out["rss_before_mb"], out["rss_peak_mb"] = rss[0], max(rss)
@@ -248,10 +267,15 @@ def before_code(args: argparse.Namespace) -> Iterator[pathlib.Path]:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--read"]:  # the readers' process (``readers``)
+        asyncio.run(_read_at_once(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--before", help="a checkout of the code before")
-    where.add_argument("--before-rev", help="a git revision of the code before (exported to a temporary directory)")
+    where.add_argument("--before-rev", default=BEFORE_REV,
+                       help="a git revision of the code before, exported to a temporary directory "
+                       "(default: %(default)s)")
     parser.add_argument("--label-sets", type=int, default=100_000)
     parser.add_argument("--overlay-runs", type=int, default=5)
     parser.add_argument("--overlay-sets", type=int, default=1000)

@@ -9,7 +9,9 @@ with a profile window over its first ``--profile-batches`` training batches. The
 run with the system metrics sampler at ``--system-interval`` seconds (default 0.5: twenty times the default
 rate, so that a run of seconds holds several samples); ``system_ratio`` is it against NORMAL, and
 ``system_sample_ms`` the CPU time of one sample on the sampler's thread, from which ``system_cost_pct`` is its
-share of one CPU at the default 10 s interval.
+share of one CPU at the default 10 s interval. DEBUG_NO_HUB runs DEBUG's collectors on null hooks (the
+events are made and dropped: no hub, no run log), what DEBUG costs the training thread apart from handling
+its events.
 
     python bench/telemetry_overhead.py [--repeats 5] [--rounds 2] [--episode-length 4] [--threads 1]
         [--env-exec batched,per-env]
@@ -37,10 +39,11 @@ from leyline import RunFinished, TelemetryLevel
 from nissa.hub import HubConfig
 from nissa.ranks import Ranks
 from nissa.system import SystemConfig, SystemSampler, start_system_metrics
-from trainer.build import Hosting, build_run
+from trainer.build import Hosting, build_run, run_training
+from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
 
-VARIANTS = ("OFF", "NORMAL", "DEBUG", "PROFILE", "SYSTEM")
+VARIANTS = ("OFF", "NORMAL", "DEBUG", "PROFILE", "SYSTEM", "DEBUG_NO_HUB")
 DEFAULT_SYSTEM_INTERVAL_S = 10.0
 
 
@@ -52,6 +55,8 @@ def _say(text: str) -> None:
 def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: int, tag: str,
             system_interval_s: float = 0.5) -> tuple[float, float]:
     """env-epochs per wall second and per CPU second (this process, all threads) of one run of ``variant``."""
+    if variant == "DEBUG_NO_HUB":
+        return _no_hub_run(config)
     level = TelemetryLevel.NORMAL if variant in ("PROFILE", "SYSTEM") else TelemetryLevel(variant)
     run = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id=f"bench-{variant.lower()}-{tag}",
                                                                   log_dir=log_dir), level=level))
@@ -64,6 +69,16 @@ def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: i
     stop_system()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     runtime.finish(RunFinished(status="completed", duration_s=elapsed), timeout=30.0)
+    env_epochs = config.n_envs * summary.epochs
+    return env_epochs / elapsed, env_epochs / cpu
+
+
+def _no_hub_run(config: TrainConfig) -> tuple[float, float]:
+    """DEBUG's collectors on null hooks: every measurement launched, read and turned into events, which go
+    nowhere (no hub, no run log): what DEBUG costs the training thread itself."""
+    start, cpu = time.perf_counter(), time.process_time()
+    summary = run_training(config, NullHooks(TelemetryLevel.DEBUG))
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     env_epochs = config.n_envs * summary.epochs
     return env_epochs / elapsed, env_epochs / cpu
 
@@ -127,16 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         _say(f" --env-exec {e}")
         for v in VARIANTS:
             runs = " ".join(f"{r:.2f}" for r in rates[(e, v)])
-            _say(f"  {v:8s} {median[v]:8.2f} env-epochs/s (runs {runs}) ratio {median[v] / base:.3f}   "
+            _say(f"  {v:12s} {median[v]:8.2f} env-epochs/s (runs {runs}) ratio {median[v] / base:.3f}   "
                  f"{cpu_median[v]:8.2f} env-epochs/CPU-s ratio {cpu_median[v] / cpu_base:.3f}")
         normal, debug, prof = (median[v] / base for v in ("NORMAL", "DEBUG", "PROFILE"))
         c_normal, c_debug, c_prof = (cpu_median[v] / cpu_base for v in ("NORMAL", "DEBUG", "PROFILE"))
         system_ratio = median["SYSTEM"] / median["NORMAL"]
+        c_local = cpu_median["DEBUG_NO_HUB"] / cpu_base
         suffix = "" if n == 0 else "_" + e.replace("-", "_")
         pairs = {"off_env_epochs_s": f"{base:.3f}", "normal_ratio": f"{normal:.3f}", "debug_ratio": f"{debug:.3f}",
                  "profile_ratio": f"{prof:.3f}", "normal_cpu_ratio": f"{c_normal:.3f}",
-                 "debug_cpu_ratio": f"{c_debug:.3f}", "profile_cpu_ratio": f"{c_prof:.3f}",
-                 "system_ratio": f"{system_ratio:.3f}", "ratio": f"{normal:.3f}",
+                 "debug_cpu_ratio": f"{c_debug:.3f}", "debug_no_hub_cpu_ratio": f"{c_local:.3f}",
+                 "profile_cpu_ratio": f"{c_prof:.3f}", "system_ratio": f"{system_ratio:.3f}",
+                 "system_cpu_ratio": f"{cpu_median['SYSTEM'] / cpu_median['NORMAL']:.3f}", "ratio": f"{normal:.3f}",
                  "normal_goal_met": str(normal >= 0.98), "debug_goal_met": str(debug >= 0.9),
                  # What telemetry costs in CPU time per env-epoch, whatever the loop's own speed.
                  "normal_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['NORMAL'] - 1 / cpu_base):.1f}",

@@ -26,10 +26,11 @@ import nissa
 
 
 def make_data(n: int, seed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """A noisy linear target with a bend: a small MLP learns it in a few hundred steps."""
+    """Samples of a noisy linear target with a bend (one target for every seed: the validation set is drawn
+    from what the training set is): a small MLP learns it in a few hundred steps."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 16, generator=g)
-    w = torch.randn(16, 1, generator=g)
+    w = torch.randn(16, 1, generator=torch.Generator().manual_seed(0))
     y = torch.tanh(x @ w) + 0.05 * torch.randn(n, 1, generator=g)
     return x.to(device), y.to(device)
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--project", default="", help="the project the run belongs to (runs tables filter by it)")
     p.add_argument("--group", default="", help="its group: a sweep, the seeds of one experiment")
     p.add_argument("--tag", action="append", default=[], help="a tag (again for more)")
+    p.add_argument("--notes", default=None, help="free text about the run")
     p.add_argument("--validate-every", type=int, default=20, help="steps between validations")
     p.add_argument("--step-delay", type=float, default=0.0, help="seconds to sleep each step (demos, tests)")
     args = p.parse_args(argv)
@@ -60,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     try:  # it checks --server, --run-name and --device before anything runs
         run = nissa.init(server=args.server, token=args.token, run_name=args.run_name, log_dir=args.log_dir,
                          device=args.device, config={"lr": args.lr, "steps": args.steps, "model": "mlp-16-64-1"},
-                         project=args.project or None, group=args.group or None, tags=args.tag)
+                         project=args.project or None, group=args.group or None, tags=args.tag,
+                         notes=args.notes,
+                         phases=["validate"])  # what a profile window of target "update" can record
     except (ValueError, TypeError, OSError) as err:
         p.error(str(err))
     device = torch.device(args.device)

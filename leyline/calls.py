@@ -1,5 +1,6 @@
 """Commands of a run's own (``@run.command("set_lr")`` in the client): declared when the run starts, in its
-``run_started`` event, and called with ``POST /escalate {"action": "call", "name": …, "args": {…}}``.
+``run_started`` event, and called with ``POST /escalate {"action": "call", "name": …, "args": {…}}``. The
+run's phases (what a profile window of target ``update`` can record) are declared there too (``Phases``).
 
 The server checks a call against the declaration (``check_call``) before queueing it: a name the run did not
 declare, an argument it does not take, a missing one or one of the wrong type is refused with a 422 and the
@@ -54,6 +55,21 @@ class CommandSpec(msgspec.Struct, kw_only=True, frozen=True):
 
 
 Declared = Annotated[list[CommandSpec], msgspec.Meta(max_length=MAX_DECLARED)]
+Phases = Annotated[list[CommandName], msgspec.Meta(max_length=MAX_DECLARED)]
+"""The phases of a run a profile window of target ``update`` can record (``run_started.phases``)."""
+UPDATE_PHASE = "update"
+"""The phase a profile window of target ``update`` records when it names none: Esper's PPO update."""
+
+
+def unprofilable(phases: list[str] | tuple[str, ...] | None, phase: str | None) -> str | None:
+    """Why a profile window of target ``update`` over ``phase`` (None: the update) could never record on a run
+    that declared ``phases`` (None: it did not say: the window waits for its phase); None when it could."""
+    wanted = phase or UPDATE_PHASE
+    if phases is None or wanted in phases:
+        return None
+    has = ", ".join(phases) if phases else "none"
+    return (f"this run has no phase {wanted!r} (its phases: {has}): a profile window of target 'update' would "
+            f"never record; profile 'batches' instead")
 
 
 _WHAT = {"float": "a finite float", "int": "an int of 64 bits", "bool": "a bool",

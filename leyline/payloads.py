@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from leyline.calls import Declared
+from leyline.calls import Declared, Phases
 from leyline.enums import EventKind
 from leyline.summaries import Directions, Notes, Project, Tags
 
@@ -53,6 +53,10 @@ class RunStarted(Payload, kw_only=True, frozen=True):
     notes: Notes = ""
     summary: Directions = {}
     """How each metric named here is best (``{"val_loss": "min"}``; see ``leyline.summaries``)."""
+    phases: Phases | None = None
+    """The phases a profile window of target ``update`` can record on this run (``phase``; ``update``: Esper's
+    PPO update, or a loop's phase of that name); None: the run did not say, and such a window waits for its
+    phase. A request for another is refused with the reason (``leyline.calls.unprofilable``)."""
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):

@@ -43,3 +43,26 @@ class Histograms(Payload, kw_only=True, frozen=True):
     KIND: ClassVar[EventKind] = EventKind.HISTOGRAM
     histograms: Annotated[list[Distribution], msgspec.Meta(min_length=1, max_length=MAX_DISTRIBUTIONS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
+
+
+QUANTILES: tuple[float, ...] = (0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0)
+"""The percentiles a distribution chart draws as bands (TensorBoard's: min, ±1.5σ, ±1σ, ±0.5σ of a normal, median)."""
+
+
+def quantiles(d: Distribution, qs: tuple[float, ...] = QUANTILES) -> list[float] | None:
+    """The values below which each share ``qs`` of ``d``'s finite values lie, interpolated linearly within a bin;
+    None without a finite value."""
+    if d.min is None or d.max is None or d.count <= 0:
+        return None
+    width = (d.max - d.min) / len(d.bins)
+    out = []
+    for q in qs:
+        target, seen = q * d.count, 0.0
+        value = d.max
+        for i, n in enumerate(d.bins):
+            if n and seen + n >= target:
+                value = d.min + width * (i + (target - seen) / n)
+                break
+            seen += n
+        out.append(min(max(value, d.min), d.max))
+    return out

@@ -12,8 +12,9 @@ together with the envelope's ``env`` and ``rank``::
 
 A numeric field added to a payload later is a series with no further change. A loop's free-form
 ``metrics`` event is the one exception: each of its values is the series of its own name. ``None`` ("not measured")
-is no point; NaN and infinity are points (a ``summary`` event has none: ``NO_POINTS_KINDS``). ``marker_of`` says what happened to a run (a command applied,
-an anomaly, a seed fossilized or pruned, a resume, the end), for the markers on its charts.
+is no point; NaN and infinity are points (a ``summary`` event has none: ``NO_POINTS_KINDS``). ``marker_of`` says
+what happened to a run (a command applied, an anomaly, a seed fossilized or pruned, a resume, the end), for the
+markers on its charts.
 """
 
 from __future__ import annotations

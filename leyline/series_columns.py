@@ -145,7 +145,8 @@ class KindPlan:
         self.declares = kind in DECLARING_KINDS
         self.decode: Callable[[bytes], Any] = msgspec.json.Decoder(
             cls if self.marker or own_names or self.declares else root.lean).decode
-        """The payload's JSON → what its points are made of (a marker's label, a declaration need the whole payload)."""
+        """The payload's JSON → what its points are made of (a marker's label and a declaration need the whole
+        payload)."""
         self.has_round = "round" in cls.__struct_fields__  # type: ignore[attr-defined]
         walked = own_names or self.kind in NO_POINTS_KINDS
         self.rows = _rows(root, self.has_round) if root.compiled and not walked else None

@@ -36,7 +36,8 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
          rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0, project: str | None = None,
          group: str | None = None, tags: Sequence[str] | None = None, notes: str | None = None,
          summary: Mapping[str, str] | None = None, system_metrics: bool = True,
-         system_metrics_s: float = 10.0) -> Run:
+         system_metrics_s: float = 10.0,
+         phases: Sequence[str] | None = None) -> Run:
     """Start a run and return its ``Run``: the run directory ``<log_dir>/<run_id>`` with its log and stream
     secret, the hub that streams the log to the server, the command runtime. ``run_started`` (with the commands
     declared by then) goes out at the first ``run.step()``, ``run.log()`` or ``with run:``.
@@ -59,6 +60,9 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
       thread's stack under the run directory whenever no Python thread could run for that long.
     - ``system_metrics``: sample the machine (CPU, memory, disk and network I/O, each visible GPU) every
       ``system_metrics_s`` seconds on a thread of its own, as series under ``system.`` (off: ``False``).
+    - ``phases``: the names of the loop's ``with run.phase(name)`` blocks a profile window of target ``update``
+      may record (``["update", "validate"]``); a request for another is rejected with the reason. None: not said
+      (such a window waits for its phase).
 
     Under torchrun every rank calls it (the process group is joined unless the loop made it); ``stacks``
     commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it.
@@ -77,7 +81,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     from nissa.system import SystemConfig
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
-               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s)
+               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases)
     meta = organized(project=project, group=group, tags=tags, notes=notes,
                      summary=dict(summary) if isinstance(summary, Mapping) else summary)
     if server is not None:
@@ -113,7 +117,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
         system = SystemConfig(interval_s=system.interval_s, device=ranks.device_name(device))
     return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
                close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s, organized=meta,
-               system=system)
+               system=system, phases=None if phases is None else tuple(phases))
 
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
@@ -137,8 +141,7 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``nissa.Run``, the class ``init`` returns, and ``nissa.Histogram`` are loaded on first use (they import
-    torch)."""
+    """``nissa.Run``, the class ``init`` returns, ``nissa.Api`` and ``nissa.Histogram`` are loaded on first use."""
     if name == "Run":
         from nissa.run import Run
 

@@ -8,8 +8,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 import torch
 
+from leyline.calls import Phases
 from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
 
 from nissa.hub.config import ingest_url, server_list
@@ -31,7 +33,7 @@ def check_server(server: object, source: str, caller: str = "nissa.init") -> Non
 
 
 def check_init(*, run_name: object, config: object, steps_per_epoch: object, device: object,
-               stack_watchdog_s: object, rank_timeout_s: object) -> None:
+               stack_watchdog_s: object, rank_timeout_s: object, phases: object = None) -> None:
     """The arguments of ``nissa.init`` the hub does not check itself."""
     if not isinstance(run_name, str) or not run_name.strip():
         raise ValueError(f"nissa.init: run_name must be a non-empty string, got {run_name!r}")
@@ -46,6 +48,12 @@ def check_init(*, run_name: object, config: object, steps_per_epoch: object, dev
     if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):  # type: ignore[operator]
         raise ValueError(f"nissa.init: rank_timeout_s must be seconds > 0, got {rank_timeout_s!r}")
     check_device(device)
+    if phases is not None:
+        try:
+            msgspec.convert(list(phases) if isinstance(phases, (list, tuple)) else phases, Phases)
+        except msgspec.ValidationError as err:
+            raise ValueError(f"nissa.init: phases must be a list of phase names (lower case, digits and '_', a "
+                             f"letter first), got {phases!r}: {err}") from None
 
 
 def check_device(device: object) -> None:

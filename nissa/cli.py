@@ -2,6 +2,7 @@
 
     nissa runs --server http://127.0.0.1:8765 -q "group:lr-sweep" --sort val_loss.best
     nissa runs -q "project:cifar val_loss<0.5" --format csv > runs.csv
+    nissa import tensorboard runs/ --server http://127.0.0.1:8765 --project cifar
 
 ``runs`` lists the runs a query finds (the server's filter language, ``GET /runs?q=``), a row each: id, name,
 status, project, group, tags, the config keys whose values differ, and the metrics the runs share (their
@@ -57,7 +58,8 @@ def add_runs(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
                       'val_loss<0.5" (see GET /runs; default: every run)')
     runs.add_argument("--project", help="only this project's runs (default: any)")
     runs.add_argument("--group", help="only this group's runs (default: any)")
-    runs.add_argument("--sort", default=None, help="e.g. val_loss.best, name, --sort=-config.lr (descending; default: newest first)")
+    runs.add_argument("--sort", default=None, help="e.g. val_loss.best, name, --sort=-config.lr (descending; "
+                      "default: newest first)")
     runs.add_argument("--limit", type=int, default=None, help="at most this many runs (default: all)")
     runs.add_argument("--metric", action="append", default=None, metavar="KEY[.STAT]", dest="metrics",
                       help="a metric column (repeat for several; default: the metrics every run has, best)")
@@ -164,3 +166,7 @@ def _table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in cut) for i in range(len(cut[0]))]
     for row in cut:
         sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,7 +12,6 @@ registers the subcommand on the ``nissa`` command's parser.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import pathlib
 import sys
@@ -30,7 +29,7 @@ def add_import(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     kinds = p.add_subparsers(dest="source_kind", required=True, metavar="SOURCE")
     tb = kinds.add_parser("tensorboard", help="every event directory under LOGDIR, a run each",
                           description="Every directory under LOGDIR that holds TensorBoard event files becomes a "
-                                      "run: scalars, histograms (as count/min/max/mean/std), hparams (config), text.")
+                                      "run: scalars, histograms, hparams (config), text.")
     tb.add_argument("logdir", type=pathlib.Path, metavar="LOGDIR", help="a TensorBoard log directory")
     c = kinds.add_parser("csv", help="a CSV file, a row per step",
                          description="A CSV file with a header: a step column (step, Step, _step, global_step), "

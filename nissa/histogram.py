@@ -22,7 +22,7 @@ from leyline.payloads_histogram import MAX_BINS
 class Histogram:
     """Values (a tensor, a NumPy array, a sequence of numbers) to log as a distribution of ``bins`` bins."""
 
-    __slots__ = ("values", "bins")
+    __slots__ = ("bins", "values")
 
     def __init__(self, values: Any, bins: int = 64) -> None:
         if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:

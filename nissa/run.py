@@ -62,7 +62,8 @@ class Run:
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
                  device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
-                 organized: Organized | None = None, system: SystemConfig | None = None) -> None:
+                 organized: Organized | None = None, system: SystemConfig | None = None,
+                 phases: tuple[str, ...] | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
@@ -74,7 +75,9 @@ class Run:
         self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
         for handler in (self._calls, self._checkpoints, self._stops):
             runtime.commands.register(handler.action, handler)
-        self._profiles = install_profiling(runtime, device=device)
+        self.phases = phases
+        """What a profile window of target ``update`` may record (``nissa.init(phases=…)``); None: not said."""
+        self._profiles = install_profiling(runtime, device=device, phases=phases)
         install_rank_checks(runtime)
         self._stop_watchdog = install_diagnostics(runtime, stack_watchdog_s)  # ``stacks`` answered off the loop
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
@@ -183,7 +186,8 @@ class Run:
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
                 world_size=ranks.world_size, commands=list(self._calls.declared), project=self.organized.project,
                 group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
-                summary=dict(self.organized.summary)))
+                summary=dict(self.organized.summary),
+                phases=None if self.phases is None else list(self.phases)))
             if self._system is not None:  # after run_started: a run's stream begins with it
                 self._stop_system = start_system_metrics(self.runtime, self._system)
         return self

@@ -57,7 +57,8 @@ class Runtime:
         self.levels = LevelController(level, self.emit)
         agreed = agree and self.ranks.distributed
         self.agreement = Agreement(self.ranks) if agreed else None
-        self._timer = StepTimer()
+        self.step_timer = StepTimer()
+        """This rank's mean time between step boundaries, sent in each exchange (the straggler check reads it)."""
         self._round_observers: list[Callable[[ControlRound], None]] = []
         self.commands = CommandProcessor(self.emit, hub.poll_commands, agreed=agreed)
         self.commands.register(CommandAction.DEBUG, DebugHandler(self.levels))
@@ -87,7 +88,7 @@ class Runtime:
     def step_boundary(self, step: int, epoch: int) -> None:
         self._step = step
         self._epoch = epoch
-        self._timer.tick()
+        self.step_timer.tick()
         self.hub.mark_position(step, epoch)
         if self.agreement is not None and self.agreement.rounds == 0:
             self._agree(step, epoch)  # the run's first step: what was asked before it (--profile) applies
@@ -106,7 +107,7 @@ class Runtime:
     def _agree(self, step: int, epoch: int) -> None:
         """Meet the other ranks; raises ``RankError`` if one is gone (the run cannot go on without it)."""
         assert self.agreement is not None
-        agreed = self.agreement.exchange(step, self.commands.take_held(), self._timer.take())
+        agreed = self.agreement.exchange(step, self.commands.take_held(), self.step_timer.take())
         self.commands.apply_agreed(agreed.commands, step, epoch)
         for observer in self._round_observers:
             observer(agreed)

@@ -9,8 +9,8 @@ One writer is one run, named after the last part of ``log_dir`` (TensorBoard's d
 the other keyword arguments go to ``nissa.init`` (``server``, ``token``, ``system_metrics`` …; the run's own
 log goes under ``nissa_log_dir``), or ``run=`` reports into a run of yours. ``add_scalar`` is a series of the
 tag's name; ``add_scalars("loss", {"train": …, "val": …})`` one series ``loss`` with a label ``tag`` per key
-(two lines of one chart, as TensorBoard draws them); ``add_histogram`` the values' count, min, max, mean and
-std as series ``<tag>/count`` … ; ``add_hparams`` the run's config (before its first value) and its metrics;
+(two lines of one chart, as TensorBoard draws them); ``add_histogram`` a distribution (``nissa.Histogram``: 64 bins
+of equal width from min to max unless ``bins`` is a number); ``add_hparams`` the run's config (before its first value) and its metrics;
 ``add_text`` a ``text`` event. Other ``SummaryWriter`` methods (images, graphs, embeddings …) are accepted and
 not recorded (one log line each); ``walltime`` is TensorBoard's: each value takes the run's own time. In a run of one process, a ``global_step`` past the run's step is a step
 boundary, where commands apply (``writer.run.should_stop`` after a ``stop``).
@@ -64,7 +64,14 @@ class SummaryWriter:
 
     def add_histogram(self, tag: str, values: Any, global_step: int | None = None, bins: str = "tensorflow",
                       walltime: float | None = None, max_bins: int | None = None) -> None:
-        self._log(_summary(metric_name(tag), values), global_step)
+        if self.run.finished:
+            return
+        from nissa.histogram import Histogram
+
+        count = bins if isinstance(bins, int) and not isinstance(bins, bool) else (max_bins or 64)
+        self._boundary(global_step)
+        self.run.log({metric_name(tag): Histogram(values, bins=max(1, min(count, 512)))},
+                     step=None if global_step is None else int(global_step))
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
                     hparam_domain_discrete: Mapping[str, list] | None = None, run_name: str | None = None,
@@ -125,14 +132,3 @@ class SummaryWriter:
         self._boundary(global_step)
         self.run.log(numbers, step=None if global_step is None else int(global_step), labels=labels)
 
-
-def _summary(name: str, values: Any) -> dict[str, float]:
-    """count, min, max, mean and std of a tensor or array of values (NaN and infinities left out), read once."""
-    import torch
-
-    t = torch.as_tensor(values).detach().reshape(-1).to(torch.float64)
-    t = t[torch.isfinite(t)]
-    if t.numel() == 0:
-        return {f"{name}/count": 0.0}
-    stats = torch.stack([t.min(), t.max(), t.mean(), t.std(unbiased=False)]).tolist()
-    return {f"{name}/count": float(t.numel()), **{f"{name}/{k}": v for k, v in zip(("min", "max", "mean", "std"), stats)}}

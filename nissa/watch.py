@@ -15,7 +15,6 @@ from collections.abc import Callable
 import torch
 
 from leyline import DebugLayerStats, Histograms, Payload, TelemetryLevel
-
 from nissa.histogram import Histogram, distributions
 from nissa.integrations.names import metric_name
 from nissa.telemetry.debug_stats import PendingLayers, launch_layer_stats

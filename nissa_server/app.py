@@ -64,10 +64,11 @@ def create_app(settings: Settings) -> FastAPI:
     # /docs and /redoc load Swagger UI and ReDoc from files installed with the server, not from a CDN:
     # they work offline and on an air-gapped machine. The validator badge would call out: off.
     app = FastAPIOffline(title="nissa-server", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                         docs_url=DOCS, redoc_url=REDOC, static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
+                         docs_url=DOCS, redoc_url=REDOC, static_url=DOCS_ASSETS,
+                         swagger_ui_parameters={"validatorUrl": None})
     app.state.nissa = nissa
     app.add_middleware(HeadAsGet)
-    app.add_middleware(DocsHeaders, pages=(DOCS, REDOC, app.swagger_ui_oauth2_redirect_url),
+    app.add_middleware(DocsHeaders, pages=[p for p in (DOCS, REDOC, app.swagger_ui_oauth2_redirect_url) if p],
                        assets=DOCS_ASSETS)
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)

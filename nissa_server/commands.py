@@ -27,7 +27,7 @@ from leyline import (
     SERVER_RANK,
     Severity,
 )
-from leyline.calls import check_call
+from leyline.calls import check_call, unprofilable
 from leyline.commands import is_trainer_command
 from nissa_server.batches import add_server_event
 from nissa_server.runs import RunState
@@ -50,14 +50,19 @@ class CommandError(Exception):
 _started = msgspec.json.Decoder(RunStarted)
 
 
-def _bad_call(conn: Conn, run: RunState, req: EscalateRequest) -> CommandError | None:
-    """A ``call`` the run did not declare, or with arguments its declaration refuses (rank 0's ``run_started``)."""
-    if req.action is not CommandAction.CALL:
+def _undeclared(conn: Conn, run: RunState, req: EscalateRequest) -> CommandError | None:
+    """What the run's declaration (rank 0's ``run_started``) refuses: a ``call`` of a command it did not declare,
+    or with arguments it does not take; a profile window of target ``update`` over a phase it does not have."""
+    profiles_phase = req.action is CommandAction.PROFILE and req.target == "update"
+    if req.action is not CommandAction.CALL and not profiles_phase:
         return None
     row = conn.execute("SELECT config FROM runs WHERE run_key = ?", (run.run_key,)).fetchone()
-    declared = _started.decode(row[0]).commands if row is not None and row[0] else []
+    started = _started.decode(row[0]) if row is not None and row[0] else None
+    if profiles_phase:
+        why = unprofilable(started.phases if started is not None else None, req.phase)
+        return None if why is None else CommandError(422, why)
     try:
-        check_call(declared, req.name or "", req.args)
+        check_call(started.commands if started is not None else [], req.name or "", req.args)
     except ValueError as err:
         return CommandError(422, str(err))
     return None
@@ -95,7 +100,7 @@ class CommandService:
                                                       "body") if earlier[1] != request
                                     else (earlier[0], False, CommandStatus(earlier[2])))
                     return
-            refused = _bad_call(conn, run, req)
+            refused = _undeclared(conn, run, req)
             if refused is not None:
                 write.result = refused
                 return

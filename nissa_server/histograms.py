@@ -8,6 +8,7 @@ import io
 import msgspec
 
 from leyline import Event, Histograms
+from leyline.payloads_histogram import quantiles
 
 
 class HistogramAt(msgspec.Struct):
@@ -22,10 +23,15 @@ class HistogramAt(msgspec.Struct):
     count: int
     nonfinite: int
     bins: list[int]
+    quantiles: list[float] | None
+    """The values at ``QUANTILES`` (0, 7, 16, 31, 50, 69, 84, 93 and 100%) of the finite ones: the bands a
+    distribution chart draws; None without a finite value."""
 
 
 class HistogramsReply(msgspec.Struct):
     name: str
+    quantiles: list[float]
+    """The shares each histogram's ``quantiles`` are at."""
     histograms: list[HistogramAt]
     """In step order per rank, ranks in turn; at most ``max_steps`` a rank, evenly spread over the run."""
     taken: int
@@ -36,13 +42,13 @@ def pick(events: list[Event], name: str) -> list[HistogramAt]:
     """The distributions called ``name`` among ``histogram`` events."""
     out = []
     for e in events:
-        payload = e.payload
+        payload: object = e.payload
         if not isinstance(payload, Histograms):
             continue
         for d in payload.histograms:
             if d.name == name:
                 out.append(HistogramAt(rank=e.rank, step=e.step, epoch=e.epoch, ts=e.ts, min=d.min, max=d.max,
-                                       count=d.count, nonfinite=d.nonfinite, bins=d.bins))
+                                       count=d.count, nonfinite=d.nonfinite, bins=d.bins, quantiles=quantiles(d)))
     return out
 
 

@@ -11,6 +11,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
+from leyline.summaries import MetricSummary
 from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
@@ -18,6 +19,7 @@ from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
+from leyline.summaries import RunPatch
 from nissa_server.histograms import HistogramsReply
 from nissa_server.series import SeriesInfo, SeriesReply
 from nissa_server.store.runs_page import RunSummary
@@ -35,7 +37,7 @@ from nissa_server.schemas import (
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
          HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         BandsReply, ConfigDiff, GroupsReply, WireEvent, *PAYLOAD_TYPES.values())
+         BandsReply, ConfigDiff, GroupsReply, RunPatch, WireEvent, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
@@ -134,7 +136,10 @@ def _examples() -> dict[str, Any]:
     run = RunInfo(run_id="r-20250101-abc", name="demo", status="live", connected=True, created_at=1.7e9,
                   started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
                   last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
-                  config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440)
+                  config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440,
+                  project="cifar", group="lr-sweep", tags=["baseline"], notes="first try",
+                  metrics={"epoch_completed.accuracy{env=0,rank=0}": MetricSummary(
+                      last=0.55, min=0.12, max=0.58, best=0.58, count=12, step=120)})
     return {
         "events": events,
         "run": to_builtins(run),
@@ -147,7 +152,12 @@ def _examples() -> dict[str, Any]:
             "status_detail": None, "host": "trainer-1", "device": "cpu",
             "summary": {"final_accuracy": 0.61, "best_accuracy": 0.64, "fossilized": 2, "pruned": 1, "rounds": 4,
                         "policy": "ppo"},
-            "params": started["payload"]["config"]}],
+            "params": started["payload"]["config"], "project": "cifar", "group": "lr-sweep", "tags": ["baseline"],
+            "notes": "first try", "metrics": {
+                "run_finished.final_accuracy{rank=0}": {"last": 0.61, "min": 0.61, "max": 0.61, "best": 0.61,
+                                                        "count": 1, "step": 960},
+                "val_loss{rank=0}": {"last": 0.41, "min": 0.38, "max": 2.3, "best": 0.38, "count": 300,
+                                     "step": 299}}}],
         "command": to_builtins(command),
         "commands": [to_builtins(command)],
         "accepted": {"command_id": "4f1c2a", "status": "queued"},
@@ -242,7 +252,7 @@ def _restore_examples(doc: dict[str, Any], routes: list[BaseRoute]) -> None:
             continue
         declared = {str(status): reply for status, reply in route.responses.items()}
         body = (route.openapi_extra or {}).get("requestBody")
-        for method in route.methods:
+        for method in route.methods or ():
             operation = doc["paths"][route.path_format][method.lower()]
             pairs = [(operation["responses"].get(status, {}), reply) for status, reply in declared.items()]
             pairs.append((operation.get("requestBody", {}), body or {}))

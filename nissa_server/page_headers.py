@@ -79,7 +79,9 @@ class _PageSend:
     """Holds a page's response start until its body is whole, then sends both with the headers."""
 
     def __init__(self, send: Any) -> None:
-        self.send, self.start, self.body = send, None, bytearray()
+        self.send = send
+        self.start: dict[str, Any] | None = None
+        self.body = bytearray()
 
     async def __call__(self, message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":

@@ -139,8 +139,8 @@ class Health(msgspec.Struct, kw_only=True):
     """Watchers connected (null to a request without the token on a server started with ``--read-auth``)."""
     degraded: dict[str, Degraded] = msgspec.field(default_factory=dict)
     """The parts that do not work now, by name: ``database``, or a background task (``maintenance``,
-    ``alert-sweep``, ``alert-delivery``, ``series-pass``, ``publisher``, ``notifications``); empty to a request
-    without the token on a server started with ``--read-auth``."""
+    ``alert-sweep``, ``alert-delivery``, ``series-pass``, ``publisher``, ``notifications``, ``writer``); empty to
+    a request without the token on a server started with ``--read-auth``."""
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):

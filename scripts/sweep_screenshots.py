@@ -18,17 +18,17 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _stop  # noqa: E402  (scripts/ is the script's directory)
+from demo import _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-RATES = ("0.01", "0.05", "0.2")
+RATES = ("0.001", "0.01", "0.1")
 
 
-def _train(url: str, work: pathlib.Path, steps: int) -> None:
+def _train(url: str, work: pathlib.Path, steps: int, env: dict[str, str]) -> None:
     for lr in RATES:
         subprocess.run([sys.executable, str(ROOT / "examples" / "plain_loop.py"), "--server", url, "--log-dir",
-                        str(work), "--run-name", f"sweep-lr{lr}", "--lr", lr, "--steps", str(steps),
-                        "--project", "tour", "--group", "lr-sweep"], check=True, stdout=subprocess.DEVNULL)
+                        str(work), "--run-name", f"lr{lr}", "--lr", lr, "--steps", str(steps),
+                        "--project", "tour", "--group", "lr-sweep"], check=True, stdout=subprocess.DEVNULL, env=env)
 
 
 def _web(url: str, out: pathlib.Path, chromium: str) -> None:
@@ -96,9 +96,10 @@ def main() -> int:
     out = pathlib.Path(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
-        server, url = _start_server(work / "nissa.db")
+        env = _state_env(work)
+        server, url = _start_server(work / "nissa.db", env)
         try:
-            _train(url, work, args.steps)
+            _train(url, work, args.steps, env)
             _web(url, out, chromium)
             asyncio.run(_console(url, out))
         finally:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import running_server, start_server_process, stop_process
+from tests.support import databases, running_server, start_server_process, stop_process
+from tests.support.leftovers import stray_children
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind():
+    """When a test process ends (each xdist worker, or the one process), the PostgreSQL it started is stopped
+    and its data directory removed, and no process a test started still runs: what is left fails the
+    process's last test at teardown (and is stopped)."""
+    yield
+    left = databases.shutdown() + stray_children()
+    assert not left, "left behind by the tests: " + "; ".join(left)
 
 
 @pytest.fixture

@@ -194,7 +194,7 @@ def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
     ``LogCorrupt`` when the run log cannot be written or continued."""
     runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
                                           env_base=ranks.rank * config.n_envs))
-    install_profiling(runtime, device=config.device)
+    install_profiling(runtime, device=config.device, phases=config.phases)
     install_rank_checks(runtime, straggler_factor=hosting.straggler_factor, straggler_epochs=hosting.straggler_epochs)
     answer_stacks(runtime)
     checkpoints: Checkpointer | NullCheckpointer = NullCheckpointer()

@@ -166,7 +166,8 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
     return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
                       device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
                       log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size,
-                      project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())), notes=args.notes)
+                      project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())),
+                      notes=args.notes, phases=list(config.phases))
 
 
 def _check_organized(args: argparse.Namespace) -> None:

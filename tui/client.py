@@ -208,7 +208,8 @@ class NissaClient:
         return _bands_decoder.decode((await self._request("GET", f"/run-groups/series/{name}", params=params)).content)
 
     async def config_diff(self, runs: list[str]) -> ConfigDiff:
-        return _diff_decoder.decode((await self._request("GET", "/config-diff", params={"runs": ",".join(runs)})).content)
+        response = await self._request("GET", "/config-diff", params={"runs": ",".join(runs)})
+        return _diff_decoder.decode(response.content)
 
     async def patch_run(self, run_id: str, **fields: object) -> RunSummary:
         """Change a run's ``tags``, ``notes`` or ``group`` (``PATCH /runs/{id}``)."""

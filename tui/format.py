@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from leyline import (
     AlertChanged,
-    Metrics,
     AnomalyDetected,
     CommandStatusChanged,
     DebugLayerStats,
@@ -18,8 +17,10 @@ from leyline import (
     EventsDropped,
     GradientHealth,
     Heartbeat,
+    Histograms,
     HubHealth,
     LSTMHealth,
+    Metrics,
     PhaseTiming,
     PPOUpdate,
     ProfileCompleted,
@@ -29,14 +30,14 @@ from leyline import (
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,
-    Histograms,
-    SystemMetrics,
-    TextLogged,
     SeedGerminated,
     SeedPruned,
     SeedStageChanged,
     Severity,
+    SummaryUpdated,
+    SystemMetrics,
     TelemetryLevelChanged,
+    TextLogged,
 )
 
 SPARK_CHARS = "▁▂▃▄▅▆▇"
@@ -202,6 +203,8 @@ _DESCRIBE: dict[type, Callable[[object], str]] = {
     Histograms: lambda p: f"{len(p.histograms)} histograms: " + ", ".join(h.name for h in p.histograms[:4]),
     TextLogged: lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}",
     Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),
+    SummaryUpdated: lambda p: " ".join([*(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in p.values.items()),
+                                        *(f"{k} best at its {d}" for k, d in p.directions.items())][:8]) or "summary",
 }
 
 

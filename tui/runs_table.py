@@ -159,12 +159,18 @@ def _text(value: object, style: str = "") -> Text:
     return run_text(fmt_value(value), style=style, no_wrap=True)
 
 
+def short_id(run_id: str, width: int = 24) -> str:
+    """A run id in ``width`` characters: its end (``<name>-<utc time>-<hex>``: the name has its own column)."""
+    return run_id if len(run_id) <= width else "…" + run_id[-(width - 1):]
+
+
 def _who() -> list[Column]:
     return [
         Column("status", "status", lambda r: run_text(r.status, style=STATUS_STYLE.get(r.status, "")),
                lambda g: run_text(f"{g.count} run{'s' if g.count != 1 else ''}", style="italic")),
         Column("name", "name", lambda r: _text(r.name or r.run_id, "bold"),
                lambda g: run_text(fmt_value(g.value, 40), style="bold")),
+        Column("run", "id", lambda r: run_text(short_id(r.run_id), style="dim")),
     ]
 
 

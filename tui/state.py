@@ -346,7 +346,9 @@ def _on_profile_started(state: RunState, event: Event) -> None:
 
 def _on_profile_completed(state: RunState, event: Event) -> None:
     state.profile_running = None
-    state.profile = event.payload  # type: ignore[assignment]
+    done: ProfileCompleted = event.payload  # type: ignore[assignment]
+    if done.top_ops or state.profile is None or not state.profile.top_ops:
+        state.profile = done  # a window that recorded no operator does not hide the last one that did
     state.dirty.add("profile")
 
 

@@ -143,12 +143,13 @@ class StepTimer:
     """Mean wall time between a rank's step boundaries since it was last taken (training batches only:
     the boundaries of one epoch are all inside its training phase, where no rank waits for another)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
         self._first = self._last = 0.0
         self._count = 0
 
     def tick(self) -> None:
-        now = time.perf_counter()
+        now = self._clock()
         if self._count == 0:
             self._first = now
         self._last = now

@@ -59,15 +59,17 @@ class Gathering:
     PIPELINE = 2
     """Frames in flight before new events wait for an ack: one being committed, one queued behind it."""
 
-    def __init__(self, batch_events: int, linger_s: float, hold_s: float) -> None:
+    def __init__(self, batch_events: int, linger_s: float, hold_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._batch, self._linger, self._hold = batch_events, linger_s, max(linger_s, hold_s)
+        self._clock = clock
         self._since: float | None = None
         self._ends: collections.deque[int] = collections.deque()
 
     def wait_s(self, waiting: int, acked: int) -> float:
         """How long to wait before sending ``waiting`` events, with seqs up to ``acked`` acknowledged;
         0: send now (and say so with ``sent``)."""
-        now = time.monotonic()
+        now = self._clock()
         if self._since is None:
             self._since = now
         ends = self._ends

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from leyline import Metrics, Payload, RunFinished, RunStarted, make_event, metric_value
 from leyline.codec import encode_event
 from leyline.metrics import MAX_METRICS
-
 from nissa.hub.runlog import RunLog
 from nissa.hub.secret import run_secret
 from nissa.hub.upload import UploadResult, upload_run
@@ -67,7 +66,7 @@ class ImportedRun:
         first = self.points[0][2] if self.points else 0.0
         last = max((ts for _, _, ts in self.points), default=first)
         started = RunStarted(name=self.name[:200], config=flat_config(self.config), device="",
-                             **({"project": self.project} if self.project and "project" in _FIELDS else {}))
+                             project=self.project or "")
         seq = 1
         yield encode_event(make_event(started, run_id=run_id, seq=seq, ts=first))
         for payload, step, ts in self.points:
@@ -76,9 +75,6 @@ class ImportedRun:
         final_step = max((step for _, step, _ in self.points), default=0)
         yield encode_event(make_event(RunFinished(status="completed", duration_s=max(0.0, last - first)),
                                       run_id=run_id, seq=seq + 1, ts=last, step=final_step))
-
-
-_FIELDS = frozenset(RunStarted.__struct_fields__)
 
 
 def write_log(run: ImportedRun, log_dir: pathlib.Path) -> pathlib.Path:

@@ -2,8 +2,8 @@
 
 Every directory that holds event files (``events.out.tfevents.*``) is one run, named by its path under the
 log directory (``exp1``, ``exp1/1700000000.5`` for the hparams ``torch``'s ``add_hparams`` writes beside it).
-Scalars are ``metrics`` at their step and wall time; a histogram is the series ``<tag>/count``, ``/min``,
-``/max``, ``/mean`` and ``/std`` of its buckets (as ``nissa.tensorboard.SummaryWriter`` sends them); hparams
+Scalars are ``metrics`` at their step and wall time; a histogram a ``histogram`` event (its buckets in 64 bins
+of equal width, as ``nissa.Histogram`` sends them); hparams
 are the run's config; text is a ``text`` event. Other plugins' data (images, audio, graphs) is left out,
 counted in the run's ``skipped``.
 """
@@ -11,15 +11,13 @@ counted in the run's ``skipped``.
 from __future__ import annotations
 
 import logging
-import math
 import pathlib
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from leyline import TextLogged
+from leyline import Distribution, Histograms, TextLogged
 from leyline.metrics import MAX_TEXT_CHARS
-
 from nissa.importer.runs import ImportedRun
 from nissa.integrations.names import metric_name
 
@@ -81,7 +79,8 @@ def _take(run: ImportedRun, value: Any, plugin: str, step: int, ts: float) -> bo
     if plugin == "scalars":
         run.scalars({metric_name(value.tag): float(tensor_util.make_ndarray(value.tensor).item())}, step, ts)
     elif plugin == "histograms":
-        run.scalars(_histogram(metric_name(value.tag), tensor_util.make_ndarray(value.tensor)), step, ts)
+        run.points.append((Histograms(histograms=[_distribution(metric_name(value.tag),
+                                                                tensor_util.make_ndarray(value.tensor))]), step, ts))
     elif plugin == "text":
         text = tensor_util.make_ndarray(value.tensor).reshape(-1)
         tag = metric_name(value.tag.removesuffix("/text_summary"))
@@ -94,18 +93,20 @@ def _take(run: ImportedRun, value: Any, plugin: str, step: int, ts: float) -> bo
     return True
 
 
-def _histogram(name: str, buckets: Any) -> dict[str, float]:
-    """count, min, max, mean and std of TensorBoard's ``[left, right, count]`` buckets (bucket centres)."""
+def _distribution(name: str, buckets: Any, bins: int = 64) -> Distribution:
+    """TensorBoard's ``[left, right, count]`` buckets (of any widths) as ``bins`` bins of equal width from the
+    first filled bucket's left edge to the last one's right edge, each bucket's count in the bin of its centre."""
     counts = [float(c) for c in buckets[:, 2]] if buckets.size else []
-    total = sum(counts)
-    if not total:
-        return {f"{name}/count": 0.0}
-    centres = [(float(left) + float(right)) / 2 for left, right in buckets[:, :2]]
-    mean = sum(c * n for c, n in zip(centres, counts)) / total
-    var = sum(n * (c - mean) ** 2 for c, n in zip(centres, counts)) / total
     filled = [i for i, n in enumerate(counts) if n]
-    return {f"{name}/count": total, f"{name}/min": float(buckets[filled[0], 0]),
-            f"{name}/max": float(buckets[filled[-1], 1]), f"{name}/mean": mean, f"{name}/std": math.sqrt(var)}
+    if not filled:
+        return Distribution(name=name, min=None, max=None, count=0, bins=[0] * bins)
+    lo, hi = float(buckets[filled[0], 0]), float(buckets[filled[-1], 1])
+    width = (hi - lo) / bins or 1.0
+    out = [0] * bins
+    for i in filled:
+        centre = (float(buckets[i, 0]) + float(buckets[i, 1])) / 2
+        out[min(bins - 1, max(0, int((centre - lo) / width)))] += round(counts[i])
+    return Distribution(name=name, min=lo, max=hi, count=sum(out), bins=out)
 
 
 def _hparams(content: bytes) -> dict[str, object]:

@@ -48,9 +48,9 @@ class NissaCallback(TrainerCallback):
             import nissa
 
             config: dict[str, Any] = {"training_args": args.to_dict()}
-            model_config = getattr(model, "config", None)
-            if hasattr(model_config, "to_dict"):
-                config["model"] = model_config.to_dict()
+            to_dict = getattr(getattr(model, "config", None), "to_dict", None)
+            if callable(to_dict):
+                config["model"] = to_dict()
             init = {"run_name": args.run_name or "transformers", "steps_per_epoch": 0, **self._init_args}
             self.run = nissa.init(config=config, **init)
         elif self.run.step_count == 0:

@@ -72,9 +72,7 @@ def _visible(env: str | None, count: int) -> list[str]:
     out = []
     for entry in env.split(","):
         entry = entry.strip()
-        if entry.isdigit() and int(entry) < count:
-            out.append(entry)
-        elif entry.startswith("GPU-"):
+        if (entry.isdigit() and int(entry) < count) or entry.startswith("GPU-"):
             out.append(entry)
         else:
             break

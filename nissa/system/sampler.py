@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from leyline import SystemMetrics
-
 from nissa.system.gpu import GpuProbe, open_gpus
 from nissa.system.host import HostProbe
 

@@ -24,10 +24,12 @@ if TYPE_CHECKING:
 
 
 def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, profile_update: bool = False,
-                      config: ProfileConfig | None = None, device: str | None = None) -> ProfileHandler:
+                      config: ProfileConfig | None = None, device: str | None = None,
+                      phases: tuple[str, ...] | None = None) -> ProfileHandler:
     """Register the profile handler on ``runtime``; optionally open a window at the start
     (``profile_batches``) and one over the first PPO update (``profile_update``; after the first). ``device``:
-    where the run's tensors live (CUDA is recorded only for a CUDA run; None: wherever there is a GPU)."""
+    where the run's tensors live (CUDA is recorded only for a CUDA run; None: wherever there is a GPU).
+    ``phases``: the run's, as its ``run_started`` declares them (a window for another is rejected)."""
     hub = runtime.hub.config
     uploader = None
     if hub.server:
@@ -35,7 +37,7 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
                                                  secret=run_secret(hub.run_dir)))
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
                              config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None,
-                             device=device, quiesce=runtime.settle_collectives)
+                             device=device, quiesce=runtime.settle_collectives, phases=phases)
     runtime.commands.register(CommandAction.PROFILE, handler)
     open_start_windows(runtime, profile_batches=profile_batches, profile_update=profile_update)
     return handler

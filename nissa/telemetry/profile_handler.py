@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import httpx
 
 from leyline import Command, CommandAction, Payload, ProfileCompleted, ProfileStarted
+from leyline.calls import unprofilable
 from leyline.enums import ProfileTarget
 from leyline.commands import MAX_PROFILE_BATCHES
 
@@ -120,12 +121,14 @@ class ProfileHandler:
     def __init__(self, *, log_dir: pathlib.Path, run_id: str, emit: Callable[[Payload], None],
                  uploader: ArtifactUploader | None = None, config: ProfileConfig | None = None,
                  end_wait_s: float = 30.0, rank: int | None = None, device: str | None = None,
-                 quiesce: Callable[[], None] | None = None) -> None:
+                 quiesce: Callable[[], None] | None = None, phases: tuple[str, ...] | None = None) -> None:
         self.trace_root = profiles_dir(log_dir, run_id)
         self.device = device
         """Where the run's tensors live (``cuda:0``, ``cpu``): a window records CUDA only for a CUDA run."""
         self.quiesce = quiesce
         """Passed to each window (``ProfileWindow``): called before its profiler starts, steps or stops."""
+        self.phases = phases
+        """The run's phases as its ``run_started`` declares them (None: not declared, a window waits for any)."""
         self.rank = rank
         """This process's rank in a run of several (its traces and artifacts are named by it), else None."""
         self._emit = emit
@@ -146,6 +149,9 @@ class ProfileHandler:
         if batches is None or not 1 <= batches <= MAX_PROFILE_BATCHES:
             raise CommandRejected(f"action 'profile' needs 'batches' in 1..{MAX_PROFILE_BATCHES} or target "
                                   f"'update', got {command.batches}")
+        impossible = unprofilable(self.phases, command.phase) if on_update else None
+        if impossible is not None:
+            raise CommandRejected(impossible)
         if self._open is not None:
             raise CommandRejected(f"profile window {self._open.window.name} is still {self._open.state} (command "
                                   f"{self._open.ctx.command_id}); one window at a time")

@@ -79,6 +79,9 @@ class Rule:
     """``threshold``: fires when the series' latest point is below this…"""
     above: float | None = None
     """…or above this."""
+    for_s: float = 0.0
+    """``threshold``: fires once the series has been out of range this long (server time, each check seeing its
+    latest point out of range: "GPU utilisation below 40 for 10 minutes"); 0: at the first such point."""
     builtin: bool = False
     """One of ``BUILTIN_RULES``: shown in the console and ``GET /alerts``, sent to no destination."""
 
@@ -104,6 +107,8 @@ class Rule:
             if self.series:
                 out["series"] = self.series
             out.update({k: v for k, v in (("below", self.below), ("above", self.above)) if v is not None})
+            if self.for_s:
+                out["for_s"] = self.for_s
         return out
 
 
@@ -202,7 +207,7 @@ def _destination(source: str, name: str, spec: object) -> Destination:
 
 
 _FIELDS = {"status": {"status"}, "anomaly": {"min_severity", "quiet_s"}, "hang": {"after_s", "stacks"},
-           "straggler": {"after_s", "factor"}, "threshold": {"series", "below", "above"}, "nan": {"series"},
+           "straggler": {"after_s", "factor"}, "threshold": {"series", "below", "above", "for_s"}, "nan": {"series"},
            "stale": {"series", "after_s"}}
 
 
@@ -243,6 +248,11 @@ def _rule(source: str, i: int, spec: dict[str, Any], destinations: dict[str, Des
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 7 * 86400:
                 raise RulesError(f"{where}: {key}: must be a number of seconds in (0, 604800]")
             kw[key] = float(value)
+    if "for_s" in spec:
+        value = spec["for_s"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 7 * 86400:
+            raise RulesError(f"{where}: for_s: must be a number of seconds in [0, 604800]")
+        kw["for_s"] = float(value)
     if when in ("threshold", "nan", "stale"):
         kw["series"] = _series(where, spec.get("series"))
     if "factor" in spec:

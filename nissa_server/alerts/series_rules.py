@@ -105,6 +105,8 @@ class SeriesWatch:
     def __init__(self) -> None:
         self._fresh: dict[tuple[int, str], tuple[float, float]] = {}
         """(run key, series name) → (newest point's ts, server time it was first seen)."""
+        self._out_since: dict[tuple[str, int, str], float] = {}
+        """(rule, run key, series key) → server time a check first saw its latest point out of range."""
 
     def observe(self, latest: list[Latest], now: float) -> None:
         newest: dict[tuple[int, str], float] = {}
@@ -133,9 +135,22 @@ class SeriesWatch:
         for p in latest:
             if _selected(rule, p):
                 why = _out_of_range(rule, p)
-                if why is not None:
-                    out.append((p, p.key, f"{p.key} {why}"))
+                held = self._held(rule, p, why is not None, now)
+                if why is not None and held >= rule.for_s:
+                    out.append((p, p.key, f"{p.key} {why}" + (f" for {held:.0f} s" if rule.for_s else "")))
+        if rule.for_s:  # series of runs no longer running are forgotten
+            current = {(rule.name, p.run_key, p.key) for p in latest}
+            for key in [k for k in self._out_since if k[0] == rule.name and k not in current]:
+                del self._out_since[key]
         return out
+
+    def _held(self, rule: Rule, p: Latest, out_of_range: bool, now: float) -> float:
+        """How long checks have seen ``p``'s series out of range for ``rule`` (0 when it is in range now)."""
+        key = (rule.name, p.run_key, p.key)
+        if not out_of_range:
+            self._out_since.pop(key, None)
+            return 0.0
+        return now - self._out_since.setdefault(key, now)
 
     def ended(self, rule: Rule, run_key: int, subject: str, latest: list[Latest], now: float) -> str | None:
         """Why a firing alert of ``rule`` on (run, subject) ended, or None while it holds (or is unknown)."""

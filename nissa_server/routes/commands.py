@@ -47,9 +47,12 @@ _ESCALATE_BODY = {
         404: error("No such run", "unknown run 'r-x'"),
         409: error("The run is not live", "run 'r-x' is finished, not live"),
         413: error("Body too large", "body over 65536 bytes"),
-        422: error("Invalid request, a call the run did not declare, or an Idempotency-Key used before with "
-                   "another body", "action 'profile' needs 'batches' (1..500) or 'target': 'update'",
+        422: error("Invalid request, a call the run did not declare, a phase it does not have, or an "
+                   "Idempotency-Key used before with another body",
+                   "action 'profile' needs 'batches' (1..500) or 'target': 'update'",
                    undeclared="the run declared no command 'set_lr' (it declared: none)",
+                   no_such_phase="this run has no phase 'update' (its phases: none): a profile window of target "
+                                 "'update' would never record; profile 'batches' instead",
                    idempotency_key="Idempotency-Key was already used with a different request body"),
         429: error("Too many open commands for this run", "run 'r-x' already has 8 open commands"),
     },

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from leyline import decode_event
+from leyline.payloads_histogram import QUANTILES
 from nissa_server.auth import require_read
 from nissa_server.histograms import HistogramsReply, downsample, pick, to_csv
 from nissa_server.openapi import error, ok, ref
@@ -17,9 +18,10 @@ router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
 MAX_EVENTS = 200_000
 """``histogram`` events one request reads at most (the oldest first)."""
-_EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1, "histograms": [
-    {"rank": 0, "step": 100, "epoch": 1, "ts": 1.7e9, "min": -0.02, "max": 0.03, "count": 512, "nonfinite": 0,
-     "bins": [3, 40, 210, 200, 52, 7]}]}
+_EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1, "quantiles": [0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0],
+            "histograms": [{"rank": 0, "step": 100, "epoch": 1, "ts": 1.7e9, "min": -0.02, "max": 0.03, "count": 512,
+                            "nonfinite": 0, "bins": [3, 40, 210, 200, 52, 7],
+                            "quantiles": [-0.02, -0.01, -0.005, 0.0, 0.003, 0.007, 0.012, 0.018, 0.03]}]}
 
 
 @router.get("/runs/{run_id}/histograms/{name:path}", summary="One name's distributions over the run's steps",
@@ -50,7 +52,8 @@ async def get_histograms(
         if not page.cut or page.last is None:
             break
         after, after_rank = page.last
-    reply = HistogramsReply(name=name, histograms=downsample(found, max_steps), taken=len(found))
+    reply = HistogramsReply(name=name, quantiles=list(QUANTILES), histograms=downsample(found, max_steps),
+                            taken=len(found))
     if format == "csv":
         return Response(to_csv(reply), media_type="text/csv")
     return json_response(reply)

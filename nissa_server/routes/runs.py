@@ -10,8 +10,7 @@ from urllib.parse import urlencode
 import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from leyline import CommandRecord, Event, EventKind, RunStatus
-from leyline import query
+from leyline import CommandRecord, Event, EventKind, RunStatus, query
 from leyline.events import MAX_INT
 from leyline.query import Clause, Field, SortKey
 from leyline.summaries import RunPatch
@@ -99,7 +98,8 @@ def _commas(text: str) -> list[tuple[int, str]]:
             "names the next and previous pages, `X-Total-Count` the runs that match), newest first unless `sort` says. "
             "Each run is a summary: its config cut to `params` (64 entries at most, values cut to 80 characters; the "
             "full config is on `GET /runs/{run_id}`), its project, group, tags and notes, and `metrics`: its series "
-            "summarised (the first 256 by key and those `q` and `sort` name, or those of `metrics`).",
+            "summarised (the first 256 by key, its outcome's `run_finished.*` and those `q` and `sort` name, or those "
+            "of `metrics`).",
             responses={200: ok({"type": "array", "items": ref(RunSummary)}, EXAMPLES["run_summaries"]),
                        400: error("A mistake in q, sort or metrics", "q: position 9: 'x' is not a number"),
                        **UNAUTHORIZED})

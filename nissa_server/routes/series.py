@@ -77,6 +77,8 @@ async def list_series(
                         "run and the key of its last series).",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
+                       404: error("No such run, or an `after_run` that is not one of the runs asked for",
+                                  "unknown run 'r-x'"),
                        422: error("Bad parameter", "labels: 'env' is not name=value")})
 async def get_series(
     request: Request,
@@ -107,8 +109,8 @@ async def get_series(
     run_ids = list(dict.fromkeys([run_id, *others]))
     start = 0
     if after_run is not None:
-        if after_run not in run_ids:
-            raise HTTPException(422, f"after_run: {after_run!r} is not one of the runs asked for")
+        if after_run not in run_ids:  # a cursor of another request: no page of this one starts there
+            raise HTTPException(404, f"after_run: {after_run!r} is not one of the runs asked for")
         start = run_ids.index(after_run)
     parts: list[bytes] = []
     budget = n.settings.max_page_bytes

@@ -69,7 +69,7 @@ async def page_slash() -> RedirectResponse:
     return RedirectResponse("/ui", status_code=308)
 
 
-@router.get("/ui/kinds.json", summary="The event kinds, for the page: a series named after one is a field of its events",
+@router.get("/ui/kinds.json", summary="The event kinds: a series named after one is a field of its events",
             response_class=Response, responses={200: {"description": "The kinds", "content": {"application/json": {
                 "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}}})
 async def kinds() -> Response:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from nissa_server.health import Health
+from nissa_server.health import Health, supervise
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
@@ -38,6 +38,8 @@ from nissa_server.store.model import (
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 Published = EventWrite | Committed
+WRITER = "writer"
+"""The writer task's part in ``Health`` (its transactions failing are the ``DATABASE``'s)."""
 DATABASE = "database"
 """The database's part in ``Health``: degraded while the writer or a read finds it unavailable."""
 
@@ -175,7 +177,10 @@ class Store(abc.ABC):
 
     def start(self) -> None:
         self._queue = asyncio.Queue(maxsize=self._queue_batches)
-        self._task = asyncio.create_task(self._run(), name="nissa-store-writer")
+        # Supervised like every background task: a bug past a commit (in what it publishes) must not end the
+        # writer, and with it every write to come.
+        self._task = asyncio.create_task(supervise(self.health, WRITER, self._run, max_retry_s=self.max_retry_s),
+                                         name="nissa-store-writer")
         self._started()
         self.series_pass.start()
 
@@ -280,6 +285,7 @@ class Store(abc.ABC):
             finally:
                 for _ in writes_:
                     self._queue.task_done()
+            self.health.ok(WRITER)  # a loop that runs for good says itself that it works again
 
     async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[Write]) -> None:
         stale = [w for w in batch if isinstance(w, EventWrite) and w.stale]

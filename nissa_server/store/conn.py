@@ -22,6 +22,9 @@ class Conn(Protocol):
     greatest: str
     """The larger of two values: ``GREATEST`` (PostgreSQL), the two-argument ``MAX`` (SQLite)."""
     snapshot: str
+    ilike: str
+    """A LIKE that ignores case: ``ILIKE`` (PostgreSQL, whose statistics then estimate it), SQLite's own ``LIKE``
+    (ASCII, as its ``LOWER``)."""
     """Begins a read-only transaction whose reads all see the same commits (``COMMIT`` ends it)."""
 
     def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Cursor: ...

@@ -62,6 +62,7 @@ class PgConn:
     for_update = " FOR UPDATE"
     greatest = "GREATEST"
     snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+    ilike = "ILIKE"
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw

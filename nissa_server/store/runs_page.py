@@ -59,8 +59,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     tags: list[str] = []
     notes: str = ""
     metrics: dict[str, MetricSummary] = {}
-    """Its series summarised, by series key (``val_loss{rank=0}``): the first ``MAX_METRICS`` by key and those
-    the query and the sort name, or those asked for (``metrics=``)."""
+    """Its series summarised, by series key (``val_loss{rank=0}``): the first ``MAX_METRICS`` by key and its
+    outcome's (``run_finished.*``) and those the query and the sort name, or those asked for (``metrics=``)."""
 
 
 def _cut(text: str | None) -> str | None:
@@ -92,21 +92,30 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     """(runs matching ``clauses``, the page of them from ``offset`` in ``sort`` order, then newest first);
     ``connected`` says whether a server other than ``here`` holds one of a run's streams (the caller knows its
     own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
-    by key and those the query and the sort name."""
-    q = compile_query(clauses, sort)
-    total = int(conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
-    rows = conn.execute(
-        "SELECT r.run_key, r.run_id, r.name, r.status, r.created_at, r.started_at, r.ended_at, r.last_seen_at,"
-        " r.last_step, r.last_epoch, r.config, r.finish, r.world_size, r.status_detail, r.project, r.run_group,"
-        f" r.notes FROM runs r {' '.join(q.joins)}{q.where_sql} ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?",
-        (*q.join_args, *q.where_args, limit, offset)).fetchall()
+    by key, its outcome's (``run_finished.*``) and those the query and the sort name."""
+    q = compile_query(clauses, sort, conn.ilike)
+    # The page's keys first (and how many match, in the same pass), then its rows: a sort carries only keys,
+    # not every run's config. The joins are on unique keys: a run is one row whatever it joins.
+    found_keys = conn.execute(
+        f"SELECT r.run_key, COUNT(*) OVER () FROM runs r {' '.join(q.joins)}{q.where_sql}"
+        f" ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?", (*q.join_args, *q.where_args, limit, offset)).fetchall()
+    keys = [int(r[0]) for r in found_keys]
+    total = int(found_keys[0][1]) if found_keys else int(
+        conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
+    found_rows = {int(row[0]): row for row in conn.execute(
+        "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
+        " config, finish, world_size, status_detail, project, run_group, notes FROM runs"
+        f" WHERE run_key IN ({','.join('?' * len(keys))})", keys).fetchall()} if keys else {}
+    rows = [found_rows[k] for k in keys if k in found_rows]
     keys = [int(row[0]) for row in rows]
     extra = _Extra(conn, keys, now, here)
     if metrics is None:
         found = summaries_sql.read(conn, keys, per_run=MAX_METRICS)
-        named = summaries_sql.read(conn, keys, metric_keys(clauses, sort))
-        for key in keys:
-            found[key].update(named[key])
+        if any(len(f) >= MAX_METRICS for f in found.values()):  # cut: what a table needs whatever the cut
+            for more in (summaries_sql.read(conn, keys, outcome=True),
+                         summaries_sql.read(conn, keys, metric_keys(clauses, sort))):
+                for key in keys:
+                    found[key].update(more[key])
     else:
         found = summaries_sql.read(conn, keys, metrics)
     return total, [_summary(row, extra, found[int(row[0])]) for row in rows]
@@ -125,14 +134,17 @@ class _Extra:
             return
         among = f"run_key IN ({','.join('?' * len(keys))})"
         for key, rank, seq, nbytes, session, until in conn.execute(
-                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}", keys):
+                f"SELECT run_key, rank, last_seq, bytes, session, held_until FROM streams WHERE {among}",
+                keys).fetchall():
             self.last_seq[key][str(rank)] = seq
             self.stored[key] += nbytes
             self.held[key] = self.held[key] or (until is not None and until >= now and session is not None
                                                 and not session.startswith(here))
-        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key", keys):
+        for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key",
+                                      keys).fetchall():
             self.stored[key] += int(size)
-        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind", keys):
+        for key, kind, n in conn.execute(f"SELECT run_key, kind, n FROM kind_counts WHERE {among} ORDER BY kind",
+                                         keys).fetchall():
             self.counts[key][kind] = n
 
 

@@ -8,6 +8,7 @@ answers, so a page of a lab's runs never reads a config or a point of a series.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from leyline.query import Clause, Field, SortKey
@@ -37,28 +38,28 @@ class Compiled:
 
 
 def _like(text: str) -> str:
-    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
 
-def _text(column: str, op: str, values: tuple, args: list) -> str:
+def _text(column: str, op: str, values: tuple, args: list, ilike: str) -> str:
     if op == "~":
         args.append(_like(str(values[0])))
-        return f"LOWER({column}) LIKE ? ESCAPE '\\'"
+        return f"{column} {ilike} ? ESCAPE '\\'"
     args.extend(values)
     return f"{column} IN ({','.join('?' * len(values))})" if len(values) > 1 else f"{column} = ?"
 
 
-def _condition(clause: Clause, args: list) -> str:
+def _condition(clause: Clause, args: list, ilike: str) -> str:
     f, op, values = clause.field, clause.op, clause.values
     if f.kind == "attr" and f.name == "tag":
-        return f"r.run_key IN (SELECT run_key FROM run_tags WHERE {_text('tag', op, values, args)})"
+        return f"r.run_key IN (SELECT run_key FROM run_tags WHERE {_text('tag', op, values, args, ilike)})"
     if f.kind == "attr":
         column = _COLUMNS[f.name]
         if isinstance(values[0], float):
             args.append(values[0])
             return f"{column} {_SQL_OPS[op]} ?"
-        return _text(column, op, values, args)
+        return _text(column, op, values, args, ilike)
     if f.kind == "metric":
         args += [f.name, values[0]]
         return f"r.run_key IN (SELECT run_key FROM run_metrics WHERE key = ? AND {_STATS[f.stat]} {_SQL_OPS[op]} ?)"
@@ -67,7 +68,7 @@ def _condition(clause: Clause, args: list) -> str:
         args.append(values[0])
         test = f"num {_SQL_OPS[op]} ?"
     elif op == "~":
-        test = _text("text", op, values, args)
+        test = _text("text", op, values, args, ilike)
     else:
         test = _config_equal(values, args)
     return f"r.run_key IN (SELECT run_key FROM run_params WHERE key = ? AND {test})"
@@ -81,7 +82,7 @@ def _config_equal(values: tuple, args: list) -> str:
             number = float(value)
         except ValueError:
             number = None
-        if number is not None and number == number:
+        if number is not None and not math.isnan(number):
             tests.append("num = ?")
             args.append(number)
         else:
@@ -93,7 +94,8 @@ def _config_equal(values: tuple, args: list) -> str:
 def _sort(key: SortKey, i: int, out: Compiled) -> None:
     f, way = key.field, " DESC" if key.descending else ""
     if f.kind == "attr":
-        column = "(SELECT MIN(tag) FROM run_tags t WHERE t.run_key = r.run_key)" if f.name == "tag" else _COLUMNS[f.name]
+        first_tag = "(SELECT MIN(tag) FROM run_tags t WHERE t.run_key = r.run_key)"
+        column = first_tag if f.name == "tag" else _COLUMNS[f.name]
         out.order.append(f"{column}{way} NULLS LAST")
     elif f.kind == "metric":
         out.joins.append(f"LEFT JOIN run_metrics s{i} ON s{i}.run_key = r.run_key AND s{i}.key = ?")
@@ -105,11 +107,12 @@ def _sort(key: SortKey, i: int, out: Compiled) -> None:
         out.order += [f"s{i}.num{way} NULLS LAST", f"s{i}.text{way} NULLS LAST"]
 
 
-def compile_query(clauses: list[Clause], sort: list[SortKey]) -> Compiled:
-    """``clauses`` (all must hold) and ``sort`` (then newest first) as SQL over ``runs r``."""
+def compile_query(clauses: list[Clause], sort: list[SortKey], ilike: str = "LIKE") -> Compiled:
+    """``clauses`` (all must hold) and ``sort`` (then newest first) as SQL over ``runs r``; ``ilike``: the store's
+    LIKE that ignores case (``Conn.ilike``)."""
     out = Compiled()
     for clause in clauses:
-        condition = _condition(clause, out.where_args)
+        condition = _condition(clause, out.where_args, ilike)
         out.where.append(f"NOT ({condition})" if clause.negated != (clause.op == "!=") else condition)
     for i, key in enumerate(sort):
         _sort(key, i, out)

@@ -28,6 +28,7 @@ class SqliteConn(sqlite3.Connection):
     for_update = ""  # one writer holds the whole file while it writes
     greatest = "MAX"
     snapshot = "BEGIN"  # WAL: the reads that follow see one commit
+    ilike = "LIKE"
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:

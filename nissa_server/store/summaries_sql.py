@@ -10,6 +10,7 @@ its series' last and best (``pinned``). NaN is no min, max or best; a NaN last i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -33,10 +34,9 @@ SCHEMA = """
         step BIGINT,
         best {real},
         pinned SMALLINT NOT NULL DEFAULT 0,
-        PRIMARY KEY (run_key, key)
+        PRIMARY KEY (key, run_key)
     ){rowid};
-    CREATE INDEX run_metrics_best ON run_metrics (key, best);
-    CREATE INDEX run_metrics_name ON run_metrics (run_key, name);
+    CREATE INDEX run_metrics_run ON run_metrics (run_key, key, count, min, max, last, step, best);
     CREATE TABLE metric_directions (
         run_key {key} NOT NULL,
         name TEXT NOT NULL,
@@ -44,7 +44,9 @@ SCHEMA = """
         PRIMARY KEY (run_key, name)
     ){rowid}
 """
-"""``run_metrics``: one row per series of a run; ``metric_directions``: what a run declared."""
+"""``run_metrics``: one row per series of a run, by series key first (on SQLite the rows of one key lie together:
+a filter or a sort on a metric over a lab's runs reads them in one stretch), and again by run with every figure
+(a page's runs read theirs from the index alone); ``metric_directions``: what a run declared."""
 
 BACKFILLED = "lab_backfilled"
 """The ``counters`` row that says what was stored before summaries and config rows existed was copied there."""
@@ -70,7 +72,7 @@ def _upsert(conn: Conn) -> str:
     last = "CASE WHEN run_metrics.pinned = 1 THEN run_metrics.last ELSE excluded.last END"
     return (
         "INSERT INTO run_metrics (run_key, key, name, direction, count, min, max, last, step, best, pinned)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (run_key, key) DO UPDATE SET"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (key, run_key) DO UPDATE SET"
         " count = run_metrics.count + excluded.count,"
         f" min = {low}, max = {high},"
         " last = CASE WHEN excluded.pinned = 1 THEN excluded.last ELSE " + last + " END,"
@@ -82,7 +84,7 @@ def _upsert(conn: Conn) -> str:
 
 
 def _number(value: float) -> float | None:
-    return None if value != value else value
+    return None if math.isnan(value) else value
 
 
 def _stats(values: np.ndarray) -> tuple[int, float | None, float | None, float | None]:
@@ -99,7 +101,8 @@ def directions_of(conn: Conn, run_keys: Iterable[int]) -> dict[int, dict[str, st
     for at in range(0, len(keys), 500):
         chunk = keys[at:at + 500]
         for run_key, name, direction in conn.execute(
-                f"SELECT run_key, name, direction FROM metric_directions WHERE run_key IN ({','.join('?' * len(chunk))})",
+                "SELECT run_key, name, direction FROM metric_directions WHERE run_key IN"
+                f" ({','.join('?' * len(chunk))})",
                 chunk):
             out.setdefault(int(run_key), {})[name] = direction
     return out
@@ -194,9 +197,14 @@ def backfill_once(conn: Conn) -> None:
     conn.execute("INSERT INTO counters (name, value) VALUES (?, 1)", (BACKFILLED,))
 
 
-def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None,
-         per_run: int | None = None) -> dict[int, dict[str, MetricSummary]]:
-    """The summaries of runs, by series key (all of them, or ``keys``; at most ``per_run`` each, by key)."""
+OUTCOME_PREFIX = "run_finished."
+"""The series of what a run achieved (its end's figures: an Esper run's final and best accuracy, seeds, rounds)."""
+
+
+def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None, per_run: int | None = None,
+         outcome: bool = False) -> dict[int, dict[str, MetricSummary]]:
+    """The summaries of runs, by series key (all of them, or ``keys``, or with ``outcome`` those of
+    ``OUTCOME_PREFIX``; at most ``per_run`` each, by key)."""
     out: dict[int, dict[str, MetricSummary]] = {k: {} for k in run_keys}
     if not run_keys:
         return out
@@ -207,16 +215,15 @@ def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None,
             return out
         where += f" AND key IN ({','.join('?' * len(keys))})"
         args += keys
-    for run_key, key, count, low, high, last, step, best in conn.execute(
-            f"SELECT run_key, key, count, min, max, last, step, best FROM run_metrics WHERE {where}"
-            " ORDER BY run_key, key", args):
-        found = out[int(run_key)]
+    if outcome:
+        where += " AND key >= ? AND key < ?"  # a range of the index, where LIKE would not be one on PostgreSQL
+        args += [OUTCOME_PREFIX, OUTCOME_PREFIX[:-1] + chr(ord(OUTCOME_PREFIX[-1]) + 1)]
+    rows = conn.execute(f"SELECT run_key, key, count, min, max, last, step, best FROM run_metrics WHERE {where}"
+                        " ORDER BY run_key, key", args).fetchall()  # fetchall: a row at a time costs more
+    for run_key, key, count, low, high, last, step, best in rows:
+        found = out[run_key]
         if per_run is not None and len(found) >= per_run:
             continue
-        found[key] = MetricSummary(last=_finite(last), min=_finite(low), max=_finite(high), best=_finite(best),
-                                   count=int(count), step=None if step is None else int(step))
+        # Written without NaN (stored as NULL), so read as they are.
+        found[key] = MetricSummary(last=last, min=low, max=high, best=best, count=count, step=step)
     return out
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or value != value else float(value)

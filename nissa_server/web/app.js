@@ -118,13 +118,13 @@ class ChartsView {
 
   xRange() {  // one x range for every chart of the page: the zoomed one, or all their points'
     if (this.zoomed) return this.zoomed;
-    const extents = this.charts.map((c) => c.xExtent()).filter(Boolean);
+    const extents = this.charts.map((c) => c.xExtent?.()).filter(Boolean);
     return extents.length ? [Math.min(...extents.map((e) => e[0])), Math.max(...extents.map((e) => e[1]))] : null;
   }
 
-  zoom(range) { this.zoomed = range; this.charts.forEach((c) => c.applyRange()); }
+  zoom(range) { this.zoomed = range; this.charts.forEach((c) => c.applyRange?.()); }
 
-  redraw() { this.charts.forEach((c) => c.render()); this.charts.forEach((c) => c.applyRange()); }
+  redraw() { this.charts.forEach((c) => c.render()); this.charts.forEach((c) => c.applyRange?.()); }
 
   setSmoothing(weight) { this.smoothing = weight; this.redraw(); writeUrl(); }
 
@@ -150,6 +150,7 @@ class ChartsView {
       if (found.length) await this.add(title, found);
     }
     for (const name of this.extra) if (!this.charts.some((c) => c.title === name)) await this.add(name, [name]);
+    await addDistributions(this, listing);  // distributions.js
   }
 
   fillPicker(names) {  // a loop's own metrics first, then what the default charts draw, then the rest
@@ -172,7 +173,7 @@ class ChartsView {
     for (const run of this.runs) await chart.load(run, null);
     chart.loaded = true;
     chart.render();
-    this.charts.forEach((c) => c.applyRange());
+    this.charts.forEach((c) => c.applyRange?.());
   }
 
   addByHand(name) {  // from the picker (its URL says so: add=)
@@ -224,7 +225,7 @@ class ChartsView {
         const own = this.markers.filter((m) => m.run === run && m[this.axis] != null);
         await this.loadMarkersFor(run, own.length ? Math.max(...own.map((m) => m[this.axis])) : null);
       }
-      if (runs.length) this.charts.forEach((c) => c.applyRange());
+      if (runs.length) this.charts.forEach((c) => c.applyRange?.());
       showError(null);
     } catch (err) { showError(err); }
   }

@@ -98,7 +98,7 @@ function drawParcoords() {
                 ...(metric ? [axisOf(metric, runs.map(metricOf))] : [])];
   const canvas = $("parcoords"), ctx = canvas.getContext("2d");
   const width = canvas.width = Math.max(600, canvas.parentElement.clientWidth - 16), height = canvas.height = 320;
-  const top = 40, bottom = height - 40, left = 70, right = width - 70;
+  const top = 40, bottom = height - 40, left = 70, right = width - 150;
   const xOf = (i) => axes.length > 1 ? left + (right - left) * i / (axes.length - 1) : (left + right) / 2;
   const yOf = (p) => bottom - (bottom - top) * p;
   ctx.clearRect(0, 0, width, height);
@@ -115,6 +115,13 @@ function drawParcoords() {
     let pen = false;
     for (const pt of line.points) { if (!pt) { pen = false; continue; } pen ? ctx.lineTo(...pt) : ctx.moveTo(...pt); pen = true; }
     ctx.stroke();
+  }
+  if (lines.length <= 20) {  // each run named at its last axis (few enough to read)
+    ctx.textAlign = "left";
+    for (const line of lines) {
+      const last = [...line.points].reverse().find(Boolean);
+      if (last) { ctx.fillStyle = line.colour; ctx.fillText(line.name.slice(0, 20), last[0] + 8, last[1] + 4); }
+    }
   }
   axes.forEach((a, i) => {
     const x = xOf(i);

@@ -5,6 +5,7 @@
 "use strict";
 
 const PAGE = 100;
+const REFRESH_MS = 3000;  // the table asks again (a run's status, its summaries as the server's pass writes them)
 const GROUP_PAGE = 50;
 const MAX_METRICS = 6;
 const HIDDEN_METRICS = ["system."];
@@ -162,7 +163,7 @@ function renderRuns() {
     : `${first}–${table.offset + table.runs.length} of ${table.total}`;
   $("prev").disabled = !!table.groups || table.offset === 0;
   $("next").disabled = !!table.groups || table.offset + PAGE >= table.total;
-  $("metric-columns").innerHTML = table.knownMetrics.map((k) =>
+  if (!$("metric-picker").open) $("metric-columns").innerHTML = table.knownMetrics.map((k) =>
     `<label><input type="checkbox" value="${escapeHtml(k)}"${shownMetrics().includes(k) ? " checked" : ""}> ${escapeHtml(metricName(k))}</label>`).join("");
   const groupOptions = ["", "group", "project", ...table.params.map((k) => "config." + k)];
   if (table.groupBy && !groupOptions.includes(table.groupBy)) groupOptions.push(table.groupBy);
@@ -251,6 +252,9 @@ async function saveEditor() {
 function setupRuns() {
   state.table = table;  // for tests and the curious
   let timer = null;
+  setInterval(() => {  // only the table in view, not while a run is being edited or the tab is hidden
+    if (!$("runs-view").hidden && !$("editor").open && document.visibilityState === "visible") loadRuns().catch(showError);
+  }, REFRESH_MS);
   const reload = () => { table.offset = 0; table.opened.clear(); loadRuns().catch(showError); };
   $("filter").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(reload, 400); });
   $("filter").addEventListener("keydown", (e) => { if (e.key === "Enter") { clearTimeout(timer); reload(); } });

@@ -183,3 +183,14 @@ def test_hot_path_benchmark_runs_both_env_executions_side_by_side():
     assert figures["ops_ratio"] == pytest.approx(
         figures["ops_per_env_batch_batched"] / figures["ops_per_env_batch_per_env"], abs=2e-3)
     assert figures["cpu_ratio"] > 0 and 0 <= figures["max_abs_diff"] < 1e-4
+
+
+@pytest.mark.timeout(300)
+def test_runs_table_benchmark_pages_against_a_full_scan():
+    figures = _run_bench("bench/runs_table.py", "--runs", "120", "--repeats", "1", "--scans", "1", "--points", "5")
+    assert figures["runs"] == 120 and figures["queries"] > 5
+    for backend in ("sqlite", "postgresql"):
+        if f"page_ms_p95_{backend}" in figures:  # PostgreSQL where pgserver can start one
+            assert 0 < figures[f"page_ms_p50_{backend}"] <= figures[f"page_ms_p95_{backend}"]
+            assert figures[f"full_scan_ms_{backend}"] > 0
+    assert figures["ratio"] == pytest.approx(figures["page_ms_p95_sqlite"] / figures["full_scan_ms_sqlite"], rel=0.01)

@@ -65,6 +65,10 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
                             ({"name": "set_lr", "args": {}}, "needs argument 'value'")]:
             resp = httpx.post(f"{server.url}/escalate", json={"run_id": run_id, "action": "call", **bad}, timeout=10)
             assert resp.status_code == 422 and reason in resp.text, resp.text
+        # The loop declared its one phase, `validate`: a window over an `update` it does not have is refused.
+        resp = httpx.post(f"{server.url}/escalate", timeout=10,
+                          json={"run_id": run_id, "action": "profile", "target": "update"})
+        assert resp.status_code == 422 and "no phase 'update' (its phases: validate)" in resp.text, resp.text
 
         debug = _done(server.url, escalate(server.url, {"run_id": run_id, "action": "debug", "epochs": 3})["command_id"])
         steps = _done(server.url, escalate(server.url, {"run_id": run_id, "action": "profile", "batches": 2})["command_id"])

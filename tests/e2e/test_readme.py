@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import sys
 
 import httpx
@@ -45,7 +46,8 @@ def tour_commands(readme: str) -> list[str]:
 def test_the_tour_finds_every_command():
     commands = tour_commands((ROOT / "README.md").read_text())
     programs = {line.split()[0] for line in commands}
-    assert programs == {"source", "nissa-server", "esper-train", "esper-watch", "curl"}, programs
+    assert programs == {"source", "nissa-server", "esper-train", "esper-watch", "curl", "for", "nissa", "python"}, \
+        programs
     assert any(line.startswith("esper-train upload") for line in commands)
 
 
@@ -102,6 +104,12 @@ class Tour:
             self.shell.console(line, marker)
         elif words[0] == "curl":
             self._curl(line)
+        elif words[0] == "for":
+            self._sweep(line)
+        elif words[0] in ("nissa", "python"):  # the sweep's best run, from the shell and from nissa.Api
+            out = self.shell.run(line)
+            best = out.splitlines()[1].split()[1] if words[0] == "nissa" else out.strip()
+            assert best == "lr0.1", out
         else:
             raise AssertionError(f"no runner for the tour's command {line!r}: add one to this test")
         self.done.append(line)
@@ -127,6 +135,20 @@ class Tour:
         run_id = re.search(r"run id: (\S+)", out).group(1)
         assert run_id.startswith(f"{name}-"), run_id
         self.shell.values[f"<{name} run_id>"] = run_id
+
+    def _sweep(self, line: str) -> None:
+        """The sweep: three runs of the plain loop, one group, each to its end."""
+        examples = self.shell.cwd / "examples"
+        if not examples.exists():
+            examples.symlink_to(ROOT / "examples")  # the tour runs from the repository's root
+        self.shell.run(f"bash -c {shlex.quote(line)}", timeout=600)
+        runs = httpx.get(f"{self.url}/runs", params={"q": "group:lr-sweep"}, timeout=10).json()
+        assert sorted(r["name"] for r in runs) == ["lr0.001", "lr0.01", "lr0.1"], runs
+
+        def summarised() -> bool:  # the server's series pass (a second apart) has summarised each
+            found = httpx.get(f"{self.url}/runs", params={"q": "group:lr-sweep val_loss.best>=0"}, timeout=10).json()
+            return len(found) == 3
+        wait_for(summarised, 30, "the sweep's summaries")
 
     def _curl(self, line: str) -> None:
         out = self.shell.run(line)

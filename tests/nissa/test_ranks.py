@@ -9,13 +9,12 @@ import multiprocessing
 import os
 import pathlib
 import socket
-import time
 
 import pytest
 import torch
 
 from leyline import Command, CommandAction, RunFinished
-from nissa.control.agreement import Agreement, DisagreedStep
+from nissa.control.agreement import Agreement, DisagreedStep, StepTimer
 from nissa.hub import HubConfig
 from nissa.ranks import GATHER_BYTES, Ranks
 from nissa.runtime import RuntimeConfig, build_runtime
@@ -25,6 +24,8 @@ from trainer.tamiyo.actions import N_OPS, head_sizes
 from trainer.tamiyo.features import obs_dim
 from trainer.tamiyo.policy import ActorCritic, PolicyConfig
 from trainer.telemetry import install_rank_checks
+
+from tests.support.clock import ManualClock
 
 N_SLOTS, ENVS, STEPS = 2, 4, 5
 CFG = PPOConfig(lr=3e-3, update_epochs=4, target_kl=10.0)
@@ -76,9 +77,11 @@ def _runtime_epochs(ranks: Ranks, log_dir: pathlib.Path) -> None:
     runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id="two", log_dir=log_dir, rank=ranks.rank),
                                           ranks=ranks))
     install_rank_checks(runtime, straggler_factor=1.5, straggler_epochs=1)  # two epochs: one measured exchange
+    clock = ManualClock()  # a step takes what the test says, however busy the machine
+    runtime.step_timer = StepTimer(clock)
     for epoch in (1, 2):
         for step in range(4 * epoch - 3, 4 * epoch + 1):
-            time.sleep(0.01 if ranks.rank == 0 else 0.06)
+            clock.advance(0.01 if ranks.rank == 0 else 0.06)
             runtime.step_boundary(step, epoch)
         if ranks.rank == 1:
             runtime.escalate(epochs=1, reason=f"rank 1 asks at epoch {epoch}")

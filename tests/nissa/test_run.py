@@ -69,6 +69,27 @@ def test_commands_are_declared_before_the_first_step(run):
         nissa.calls.spec_of("bad", lambda value: None)
 
 
+def test_declared_phases_go_out_with_run_started_and_a_window_over_another_is_rejected(tmp_path):
+    run = nissa.init(run_name="phased", log_dir=tmp_path, phases=["validate"])
+    run.step()
+    wrong = _submit(run, CommandAction.PROFILE, target="update")
+    right = _submit(run, CommandAction.PROFILE, target="update", phase="validate")
+    run.step()
+    with run.phase("validate"):
+        torch.ones(2).sum()
+    run.step()
+    run.finish()
+    events = _events(run)
+    assert events[0].payload.phases == ["validate"]
+    assert _statuses(events, wrong)[-1] == ("rejected", "this run has no phase 'update' (its phases: validate): a "
+                                                        "profile window of target 'update' would never record; "
+                                                        "profile 'batches' instead")
+    assert _statuses(events, right)[-1][0] == "completed"
+    unsaid = nissa.init(run_name="unsaid", log_dir=tmp_path)
+    assert unsaid.phases is None
+    unsaid.finish()
+
+
 def test_checkpoint_and_stop_call_the_loop_own_functions(run):
     _submit(run, CommandAction.CHECKPOINT)
     run.step()
@@ -132,7 +153,9 @@ def test_init_names_the_argument_that_is_wrong(tmp_path):
         nissa.init(log_dir=tmp_path, server="ftp://x")
     with pytest.raises(ValueError, match="run_id"):
         nissa.init(log_dir=tmp_path, run_id="a/b")
-    with pytest.raises(ValueError, match="run_id: '-1' .* not starting with '-' \\(a spreadsheet reads it as a formula"):
+    with pytest.raises(ValueError, match="phases must be a list of phase names"):
+        nissa.init(log_dir=tmp_path, phases="update")
+    with pytest.raises(ValueError, match="run_id: '-1' .* not starting with '-' \\(a spreadsheet reads it"):
         nissa.init(log_dir=tmp_path, run_id="-1")
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"name": "stop"}, nissa.calls.CommandSpec)

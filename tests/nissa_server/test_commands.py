@@ -157,3 +157,23 @@ async def test_too_many_open_commands_is_429(tmp_path):
 async def test_unknown_command_is_404(server_url):
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         assert (await http.get("/commands/nope")).status_code == 404
+
+
+@pytest.mark.parametrize(("phases", "body", "refused"), [
+    ([], {}, "this run has no phase 'update' (its phases: none)"),
+    (["validate"], {"phase": "eval"}, "this run has no phase 'eval' (its phases: validate)"),
+    (["validate"], {"phase": "validate"}, None),
+    (None, {}, None),  # the run did not say: the window waits for its phase
+])
+async def test_a_profile_window_over_a_phase_the_run_declared_it_lacks_is_refused(server_url, phases, body, refused):
+    from leyline import RunStarted
+
+    started = make_event(RunStarted(name="r", config={}, phases=phases), run_id="phased", seq=1, ts=1.7e9)
+    async with IngestClient(server_url, "phased") as client, httpx.AsyncClient(base_url=server_url, timeout=30) as http:
+        await client.send([started])
+        await client.wait_ack(1)
+        resp = await http.post("/escalate", json={"run_id": "phased", "action": "profile", "target": "update", **body})
+    if refused is None:
+        assert resp.status_code == 202, resp.text
+    else:
+        assert resp.status_code == 422 and resp.json()["detail"].startswith(refused), resp.text

@@ -65,7 +65,7 @@ def test_documentation_pages_have_the_web_pages_protection(server_url, path):
 
 
 @pytest.mark.parametrize(("path", "drawn"), [("/docs", ".swagger-ui .info .title"), ("/redoc", "h1")])
-def test_documentation_pages_work_under_their_policy(browser, server_url, path, drawn):
+def test_documentation_pages_work_under_their_policy(browser, server_url, path, drawn):  # noqa: F811 - the fixture
     """The policy lets the page's own script run (by its hash) and refuses nothing the page needs from this
     server (ReDoc's "powered by" logo from its CDN is refused: the policy doing its job)."""
     page = browser.new_page()

@@ -43,8 +43,10 @@ def test_config_diff_of_three_runs(server_url, tmp_path):
     assert rows == {"dropout": ["0.1", None, None], "lr": ["0.1", "0.01", "0.1"], "seed": ["1", "0", "0"],
                     "width": ["128", "64", "64"]}
     assert diff["same"] == 1  # optimizer
-    one = httpx.get(f"{server_url}/config-diff", params={"runs": ids["wide"]})
-    assert one.status_code == 422 and "between 2" in one.json()["detail"]
+    one = httpx.get(f"{server_url}/config-diff", params={"runs": f"{ids['wide']},{ids['wide']}"}).json()
+    assert one["runs"] == [ids["wide"]] and one["rows"] == [] and one["same"] == 5, "one run: nothing differs"
+    many = httpx.get(f"{server_url}/config-diff", params={"runs": ",".join(["x"] * 51)})
+    assert many.status_code == 422
 
 
 def test_group_rows_are_count_mean_and_sd_of_each_metric(server_url):
@@ -74,7 +76,7 @@ def test_group_rows_are_count_mean_and_sd_of_each_metric(server_url):
     assert only["runs"] == 3 and [(g["value"], g["count"]) for g in only["groups"]] == [("true", 1), (None, 2)]
     seeds = httpx.get(f"{server_url}/run-groups", params={"by": "config.seed", "q": "tag:sweep"}).json()
     assert [(g["value"], g["count"]) for g in seeds["groups"]] == [(0, 3)], "an integer stays one"
-    for params, status, words in (({"by": "name"}, 422, "by:"), ({"by": "group", "q": "lr>="}, 400, "q: position"),
+    for params, status, words in (({"by": "name"}, 422, "by"), ({"by": "group", "q": "lr>="}, 400, "q: position"),
                                   ({"by": "group", "metrics": "config.lr"}, 400, "not a metric")):
         bad = httpx.get(f"{server_url}/run-groups", params=params)
         assert bad.status_code == status and words in bad.json()["detail"], bad.text

@@ -24,6 +24,9 @@ def test_a_watched_models_distributions_over_steps(tmp_path, server_url):
     first = reply["histograms"][0]
     assert first["count"] == 8 and sum(first["bins"]) == 8 and len(first["bins"]) == 8
     assert first["min"] == torch.min(model.weight).item() and first["rank"] == 0
+    assert reply["quantiles"] == [0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0]
+    q = first["quantiles"]
+    assert q[0] == first["min"] and q[-1] == first["max"] and q == sorted(q)  # the bands a chart draws
     few = httpx.get(url, params={"max_steps": 3}).json()
     assert [h["step"] for h in few["histograms"]] == [1, 6, 11] and few["taken"] == 11  # spread, ends kept
     rows = httpx.get(url, params={"format": "csv", "max_steps": 1}).text.splitlines()

@@ -39,14 +39,16 @@ def _runs(url: str) -> dict[str, dict]:
 
 def test_tensorboard_logs_become_runs_once(tmp_path, server_url, capsys):
     _write_tensorboard(tmp_path / "tb")
-    argv = ["import", "tensorboard", str(tmp_path / "tb"), "--server", server_url, "--log-dir", str(tmp_path / "imp")]
+    argv = ["import", "tensorboard", str(tmp_path / "tb"), "--server", server_url, "--log-dir", str(tmp_path / "imp"),
+            "--project", "vision"]
     assert main(argv) == 0
     progress = capsys.readouterr().err.splitlines()
     assert [line.split(" -> ")[0] for line in progress] == ["[1/3] exp_a", "[2/3] exp_b", "[3/3] sweep/trial"]
-    assert [line.rsplit(": ", 1)[1] for line in progress] == ["7 points, server holds 9/9"] * 2 + [
+    assert [line.rsplit(": ", 1)[1] for line in progress] == ["12 points, server holds 14/14"] * 2 + [
         "1 point, server holds 3/3"]
     runs = _runs(server_url)
     assert {"exp_a", "exp_b", "sweep/trial"} <= set(runs)
+    assert {runs[n]["project"] for n in ("exp_a", "exp_b", "sweep/trial")} == {"vision"}
     a = runs["exp_a"]["run_id"]
     events = trainer_events(server_url, a)
     assert events[0].kind is EventKind.RUN_STARTED and events[-1].kind is EventKind.RUN_FINISHED
@@ -54,8 +56,9 @@ def test_tensorboard_logs_become_runs_once(tmp_path, server_url, capsys):
     loss = httpx.get(f"{server_url}/runs/{a}/series/train/loss").json()["series"][0]
     assert loss["x"] == [0, 10, 20, 30, 40, 50] and loss["y"][0] == 1.0 and loss["y"][-1] is None  # NaN kept
     assert [e.ts for e in events[1:3]] == sorted(e.ts for e in events[1:3]) and events[1].ts > 1.6e9  # its wall time
-    hist = httpx.get(f"{server_url}/runs/{a}/series/weights/max").json()["series"][0]
-    assert hist["y"][0] == pytest.approx(1.0, abs=0.05)
+    hist = httpx.get(f"{server_url}/runs/{a}/histograms/weights").json()["histograms"]
+    assert [h["step"] for h in hist] == [0, 10, 20, 30, 40] and hist[0]["count"] == 101
+    assert hist[0]["max"] == pytest.approx(1.0, abs=0.1) and hist[0]["min"] == pytest.approx(-1.0, abs=0.1)
     (text,) = [e for e in events if e.kind is EventKind.TEXT]
     assert (text.step, text.payload.text) == (50, "run exp_a")
     sweep = trainer_events(server_url, runs["sweep/trial"]["run_id"])

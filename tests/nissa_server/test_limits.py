@@ -100,13 +100,16 @@ def test_a_head_must_come_whole_and_in_time(tmp_path):
 def test_a_body_must_keep_coming(tmp_path):
     """A body that stalls after its first bytes, or trickles under the rate, is answered 408 and closed; one
     that keeps the rate is served; a body the app never read is cut after its answer."""
-    limits = ConnectionLimits(header_timeout_s=0.3, min_body_rate=1000)
+    # The steady body comes at 8 times the least rate, the trickle at under half of it: a busy machine that
+    # stretches the test's sleeps only slows the trickle further, and would need to stretch them 8-fold to
+    # fail the steady one.
+    limits = ConnectionLimits(header_timeout_s=0.3, min_body_rate=250)
     head = b"POST /escalate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
     body = b'{"run_id": "nope", "action": "debug", "epochs": 1, "reason": "' + b"r" * 400 + b'"}'
     with running_server(tmp_path, limits=limits) as url:
         stalled = _open(url, 1, send=head % len(body) + body[:20])[0]
         answer = _answer(stalled)
-        assert answer.startswith(b"HTTP/1.1 408") and b"request body slower than 1000 bytes/s" in answer
+        assert answer.startswith(b"HTTP/1.1 408") and b"request body slower than 250 bytes/s" in answer
 
         trickled = _open(url, 1, send=head % len(body))[0]
         for i in range(0, 100, 10):  # 10 bytes every 0.1 s: 100 bytes/s

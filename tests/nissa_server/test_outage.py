@@ -100,8 +100,11 @@ async def test_a_database_restart_under_a_live_run_and_a_pending_alert_heals(tmp
             await async_wait_for(healed, timeout=60, message="/healthz ok again")
             assert 'nissa_degraded{part="maintenance"} 0.0' in (await http.get("/metrics")).text
             await steady.__aexit__(None, None, None)
-    for part in ("database", "maintenance", "alert-sweep", "alert-delivery"):
-        assert _degraded_lines(caplog, part) == 1, (part, [r.getMessage() for r in caplog.records])
+    # Said once per outage, not per try (a task whose read began before the outage was seen may have waited
+    # for a connection through it instead, and not failed at all).
+    said = {part: _degraded_lines(caplog, part) for part in ("database", "maintenance", "alert-sweep",
+                                                              "alert-delivery", "series-pass", "notifications")}
+    assert said["database"] == said["maintenance"] == 1 and max(said.values()) == 1, said
 
 
 async def _command_status(http: httpx.AsyncClient, command_id: str) -> bool:

@@ -19,9 +19,9 @@ def _run(run_id, *, lr, losses, project="cifar", group="lr-sweep", tags=(), note
         values = {"val_loss": metric_value(loss), "val_acc": metric_value(1 - loss), "lr": lr}
         events.append(make_event(Metrics(values=values), run_id=run_id, seq=len(events) + 1, ts=1.7e9 + i, step=10 * i))
     for payload in extra:
-        events.append(make_event(payload, run_id=run_id, seq=len(events) + 1, ts=1.8e9, step=999))
+        events.append(make_event(payload, run_id=run_id, seq=len(events) + 1, ts=1.7e9 + 500, step=999))
     events.append(make_event(RunFinished(status="completed", duration_s=1.0), run_id=run_id, seq=len(events) + 1,
-                             ts=1.8e9 + 1))
+                             ts=1.7e9 + 600, step=events[-1].step))
     return events
 
 
@@ -119,7 +119,8 @@ async def test_every_series_is_summarised_with_its_direction(lab):
     ('"val_loss{rank=0}.min"<0.5', ["b"]),
     ("test_acc>0.9", ["c"]),
     ("-val_loss<0.5", ["d", "c", "a"]),
-    ("started>=1.7e9 ended>1.79e9", ["d", "c", "b", "a"]),
+    ("started>=1.7e9 ended>1700000550", ["d", "c", "b", "a"]),
+    ("ended<2023-11-14T22:24 ended>2023-11-14", ["d", "c", "b", "a"]),
     ("started<2000-01-01", []),
     ("step>=20 step<999", ["b", "a"]),
 ])
@@ -189,3 +190,14 @@ async def test_patch_without_a_token_on_a_server_without_one(server_url):
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         reply = await http.patch("/runs/r", json={"tags": ["x"]})
         assert reply.status_code == 200 and reply.json()["tags"] == ["x"]
+
+
+async def test_a_page_cut_to_its_first_series_keeps_the_outcome_and_what_it_sorts_by(lab, monkeypatch):
+    from nissa_server.store import runs_page
+
+    _, http = lab
+    monkeypatch.setattr(runs_page, "MAX_METRICS", 2)  # the server is in this process
+    run = (await http.get("/runs", params={"q": "id:c", "sort": "val_loss.min"})).json()[0]
+    assert sorted(run["metrics"]) == ["lr{rank=0}", "run_finished.duration_s{rank=0}", "run_finished.epochs{rank=0}",
+                                      "run_finished.fossilized{rank=0}", "run_finished.pruned{rank=0}",
+                                      "run_finished.rounds{rank=0}", "val_loss{rank=0}"]

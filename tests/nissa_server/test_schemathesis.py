@@ -5,6 +5,7 @@ import asyncio
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.support import events_for, ingest_events, running_server
 
@@ -22,9 +23,15 @@ def api(tmp_path_factory):
 schema = schemathesis.pytest.from_fixture("api")
 
 
+LANGUAGES = {("GET", "/runs"), ("GET", "/run-groups")}
+"""Operations with a parameter in a language of its own (``q``, ``sort``: ``leyline.query``) that a schema cannot
+spell: a mistake in one is a documented 400, not a refusal of data the schema allows."""
+
+
 def _check(case, headers):
     case.headers = {**(case.headers or {}), **headers}
-    case.call_and_validate()
+    excluded = [positive_data_acceptance] if (case.method.upper(), case.path) in LANGUAGES else []
+    case.call_and_validate(excluded_checks=excluded)
 
 
 @schema.parametrize()

@@ -12,9 +12,9 @@ from leyline import Metrics, encode, make_event
 from leyline.codec import decode_frame_wire
 from leyline.frames import EventBatch
 from nissa_server.batches import build_write
+from nissa_server.settings import Settings
 from nissa_server.store import series_queries
 from tests.support import ingest_events, running_server
-from nissa_server.settings import Settings
 from tests.support.databases import database_for, side_connection
 from tests.support.stores import SESSION, settled, started
 

@@ -4,8 +4,8 @@ the ``system`` events a run streams, and resolves when the GPU is busy again."""
 from __future__ import annotations
 
 from leyline import GpuStats, SystemMetrics, make_event
-from leyline.samples import SAMPLE_PAYLOADS
 from leyline.enums import EventKind
+from leyline.samples import SAMPLE_PAYLOADS
 from nissa_server.alerts.rules import parse_rules
 from tests.support import IngestClient, running_server
 from tests.support.webhook import webhook_receiver

@@ -165,12 +165,13 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
             run.step()
             run.log({"loss": math.nan if i == 2 else 1.0 / (i + 1), "lr": 0.1})
         run.runtime.hub.flush(10)
-        # A run's summaries are stored beside its events: the table shows its metrics once a listing has them.
-        wait_for(lambda: any("lr{rank=0}" in r.get("metrics", {}) for r in httpx.get(server_url + "/runs").json()),
-                 30, "the loop's summaries")
+        # The runs' summaries come from the series pass, about a second after their events; the table reads them once.
+        wait_for(lambda: "lr{rank=0}" in httpx.get(f"{server_url}/runs/{run.run_id}").json().get("metrics", {}), 30,
+                 "the run's summary")
         page, outside, errors = _page(browser, server_url)
         page.goto(server_url + "/ui")
         page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
+        page.wait_for_selector('#runs th[data-key="lr.best"]')  # summarised by the server's next pass: refreshed
         heads = page.locator("#runs thead th").all_inner_texts()
         assert len(heads) == len(set(heads)), "a config value named like a column is not a second column"
         config = heads[heads.index("lr.best") + 1:heads.index("project")]
@@ -256,3 +257,28 @@ def test_every_file_of_the_page_is_package_data():
     from nissa_server.routes.web import _files
 
     assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())
+
+
+def test_a_chart_reads_every_page_of_a_series_reply(browser, tmp_path):
+    from tests.support import ingest_events
+    from tests.support.server import running_server
+
+    # A reply holds a page of bytes (here a few series); the page follows its Link to the rest.
+    with running_server(tmp_path, max_page_bytes=3_000) as url:
+        events = [make_event(RunStarted(name="paged", config={"policy": "ppo"}), run_id="paged", seq=1, ts=1.7e9,
+                             step=0, epoch=0)]
+        for epoch in range(4):
+            for env in range(10):
+                events.append(make_event(EpochCompleted(round=epoch, accuracy=0.1 * env, val_loss=1.0),
+                                         run_id="paged", seq=len(events) + 1, ts=1.7e9 + len(events), step=16 * epoch,
+                                         epoch=epoch, env=env))
+        sent = threading.Thread(target=lambda: asyncio.run(ingest_events(url, events)))  # beside Playwright's loop
+        sent.start()
+        sent.join(60)
+        reply = httpx.get(url + "/runs/paged/series/epoch_completed.accuracy")
+        assert 'rel="next"' in reply.headers.get("link", "") and len(reply.json()["series"]) < 10
+        page, outside, errors = _page(browser, url)
+        page.goto(url + "/ui#run=paged")
+        page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="40"]')
+        assert outside == [] and errors == []
+        page.close()

@@ -46,13 +46,15 @@ def stored(tmp_path):
 
 
 def test_hostile_runs_and_impossible_starts_are_listed_and_shown_as_text(browser, tmp_path, stored):
+    from playwright.sync_api import expect
+
     with running_server(tmp_path, db_path=stored) as url:
         page, outside, errors = _page(browser, url)
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(url + httpx.get(url + "/").json()["ui"])
-        page.wait_for_selector('tr[data-run-id="calm-2"]')
-        page.wait_for_function("document.querySelectorAll('#runs tbody tr').length === 4")
+        page.wait_for_selector("#runs tbody tr")
+        expect(page.locator("#runs tbody tr")).to_have_count(4, timeout=10_000)  # a row it stopped at hides the rest
         ids = page.locator("#runs tbody tr").evaluate_all("rows => rows.map(r => r.dataset.runId)")
         assert sorted(ids) == ["calm-1", "calm-2", "evil-a", "evil-b"]
         name = page.locator('tr[data-run-id="evil-a"] td').nth(1).inner_text()

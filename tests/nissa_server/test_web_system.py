@@ -35,3 +35,31 @@ def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_p
         assert not outside and not errors
     finally:
         run.finish()
+
+
+def test_a_watched_models_distributions_are_bands_and_a_histogram(browser, server_url, tmp_path):  # noqa: F811
+    import torch
+
+    import nissa
+
+    run = nissa.init(server=server_url, run_name="dist", log_dir=tmp_path / "runs", system_metrics=False)
+    model = torch.nn.Linear(8, 4)
+    run.watch(model, histograms="parameters", bins=16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(7):
+        run.step()
+        opt.zero_grad()
+        model(torch.randn(16, 8)).pow(2).mean().backward()
+        opt.step()
+    run.finish()
+    wait_for(lambda: httpx.get(f"{server_url}/runs/{run.run_id}/histograms/parameters/weight").json()["taken"] == 6,
+             30, "the histograms")
+    page, outside, errors = _page(browser, server_url)
+    page.goto(server_url + f"/ui#run={run.run_id}")
+    chart = '.chart[data-title="distribution · parameters/weight"]'
+    page.wait_for_selector(f'#charts[data-ready="1"] {chart}[data-points="6"][data-step="6"]')
+    assert page.locator(f'.chart[data-title="distribution · parameters/bias"]').count() == 1
+    page.locator(f"{chart} input[type=range]").fill("0")  # the histogram at the first step
+    page.wait_for_selector(f'{chart}[data-step="1"]')
+    assert page.locator(f"{chart} output").inner_text().startswith("1: 32 values from ")
+    assert not outside and not errors

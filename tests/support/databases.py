@@ -3,7 +3,9 @@ PostgreSQL server per test session (``pgserver`` ships its binaries; nothing to 
 
 ``backend(name)`` says which one ``running_server`` (and ``database_for``) use; the server tests run once per
 backend (see ``tests/nissa_server/conftest.py``). Databases are kept and emptied for the next test:
-dropping one costs a checkpoint (seconds), emptying it a few milliseconds.
+dropping one costs a checkpoint (seconds), emptying it a few milliseconds. ``shutdown()`` stops the server and
+removes its data directory; the suite calls it when a test process ends (``tests/conftest.py``), since
+pgserver's own clean-up at interpreter exit does not run in a process that ends without it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,43 @@ def _admin_uri() -> str | None:
             except Exception as err:  # noqa: BLE001 - any reason at all means: skip, and say why
                 _unavailable = f"PostgreSQL could not be started: {type(err).__name__}: {err}"
         return None if _server is None else _server.uri
+
+
+def running() -> tuple[int | None, pathlib.Path] | None:
+    """The PostgreSQL this process started: its postmaster's pid and its data directory (None: none)."""
+    with _lock:
+        server = _server
+    if server is None:
+        return None
+    return server.get_pid(), pathlib.Path(server.pgdata)
+
+
+def shutdown() -> list[str]:
+    """Stop the PostgreSQL this process started and remove its data directory; what is still there after
+    (a process, a directory) is returned, one line each (empty: nothing is left)."""
+    global _server
+    started = running()
+    with _lock:
+        server, _server = _server, None
+        _free.clear()
+        _taken.clear()
+    if server is None or started is None:
+        return []
+    server.cleanup()
+    pid, root = started
+    left = [f"PostgreSQL data directory {root}"] if root.exists() else []
+    if pid is not None and _alive(pid):
+        left.append(f"PostgreSQL postmaster, pid {pid}")
+    return left
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # an exited child not yet reaped is gone
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _with_database(uri: str, name: str) -> str:

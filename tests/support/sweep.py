@@ -45,8 +45,10 @@ class SweepRun:
         ts = T0 + 100 * order  # later runs are newer: the table's default order is known
         out = [make_event(started, run_id=self.run_id, seq=1, ts=ts)]
         for step in range(1, self.steps + 1):
-            values = {"loss": metric_value(2 * self.val_loss(step - 1)), "val_loss": metric_value(self.val_loss(step - 1))}
-            out.append(make_event(Metrics(values=values), run_id=self.run_id, seq=len(out) + 1, ts=ts + step, step=step))
+            loss = self.val_loss(step - 1)
+            values = {"loss": metric_value(2 * loss), "val_loss": metric_value(loss)}
+            out.append(make_event(Metrics(values=values), run_id=self.run_id, seq=len(out) + 1, ts=ts + step,
+                                  step=step))
         out.append(make_event(RunFinished(status="completed", duration_s=float(self.steps)), run_id=self.run_id,
                               seq=len(out) + 1, ts=ts + self.steps + 1, step=self.steps))
         return out

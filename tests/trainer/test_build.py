@@ -162,3 +162,26 @@ def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_
     assert isinstance(kept.checkpoints, Checkpointer)
     assert kept.train(data=data).status == "completed" and kept.checkpoints.written
     kept.runtime.finish(RunFinished(status="completed", duration_s=0.0))
+
+
+def test_the_heuristic_has_no_update_to_profile_and_says_so(tmp_path, data):
+    """The heuristic policy is never trained: a profile window of target ``update`` is rejected at once with the
+    reason, not armed, opened around an empty update and completed with an empty trace."""
+    import time
+
+    from leyline import Command, CommandAction, EventKind, decode_event
+    from nissa.hub import HubConfig
+    from nissa.ranks import Ranks
+    from trainer.build import Hosting, build_run
+
+    assert TrainConfig(policy="ppo").phases == ("update",) and TrainConfig(policy="heuristic").phases == ()
+    config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
+    run = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id="heur", log_dir=tmp_path)))
+    run.runtime.commands.submit(Command(command_id="local-update", run_id="heur", action=CommandAction.PROFILE,
+                                        target="update", created_at=time.time()))
+    run.runtime.finish(run.train(data=data))
+    events = [decode_event(line) for line in (tmp_path / "heur" / "events.jsonl").read_bytes().splitlines()]
+    statuses = [e.payload for e in events if e.kind is EventKind.COMMAND_STATUS]
+    assert [s.status.value for s in statuses] == ["delivered", "rejected"]
+    assert statuses[-1].message.startswith("this run has no phase 'update' (its phases: none)")
+    assert not [e for e in events if e.kind in (EventKind.PROFILE_STARTED, EventKind.PROFILE_COMPLETED)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from leyline import EventKind, decode_event
-from trainer.cli import main
 from tests.trainer.test_cli_errors import TINY, _one_line_error
+from trainer.cli import main
 
 
 def _kinds(log_dir) -> list[EventKind]:

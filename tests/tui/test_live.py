@@ -180,13 +180,13 @@ async def test_finished_run_opens_as_a_replay(tmp_path):
                 table = picker.query_one(DataTable)
                 keys = [str(k.value) for k in table.columns]
                 run_x = 1 + sum(table.columns[k].get_render_width(table) for k in table.columns
-                                if keys.index(str(k.value)) < keys.index("run_id"))
+                                if keys.index(str(k.value)) < keys.index("id"))
                 await pilot.click(DataTable, offset=(run_x, 0))  # the "run" header: by run id
                 await pilot.click(DataTable, offset=(run_x, 0))  # again: reversed
-                assert picker.sort_key == "run_id" and picker.sort_reverse
-                assert table.get_row_at(0)[keys.index("run_id")] == "run-old"
-                await pilot.press("s")  # next column: started
-                assert picker.sort_key == "started"
+                assert picker.sort_key == "id" and picker.sort_reverse
+                await until(pilot, lambda: str(table.get_row_at(0)[keys.index("id")]) == "run-old", "sorted by the server")
+                await pilot.press("s")  # the next column
+                assert picker.sort_key == [c.key for c in picker._columns][[c.key for c in picker._columns].index("id") + 1]
                 table.move_cursor(row=table.get_row_index("run-old"))
                 await pilot.press("enter")
                 replay = await until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen, "replay")

@@ -87,7 +87,8 @@ async def test_group_rows_bands_diff_and_edit(sweep):
         assert sorted(rows) == [0.001, 0.01, 0.1, 0.5] and rows[0.01].count == 2
         bests = [_best(s) for s in SPECS if s.lr == 0.01]
         stats = rows[0.01].metrics["val_loss.best"]
-        assert stats.mean == pytest.approx(statistics.fmean(bests)) and stats.sd == pytest.approx(statistics.stdev(bests))
+        assert stats.mean == pytest.approx(statistics.fmean(bests))
+        assert stats.sd == pytest.approx(statistics.stdev(bests))
         key = GROUP_ROW + value_id(0.01)
         picker.table.move_cursor(row=picker.order.index(key))
         await pilot.press("enter")
@@ -124,7 +125,8 @@ async def test_group_rows_bands_diff_and_edit(sweep):
         app.screen.query_one("#edit-notes", Input).focus()
         await pilot.press(*"lr 0.1 won", "enter")
         await until(pilot, lambda: picker.runs.get(target) and picker.runs[target].notes == "lr 0.1 won", "saved")
-        run = httpx.get(f"{url}/runs/{target}").json()
+        async with httpx.AsyncClient() as http:
+            run = (await http.get(f"{url}/runs/{target}")).json()
         assert run["notes"] == "lr 0.1 won" and run["tags"] == ["best", "baseline"]
         other = picker.table.get_row(ids[SPECS[-1].name])
         assert "[b]not bold[/b]" in "".join(getattr(c, "plain", str(c)) for c in other), "a run's name is text"

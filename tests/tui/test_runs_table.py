@@ -12,7 +12,7 @@ from tests.tui.test_live import console, until
 from tui.client import MetricSummary, RunSummary
 from tui.runs_query import group_filter
 from tui.runs_table import (columns, differing_params, fmt_stats, group_keys, metric_name, series_name,
-                            shared_metrics)
+                            shared_metrics, short_id)
 from tui.screens.run_edit import parse_tags
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
@@ -38,8 +38,8 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     assert series_name("x.min{}.last") == "x.min" and series_name("val_loss.best") == "val_loss"
     assert differing_params(runs) == ["lr"]
     cols = columns(shared_metrics(runs), "best", differing_params(runs))
-    assert [c.key for c in cols] == ["status", "name", "loss.best", "val_loss.best", "config.lr", "project", "group",
-                                     "tag", "started", "duration"]
+    assert [c.key for c in cols] == ["status", "name", "id", "loss.best", "val_loss.best", "config.lr", "project",
+                                     "group", "tag", "started", "duration"]
     by_key = {c.key: c for c in cols}
     assert by_key["val_loss.best"].text(runs[1]).plain == "0.2" and by_key["val_loss.best"].text(runs[2]).plain == "—"
     assert by_key["tag"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"
@@ -64,6 +64,7 @@ def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filt
     assert group_filter("config.opt", "a b") == 'config.opt="a b"' and group_filter("config.x", True) == "config.x=true"
     assert group_filter("group", None) is None
     assert parse_tags("a, b  a,c") == ["a", "b", "c"]
+    assert short_id("sweep-lr0.05-20261127-164530-a86231") == "…-20261127-164530-a86231" and short_id("r-1") == "r-1"
 
 
 async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(tmp_path):

@@ -122,3 +122,21 @@ def test_a_loops_metric_steps_are_folded_into_a_count_and_other_events_keep_thei
         state.apply(event)
     assert state.metric_steps == 39 and state.events_total == 40
     assert len(state.log) == 1 and "loop" in state.log[0].plain, "run_started keeps its line"
+
+
+def test_a_window_that_recorded_no_operator_does_not_hide_the_last_useful_one():
+    from leyline import ProfileCompleted, ProfileStarted, TopOp
+
+    def completed(seq, window, ops):
+        return make_event(ProfileCompleted(window=window, batches=0, trace_path=f"/t/{window}.json", wall_s=0.1,
+                                           top_ops=ops, target="update"), run_id="r", seq=seq, ts=1.7e9 + seq)
+
+    useful = [TopOp(name="aten::addmm", calls=3, cpu_time_us=5000.0, self_cpu_time_us=4000.0)]
+    state = RunState("r")
+    state.apply_all([completed(1, "w1-update3", useful),
+                     make_event(ProfileStarted(window="w2-update9", batches=0, trace_dir="/t", activities=["cpu"],
+                                               target="update"), run_id="r", seq=2, ts=1.7e9 + 2),
+                     completed(3, "w2-update9", [])])
+    assert state.profile is not None and state.profile.window == "w1-update3" and state.profile_running is None
+    state.apply_all([completed(4, "w3-update12", useful)])
+    assert state.profile.window == "w3-update12"

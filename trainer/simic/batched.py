@@ -11,8 +11,9 @@ gradient telemetry's launches when due; the clip per (env, scope), host and each
 the per-env loop does; SGD with momentum and weight decay over the flat buffers. Lifecycle
 changes regroup the seeds between epochs (``prepare``), never inside one.
 
-Off this path: float16 with a GradScaler (its skipped steps need a per-optimizer decision; the
-per-env loop is used, and said so in the log).
+Off this path (the per-env loop runs, and the log says so): float16 with a GradScaler (its skipped
+steps are a per-optimizer decision read on the host) and ``--compile-mode`` (it compiles the
+per-env host blocks). ``trainer.simic.graphs`` replays this step as a CUDA graph.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from trainer.simic.env import Env, EnvConfig
 
 logger = logging.getLogger(__name__)
-
 
 
 class FlatGradients:

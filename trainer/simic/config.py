@@ -13,6 +13,7 @@ from typing import Literal
 
 import torch
 
+from leyline.calls import UPDATE_PHASE
 from leyline.payloads import Scalar
 
 from trainer.data import DataError, cifar_root
@@ -183,6 +184,11 @@ class TrainConfig:
     @property
     def host_config(self) -> HostConfig:
         return HostConfig(n_blocks=self.host_blocks, base_channels=self.base_channels)
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """What a profile window of target ``update`` can record: the PPO update; the heuristic has none."""
+        return () if self.policy == "heuristic" else (UPDATE_PHASE,)
 
     @property
     def ordered_slots(self) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The vectorized Esper loop: n_envs hosts step together, one policy decision for all envs per epoch.
 
 A round = fresh hosts, one episode of T epochs, then one policy update. An epoch =
-lifecycle ticks → train every env on each batch (per-env CUDA stream) → fused counterfactual
+lifecycle ticks → train every env on each batch (all envs as one batched model, ``simic.batched``;
+or env by env, each on its CUDA stream, with ``--env-exec per-env``) → fused counterfactual
 validation → ONE device→host transfer of every env's metrics → rewards (tensor ops over all envs)
 → one batched policy decision (ONE transfer of all action heads) → apply the actions.
 """

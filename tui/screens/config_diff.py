@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from leyline.groups import ConfigDiff
+from leyline.groups import ConfigDiff, DiffRow
 from tui.client import ApiError
 from tui.safe_text import run_text
 
@@ -36,6 +36,11 @@ class ConfigDiffScreen(ModalScreen[None]):
         self.run_ids = run_ids
         self.diff: ConfigDiff | None = None
 
+    @property
+    def rows(self) -> list[DiffRow] | None:
+        """The keys that differ, once read."""
+        return None if self.diff is None else self.diff.rows
+
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(run_text(f"config of {len(self.run_ids)} runs: loading…"), id="diff-title")
@@ -58,8 +63,8 @@ class ConfigDiffScreen(ModalScreen[None]):
         for i, (run_id, name) in enumerate(zip(diff.runs, diff.names)):
             table.add_column(run_text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
         for row in diff.rows:
-            table.add_row(run_text(row.key, style="bold"), *(run_text("—", style="dim") if v is None else run_text(v[:40])
-                                                       for v in row.values))
+            cells = [run_text("—", style="dim") if v is None else run_text(v[:40]) for v in row.values]
+            table.add_row(run_text(row.key, style="bold"), *cells)
         self.query_one("#diff-title", Static).update(run_text(
             f"{len(diff.runs)} runs: {len(diff.rows)} keys differ, {diff.same} the same (escape closes)"))
 

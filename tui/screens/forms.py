@@ -192,7 +192,8 @@ class ConfirmStop(ModalScreen[bool]):
 class HelpScreen(ModalScreen[None]):
     """Every key, one line each."""
 
-    DEFAULT_CSS = _FORM_CSS + "HelpScreen > Vertical { width: 96%; max-width: 124; max-height: 100%; overflow-y: auto; }"
+    DEFAULT_CSS = _FORM_CSS + ("HelpScreen > Vertical { width: 96%; max-width: 124; max-height: 100%; "
+                               "overflow-y: auto; }")
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
     def compose(self) -> ComposeResult:

@@ -21,6 +21,7 @@ from leyline.groups import Band
 from leyline.payloads import Scalar
 from tui.client import ApiError
 from tui.runs_table import HIDDEN_METRICS, fmt_value
+from tui.safe_text import plain, run_text
 from tui.widgets.chart import PALETTE
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class BandPanel(Widget):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.series_name = name
-        self.border_title = name
+        self.border_title = run_text(name)  # a series name: the run's text
         self.bands: list[Band] = []
 
     def compose(self) -> ComposeResult:
@@ -72,7 +73,7 @@ class BandPanel(Widget):
             plot.plot(x, np.asarray(b.mean, dtype=float), line_style=f"bold {colour}", hires_mode=HiResMode.BRAILLE)
             label = " ".join(f"{k}={v}" for k, v in b.labels.items() if not (k == "rank" and v == "0"))
             label = f"{label} mean" if label else "mean"
-            title.append("━ ", style=colour).append(f"{label} ", style="bold")
+            title.append("━ ", style=colour).append(plain(label) + " ", style="bold")
             title.append(f"{fmt_value(b.mean[-1])} [{fmt_value(b.min[-1])}–{fmt_value(b.max[-1])}] "
                          f"over {b.n[-1]} runs  ")
         self.query_one(".band-title", Static).update(title or Text("no points in these runs", style="dim"))
@@ -104,7 +105,7 @@ class GroupChartScreen(Screen[None]):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(f"{self.by} = ", (fmt_value(self.value, 60), "bold"),
+        yield Static(Text.assemble(plain(f"{self.by} = "), (plain(fmt_value(self.value, 60)), "bold"),
                                    f": {len(self.run_ids)} runs, each metric's mean (line) and min–max (band)"),
                      id="group-title")
         yield VerticalScroll(id="bands")
@@ -134,8 +135,8 @@ class GroupChartScreen(Screen[None]):
                 self.panels.append(panel)
                 panel.show((await client.bands(name, self.run_ids, "step", BAND_POINTS)).bands)
         except ApiError as err:
-            self.query_one("#group-title", Static).update(Text(f"cannot read the group's series: {err}",
-                                                               style="bold red"))
+            self.query_one("#group-title", Static).update(run_text(f"cannot read the group's series: {err}",
+                                                                   "bold red"))
 
     def action_expand(self) -> None:
         from tui.screens.charts import ChartScreen

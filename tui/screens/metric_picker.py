@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -10,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import SelectionList, Static
 
 from tui.runs_table import metric_name
+from tui.safe_text import run_text
 
 
 class MetricPickerScreen(ModalScreen[list[str] | None]):
@@ -29,7 +29,8 @@ class MetricPickerScreen(ModalScreen[list[str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("metric columns: space ticks, enter keeps (none ticked: those the runs share)")
-            yield SelectionList[str](*((Text(metric_name(k)), k, k in self.shown) for k in self.known), id="metrics")
+            choices = [(run_text(metric_name(k)), k, k in self.shown) for k in self.known]
+            yield SelectionList[str](*choices, id="metrics")
 
     def on_mount(self) -> None:
         self.query_one(SelectionList).focus()

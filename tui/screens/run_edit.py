@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from tui.client import ApiError, RunSummary
+from tui.safe_text import plain, run_text
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -40,7 +41,8 @@ class RunEditScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text.assemble("edit ", (self.run.name or self.run.run_id, "bold"), f" ({self.run.run_id})"))
+            yield Static(Text.assemble("edit ", (plain(self.run.name or self.run.run_id), "bold"),
+                                       plain(f" ({self.run.run_id})")))
             yield Label("group")
             yield Input(self.run.group or "", id="edit-group")
             yield Label("tags (separated by spaces or commas)")
@@ -62,7 +64,7 @@ class RunEditScreen(ModalScreen[bool]):
         try:
             await app.require_client().patch_run(self.run.run_id, **fields)
         except ApiError as err:
-            self.query_one("#edit-error", Static).update(Text(f"not saved: {err}"))
+            self.query_one("#edit-error", Static).update(run_text(f"not saved: {err}"))
             return
         self.dismiss(True)
 

@@ -6,6 +6,7 @@ charts or diff their configs; edit a run's group, tags and notes."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from textual import on, work
@@ -13,6 +14,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+
+from leyline.groups import GroupRow
 
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
@@ -127,10 +130,9 @@ class RunPickerScreen(PickerActions, Screen[None]):
 
     def requery(self, **changes: object) -> None:
         """Ask again now (a new filter, order, page or grouping), then every few seconds."""
-        q = self.query_state
         fields = {"sort": sort_param(self.sort_key, self.sort_reverse) if self.sort_key else "",
                   "metrics": self._metric_columns(), **changes}
-        self.query_state = TableQuery(**{**q.__dict__, **fields})  # type: ignore[arg-type]
+        self.query_state = replace(self.query_state, **fields)  # type: ignore[arg-type]  # (its own fields)
         self.poll_runs(self.query_state)
 
     @work(exclusive=True, group="runs")
@@ -153,9 +155,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         if self.data.groups is None:  # grouped, the runs shown are those of the groups opened: not a page
             self.page_metrics = shared_metrics(self.data.runs)
             self.known_metrics = sorted({k for r in self.data.runs for k in r.metrics})
-        wanted = self._metric_columns()
-        if self.data.groups is None and wanted != self.query_state.metrics:
-            self.query_state = TableQuery(**{**self.query_state.__dict__, "metrics": wanted})
+        if self.data.groups is None and self._metric_columns() != self.query_state.metrics:
+            self.requery()  # what a grouping would summarise follows the page's columns: asked from now on
         self.rebuild()
 
     def on_api_failed(self, message: ApiFailed) -> None:
@@ -179,7 +180,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
             table.add_column(" ", key="selected")
             for col in cols:
                 arrow = (" ↓" if self.sort_reverse else " ↑") if col.key == self.sort_key else ""
-                table.add_column(col.label + arrow, key=col.key)
+                # a metric's or a config key's name is the run's text
+                table.add_column(run_text(col.label + arrow), key=col.key)
             self._columns = cols
         else:
             table.clear()
@@ -210,7 +212,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.table.add_row(*cells, key=key)
         self.order.append(run.run_id)
 
-    def _sorted_groups(self) -> list:
+    def _sorted_groups(self) -> list[GroupRow]:
         """Group rows sorted here (they are few): by a metric's mean, else as the server gave them."""
         rows = list(self.data.groups.groups) if self.data.groups else []
         stats = [r.metrics.get(self.sort_key) for r in rows]
@@ -224,7 +226,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         data = self.data
         live = sum(r.status in RUNNING for r in data.runs)
         if data.groups is not None:
-            what = f"{len(data.groups.groups)} groups by {data.groups.by} of {data.total} runs"
+            n = len(data.groups.groups)
+            what = f"{n} group{'s' if n != 1 else ''} by {data.groups.by} of {data.total} runs"
         else:
             first = self.query_state.offset + 1 if data.runs else 0
             what = f"runs {first}–{self.query_state.offset + len(data.runs)} of {data.total} ({live} live)"
@@ -245,7 +248,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         key = self.current_key()
         return None if key is None or key.startswith(GROUP_ROW) else key
 
-    def current_group(self):
+    def current_group(self) -> GroupRow | None:
         key = self.current_key()
         if key is None or not key.startswith(GROUP_ROW) or self.data.groups is None:
             return None
@@ -261,7 +264,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         key = str(event.column_key.value)
         column = next((c for c in self._columns if c.key == key), None)
         if column is not None and column.sortable:
-            self._sort_by(key, not self.sort_reverse if key == self.sort_key else key not in ("name", "status"))
+            self._sort_by(key, not self.sort_reverse if key == self.sort_key else key == "started")
 
     def _sort_by(self, key: str, reverse: bool) -> None:
         self.sort_key, self.sort_reverse = key, reverse
@@ -271,8 +274,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
     def action_cycle_sort(self) -> None:
         keys = [c.key for c in self._columns if c.sortable] or ["status"]
         key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        # newest, longest, highest first; words and a loss's lowest from the top
-        self._sort_by(key, key in ("started", "duration") or key.endswith(".max"))
+        self._sort_by(key, key == "started")  # newest first; anything else from its lowest (a loss's best)
 
     def action_best_last(self) -> None:
         self.field = FIELDS[(FIELDS.index(self.field) + 1) % len(FIELDS)]

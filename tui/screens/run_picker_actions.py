@@ -13,15 +13,11 @@ from tui.runs_table import RUNNING, series_name
 if TYPE_CHECKING:
     from tui.screens.run_picker import RunPickerScreen
 
-    _Base = RunPickerScreen
-else:
-    _Base = object
 
-
-class PickerActions(_Base):
+class PickerActions:
     """Mixed into ``RunPickerScreen``: the actions that leave the table or change its rows' state."""
 
-    def action_toggle_select(self) -> None:
+    def action_toggle_select(self: RunPickerScreen) -> None:
         run_id = self.current_run_id()
         if run_id is None:
             return
@@ -30,10 +26,10 @@ class PickerActions(_Base):
         self.rebuild()
         self.table.move_cursor(row=min(row + 1, self.table.row_count - 1))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_data_table_row_selected(self: RunPickerScreen, event: DataTable.RowSelected) -> None:
         self.action_open()
 
-    def action_open(self) -> None:
+    def action_open(self: RunPickerScreen) -> None:
         group = self.current_group()
         if group is not None:  # a group's row opens into its runs, or closes
             vid = value_id(group.value)
@@ -48,29 +44,29 @@ class PickerActions(_Base):
         if run is not None:
             self.watch_app.open_run(run.run_id, run.status, replay=run.status not in RUNNING)
 
-    def action_watch(self) -> None:
+    def action_watch(self: RunPickerScreen) -> None:
         run = self.selected_run()
         if run is not None:
             self.watch_app.open_run(run.run_id, run.status, replay=False)
 
-    def action_replay(self) -> None:
+    def action_replay(self: RunPickerScreen) -> None:
         run = self.selected_run()
         if run is not None:
             self.watch_app.open_run(run.run_id, run.status, replay=True)
 
-    def action_escalate(self, action: str) -> None:
+    def action_escalate(self: RunPickerScreen, action: str) -> None:
         """Open the selected run live and ask there, so the command's status is in view."""
         run = self.selected_run()
         if run is not None:
             self.watch_app.open_run(run.run_id, run.status, replay=False, then=action)
 
-    def picked(self) -> list[str]:
+    def picked(self: RunPickerScreen) -> list[str]:
         """The selected runs in table order, or the one under the cursor."""
         chosen = [r for r in dict.fromkeys(self.order) if r in self.selected]
         current = self.current_run_id()
         return chosen or ([current] if current else [])
 
-    def action_charts(self) -> None:
+    def action_charts(self: RunPickerScreen) -> None:
         from tui.screens.charts import ChartScreen
 
         group = self.current_group()
@@ -86,7 +82,7 @@ class PickerActions(_Base):
         if run_id is not None:
             self.app.push_screen(ChartScreen([run_id]))
 
-    def action_compare(self) -> None:
+    def action_compare(self: RunPickerScreen) -> None:
         from tui.screens.charts import ChartScreen
 
         runs = self.picked()
@@ -95,7 +91,7 @@ class PickerActions(_Base):
             return
         self.app.push_screen(ChartScreen(runs))
 
-    def action_diff(self) -> None:
+    def action_diff(self: RunPickerScreen) -> None:
         from tui.screens.config_diff import ConfigDiffScreen
 
         runs = self.picked()
@@ -108,7 +104,7 @@ class PickerActions(_Base):
             return
         self.app.push_screen(ConfigDiffScreen(runs))
 
-    def action_edit(self) -> None:
+    def action_edit(self: RunPickerScreen) -> None:
         from tui.screens.run_edit import RunEditScreen
 
         run = self.selected_run()
@@ -121,7 +117,7 @@ class PickerActions(_Base):
 
         self.app.push_screen(RunEditScreen(run), done)
 
-    def action_pick_metrics(self) -> None:
+    def action_pick_metrics(self: RunPickerScreen) -> None:
         from tui.screens.metric_picker import MetricPickerScreen
 
         known = self.known_metrics

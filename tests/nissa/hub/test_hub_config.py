@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import pathlib
 import random
-import time
 
 import pytest
 
 from nissa.hub import BackoffConfig, HubConfig, ingest_url
 from nissa.hub.ratelog import RateLimitedLog
 from nissa.hub.sender import Gathering, backoff_delay
+from tests.support.clock import ManualClock
 
 
 @pytest.mark.parametrize(("server", "url"), [
@@ -68,22 +68,27 @@ def test_rate_limited_log_holds_back_repeats(caplog):
 
 
 def test_gathering_sends_a_full_frame_at_once_a_partial_one_after_the_linger_or_once_acked():
-    gathering = Gathering(batch_events=10, linger_s=0.05, hold_s=0.2)
-    assert 0 < gathering.wait_s(3, acked=0) < 0.051
+    clock = ManualClock()
+    gathering = Gathering(batch_events=10, linger_s=0.05, hold_s=0.2, clock=clock)
+    assert gathering.wait_s(3, acked=0) == pytest.approx(0.05)
     assert gathering.wait_s(10, acked=0) == 0.0  # a frame's worth: now
     gathering.sent(10)
-    assert gathering.wait_s(1, acked=0) > 0  # the next frame starts its own linger
-    time.sleep(0.06)
+    assert gathering.wait_s(1, acked=0) == pytest.approx(0.05)  # the next frame starts its own linger
+    clock.advance(0.04)
+    assert gathering.wait_s(1, acked=0) == pytest.approx(0.01)
+    clock.advance(0.01)
     assert gathering.wait_s(1, acked=0) == 0.0  # one frame in flight: the linger is enough
     gathering.sent(11)
     gathering.wait_s(1, acked=0)
-    time.sleep(0.06)
-    assert 0 < gathering.wait_s(1, acked=0) < 0.15  # two in flight: held past the linger, for an ack
+    clock.advance(0.06)
+    assert gathering.wait_s(1, acked=0) == pytest.approx(0.14)  # two in flight: held past the linger, for an ack
     assert gathering.wait_s(1, acked=10) == 0.0  # acked: out it goes
     gathering.sent(12)
     gathering.sent(13)
     gathering.wait_s(1, acked=10)
-    time.sleep(0.21)
+    clock.advance(0.19)
+    assert gathering.wait_s(1, acked=10) == pytest.approx(0.01)
+    clock.advance(0.01)
     assert gathering.wait_s(1, acked=10) == 0.0  # held no longer than hold_s
     with pytest.raises(ValueError, match="send_linger_s"):
         HubConfig(run_id="r", log_dir=pathlib.Path("."), send_linger_s=2.0)

@@ -46,12 +46,13 @@ def test_the_same_loop_writes_event_files_or_a_run(tmp_path):
     assert events[0].payload.name == "exp1" and events[0].payload.config == {"lr": 0.1, "layers": 2}
     metrics = [e for e in events if e.kind is EventKind.METRICS]
     assert [e.step for e in metrics if "train/loss" in e.payload.values] == [1, 2, 3, 4, 5]
-    hist = [e.payload.values for e in metrics if "weights/fc1/max" in e.payload.values]
-    assert hist[-1]["weights/fc1/count"] == 10 and hist[-1]["weights/fc1/max"] == 45.0
+    hist = [e.payload.histograms[0] for e in events if e.kind is EventKind.HISTOGRAM]
+    assert [(h.name, h.count, h.max, len(h.bins)) for h in hist][-1] == ("weights/fc1", 10, 45.0, 64)
     assert any(e.payload.values.get("hparam/final") == 0.5 for e in metrics)
     assert sorted(s["labels"]["tag"] for s in acc) == ["train", "val"]  # two lines of one chart
     (text,) = [e for e in events if e.kind is EventKind.TEXT]
-    assert (text.step, text.payload.tag, text.payload.text) == (5, "notes", "warm-up over\x1b[31m")  # data, as written
+    # Data, as written, but for its control characters, which the server stores as U+FFFD.
+    assert (text.step, text.payload.tag, text.payload.text) == (5, "notes", "warm-up over\ufffd[31m")
     assert events[-1].payload.status == "completed"
 
 

@@ -193,3 +193,24 @@ def test_a_request_records_shapes_and_memory_when_it_asks_and_neither_by_default
     shapes = {cid: any("Input Dims" in e.get("args", {}) for e in evs) for cid, evs in events.items()}
     memory = {cid: any(e.get("name") == "[memory]" for e in evs) for cid, evs in events.items()}
     assert shapes == {"plain": False, "rich": True} and memory == {"plain": False, "rich": True}
+
+
+@pytest.mark.parametrize(("phases", "phase", "rejected"), [
+    ((), None, "this run has no phase 'update' (its phases: none)"),  # the heuristic: no PPO update
+    (("validate",), None, "this run has no phase 'update' (its phases: validate)"),
+    (("update",), "eval", "this run has no phase 'eval' (its phases: update)"),
+    (("update", "validate"), "validate", None),
+    (None, "anything", None),  # not declared: the window waits for its phase
+])
+def test_a_window_over_a_phase_the_run_does_not_have_is_rejected_with_the_reason(tmp_path, phases, phase, rejected):
+    run = _Run(tmp_path, uploader=None)
+    run.handler.phases = phases
+    run.inbox.append(Command(command_id="u", run_id="run-1", action=CommandAction.PROFILE, target="update",
+                             phase=phase))
+    run.batch()
+    final = [s for s in run.statuses("u") if s.status.terminal]
+    if rejected is None:
+        assert final == [] and run.handler.busy  # armed, waiting for its phase
+    else:
+        assert [s.status for s in final] == [CommandStatus.REJECTED] and final[0].message.startswith(rejected)
+        assert not run.handler.busy and not [e for e in run.events if isinstance(e, ProfileStarted)]

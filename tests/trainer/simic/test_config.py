@@ -61,3 +61,11 @@ def test_config_is_frozen():
 def test_epochs_is_another_spelling_of_episode_length():
     assert _parse("--epochs", "4").episode_length == 4
     assert _parse("--epochs", "4") == _parse("--episode-length", "4")
+
+
+def test_env_exec_is_batched_by_default_and_per_env_on_request():
+    assert TrainConfig().env_exec == "batched" and _parse().env_exec == "batched"
+    assert _parse("--env-exec", "per-env").env_exec == "per-env"
+    with pytest.raises(ConfigError, match="--env-exec"):
+        TrainConfig(env_exec="vmap")  # type: ignore[arg-type]
+    assert _parse("--cuda-graphs", "off").cuda_graphs == "off"

@@ -1,0 +1,91 @@
+// Distributions (run.log of nissa.Histogram, run.watch(model, histograms=…)), TensorBoard's way: bands over
+// steps between the 0/7/16/31/50/69/84/93/100th percentiles of each step's histogram (computed by the server),
+// and under them the histogram at one step, the latest unless the slider picks another. Only the first run of
+// an overlay is drawn; a name is data, shown as text.
+"use strict";
+
+const DISTRIBUTION_CHARTS = 12;  // distributions charted by themselves at most
+const BAND_FILLS = ["rgba(79,179,255,0.12)", "rgba(79,179,255,0.2)", "rgba(79,179,255,0.3)", "rgba(79,179,255,0.42)"];
+
+async function addDistributions(view, listing) {
+  // The run's distribution names, from the series their counts make (histogram.histograms.count{histogram=…}).
+  const names = [...new Set(listing.filter((s) => s.name === "histogram.histograms.count" && s.labels.histogram)
+    .map((s) => s.labels.histogram))].sort();
+  for (const name of names.slice(0, DISTRIBUTION_CHARTS)) {
+    const title = "distribution · " + name;
+    if (view.removed.has(title) || view.charts.some((c) => c.title === title)) continue;
+    const chart = new DistributionChart(view, title, name);
+    view.charts.push(chart);
+    $("charts").appendChild(chart.el);
+    await chart.load(view.runs[0], null);
+    chart.render();
+  }
+}
+
+class DistributionChart {
+  constructor(view, title, name) {
+    this.view = view; this.title = title; this.name = name; this.names = []; this.own = false;
+    this.reply = null; this.plot = null; this.pick = null;  // pick: the step's index the slider chose (null: latest)
+    this.el = document.createElement("div");
+    this.el.className = "chart distribution";
+    this.el.dataset.title = title;
+    this.el.innerHTML = `<h3><span class="title"></span> <small class="note"></small><button title="remove">×</button></h3>` +
+      `<div class="plot"></div><label>step <input type="range" min="0" value="0"> <output></output></label>` +
+      `<canvas class="bars" height="120"></canvas>`;
+    this.el.querySelector(".title").textContent = title;
+    this.el.querySelector("button").addEventListener("click", () => view.remove(this));
+    this.el.querySelector("input").addEventListener("input", (e) => { this.pick = Number(e.target.value); this.drawBars(); });
+  }
+
+  lastX() { return null; }  // read whole again: at most 300 steps, spread over the run
+
+  async load(run, after) {
+    if (run !== this.view.runs[0]) return;
+    const path = `/runs/${encodeURIComponent(run)}/histograms/${encodeURIComponent(this.name)}?max_steps=300`;
+    this.reply = await api(path);
+  }
+
+  steps() {  // rank 0's (or the first rank's) distributions that hold a finite value, in step order
+    const all = (this.reply?.histograms || []).filter((h) => h.quantiles);
+    const rank = all.length ? Math.min(...all.map((h) => h.rank)) : 0;
+    return all.filter((h) => h.rank === rank);
+  }
+
+  render() {
+    const steps = this.steps();
+    this.el.dataset.points = String(steps.length);
+    this.el.hidden = !steps.length;
+    if (!steps.length) return;
+    const qs = this.reply.quantiles;
+    const data = [steps.map((h) => h.step), ...qs.map((_, k) => steps.map((h) => h.quantiles[k]))];
+    const series = [{label: "step"}, ...qs.map((q, k) => ({
+      label: `${Math.round(q * 100)}%`, stroke: k === 4 ? "#4fb3ff" : "rgba(79,179,255,0.35)", width: k === 4 ? 1.5 : 1,
+      points: {show: false}}))];
+    const bands = [0, 1, 2, 3].map((k) => ({series: [qs.length - 1 - k, k + 1], fill: BAND_FILLS[k]}));
+    const width = Math.max(300, this.el.clientWidth - 16);
+    if (this.plot) this.plot.setData(data);
+    else this.plot = new uPlot({width, height: 200, series, bands, legend: {show: false},
+      axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}]},
+      data, this.el.querySelector(".plot"));
+    const slider = this.el.querySelector("input");
+    slider.max = String(steps.length - 1);
+    if (this.pick == null) slider.value = String(steps.length - 1);
+    this.drawBars();
+  }
+
+  drawBars() {
+    // The histogram at the chosen step: a bar per bin, min and max under it.
+    const steps = this.steps();
+    if (!steps.length) return;
+    const h = steps[Math.min(this.pick ?? steps.length - 1, steps.length - 1)];
+    this.el.dataset.step = String(h.step);
+    this.el.querySelector("output").textContent = `${h.step}: ${h.count} values from ${h.min.toPrecision(4)} to ` +
+      `${h.max.toPrecision(4)}` + (h.nonfinite ? `, ${h.nonfinite} NaN/inf` : "");
+    const canvas = this.el.querySelector(".bars");
+    canvas.width = Math.max(300, this.el.clientWidth - 16);
+    const ctx = canvas.getContext("2d"), top = Math.max(...h.bins, 1), w = canvas.width / h.bins.length;
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    ctx.fillStyle = "#4fb3ff";
+    h.bins.forEach((n, i) => { const bar = (n / top) * (canvas.height - 4); ctx.fillRect(i * w, canvas.height - bar, Math.max(1, w - 1), bar); });
+  }
+}
