@@ -279,6 +279,6 @@ def test_a_chart_reads_every_page_of_a_series_reply(browser, tmp_path):
         assert 'rel="next"' in reply.headers.get("link", "") and len(reply.json()["series"]) < 10
         page, outside, errors = _page(browser, url)
         page.goto(url + "/ui#run=paged")
-        page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="40"]')
+        page.wait_for_selector('.chart[data-title="accuracy"][data-points="40"]')
         assert outside == [] and errors == []
         page.close()
