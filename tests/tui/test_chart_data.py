@@ -120,3 +120,17 @@ def test_a_legend_keeps_the_full_series_name_and_a_pattern_chart_its_distinct_pa
     head = Track(run_id="r", key="ppo_update.entropy.op{rank=0}", name="ppo_update.entropy.op", labels={"rank": "0"})
     entropy = next(c for c in DEFAULT_CHARTS if c.title == "entropy")
     assert ChartPanel(entropy)._short(head) == "op"
+
+
+def test_a_chart_is_loading_until_its_runs_series_are_known_then_says_what_it_lacks():
+    from leyline.charts import ChartDef
+    from tui.widgets.chart import ChartPanel, ChartView
+
+    data = SeriesSet("step")
+    data.runs_expected = {"r"}
+    panel = ChartPanel(ChartDef.of_name("val.loss"))
+    assert panel._empty_reason(data, ChartView()) == "loading…", "not 'no such series' before the listing"
+    data.listed.add("r")
+    assert panel._empty_reason(data, ChartView()) == "no such series in this run"
+    data.reset("epoch")  # another x axis keeps what is known of the runs
+    assert data.listed == {"r"} and data.runs_expected == {"r"}

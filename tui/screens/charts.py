@@ -63,6 +63,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.run_ids = list(dict.fromkeys(run_ids))
         self.runs: dict[str, RunSummary] = {}
         self.data = SeriesSet()
+        self.data.runs_expected = {r for r in self.run_ids if r not in (local or {})}
         self.view = ChartView(by_run=len(self.run_ids) > 1)
         self.local: dict[str, LocalSeries] = {run: LocalSeries(run, events) for run, events in (local or {}).items()}
         self._drawn: tuple[object, ...] | None = None
@@ -137,6 +138,7 @@ class ChartScreen(ChartFeed, Screen[None]):
     def on_run_known(self, message: RunKnown) -> None:
         run = message.run
         self.runs[run.run_id] = run
+        self.data.listed.add(run.run_id)
         if message.names is None:
             self.local[run.run_id] = LocalSeries(run.run_id, [])
             self.local[run.run_id].fill(self.data)

@@ -147,6 +147,8 @@ class ChartPanel(Widget, can_focus=True):
         names = self.names(data)
         if any(data.tracks_of(name) for name in names):  # read, but none of its points has this x
             return f"no point of this series has a {view.axis} (x: another x axis)"
+        if not data.runs_expected <= data.listed:  # a run's series not known yet: not "no such series"
+            return "loading…"
         return "no points yet" if data.wanted & set(names) else "no such series in this run"
 
     def _short(self, track: Track) -> str:
