@@ -170,7 +170,7 @@ class Chart {
       width, height: 240, series, legend: {show: false},
       scales: {x: {time: this.view.axis === "ts" && !this.view.sinceStart, auto: false}, y: log ? {distr: 3} : {}},
       axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
-      cursor: {sync: {key: SYNC_KEY, setSeries: false, scales: ["x", null]}, drag: {x: true, y: false, setScale: false}, bind: {dblclick: () => null}},
+      cursor: {y: false, sync: {key: SYNC_KEY, setSeries: false, scales: ["x", null]}, drag: {x: true, y: false, setScale: false}, bind: {dblclick: () => null}},
       hooks: {
         draw: [(u) => drawMarkers(u, this.view, drawn)],
         setCursor: [(u) => this.legend(u.cursor.idx)],
