@@ -35,9 +35,10 @@ class Track:
 
     @property
     def label_text(self) -> str:
-        """The labels that tell this track from its siblings (``rank=0`` alone says nothing)."""
+        """The labels that tell this track from its siblings (``rank=0`` alone says nothing), else its full
+        series name (``val.loss``, never ``loss``: that would be another series)."""
         shown = {k: v for k, v in self.labels.items() if not (k == "rank" and v == "0")}
-        return ",".join(f"{k}={v}" for k, v in sorted(shown.items())) or self.name.rsplit(".", 1)[-1]
+        return ",".join(f"{k}={v}" for k, v in sorted(shown.items())) or self.name
 
     def last(self) -> float | None:
         for value in reversed(self.y):
@@ -55,6 +56,9 @@ class SeriesSet:
         self.markers: dict[str, list[Marker]] = {}
         self.wanted: set[str] = set()
         self.names_seen: set[str] = set()
+        self.runs_expected: set[str] = set()
+        self.listed: set[str] = set()
+        """The runs drawn, and those whose series names are known: until then a chart is loading."""
         self._loaded: set[tuple[str, str]] = set()  # (run, name) whose history is in
         self._pending: dict[tuple[str, str], list[SeriesPoint]] = {}
         self._markers_loaded: set[str] = set()
@@ -65,9 +69,9 @@ class SeriesSet:
 
     def reset(self, axis: str) -> None:
         """Start over on another x axis (histories are fetched again for it)."""
-        wanted, seen, accept = self.wanted, self.names_seen, self.accept
+        kept = self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed
         self.__init__(axis)  # type: ignore[misc]
-        self.wanted, self.names_seen, self.accept = wanted, seen, accept
+        self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed = kept
 
     def tracks_of(self, name: str, run_id: str | None = None) -> list[Track]:
         return [t for (run, _), t in sorted(self.tracks.items())

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from leyline import charts
 from leyline.groups import GroupRow, MetricStats
 from leyline.payloads import Scalar
 from leyline.series import format_key, kind_of_name, parse_key
@@ -27,8 +28,7 @@ STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold r
 RUNNING = ("live", "degraded")
 MAX_PARAM_COLUMNS = 6
 MAX_METRIC_COLUMNS = 6
-HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume")
-HIDDEN_METRICS = ("system.",)
+HIDDEN_METRICS = charts.HIDDEN_METRICS
 """Metrics never shown by default (the machine's own: picked by hand when wanted)."""
 OUTCOME_METRICS = ("run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
                    "run_finished.rounds")
@@ -42,21 +42,8 @@ def params_of(run: RunSummary) -> dict[str, Scalar]:
 
 
 def differing_params(runs: Sequence[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> list[str]:
-    """Config keys whose values are not the same in every run: first those the runs that have them set
-    differently, then those some runs lack (an Esper run's options beside a plain loop's run)."""
-    if len(runs) < 2:
-        return []
-    keys = sorted({k for r in runs for k in params_of(r)})
-    valued, absent = [], []
-    for key in keys:
-        if any(key.endswith(h) for h in HIDDEN_PARAMS):
-            continue
-        values = {repr(params_of(r)[key]) for r in runs if key in params_of(r)}
-        if len(values) > 1:
-            valued.append(key)
-        elif any(key not in params_of(r) for r in runs):
-            absent.append(key)
-    return (valued + absent)[:limit]
+    """Config keys whose values are not the same in every run (leyline's rule, the web page's too)."""
+    return charts.differing_params([params_of(r) for r in runs], limit)
 
 
 def metric_name(key: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from leyline import (
     AlertChanged,
     Metrics,
+    SystemMetrics,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
@@ -155,6 +156,7 @@ class RunState:
         self.profile: ProfileCompleted | None = None
         self.log: deque[LogLine] = deque(maxlen=lim.log_lines)
         self.logged_total = 0
+        self.metric_steps = 0
         self.events_total = 0
         self.last_seq: dict[int, int] = {}
         self.gaps = 0
@@ -187,8 +189,11 @@ class RunState:
             self.step = max(self.step, event.step)
             self.epoch = max(self.epoch, event.epoch)
             self.last_ts = event.ts
-        self.log.append(LogLine.of(event))
-        self.logged_total += 1
+        if isinstance(event.payload, Metrics | SystemMetrics):  # a loop's metric steps: a count, not a line each
+            self.metric_steps += 1
+        else:
+            self.log.append(LogLine.of(event))
+            self.logged_total += 1
         self.dirty.update(("log", "header"))
         self.dirty |= self.ranks.apply(event)
         handler = _HANDLERS.get(type(event.payload))

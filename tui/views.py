@@ -10,7 +10,7 @@ from leyline import HEAD_NAMES, CommandStatus, RunStatus, SeedStage, SlotSnapsho
 
 from tui.state import RunState
 
-Staleness = Literal["LIVE", "SLOW", "STALE", "FINISHED", "REPLAY", "WAITING"]
+Staleness = Literal["LIVE", "SLOW", "STALE", "LOST", "FINISHED", "REPLAY", "WAITING"]
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,13 @@ def run_ended(status: str) -> bool:
 
 
 def staleness(silence_s: float | None, status: str, thresholds: StaleThresholds) -> Staleness:
-    """LIVE / SLOW / STALE from the seconds since the last event arrived; ended runs say FINISHED."""
+    """LIVE / SLOW / STALE from the seconds since the last event arrived; ended runs say FINISHED, and a
+    run the server calls lost says LOST, however recent the last event this console read (never LIVE
+    beside "status lost")."""
     if run_ended(status):
         return "FINISHED"
+    if status == RunStatus.LOST.value:
+        return "LOST"
     if silence_s is None:
         return "WAITING"
     if silence_s < thresholds.slow_s:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nissa_server import __version__
@@ -24,9 +25,31 @@ _INDEX_SCHEMA = {"type": "object", "properties": {key: {"type": "string"} for ke
 
 
 @router.get("/", summary="Where to start: links to the API's documentation and main resources",
-            response_class=Response, responses={200: ok(_INDEX_SCHEMA, INDEX)})
-async def index() -> Response:
+            response_class=Response, responses={200: ok(_INDEX_SCHEMA, INDEX),
+                                                  303: {"description": "A browser (HTML asked for before JSON): to the web page, /ui"}})
+async def index(request: Request) -> Response:
+    # A browser (it asks for HTML before JSON) goes to the web page; an API client gets the links.
+    if _wants_html(request.headers.get("accept", "")):
+        return RedirectResponse("/ui", status_code=303)
     return json_response(INDEX)
+
+
+def _wants_html(accept: str) -> bool:
+    """Whether an Accept header asks for HTML before JSON (a browser's ``text/html,…,*/*;q=0.8``)."""
+    ranks: dict[str, float] = {}
+    for part in accept.split(","):
+        media, _, params = part.strip().partition(";")
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        ranks[media.strip().lower()] = max(q, ranks.get(media.strip().lower(), 0.0))
+    html = ranks.get("text/html", 0.0)
+    return html > 0 and html > ranks.get("application/json", 0.0)
 
 
 @router.get("/healthz", summary="Liveness, and what does not work now (never needs a token; with --read-auth, runs, "

@@ -12,12 +12,12 @@ import pathlib
 from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import RedirectResponse
 
-from leyline import EventKind
+from leyline import EventKind, charts
 from nissa_server.auth import require_read
 
 router = APIRouter(tags=["web page"])
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8"}
+         ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8", ".svg": "image/svg+xml"}
 # The page loads nothing from anywhere else: scripts, styles and connections to this server only.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -59,6 +59,12 @@ async def page() -> Response:
     return _serve("index.html")
 
 
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    # Browsers ask for it at the root whatever the page says: the page's own icon (an SVG) there too.
+    return _serve("favicon.svg")
+
+
 @router.get("/ui/", include_in_schema=False)
 async def page_slash() -> RedirectResponse:
     return RedirectResponse("/ui", status_code=308)
@@ -71,6 +77,23 @@ async def kinds() -> Response:
     # One definition (leyline's): the page tells a loop's own metric (val_loss) from an event's field
     # (run_finished.duration_s) as the console does, by the kinds of the contract.
     return Response(json.dumps(sorted(k.value for k in EventKind)), media_type="application/json",
+                    headers={"Cache-Control": "no-cache"})
+
+
+_CHART_EXAMPLE = {"charts": [{"title": "accuracy", "names": ["epoch_completed.accuracy"], "higher_is_better": True,
+                              "group": None}], "own_charts": 12, "hidden_metrics": ["system."],
+                  "hidden_params": ["run_name"], "lower_is_better_words": ["loss"]}
+
+
+@router.get("/ui/charts.json", summary="What to chart, for the page: the default charts (titles, series patterns in "
+            "which * matches any characters, groups), how many of a loop's own metrics, the config keys that never "
+            "tell runs apart; the console reads the same definition",
+            response_class=Response, dependencies=[Depends(require_read)],
+            responses={200: {"description": "The definition", "content": {"application/json": {
+                "schema": {"type": "object"}, "example": _CHART_EXAMPLE}}}})
+async def chart_definitions() -> Response:
+    # One definition (leyline.charts): the page and the console chart the same things under the same titles.
+    return Response(json.dumps(charts.definition()), media_type="application/json",
                     headers={"Cache-Control": "no-cache"})
 
 

@@ -4,31 +4,27 @@
 // token is asked for once and kept for the tab (sessionStorage).
 "use strict";
 
-const DEFAULT_CHARTS = [
-  ["accuracy per env", ["epoch_completed.accuracy"]],
-  ["return", ["ppo_update.episode_return"]],
-  ["policy loss", ["ppo_update.policy_loss"]],
-  ["value loss", ["ppo_update.value_loss"]],
-  ["KL", ["ppo_update.approx_kl"]],
-  ["entropy", ["ppo_update.entropy."]],  // a trailing dot: every name under it (one per head)
-  ["explained variance", ["ppo_update.explained_variance"]],
-  ["env-epochs/s", ["phase_timing.env_epochs_per_s"]],
-  // System: the machine under the run (series system.*, sampled by the client library), where a run has them.
-  ["System · GPU utilization %", ["system.gpu.utilization"]],
-  ["System · GPU memory %", ["system.gpu.memory_percent"]],
-  ["System · GPU power W", ["system.gpu.power_w"]],
-  ["System · GPU temperature °C", ["system.gpu.temperature_c"]],
-  ["System · GPU SM clock MHz", ["system.gpu.sm_clock_mhz"]],
-  ["System · CPU %", ["system.cpu.percent", "system.cpu.process_percent"]],
-  ["System · memory %", ["system.memory.percent"]],
-  ["System · process RSS bytes", ["system.memory.process_rss_bytes"]],
-  ["System · disk bytes/s", ["system.disk."]],
-  ["System · network bytes/s", ["system.network."]],
-];
-const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
-const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
-                     resumed: "#56d4dd", end: "#7d8590"};
-const OWN_CHARTS = 12;  // a loop's own metrics (run.log) charted by themselves at most; others from the picker
+// What to chart (default charts, their titles and groups, how many of a loop's own metrics) is the server's
+// one definition, the console's too: GET /ui/charts.json, read once.
+let chartDefs = null;
+async function definitions() {
+  if (!chartDefs) chartDefs = await api("/ui/charts.json");
+  return chartDefs;
+}
+// A chart's series pattern: "*" matches any characters, nothing else is special (leyline.charts.name_matches).
+function nameMatches(pattern, name) {
+  const parts = pattern.split("*");
+  if (parts.length === 1) return pattern === name;
+  if (!name.startsWith(parts[0]) || !name.endsWith(parts[parts.length - 1])) return false;
+  let at = parts[0].length;
+  const end = name.length - parts[parts.length - 1].length;
+  for (const part of parts.slice(1, -1)) {
+    const found = name.indexOf(part, at);
+    if (found < 0 || found + part.length > end) return false;
+    at = found + part.length;
+  }
+  return at <= end;
+}
 const LIVE_EVERY_MS = 1000;
 const LIST_EVERY_MS = 2000;
 
@@ -69,173 +65,101 @@ function escapeHtml(text) {
   return String(text).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 }
 
-// --- charts ----------------------------------------------------------------------------------------
+// --- a run's page: its charts (chart.js), one x range, one smoothing, one cursor; its state in its URL ---
 
-class Chart {
-  constructor(view, title, names) {
-    this.view = view; this.title = title; this.names = names;
-    this.lines = new Map();  // "run_id key" -> {run, key, labels, x: [], y: []}
-    this.el = document.createElement("div");
-    this.el.className = "chart";
-    this.el.dataset.title = title;
-    this.el.innerHTML = `<h3><span>${escapeHtml(title)} <small class="note"></small></span><button title="remove">×</button></h3>` +
-      `<div class="plot"></div>`;
-    this.el.querySelector("button").addEventListener("click", () => view.remove(this));
-    this.plot = null;
-  }
-
-  async load(run, after) {
-    for (const name of this.names) {
-      const params = new URLSearchParams({x: this.view.axis, max_points: "2000"});
-      if (after != null) params.set("after", String(after));
-      let page = `/runs/${encodeURIComponent(run)}/series/${encodeURIComponent(name)}?` + params;
-      while (page) {
-        const res = await request(page);
-        const reply = await res.json();
-        for (const s of reply.series) {
-          const id = s.run_id + " " + s.key;
-          let line = this.lines.get(id);
-          if (!line) this.lines.set(id, line = {run: s.run_id, key: s.key, labels: s.labels, x: [], y: []});
-          const last = line.x.length ? line.x[line.x.length - 1] : -Infinity;
-          s.x.forEach((x, i) => { if (x > last || after == null) { line.x.push(x); line.y.push(s.y[i]); } });
-        }
-        page = nextPage(res);
-      }
-    }
-  }
-
-  lastX(run) {
-    let last = null;
-    for (const line of this.lines.values()) {
-      if (line.run === run && line.x.length) last = Math.max(last ?? -Infinity, line.x[line.x.length - 1]);
-    }
-    return last;
-  }
-
-  note(lines, drawn) {
-    // What the lines do not show: runs of the view without this series, an x axis its points lack, NaN/inf.
-    const notes = [];
-    if (!drawn.length) notes.push(`no point of this series has a ${this.view.axis}`);
-    const missing = this.view.runs.filter((r) => drawn.length && !drawn.includes(r));
-    if (missing.length) notes.push("not in " + missing.join(", "));
-    const bad = lines.reduce((n, l) => n + l.y.filter((y) => y == null).length, 0);
-    if (bad) notes.push(`${bad} NaN/inf`);
-    this.el.dataset.note = notes.join("; ");
-    return notes.join(" · ");
-  }
-
-  render() {
-    const lines = [...this.lines.values()].sort((a, b) => (a.run + a.key).localeCompare(b.run + b.key));
-    this.el.dataset.points = String(lines.reduce((n, l) => n + l.x.length, 0));
-    const drawn = [...new Set(lines.filter((l) => l.x.length).map((l) => l.run))];
-    this.el.dataset.runs = drawn.join(",");
-    if (!lines.length) { this.el.hidden = true; return; }
-    this.el.hidden = false;
-    this.el.querySelector(".note").textContent = this.note(lines, drawn);
-    const data = uPlot.join(lines.map((l) => [l.x.map((x) => x - this.view.shift(l.run)), l.y]));
-    const runs = this.view.runs;
-    const series = [{label: this.view.sinceStart ? "s since start" : this.view.axis}, ...lines.map((l, i) => ({
-      label: labelOf(l, runs.length > 1, this.names.length > 1 || this.names[0].endsWith(".")),
-      stroke: PALETTE[(runs.length > 1 ? runs.indexOf(l.run) * 3 + lines.filter((m, j) => j < i && m.run === l.run).length
-                                       : i) % PALETTE.length],
-      dash: runs.length > 1 && runs.indexOf(l.run) > 0 ? [6, 3] : undefined,
-      width: 1.5, spanGaps: false, points: {show: false},  // NaN and inf (null here) leave a gap
-    }))];
-    const width = Math.max(300, this.el.clientWidth - 16);
-    if (this.plot && this.plot.series.length === series.length) { this.plot.setData(data); return; }
-    if (this.plot) this.plot.destroy();
-    this.plot = new uPlot({
-      width, height: 240, series, scales: {x: {time: this.view.axis === "ts" && !this.view.sinceStart}},
-      axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
-      hooks: {draw: [(u) => drawMarkers(u, this.view, this.el.dataset.runs.split(","))]},
-    }, data, this.el.querySelector(".plot"));
-  }
-}
-
-function labelOf(line, withRun, withName) {
-  const labels = Object.entries(line.labels).filter(([k, v]) => !(k === "rank" && v === "0"))
-    .map(([k, v]) => `${k}=${v}`).join(" ");
-  const name = withName ? line.key.split("{")[0].split(".").slice(-1)[0] + " " : "";
-  return ((withRun ? line.run + " " : "") + name + labels).trim() || line.key;
-}
-
-function drawMarkers(u, view, runs) {
-  // A thin line per marker of the runs this chart draws; a label only where it does not run into the previous one.
-  const ctx = u.ctx;
-  ctx.save();
-  ctx.font = "11px system-ui, sans-serif";
-  ctx.textAlign = "left";  // uPlot leaves the y axis' right alignment set: a label would run left over its line
-  ctx.globalAlpha = 0.7;
-  let free = -Infinity, drawn = 0;
-  const marks = view.markers.filter((m) => m[view.axis] != null && runs.includes(m.run)).sort((a, b) => a[view.axis] - b[view.axis]);
-  for (const m of marks) {
-    const px = Math.round(u.valToPos(m[view.axis] - view.shift(m.run), "x", true));
-    if (px < u.bbox.left || px > u.bbox.left + u.bbox.width) continue;
-    ctx.strokeStyle = ctx.fillStyle = MARK_COLORS[m.kind] || "#7d8590";
-    ctx.setLineDash([2, 4]);
-    ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
-    const text = view.runs.length > 1 ? `${m.label} (${m.run})` : m.label;
-    const w = ctx.measureText(text).width, right = u.bbox.left + u.bbox.width;
-    // Right of its line, or left of it where it would run off the plot; only where the previous one ended.
-    const at = px + 3 + w <= right ? px + 3 : Math.max(u.bbox.left, px - 3 - w);
-    if (at >= free) {
-      ctx.fillText(text, at, u.bbox.top + 12);
-      free = at + w + 12;
-    }
-    drawn++;
-  }
-  ctx.restore();
-  u.root.closest(".chart").dataset.marks = String(drawn);
+function savedSmoothing() {
+  const v = Number(localStorage.getItem("nissa-smoothing"));
+  return Number.isFinite(v) && v >= 0 && v < 1 ? v : 0;
 }
 
 class ChartsView {
-  constructor(runs) {
-    this.runs = runs; this.axis = $("axis").value; this.charts = []; this.markers = []; this.starts = {}; this.removed = new Set();
+  constructor(runs, {axis = "step", smoothing = 0, hide = [], add = []} = {}) {
+    this.runs = runs; this.axis = axis; this.smoothing = smoothing; this.extra = add;
+    this.charts = []; this.markers = []; this.starts = {}; this.removed = new Set(hide); this.labels = {};
     this.sinceStart = this.axis === "ts" && runs.length > 1;  // runs overlaid on wall time: from each one's start
     this.sockets = new Map(); this.dirty = new Set(); this.timer = null; this.closed = false; this.listed = 0; this.relist = false;
+    this.zoomed = null;
   }
 
   async open() {
-    $("charts").innerHTML = "";
+    $("charts").replaceChildren(el("p", {className: "placeholder", id: "charts-loading"}, "loading…"));
     delete $("charts").dataset.ready;
     // Where each run stands first: what is stored after it and before the charts' first read comes again
     // over the watch, and a chart only takes the points past those it has.
     const infos = [];
     for (const run of this.runs) infos.push(await api(`/runs/${encodeURIComponent(run)}`));
     infos.forEach((info, i) => { this.starts[this.runs[i]] = info.started_at ?? info.created_at; });
+    this.labels = shortLabels(infos.map((info, i) => ({run_id: this.runs[i], name: info.name})));
+    this.showRuns();
     await this.addDefaults();
     await this.loadMarkers(null);
     if (this.closed) return;  // the page moved on (another run, another x axis) while this one loaded
-    this.charts.forEach((c) => c.render());
+    this.redraw();
+    const loading = $("charts-loading");
+    if (loading) loading.textContent = this.charts.length ? "" : "no series in this run yet";
     $("charts").dataset.ready = "1";
     infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
     if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
   }
 
+  runLabel(run) { return this.labels[run] || run; }
+
+  showRuns() {  // the runs of the page, each in its colour (text only), and the marks' colours
+    const parts = this.runs.length > 1 ? this.runs.map((r, i) => {
+      const span = el("span", {className: "run"}, "━ " + this.runLabel(r));
+      span.style.color = PALETTE[i % PALETTE.length]; span.dataset.run = r; span.title = r;
+      return span;
+    }) : [];
+    const marks = Object.entries(MARK_COLORS).map(([k, c]) => { const s = el("span", {}, "┆" + k); s.style.color = c; return s; });
+    $("legend-runs").replaceChildren(...parts, " marks: ", ...marks);
+  }
+
   shift(run) { return this.sinceStart ? this.starts[run] || 0 : 0; }
+
+  xRange() {  // one x range for every chart of the page: the zoomed one, or all their points'
+    if (this.zoomed) return this.zoomed;
+    const extents = this.charts.map((c) => c.xExtent?.()).filter(Boolean);
+    return extents.length ? [Math.min(...extents.map((e) => e[0])), Math.max(...extents.map((e) => e[1]))] : null;
+  }
+
+  zoom(range) { this.zoomed = range; this.charts.forEach((c) => c.applyRange?.()); }
+
+  redraw() { this.charts.forEach((c) => c.render()); this.charts.forEach((c) => c.applyRange?.()); }
+
+  setSmoothing(weight) { this.smoothing = weight; this.redraw(); writeUrl(); }
 
   async addDefaults() {
     // A chart of each of a loop's own metrics (run.log) first, then the default charts any run has series
-    // for; a live run gains some as it goes: asked again.
+    // for (the server's one definition), then those added by hand; a live run gains some as it goes:
+    // asked again. What was removed stays so (the URL says which: hide=, and add= what was added).
     this.listed = Date.now();
     const listing = [];
     for (const run of this.runs) listing.push(...await api(`/runs/${encodeURIComponent(run)}/series`));
+    const defs = await definitions();
     const names = [...new Set(listing.map((s) => s.name))].sort();
-    const own = [...new Set(listing.filter((s) => s.kind === "metrics").map((s) => s.name))].sort();
-    const room = Math.max(OWN_CHARTS - this.charts.filter((c) => c.own).length, 0);
+    const own = [...new Set(listing.filter((s) => s.kind === "metrics" && !defs.hidden_metrics.some((h) => s.name.startsWith(h)))
+      .map((s) => s.name))].sort();
+    const charted = defs.charts.flatMap((c) => names.filter((n) => c.names.some((w) => nameMatches(w, n))));
+    this.fillPicker([...own, ...charted.filter((n) => !own.includes(n)), ...names.filter((n) => !own.includes(n) && !charted.includes(n))]);
     const fresh = (n) => !this.removed.has(n) && !this.charts.some((c) => c.names.includes(n));
-    for (const name of own.filter(fresh).slice(0, room)) {
-      await this.add(name, [name], true);
-    }
-    const options = [...own, ...names.filter((n) => !own.includes(n))]  // the picker: a loop's own first too
-      .map((n) => `<option>${escapeHtml(n)}</option>`).join("");
-    if ($("picker").innerHTML !== options) { const was = $("picker").value; $("picker").innerHTML = options; $("picker").value = was || own[0] || names[0] || ""; }
-    for (const [title, wanted] of DEFAULT_CHARTS) {
+    const room = Math.max(defs.own_charts - this.charts.filter((c) => c.own).length, 0);
+    for (const name of own.filter(fresh).slice(0, room)) await this.add(name, [name], true);
+    for (const {title, names: wanted} of defs.charts) {
       if (this.removed.has(title) || this.charts.some((c) => c.title === title)) continue;
-      const found = wanted.flatMap((w) => w.endsWith(".") ? names.filter((n) => n.startsWith(w)) : names.filter((n) => n === w));
+      const found = names.filter((n) => wanted.some((w) => nameMatches(w, n)));
       if (found.length) await this.add(title, found);
     }
+    for (const name of this.extra) if (!this.charts.some((c) => c.title === name)) await this.add(name, [name]);
     await addDistributions(this, listing);  // distributions.js
+  }
+
+  fillPicker(names) {  // a loop's own metrics first, then what the default charts draw, then the rest
+    const picker = $("picker");
+    if (picker.dataset.names === names.join("\n")) return;
+    const was = picker.value;
+    picker.replaceChildren(...names.map((n) => el("option", {value: n}, n)));
+    picker.dataset.names = names.join("\n");
+    picker.value = was && names.includes(was) ? was : names[0] || "";
   }
 
   async add(title, names, own = false) {
@@ -247,13 +171,25 @@ class ChartsView {
     if (own) $("charts").insertBefore(chart.el, after ? after.el.nextSibling : $("charts").firstChild);
     else $("charts").appendChild(chart.el);
     for (const run of this.runs) await chart.load(run, null);
+    chart.loaded = true;
     chart.render();
+    this.charts.forEach((c) => c.applyRange?.());
+  }
+
+  addByHand(name) {  // from the picker (its URL says so: add=)
+    this.removed.delete(name);
+    if (!this.extra.includes(name)) this.extra.push(name);
+    if (!this.charts.some((c) => c.title === name)) this.add(name, [name]).catch(showError);
+    writeUrl();
   }
 
   remove(chart) {  // for good: a live run's next listing does not bring it back
     this.removed.add(chart.title);
     this.charts = this.charts.filter((c) => c !== chart);
+    if (chart.plot) chart.plot.destroy();
     chart.el.remove();
+    this.extra = this.extra.filter((n) => n !== chart.title);
+    writeUrl();
   }
 
   async loadMarkers(after) {
@@ -289,6 +225,7 @@ class ChartsView {
         const own = this.markers.filter((m) => m.run === run && m[this.axis] != null);
         await this.loadMarkersFor(run, own.length ? Math.max(...own.map((m) => m[this.axis])) : null);
       }
+      if (runs.length) this.charts.forEach((c) => c.applyRange?.());
       showError(null);
     } catch (err) { showError(err); }
   }
@@ -306,6 +243,20 @@ class ChartsView {
     this.sockets.forEach((ws) => ws.close());
     this.charts.forEach((c) => c.plot && c.plot.destroy());
   }
+}
+
+// The page's state in its URL (#run=A&overlay=B,C&x=epoch&smooth=0.6&hide=lr&add=grad_norm): a link opens
+// the same view. Written in place (no new history entry, no reload).
+function writeUrl() {
+  const view = state.view;
+  if (!view) return;
+  const hash = new URLSearchParams({run: view.runs[0]});
+  if (view.runs.length > 1) hash.set("overlay", view.runs.slice(1).join(","));
+  if (view.axis !== "step") hash.set("x", view.axis);
+  if (view.smoothing > 0) hash.set("smooth", String(view.smoothing));
+  if (view.removed.size) hash.set("hide", [...view.removed].join(","));
+  if (view.extra.length) hash.set("add", view.extra.join(","));
+  history.replaceState(null, "", "#" + hash.toString());
 }
 
 // --- routing: #run=A&overlay=B,C, #diff=A,B,C, #group=LABEL&runs=A,B, or the runs table ---------------
@@ -327,10 +278,14 @@ async function route() {
     if (!run) { $("where").textContent = "runs"; await loadRuns(); return; }
     const runs = [run, ...(hash.get("overlay") || "").split(",").filter((r) => r && r !== run)];
     $("where").textContent = runs.join(" vs ");
-    $("legend-runs").innerHTML = (runs.length > 1 ? runs.map((r, i) =>
-      `<span style="color:${PALETTE[(i * 3) % PALETTE.length]}">${i ? "- - " : "—— "}${escapeHtml(r)}</span>`).join(" ") : "") +
-      " &nbsp; marks: " + Object.entries(MARK_COLORS).map(([k, c]) => `<span style="color:${c}">┆${k}</span>`).join(" ");
-    state.view = new ChartsView(runs);
+    const axis = ["step", "epoch", "round", "ts"].includes(hash.get("x")) ? hash.get("x") : "step";
+    const asked = Number(hash.get("smooth"));
+    const smoothing = hash.has("smooth") && asked >= 0 && asked < 1 ? asked : savedSmoothing();
+    $("axis").value = axis;
+    $("smoothing").value = String(smoothing);
+    $("smoothing-value").textContent = smoothing.toFixed(2);
+    const list = (key) => (hash.get(key) || "").split(",").filter(Boolean);
+    state.view = new ChartsView(runs, {axis, smoothing, hide: list("hide"), add: list("add")});
     await state.view.open();
   } catch (err) { showError(err); }
 }
@@ -338,10 +293,21 @@ async function route() {
 function main() {
   $("auth").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("nissa-token", $("token").value); route(); });
   setupRuns();
-  $("axis").addEventListener("change", () => route());
+  $("axis").addEventListener("change", () => {
+    if (!state.view) return;
+    state.view.axis = $("axis").value;  // the URL says it, and the page opens again on it
+    writeUrl();
+    route();
+  });
+  $("smoothing").addEventListener("input", () => {
+    const weight = Number($("smoothing").value);
+    $("smoothing-value").textContent = weight.toFixed(2);
+    localStorage.setItem("nissa-smoothing", String(weight));
+    if (state.view) state.view.setSmoothing(weight);
+  });
   $("add-chart").addEventListener("click", () => {
     const name = $("picker").value;
-    if (name && state.view) state.view.add(name, [name]).catch(showError);
+    if (name && state.view) state.view.addByHand(name);
   });
   window.addEventListener("hashchange", route);
   route();

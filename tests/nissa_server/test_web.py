@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from leyline import EpochCompleted, PPOUpdate, RunStarted, SeedFossilized, make_event
+from tests.e2e.api import wait_for
 from tests.support import IngestClient
 
 pytestmark = pytest.mark.single_backend
@@ -115,25 +116,26 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
         page.check('tr[data-run-id="live-a"] input')
         page.check('tr[data-run-id="done-b"] input')
         page.click("#overlay")
-        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"][data-runs="done-b,live-a"]')
 
         page.goto(server_url + "/ui#run=live-a")
-        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"][data-points="12"]')
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"][data-points="12"]')
         assert page.locator(".chart").count() == 1, "no PPO update yet: no chart of it"
         page.wait_for_selector("#live:not([hidden])")
         live.epochs(12, 6)
-        page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="18"]')
+        page.wait_for_selector('.chart[data-title="accuracy"][data-points="18"]')
         page.wait_for_selector('.chart[data-title="policy loss"][data-points="6"]')  # its series appeared live
+        page.wait_for_selector('.chart[data-title="explained variance"][data-points="6"]')  # the last to be added
         titles = page.locator(".chart").evaluate_all("els => els.filter(e => !e.hidden).map(e => e.dataset.title)")
-        assert {"accuracy per env", "policy loss", "KL", "entropy", "explained variance"} <= set(titles)
+        assert {"accuracy", "policy loss", "KL", "entropy", "explained variance"} <= set(titles)
         assert page.evaluate("window.nissa.view.markers.map(m => m.kind)") == ["fossilized"]
 
         page.goto(server_url + "/ui#run=done-b&overlay=live-a")
-        page.wait_for_selector('.chart[data-title="accuracy per env"][data-runs="done-b,live-a"]')
-        assert _points(page, "accuracy per env") == 18 + 12
+        page.wait_for_selector('.chart[data-title="accuracy"][data-runs="done-b,live-a"]')
+        assert _points(page, "accuracy") == 18 + 12
         page.wait_for_selector("#live:not([hidden])")
         live.epochs(18, 2)  # a live run overlaid on a finished one still grows
-        page.wait_for_selector(f'.chart[data-title="accuracy per env"][data-points="{20 + 12}"]')
+        page.wait_for_selector(f'.chart[data-title="accuracy"][data-points="{20 + 12}"]')
         assert outside == [] and errors == []
         page.close()
     finally:
@@ -164,8 +166,6 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
             run.log({"loss": math.nan if i == 2 else 1.0 / (i + 1), "lr": 0.1})
         run.runtime.hub.flush(10)
         # The runs' summaries come from the series pass, about a second after their events; the table reads them once.
-        from tests.e2e.api import wait_for
-
         wait_for(lambda: "lr{rank=0}" in httpx.get(f"{server_url}/runs/{run.run_id}").json().get("metrics", {}), 30,
                  "the run's summary")
         page, outside, errors = _page(browser, server_url)
@@ -191,22 +191,22 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
 
         page.select_option("#axis", "step")
         page.goto(server_url + f"/ui#run=esper-x&overlay={run.run_id}")
-        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"]')
-        assert _titles(page)[:3] == ["loss", "lr", "accuracy per env"]
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"]')
+        assert _titles(page)[:3] == ["loss", "lr", "accuracy"]
         assert _note(page, "loss").startswith("not in esper-x")
-        acc = page.locator('.chart[data-title="accuracy per env"]')
-        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy per env") == f"not in {run.run_id}"
+        acc = page.locator('.chart[data-title="accuracy"]')
+        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy") == "not in loop", "the run by its name"
         assert acc.get_attribute("data-marks") == "1", "esper-x's fossilized seed"
         assert page.locator('.chart[data-title="loss"]').get_attribute("data-marks") == "0", "none on a series it lacks"
         page.wait_for_selector("#live:not([hidden])")
-        page.click('.chart[data-title="lr"] button')  # removed: the next listing does not bring it back
+        page.click('.chart[data-title="lr"] button[title="remove"]')  # removed: the next listing does not bring it back
         run.step()
         run.log({"val_loss": 0.5})  # a metric that first appears live gets its chart, after the others
         run.runtime.hub.flush(10)
         page.wait_for_selector('.chart[data-title="val_loss"][data-points="1"]')
-        assert _titles(page)[:3] == ["loss", "val_loss", "accuracy per env"]
+        assert _titles(page)[:3] == ["loss", "val_loss", "accuracy"]
         page.select_option("#axis", "ts")  # overlaid on wall time: each run from its own start
-        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy per env"]')
+        page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"]')
         first_x = page.evaluate("window.nissa.view.charts.map(c => [c.title, c.plot.data[0][0]])")
         assert all(0 <= x < 60 for _, x in first_x), first_x
         assert outside == [] and errors == []
@@ -228,10 +228,10 @@ def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
             assert httpx.get(url + "/runs/guarded/series").status_code == 401
             page.fill("#token", TOKEN)
             page.click("#auth button")
-            page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="4"]')
+            page.wait_for_selector('.chart[data-title="accuracy"][data-points="4"]')
             page.wait_for_selector("#live:not([hidden])")  # the websocket took the token too
             live.epochs(4, 2)
-            page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="6"]')
+            page.wait_for_selector('.chart[data-title="accuracy"][data-points="6"]')
             assert outside == [] and errors == []
             page.close()
         finally:
@@ -279,6 +279,6 @@ def test_a_chart_reads_every_page_of_a_series_reply(browser, tmp_path):
         assert 'rel="next"' in reply.headers.get("link", "") and len(reply.json()["series"]) < 10
         page, outside, errors = _page(browser, url)
         page.goto(url + "/ui#run=paged")
-        page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="40"]')
+        page.wait_for_selector('.chart[data-title="accuracy"][data-points="40"]')
         assert outside == [] and errors == []
         page.close()

@@ -107,3 +107,30 @@ def test_a_name_first_seen_live_is_wanted_when_a_chart_takes_it_and_waits_for_it
     assert ACC in data.wanted and data.needs_history("r") == [ACC] and not data.tracks
     data.load_history("r", ACC, _history([10], [0.1]))  # the history holds that point: shown once
     assert data.tracks_of(ACC)[0].x == [10]
+
+
+def test_a_legend_keeps_the_full_series_name_and_a_pattern_chart_its_distinct_part():
+    from leyline.charts import DEFAULT_CHARTS, ChartDef
+    from tui.chart_data import Track
+    from tui.widgets.chart import ChartPanel
+
+    val = Track(run_id="r", key="val.loss{rank=0}", name="val.loss", labels={"rank": "0"})
+    assert val.label_text == "val.loss", "not 'loss': that is another series of the run"
+    assert ChartPanel(ChartDef.of_name("val.loss"))._short(val) == "val.loss"
+    head = Track(run_id="r", key="ppo_update.entropy.op{rank=0}", name="ppo_update.entropy.op", labels={"rank": "0"})
+    entropy = next(c for c in DEFAULT_CHARTS if c.title == "entropy")
+    assert ChartPanel(entropy)._short(head) == "op"
+
+
+def test_a_chart_is_loading_until_its_runs_series_are_known_then_says_what_it_lacks():
+    from leyline.charts import ChartDef
+    from tui.widgets.chart import ChartPanel, ChartView
+
+    data = SeriesSet("step")
+    data.runs_expected = {"r"}
+    panel = ChartPanel(ChartDef.of_name("val.loss"))
+    assert panel._empty_reason(data, ChartView()) == "loading…", "not 'no such series' before the listing"
+    data.listed.add("r")
+    assert panel._empty_reason(data, ChartView()) == "no such series in this run"
+    data.reset("epoch")  # another x axis keeps what is known of the runs
+    assert data.listed == {"r"} and data.runs_expected == {"r"}

@@ -15,7 +15,8 @@ from tests.tui.test_live import console, until
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen
-from tui.widgets.chart import DEFAULT_CHARTS, ChartPanel
+from leyline.charts import DEFAULT_CHARTS
+from tui.widgets.chart import ChartPanel
 
 
 def title(panel: ChartPanel) -> str:

@@ -81,9 +81,9 @@ def test_views_compare_equal_when_nothing_changed():
 
 
 @pytest.mark.parametrize(("silence", "status", "expected"), [
-    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"),
+    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"), (1.0, "lost", "LOST"), (None, "lost", "LOST"),
     (60.0, "finished", "FINISHED"), (60.0, "interrupted", "FINISHED"), (60.0, "failed", "FINISHED"),
-    (60.0, "lost", "STALE"), (60.0, "a-status-from-a-newer-server", "STALE"),
+    (60.0, "lost", "LOST"), (60.0, "a-status-from-a-newer-server", "STALE"),
 ])
 def test_staleness(silence, status, expected):
     assert staleness(silence, status, StaleThresholds(slow_s=5, stale_s=15)) == expected
@@ -109,6 +109,19 @@ def test_header_view_reports_hub_health():
     state.apply_all(scripted_run(epochs=8))
     view = header_view(state, "connected", "LIVE", 0)
     assert view.hub_queue is not None and view.hub_reconnects == 0 and view.rate is not None
+
+
+def test_a_loops_metric_steps_are_folded_into_a_count_and_other_events_keep_their_lines():
+    from leyline import Metrics, RunStarted, make_event
+
+    state = RunState("loop-run")
+    events = [make_event(RunStarted(name="loop", config={}), run_id="loop-run", seq=1, ts=1.0)]
+    events += [make_event(Metrics(values={"loss": 1.0 / s}), run_id="loop-run", seq=s + 1, ts=1.0 + s, step=s)
+               for s in range(1, 40)]
+    for event in events:
+        state.apply(event)
+    assert state.metric_steps == 39 and state.events_total == 40
+    assert len(state.log) == 1 and "loop" in state.log[0].plain, "run_started keeps its line"
 
 
 def test_a_window_that_recorded_no_operator_does_not_hide_the_last_useful_one():

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from leyline import Event, RunFinished
+from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS
 from leyline.series import X_AXES, kind_of_name, x_of
 
 from tui.chart_data import LocalSeries, SeriesSet
@@ -22,13 +23,12 @@ from tui.safe_text import plain
 from tui.screens.chart_feed import ChartFeed
 from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
 from tui.screens.series_picker import SeriesPicker
-from tui.widgets.chart import DEFAULT_CHARTS, MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
+from tui.widgets.chart import MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
 
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
-OWN_CHARTS = 12  # a loop's own metrics charted by themselves at most; any other is a chart away (a)
 
 
 class ChartScreen(ChartFeed, Screen[None]):
@@ -63,6 +63,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.run_ids = list(dict.fromkeys(run_ids))
         self.runs: dict[str, RunSummary] = {}
         self.data = SeriesSet()
+        self.data.runs_expected = {r for r in self.run_ids if r not in (local or {})}
         self.view = ChartView(by_run=len(self.run_ids) > 1)
         self.local: dict[str, LocalSeries] = {run: LocalSeries(run, events) for run, events in (local or {}).items()}
         self._drawn: tuple[object, ...] | None = None
@@ -137,6 +138,7 @@ class ChartScreen(ChartFeed, Screen[None]):
     def on_run_known(self, message: RunKnown) -> None:
         run = message.run
         self.runs[run.run_id] = run
+        self.data.listed.add(run.run_id)
         if message.names is None:
             self.local[run.run_id] = LocalSeries(run.run_id, [])
             self.local[run.run_id].fill(self.data)

@@ -10,7 +10,6 @@ draws what it is given.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,58 +19,15 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual_plot import HiResMode, PlotWidget
 
+from leyline.charts import ChartDef
 from leyline.series import Marker, x_of
 
 from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
 from tui.safe_text import plain, run_text
 
 
-@dataclass(frozen=True)
-class ChartSpec:
-    """A chart: its title, the series names it draws (``*`` patterns allowed), which way is better."""
-
-    title: str
-    names: tuple[str, ...]
-    higher_is_better: bool = True
-    group: str | None = None
-    """A group of charts shown only where the run has their series (``System``); None: the run's own."""
-
-    def matches(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
-
-    @classmethod
-    def of_name(cls, name: str) -> ChartSpec:
-        lower = any(word in name for word in ("loss", "kl", "_ms", "norm", "dropped", "depth"))
-        return cls(name, (name,), higher_is_better=not lower)
-
-
-SYSTEM_CHARTS: tuple[ChartSpec, ...] = tuple(ChartSpec(f"System · {title}", names, higher, group="System") for
-                                             title, names, higher in (
-    ("GPU utilization %", ("system.gpu.utilization",), True),
-    ("GPU memory %", ("system.gpu.memory_percent",), False),
-    ("GPU power W", ("system.gpu.power_w",), False),
-    ("GPU temperature °C", ("system.gpu.temperature_c",), False),
-    ("GPU SM clock MHz", ("system.gpu.sm_clock_mhz",), True),
-    ("CPU %", ("system.cpu.percent", "system.cpu.process_percent"), True),
-    ("memory %", ("system.memory.percent",), False),
-    ("process RSS bytes", ("system.memory.process_rss_bytes",), False),
-    ("disk bytes/s", ("system.disk.*",), False),
-    ("network bytes/s", ("system.network.*",), False),
-))
-"""The machine under a run (``system.*`` series, sampled by the client library): shown where a run has them."""
-
-DEFAULT_CHARTS: tuple[ChartSpec, ...] = (
-    ChartSpec("accuracy", ("epoch_completed.accuracy",)),
-    ChartSpec("return", ("ppo_update.episode_return",)),
-    ChartSpec("policy loss", ("ppo_update.policy_loss",), higher_is_better=False),
-    ChartSpec("value loss", ("ppo_update.value_loss",), higher_is_better=False),
-    ChartSpec("KL", ("ppo_update.approx_kl",), higher_is_better=False),
-    ChartSpec("entropy", ("ppo_update.entropy.*",)),
-    ChartSpec("explained variance", ("ppo_update.explained_variance",)),
-    ChartSpec("env-epochs/s", ("phase_timing.env_epochs_per_s",)),
-    *SYSTEM_CHARTS,
-)
-"""What an Esper run is watched by, then the machine; any other series is a chart away (the screen's picker)."""
+ChartSpec = ChartDef
+"""A chart: leyline's definition (``leyline.charts``), the one the web page is served."""
 
 PALETTE = ("#4ea8ff", "#ff9f1c", "#5fd75f", "#e05fe0", "#ffd75f", "#ff5f5f", "#2ed3d3", "#b0b0b0")
 MARKER_STYLE = {"command": "#d7af00", "anomaly": "#ff3030", "fossilized": "#00c000", "pruned": "#c000c0",
@@ -191,11 +147,26 @@ class ChartPanel(Widget, can_focus=True):
         names = self.names(data)
         if any(data.tracks_of(name) for name in names):  # read, but none of its points has this x
             return f"no point of this series has a {view.axis} (x: another x axis)"
+        if not data.runs_expected <= data.listed:  # a run's series not known yet: not "no such series"
+            return "loading…"
         return "no points yet" if data.wanted & set(names) else "no such series in this run"
+
+    def _short(self, track: Track) -> str:
+        """A track's legend: its labels, else its series as the chart names it: a chart of one series by
+        its title (``val.loss`` whole, never ``loss``; ``policy loss``), a pattern chart by what its pattern
+        leaves (``op`` in the entropy chart of ``ppo_update.entropy.*``)."""
+        text = track.label_text
+        if text == track.name and not any("*" in p for p in self.spec.names):
+            return self.spec.title
+        for pattern in self.spec.names:
+            head = pattern.partition("*")[0]
+            if "*" in pattern and text.startswith(head) and len(text) > len(head):
+                return text[len(head):]
+        return text
 
     def _title_entry(self, title: Text, track: Track, colour: str, x: np.ndarray, y: np.ndarray,
                      view: ChartView, run_names: dict[str, str], count: int, alone: bool) -> None:
-        name = track.label_text
+        name = self._short(track)
         if view.by_run:
             run = run_names.get(track.run_id, track.run_id)
             name = run if alone else f"{run} {name}"

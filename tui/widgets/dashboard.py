@@ -150,7 +150,8 @@ class RunDashboard(Vertical):
             if fresh:
                 log.add(list(state.log)[-fresh:])
         self._rendered_total = state.logged_total
-        log.border_title = run_text(f"events ({state.events_total:,})" + (
+        folded = f", {state.metric_steps:,} metric steps folded" if state.metric_steps else ""
+        log.border_title = run_text(f"events ({state.events_total:,}{folded})" + (
             f" filter: {log.log_filter.text}" if log.log_filter.text else ""))
 
     def next_panel(self) -> str:

@@ -15,6 +15,7 @@ STALENESS_STYLE = {
     "LIVE": "bold black on green",
     "SLOW": "bold black on yellow",
     "STALE": "bold white on red",
+    "LOST": "bold white on red",
     "FINISHED": "bold white on blue",
     "REPLAY": "bold white on magenta",
     "WAITING": "bold white on grey37",
