@@ -34,7 +34,8 @@ OWN_CHARTS = 12  # a loop's own metrics charted by themselves at most; any other
 class ChartScreen(ChartFeed, Screen[None]):
     """Charts over the whole run; ``+``/``-`` zoom and ←/→ pan every chart's x together, ``0`` shows
     the whole run again (and follows live points), ``s`` smooths, ``b`` draws best-so-far, ``x`` changes
-    the x axis, ``l`` picks one label (env) to show, ``a`` adds a chart of any series."""
+    the x axis, ``l`` picks one label (env) to show, ``a`` adds a chart of any series, ``d`` shows the
+    first run's distributions (bands over steps, the histogram at a step)."""
 
     BINDINGS = [
         Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
@@ -47,6 +48,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         Binding("x", "axis", "x axis"),
         Binding("l", "label", "label"),
         Binding("a", "add_chart", "add…"),
+        Binding("d", "distributions", "distributions"),
         Binding("backspace", "remove_chart", "remove", show=False),
         Binding("down", "app.focus_next", "next chart", show=False),
         Binding("up", "app.focus_previous", "previous chart", show=False),
@@ -338,6 +340,15 @@ class ChartScreen(ChartFeed, Screen[None]):
             self._own = [p for p in self._own if p is not panel]
             panel.ready = False  # its plot and title go first, while it is still on the screen: not drawn meanwhile
             panel.remove()
+
+    def action_distributions(self) -> None:
+        from tui.screens.distributions import DistributionScreen
+
+        run_id = self.run_ids[0]
+        if run_id in self.local or self.watch_app.client is None:
+            self.app.notify("distributions are read from the server: this run is a local log")
+            return
+        self.app.push_screen(DistributionScreen(run_id))
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
