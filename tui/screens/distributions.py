@@ -104,6 +104,8 @@ class DistributionPanel(Widget, can_focus=True):
         for k, shade in ((0, SHADES[0]), (1, SHADES[1]), (2, SHADES[2]), (3, SHADES[2])):
             lo, hi = q[:, k], q[:, -1 - k]
             plot.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, marker_style=shade, hires_mode=HiResMode.HALFBLOCK)
+            for edge in (lo, hi):  # the band's edges, continuous between the steps' strokes
+                plot.plot(x, edge, line_style=shade, hires_mode=HiResMode.BRAILLE)
         plot.plot(x, q[:, 4], line_style=f"bold {BAND}", hires_mode=HiResMode.BRAILLE)  # the median
         low, high = float(q[:, 0].min()), float(q[:, -1].max())
         pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
