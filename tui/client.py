@@ -24,11 +24,11 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
-from leyline.payloads_histogram import HistogramsReply
 from leyline.outcome import RunOutcome
 from leyline.summaries import MetricSummary
 from leyline.payloads import Scalar
 from leyline.series import Marker
+from tui.client_histograms import HistogramReads
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 
 logger = logging.getLogger(__name__)
@@ -152,9 +152,6 @@ _command_decoder = msgspec.json.Decoder(CommandRecord)
 _markers_decoder = msgspec.json.Decoder(list[Marker])
 _groups_decoder = msgspec.json.Decoder(GroupsReply)
 _bands_decoder = msgspec.json.Decoder(BandsReply)
-_histograms_decoder = msgspec.json.Decoder(HistogramsReply)
-HISTOGRAM_COUNTS = "histogram.histograms.count"
-"""The series each distribution's count makes, labelled with its name (``histogram=<name>``)."""
 _diff_decoder = msgspec.json.Decoder(ConfigDiff)
 
 
@@ -170,7 +167,7 @@ def _reason(response: httpx.Response) -> str:
     return str(detail)[:300]
 
 
-class NissaClient:
+class NissaClient(HistogramReads):
     """REST calls of the console; every failure surfaces as ``ApiError`` with a readable reason."""
 
     def __init__(self, config: ClientConfig) -> None:
@@ -223,18 +220,6 @@ class NissaClient:
         """Names of a run's series (``GET /runs/{id}/series``)."""
         items = (await self._request("GET", f"/runs/{run_id}/series")).json()
         return sorted({str(item["name"]) for item in items})
-
-    async def histogram_names(self, run_id: str) -> list[str]:
-        """Names of a run's distributions: the ``histogram`` label of the series their counts make."""
-        items = (await self._request("GET", f"/runs/{run_id}/series")).json()
-        return sorted({str(item["labels"]["histogram"]) for item in items if item.get("name") == HISTOGRAM_COUNTS
-                       and isinstance(item.get("labels"), dict) and "histogram" in item["labels"]})
-
-    async def histograms(self, run_id: str, name: str, max_steps: int, rank: int = 0) -> HistogramsReply:
-        """One name's distributions over the run's steps (``GET /runs/{id}/histograms/{name}``), one rank's."""
-        path = f"/runs/{run_id}/histograms/{quote(name, safe='/')}"
-        response = await self._request("GET", path, params={"max_steps": max_steps, "rank": rank})
-        return _histograms_decoder.decode(response.content)
 
     async def series(self, run_id: str, name: str, x: str, max_points: int) -> list[dict]:
         """Every label set of one series, downsampled: ``key``, ``labels``, ``x``, ``y`` each."""
