@@ -55,7 +55,7 @@ def _bar(total: int | None, what: str) -> Any:
     """A progress bar on stderr where it is a terminal; None elsewhere (a line per run is the progress there)."""
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     return tqdm(total=total, desc=what, unit="run", file=sys.stderr, leave=False, dynamic_ncols=True)
 

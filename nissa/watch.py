@@ -17,9 +17,13 @@ import torch
 from leyline import DebugLayerStats, Histograms, Payload, TelemetryLevel
 from nissa.histogram import Histogram, distributions, launch_histograms
 from nissa.integrations.names import metric_name
-from nissa.telemetry.debug_stats import (MAX_DEBUG_DISTRIBUTIONS, PendingLayers, debug_histogram_payloads,
-                                         launch_layer_stats, layer_histograms)
-
+from nissa.telemetry.debug_stats import (
+    MAX_DEBUG_DISTRIBUTIONS,
+    PendingLayers,
+    debug_histogram_payloads,
+    launch_layer_stats,
+    layer_histograms,
+)
 from nissa.telemetry.readback import read_all
 
 HISTOGRAM_MODES = {"parameters": ("parameters",), "gradients": ("gradients",), "all": ("parameters", "gradients")}

@@ -17,7 +17,6 @@ from collections.abc import Iterable
 import torch
 
 from leyline import DebugLayerStats, Histograms, LayerStat, TelemetryLevel
-
 from nissa.histogram import Histogram, PendingHistograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import StreamFence, read_all
