@@ -19,6 +19,7 @@ for descending (``-val_loss.best,name``).
 from __future__ import annotations
 
 import datetime
+import math
 from dataclasses import dataclass
 
 from leyline.enums import RunStatus
@@ -158,9 +159,9 @@ def _number(text: str, position: int, field: Field) -> float:
         except ValueError:
             raise QueryError(f"{field.name} takes unix seconds or an ISO date, not {text!r}", position) from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.timezone.utc)
+            when = when.replace(tzinfo=datetime.UTC)
         return when.timestamp()
-    if value is None or value != value:
+    if value is None or math.isnan(value):
         raise QueryError(f"{text!r} is not a number", position)
     return value
 

@@ -26,6 +26,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from leyline.text import visible
+
 TABLE_METRICS = 6
 """Metric columns a table shows unless ``--metric`` names them."""
 TABLE_CONFIG = 4
@@ -157,8 +159,8 @@ def _cell(value: object) -> str:
 
 
 def _text(value: str) -> str:
-    """A run's text as data: control characters (escape sequences among them) shown as ``?``."""
-    return "".join("?" if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in value)
+    """A run's text as data: control characters (escape sequences among them) shown as visible stand-ins (``␛``)."""
+    return visible(value, one_line=True)
 
 
 def _table(rows: list[list[str]]) -> None:

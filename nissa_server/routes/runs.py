@@ -10,8 +10,7 @@ from urllib.parse import urlencode
 import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from leyline import CommandRecord, Event, EventKind, RunStatus
-from leyline import query
+from leyline import CommandRecord, Event, EventKind, RunStatus, query
 from leyline.events import MAX_INT
 from leyline.query import Clause, Field, SortKey
 from leyline.summaries import RunPatch

@@ -4,6 +4,8 @@ reads an index rather than every run's config."""
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from leyline.payloads import RunStarted, Scalar
@@ -45,7 +47,7 @@ def param_row(run_key: int, key: str, value: Scalar) -> tuple[int, str, float | 
         return run_key, key, None, "true" if value else "false"
     if isinstance(value, (int, float)):
         number = float(value)
-        return run_key, key, (None if number != number else number), None
+        return run_key, key, (None if math.isnan(number) else number), None
     return run_key, key, None, value
 
 

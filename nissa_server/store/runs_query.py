@@ -8,6 +8,7 @@ answers, so a page of a lab's runs never reads a config or a point of a series.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from leyline.query import Clause, Field, SortKey
@@ -81,7 +82,7 @@ def _config_equal(values: tuple, args: list) -> str:
             number = float(value)
         except ValueError:
             number = None
-        if number is not None and number == number:
+        if number is not None and not math.isnan(number):
             tests.append("num = ?")
             args.append(number)
         else:

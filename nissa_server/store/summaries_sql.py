@@ -10,6 +10,7 @@ its series' last and best (``pinned``). NaN is no min, max or best; a NaN last i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -83,7 +84,7 @@ def _upsert(conn: Conn) -> str:
 
 
 def _number(value: float) -> float | None:
-    return None if value != value else value
+    return None if math.isnan(value) else value
 
 
 def _stats(values: np.ndarray) -> tuple[int, float | None, float | None, float | None]:

@@ -257,3 +257,28 @@ def test_every_file_of_the_page_is_package_data():
     from nissa_server.routes.web import _files
 
     assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())
+
+
+def test_a_chart_reads_every_page_of_a_series_reply(browser, tmp_path):
+    from tests.support import ingest_events
+    from tests.support.server import running_server
+
+    # A reply holds a page of bytes (here a few series); the page follows its Link to the rest.
+    with running_server(tmp_path, max_page_bytes=3_000) as url:
+        events = [make_event(RunStarted(name="paged", config={"policy": "ppo"}), run_id="paged", seq=1, ts=1.7e9,
+                             step=0, epoch=0)]
+        for epoch in range(4):
+            for env in range(10):
+                events.append(make_event(EpochCompleted(round=epoch, accuracy=0.1 * env, val_loss=1.0),
+                                         run_id="paged", seq=len(events) + 1, ts=1.7e9 + len(events), step=16 * epoch,
+                                         epoch=epoch, env=env))
+        sent = threading.Thread(target=lambda: asyncio.run(ingest_events(url, events)))  # beside Playwright's loop
+        sent.start()
+        sent.join(60)
+        reply = httpx.get(url + "/runs/paged/series/epoch_completed.accuracy")
+        assert 'rel="next"' in reply.headers.get("link", "") and len(reply.json()["series"]) < 10
+        page, outside, errors = _page(browser, url)
+        page.goto(url + "/ui#run=paged")
+        page.wait_for_selector('.chart[data-title="accuracy per env"][data-points="40"]')
+        assert outside == [] and errors == []
+        page.close()

@@ -120,7 +120,8 @@ def declaration(click_dir: Path, run_id: str = "") -> RunStarted:
     """The run's own declaration: name, config keys and values, commands with hostile help and defaults."""
     spec = CommandSpec(name="set_lr", help="h", args=[ArgSpec(name="value", type="str", help="h", required=False,
                                                              default="d")])
-    return poisoned(RunStarted(name="n", config={"k": "v", "lr": 0.1, "opt.x": 1.0, "id": sum(map(ord, run_id))}, commands=[spec]), click_dir)
+    config = {"k": "v", "lr": 0.1, "opt.x": 1.0, "id": sum(map(ord, run_id))}  # "id": two runs' configs differ
+    return poisoned(RunStarted(name="n", config=config, commands=[spec]), click_dir)
 
 
 def hostile_events(run_id: str, click_dir: Path, *, ts0: float = 1.7e9, server_alerts: bool = True,

@@ -50,6 +50,8 @@ def test_a_run_id_whose_log_is_not_a_run_log(capsys, tmp_path):
     (["--log-every", "-1"], "--log-every"), (["--rounds", "many"], "--rounds"),
     (["--task", "cifar10", "--data-dir", "/nonexistent-cifar"], "--data-dir"),
     (["--straggler-factor", "1"], "--straggler-factor"), (["--rank-timeout", "0"], "--rank-timeout"),
+    (["--tag", "has blank"], "--tag"), (["--group", "a/b c"], "--group"), (["--project", "x" * 129], "--project"),
+    (["--notes", "n" * 4001], "--notes"),
 ])
 def test_bad_values_name_their_flag_in_one_line(capsys, tmp_path, argv, flag):
     assert flag in _one_line_error(capsys, ["--log-dir", str(tmp_path), *TINY, *argv])

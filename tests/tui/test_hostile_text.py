@@ -1,10 +1,11 @@
 """The console never interprets what a run wrote. A run whose every text (its name, config keys and values,
 command help, labels, series names, messages, results, alerts) carries console markup (``[/]``, ``[@click=…]``
 actions, ``[link=…]``), terminal sequences (OSC 52, OSC 8, CSI clear-screen, window titles, a C1 CSI) and HTML is
-opened on every screen: runs table, config diff, charts and their series picker, the live run view, its alerts,
-forms and stacks, the replay of a local run log and its charts. On each: the console did not crash, no action ran
-(the screenshot a click action would write is not there, the app still runs), no click action or hyperlink from
-the run is on screen, and what Textual would write to the terminal holds no control character of the run's.
+opened on every screen: runs table and its edit form, config diff, charts and their series picker, the live run
+view, its alerts, forms and stacks, the replay of a local run log and its charts. On each: the console did not
+crash, no action ran (the screenshot a click action would write is not there, the app still runs), no click action
+or hyperlink from the run is on screen, and what Textual would write to the terminal holds no control character
+of the run's.
 
 Through a server, control characters are stored as U+FFFD; the store is then rewritten as a server of before that
 rule may have left it (control characters back in names, configs and events, a run started at ts 1e300), so that
@@ -35,6 +36,7 @@ from tui.screens.config_diff import ConfigDiffScreen
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
 from tui.screens.forms import ConfirmStop, EscalateForm
 from tui.screens.replay import ReplayScreen
+from tui.screens.run_edit import RunEditScreen
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
 from tui.screens.series_picker import SeriesPicker
@@ -119,6 +121,11 @@ async def test_the_runs_table_config_diff_overlay_and_replay_of_hostile_runs(tmp
             await check(pilot, app, click_dir, "runs table")
             await pilot.click(DataTable, offset=(30, 0))  # a header: the run's config keys are columns
             await check(pilot, app, click_dir, "runs table sorted")
+            await pilot.press("e")  # its name and notes, to edit
+            await until(pilot, lambda: isinstance(app.screen, RunEditScreen), "edit form")
+            await check(pilot, app, click_dir, "edit form")
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is picker, "edit form closed")
 
             await pilot.press("space", "down", "space", "equals_sign")
             diff = await until(pilot, lambda: isinstance(app.screen, ConfigDiffScreen) and app.screen.diff

@@ -115,7 +115,8 @@ class ProfilePanel(Static):
         for name in ("calls", "cpu ms", "self ms", *(("cuda ms",) if cuda else ())):
             table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
         for op in v.top_ops:
-            cells: list[RenderableType] = [run_text(op.name), str(op.calls), f"{op.cpu_time_us / 1e3:.2f}", f"{op.self_cpu_time_us / 1e3:.2f}"]
+            cells: list[RenderableType] = [run_text(op.name), str(op.calls), f"{op.cpu_time_us / 1e3:.2f}",
+                                           f"{op.self_cpu_time_us / 1e3:.2f}"]
             if cuda:
                 cells.append("—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}")
             table.add_row(*cells)

@@ -1,0 +1,28 @@
+"""What the server stores in place of a control character, and how a viewer shows one that reaches it."""
+
+import msgspec
+import pytest
+
+from leyline.text import has_control, scrub, visible
+from nissa_server.batches import _stored
+
+CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0))]
+
+
+def test_scrub_replaces_every_control_character_but_tab_newline_and_carriage_return():
+    assert scrub("".join(CONTROLS)) == "\ufffd" * len(CONTROLS)
+    assert scrub("a\tb\nc\r") == "a\tb\nc\r" and not has_control("a\tb\nc\r é°µ")
+
+
+def test_visible_shows_each_control_character_and_on_one_line_breaks_too():
+    assert visible("\x1b]52;c;QQ==\x07\x9b2J\x7f") == "\u241b]52;c;QQ==\u2407<9B>2J\u2421"
+    assert visible("a\nb\tc") == "a\nb\tc"
+    assert visible("a\nb\tc\r\u2028", one_line=True) == "a\u240ab\u2409c\u240d\u21b5"
+    assert not any(has_control(visible(c)) for c in CONTROLS)
+
+
+@pytest.mark.parametrize("text", ["".join(CONTROLS), "\\" + "".join(CONTROLS), "\\\\u001b", "a\\b", "\\\x1b", "é\x9b"])
+def test_the_stored_json_is_the_json_of_the_scrubbed_text(text):
+    # What ingest does to encoded JSON (escaped or raw control characters) is what scrub does to the text.
+    body = msgspec.json.encode({text: [text]})
+    assert msgspec.json.decode(_stored(body)) == {scrub(text): [scrub(text)]}
