@@ -57,7 +57,8 @@ def _bar(total: int | None, what: str) -> Any:
         return None
     from tqdm import tqdm  # type: ignore[import-untyped]
 
-    return tqdm(total=total, desc=what, unit="run", file=sys.stderr, leave=False, dynamic_ncols=True)
+    return tqdm(total=total, desc=what, unit="run", file=sys.stderr, leave=False, dynamic_ncols=True,
+                mininterval=0, miniters=1)  # a run is slow to import: each one redraws the bar
 
 
 def _walk(dirs: list[pathlib.Path]) -> Iterator[pathlib.Path]:

@@ -173,7 +173,7 @@ class DistributionScreen(Screen[None]):
         title = self.query_one("#dist-title", Static)
         box = self.query_one("#distributions", VerticalScroll)
         try:
-            names = await client.histogram_names(self.run_id)
+            names = sorted(await client.histogram_names(self.run_id), key=lambda n: (n.startswith("debug/"), n))
             title.update(Text.assemble(run_text(self.run_id, "bold"),
                                        f": {len(names)} distributions" + (f", the first {MAX_PANELS} shown"
                                                                            if len(names) > MAX_PANELS else ""),
