@@ -48,11 +48,11 @@ class ChartScreen(ChartFeed, Screen[None]):
         Binding("x", "axis", "x axis"),
         Binding("l", "label", "label"),
         Binding("a", "add_chart", "add…"),
-        Binding("d", "distributions", "distributions"),
         Binding("backspace", "remove_chart", "remove", show=False),
         Binding("down", "app.focus_next", "next chart", show=False),
         Binding("up", "app.focus_previous", "previous chart", show=False),
         Binding("escape", "back", "back"),
+        Binding("d", "distributions", "distributions"),
     ]
     DEFAULT_CSS = """
     ChartScreen #chart-head { height: 1; padding: 0 1; background: $boost; }
