@@ -15,7 +15,8 @@ import argparse
 import os
 import pathlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from nissa.hub.upload import UploadResult
 from nissa.importer.runs import ImportedRun
@@ -50,8 +51,30 @@ def add_import(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     return p
 
 
+def _bar(total: int | None, what: str) -> Any:
+    """A progress bar on stderr where it is a terminal; None elsewhere (a line per run is the progress there)."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    return tqdm(total=total, desc=what, unit="run", file=sys.stderr, leave=False, dynamic_ncols=True,
+                mininterval=0, miniters=1)  # a run is slow to import: each one redraws the bar
+
+
+def _walk(dirs: list[pathlib.Path]) -> Iterator[pathlib.Path]:
+    """The event directories, with a bar while they are read (on a terminal)."""
+    bar = _bar(len(dirs), "reading")
+    for directory in dirs:
+        yield directory
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+
+
 def run_import(args: argparse.Namespace) -> int:
-    """Read the source, write each run's log, upload it; a line of progress per run on stderr."""
+    """Read the source, write each run's log, upload it: a line per run on stderr, and on a terminal a progress
+    bar under them while directories are read and runs uploaded."""
     from nissa.hub.rest import ServerUnavailable
     from nissa.importer import import_runs
     from nissa.importer.runs import SourceChanged
@@ -61,7 +84,7 @@ def run_import(args: argparse.Namespace) -> int:
         if args.source_kind == "tensorboard":
             from nissa.importer.tensorboard import read_runs as read_tb
 
-            runs = list(read_tb(args.logdir, args.project))
+            runs = list(read_tb(args.logdir, args.project, walk=_walk))
         else:
             from nissa.importer.csv_file import read_runs as read_csv
 
@@ -73,11 +96,18 @@ def run_import(args: argparse.Namespace) -> int:
         _say(f"{prog}: no event files under {args.logdir}")
         return 1
 
+    bar = _bar(len(runs), "uploading" if args.server else "writing")
+
     def progress(run: ImportedRun, i: int, results: list[UploadResult] | None) -> None:
         held = "" if results is None else (
             f", server holds {results[0].stored}/{results[0].events}" + ("" if results[0].complete else " INCOMPLETE"))
         n = len(run.points)
-        _say(f"[{i}/{len(runs)}] {run.name} -> {run.run_id}: {n} point{'' if n == 1 else 's'}{held}")
+        line = f"[{i}/{len(runs)}] {run.name} -> {run.run_id}: {n} point{'' if n == 1 else 's'}{held}"
+        if bar is None:
+            _say(line)
+        else:
+            bar.write(line, file=sys.stderr)  # above the bar, which stays the last line
+            bar.update(1)
 
     try:
         done = import_runs(runs, args.log_dir, args.server or None, args.token, args.timeout, on_run=progress)
@@ -90,6 +120,9 @@ def run_import(args: argparse.Namespace) -> int:
     except OSError as err:
         _say(f"{prog}: --log-dir {args.log_dir}: {err}")
         return 2
+    finally:
+        if bar is not None:
+            bar.close()
     return 0 if all(r is None or all(x.complete for x in r) for _, r in done) else 1
 
 

@@ -17,6 +17,7 @@ import torch
 
 from leyline import Distribution
 from leyline.payloads_histogram import MAX_BINS
+from nissa.telemetry.readback import StreamFence, read_all
 
 
 class Histogram:
@@ -53,24 +54,50 @@ def _launch(t: torch.Tensor, bins: int) -> torch.Tensor:
     return torch.cat([torch.stack([lo, hi]).to(torch.float64), n, counts])
 
 
+class PendingHistograms:
+    """Distributions launched on one device and not read yet: ``readback.read_all`` reads them together with
+    any other figures of the same collection (one device→host transfer for all)."""
+
+    def __init__(self, named: Sequence[tuple[str, Histogram]], indices: Sequence[int] = ()) -> None:
+        self.named = list(named)
+        self.indices = list(indices) or list(range(len(self.named)))
+        """Where each of ``named`` stood in what ``launch_histograms`` was given."""
+        launched = [_launch(h.values, h.bins) for _, h in self.named]
+        self._values = launched[0] if len(launched) == 1 else torch.cat(launched)
+        self._fence = StreamFence(self._values.device)
+        self.distributions: list[Distribution] | None = None
+
+    @property
+    def fence(self) -> StreamFence:
+        return self._fence
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self._values
+
+    def absorb(self, values: list[float]) -> None:
+        out, at = [], 0
+        for name, h in self.named:
+            figures = values[at:at + h.bins + 4]
+            at += h.bins + 4
+            count = int(figures[2])
+            out.append(Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
+                                    count=count, nonfinite=int(figures[-1]),
+                                    bins=[int(c) for c in figures[3:3 + h.bins]]))
+        self.distributions = out
+
+
+def launch_histograms(named: Sequence[tuple[str, Histogram]]) -> list[PendingHistograms]:
+    """The distributions of ``named`` launched on their devices, one pending read per device; no sync."""
+    by_device: dict[torch.device, list[int]] = {}
+    for i, (_, h) in enumerate(named):
+        by_device.setdefault(h.values.device, []).append(i)
+    return [PendingHistograms([named[i] for i in group], group) for group in by_device.values()]
+
+
 def distributions(named: Sequence[tuple[str, Histogram]]) -> list[Distribution]:
     """The distributions of ``named``, launched on their devices and read back in one transfer per device."""
-    by_device: dict[torch.device, list[int]] = {}
-    launched = []
-    for i, (_, h) in enumerate(named):
-        launched.append(_launch(h.values, h.bins))
-        by_device.setdefault(h.values.device, []).append(i)
-    read: list[list[float]] = [[] for _ in named]
-    for indices in by_device.values():
-        flat = torch.cat([launched[i] for i in indices]).tolist()  # the one host sync of this device
-        at = 0
-        for i in indices:
-            size = named[i][1].bins + 4
-            read[i] = flat[at:at + size]
-            at += size
-    out = []
-    for (name, h), figures in zip(named, read):
-        count = int(figures[2])
-        out.append(Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
-                                count=count, nonfinite=int(figures[-1]), bins=[int(c) for c in figures[3:3 + h.bins]]))
-    return out
+    pending = launch_histograms(named)
+    read_all(pending)
+    found = {i: d for p in pending for i, d in zip(p.indices, p.distributions or [])}
+    return [found[i] for i in range(len(named))]

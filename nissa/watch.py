@@ -15,12 +15,18 @@ from collections.abc import Callable
 import torch
 
 from leyline import DebugLayerStats, Histograms, Payload, TelemetryLevel
-from nissa.histogram import Histogram, distributions
+from nissa.histogram import Histogram, distributions, launch_histograms
 from nissa.integrations.names import metric_name
-from nissa.telemetry.debug_stats import PendingLayers, launch_layer_stats
+from nissa.telemetry.debug_stats import (
+    MAX_DEBUG_DISTRIBUTIONS,
+    PendingLayers,
+    debug_histogram_payloads,
+    launch_layer_stats,
+    layer_histograms,
+)
+from nissa.telemetry.readback import read_all
 
 HISTOGRAM_MODES = {"parameters": ("parameters",), "gradients": ("gradients",), "all": ("parameters", "gradients")}
-from nissa.telemetry.readback import read_all
 
 
 class ModelWatch:
@@ -66,20 +72,27 @@ class ModelWatch:
         return payload
 
     def collect(self, step: int) -> list[DebugLayerStats]:
-        """At DEBUG, launch every due module's statistics and read them in one transfer; emit them."""
+        """At DEBUG, launch every due module's statistics and its layers' gradient and weight distributions,
+        read them all in one transfer; emit them (``debug_layer_stats``, and ``histogram`` events of
+        ``debug/<model>/gradients/<layer>`` and ``debug/<model>/weights/<layer>``)."""
         if not self._models or self._level() is not TelemetryLevel.DEBUG:
             return []
         pending: list[PendingLayers] = []
+        named: list[tuple[str, Histogram]] = []
         for name, model, every in self._models:
             if step % every == 0:
                 launched = launch_layer_stats(name, model.named_parameters())
                 if launched is not None:
                     pending.append(launched)
+                    named += layer_histograms(name, model.named_parameters())
         if not pending:
             return []
-        read_all(pending)
+        histograms = launch_histograms(named[:MAX_DEBUG_DISTRIBUTIONS])
+        read_all([*pending, *histograms])
         self.collections += 1
         payloads = [p for layers in pending for p in layers.payloads()]
         for payload in payloads:
             self._emit(payload)
+        for event in debug_histogram_payloads(histograms):
+            self._emit(event)
         return payloads

@@ -5,37 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
-import msgspec
-
 from leyline import Event, Histograms
-from leyline.payloads_histogram import quantiles
-
-
-class HistogramAt(msgspec.Struct):
-    """One distribution at one step of one rank: ``bins`` of equal width from ``min`` to ``max``."""
-
-    rank: int
-    step: int
-    epoch: int
-    ts: float
-    min: float | None
-    max: float | None
-    count: int
-    nonfinite: int
-    bins: list[int]
-    quantiles: list[float] | None
-    """The values at ``QUANTILES`` (0, 7, 16, 31, 50, 69, 84, 93 and 100%) of the finite ones: the bands a
-    distribution chart draws; None without a finite value."""
-
-
-class HistogramsReply(msgspec.Struct):
-    name: str
-    quantiles: list[float]
-    """The shares each histogram's ``quantiles`` are at."""
-    histograms: list[HistogramAt]
-    """In step order per rank, ranks in turn; at most ``max_steps`` a rank, evenly spread over the run."""
-    taken: int
-    """Distributions of the name the run holds (before downsampling)."""
+from leyline.payloads_histogram import HistogramAt, HistogramsReply, quantiles
 
 
 def pick(events: list[Event], name: str) -> list[HistogramAt]:

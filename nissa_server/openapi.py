@@ -20,7 +20,7 @@ from leyline.samples import sample_events
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 from leyline.series import Marker
 from leyline.summaries import RunPatch
-from nissa_server.histograms import HistogramsReply
+from leyline.payloads_histogram import HistogramsReply
 from nissa_server.series import SeriesInfo, SeriesReply
 from nissa_server.store.runs_page import RunSummary
 from nissa_server.schemas import (

@@ -28,6 +28,7 @@ from leyline.outcome import RunOutcome
 from leyline.summaries import MetricSummary
 from leyline.payloads import Scalar
 from leyline.series import Marker
+from tui.client_histograms import HistogramReads
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 
 logger = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ def _reason(response: httpx.Response) -> str:
     return str(detail)[:300]
 
 
-class NissaClient:
+class NissaClient(HistogramReads):
     """REST calls of the console; every failure surfaces as ``ApiError`` with a readable reason."""
 
     def __init__(self, config: ClientConfig) -> None:

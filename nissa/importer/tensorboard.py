@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import pathlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from leyline import Distribution, Histograms, TextLogged
@@ -33,11 +33,13 @@ def event_dirs(logdir: pathlib.Path) -> list[pathlib.Path]:
     return sorted(pathlib.Path(d) for d in io_wrapper.GetLogdirSubdirectories(str(logdir)))
 
 
-def read_runs(logdir: pathlib.Path, project: str | None = None) -> Iterator[ImportedRun]:
+def read_runs(logdir: pathlib.Path, project: str | None = None,
+              walk: Callable[[list[pathlib.Path]], Iterable[pathlib.Path]] = iter) -> Iterator[ImportedRun]:
     """One run per event directory under ``logdir``, in path order; a directory with nothing to import (the
-    empty event file a writer leaves where it only made another directory) is no run."""
+    empty event file a writer leaves where it only made another directory) is no run. ``walk`` goes over the
+    directories (a progress bar)."""
     logdir = logdir.resolve()
-    for directory in event_dirs(logdir):
+    for directory in walk(event_dirs(logdir)):
         rel = directory.relative_to(logdir)
         name = str(rel) if str(rel) != "." else logdir.name
         run = read_run(directory, name, project)

@@ -16,8 +16,9 @@ from collections.abc import Iterable
 
 import torch
 
-from leyline import DebugLayerStats, LayerStat, TelemetryLevel
-
+from leyline import DebugLayerStats, Histograms, LayerStat, TelemetryLevel
+from nissa.histogram import Histogram, PendingHistograms
+from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import StreamFence, read_all
 
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
@@ -131,6 +132,33 @@ def launch_layer_stats(model: str, named_params: Iterable[tuple[str, torch.nn.Pa
             return None
         rows = [_chunk_rows([p for _, p, _ in chunk], [g for _, _, g in chunk]) for chunk in _chunks(layers)]
         return PendingLayers(model, [name for name, _, _ in layers], rows[0] if len(rows) == 1 else torch.cat(rows))
+
+
+DEBUG_BINS = 32
+"""Bins of a debug window's per-layer distributions."""
+MAX_DEBUG_DISTRIBUTIONS = 2048
+"""Distributions one collection takes at most (a gradient and a weight of 1024 layers)."""
+DISTRIBUTIONS_PER_EVENT = 256
+"""Distributions one ``histogram`` event holds (well under the wire's per-event bound at ``DEBUG_BINS``)."""
+
+
+def layer_histograms(model: str, named_params: Iterable[tuple[str, torch.nn.Parameter]],
+                     bins: int = DEBUG_BINS) -> list[tuple[str, Histogram]]:
+    """Each layer's gradient and weight distributions to take beside its statistics (a layer with a gradient):
+    ``debug/<model>/gradients/<layer>`` and ``debug/<model>/weights/<layer>``, one chart each."""
+    out: list[tuple[str, Histogram]] = []
+    for name, p in named_params:
+        if p.grad is not None:
+            out.append((metric_name(f"debug/{model}/gradients/{name}"), Histogram(p.grad, bins)))
+            out.append((metric_name(f"debug/{model}/weights/{name}"), Histogram(p, bins)))
+    return out
+
+
+def debug_histogram_payloads(pending: Iterable[PendingHistograms]) -> list[Histograms]:
+    """``histogram`` payloads of distributions read (``read_all``), a few hundred an event."""
+    found = [d for p in pending for d in (p.distributions or [])]
+    return [Histograms(histograms=found[i: i + DISTRIBUTIONS_PER_EVENT])
+            for i in range(0, len(found), DISTRIBUTIONS_PER_EVENT)]
 
 
 def collect_layer_stats(named_params: Iterable[tuple[str, torch.nn.Parameter]]) -> list[LayerStat]:

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from leyline import decode_event
-from leyline.payloads_histogram import QUANTILES
+from leyline.payloads_histogram import QUANTILES, HistogramsReply
 from nissa_server.auth import require_read
-from nissa_server.histograms import HistogramsReply, downsample, pick, to_csv
+from nissa_server.histograms import downsample, pick, to_csv
 from nissa_server.openapi import error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
 from nissa_server.store import pages

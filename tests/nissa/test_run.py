@@ -144,6 +144,16 @@ def test_one_host_sync_per_log_and_one_per_debug_collection(run):
     run.finish()
     layers = [e.payload for e in _events(run) if e.kind is EventKind.DEBUG_LAYER_STATS]
     assert len(layers) == 3 and {lay.name for lay in layers[0].layers} == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    # the same collections took each layer's gradient and weight distributions, in the same one transfer
+    hists = [e for e in _events(run) if e.kind is EventKind.HISTOGRAM]
+    assert len(hists) == 3 and [e.step for e in hists] == [e.step for e in _events(run)
+                                                             if e.kind is EventKind.DEBUG_LAYER_STATS]
+    grad = {d.name: d for d in hists[-1].payload.histograms}
+    assert set(grad) == {f"debug/mlp/{kind}/{layer}" for kind in ("gradients", "weights")
+                         for layer in ("0.weight", "0.bias", "2.weight", "2.bias")}
+    assert grad["debug/mlp/weights/0.weight"].count == 8 * 16 and len(grad["debug/mlp/weights/0.weight"].bins) == 32
+    assert grad["debug/mlp/weights/0.weight"].max == pytest.approx(model[0].weight.max().item())
+    assert grad["debug/mlp/gradients/2.bias"].count == 1
 
 
 def test_init_names_the_argument_that_is_wrong(tmp_path):

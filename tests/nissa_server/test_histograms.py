@@ -33,3 +33,34 @@ def test_a_watched_models_distributions_over_steps(tmp_path, server_url):
     assert rows[0] == "rank,step,ts,bin,low,high,count" and len(rows) == 1 + 8 and rows[1].startswith("0,11,")
     assert httpx.get(f"{server_url}/runs/{run.run_id}/histograms/nothing").json()["histograms"] == []
     assert httpx.get(f"{server_url}/runs/nope/histograms/x").status_code == 404
+
+
+def test_a_debug_windows_layers_are_distributions_over_steps(tmp_path, server_url):
+    """A debug window of ``run.watch`` sends each layer's gradient and weight distributions beside its
+    ``debug_layer_stats``: one chart a layer, read like any distribution."""
+    import time
+
+    from leyline import Command, CommandAction
+
+    run = nissa.init(server=server_url, run_name="debug-hist", log_dir=tmp_path, system_metrics=False)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    run.watch(model, name="mlp")
+    run.runtime.commands.submit(Command(command_id="debug-1", run_id=run.run_id, action=CommandAction.DEBUG,
+                                        created_at=time.time(), epochs=3))
+    x = torch.randn(16, 4)
+    for _ in range(5):
+        with run.step():
+            model.zero_grad()
+            model(x).pow(2).mean().backward()
+    assert run.finish().complete
+    base = f"{server_url}/runs/{run.run_id}/histograms/debug/mlp"
+    grads = wait_for(lambda: (r := httpx.get(f"{base}/gradients/0.weight").json())["taken"] == 3 and r, 30,
+                     "the debug window's distributions")
+    assert [h["count"] for h in grads["histograms"]] == [32] * 3 and len(grads["histograms"][0]["bins"]) == 32
+    weights = httpx.get(f"{base}/weights/2.bias").json()["histograms"]
+    assert [h["step"] for h in weights] == [h["step"] for h in grads["histograms"]] and weights[0]["count"] == 1
+    series = {(s["name"], s["labels"].get("histogram")) for s in httpx.get(
+        f"{server_url}/runs/{run.run_id}/series").json()}
+    assert ("histogram.histograms.count", "debug/mlp/gradients/2.weight") in series  # how a viewer finds them
+    kinds = [e["kind"] for e in httpx.get(f"{server_url}/runs/{run.run_id}/events").json()]
+    assert kinds.count("debug_layer_stats") == 3  # kept as they were

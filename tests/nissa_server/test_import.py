@@ -102,3 +102,43 @@ def test_bad_sources_are_one_line(tmp_path, capsys):
     (tmp_path / "x.csv").write_text("step\n1\n")
     assert main(["import", "csv", str(tmp_path / "x.csv")]) == 2
     assert "no metric columns" in capsys.readouterr().err
+
+
+def test_a_progress_bar_on_a_terminal(tmp_path, server_url, monkeypatch):
+    """On a terminal, the lines per run are written above a progress bar (reading, then uploading)."""
+    import fcntl
+    import os
+    import struct
+    import termios
+    import threading
+
+    _write_tensorboard(tmp_path / "tb")
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal's 100 columns
+    seen = bytearray()
+
+    def drain() -> None:
+        while chunk := _read(master):
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    with os.fdopen(slave, "w", buffering=1) as tty:
+        monkeypatch.setattr("sys.stderr", tty)
+        argv = ["import", "tensorboard", str(tmp_path / "tb"), "--server", server_url, "--log-dir",
+                str(tmp_path / "imp")]
+        assert main(argv) == 0
+    reader.join(10)
+    os.close(master)
+    text = seen.decode(errors="replace")
+    assert "reading" in text and "uploading" in text and "3/3" in text and "100%" in text  # the bars
+    assert "[3/3] sweep/trial -> " in text and "[1/3] exp_a -> " in text
+
+
+def _read(fd: int) -> bytes:
+    import os
+
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # the terminal's other end closed
+        return b""

@@ -40,7 +40,8 @@ from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Se
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
-from nissa.telemetry.debug_stats import PendingLayers, debug_layer_payloads, launch_layer_stats
+from nissa.histogram import PendingHistograms, launch_histograms
+from nissa.telemetry.debug_stats import PendingLayers, debug_histogram_payloads, launch_layer_stats, layer_histograms
 from trainer.telemetry.epoch_checks import Finding
 from trainer.telemetry.flat import FlatRead, collect_flat
 from trainer.telemetry.ema import EMAConfig, GradientEMATracker
@@ -113,6 +114,8 @@ class SimicTelemetry:
         self.detector = AnomalyDetector(self.config.anomaly, escalate)
         self._pending: list[tuple[int, PendingGradients]] = []
         self._layers: list[tuple[int, PendingLayers]] = []
+        self._histograms: list[PendingHistograms] = []
+        """Each DEBUG layer's gradient and weight distributions, read with the layer stats."""
         self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
@@ -161,6 +164,8 @@ class SimicTelemetry:
                 layers = launch_layer_stats(scope, module.named_parameters())
                 if layers is not None:
                     self._layers.append((env, layers))
+                    self._histograms += launch_histograms(layer_histograms(_drift_scope(env, scope),
+                                                                           module.named_parameters()))
 
     def collect_flat(self, grads: FlatGradients) -> None:
         """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
@@ -178,10 +183,11 @@ class SimicTelemetry:
             return
         pending, self._pending = self._pending, []
         layers, self._layers = self._layers, []
+        histograms, self._histograms = self._histograms, []
         flat, self._flat_reads = self._flat_reads, []
         covered = set().union(*(f.covers for f in flat))
         read_all([*flat, *(p for _, p in pending if p.unread and id(p) not in covered),
-                  *(lay for _, lay in layers if id(lay) not in covered)])
+                  *(lay for _, lay in layers if id(lay) not in covered), *histograms])
         stats = [p.resolve() for _, p in pending]
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):
@@ -195,6 +201,8 @@ class SimicTelemetry:
         for env, lay in layers:
             for payload in lay.payloads():
                 self.hooks.emit(payload, env=env)
+        for distributions in debug_histogram_payloads(histograms):
+            self.hooks.emit(distributions)
 
     def forget_scope(self, env: int, scope: str) -> None:
         """A seed left its slot: the next one there starts a fresh gradient average and history."""
@@ -212,7 +220,12 @@ class SimicTelemetry:
         if level is not _DEBUG or self._policy_layers_done:
             return
         self._policy_layers_done = True
-        for payload in debug_layer_payloads(POLICY_SCOPE, policy.named_parameters(), level):
+        layers = launch_layer_stats(POLICY_SCOPE, policy.named_parameters())
+        if layers is None:
+            return
+        histograms = launch_histograms(layer_histograms(POLICY_SCOPE, policy.named_parameters()))
+        read_all([layers, *histograms])  # the stats and the distributions of every layer: one transfer
+        for payload in [*layers.payloads(), *debug_histogram_payloads(histograms)]:
             self.hooks.emit(payload)
 
     def after_update(self, update: PPOUpdate, *, progress: float,

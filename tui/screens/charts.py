@@ -34,7 +34,8 @@ SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 class ChartScreen(ChartFeed, Screen[None]):
     """Charts over the whole run; ``+``/``-`` zoom and ←/→ pan every chart's x together, ``0`` shows
     the whole run again (and follows live points), ``s`` smooths, ``b`` draws best-so-far, ``x`` changes
-    the x axis, ``l`` picks one label (env) to show, ``a`` adds a chart of any series."""
+    the x axis, ``l`` picks one label (env) to show, ``a`` adds a chart of any series, ``d`` shows the
+    first run's distributions (bands over steps, the histogram at a step)."""
 
     BINDINGS = [
         Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
@@ -51,6 +52,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         Binding("down", "app.focus_next", "next chart", show=False),
         Binding("up", "app.focus_previous", "previous chart", show=False),
         Binding("escape", "back", "back"),
+        Binding("d", "distributions", "distributions"),
     ]
     DEFAULT_CSS = """
     ChartScreen #chart-head { height: 1; padding: 0 1; background: $boost; }
@@ -340,6 +342,15 @@ class ChartScreen(ChartFeed, Screen[None]):
             self._own = [p for p in self._own if p is not panel]
             panel.ready = False  # its plot and title go first, while it is still on the screen: not drawn meanwhile
             panel.remove()
+
+    def action_distributions(self) -> None:
+        from tui.screens.distributions import DistributionScreen
+
+        run_id = self.run_ids[0]
+        if run_id in self.local or self.watch_app.client is None:
+            self.app.notify("distributions are read from the server: this run is a local log")
+            return
+        self.app.push_screen(DistributionScreen(run_id))
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

@@ -12,6 +12,7 @@ from leyline import (
     AnomalyDetected,
     DebugLayerStats,
     GradientHealth,
+    Histograms,
     LSTMHealth,
     PhaseTiming,
     PPOUpdate,
@@ -91,6 +92,14 @@ def test_debug_reads_every_env_and_scope_of_a_collection_in_one_transfer():
     assert syncs.count == 1, f"norms and layer stats of every env and scope in one transfer: {syncs.by_call}"
     layers = [(env, p.model) for p, env, _ in hooks.events if isinstance(p, DebugLayerStats)]
     assert layers == [(e, m) for e in range(3) for m in ("host", "r0c0")]
+    # each layer's gradient and weight distributions, read in that same transfer: a layer is one chart
+    (hist,) = hooks.of(Histograms)
+    by_name = {d.name: d for d in hist.histograms}
+    assert len(by_name) == 3 * (4 + 2) * 2 and "debug/env2/r0c0/gradients/weight" in by_name
+    w = by_name["debug/env1/host/weights/0.weight"]
+    assert w.count == 8 * 16 and w.max == pytest.approx(envs[1]["host"][0].weight.max().item())
+    g = by_name["debug/env0/host/gradients/2.bias"]
+    assert g.count == 4 and g.min == pytest.approx(envs[0]["host"][2].bias.grad.min().item())
 
 
 def test_flush_waits_on_every_fence_before_reading():
@@ -154,8 +163,13 @@ def test_policy_layer_stats_once_per_update_at_debug():
     for _ in range(3):
         tel.policy_backward(policy)
     tel.after_update(UPDATE, progress=0.5)
-    tel.policy_backward(policy)
+    with HostSyncCounter(torch.device("cpu")) as syncs:
+        tel.policy_backward(policy)
+    assert syncs.count == 1, f"the policy's layer stats and distributions in one transfer: {syncs.by_call}"
     assert [p.model for p in hooks.of(DebugLayerStats)] == ["policy", "policy"]
+    assert [sorted(d.name for d in h.histograms) for h in hooks.of(Histograms)] == [
+        ["debug/policy/gradients/bias", "debug/policy/gradients/weight", "debug/policy/weights/bias",
+         "debug/policy/weights/weight"]] * 2
 
 
 def test_phase_timing_each_epoch_and_nothing_at_off():

@@ -1,0 +1,53 @@
+"""The console's distributions: a run that logged histograms through the client (``nissa.Histogram``,
+``run.watch(model, histograms=…)``) shows each name as one panel, its percentile bands over steps and the
+histogram at a chosen step, which ←/→ move; reached from the run's charts with ``d``."""
+
+from __future__ import annotations
+
+import torch
+from textual.widgets import Static
+
+import nissa
+from tests.support.server import running_server
+from tests.tui.test_live import console, until
+from tui.screens.charts import ChartScreen
+from tui.screens.distributions import DistributionPanel, DistributionScreen
+
+
+def head(panel: DistributionPanel) -> str:
+    return str(panel.query_one(".dist-head", Static).render())
+
+
+async def test_distributions_over_steps_and_at_a_step(tmp_path):
+    with running_server(tmp_path) as url:
+        run = nissa.init(server=url, run_name="hist", log_dir=tmp_path / "runs", system_metrics=False)
+        model = torch.nn.Linear(4, 3)
+        run.watch(model, histograms="parameters", every=1, bins=8)
+        try:
+            for i in range(10):
+                run.step()
+                run.log({"loss": 1.0 / (i + 1), "acts": nissa.Histogram(torch.arange(100.0) * (i + 1), bins=10)})
+            run.runtime.hub.flush(10)
+            app = console(url, run_id=run.run_id, charts=True)
+            async with app.run_test(size=(160, 50)) as pilot:
+                await until(pilot, lambda: isinstance(app.screen, ChartScreen), "charts")
+                await pilot.press("d")
+                screen = await until(pilot, lambda: isinstance(app.screen, DistributionScreen) and app.screen,
+                                     "distributions")
+                await until(pilot, lambda: len(screen.panels) == 3 and all(p.steps for p in screen.panels.values()),
+                            "three distributions read")
+                assert sorted(screen.panels) == ["acts", "parameters/bias", "parameters/weight"]
+                acts = screen.panels["acts"]
+                assert [h.step for h in acts.steps] == list(range(1, 11)) and acts.index == 9
+                assert head(acts).startswith("step 10  100 values in [0, 990]") and "(10/10" in head(acts)
+                acts.focus()
+                await pilot.press("left", "left")
+                assert acts.index == 7 and head(acts).startswith("step 8  100 values in [0, 792]")
+                await pilot.press("home")
+                assert acts.index == 0 and acts.steps[0].bins == [10] * 10
+                await pilot.press("end")
+                assert acts.index == 9
+                await pilot.press("escape")
+                await until(pilot, lambda: isinstance(app.screen, ChartScreen), "back to the charts")
+        finally:
+            run.finish()
