@@ -14,8 +14,11 @@ from fastapi.responses import RedirectResponse
 
 from leyline import EventKind, charts
 from nissa_server.auth import require_read
+from nissa_server.openapi import error
 
 router = APIRouter(tags=["web page"])
+_READ_REFUSED = {401: error("Reads need the bearer token (server started with --read-auth)",
+                            "missing or wrong bearer token")}
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8", ".svg": "image/svg+xml"}
 # The page loads nothing from anywhere else: scripts, styles and connections to this server only.
@@ -72,7 +75,8 @@ async def page_slash() -> RedirectResponse:
 
 @router.get("/ui/kinds.json", summary="The event kinds: a series named after one is a field of its events",
             response_class=Response, dependencies=[Depends(require_read)], responses={200: {"description": "The kinds", "content": {"application/json": {
-                "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}}})
+                "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}},
+                **_READ_REFUSED})
 async def kinds() -> Response:
     # One definition (leyline's): the page tells a loop's own metric (val_loss) from an event's field
     # (run_finished.duration_s) as the console does, by the kinds of the contract.
@@ -90,7 +94,7 @@ _CHART_EXAMPLE = {"charts": [{"title": "accuracy", "names": ["epoch_completed.ac
             "tell runs apart; the console reads the same definition",
             response_class=Response, dependencies=[Depends(require_read)],
             responses={200: {"description": "The definition", "content": {"application/json": {
-                "schema": {"type": "object"}, "example": _CHART_EXAMPLE}}}})
+                "schema": {"type": "object"}, "example": _CHART_EXAMPLE}}}, **_READ_REFUSED})
 async def chart_definitions() -> Response:
     # One definition (leyline.charts): the page and the console chart the same things under the same titles.
     return Response(json.dumps(charts.definition()), media_type="application/json",
