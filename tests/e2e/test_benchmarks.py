@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -188,8 +190,11 @@ def test_hot_path_benchmark_runs_both_env_executions_side_by_side():
 
 @pytest.mark.timeout(300)
 def test_runs_table_benchmark_pages_against_a_full_scan():
-    figures = _run_bench("bench/runs_table.py", "--runs", "120", "--repeats", "1", "--scans", "1", "--points", "5")
+    figures = _run_bench("bench/runs_table.py", "--runs", "120", "--repeats", "1", "--scans", "1", "--points", "5",
+                         "--web-repeats", "2")
     assert figures["runs"] == 120 and figures["queries"] > 5
+    if shutil.which("chromium") and importlib.util.find_spec("playwright"):  # the page's first paint, timed in it
+        assert 0 < figures["web_first_paint_ms_p50"] <= figures["web_first_paint_ms_max"]
     for backend in ("sqlite", "postgresql"):
         if f"page_ms_p95_{backend}" in figures:  # PostgreSQL where pgserver can start one
             assert 0 < figures[f"page_ms_p50_{backend}"] <= figures[f"page_ms_p95_{backend}"]
