@@ -9,23 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.nissa_server.test_web import CHROMIUM, _page
+from tests.nissa_server.test_web import _page, browser  # noqa: F401 - the module's browser fixture
 from tests.support import ingest_events, running_server
 from tests.support.clients import events_for
 from tests.support.hostile import MARKER, as_stored_long_ago, hostile_events
 
 pytestmark = pytest.mark.single_backend  # the store is rewritten as SQLite holds it
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("no chromium on this machine (make install puts Debian's there: apt-get install chromium)")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
