@@ -34,12 +34,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 
 import msgspec
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.backends import database  # noqa: E402
 
 from leyline import RunStarted  # noqa: E402
 from leyline.query import parse, parse_sort  # noqa: E402
@@ -209,17 +210,6 @@ def web_first_paint(db_path: pathlib.Path, repeats: int) -> list[float]:
                 browser.close()
     finally:
         stop_server(proc)
-
-
-def database(backend: str, root: pathlib.Path):
-    if backend == "sqlite":
-        return str(root / "runs.db"), None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs on an unset XDG_RUNTIME_DIR
-        import pgserver
-
-        pg = pgserver.get_server(root / "pg", cleanup_mode="stop")
-    return pg.get_uri(), pg
 
 
 def web_paints(db_path: pathlib.Path, args: argparse.Namespace) -> list[float]:

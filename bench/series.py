@@ -22,11 +22,12 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 
 import msgspec
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.backends import database  # noqa: E402
 
 from leyline import EpochCompleted, encode, make_event  # noqa: E402
 from leyline.codec import decode_frame_wire  # noqa: E402
@@ -117,17 +118,6 @@ async def run_backend(db: str, args: argparse.Namespace) -> dict[str, float]:
     return {"series_ms": series_ms, "raw_ms": raw_ms, "raw_mb": raw_bytes / 1e6, "points": points,
             "store_us": writer_s * 1e6, "series_write_us": series_s * 1e6,
             "series_bytes": stored_series / args.events, "event_bytes": raw_bytes / args.events}
-
-
-def database(backend: str, root: pathlib.Path):
-    if backend == "sqlite":
-        return str(root / "series.db"), None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs on an unset XDG_RUNTIME_DIR
-        import pgserver
-
-        pg = pgserver.get_server(root / "pg", cleanup_mode="stop")
-    return pg.get_uri(), pg
 
 
 def main() -> int:
