@@ -178,8 +178,8 @@ HELP = (
     ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
-    ("p", "profile window: choose how many batches to profile, or the next PPO update (and shapes, stacks, "
-          "memory)"),
+    ("p", "profile window: choose how many batches to profile, or the next of the run's phases (an Esper run: "
+          "its PPO update), and shapes, stacks, memory"),
     ("t", "stacks: every thread's Python stack from every rank, now (even while training is stuck)"),
     ("a", "the run's alerts (a red banner says when one fires; a hung rank is marked in the ranks panel)"),
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
