@@ -276,7 +276,7 @@ class NissaClient(HistogramReads):
     async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
                        batches: int | None = None, through_update: bool = False, target: str | None = None,
                        reason: str | None = None, recording: tuple[str, ...] = (), name: str | None = None,
-                       args: dict[str, object] | None = None) -> str:
+                       args: dict[str, object] | None = None, phase: str | None = None) -> str:
         """``POST /escalate``; returns the new command's id.
 
         Fields left unset are not sent, so the server's own rules decide what a request may
@@ -284,7 +284,7 @@ class NissaClient(HistogramReads):
         """
         body: dict[str, object] = {"run_id": run_id, "action": action.value}
         for key, value in (("epochs", epochs), ("batches", batches), ("target", target), ("reason", reason),
-                           ("name", name), ("args", args)):
+                           ("name", name), ("args", args), ("phase", phase)):
             if value is not None:
                 body[key] = value
         if through_update:

@@ -30,7 +30,7 @@ class LoopView:
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(name, value, step) of the latest metrics, by name."""
-        return [(name, _fmt(value), str(step)) for name, (step, value) in sorted(self.metrics.items())[:MAX_SHOWN]]
+        return [(name, fmt_value(value), str(step)) for name, (step, value) in sorted(self.metrics.items())[:MAX_SHOWN]]
 
     def offered(self) -> list[str]:
         """One line per declared command: ``set_lr value:float — help``."""
@@ -38,7 +38,7 @@ class LoopView:
                 + (f" — {s.help}" if s.help else "") for s in self.declared]
 
 
-def _fmt(value: float | str) -> str:
+def fmt_value(value: float | str) -> str:
     return value if isinstance(value, str) else f"{value:.6g}"
 
 

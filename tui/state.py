@@ -143,6 +143,13 @@ class RunState:
         self.level_until: int | None = None
         self.env_epochs_per_s: float | None = None
         self._epoch_ts: deque[float] = deque(maxlen=64)
+        self.steps_per_s: float | None = None
+        """A loop's steps a second, over its latest steps (any run: the step of its events)."""
+        self._step_ts: deque[tuple[float, int]] = deque(maxlen=64)
+        self.summary: list[str] = []
+        """The metrics the run named in ``run_started.summary``: its headline metrics first."""
+        self.phases: list[str] | None = None
+        """The phases a profile window of target ``update`` can record (``run_started.phases``); None: unsaid."""
         self.hub: HubHealth | None = None
         self.dropped_reported = 0
         self.envs: dict[int, EnvView] = {}
@@ -186,6 +193,8 @@ class RunState:
         self.last_seq[event.rank] = event.seq
         self.events_total += 1
         if event.rank >= 0:
+            if event.step > self.step:
+                self._step_at(event.ts, event.step)
             self.step = max(self.step, event.step)
             self.epoch = max(self.epoch, event.epoch)
             self.last_ts = event.ts
@@ -199,6 +208,12 @@ class RunState:
         handler = _HANDLERS.get(type(event.payload))
         if handler is not None:
             handler(self, event)
+
+    def _step_at(self, ts: float, step: int) -> None:
+        self._step_ts.append((ts, step))
+        (t0, s0), (t1, s1) = self._step_ts[0], self._step_ts[-1]
+        if t1 > t0:
+            self.steps_per_s = (s1 - s0) / (t1 - t0)
 
     def take_dirty(self) -> set[str]:
         dirty, self.dirty = self.dirty, set()
@@ -250,6 +265,8 @@ def _on_run_started(state: RunState, event: Event) -> None:
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
     if event.rank == 0:
         state.loop.declared = list(p.commands)
+        state.summary = list(p.summary)
+        state.phases = None if p.phases is None else list(p.phases)
     level = p.config.get("telemetry_level")
     if state.level is None and isinstance(level, str) and level.upper() in TelemetryLevel.__members__:
         state.level = TelemetryLevel[level.upper()]  # the starting level, until a change says otherwise

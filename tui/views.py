@@ -8,6 +8,7 @@ from typing import Literal
 
 from leyline import HEAD_NAMES, CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
 
+from tui.loop import fmt_value
 from tui.state import RunState
 
 Staleness = Literal["LIVE", "SLOW", "STALE", "LOST", "FINISHED", "REPLAY", "WAITING"]
@@ -72,6 +73,22 @@ class HeaderView:
     watch_reconnects: int = 0
     growth: Growth | None = None
     token_refused: bool = False
+    plain: bool = False
+    """A plain loop's run (no Esper kinds): step, epoch if it has its own, steps/s and its headline metrics."""
+    has_epochs: bool = False
+    steps_per_s: float | None = None
+    headline: tuple[tuple[str, str], ...] = ()
+    """(name, last value) of the run's headline metrics, as the loop logged them."""
+
+
+HEADLINE = 3
+"""Metrics a plain run's header shows: those its summary names first, then the first it logged."""
+
+
+def headline(state: RunState) -> tuple[tuple[str, str], ...]:
+    metrics = state.loop.metrics
+    names = [n for n in state.summary if n in metrics] + [n for n in metrics if n not in state.summary]
+    return tuple((n, fmt_value(metrics[n][1])) for n in names[:HEADLINE])
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,8 @@ def header_view(state: RunState, connection: str, stale: Staleness, watch_reconn
         hub_reconnects=hub.reconnects if hub else None, hub_connected=hub.connected if hub else None,
         connection=connection, staleness=stale, events=state.events_total, gaps=state.gaps,
         watch_reconnects=watch_reconnects, growth=growth(state), token_refused=token_refused,
+        plain=not state.esper, has_epochs=0 < state.epoch != state.step,
+        steps_per_s=None if state.steps_per_s is None else round(state.steps_per_s, 1), headline=headline(state),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from rich.table import Table
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +15,7 @@ from textual.validation import Integer
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from leyline import CommandAction
+from leyline.calls import UPDATE_PHASE
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 
 from tui.safe_text import run_text
@@ -27,6 +29,7 @@ EscalateForm Horizontal { height: auto; margin-top: 1; }
 EscalateForm Button { margin-right: 2; }
 EscalateForm #error { color: $error; height: auto; }
 EscalateForm Checkbox { margin-top: 1; }
+ConfirmStop Label { width: 100%; }
 ConfirmStop Horizontal { height: auto; margin-top: 1; }
 ConfirmStop Button { margin-right: 2; }
 """
@@ -44,6 +47,8 @@ class EscalateChoice(NamedTuple):
     update: bool = False
     recording: tuple[str, ...] = ()
     """Profile windows: what to record besides the operators (record_shapes, with_stack, profile_memory)."""
+    phase: str | None = None
+    """Profile windows with ``update``: the run's own phase to record (None: the update)."""
 
 
 RECORDING = (("record_shapes", "record input shapes"), ("with_stack", "record Python stacks (costly)"),
@@ -61,10 +66,13 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
     DEFAULT_CSS = _FORM_CSS
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, action: CommandAction, default: int) -> None:
+    def __init__(self, action: CommandAction, default: int, *, phases: list[str] | None = None,
+                 esper: bool = True) -> None:
+        """``phases``: those the run declared (None: it did not say); ``esper``: its ``update`` is a PPO update."""
         super().__init__()
         self.action = action
         self.default = default
+        self.phases = _profiled(phases, esper)
         self.unit, self.maximum = (
             ("epochs", MAX_DEBUG_EPOCHS) if action is CommandAction.DEBUG else ("batches", MAX_PROFILE_BATCHES)
         )
@@ -78,7 +86,10 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
             yield Label(f"[b]{self.action.value} window[/b]: how many {self.unit}? (1..{self.maximum})")
             yield Input(str(self.default), type="integer", id="amount",
                         validators=[Integer(minimum=1, maximum=self.maximum)])
-            yield Checkbox(THROUGH_UPDATE if self.is_debug else PROFILE_UPDATE, id="through_update")
+            if self.is_debug:
+                yield Checkbox(THROUGH_UPDATE, id="through_update")
+            for i, (phase, label) in enumerate(() if self.is_debug else self.phases):
+                yield Checkbox(label, id="through_update" if phase is None else f"phase-{i}", classes="phase")
             if not self.is_debug:  # off by default: a window stays cheap unless asked for more
                 for key, label in RECORDING:
                     yield Checkbox(label, id=key)
@@ -91,12 +102,20 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
         self.query_one("#amount", Input).focus()
 
     def _ticked(self) -> bool:
-        return self.query_one("#through_update", Checkbox).value
+        return any(box.value for box in self.query("#through_update, .phase").results(Checkbox))
 
-    @on(Checkbox.Changed, "#through_update")
+    def _phase(self) -> str | None:
+        boxes = list(self.query(".phase").results(Checkbox))
+        return next((phase for box, (phase, _) in zip(boxes, self.phases) if box.value), None)
+
+    @on(Checkbox.Changed, "#through_update, .phase")
     def through_update_changed(self, event: Checkbox.Changed) -> None:
-        # With the box ticked an empty length is a valid answer: the window ends with the update.
-        self.query_one("#amount", Input).valid_empty = event.value
+        if event.value:  # one phase at a time: ticking one unticks the others
+            for box in self.query(".phase").results(Checkbox):
+                if box is not event.checkbox:
+                    box.value = False
+        # With a box ticked an empty length is a valid answer: the window ends with the update (or phase).
+        self.query_one("#amount", Input).valid_empty = self._ticked()
         self.query_one("#error", Static).update("")
 
     def _recording(self) -> tuple[str, ...]:
@@ -106,7 +125,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
 
     def _submit(self) -> None:
         if not self.is_debug and self._ticked():
-            self.dismiss(EscalateChoice(None, update=True, recording=self._recording()))
+            self.dismiss(EscalateChoice(None, update=True, recording=self._recording(), phase=self._phase()))
             return
         box = self.query_one("#amount", Input)
         value = box.value.strip()
@@ -133,6 +152,21 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
         self.dismiss(None)
 
 
+def _profiled(phases: list[str] | None, esper: bool) -> tuple[tuple[str | None, Text], ...]:
+    """(phase, label) of what a profile window may record instead of batches: the run's own phases, each by its
+    name (None: the update, "the next PPO update" only on an Esper run); a run that said none: Esper's update."""
+    if phases is None:
+        return ((None, Text(PROFILE_UPDATE)),) if esper else ()
+    out: list[tuple[str | None, Text]] = []
+    for phase in phases:
+        if phase == UPDATE_PHASE:
+            label = Text(PROFILE_UPDATE) if esper else Text("the next 'update' phase instead of batches")
+            out.append((None, label))
+        else:
+            out.append((phase, Text.assemble("the next '", run_text(phase), "' phase instead of batches")))
+    return tuple(out)
+
+
 HELP = (
     ("r", "run picker: choose a run (enter opens it; a finished run opens as a replay)"),
     ("s", "run picker: sort by the next column, on the server (or click a column header)"),
@@ -144,8 +178,8 @@ HELP = (
     ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose, or through the next PPO update"),
-    ("p", "profile window: choose how many batches to profile, or the next PPO update (and shapes, stacks, "
-          "memory)"),
+    ("p", "profile window: choose how many batches to profile, or the next of the run's phases (an Esper run: "
+          "its PPO update), and shapes, stacks, memory"),
     ("t", "stacks: every thread's Python stack from every rank, now (even while training is stuck)"),
     ("a", "the run's alerts (a red banner says when one fires; a hung rank is marked in the ranks panel)"),
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),

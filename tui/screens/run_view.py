@@ -228,19 +228,20 @@ class RunViewScreen(DashboardScreen):
         def chosen(choice: EscalateChoice | None) -> None:
             if choice is not None:
                 self.escalate(action, choice.amount, through_update=choice.through_update, update=choice.update,
-                              recording=choice.recording)
+                              recording=choice.recording, phase=choice.phase)
 
-        self.app.push_screen(EscalateForm(action, default), chosen)
+        self.app.push_screen(EscalateForm(action, default, phases=self.state.phases, esper=self.state.esper), chosen)
 
     @work(group="escalate")
     async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
                        update: bool = False, recording: tuple[str, ...] = (),
-                       call: tuple[str, dict[str, object]] | None = None) -> None:
+                       call: tuple[str, dict[str, object]] | None = None, phase: str | None = None) -> None:
         """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
         profile window over the next PPO update."""
         client = self.watch_app.require_client()
         what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
-        what += " over the next PPO update" if update else ""
+        if update:
+            what += f" over the next {phase!r} phase" if phase else " over the next update"
         try:
             if call is not None:
                 what = f"call {call[0]}"
@@ -255,7 +256,7 @@ class RunViewScreen(DashboardScreen):
             else:
                 command_id = await client.escalate(self.run_id, action, batches=None if update else amount,
                                                    target="update" if update else None, reason="esper-watch",
-                                                   recording=recording)
+                                                   recording=recording, phase=phase)
         except ApiError as err:
             self.post_message(ApiFailed(what, err))
             return

@@ -8,7 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.format import num
-from tui.safe_text import plain
+from tui.safe_text import plain, run_text
 from tui.views import AnomalyRow, HeaderView
 
 STALENESS_STYLE = {
@@ -25,7 +25,8 @@ CONNECTION_STYLE = {"connected": "green", "replay": "magenta", "unauthorized": "
 
 
 class RunHeader(Static):
-    """Run, status, round and epoch, rate; telemetry level and what the seeds grew; hub and stream health."""
+    """Run, status, round and epoch, rate; telemetry level and what the seeds grew; hub and stream health.
+    A plain loop's run in its own words: step, its epoch if it has one, steps/s and its headline metrics."""
 
     DEFAULT_CSS = """
     RunHeader { height: 3; padding: 0 1; background: $boost; }
@@ -42,17 +43,15 @@ class RunHeader(Static):
         first.append(plain(f"  {v.run_id}"), style="bold")
         if v.name:
             first.append(plain(f" ({v.name})"))
-        first.append(plain(f"   status {v.status or '—'}   round {v.round}   epoch {v.epoch}   step {v.step}"))
-        first.append(f"   {num(v.rate, 1)} env-epochs/s")
-        second = Text("telemetry ")
-        second.append(v.level, style=LEVEL_STYLE.get(v.level, ""))
-        if v.level_until is not None and v.level == "DEBUG":
-            second.append(f" until epoch {v.level_until}")
-        if v.growth is not None:
-            g = v.growth
-            second.append("   growth ")
-            second.append(f"{g.fossilized} fossilized", style="bold green" if g.fossilized else "dim")
-            second.append(f", +{g.params:,} params ({g.percent:+.1f}% of host)")
+        if v.plain:
+            first.append_text(_plain_line(v))
+            second = _headline(v)
+        else:
+            first.append(plain(f"   status {v.status or '—'}   round {v.round}   epoch {v.epoch}   step {v.step}"))
+            first.append(f"   {num(v.rate, 1)} env-epochs/s")
+            second = Text()
+        if not v.plain or v.level != "—":
+            second.append_text(_telemetry(v))
         third = Text()
         if v.hub_queue is None:
             third.append("trainer hub —")
@@ -70,6 +69,42 @@ class RunHeader(Static):
         if v.token_refused:
             third.append("   token refused: commands will fail (--token)", style="bold red")
         return Text("\n").join([first, second, third])
+
+
+def _plain_line(v: HeaderView) -> Text:
+    """A plain loop's run in its own words: its step, its epoch when it has its own, its steps a second."""
+    line = run_text(f"   status {v.status or '—'}   step {v.step}")
+    if v.has_epochs:
+        line.append(f"   epoch {v.epoch}")
+    line.append(f"   {num(v.steps_per_s, 1)} steps/s")
+    return line
+
+
+def _headline(v: HeaderView) -> Text:
+    """The run's headline metrics, their last values as the loop logged them."""
+    if not v.headline:
+        return Text("no metrics yet", style="dim")
+    line = Text()
+    for i, (name, value) in enumerate(v.headline):
+        line.append("   " if i else "")
+        line.append_text(run_text(name, "bold"))
+        line.append(" ")
+        line.append_text(run_text(value))
+    return line
+
+
+def _telemetry(v: HeaderView) -> Text:
+    """The telemetry level (and until when) and, on an Esper run, what the seeds grew."""
+    second = Text("   telemetry " if v.plain else "telemetry ")
+    second.append(v.level, style=LEVEL_STYLE.get(v.level, ""))
+    if v.level_until is not None and v.level == "DEBUG":
+        second.append(f" until epoch {v.level_until}")
+    if v.growth is not None:
+        g = v.growth
+        second.append("   growth ")
+        second.append(f"{g.fossilized} fossilized", style="bold green" if g.fossilized else "dim")
+        second.append(f", +{g.params:,} params ({g.percent:+.1f}% of host)")
+    return second
 
 
 class AnomalyStrip(Static):
