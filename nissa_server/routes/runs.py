@@ -155,16 +155,20 @@ async def patch_run(request: Request, run_id: str) -> Response:
     tags = None if change.tags is None else list(dict.fromkeys(change.tags))
     patched = await n.store.call(functools.partial(run_meta_sql.patch, run_key=run.run_key, tags=tags,
                                                    notes=change.notes, group=change.group, project=change.project))
-    info = await n.store.read(queries.get_run, run_id, time.time(), n.server_id) if patched else None
-    if info is None:
+    if not patched:
         raise HTTPException(404, f"unknown run {run_id!r}")
-    return json_response(_with_live_state(request, info))
+    return await _run_reply(request, run_id)
 
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED})
 async def get_run(request: Request, run_id: str) -> Response:
+    return await _run_reply(request, run_id)
+
+
+async def _run_reply(request: Request, run_id: str) -> Response:
+    """The run as ``GET /runs/{run_id}`` answers it (404 where it is unknown)."""
     n = nissa(request)
     info = await n.store.read(queries.get_run, run_id, time.time(), n.server_id)
     if info is None:
