@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+import tempfile
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -18,3 +20,21 @@ def database(backend: str, root: pathlib.Path) -> tuple[str, Any]:
 
         pg = pgserver.get_server(root / "pg", cleanup_mode="stop")
     return pg.get_uri(), pg
+
+
+def each_database(backends: str) -> Iterator[tuple[str, str]]:
+    """(backend, ``--db``) for each of the comma-separated ``backends``, each in a fresh temporary folder that
+    lasts while the caller's loop body runs (its PostgreSQL stopped after); one that cannot run here is
+    said and skipped."""
+    for backend in backends.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                db, pg = database(backend, pathlib.Path(tmp))
+            except ImportError as err:
+                print(f"{backend:>10}: unavailable ({err})", flush=True)
+                continue
+            try:
+                yield backend, db
+            finally:
+                if pg is not None:
+                    pg.cleanup()

@@ -32,7 +32,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import msgspec
@@ -40,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.backends import database  # noqa: E402
+from bench.backends import each_database  # noqa: E402
 
 from leyline import RunStarted  # noqa: E402
 from leyline.query import parse, parse_sort  # noqa: E402
@@ -240,23 +239,13 @@ def main() -> int:
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
     paints: list[float] = []
-    for backend in args.backends.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                db, pg = database(backend, pathlib.Path(tmp))
-            except ImportError as err:
-                print(f"{backend:>10}: unavailable ({err})", flush=True)
-                continue
-            try:
-                results[backend] = r = asyncio.run(run_backend(db, args))
-            finally:
-                if pg is not None:
-                    pg.cleanup()
-            print(f"{backend:>10}: {args.runs:,} runs (30 config keys, {len(METRICS)} metrics each, stored in "
-                  f"{r['fill_s']:.0f} s); a page of 100 over {len(QUERIES)} filters and sorts: p50 {r['p50']:.1f} "
-                  f"ms, p95 {r['p95']:.1f} ms, max {r['max']:.1f} ms; every run read {r['scan']:.0f} ms", flush=True)
-            if backend == "sqlite" and args.web:
-                paints = web_paints(pathlib.Path(db), args)
+    for backend, db in each_database(args.backends):
+        results[backend] = r = asyncio.run(run_backend(db, args))
+        print(f"{backend:>10}: {args.runs:,} runs (30 config keys, {len(METRICS)} metrics each, stored in "
+              f"{r['fill_s']:.0f} s); a page of 100 over {len(QUERIES)} filters and sorts: p50 {r['p50']:.1f} "
+              f"ms, p95 {r['p95']:.1f} ms, max {r['max']:.1f} ms; every run read {r['scan']:.0f} ms", flush=True)
+        if backend == "sqlite" and args.web:
+            paints = web_paints(pathlib.Path(db), args)
     pairs = [f"runs={args.runs}", f"queries={len(QUERIES)}"]
     for backend, r in results.items():
         pairs += [f"page_ms_p95_{backend}={r['p95']:.2f}", f"page_ms_p50_{backend}={r['p50']:.2f}",

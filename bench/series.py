@@ -20,14 +20,13 @@ import asyncio
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
 
 import msgspec
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.backends import database  # noqa: E402
+from bench.backends import each_database  # noqa: E402
 
 from leyline import EpochCompleted, encode, make_event  # noqa: E402
 from leyline.codec import decode_frame_wire  # noqa: E402
@@ -128,18 +127,8 @@ def main() -> int:
     parser.add_argument("--backends", default="sqlite,postgresql")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
-    for backend in args.backends.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                db, pg = database(backend, pathlib.Path(tmp))
-            except ImportError as err:
-                print(f"{backend:>10}: unavailable ({err})", flush=True)
-                continue
-            try:
-                results[backend] = r = asyncio.run(run_backend(db, args))
-            finally:
-                if pg is not None:
-                    pg.cleanup()
+    for backend, db in each_database(args.backends):
+        results[backend] = r = asyncio.run(run_backend(db, args))
         print(f"{backend:>10}: series of {args.events:,} events -> {r['points']:.0f} points in "
               f"{r['series_ms']:.1f} ms; raw read of the same events {r['raw_ms']:.1f} ms ({r['raw_mb']:.0f} MB); "
               f"stored with {r['store_us']:.1f} us of CPU per event, of which series {r['series_write_us']:.1f} us; "
