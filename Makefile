@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean chromium promtool
+.PHONY: install demo test lint bench clean chromium promtool
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "== [1/4] $(VENV): a virtual environment"
@@ -47,6 +47,11 @@ demo: $(STAMP)
 # of them (the `heavy` group, tests/conftest.py) while the other takes the rest; a count of the tests
 # run at each line's end, and the 15 slowest tests at the end.
 TEST_WORKERS ?= 2
+
+# The static gate: ruff (rules E, F, I, B, UP) and mypy over the five packages (settings in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check
+	$(BIN)/mypy
 
 test: $(STAMP) promtool
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -o console_output_style=count \

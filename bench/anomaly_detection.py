@@ -32,15 +32,14 @@ import tempfile
 import time
 
 import torch
+from faults import Fault, FaultNotApplicable, FaultSites, dosed_faults  # a sibling script module
 
 from leyline import EpochCompleted, EventKind, RunFinished, TelemetryLevel, TelemetryLevelChanged, decode_event
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
-from trainer.simic.config import TrainConfig, add_training_args
 from trainer.build import build_trainer
+from trainer.simic.config import TrainConfig, add_training_args
 from trainer.telemetry.install import telemetry_for_training
-
-from faults import Fault, FaultNotApplicable, FaultSites, dosed_faults  # a sibling script module
 
 SEEDS = {"dev": 0, "test": 100}
 """First seed of each split."""

@@ -26,10 +26,10 @@ import time
 import torch
 
 from leyline import TelemetryLevel
+from trainer.build import run_training
 from trainer.checkpoint import CheckpointConfig, Checkpointer, CheckpointStore
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
-from trainer.build import run_training
 
 
 def measure(config: TrainConfig, root: pathlib.Path) -> dict[str, float]:

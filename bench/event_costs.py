@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 
 import msgspec
-
 from streams import frame_maker  # bench/ is the script's directory
-from leyline.codec import _decode_any_frame, _check_run_ids, payload_of
+
+from leyline.codec import _check_run_ids, _decode_any_frame, payload_of
 from nissa_server import batches
 from nissa_server.runs import Stream
 from nissa_server.store.series_gather import Gathered

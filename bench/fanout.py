@@ -30,8 +30,8 @@ import msgspec
 from websockets.asyncio.client import connect
 
 from leyline import Heartbeat, encode, make_event
-from leyline.frames import Ack, EventBatch, Hello, Welcome
 from leyline.codec import decode_frame
+from leyline.frames import Ack, EventBatch, Hello, Welcome
 
 
 class _Stamp(msgspec.Struct):

@@ -23,12 +23,12 @@ import sys
 import torch
 
 from leyline import TelemetryLevel
+from nissa.telemetry.syncs import CudaSyncCounter
+from trainer.build import build_trainer
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import RoundSyncs, count_host_syncs
-from trainer.build import build_trainer
 from trainer.simic.runtime import resolve_device
-from nissa.telemetry.syncs import CudaSyncCounter
 
 
 def measure(config: TrainConfig, level: TelemetryLevel, live_seeds: int, rounds: int, cuda: bool = False) -> RoundSyncs:

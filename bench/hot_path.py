@@ -42,11 +42,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from leyline import TelemetryLevel
 from trainer.build import build_trainer
 from trainer.hooks import NullHooks
+from trainer.simic.batched import FlatGradients
 from trainer.simic.config import TrainConfig
 from trainer.simic.diagnostics import with_live_seeds
 from trainer.simic.env import Env
 from trainer.simic.sites import NullSites
-from trainer.simic.batched import FlatGradients
 from trainer.simic.vectorized import VectorizedTrainer
 from trainer.telemetry.sites import SimicTelemetry
 

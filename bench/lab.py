@@ -35,11 +35,11 @@ import time
 import warnings
 
 import msgspec
+from ingest import cpu_seconds, free_port  # bench/ is the script's directory
+from streams import child, child_result, stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from ingest import cpu_seconds, free_port  # bench/ is the script's directory
-from streams import child, child_result, stream
 from leyline.frames import CLOSE_LAGGING
 from nissa.hub.config import HubConfig
 

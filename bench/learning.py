@@ -34,19 +34,25 @@ import sys
 import time
 
 import torch
+from controls import (  # a sibling script module
+    Arch,
+    FlopMeter,
+    RandomPolicy,
+    WaitPolicy,
+    graft_each_round,
+    grown_arch,
+    host_params,
+    paired,
+    widened,
+)
 
 from leyline import TelemetryLevel
+from trainer.build import build_trainer
 from trainer.data import TaskData, make_synthetic
 from trainer.hooks import NullHooks
 from trainer.simic.agent import HeuristicAgent
 from trainer.simic.config import TrainConfig, add_training_args
-from trainer.build import build_trainer
 from trainer.simic.vectorized import VectorizedTrainer
-
-from controls import (  # a sibling script module
-    Arch, FlopMeter, Interval, RandomPolicy, WaitPolicy, graft_each_round, grown_arch, host_params, paired,
-    widened,
-)
 
 Key = tuple[int, int, int]
 """(seed, round, env): one episode, the unit every comparison is paired on."""

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import httpx
-
 from escalation_latency import _say, _script, _wait  # a sibling script module
+
 from leyline import CommandStatus, CommandStatusChanged, decode_events
 
 TRAIN = ["--device", "cpu", "--n-envs", "1", "--train-size", "512", "--val-size", "64", "--batch-size", "32",
@@ -58,10 +58,10 @@ def _env() -> dict[str, str]:
 def worker(argv: list[str]) -> int:
     """One rank of a timed run (no server): prints, on rank 0, every rank's step time and exchange time."""
     from leyline import TelemetryLevel
-    from trainer.cli import train_parser
     from nissa.hub import HubConfig
     from nissa.ranks import Ranks
     from trainer.build import Hosting, build_run
+    from trainer.cli import train_parser
     from trainer.simic.config import TrainConfig
 
     p = argparse.ArgumentParser()

@@ -28,10 +28,10 @@ import tempfile
 import time
 
 import httpx
-
 from ingest import cpu_seconds, free_port  # bench/ is the script's directory
 from lab import watch_main
 from streams import child, child_result, stream
+
 from nissa.hub.config import HubConfig
 
 DRAIN_S = 5.0

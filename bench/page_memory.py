@@ -19,9 +19,9 @@ import sys
 import tempfile
 
 import httpx
+from ingest import free_port  # bench/ is the script's directory
 from websockets.asyncio.client import connect
 
-from ingest import free_port  # bench/ is the script's directory
 from leyline import RunStarted, encode, make_event
 from leyline.frames import EventBatch, Hello
 

@@ -26,10 +26,10 @@ import tempfile
 import time
 
 import httpx
+from ingest import free_port  # bench/ is the script's directory
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from ingest import free_port  # bench/ is the script's directory
 from leyline import encode
 from leyline.frames import Hello
 

@@ -40,7 +40,6 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.backends import each_database  # noqa: E402
-
 from leyline import RunStarted  # noqa: E402
 from leyline.query import parse, parse_sort  # noqa: E402
 from nissa_server.routes.common import json_response  # noqa: E402

@@ -27,7 +27,6 @@ import msgspec
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.backends import each_database  # noqa: E402
-
 from leyline import EpochCompleted, encode, make_event  # noqa: E402
 from leyline.codec import decode_frame_wire  # noqa: E402
 from leyline.frames import EventBatch  # noqa: E402

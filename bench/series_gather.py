@@ -17,6 +17,7 @@ import argparse
 import time
 
 from streams import frame_maker  # bench/ is the script's directory
+
 from leyline.codec import decode_frame_wire
 from nissa_server.store.series_gather import Gathered
 

@@ -33,15 +33,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from leyline import TelemetryLevel
+from nissa.telemetry.syncs import CudaSyncCounter
+from trainer.build import build_trainer, lifecycle_config
 from trainer.data import TaskData, make_synthetic
 from trainer.hooks import NullHooks
 from trainer.kasmina.host import CNNHost
 from trainer.kasmina.model import MorphogeneticModel
 from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import SEED_BLUEPRINTS, RoundSyncs, count_host_syncs, with_live_seeds
-from trainer.build import build_trainer, lifecycle_config
 from trainer.simic.runtime import resolve_device
-from nissa.telemetry.syncs import CudaSyncCounter
 
 
 def bare_models(config: TrainConfig, device: torch.device, round_: int, live_seeds: int) -> list[nn.Module]:

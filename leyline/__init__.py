@@ -18,16 +18,6 @@ from leyline.enums import (
     Severity,
     TelemetryLevel,
 )
-from leyline.events import (
-    CRITICAL_KINDS,
-    DEFAULT_SEVERITY,
-    METRIC_KINDS,
-    PAYLOAD_TYPES,
-    SCHEMA_VERSION,
-    SERVER_RANK,
-    Event,
-    make_event,
-)
 from leyline.esper import (
     HEAD_NAMES,
     EpochCompleted,
@@ -41,16 +31,26 @@ from leyline.esper import (
     SeedStageChanged,
     SlotSnapshot,
 )
-from leyline.payloads_alerts import AlertChanged
+from leyline.events import (
+    CRITICAL_KINDS,
+    DEFAULT_SEVERITY,
+    METRIC_KINDS,
+    PAYLOAD_TYPES,
+    SCHEMA_VERSION,
+    SERVER_RANK,
+    Event,
+    make_event,
+)
 from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
 from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
-from leyline.summaries import MetricSummary, direction_of
 from leyline.payloads import (
     Payload,
     RunFinished,
     RunResumed,
     RunStarted,
 )
+from leyline.payloads_alerts import AlertChanged
+from leyline.payloads_histogram import Distribution, Histograms
 from leyline.payloads_ops import (
     CommandStatusChanged,
     CompileStats,
@@ -64,7 +64,12 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
     TopOp,
 )
-from leyline.payloads_histogram import Distribution, Histograms
+from leyline.payloads_policy import (
+    AnomalyDetected,
+    DebugLayerStats,
+    GradientHealth,
+    LayerStat,
+)
 from leyline.payloads_system import (
     CpuStats,
     DiskStats,
@@ -73,11 +78,6 @@ from leyline.payloads_system import (
     NetworkStats,
     SystemMetrics,
 )
-from leyline.payloads_policy import (
-    AnomalyDetected,
-    DebugLayerStats,
-    GradientHealth,
-    LayerStat,
-)
+from leyline.summaries import MetricSummary, direction_of
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -14,7 +14,7 @@ import msgspec
 
 from leyline.commands import Command
 from leyline.events import Event, Rank, RunId
-from leyline.payloads import MAX_NAME_CHARS, RunName
+from leyline.payloads import RunName
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_BATCH_EVENTS = 5000

@@ -36,6 +36,7 @@ from leyline.esper import (
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import Payload, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
+from leyline.payloads_histogram import Histograms
 from leyline.payloads_ops import (
     CommandStatusChanged,
     EventsDropped,
@@ -47,7 +48,6 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
 )
 from leyline.payloads_policy import AnomalyDetected, DebugLayerStats, GradientHealth
-from leyline.payloads_histogram import Histograms
 from leyline.payloads_system import SystemMetrics
 
 

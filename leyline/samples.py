@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
-from leyline.events import PAYLOAD_TYPES, Event, make_event
 from leyline.esper import (
     EpochCompleted,
     LSTMHealth,
@@ -16,7 +15,7 @@ from leyline.esper import (
     SeedStageChanged,
     SlotSnapshot,
 )
-from leyline.payloads_alerts import AlertChanged
+from leyline.events import PAYLOAD_TYPES, Event, make_event
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import (
     Payload,
@@ -24,12 +23,14 @@ from leyline.payloads import (
     RunResumed,
     RunStarted,
 )
+from leyline.payloads_alerts import AlertChanged
+from leyline.payloads_histogram import Distribution, Histograms
 from leyline.payloads_ops import (
     CommandStatusChanged,
+    CompileStats,
     EventsDropped,
     Heartbeat,
     HubHealth,
-    CompileStats,
     PhaseTime,
     PhaseTiming,
     ProfileCompleted,
@@ -37,7 +38,12 @@ from leyline.payloads_ops import (
     TelemetryLevelChanged,
     TopOp,
 )
-from leyline.payloads_histogram import Distribution, Histograms
+from leyline.payloads_policy import (
+    AnomalyDetected,
+    DebugLayerStats,
+    GradientHealth,
+    LayerStat,
+)
 from leyline.payloads_system import (
     CpuStats,
     DiskStats,
@@ -45,12 +51,6 @@ from leyline.payloads_system import (
     MemoryStats,
     NetworkStats,
     SystemMetrics,
-)
-from leyline.payloads_policy import (
-    AnomalyDetected,
-    DebugLayerStats,
-    GradientHealth,
-    LayerStat,
 )
 
 _SLOTS = [

@@ -17,7 +17,6 @@ import msgspec
 
 from leyline import CommandAction
 from leyline.calls import MAX_DECLARED, ArgSpec, CallValue, CommandName, CommandSpec, check_call
-
 from nissa.control.commands import CommandContext, CommandRejected
 
 _TYPES: dict[Any, str] = {float: "float", int: "int", str: "str", bool: "bool"}

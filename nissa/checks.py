@@ -13,7 +13,6 @@ import torch
 
 from leyline.calls import Phases
 from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
-
 from nissa.hub.config import ingest_url, server_list
 
 _NAME = re.compile(METRIC_NAME_PATTERN)

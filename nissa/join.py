@@ -15,7 +15,6 @@ import time
 import msgspec
 
 from leyline.events import RUN_ID_RULE, RunId
-
 from nissa.hub.secret import SecretError, run_secret
 from nissa.ranks import Ranks, RanksConfig
 

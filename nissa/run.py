@@ -38,7 +38,6 @@ from typing import Any
 import torch
 
 from leyline import Histograms, Metrics, RunFinished, RunStarted, SummaryUpdated, TelemetryLevel, metric_value
-
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics

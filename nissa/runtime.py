@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leyline import Command, CommandAction, Payload, RunFinished, Severity, TelemetryLevel
-
 from nissa.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
 from nissa.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
 from nissa.hub import DeliveryReport, HubConfig, NissaHub

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from leyline import CommandAction
-
 from nissa.calls import as_result
 from nissa.control.commands import CommandContext, CommandRejected
 

@@ -16,6 +16,7 @@ from typing import Protocol
 import msgspec
 
 from leyline import (
+    SERVER_RANK,
     Command,
     CommandAction,
     CommandRecord,
@@ -24,7 +25,6 @@ from leyline import (
     EscalateRequest,
     RunStarted,
     RunStatus,
-    SERVER_RANK,
     Severity,
 )
 from leyline.calls import check_call, unprofilable

@@ -20,7 +20,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, Command, Payload, encode
 from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
-from leyline.text import has_control, scrub
 from leyline.frames import (
     CLOSE_BAD_FRAME,
     CLOSE_CONFLICT,
@@ -36,6 +35,7 @@ from leyline.frames import (
     Hello,
     Welcome,
 )
+from leyline.text import has_control, scrub
 from nissa_server import __version__, batches, ownership
 from nissa_server.auth import bearer_ok
 from nissa_server.protocols import engage

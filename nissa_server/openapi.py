@@ -11,18 +11,14 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from leyline.summaries import MetricSummary
 from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
-from leyline.samples import sample_events
-from nissa_server.store.sqlite_schema import SCHEMA_VERSION
-from leyline.series import Marker
-from leyline.summaries import RunPatch
 from leyline.payloads_histogram import HistogramsReply
-from nissa_server.series import SeriesInfo, SeriesReply
-from nissa_server.store.runs_page import RunSummary
+from leyline.samples import sample_events
+from leyline.series import Marker
+from leyline.summaries import MetricSummary, RunPatch
 from nissa_server.schemas import (
     AlertDelivery,
     AlertInfo,
@@ -33,6 +29,9 @@ from nissa_server.schemas import (
     Health,
     RunInfo,
 )
+from nissa_server.series import SeriesInfo, SeriesReply
+from nissa_server.store.runs_page import RunSummary
+from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,

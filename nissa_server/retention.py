@@ -15,7 +15,8 @@ from nissa_server.runs import RunState
 from nissa_server.schemas import DeletedRun
 from nissa_server.state import Nissa
 from nissa_server.store import Store
-from nissa_server.store.history import Removed, delete_run as delete_rows, old_runs, thin_run
+from nissa_server.store.history import Removed, old_runs, thin_run
+from nissa_server.store.history import delete_run as delete_rows
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

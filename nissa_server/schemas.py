@@ -6,10 +6,10 @@ from typing import Literal
 
 import msgspec
 
-from leyline.summaries import MetricSummary
 from leyline import CommandStatus, HubHealth, RunFinished, RunStatus
 from leyline.calls import CommandSpec
 from leyline.payloads import Scalar
+from leyline.summaries import MetricSummary
 
 
 class RankInfo(msgspec.Struct, kw_only=True):

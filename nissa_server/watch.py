@@ -18,7 +18,7 @@ from leyline import SERVER_RANK, EventKind, Severity
 from leyline.events import MAX_INT, MAX_RUN_ID, RUN_ID_PATTERN, RUN_ID_RULE
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
 from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
-from nissa_server.fanout import Lagging, WatchFilter, Watcher, frames
+from nissa_server.fanout import Lagging, Watcher, WatchFilter, frames
 from nissa_server.ingest import close_reason
 from nissa_server.pressure import WATCH_YIELD_S
 from nissa_server.protocols import engage, link_of

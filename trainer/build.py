@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-
 from nissa.diagnostics import answer_stacks
 from nissa.hub import HubConfig
+from nissa.ranks import Ranks
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
@@ -23,7 +23,6 @@ from trainer.checkpoint.resume import store_of
 from trainer.checkpoint.state import Stateful, Totals, restore
 from trainer.data import TaskData, load_task
 from trainer.hooks import RunHooks
-from nissa.ranks import Ranks
 from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig

@@ -13,17 +13,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-
 from leyline import RunFinished, RunStarted, TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
-
 from nissa.hub import HubConfig
 from nissa.hub.rest import ServerUnavailable
 from nissa.hub.runlog import LogCorrupt
 from nissa.hub.secret import SecretError
 from nissa.hub.upload import UploadResult, upload_run
-from nissa.ranks import RankError, Ranks, RanksConfig
 from nissa.join import agree_on_run, checked_run_id
+from nissa.ranks import RankError, Ranks, RanksConfig
 from nissa.runtime import Runtime
 
 # torch and the training loop are imported inside the training functions only: `esper-train
@@ -282,11 +280,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     """One rank's run, from agreeing on its id to its last line."""
     import dataclasses
 
+    from nissa.diagnostics import start_watchdog
+    from nissa.system import SystemConfig, start_system_metrics
     from trainer.build import Hosting
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
-    from nissa.diagnostics import start_watchdog
-    from nissa.system import SystemConfig, start_system_metrics
     from trainer.data import DataError
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines

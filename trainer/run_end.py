@@ -6,7 +6,6 @@ from __future__ import annotations
 import pathlib
 
 from leyline import RunFinished
-
 from nissa.hub import DeliveryReport
 
 

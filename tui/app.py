@@ -12,7 +12,6 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 
 from leyline import DecodeError, Event, decode_event
-
 from tui.client import NissaClient
 from tui.config import WatchConfig
 from tui.safe_text import plain

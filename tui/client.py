@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from datetime import datetime
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -23,13 +23,13 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
+from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.outcome import RunOutcome
-from leyline.summaries import MetricSummary
 from leyline.payloads import Scalar
 from leyline.series import Marker
+from leyline.summaries import MetricSummary
 from tui.client_histograms import HistogramReads
-from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 
 logger = logging.getLogger(__name__)
 

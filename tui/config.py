@@ -8,9 +8,8 @@ from pathlib import Path
 import msgspec
 
 from leyline.codec import check_run_id
-from leyline.events import RUN_ID_RULE
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
-
+from leyline.events import RUN_ID_RULE
 from tui.client import ClientConfig
 from tui.state import Limits
 from tui.views import StaleThresholds

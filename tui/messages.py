@@ -5,7 +5,6 @@ from __future__ import annotations
 from textual.message import Message
 
 from leyline import CommandRecord, Event
-
 from tui.client import ApiError, Connection
 from tui.runs_query import TableData
 

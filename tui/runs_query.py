@@ -9,7 +9,6 @@ import msgspec
 
 from leyline.groups import GroupRow, GroupsReply
 from leyline.payloads import Scalar
-
 from tui.client import NissaClient, RunSummary
 
 PAGE = 100

@@ -10,9 +10,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from leyline import (
+    SERVER_RANK,
     AlertChanged,
-    Metrics,
-    SystemMetrics,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
@@ -23,6 +22,7 @@ from leyline import (
     GradientHealth,
     HubHealth,
     LSTMHealth,
+    Metrics,
     PhaseTiming,
     PPOUpdate,
     ProfileCompleted,
@@ -31,17 +31,16 @@ from leyline import (
     RunResumed,
     RunStarted,
     RunStatus,
-    SERVER_RANK,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
     SeedPruned,
     SeedStageChanged,
     SlotSnapshot,
+    SystemMetrics,
     TelemetryLevel,
     TelemetryLevelChanged,
 )
-
 from tui.alerts import AlertTracker
 from tui.format import LogLine, describe
 from tui.loop import LoopView

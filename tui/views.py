@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leyline import HEAD_NAMES, CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
-
 from tui.loop import fmt_value
 from tui.state import RunState
 

@@ -26,7 +26,6 @@ from typing import Protocol
 
 from leyline import Command, CommandAction, CommandStatus, CommandStatusChanged, Payload
 from leyline.payloads import Scalar
-
 from nissa.hub.ratelog import RateLimitedLog
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from leyline import CommandAction
-
 from nissa.control.commands import CommandContext, CommandRejected
 from nissa.control.levels import LevelController
 

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from leyline import Command, CommandAction, CommandStatus, CommandStatusChanged, Payload
-
 from nissa.hub.traces import STACKS_DIR, stacks_name
 
 if TYPE_CHECKING:

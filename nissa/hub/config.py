@@ -11,7 +11,7 @@ import msgspec
 
 from leyline.codec import check_rank, check_run_id
 from leyline.events import RUN_ID_RULE
-from leyline.frames import MAX_NAME_CHARS
+from leyline.payloads import MAX_NAME_CHARS
 
 INGEST_PATH = "/ws/ingest"
 _TOKEN = re.compile(r"[!-~]+")

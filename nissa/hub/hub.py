@@ -31,7 +31,6 @@ from leyline import (
     Payload,
     Severity,
 )
-
 from nissa.hub.config import HubConfig
 from nissa.hub.ratelog import RateLimitedLog
 from nissa.hub.runlog import RunLog

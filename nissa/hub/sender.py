@@ -36,7 +36,6 @@ from leyline.frames import (
     Hello,
     Welcome,
 )
-
 from nissa.hub.config import BackoffConfig, HubConfig
 from nissa.hub.ratelog import RateLimitedLog
 from nissa.hub.runlog import LogReader

@@ -22,7 +22,6 @@ import httpx
 import msgspec
 
 from leyline import DecodeError, ProfileCompleted, RunStarted, decode_event
-
 from nissa.hub.rest import artifact_name, artifact_url, artifacts_url, auth_headers
 
 logger = logging.getLogger(__name__)

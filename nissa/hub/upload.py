@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from leyline import Command, RunStarted
-from leyline.frames import MAX_NAME_CHARS
-
+from leyline.payloads import MAX_NAME_CHARS
 from nissa.hub.config import HubConfig
 from nissa.hub.rest import wait_for_server
 from nissa.hub.runlog import LogFile

@@ -9,7 +9,6 @@ import msgspec
 from leyline import DEFAULT_SEVERITY, DecodeError, Event, encode_event
 from leyline.codec import encode_checked
 from leyline.frames import MAX_EVENT_BYTES
-
 from nissa.hub.config import HubConfig
 from nissa.hub.ratelog import RateLimitedLog
 from nissa.hub.runlog import RunLog

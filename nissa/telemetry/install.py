@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from leyline import CommandAction
-
 from nissa.control.agreement import ControlRound
 from nissa.hub.secret import run_secret
 from nissa.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start

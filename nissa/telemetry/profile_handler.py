@@ -28,9 +28,8 @@ import httpx
 
 from leyline import Command, CommandAction, Payload, ProfileCompleted, ProfileStarted
 from leyline.calls import unprofilable
-from leyline.enums import ProfileTarget
 from leyline.commands import MAX_PROFILE_BATCHES
-
+from leyline.enums import ProfileTarget
 from nissa.control import CommandContext, CommandProcessor, CommandRejected
 from nissa.hub.rest import artifact_name, artifact_url, auth_headers
 from nissa.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profiles_dir

@@ -29,7 +29,6 @@ import torch
 from torch.profiler import ProfilerActivity
 
 from leyline import TopOp
-
 from nissa.telemetry.phases import cut_phase_ranges
 from nissa.telemetry.quiet import without_profiler_markers
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from leyline.text import visible
 
-
 MAX_ATTEMPTS = 6
 BACKOFF_S = 2.0
 MAX_BACKOFF_S = 300.0

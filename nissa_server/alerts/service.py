@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from leyline import AlertChanged, CommandAction, EscalateRequest, SERVER_RANK, Severity
+from leyline import SERVER_RANK, AlertChanged, CommandAction, EscalateRequest, Severity
 from nissa_server.alerts.engine import AlertEngine, Firing, Snapshot, Verdict, last_event_id, read_snapshot
 from nissa_server.alerts.notify import MAX_ATTEMPTS, RateLimit, backoff_s, send
 from nissa_server.alerts.rules import AlertRules, Rule

@@ -20,8 +20,8 @@ from nissa_server.artifact_files import Quota, Refused
 from nissa_server.auth import require_read, require_write
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, run_or_404
-from nissa_server.schemas import ArtifactInfo
 from nissa_server.runs import RunState
+from nissa_server.schemas import ArtifactInfo
 from nissa_server.state import Nissa
 from nissa_server.store import queries
 

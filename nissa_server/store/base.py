@@ -20,8 +20,6 @@ from nissa_server.health import Health, supervise
 from nissa_server.runs import RunRegistry, RunState
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
-from nissa_server.store.series_pass import SeriesPass
-from nissa_server.store.series_sql import SeriesWriter
 from nissa_server.store.model import (
     CallWrite,
     Committed,
@@ -34,6 +32,8 @@ from nissa_server.store.model import (
     UnusableDatabase,
     Write,
 )
+from nissa_server.store.series_pass import SeriesPass
+from nissa_server.store.series_sql import SeriesWriter
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

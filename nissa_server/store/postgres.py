@@ -17,16 +17,16 @@ import functools
 import logging
 import threading
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from nissa_server.health import retry_delay, supervise
-from nissa_server.store import queries, series_sql, sql
 from nissa_server.store import postgres_schema as schema
+from nissa_server.store import queries, series_sql, sql
 from nissa_server.store.base import DATABASE, Store
 from nissa_server.store.blocks import from_row
 from nissa_server.store.conn import Conn

@@ -10,7 +10,6 @@ import threading
 
 from tests.support.server import script_path, start_server_process, stop_process
 
-
 script = script_path
 
 

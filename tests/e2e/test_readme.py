@@ -11,7 +11,6 @@ a seed, and three consoles in a pseudo-terminal; the other commands run while it
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
 import shlex

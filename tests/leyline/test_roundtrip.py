@@ -12,8 +12,8 @@ from leyline import (
     encode,
     encode_event,
 )
-from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.commands import Command
+from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
 
 

@@ -6,7 +6,15 @@ from typing import ClassVar
 import msgspec
 import pytest
 
-from leyline import CommandAction, CommandStatus, CommandStatusChanged, EpochCompleted, EventKind, SummaryUpdated, make_event
+from leyline import (
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
+    EpochCompleted,
+    EventKind,
+    SummaryUpdated,
+    make_event,
+)
 from leyline.events import Event
 from leyline.payloads import Payload
 from leyline.samples import SAMPLE_PAYLOADS, sample_events

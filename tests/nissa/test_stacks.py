@@ -12,11 +12,11 @@ import threading
 
 import httpx
 
-from tests.support.server import running_server
-from tests.support.waiting import wait_for
 from nissa.diagnostics import install_diagnostics
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
+from tests.support.server import running_server
+from tests.support.waiting import wait_for
 
 
 def blocked_in_a_collective(release: threading.Event) -> None:

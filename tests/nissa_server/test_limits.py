@@ -10,11 +10,19 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from leyline.frames import CLOSE_IDLE, CLOSE_TOO_MANY
+from leyline.frames import CLOSE_IDLE, CLOSE_TOO_MANY, STREAM_SECRET_HEADER
 from nissa_server.settings import ConnectionLimits
-from leyline.frames import STREAM_SECRET_HEADER
-from tests.support import (SECRET, IngestClient, close_of, events_for, ingest_events, running_server,
-                           start_server_process, stop_process, ws_url)
+from tests.support import (
+    SECRET,
+    IngestClient,
+    close_of,
+    events_for,
+    ingest_events,
+    running_server,
+    start_server_process,
+    stop_process,
+    ws_url,
+)
 from tests.support.waiting import wait_for
 
 PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "

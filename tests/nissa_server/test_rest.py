@@ -2,10 +2,9 @@
 
 import httpx
 import pytest
-
-from leyline import EventKind, HubHealth, RunStarted, make_event
 from websockets.asyncio.client import connect
 
+from leyline import EventKind, HubHealth, RunStarted, make_event
 from tests.support import IngestClient, close_of, events_for, ingest_events, running_server, ws_url
 
 MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED)

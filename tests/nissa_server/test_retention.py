@@ -7,7 +7,6 @@ import asyncio
 
 import httpx
 import pytest
-
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, RunFinished, encode, make_event

@@ -13,10 +13,8 @@ import psycopg
 import pytest
 
 from nissa_server.settings import Settings
-from nissa_server.store import UnusableDatabase, create_store
-from nissa_server.store import postgres_schema
+from nissa_server.store import UnusableDatabase, create_store, pages, postgres_schema, queries
 from nissa_server.store import sqlite_schema as db
-from nissa_server.store import pages, queries
 from nissa_server.store.postgres import PgConn
 from nissa_server.store.sqlite import SqliteStore
 from tests.support import events_for, ingest_events, running_server

@@ -11,6 +11,7 @@ from nissa_server.batches import add_server_event
 from nissa_server.store import EventWrite, RunGone, StaleWrite, Superseded, queries, sql
 from tests.support.stores import failing, settled, started, write_for
 
+
 async def test_a_backlog_is_committed_in_bounded_transactions(tmp_path):
     # A backlog committed whole would reach every watcher as one burst, bigger than a watcher's room.
     store, (run,) = await started(tmp_path, "backlog", max_rows_per_commit=1000)

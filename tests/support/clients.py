@@ -10,9 +10,9 @@ from urllib.parse import urlencode
 from websockets.asyncio.client import ClientConnection, connect
 
 from leyline import Command, Event, decode_frame, encode, make_event
+from leyline.enums import EventKind
 from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.samples import SAMPLE_PAYLOADS
-from leyline.enums import EventKind
 
 _FILLER = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE)
 SECRET = "test-stream-secret-" + "0" * 24

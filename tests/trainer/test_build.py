@@ -14,11 +14,11 @@ from leyline import (
     encode_event,
     make_event,
 )
+from trainer.build import run_training
 from trainer.data import make_synthetic
 from trainer.hooks import NullHooks
 from trainer.kasmina.lifecycle import check_transition
 from trainer.simic.config import TrainConfig
-from trainer.build import run_training
 from trainer.simic.sites import NullSites
 
 TINY = dict(train_size=256, val_size=128, batch_size=64, base_channels=4, device="cpu", log_every=0,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 
 from leyline import RunFinished
-
 from nissa.hub import DeliveryReport
 from trainer.run_end import end_lines
 

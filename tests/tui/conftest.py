@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from leyline import encode_event
-
 from tests.tui.scenario import scripted_run
 from tui.app import EsperWatch, build_app
 from tui.config import WatchConfig

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 from leyline import Event, RunFinished
-
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run

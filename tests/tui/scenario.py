@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from leyline import (
+    HEAD_NAMES,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
@@ -40,7 +41,6 @@ from leyline import (
     TopOp,
     make_event,
 )
-from leyline import HEAD_NAMES
 
 SLOTS = ("r0c0", "r0c1", "r1c0")
 HOST_PARAMS = 52_480

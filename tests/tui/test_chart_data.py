@@ -8,7 +8,6 @@ import numpy as np
 
 from leyline import EpochCompleted, make_event
 from leyline.series import points_of
-
 from tui.chart_data import SeriesSet, running_best, smooth, window
 
 ACC = "epoch_completed.accuracy"

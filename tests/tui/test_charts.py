@@ -7,7 +7,6 @@ from pathlib import Path
 
 from leyline import EpochCompleted, SeedFossilized
 from leyline.series import points_of
-
 from tests.support.server import running_server
 from tests.tui.conftest import write_run_log
 from tests.tui.producer import scripted_trainer

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from leyline import CommandAction
-
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from leyline import CommandAction, Heartbeat
-
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tui.client import ApiError, ClientConfig, NissaClient

@@ -7,7 +7,6 @@ import pytest
 from textual.widgets import Checkbox, Input, Static
 
 from leyline import CommandAction, CommandStatus
-
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run

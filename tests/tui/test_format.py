@@ -2,9 +2,8 @@
 
 import pytest
 
-from leyline import EventKind, Severity, make_event, Heartbeat
+from leyline import EventKind, Heartbeat, Severity, make_event
 from leyline.samples import sample_events
-
 from tui.format import SHORT_KIND, LogFilter, LogLine, describe, num, sparkline
 
 

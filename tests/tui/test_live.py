@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from leyline import CommandStatus, Heartbeat, TelemetryLevel
+from textual.widgets import DataTable
 
+from leyline import CommandStatus, Heartbeat, TelemetryLevel
 from tests.support.clock import ManualClock
 from tests.support.server import running_server
 from tests.support.waiting import async_wait_for
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from textual.widgets import DataTable
-
 from tui.app import EsperWatch
 from tui.client import ClientConfig
 from tui.config import WatchConfig
 from tui.screens.forms import EscalateForm
-from tui.views import StaleThresholds
 from tui.screens.replay import ReplayScreen
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
+from tui.views import StaleThresholds
 from tui.widgets.event_log import EventLog
 from tui.widgets.header import RunHeader
 from tui.widgets.lifecycle import CommandPanel

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
-import nissa
 from textual.widgets import Static
 
+import nissa
+from leyline.charts import DEFAULT_CHARTS
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
@@ -15,7 +16,6 @@ from tests.tui.test_live import console, until
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen
-from leyline.charts import DEFAULT_CHARTS
 from tui.widgets.chart import ChartPanel
 
 

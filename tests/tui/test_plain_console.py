@@ -4,12 +4,12 @@ rounds or env-epochs; its profile form offers its own phases; its stop confirmat
 
 from __future__ import annotations
 
-import nissa
-from leyline import CommandAction
 from textual.containers import Vertical
 from textual.geometry import Region
 from textual.widgets import Checkbox, Label
 
+import nissa
+from leyline import CommandAction
 from tests.support.server import running_server
 from tests.tui.test_live import console, until
 from tui.screens.forms import ConfirmStop, EscalateForm

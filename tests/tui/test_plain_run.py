@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import nissa
 from leyline import CommandStatus
-
 from tests.support.server import running_server
 from tests.tui.test_live import SIZE, console, until
 from tui.screens.run_view import RunViewScreen

@@ -7,7 +7,6 @@ import itertools
 from leyline import EventKind, Heartbeat
 from leyline.kinds import SERVER_ONLY_KINDS
 from leyline.samples import SAMPLE_PAYLOADS
-
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.proxy import cuttable_proxy

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from leyline import RunStarted
 from leyline.groups import GroupRow, MetricStats
-
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tests.tui.test_live import console, until
 from tui.client import MetricSummary, RunSummary
 from tui.runs_query import group_filter
-from tui.runs_table import (columns, differing_params, fmt_stats, group_keys, metric_name, series_name,
-                            shared_metrics, short_id)
+from tui.runs_table import (
+    columns,
+    differing_params,
+    fmt_stats,
+    group_keys,
+    metric_name,
+    series_name,
+    shared_metrics,
+    short_id,
+)
 from tui.screens.run_edit import parse_tags
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen

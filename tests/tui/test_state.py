@@ -12,7 +12,6 @@ from leyline import (
     TelemetryLevel,
     make_event,
 )
-
 from tests.tui.scenario import scripted_run
 from tui.state import Limits, RunState
 from tui.views import StaleThresholds, command_rows, env_rows, header_view, ppo_view, staleness

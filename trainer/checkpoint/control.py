@@ -29,10 +29,9 @@ from typing import Any
 import torch
 
 from leyline import CommandAction
-
+from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, Written, checkpoint_name
 from trainer.checkpoint.state import Totals, capture
-from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
 from trainer.simic.vectorized import VectorizedTrainer
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from leyline import Payload, SeedGateEvaluated, SeedGerminated, SeedStage, SeedStageChanged
-
 from trainer.kasmina.alpha import AlphaController
 from trainer.kasmina.blueprints import build_blueprint, param_count
 from trainer.kasmina.lifecycle import (

@@ -15,9 +15,8 @@ import torch
 from torch import nn
 
 from leyline import HEAD_NAMES
-
-from trainer.kasmina.host import inductor_mode
 from nissa.ranks import Ranks, tensor_bytes
+from trainer.kasmina.host import inductor_mode
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer
 from trainer.simic.rollout import ReturnNormalizer, RolloutBuffer

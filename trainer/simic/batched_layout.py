@@ -26,7 +26,6 @@ import torch
 from torch import nn
 
 from leyline import SeedStage
-
 from trainer.kasmina.lifecycle import BLENDED_STAGES
 from trainer.kasmina.slot import SeedSlot
 

@@ -15,7 +15,6 @@ import torch
 
 from leyline.calls import UPDATE_PHASE
 from leyline.payloads import Scalar
-
 from trainer.data import DataError, cifar_root
 from trainer.kasmina.host import HostConfig, slot_id, slot_index
 

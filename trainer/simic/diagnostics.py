@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from nissa.telemetry.syncs import HostSyncCounter
 from trainer.hooks import RunHooks
 from trainer.simic.env import Env
 from trainer.simic.vectorized import VectorizedTrainer
 from trainer.tamiyo.actions import Action, Op
-from nissa.telemetry.syncs import HostSyncCounter
 
 SEED_BLUEPRINTS = ("conv_light", "attention", "depthwise")
 # Made once at import: Action.row reads a host table, which a sync counter started later would

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from leyline import Payload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
-
 from trainer.kasmina.blueprints import param_count
 from trainer.kasmina.host import CNNHost, HostConfig, slot_index
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_POTENTIAL, LifecycleConfig

@@ -31,7 +31,6 @@ from typing import Any
 import torch
 
 from leyline import CompileStats
-
 from trainer.simic.batched import BatchedEnvs
 from trainer.simic.batched_layout import Layout
 from trainer.simic.runtime import DeviceRuntime

@@ -19,7 +19,6 @@ import torch
 from torch import nn
 
 from leyline import HEAD_NAMES
-
 from nissa.ranks import Ranks
 from trainer.simic.rollout import RolloutBatch
 from trainer.tamiyo.policy import ActorCritic

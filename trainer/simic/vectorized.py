@@ -17,14 +17,13 @@ from dataclasses import dataclass
 import torch
 
 from leyline import EpochCompleted, Payload, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
-
 from trainer.data import TaskData
 from trainer.hooks import RunHooks
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_CODE
 from trainer.simic.agent import Agent
 from trainer.simic.batched import batched_envs
-from trainer.simic.graphs import graphed_step
 from trainer.simic.env import Env, EnvConfig
+from trainer.simic.graphs import graphed_step
 from trainer.simic.ppo import PPOMetrics
 from trainer.simic.reward import RewardConfig, RewardInputs, compute_rewards
 from trainer.simic.runtime import DeviceRuntime

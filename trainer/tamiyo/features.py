@@ -12,7 +12,6 @@ from typing import Protocol
 import torch
 
 from leyline import SeedStage
-
 from trainer.kasmina.alpha import AlphaMode
 from trainer.kasmina.lifecycle import STAGE_CODE, STAGES
 from trainer.kasmina.slot import BLEND_STYLES, SeedSlot

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import torch
 
 from leyline import SeedStage
-
 from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.kasmina.slot import SeedSlot
 from trainer.tamiyo.actions import TEMPOS, Action, Op

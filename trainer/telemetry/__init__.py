@@ -5,8 +5,17 @@ it should not run. ``nissa.control`` owns levels and commands; the profile handl
 here plugs into its command processor.
 """
 
-from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from nissa.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
+from nissa.telemetry.phases import PHASES, PhaseTimer
+from nissa.telemetry.profile_handler import (
+    ArtifactUploader,
+    ProfileHandler,
+    UploadConfig,
+    artifact_url,
+    profile_at_start,
+)
+from nissa.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
+from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.ema import BiasCorrectedEMA, Drift, EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientStats,
@@ -18,15 +27,6 @@ from trainer.telemetry.gradients import (
 )
 from trainer.telemetry.install import install_profiling, install_rank_checks, telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
-from nissa.telemetry.phases import PHASES, PhaseTimer
-from nissa.telemetry.profile_handler import (
-    ArtifactUploader,
-    ProfileHandler,
-    UploadConfig,
-    artifact_url,
-    profile_at_start,
-)
-from nissa.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 __all__ = [

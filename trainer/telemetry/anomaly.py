@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import msgspec
 
 from leyline import AnomalyDetected, LSTMHealth, PPOUpdate
-
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.ema import Drift
 from trainer.telemetry.epoch_checks import EpochCheckConfig, EpochChecks, Finding

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from leyline import AnomalyDetected
-
 from trainer.simic.sites import EpochSignals, PolicySignals
 from trainer.telemetry.gradients import GradientStats
 

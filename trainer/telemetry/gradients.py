@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import torch
 
 from leyline import GradientHealth
-
 from nissa.telemetry.readback import StreamFence, read_all
 
 MIN_TORCH_VERSION = (2, 4)

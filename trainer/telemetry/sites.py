@@ -36,15 +36,16 @@ import torch
 from torch import nn
 
 from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
-
+from nissa.histogram import PendingHistograms, launch_histograms
+from nissa.telemetry.debug_stats import PendingLayers, debug_histogram_payloads, launch_layer_stats, layer_histograms
+from nissa.telemetry.phases import PhaseTimer
+from nissa.telemetry.readback import read_all
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
-from nissa.histogram import PendingHistograms, launch_histograms
-from nissa.telemetry.debug_stats import PendingLayers, debug_histogram_payloads, launch_layer_stats, layer_histograms
+from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.epoch_checks import Finding
 from trainer.telemetry.flat import FlatRead, collect_flat
-from trainer.telemetry.ema import EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
     GradientStats,
     GradientThresholds,
@@ -53,8 +54,6 @@ from trainer.telemetry.gradients import (
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
-from nissa.telemetry.phases import PhaseTimer
-from nissa.telemetry.readback import read_all
 
 if TYPE_CHECKING:
     from trainer.simic.batched import FlatGradients

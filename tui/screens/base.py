@@ -10,7 +10,6 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from leyline import Event
-
 from tui.state import RunState
 from tui.widgets.dashboard import RunDashboard
 

@@ -11,7 +11,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from leyline.calls import CallValue, CommandSpec
-
 from tui.loop import parse_call
 from tui.safe_text import run_text
 

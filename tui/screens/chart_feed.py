@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from textual import work
 
 from leyline.frames import EventBatch
-
 from tui.client import ApiError, Connection, WatchStream
 from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
 

@@ -6,7 +6,6 @@ from textual.message import Message
 
 from leyline import Event
 from leyline.series import Marker
-
 from tui.client import RunSummary
 
 

@@ -16,7 +16,6 @@ from textual.widgets import Footer, Static
 from leyline import Event, RunFinished
 from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS
 from leyline.series import X_AXES, kind_of_name, x_of
-
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import RunSummary
 from tui.safe_text import plain

@@ -11,7 +11,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from leyline import CommandRecord
-
 from tui.alerts import AlertView
 from tui.format import clock
 from tui.safe_text import plain, run_text

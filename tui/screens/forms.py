@@ -17,7 +17,6 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from leyline import CommandAction
 from leyline.calls import UPDATE_PHASE
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
-
 from tui.safe_text import run_text
 
 _FORM_CSS = """

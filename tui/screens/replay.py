@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+
 from rich.console import RenderableType
 from rich.text import Text
 from textual import events, work
@@ -14,7 +15,6 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input
 
 from leyline import Event
-
 from tui.client import ApiError
 from tui.messages import ApiFailed, ReplayLoaded
 from tui.screens.base import DashboardScreen

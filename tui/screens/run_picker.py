@@ -16,7 +16,6 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from leyline.groups import GroupRow
-
 from tui.client import ApiError, RunSummary
 from tui.messages import ApiFailed, RunsLoaded
 from tui.runs_query import PAGE, TableData, TableQuery, fetch, value_id

@@ -12,12 +12,11 @@ from textual.widgets import Footer
 
 from leyline import CommandAction
 from leyline.frames import EventBatch
-
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
 from tui.screens.base import DashboardScreen
-from tui.screens.diagnostics import AlertsScreen, StacksScreen
 from tui.screens.call_form import CallForm
+from tui.screens.diagnostics import AlertsScreen, StacksScreen
 from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
 from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo

@@ -21,10 +21,8 @@ from textual_plot import HiResMode, PlotWidget
 
 from leyline.charts import ChartDef
 from leyline.series import Marker, x_of
-
 from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
 from tui.safe_text import plain, run_text
-
 
 ChartSpec = ChartDef
 """A chart: leyline's definition (``leyline.charts``), the one the web page is served."""

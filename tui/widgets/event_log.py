@@ -8,7 +8,6 @@ from rich.text import Text
 from textual.widgets import RichLog
 
 from leyline import Severity
-
 from tui.format import LogFilter, LogLine
 from tui.safe_text import plain
 

@@ -11,7 +11,6 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from leyline import CommandStatus
-
 from tui.format import short_id
 from tui.safe_text import plain, run_text
 from tui.views import CommandRow, ProfileView, TimelineRow

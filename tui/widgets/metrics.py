@@ -10,7 +10,6 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from leyline import SeedStage, SlotSnapshot
-
 from tui.format import num, pct, sparkline
 from tui.safe_text import plain, run_text
 from tui.views import EnvRow, HealthView, PPOView, Series

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from leyline import CommandStatus
-from tests.nissa.control.test_commands import Harness, _cmd
 from nissa.control import CommandProcessor
 from nissa.control.agreement import Agreement, StepTimer
 from nissa.ranks import RankError
+from tests.nissa.control.test_commands import Harness, _cmd
 
 
 def agreed_harness() -> Harness:

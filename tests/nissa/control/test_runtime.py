@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from leyline import CommandStatus, EpochCompleted, EventKind, RunFinished, TelemetryLevel, decode_event
-from trainer.hooks import RunHooks
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
-
+from trainer.hooks import RunHooks
 
 
 def read_log(path):

@@ -11,11 +11,11 @@ import pytest
 
 from leyline import SeedGerminated
 from leyline.frames import CLOSE_DELETED, CLOSE_FORBIDDEN
-from tests.support.server import running_server
-from tests.support.waiting import wait_for
 from nissa.hub import HubConfig, NissaHub
 from nissa.hub.secret import SECRET_FILE, SecretError, run_secret
 from nissa.hub.upload import upload_run
+from tests.support.server import running_server
+from tests.support.waiting import wait_for
 
 
 def _seed(i: int) -> SeedGerminated:

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from leyline import CommandAction, CommandStatus, EventKind, SeedGerminated, decode_events
+from nissa.hub import HubConfig, NissaHub
 from tests.support.server import running_server
 from tests.support.waiting import wait_for
-from nissa.hub import HubConfig, NissaHub
 
 
 def _seed(i: int) -> SeedGerminated:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.telemetry.anomaly import ANOMALIES, ESCALATING
 from nissa.telemetry.stragglers import STRAGGLER, StragglerCheck, StragglerConfig
+from trainer.telemetry.anomaly import ANOMALIES, ESCALATING
 
 
 def test_a_slow_rank_is_reported_once_named_and_again_after_it_caught_up():

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from trainer.cli import main
 from tests.trainer.test_cli_errors import TINY, _one_line_error
+from trainer.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from leyline import PhaseTiming, PPOUpdate, TelemetryLevel, encode_event, make_event
+from tests.trainer.test_build import TINY, RecordingHooks
+from trainer.build import build_trainer, run_training
 from trainer.checkpoint import CheckpointConfig, Checkpointer, CheckpointStore
 from trainer.data import make_synthetic
 from trainer.simic.config import TrainConfig
-from trainer.build import build_trainer, run_training
-from tests.trainer.test_build import TINY, RecordingHooks
 
 CONFIG = TrainConfig(**{**TINY, "n_envs": 2, "rounds": 3, "episode_length": 4, "seed": 3})
 

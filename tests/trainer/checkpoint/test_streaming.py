@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from tests.trainer.test_cli_errors import TINY
 from trainer.checkpoint.streaming import SERVER_FILE, previous_server, remember_server
 from trainer.cli import main
-from tests.trainer.test_cli_errors import TINY
 
 
 def test_the_server_is_remembered_and_none_is_none(tmp_path):

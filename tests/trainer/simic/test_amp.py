@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from leyline import EpochCompleted, PPOUpdate, TelemetryLevel
+from tests.trainer.test_build import RecordingHooks
+from trainer.build import build_trainer
 from trainer.simic.config import TrainConfig
 from trainer.simic.diagnostics import with_live_seeds
 from trainer.simic.env import Env
-from trainer.build import build_trainer
 from trainer.simic.vectorized import VectorizedTrainer
-from tests.trainer.test_build import RecordingHooks
 
 TINY = dict(device="cpu", policy="ppo", n_envs=1, rounds=1, episode_length=3, train_size=128, val_size=64,
             batch_size=64, base_channels=4, lstm_hidden=8, log_every=0, min_training_epochs=1, min_prune_age=1,

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from leyline import DebugLayerStats, EpochCompleted, GradientHealth, SeedStage, TelemetryLevel
+from tests.trainer.test_build import RecordingHooks
 from trainer.build import build_trainer
 from trainer.simic.config import TrainConfig
 from trainer.simic.env import Env
@@ -21,7 +22,6 @@ from trainer.simic.sites import NullSites
 from trainer.simic.vectorized import VectorizedTrainer
 from trainer.tamiyo.actions import Action, Op
 from trainer.telemetry.sites import SimicTelemetry
-from tests.trainer.test_build import RecordingHooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

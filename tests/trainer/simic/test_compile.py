@@ -14,12 +14,10 @@ import pytest
 import torch
 
 from leyline import CompileStats, EpochCompleted, PhaseTiming, PPOUpdate, TelemetryLevel
-from trainer.simic.config import TrainConfig
-from trainer.build import run_training
-from trainer.telemetry.compile_stats import CompileMonitor
-
 from tests.trainer.test_build import RecordingHooks
-
+from trainer.build import run_training
+from trainer.simic.config import TrainConfig
+from trainer.telemetry.compile_stats import CompileMonitor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from leyline import PhaseTiming, TelemetryLevel
+from tests.trainer.test_build import RecordingHooks
 from trainer.build import build_trainer
 from trainer.simic.config import ConfigError, TrainConfig
 from trainer.simic.diagnostics import with_live_seeds
 from trainer.simic.graphs import WARMUP, GraphedStep
 from trainer.simic.vectorized import VectorizedTrainer
-from tests.trainer.test_build import RecordingHooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

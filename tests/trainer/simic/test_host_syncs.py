@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from leyline import TelemetryLevel
+from nissa.telemetry.syncs import HostSyncCounter
+from trainer.build import build_trainer
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
 from trainer.simic.diagnostics import count_host_syncs
-from trainer.build import build_trainer
-from nissa.telemetry.syncs import HostSyncCounter
 
 TINY = dict(device="cpu", rounds=2, episode_length=3, train_size=256, val_size=64, batch_size=64, base_channels=4,
             lstm_hidden=8, log_every=0, gradient_telemetry_stride=2, min_training_epochs=1, min_prune_age=1,

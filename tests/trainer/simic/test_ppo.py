@@ -2,11 +2,11 @@
 
 import torch
 
+from trainer.build import build_agent
 from trainer.simic.agent import PPOAgent
 from trainer.simic.config import TrainConfig
 from trainer.simic.ppo import PPOConfig, ppo_update
 from trainer.simic.rollout import RolloutBatch, compute_gae
-from trainer.build import build_agent
 from trainer.tamiyo.features import obs_dim
 from trainer.tamiyo.policy import ActorCritic, PolicyConfig
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from trainer.simic.ppo import PPOConfig, STAT_NAMES, clipped_surrogate, policy_loss, ppo_update, value_loss
+from trainer.simic.ppo import STAT_NAMES, PPOConfig, clipped_surrogate, policy_loss, ppo_update, value_loss
 from trainer.simic.rollout import RolloutBatch, compute_gae
 from trainer.tamiyo.actions import N_OPS, Op
 from trainer.tamiyo.features import obs_dim

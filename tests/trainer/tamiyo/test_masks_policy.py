@@ -5,7 +5,7 @@ import torch
 from leyline import HEAD_NAMES, SeedStage
 from trainer.kasmina.lifecycle import STAGE_CODE, LifecycleConfig
 from trainer.kasmina.slot import SeedSlot
-from trainer.tamiyo.actions import CAUSAL_HEADS, Action, Op, head_sizes
+from trainer.tamiyo.actions import CAUSAL_HEADS, Op, head_sizes
 from trainer.tamiyo.features import BASE_FEATURES, NEVER, SLOT_FEATURES, build_observations, obs_dim
 from trainer.tamiyo.masks import SlotView, compute_masks
 from trainer.tamiyo.policy import ActorCritic, PolicyConfig

@@ -30,8 +30,8 @@ from leyline import (
 )
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
-from trainer.simic.config import TrainConfig
 from trainer.build import run_training
+from trainer.simic.config import TrainConfig
 from trainer.telemetry.anomaly import AnomalyConfig
 from trainer.telemetry.install import telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds
