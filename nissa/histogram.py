@@ -35,23 +35,54 @@ class Histogram:
         self.bins = bins
 
 
+def _as_binnable(t: torch.Tensor) -> torch.Tensor:
+    flat = t.detach().reshape(-1)
+    return flat if flat.dtype in (torch.float32, torch.float64) else flat.float()  # bin arithmetic in float32
+
+
+def _bin_index(flat: torch.Tensor, finite: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+               bins: int) -> torch.Tensor:
+    """Each value's bin (``bins``: NaN and infinities) between ``lo`` and ``hi`` (scalars or one per value)."""
+    width = (hi - lo).clamp_min(torch.finfo(flat.dtype).tiny) / bins
+    index = ((flat - lo) / width).floor_().clamp_(0, bins - 1)
+    return torch.where(finite, index, bins).long()
+
+
 def _launch(t: torch.Tensor, bins: int) -> torch.Tensor:
     """``[min, max, count, *bins, nonfinite]`` of ``t`` as a float64 tensor on its device (nothing read yet)."""
     if t.numel() == 0:
         return torch.zeros(bins + 4, dtype=torch.float64, device=t.device)
-    flat = t.reshape(-1)
-    if flat.dtype not in (torch.float32, torch.float64):
-        flat = flat.float()  # half precision and integers: bin arithmetic in float32
+    flat = _as_binnable(t)
     finite = torch.isfinite(flat)
     big = torch.finfo(flat.dtype).max
     lo = torch.where(finite, flat, big).amin()
     hi = torch.where(finite, flat, -big).amax()
-    width = (hi - lo).clamp_min(torch.finfo(flat.dtype).tiny) / bins
-    index = ((flat - lo) / width).floor_().clamp_(0, bins - 1)
-    index = torch.where(finite, index, bins).long()  # the extra bin: NaN and infinities
-    counts = torch.bincount(index, minlength=bins + 1).to(torch.float64)
+    counts = torch.bincount(_bin_index(flat, finite, lo, hi, bins), minlength=bins + 1).to(torch.float64)
     n = counts[:bins].sum().reshape(1)
     return torch.cat([torch.stack([lo, hi]).to(torch.float64), n, counts])
+
+
+def segmented_histograms(values: torch.Tensor, seg: torch.Tensor, n: int, bins: int) -> torch.Tensor:
+    """``[n, bins + 4]`` rows ``[min, max, count, *bins, nonfinite]``, float64, of the ``n`` segments of a flat
+    tensor whose element i belongs to segment ``seg[i]`` (every segment non-empty): the same bins as ``n``
+    histograms of the segments apart, in a fixed number of kernels whatever ``n`` (nothing read yet)."""
+    flat = _as_binnable(values)
+    finite = torch.isfinite(flat)
+    big = torch.finfo(flat.dtype).max
+    start = torch.full((n,), big, dtype=flat.dtype, device=flat.device)
+    lo = start.scatter_reduce(0, seg, torch.where(finite, flat, big), "amin")
+    hi = start.neg().scatter_reduce(0, seg, torch.where(finite, flat, -big), "amax")
+    index = _bin_index(flat, finite, lo.index_select(0, seg), hi.index_select(0, seg), bins) + seg * (bins + 1)
+    counts = torch.bincount(index, minlength=n * (bins + 1)).view(n, bins + 1).to(torch.float64)
+    return torch.cat([lo.to(torch.float64).unsqueeze(1), hi.to(torch.float64).unsqueeze(1),
+                      counts[:, :bins].sum(1, keepdim=True), counts], 1)
+
+
+def distribution(name: str, figures: list[float], bins: int) -> Distribution:
+    """The ``Distribution`` of one histogram's ``[min, max, count, *bins, nonfinite]`` as read back."""
+    count = int(figures[2])
+    return Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
+                        count=count, nonfinite=int(figures[-1]), bins=[int(c) for c in figures[3:3 + bins]])
 
 
 class PendingHistograms:
@@ -78,12 +109,8 @@ class PendingHistograms:
     def absorb(self, values: list[float]) -> None:
         out, at = [], 0
         for name, h in self.named:
-            figures = values[at:at + h.bins + 4]
+            out.append(distribution(name, values[at:at + h.bins + 4], h.bins))
             at += h.bins + 4
-            count = int(figures[2])
-            out.append(Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
-                                    count=count, nonfinite=int(figures[-1]),
-                                    bins=[int(c) for c in figures[3:3 + h.bins]]))
         self.distributions = out
 
 

@@ -51,6 +51,7 @@ from trainer.telemetry.gradients import (
     GradientThresholds,
     PendingGradients,
     collect_gradients,
+    env_scope,
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
@@ -94,10 +95,6 @@ class TelemetryConfig:
 
 class CompileStatsSource(Protocol):
     def stats(self) -> CompileStats: ...
-
-
-def _drift_scope(env: int, scope: str) -> str:
-    return f"env{env}/{scope}"
 
 
 class SimicTelemetry:
@@ -163,13 +160,13 @@ class SimicTelemetry:
                 layers = launch_layer_stats(scope, module.named_parameters())
                 if layers is not None:
                     self._layers.append((env, layers))
-                    self._histograms += launch_histograms(layer_histograms(_drift_scope(env, scope),
+                    self._histograms += launch_histograms(layer_histograms(env_scope(env, scope),
                                                                            module.named_parameters()))
 
     def collect_flat(self, grads: FlatGradients) -> None:
         """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
-        scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats in one more),
-        read back as one tensor (``trainer.telemetry.flat``)."""
+        scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats and distributions in
+        a few more), read back as one tensor (``trainer.telemetry.flat``)."""
         collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG)
         self._pending += collection.gradients
         self._layers += collection.layers
@@ -191,7 +188,7 @@ class SimicTelemetry:
         hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
         for (env, _), s in zip(pending, stats):
             self._epoch_grads.append((env, s))
-            drift = self.ema.update(_drift_scope(env, s.scope), s.global_norm if s.finite else None)
+            drift = self.ema.update(env_scope(env, s.scope), s.global_norm if s.finite else None)
             host = hosts.get(env)
             ratio = seed_gradient_ratio(s, host) if host is not None and s.scope != HOST_SCOPE else None
             severity = Severity.WARNING if (s.nonfinite or s.exploding or s.vanishing) else None
@@ -200,12 +197,12 @@ class SimicTelemetry:
         for env, lay in layers:
             for payload in lay.payloads():
                 self.hooks.emit(payload, env=env)
-        for distributions in debug_histogram_payloads(histograms):
+        for distributions in debug_histogram_payloads(histograms, (d for f in flat for d in f.distributions)):
             self.hooks.emit(distributions)
 
     def forget_scope(self, env: int, scope: str) -> None:
         """A seed left its slot: the next one there starts a fresh gradient average and history."""
-        self.ema.forget(_drift_scope(env, scope))
+        self.ema.forget(env_scope(env, scope))
         self.detector.forget_scope(env, scope)
 
     # --- the PPO update --------------------------------------------------------------------------
