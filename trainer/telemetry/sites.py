@@ -6,8 +6,8 @@ Where the loop calls it (and what each level adds):
   tel.collect_env(env, {"host": host, slot: seed, ...})``; then once per batch, after
   every env, ``tel.flush_gradients()``: gradient health per scope (host and each live
   seed, with EMA drift and the seed's gradient ratio), every ``gradient_stride``
-  batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats of each
-  module. Every env and scope of a collection, layer stats included, is read in ONE
+  batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats and distributions of
+  each module, every ``debug_layer_stride`` batches of a window from its first one. Every env and scope of a collection, layer stats included, is read in ONE
   transfer, after waiting on the fence each launch recorded on its env's stream.
 - inside the PPO update, after a backward: ``tel.policy_backward(policy)`` (DEBUG: the
   policy's per-layer stats, once per update);
@@ -73,6 +73,9 @@ class TelemetryConfig:
 
     gradient_stride: int = 10
     """Gradient health every N training batches at NORMAL (every batch at DEBUG)."""
+    debug_layer_stride: int = 10
+    """At DEBUG, the per-layer statistics and distributions every N training batches, from a debug window's
+    first batch on (1: every batch); the policy's are taken once per update whatever this is."""
     head_sizes: Mapping[str, int] = field(default_factory=dict)
     """Choices per policy action head, to normalise entropy (heads of size 1 are never judged)."""
     gradients: GradientThresholds = field(default_factory=GradientThresholds)
@@ -87,8 +90,9 @@ class TelemetryConfig:
     """The run's ``--compile-mode``; when not ``off``, each ``phase_timing`` carries ``CompileStats``."""
 
     def __post_init__(self) -> None:
-        if self.gradient_stride < 1:
-            raise ValueError(f"gradient_stride must be >= 1, got {self.gradient_stride}")
+        if self.gradient_stride < 1 or self.debug_layer_stride < 1:
+            raise ValueError(f"strides must be >= 1, got gradient_stride={self.gradient_stride}, "
+                             f"debug_layer_stride={self.debug_layer_stride}")
         if any(n < 1 for n in self.head_sizes.values()):
             raise ValueError("head sizes must be >= 1")
 
@@ -115,6 +119,10 @@ class SimicTelemetry:
         self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
+        self._layers_due = True
+        """Whether this batch's collection at DEBUG takes the per-layer statistics and distributions."""
+        self._layers_at: int | None = None
+        """The batch of this debug window's last per-layer collection (None outside a window)."""
         self.compile_monitor: CompileStatsSource | None = None
         """What ``phase_timing`` reports of compile (``--compile-mode``) or of CUDA graph capture."""
         if self.config.compile_mode != "off":
@@ -146,14 +154,18 @@ class SimicTelemetry:
     def gradients_due(self, batch: int) -> bool:
         """Whether to collect gradient health after this batch's backward (``batch`` counts from 0)."""
         level = self.hooks.level
-        if level.rank < _NORMAL.rank:
-            return False
-        return level is _DEBUG or batch % self.config.gradient_stride == 0
+        if level is not _DEBUG:
+            self._layers_at = None
+            return level.rank >= _NORMAL.rank and batch % self.config.gradient_stride == 0
+        self._layers_due = self._layers_at is None or batch - self._layers_at >= self.config.debug_layer_stride
+        if self._layers_due:
+            self._layers_at = batch
+        return True
 
     @torch.compiler.disable
     def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
         """Launch the gradient norms (and at DEBUG the per-layer stats) of one env's scopes; no sync."""
-        debug = self.hooks.level is _DEBUG
+        debug = self.hooks.level is _DEBUG and self._layers_due
         for scope, module in modules.items():
             self._pending.append((env, collect_gradients(scope, module.parameters(), self.config.gradients)))
             if debug:
@@ -167,7 +179,7 @@ class SimicTelemetry:
         """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
         scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats and distributions in
         a few more), read back as one tensor (``trainer.telemetry.flat``)."""
-        collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG)
+        collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG and self._layers_due)
         self._pending += collection.gradients
         self._layers += collection.layers
         self._flat_reads.append(collection.read)
