@@ -7,8 +7,9 @@ Where the loop calls it (and what each level adds):
   every env, ``tel.flush_gradients()``: gradient health per scope (host and each live
   seed, with EMA drift and the seed's gradient ratio), every ``gradient_stride``
   batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats and distributions of
-  each module, every ``debug_layer_stride`` batches of a window from its first one. Every env and scope of a collection, layer stats included, is read in ONE
-  transfer, after waiting on the fence each launch recorded on its env's stream.
+  each module, every ``debug_layer_stride`` batches of a window from its first one. Every env
+  and scope of a collection, layer stats included, is read in ONE transfer, after waiting on
+  the fence each launch recorded on its env's stream.
 - inside the PPO update, after a backward: ``tel.policy_backward(policy)`` (DEBUG: the
   policy's per-layer stats, once per update);
 - after the PPO update: ``tel.after_update(update, progress=..., lstm_state=(h, c))``:
