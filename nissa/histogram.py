@@ -3,8 +3,10 @@
     run.log({"weights/fc1": nissa.Histogram(model.fc1.weight, bins=64)})
 
 Each histogram is computed on its tensor's device (min and max of the finite values, then a ``bincount`` of
-bin indices: temporaries the size of that one tensor, never of all of them together) and every histogram of
-one call, or of one ``run.watch`` collection, comes back to the host in one transfer per device. Bins are of
+bin indices); consecutive tensors of the same bins are binned together, up to ``CHUNK_ELEMENTS`` elements at a
+time (a fixed number of kernels for many small layers, temporaries never the size of all of them together),
+and every histogram of one call, or of one ``run.watch`` collection, comes back to the host in one transfer
+per device. Bins are of
 equal width from ``min`` to ``max``; NaN and infinities are counted apart (``nonfinite``).
 """
 
@@ -85,6 +87,51 @@ def distribution(name: str, figures: list[float], bins: int) -> Distribution:
                         count=count, nonfinite=int(figures[-1]), bins=[int(c) for c in figures[3:3 + bins]])
 
 
+CHUNK_ELEMENTS = 1 << 22
+"""Elements binned together at most (16 MiB of float32): what a collection adds to memory, at most."""
+_SEGMENT_IDS: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
+"""Segment ids of the few layouts a run's collections repeat (seeds come and go)."""
+
+
+def segment_ids(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """The segment index of every element of segments of ``sizes``, made on ``device`` (no upload, no sync)."""
+    key = (sizes, device)
+    cached = _SEGMENT_IDS.get(key)
+    if cached is None:
+        cached = torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)])
+        if sum(sizes) <= CHUNK_ELEMENTS:
+            if len(_SEGMENT_IDS) >= 64:
+                _SEGMENT_IDS.clear()
+            _SEGMENT_IDS[key] = cached
+    return cached
+
+
+def _runs(hists: Sequence[Histogram]) -> list[list[Histogram]]:
+    """Consecutive histograms binned together: the same bins and dtype, non-empty, at most ``CHUNK_ELEMENTS``
+    elements in all (a larger tensor or an empty one alone)."""
+    out: list[list[Histogram]] = []
+    key: object = None
+    total = 0
+    for h in hists:
+        n = h.values.numel()
+        k = (h.bins, h.values.dtype in (torch.float32, torch.float64) and h.values.dtype)
+        if not out or n == 0 or k != key or total + n > CHUNK_ELEMENTS or out[-1][0].values.numel() == 0:
+            out.append([])
+            key, total = k, 0
+        out[-1].append(h)
+        total += n
+    return out
+
+
+def _launch_run(run: list[Histogram]) -> torch.Tensor:
+    """``_launch`` of each of ``run`` concatenated, in a fixed number of kernels for a run of several."""
+    if len(run) == 1:
+        return _launch(run[0].values, run[0].bins)
+    sizes = tuple(h.values.numel() for h in run)
+    flat = torch.cat([_as_binnable(h.values) for h in run])
+    return segmented_histograms(flat, segment_ids(sizes, flat.device), len(run), run[0].bins).reshape(-1)
+
+
 class PendingHistograms:
     """Distributions launched on one device and not read yet: ``readback.read_all`` reads them together with
     any other figures of the same collection (one device→host transfer for all)."""
@@ -93,7 +140,7 @@ class PendingHistograms:
         self.named = list(named)
         self.indices = list(indices) or list(range(len(self.named)))
         """Where each of ``named`` stood in what ``launch_histograms`` was given."""
-        launched = [_launch(h.values, h.bins) for _, h in self.named]
+        launched = [_launch_run(run) for run in _runs([h for _, h in self.named])]
         self._values = launched[0] if len(launched) == 1 else torch.cat(launched)
         self._fence = StreamFence(self._values.device)
         self.distributions: list[Distribution] | None = None

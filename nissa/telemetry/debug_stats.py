@@ -17,15 +17,13 @@ from collections.abc import Iterable
 import torch
 
 from leyline import DebugLayerStats, Distribution, Histograms, LayerStat, TelemetryLevel
-from nissa.histogram import Histogram, PendingHistograms
+from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import StreamFence, read_all
 
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
 
 
-CHUNK_ELEMENTS = 1 << 22
-"""Elements of one concatenation of layers (16 MiB in float32): what a collection adds to memory, at most."""
 _SEGMENTS: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 """Segment ids and sizes of a whole model's layout that fits in one chunk (seeds come and go: a few layouts)."""
 

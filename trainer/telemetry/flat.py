@@ -13,6 +13,7 @@ ratios, anomaly checks, the events) is the same either way.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from trainer.telemetry.gradients import GradientThresholds, PendingGradients, en
 
 if TYPE_CHECKING:
     from trainer.simic.batched import FlatGradients
+    from trainer.simic.batched_layout import Scope
 
 
 class FlatRead:
@@ -97,12 +99,13 @@ def collect_flat(grads: FlatGradients, thresholds: GradientThresholds, debug: bo
         if rows is not None:
             layers.append((scope.env, PendingLayers(scope.name, list(scope.names), rows[scope.first: end])))
     read = FlatRead(norms, rows, [p for _, p in gradients], [lay for _, lay in layers], histograms,
-                    _distribution_names(grads) if debug else None)
+                    _distribution_names(tuple(grads.scopes)) if debug else None)
     return FlatCollection(read, gradients, layers)
 
 
-def _distribution_names(grads: FlatGradients) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def _distribution_names(scopes: tuple[Scope, ...]) -> list[str]:
     """Per layer (scope by scope), its gradients' then its weights' distribution name, as the per-env loop has
-    them (and as ``layer_histograms`` has their rows)."""
-    return [name for scope in grads.scopes for layer in scope.names
+    them (and as ``layer_histograms`` has their rows); made once per grouping of the seeds."""
+    return [name for scope in scopes for layer in scope.names
             for name in debug_distribution_names(env_scope(scope.env, scope.name), layer)]
