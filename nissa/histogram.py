@@ -84,7 +84,7 @@ def distribution(name: str, figures: list[float], bins: int) -> Distribution:
     """The ``Distribution`` of one histogram's ``[min, max, count, *bins, nonfinite]`` as read back."""
     count = int(figures[2])
     return Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
-                        count=count, nonfinite=int(figures[-1]), bins=[int(c) for c in figures[3:3 + bins]])
+                        count=count, nonfinite=int(figures[-1]), bins=list(map(int, figures[3:3 + bins])))
 
 
 CHUNK_ELEMENTS = 1 << 22
