@@ -10,7 +10,17 @@ from typing import Any
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.events import MAX_INT, PAYLOAD_TYPES, RUN_ID_PATTERN, RUN_ID_RULE, SCHEMA_VERSION, Event, Rank, RunId, _WireEvent
+from leyline.events import (
+    MAX_INT,
+    PAYLOAD_TYPES,
+    RUN_ID_PATTERN,
+    RUN_ID_RULE,
+    SCHEMA_VERSION,
+    Event,
+    Rank,
+    RunId,
+    _WireEvent,
+)
 from leyline.payloads import Payload
 
 _encoder = msgspec.json.Encoder()
