@@ -176,7 +176,7 @@ def _rows(root: Shape, has_round: bool) -> Callable[[Any], tuple[tuple, tuple, A
     lines.append(f"    if {' and '.join(empty) or 'True'}:")
     lines.append(f"        return ({own}, {ends}), {flat}, {rnd}")
     lines.append(f"    labels, values = [{own}], list({flat})")
-    for j, (field, many, sub) in enumerate(root.structs):
+    for j, (_field, many, sub) in enumerate(root.structs):
         lines.append(f"    if s{j}{'' if many else ' is not None'}:")
         lines.append(f"        for i in {f's{j}' if many else f'(s{j},)'}:")
         lines.append(f"            labels.append(({attrs('i', sub.label_names)}))")

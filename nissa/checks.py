@@ -112,7 +112,7 @@ def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
             raise ValueError(f"run.log: {key!r} must be a number or a one-element tensor, got {type(value).__name__}")
     for items in tensors.values():
         read = torch.stack([t.detach().reshape(()).to(torch.float64) for _, t in items]).tolist()
-        out.update(zip((k for k, _ in items), read))
+        out.update(zip((k for k, _ in items), read, strict=True))
     return {key: out[key] for key in values}
 
 

@@ -167,7 +167,7 @@ def _table(rows: list[list[str]]) -> None:
     cut = [[v if len(v) <= CELL_CHARS else v[:CELL_CHARS - 1] + "…" for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cut) for i in range(len(cut[0]))]
     for row in cut:
-        sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+        sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
 if __name__ == "__main__":

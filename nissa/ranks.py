@@ -208,7 +208,7 @@ class Ranks:
                 longer, again = start(buffer(max(sizes), data))
                 self._collective(again.wait)
                 raws = [tensor_bytes(p) for p in longer]
-            return [raw[_LENGTH:_LENGTH + size] for raw, size in zip(raws, sizes)]
+            return [raw[_LENGTH:_LENGTH + size] for raw, size in zip(raws, sizes, strict=True)]
 
         parts, work = start(buffer(GATHER_BYTES, data[:GATHER_BYTES]))
         return finish

@@ -112,7 +112,7 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[lis
         bodies = [_stored(b) for b in encoded]
         replaced = bodies != encoded  # not where the characters \u0000 were text, an escaped backslash before them
     if bodies and max(map(len, bodies)) > max_event_bytes:
-        seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
+        seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies, strict=True) if len(b) > max_event_bytes)
         raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)
     return bodies, replaced
 
@@ -133,7 +133,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     if events and not stream.ahead and events[0].seq == contiguous + 1 and events[-1].seq == contiguous + len(events):
         # The usual frame: every event the next of its stream (seqs increase within a batch: one run of them).
         rows: list[Row] = [(e.seq, e.kind._value_, _SEVERITY[e.severity._value_], body)
-                           for e, body in zip(events, bodies)]
+                           for e, body in zip(events, bodies, strict=True)]
         stream.contiguous = contiguous = events[-1].seq
         stream.last_seq = last = max(stream.last_seq, contiguous)
     else:
@@ -148,14 +148,14 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
                        last_seq=last, kinds=kinds, effects=effects, touch=True,
                        last_step=final.step if final else 0, last_epoch=final.epoch if final else 0)
     if payloads is not None and len(payloads) == len(rows) == len(events) and not replaced:  # the usual frame
-        write.decoded = list(zip(events, payloads))
+        write.decoded = list(zip(events, payloads, strict=True))
     return write, len(events) - len(rows)
 
 
 def _accepted(stream: Stream, events: list[BatchEvent], bodies: list[bytes]) -> list[Row]:
     """The rows of the events the stream accepts (a duplicate is dropped), the stream moved past them."""
     rows: list[Row] = []
-    for event, body in zip(events, bodies):
+    for event, body in zip(events, bodies, strict=True):
         if stream.accept(event.seq):
             rows.append((event.seq, event.kind._value_, _SEVERITY[event.severity._value_], body))
     return rows

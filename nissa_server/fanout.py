@@ -140,7 +140,7 @@ class Watcher:
 def frame(blocks: list[Block]) -> str:
     """A watch ``events`` frame built from stored blocks (no re-encoding per watcher or per event)."""
     body = b",".join([block.body for block in blocks])
-    return '{"type":"events","events":[%s],"cursor":%d}' % (body.decode(), blocks[-1].last_id)
+    return f'{{"type":"events","events":[{body.decode()}],"cursor":{blocks[-1].last_id}}}'
 
 
 def frames(blocks: list[Block]) -> list[tuple[str, int]]:

@@ -117,7 +117,8 @@ def is_refusal(err: BaseException) -> bool:
 
 def is_final(err: BaseException) -> bool:
     """A refusal no retry can change: the run's stream belongs to another secret, the server holds
-    other events under this log's seqs, or the run was deleted there. A token, by contrast, may be fixed on the server meanwhile."""
+    other events under this log's seqs, or the run was deleted there. A token, by contrast, may be fixed on the
+    server meanwhile."""
     return _close_code(err) in _FINAL_CODES
 
 
@@ -331,7 +332,7 @@ class Sender:
                 self._stats.sent += len(lines)
                 continue
             with self._cv:
-                self._cv.wait_for(lambda: self._has_work(next_seq), timeout=1.0)
+                self._cv.wait_for(lambda upto=next_seq: self._has_work(upto), timeout=1.0)
 
     def _has_work(self, next_seq: int) -> bool:
         if self._stop.is_set() or self._session_error is not None:

@@ -101,7 +101,8 @@ def write_log(run: ImportedRun, log_dir: pathlib.Path) -> pathlib.Path:
 
 
 def import_runs(runs: Iterable[ImportedRun], log_dir: pathlib.Path, server: str | None, token: str | None = None,
-                timeout: float = 120.0, on_run: Callable[[ImportedRun, int, list[UploadResult] | None], None] | None = None,
+                timeout: float = 120.0,
+                on_run: Callable[[ImportedRun, int, list[UploadResult] | None], None] | None = None,
                 ) -> list[tuple[ImportedRun, list[UploadResult] | None]]:
     """Write each run's log, and upload it to ``server`` (None: logs only); ``on_run`` hears of each as it
     is done (the run, its number from 1, its upload results)."""

@@ -114,7 +114,8 @@ class PendingLayers:
         width = self._rows.shape[1]
         self.layers = [LayerStat(name=n, grad_norm=v[0], grad_mean=v[1], grad_std=v[2], grad_abs_max=v[3],
                                  weight_norm=v[4], nonfinite=int(v[5]))
-                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)))]
+                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)),
+                                       strict=True)]
 
     def payloads(self) -> list[DebugLayerStats]:
         """``debug_layer_stats`` payloads of what was read (several for a large model)."""

@@ -74,7 +74,8 @@ async def page_slash() -> RedirectResponse:
 
 
 @router.get("/ui/kinds.json", summary="The event kinds: a series named after one is a field of its events",
-            response_class=Response, dependencies=[Depends(require_read)], responses={200: {"description": "The kinds", "content": {"application/json": {
+            response_class=Response, dependencies=[Depends(require_read)],
+            responses={200: {"description": "The kinds", "content": {"application/json": {
                 "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}},
                 **_READ_REFUSED})
 async def kinds() -> Response:

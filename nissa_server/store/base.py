@@ -161,17 +161,21 @@ class Store(abc.ABC):
     def _stored(self, writes: list[EventWrite]) -> None:
         """This server's writes of one commit, in id order: how their events reach ``on_publish``."""
 
+    @abc.abstractmethod
     def _close_connections(self) -> None:
         """Close every connection (after the writer has stopped)."""
 
     def announce_deleted(self, conn: Conn, run_key: int) -> None:
         """Inside the transaction that deletes a run: tell the other servers (if any) at its commit."""
+        return  # a store only one server writes has no one to tell
 
     def announce_taken(self, conn: Conn, run_key: int, rank: int, session: str) -> None:
         """Inside the transaction where ``session`` takes a stream over: tell the other servers at its commit."""
+        return  # a store only one server writes has no one to tell
 
     def _started(self) -> None:
         """Hook: the writer task runs (a backend starts what else it needs on the loop)."""
+        return  # a backend that needs nothing more on the loop
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -298,10 +302,10 @@ class Store(abc.ABC):
         began = loop.time()
         failures = await loop.run_in_executor(self._executor, self._commit_batch, batch)
         self.commits += 1
-        self.on_committed(sum(len(w.rows) for w, err in zip(batch, failures)
+        self.on_committed(sum(len(w.rows) for w, err in zip(batch, failures, strict=True)
                               if err is None and isinstance(w, EventWrite)), loop.time() - began)
         stored: list[EventWrite] = []
-        for write, err in zip(batch, failures):
+        for write, err in zip(batch, failures, strict=True):
             if err is None:
                 write.settle(stored.append)
             else:

@@ -61,7 +61,7 @@ class Block(NamedTuple):
         """Each event as a ``Row`` (kind and severity read back from its JSON)."""
         metas = _metas(b"[" + self.body + b"]")
         return [(self.seq + i, m.kind, SEVERITY_RANK[m.severity], body)
-                for i, (m, body) in enumerate(zip(metas, self.events()))]
+                for i, (m, body) in enumerate(zip(metas, self.events(), strict=True))]
 
     def singles(self) -> list[Block]:
         """One block per event."""

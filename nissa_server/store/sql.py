@@ -43,7 +43,7 @@ INDEXED_KIND_SET: frozenset[str] = frozenset(kind.value for kind in INDEXED_KIND
 """Kinds stored a second time, one row each, in ``rare_events`` (``leyline.kinds``: ``indexed``): rare and asked
 for by kind. Metric kinds are the bulk of a run: a query for them reads the run's blocks in order, most of which
 it returns anyway."""
-INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in sorted(INDEXED_KIND_SET))
+INDEXED_KINDS_SQL = "kind IN ({})".format(", ".join(f"'{kind}'" for kind in sorted(INDEXED_KIND_SET)))
 """The condition of the (since regrouped) per-event index of schema v5, spelled from the same table."""
 
 

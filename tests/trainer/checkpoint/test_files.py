@@ -139,8 +139,9 @@ def _hostile(store: CheckpointStore, how: str, elsewhere) -> None:
 
 
 @pytest.mark.timeout(20)  # before, every one of these hung the resume
-@pytest.mark.parametrize("how", ["state file a link to /dev/zero", "state file a pipe", "manifest naming a file outside",
-                                 "manifest a link to /dev/zero", "checkpoint a link to another directory"])
+@pytest.mark.parametrize("how", ["state file a link to /dev/zero", "state file a pipe",
+                                 "manifest naming a file outside", "manifest a link to /dev/zero",
+                                 "checkpoint a link to another directory"])
 def test_a_hostile_checkpoint_is_refused_without_being_read(tmp_path, how):
     run, store = run_dir(tmp_path)
     _hostile(store, how, tmp_path / "elsewhere")
