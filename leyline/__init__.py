@@ -41,7 +41,7 @@ from leyline.events import (
     Event,
     make_event,
 )
-from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
+from leyline.kinds import INDEXED_KINDS, KINDS, AnyPayload, KindSpec
 from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
 from leyline.payloads import (
     Payload,
@@ -81,7 +81,8 @@ from leyline.payloads_system import (
 from leyline.summaries import MetricSummary, direction_of
 
 __all__ = [
-    "AlertChanged", "AnomalyDetected", "CRITICAL_KINDS", "Command", "CommandAction", "CommandRecord", "CommandStatus",
+    "AlertChanged", "AnomalyDetected", "AnyPayload", "CRITICAL_KINDS", "Command", "CommandAction", "CommandRecord",
+    "CommandStatus",
     "CommandStatusChanged", "CompileStats", "CpuStats", "DEFAULT_SEVERITY", "DebugLayerStats", "DecodeError",
     "DiskStats", "Distribution", "EpochCompleted", "EscalateRequest", "Event", "EventKind", "EventsDropped",
     "GpuStats", "GradientHealth", "HEAD_NAMES", "Heartbeat", "Histograms", "HubHealth", "INDEXED_KINDS", "KINDS",

@@ -22,7 +22,7 @@ from nissa.hub.upload import UploadResult
 from nissa.importer.runs import ImportedRun
 
 
-def add_import(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``import`` (``tensorboard``, ``csv``) to a parser's subcommands."""
     p = sub.add_parser("import", help="import TensorBoard event files or a CSV file as runs",
                        description="Import TensorBoard event directories or CSV files into runs on a nissa-server "
@@ -55,7 +55,7 @@ def _bar(total: int | None, what: str) -> Any:
     """A progress bar on stderr where it is a terminal; None elsewhere (a line per run is the progress there)."""
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     return tqdm(total=total, desc=what, unit="run", file=sys.stderr, leave=False, dynamic_ncols=True,
                 mininterval=0, miniters=1)  # a run is slow to import: each one redraws the bar

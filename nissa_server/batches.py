@@ -9,7 +9,7 @@ from operator import itemgetter
 
 import msgspec
 
-from leyline import SERVER_RANK, CommandStatusChanged, Event, EventKind, Payload, Severity, decode_event, make_event
+from leyline import SERVER_RANK, AnyPayload, CommandStatusChanged, Event, EventKind, Severity, decode_event, make_event
 from leyline.codec import BatchEvent
 from leyline.events import MAX_TS_AHEAD_S, MIN_TS
 from leyline.kinds import SERVER_ONLY_KINDS
@@ -63,7 +63,7 @@ class BatchRejected(ValueError):
 
 
 def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: int,
-                payloads: list[Payload] | None = None, now: float | None = None) -> None:
+                payloads: list[AnyPayload] | None = None, now: float | None = None) -> None:
     """Refuse a batch that breaks the ingest rules: too many events, another run's or rank's, seqs not
     increasing, a ``ts`` no clock had (before 2000, or more than a day past the server's ``now``), or what only
     the server says (``leyline.kinds.SERVER_ONLY_KINDS``; a command ``queued`` or ``expired``, from ``payloads``)."""
@@ -90,7 +90,7 @@ _SERVERS_WORD = SERVER_ONLY_KINDS | {EventKind.COMMAND_STATUS}
 """Kinds whose events a trainer may not send (all of them), or not with every payload (a command's status)."""
 
 
-def _check_authored(event: BatchEvent, payload: Payload | None) -> None:
+def _check_authored(event: BatchEvent, payload: AnyPayload | None) -> None:
     if event.kind in SERVER_ONLY_KINDS:
         raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind.value} events")
     if isinstance(payload, CommandStatusChanged) and payload.status.by_server:
@@ -118,7 +118,7 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[lis
 
 
 def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEvent], max_event_bytes: int,
-                *, session: str | None, payloads: list[Payload] | None = None) -> tuple[EventWrite, int]:
+                *, session: str | None, payloads: list[AnyPayload] | None = None) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 
     ``events`` are validated already (payloads included); each is stored as the canonical envelope
@@ -161,7 +161,7 @@ def _accepted(stream: Stream, events: list[BatchEvent], bodies: list[bytes]) -> 
     return rows
 
 
-def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: Severity | None = None) -> None:
+def add_server_event(conn: Conn, write: EventWrite, payload: AnyPayload, severity: Severity | None = None) -> None:
     """Inside the transaction: the server's own event about ``write.run`` (rank ``SERVER_RANK``), at the
     next seq of the server's stream of that run, whichever server writes it."""
     run = write.run

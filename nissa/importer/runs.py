@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from leyline import Metrics, Payload, RunFinished, RunStarted, make_event, metric_value
+from leyline import AnyPayload, Metrics, RunFinished, RunStarted, make_event, metric_value
 from leyline.codec import encode_event
 from leyline.metrics import MAX_METRICS
 from nissa.hub.runlog import RunLog
@@ -19,7 +19,7 @@ from nissa.run import flat_config
 
 logger = logging.getLogger(__name__)
 
-Point = tuple[Payload, int, float]
+Point = tuple[AnyPayload, int, float]
 """A payload with its step and wall time."""
 
 

@@ -12,7 +12,7 @@ The parameter list is dynamic (seeds come and go), hence ``torch.compiler.disabl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -78,7 +78,8 @@ def layer_rows(weights: torch.Tensor, grads: torch.Tensor, seg: torch.Tensor, si
     return torch.stack([g_norm, mean, std, g_max, w_norm, g_bad + w_bad], dim=1)
 
 
-def _chunks(layers: list[tuple[str, torch.Tensor, torch.Tensor]]) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
+def _chunks(layers: Sequence[tuple[str, torch.Tensor, torch.Tensor]],
+            ) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
     """Consecutive layers in groups of at most ``CHUNK_ELEMENTS`` elements (a larger layer alone)."""
     out: list[list[tuple[str, torch.Tensor, torch.Tensor]]] = [[]]
     total = 0
