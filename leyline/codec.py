@@ -150,7 +150,7 @@ def encode_checked(payload: AnyPayload, *, run_id: str, rank: int, seq: int, ts:
                                       kind=kind, severity=severity, payload=msgspec.Raw(body)))
 
 
-def to_builtins(obj: object) -> object:
+def to_builtins(obj: object) -> Any:
     """A struct as plain JSON-ready Python values (for REST responses)."""
     return msgspec.to_builtins(obj)
 

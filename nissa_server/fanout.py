@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -174,7 +175,7 @@ class FanOut:
     def remove(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
 
-    def publish(self, batches: list[Published]) -> None:
+    def publish(self, batches: Sequence[Published]) -> None:
         batches = [b for b in batches if b.rows]
         if not batches:
             return

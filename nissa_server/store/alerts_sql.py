@@ -140,7 +140,8 @@ def _row(row: tuple) -> AlertInfo:
 
 def list_alerts(conn: Conn, *, run_key: int | None = None, status: str | None = None, limit: int = 100
                 ) -> list[AlertInfo]:
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if run_key is not None:
         where.append("a.run_key = ?")
         args.append(run_key)

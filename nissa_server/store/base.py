@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -92,7 +92,7 @@ class Store(abc.ABC):
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""
-        self.on_publish: Callable[[list[Published]], None] = lambda batches: None
+        self.on_publish: Callable[[Sequence[Published]], None] = lambda batches: None
         """Committed events for this server's watchers: once per commit, batches in id order."""
         self.on_stream_taken: Callable[[int, int, str], None] = lambda run_key, rank, session: None
         """Another session (maybe on another server) took over (run key, rank)."""
@@ -295,8 +295,9 @@ class Store(abc.ABC):
         stale = [w for w in batch if isinstance(w, EventWrite) and w.stale]
         if stale:
             batch = [w for w in batch if w not in stale]
-            for write in stale:
-                write.fail(StaleWrite(f"an earlier write of run {write.run_id!r} rank {write.rank} failed"))
+            for stale_write in stale:
+                stale_write.fail(StaleWrite(f"an earlier write of run {stale_write.run_id!r} rank {stale_write.rank} "
+                                            f"failed"))
         if not batch:
             return
         began = loop.time()
@@ -352,7 +353,7 @@ class Store(abc.ABC):
             ids = self._ids(conn) if any(isinstance(w, EventWrite) for w in batch) else None
             pending = Pending(self._insert_blocks)
             for write in batch:
-                write.apply(conn, ids, pending)  # type: ignore[arg-type]
+                write.apply(conn, ids, pending)
             pending.flush(conn)
             self._commit(conn, ids if ids is not None and ids.used else None, batch)
         except BaseException:

@@ -93,7 +93,7 @@ class Gathered:
                     plan = plan_of(getattr(kind, "_value_", kind))  # an EventKind, or its value as stored
                     rows, usual = plan.rows, plan.usual
                 n += 1
-                if usual:
+                if usual and rows is not None:  # a usual kind has rows
                     labels, values, rnd = rows(payload)
                     layout = get((run_key, env.rank, env.env, plan, labels))
                     if layout is None:
