@@ -269,19 +269,9 @@ class IngestSession:
 
     async def _ingest(self, run: RunState, events: list[BatchEvent], payloads: list[AnyPayload],
                       received: float) -> None:
-        store = self.nissa.store
         repeats = self._checked(run, events, payloads)
-        if not repeats and store.ready:  # the usual frame: built and queued with no suspension
-            write = self._build(run, events, payloads, received)
-            if write is not None:
-                store.put_now(write)
-            return
-        async with store.ordered:  # built and queued in one order (see Store.submit)
-            if repeats:
-                await self._check_repeats(run, repeats)
-            write = self._build(run, events, payloads, received)
-            if write is not None:
-                await store.submit(write)
+        await self.nissa.store.submit_built(functools.partial(self._build, run, events, payloads, received),
+                                            functools.partial(self._check_repeats, run, repeats) if repeats else None)
 
     def _checked(self, run: RunState, events: list[BatchEvent], payloads: list[AnyPayload]) -> list[BatchEvent]:
         """Check a batch against the ingest rules; returns its events whose seqs were accepted before."""

@@ -60,10 +60,6 @@ class LevelController:
         return self._base
 
     @property
-    def window_open(self) -> bool:
-        return bool(self._claims)
-
-    @property
     def until_epoch(self) -> int | None:
         """Last epoch the window covers for sure (None: it waits only on an update, or is closed)."""
         ends = [c.until_epoch for c in self._claims.values() if c.until_epoch is not None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -210,8 +210,8 @@ class Store(abc.ABC):
     async def submit(self, write: Write) -> None:
         """Queue a write; waits only when the writer is far behind (backpressure on ingest).
 
-        Ingest writes must be built and submitted under ``ordered`` (or through ``submit_built``):
-        their stream state assumes they reach the writer in the order they were built.
+        Ingest writes go through ``submit_built``, which builds and queues them under ``ordered``: their stream
+        state assumes they reach the writer in the order they were built.
         """
         assert self._queue is not None, "store not started"
         try:
@@ -231,15 +231,22 @@ class Store(abc.ABC):
         assert self._queue is not None, "store not started"
         self._queue.put_nowait(write)
 
-    async def submit_built(self, build: Callable[[], EventWrite]) -> EventWrite:
-        """Build an event write and queue it, in one order across every caller (see ``submit``)."""
-        if self.ready:
+    async def submit_built(self, build: Callable[[], EventWrite | None],
+                           first: Callable[[], Awaitable[None]] | None = None) -> EventWrite | None:
+        """Build an event write and queue it, in one order across every caller (see ``submit``): at once where
+        ``ready`` (no suspension in between), else under ``ordered``. ``first`` runs before the build, in the same
+        order (a read that must see this stream's earlier writes committed); a build of None queues nothing."""
+        if first is None and self.ready:
             write = build()
-            self.put_now(write)
+            if write is not None:
+                self.put_now(write)
             return write
         async with self.ordered:
+            if first is not None:
+                await first()
             write = build()
-            await self.submit(write)
+            if write is not None:
+                await self.submit(write)
         return write
 
     async def submit_and_wait(self, write: EventWrite) -> EventWrite:
