@@ -163,7 +163,8 @@ class Hosting:
     straggler_factor: float = 1.5
     """With several ranks: a rank slower than this times the others' median is reported."""
     straggler_epochs: int = 3
-    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the lower ratio)."""
+    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the
+    lower ratio)."""
     agree: bool = True
     """With several ranks, commands apply where the ranks agreed (off only to measure what agreement costs)."""
 
@@ -189,8 +190,8 @@ class EsperRun:
 
 def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
     """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
-    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer. ``OSError`` /
-    ``LogCorrupt`` when the run log cannot be written or continued."""
+    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer.
+    ``OSError`` / ``LogCorrupt`` when the run log cannot be written or continued."""
     runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
                                           env_base=ranks.rank * config.n_envs))
     install_profiling(runtime, device=config.device, phases=config.phases)

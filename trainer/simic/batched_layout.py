@@ -217,7 +217,7 @@ class Layout:
         for block in blocks:
             leaf = self._stack(block, momentum)
             stacked[id(block)] = leaf
-            for scope, layer in zip(block.scopes, block.layers):
+            for scope, layer in zip(block.scopes, block.layers, strict=False):
                 seg_scope.append(torch.full((block.numel,), scope, dtype=torch.int64, device=dev))
                 seg_layer.append(torch.full((block.numel,), layer, dtype=torch.int64, device=dev))
             neg_lr.append(torch.full((block.numel * len(block.params),), -block.lr, device=dev))

@@ -249,7 +249,7 @@ class EpochChecks:
 
     def _metrics(self, s: EpochSignals) -> list[Finding]:
         found = []
-        for env, (acc, val_loss, train_loss) in enumerate(zip(s.accuracy, s.val_loss, s.train_loss)):
+        for env, (acc, val_loss, train_loss) in enumerate(zip(s.accuracy, s.val_loss, s.train_loss, strict=False)):
             bad = [name for name, v in (("accuracy", acc), ("val_loss", val_loss), ("train_loss", train_loss))
                    if not math.isfinite(v)]
             found += self._edge(bool(bad), "nan_inf", env, "metrics", lambda bad=bad, env=env: _finding(
@@ -304,7 +304,7 @@ class EpochChecks:
         flat: list[tuple[str, float, float]] = []  # (what, now, its median) of every collapsed spread
         spreads = [("across envs", max(p.values) - min(p.values), self._value_spread)] if len(p.values) > 1 else []
         if last is not None and len(last) == len(p.values):
-            move = sum(abs(a - b) for a, b in zip(p.values, last)) / len(p.values)
+            move = sum(abs(a - b) for a, b in zip(p.values, last, strict=False)) / len(p.values)
             spreads.append(("from one decision to the next", move, self._value_moves))
         for what, value, series in spreads:
             if len(series) >= c.min_history and value <= c.value_factor * series.median():

@@ -60,7 +60,7 @@ class ConfigDiffScreen(ModalScreen[None]):
         self.diff = diff
         table = self.query_one(DataTable)
         table.add_column("key", key="key")
-        for i, (run_id, name) in enumerate(zip(diff.runs, diff.names)):
+        for i, (run_id, name) in enumerate(zip(diff.runs, diff.names, strict=False)):
             table.add_column(run_text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
         for row in diff.rows:
             cells = [run_text("—", style="dim") if v is None else run_text(v[:40]) for v in row.values]
