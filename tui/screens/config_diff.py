@@ -3,7 +3,7 @@ a column per run."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import work
 from textual.app import ComposeResult
@@ -51,7 +51,7 @@ class ConfigDiffScreen(ModalScreen[None]):
 
     @work(exclusive=True)
     async def load(self) -> None:
-        app: EsperWatch = self.app  # type: ignore[assignment]
+        app = cast("EsperWatch", self.app)
         try:
             diff = await app.require_client().config_diff(self.run_ids)
         except ApiError as err:

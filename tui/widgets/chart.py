@@ -11,6 +11,7 @@ draws what it is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rich.text import Text
@@ -74,8 +75,8 @@ class ChartPanel(Widget, can_focus=True):
     ChartPanel > PlotWidget { height: 1fr; }
     """
 
-    def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, spec: ChartSpec, **kwargs: Any) -> None:  # Widget's own
+        super().__init__(**kwargs)
         self.spec = spec
         self.border_title = run_text(spec.title)  # a series name: the run's text
         self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
