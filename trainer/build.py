@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -105,7 +105,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     threads = torch.get_num_threads()
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
-    status = "completed"
+    status: Literal["completed", "stopped"] = "completed"
     progress: Progress | None = None
     checkpoints = checkpoints or NullCheckpointer()
     try:
@@ -144,7 +144,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
 
 def _stateful(sites: LoopSites) -> Stateful | None:
     """The collectors, where they keep histories a checkpoint holds (the null sites keep none)."""
-    return sites if hasattr(sites, "state_dict") and hasattr(sites, "load_state_dict") else None  # type: ignore[return-value]
+    return sites if isinstance(sites, Stateful) else None
 
 
 # --- the run around the loop ---------------------------------------------------------------------

@@ -60,6 +60,7 @@ class ConfigDiffScreen(ModalScreen[None]):
         self.diff = diff
         table = self.query_one(DataTable)
         table.add_column("key", key="key")
+        # The server's lists, one name per run: a short one leaves columns out rather than failing the screen.
         for i, (run_id, name) in enumerate(zip(diff.runs, diff.names, strict=False)):
             table.add_column(run_text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
         for row in diff.rows:

@@ -105,7 +105,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
 
     def _phase(self) -> str | None:
         boxes = list(self.query(".phase").results(Checkbox))
-        return next((phase for box, (phase, _) in zip(boxes, self.phases, strict=False) if box.value), None)
+        return next((phase for box, (phase, _) in zip(boxes, self.phases, strict=True) if box.value), None)
 
     @on(Checkbox.Changed, "#through_update, .phase")
     def through_update_changed(self, event: Checkbox.Changed) -> None:

@@ -121,7 +121,7 @@ class ChartPanel(Widget, can_focus=True):
         points = max(2 * self.size.width, 64)
         runs = list(dict.fromkeys(run_names))
         ys_in_view = []
-        for i, (track, (x, y)) in enumerate(zip(tracks, arrays, strict=False)):
+        for i, (track, (x, y)) in enumerate(zip(tracks, arrays, strict=True)):
             colour = PALETTE[(runs.index(track.run_id) if view.by_run and track.run_id in runs else i) % len(PALETTE)]
             if view.smoothing > 0:
                 plot.plot(*window(x, y, lo, hi, points), line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
