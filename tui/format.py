@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -273,7 +273,3 @@ def _term_matches(term: str, line: LogLine) -> bool:
     if sep and key == "env":
         return line.env is not None and str(line.env) == value
     return term in line.plain.lower() or term in line.kind.value
-
-
-def filtered(lines: Iterable[LogLine], log_filter: LogFilter) -> list[LogLine]:
-    return [line for line in lines if log_filter.matches(line)]

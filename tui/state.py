@@ -257,11 +257,6 @@ class RunState:
         """Esper's own kinds arrived (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
         return bool(self.envs or self.timeline or self.ppo or self.lstm)
 
-    @property
-    def pending_commands(self) -> list[CommandView]:
-        return [c for c in self.commands.values() if not c.status.terminal]
-
-
 def _on_run_started(state: RunState, event: Event, p: RunStarted) -> None:
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
     if event.rank == 0:

@@ -37,8 +37,6 @@ import torch
 from leyline import GradientHealth
 from nissa.telemetry.readback import StreamFence, read_all
 
-MIN_TORCH_VERSION = (2, 4)
-
 
 @dataclass(frozen=True)
 class GradientThresholds:
