@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -105,7 +105,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     threads = torch.get_num_threads()
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
-    status = "completed"
+    status: Literal["completed", "stopped"] = "completed"
     progress: Progress | None = None
     checkpoints = checkpoints or NullCheckpointer()
     try:
@@ -144,7 +144,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
 
 def _stateful(sites: LoopSites) -> Stateful | None:
     """The collectors, where they keep histories a checkpoint holds (the null sites keep none)."""
-    return sites if hasattr(sites, "state_dict") and hasattr(sites, "load_state_dict") else None  # type: ignore[return-value]
+    return sites if isinstance(sites, Stateful) else None
 
 
 # --- the run around the loop ---------------------------------------------------------------------
@@ -163,7 +163,8 @@ class Hosting:
     straggler_factor: float = 1.5
     """With several ranks: a rank slower than this times the others' median is reported."""
     straggler_epochs: int = 3
-    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the lower ratio)."""
+    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the
+    lower ratio)."""
     agree: bool = True
     """With several ranks, commands apply where the ranks agreed (off only to measure what agreement costs)."""
 
@@ -189,8 +190,8 @@ class EsperRun:
 
 def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
     """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
-    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer. ``OSError`` /
-    ``LogCorrupt`` when the run log cannot be written or continued."""
+    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer.
+    ``OSError`` / ``LogCorrupt`` when the run log cannot be written or continued."""
     runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
                                           env_base=ranks.rank * config.n_envs))
     install_profiling(runtime, device=config.device, phases=config.phases)

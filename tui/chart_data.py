@@ -70,7 +70,7 @@ class SeriesSet:
     def reset(self, axis: str) -> None:
         """Start over on another x axis (histories are fetched again for it)."""
         kept = self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed
-        self.__init__(axis)  # type: ignore[misc]
+        SeriesSet.__init__(self, axis)
         self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed = kept
 
     def tracks_of(self, name: str, run_id: str | None = None) -> list[Track]:

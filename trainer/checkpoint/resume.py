@@ -111,7 +111,8 @@ def add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--resume", metavar="LOG_DIR/RUN_ID",
                    help="go on with that run from its newest checkpoint: the same run id, log and training "
                         "config (--rounds may ask for more rounds; default: a new run)")
-    g.add_argument("--checkpoint", metavar="NAME", help="with --resume: the checkpoint to go on from (round-NNNNNN; default: the newest complete one)")
+    g.add_argument("--checkpoint", metavar="NAME", help="with --resume: the checkpoint to go on from (round-NNNNNN; "
+                                                        "default: the newest complete one)")
 
 
 def check_checkpoint_args(args: argparse.Namespace) -> CheckpointConfig:

@@ -34,6 +34,7 @@ __all__ = [
     "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PHASES", "PendingGradients",
     "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "SimicTelemetry", "TelemetryConfig",
     "UploadConfig", "WindowResult",
-    "artifact_url", "collect_gradients", "install_profiling", "install_rank_checks", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
+    "artifact_url", "collect_gradients", "install_profiling", "install_rank_checks", "collect_layer_stats",
+    "debug_layer_payloads", "lstm_health",
     "profile_activities", "profile_at_start", "resolve_all", "seed_gradient_ratio", "telemetry_for_training",
 ]

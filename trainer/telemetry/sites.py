@@ -188,8 +188,8 @@ class SimicTelemetry:
         read_all([*flat, *(p for _, p in pending if p.unread and id(p) not in covered),
                   *(lay for _, lay in layers if id(lay) not in covered), *histograms])
         stats = [p.resolve() for _, p in pending]
-        hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
-        for (env, _), s in zip(pending, stats):
+        hosts = {env: s for (env, _), s in zip(pending, stats, strict=True) if s.scope == HOST_SCOPE}
+        for (env, _), s in zip(pending, stats, strict=True):
             self._epoch_grads.append((env, s))
             drift = self.ema.update(_drift_scope(env, s.scope), s.global_norm if s.finite else None)
             host = hosts.get(env)

@@ -4,7 +4,7 @@ watch stream through ``leyline.series``, or everything computed here from a loca
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -25,7 +25,7 @@ from tui.screens.series_picker import SeriesPicker
 from tui.widgets.chart import MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
 
 if TYPE_CHECKING:
-    from tui.app import EsperWatch
+    from textual.widget import Widget
 
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 
@@ -73,10 +73,6 @@ class ChartScreen(ChartFeed, Screen[None]):
         self._own: list[ChartPanel] = []  # the charts of a loop's own metrics, first
         self._own_names: set[str] = set()
         self.data.accept = lambda name: any(p.spec.matches(name) for p in self.panels)
-
-    @property
-    def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
 
     @property
     def panels(self) -> list[ChartPanel]:
@@ -220,7 +216,7 @@ class ChartScreen(ChartFeed, Screen[None]):
 
     def _marker_detail(self) -> None:
         """What the marks under the focused chart are, latest first."""
-        panel = self.focused if isinstance(self.focused, ChartPanel) else (self.panels or [None])[0]
+        panel = self.focused if isinstance(self.focused, ChartPanel) else next(iter(self.panels), None)
         line = Text()
         names = self.run_names() if self.view.by_run else {}
         for marker in reversed(panel.markers_shown if panel else []):
@@ -248,8 +244,8 @@ class ChartScreen(ChartFeed, Screen[None]):
                           f"{'label ' + v.label if v.label else ''}"), style="dim")
         self.query_one("#chart-head", Static).update(head)
 
-    def _set_view(self, **changes: object) -> None:
-        self.view = replace(self.view, **changes)  # type: ignore[arg-type]
+    def _set_view(self, **changes: Any) -> None:  # ChartView's own fields
+        self.view = replace(self.view, **changes)
         self.redraw()
 
     # --- keys ------------------------------------------------------------------------------------
@@ -321,10 +317,10 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.call_after_refresh(self._after_add, panel)
         return panel
 
-    def _mount_chart(self, spec: ChartSpec, **where: object) -> ChartPanel:
+    def _mount_chart(self, spec: ChartSpec, **where: int | Widget) -> ChartPanel:
         """A chart of ``spec``, its series wanted (their history is read by the caller's path)."""
         panel = ChartPanel(spec)
-        self.query_one("#charts").mount(panel, **where)  # type: ignore[arg-type]
+        self.query_one("#charts").mount(panel, **where)
         self.data.wanted.update(n for n in self.data.names_seen if spec.matches(n))
         return panel
 

@@ -90,8 +90,8 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
             for i, (phase, label) in enumerate(() if self.is_debug else self.phases):
                 yield Checkbox(label, id="through_update" if phase is None else f"phase-{i}", classes="phase")
             if not self.is_debug:  # off by default: a window stays cheap unless asked for more
-                for key, label in RECORDING:
-                    yield Checkbox(label, id=key)
+                for key, what in RECORDING:
+                    yield Checkbox(what, id=key)
             yield Static("", id="error")
             with Horizontal():
                 yield Button("Request", variant="primary", id="ok")
@@ -105,7 +105,7 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
 
     def _phase(self) -> str | None:
         boxes = list(self.query(".phase").results(Checkbox))
-        return next((phase for box, (phase, _) in zip(boxes, self.phases) if box.value), None)
+        return next((phase for box, (phase, _) in zip(boxes, self.phases, strict=True) if box.value), None)
 
     @on(Checkbox.Changed, "#through_update, .phase")
     def through_update_changed(self, event: Checkbox.Changed) -> None:

@@ -11,6 +11,7 @@ draws what it is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rich.text import Text
@@ -74,8 +75,8 @@ class ChartPanel(Widget, can_focus=True):
     ChartPanel > PlotWidget { height: 1fr; }
     """
 
-    def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, spec: ChartSpec, **kwargs: Any) -> None:  # Widget's own
+        super().__init__(**kwargs)
         self.spec = spec
         self.border_title = run_text(spec.title)  # a series name: the run's text
         self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
@@ -120,7 +121,7 @@ class ChartPanel(Widget, can_focus=True):
         points = max(2 * self.size.width, 64)
         runs = list(dict.fromkeys(run_names))
         ys_in_view = []
-        for i, (track, (x, y)) in enumerate(zip(tracks, arrays)):
+        for i, (track, (x, y)) in enumerate(zip(tracks, arrays, strict=True)):
             colour = PALETTE[(runs.index(track.run_id) if view.by_run and track.run_id in runs else i) % len(PALETTE)]
             if view.smoothing > 0:
                 plot.plot(*window(x, y, lo, hi, points), line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
