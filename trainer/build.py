@@ -27,7 +27,6 @@ from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig
 from trainer.simic.env import EnvConfig
-from trainer.simic.ppo import PPOConfig
 from trainer.simic.progress import Progress
 from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
@@ -52,8 +51,7 @@ def build_agent(config: TrainConfig, device: torch.device, ranks: Ranks | None =
         return HeuristicAgent(HeuristicPolicy(HeuristicConfig(validation_images=config.val_size),
                                               lifecycle_config(config)))
     ranks = ranks or Ranks.single()
-    ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
-    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device,
+    return PPOAgent(len(config.slots), config.lstm_hidden, config.ppo, config.episode_length, device,
                     ranks.seed(config.seed), compile_mode=config.compile_mode, ranks=ranks)
 
 

@@ -99,9 +99,6 @@ def train_parser() -> argparse.ArgumentParser:
                    help="open a torch.profiler window over the first PPO update (default: off)")
     g.add_argument("--close-timeout", type=float, default=15.0, metavar="SECONDS",
                    help="seconds to deliver what is left when the run ends (default 15)")
-    g.add_argument("--log-every", type=int, metavar="ROUNDS",
-                   help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
-                        "(0: none; default 1)")
     g.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
                    help="a heartbeat (with the step reached) this often: the server tells a hung rank, alive but "
                         "not advancing, from a silent one by them (default 5)")
@@ -243,7 +240,8 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
 def _train(argv: Sequence[str]) -> int:
     from trainer.checkpoint.resume import check_checkpoint_args, resume_target, resumed_config, stored_config
     from trainer.checkpoint.streaming import previous_server
-    from trainer.simic.config import ConfigError, TrainConfig
+    from trainer.flags import given
+    from trainer.simic.config import ConfigError, TrainConfig, training_dests
 
     parser = train_parser()
     args = parser.parse_args(argv)
@@ -254,7 +252,7 @@ def _train(argv: Sequence[str]) -> int:
         check_checkpoint_args(args)
         if args.resume:
             run_dir = resume_target(args)
-            config = resumed_config(stored_config(run_dir, args.checkpoint), args)
+            config = resumed_config(stored_config(run_dir, args.checkpoint), given(parser, argv, training_dests()))
             args.server_before = args.server is None  # then where it streamed before
             args.server = args.server if args.server is not None else previous_server(run_dir)
         else:
