@@ -67,10 +67,10 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     Under torchrun every rank calls it (the process group is joined unless the loop made it); ``stacks``
     commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it.
     """
-    import os
     import pathlib
 
     from leyline import TelemetryLevel
+    from nissa import env
     from nissa.checks import check_init, check_server
     from nissa.hub import HubConfig
     from nissa.join import agree_on_run, join_ranks
@@ -86,14 +86,14 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
                      summary=dict(summary) if isinstance(summary, Mapping) else summary)
     if server is not None:
         check_server(server, "server")
-    elif os.environ.get("NISSA_SERVER"):
-        server = os.environ["NISSA_SERVER"]
+    elif env.server():
+        server = env.server()
         check_server(server, "$NISSA_SERVER")
     try:
         system = SystemConfig(interval_s=float(system_metrics_s), device=device) if system_metrics else None
     except (TypeError, ValueError) as err:
         raise ValueError(f"nissa.init: system_metrics_s: {err}") from None
-    token = token if token is not None else os.environ.get("NISSA_TOKEN") or None
+    token = token if token is not None else env.token() or None
     try:
         telemetry = TelemetryLevel(str(level).upper())
     except ValueError:

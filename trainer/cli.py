@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 from leyline import RunFinished, RunStarted, TelemetryLevel
@@ -63,6 +64,24 @@ def _say(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
+@dataclass(frozen=True)
+class Environment:
+    """What ``esper-train`` takes from its environment, read in one place (``environment()``) when a parser is
+    built; everything else receives these values through the flags."""
+
+    server: str | None
+    """``$NISSA_SERVER``: --server's default."""
+    token: str | None
+    """``$NISSA_TOKEN``: --token's default."""
+    run_id: str | None
+    """``$NISSA_RUN_ID``: --run-id's default."""
+
+
+def environment() -> Environment:
+    return Environment(server=os.environ.get("NISSA_SERVER"), token=os.environ.get("NISSA_TOKEN"),
+                       run_id=os.environ.get("NISSA_RUN_ID"))
+
+
 def _checked_run_id(value: str) -> str:
     return checked_run_id(value, "--run-id")
 
@@ -71,15 +90,16 @@ def train_parser() -> argparse.ArgumentParser:
     from trainer.checkpoint.resume import add_checkpoint_args
     from trainer.simic.config import add_training_args
 
+    env = environment()
     p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Train an Esper run and stream its events to nissa-server.")
     g = p.add_argument_group("telemetry")
-    g.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+    g.add_argument("--server", default=env.server,
                    help="nissa-server URL, e.g. http://127.0.0.1:8765, or several comma-separated (servers sharing "
                         "one database, tried in turn when a connection fails) (default $NISSA_SERVER; none: log only)")
-    g.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+    g.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
     g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
-    g.add_argument("--run-id", default=os.environ.get("NISSA_RUN_ID"),
+    g.add_argument("--run-id", default=env.run_id,
                    help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
                         "torchrun); an existing run's id continues its log")
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
@@ -126,11 +146,12 @@ def train_parser() -> argparse.ArgumentParser:
 
 
 def upload_parser() -> argparse.ArgumentParser:
+    env = environment()
     p = _Parser(prog="esper-train upload",
                 description="Upload a run's local log and its profile traces to nissa-server (idempotent).")
     p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
-    p.add_argument("--server", default=os.environ.get("NISSA_SERVER"), help="nissa-server URL (default $NISSA_SERVER)")
-    p.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+    p.add_argument("--server", default=env.server, help="nissa-server URL (default $NISSA_SERVER)")
+    p.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
     p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for a server that does not answer yet (default 0: fail at once)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
