@@ -6,7 +6,7 @@
 ``nissa.init`` returns a ``Run`` (``nissa.run``): ``log``, ``step``, ``watch``, ``phase``, ``command``,
 ``on_checkpoint``, ``on_stop``, ``finish``. Underneath: the hub (``nissa.hub``) never blocks the loop and
 logs every event locally first; the command runtime (``nissa.control``, ``nissa.runtime``) applies commands
-at step boundaries, at one agreed step on every rank (``nissa.ranks``); ``nissa.telemetry`` holds the debug
+at step boundaries, at one agreed step on every rank (the ``ranks`` package); ``nissa.telemetry`` holds the debug
 and profile windows. ``nissa.upload`` sends a run logged without a server to one later; ``nissa.Api`` reads a
 lab's runs back (``nissa.api``), and the ``nissa`` command does from a shell (``nissa runs``).
 
@@ -73,12 +73,12 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     from nissa import env
     from nissa.checks import check_init, check_server
     from nissa.hub import HubConfig
-    from nissa.join import agree_on_run, join_ranks
+    from nissa.join import agree_on_run
     from nissa.organize import organized
-    from nissa.ranks import RanksConfig
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
     from nissa.system import SystemConfig
+    from ranks import RanksConfig, join_ranks
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
                stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases)

@@ -20,7 +20,7 @@ from leyline import Command, CommandAction, Payload, RunFinished, Severity, Tele
 from nissa.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
 from nissa.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
 from nissa.hub import DeliveryReport, HubConfig, NissaHub
-from nissa.ranks import RankError, Ranks
+from ranks import RankError, Ranks
 
 logger = logging.getLogger(__name__)
 

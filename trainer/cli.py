@@ -22,8 +22,8 @@ from nissa.hub.runlog import LogCorrupt
 from nissa.hub.secret import SecretError
 from nissa.hub.upload import UploadResult, upload_run
 from nissa.join import agree_on_run, checked_run_id
-from nissa.ranks import RankError, Ranks, RanksConfig
 from nissa.runtime import Runtime
+from ranks import RankError, Ranks, RanksConfig
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from nissa.hub import NissaHub
-from nissa.ranks import Ranks
+from ranks import Ranks
 
 POLL_S = 0.02
 

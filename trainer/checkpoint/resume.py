@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leyline import RunResumed
-from nissa.ranks import Ranks
+from ranks import Ranks
 from trainer.checkpoint.control import DEFAULT_EVERY, DEFAULT_KEEP, CheckpointConfig
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, is_checkpoint_name
 from trainer.simic.config import ConfigError, TrainConfig, parse_slots, training_dests

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from leyline import HEAD_NAMES
-from nissa.ranks import Ranks
+from ranks import Ranks
 from trainer.flags import FieldError
 from trainer.simic.rollout import RolloutBatch
 from trainer.tamiyo.policy import ActorCritic
