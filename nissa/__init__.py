@@ -23,11 +23,66 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from nissa.api import Api
-    from nissa.histogram import Histogram
-    from nissa.hub.upload import UploadResult
+    from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
+    from nissa.diagnostics import answer_stacks, start_watchdog
+    from nissa.histogram import Histogram, PendingHistograms, launch_histograms
+    from nissa.hub import DeliveryReport, HubConfig, NissaHub
+    from nissa.hub.rest import ServerUnavailable
+    from nissa.hub.runlog import LogCorrupt
+    from nissa.hub.secret import SecretError
+    from nissa.hub.upload import UploadResult, upload_run
+    from nissa.join import agree_on_run, checked_run_id
+    from nissa.organize import organized
     from nissa.run import Run
+    from nissa.runtime import Runtime, RuntimeConfig, build_runtime
+    from nissa.system import SystemConfig, start_system_metrics
+    from nissa.telemetry.debug_stats import (
+        PendingLayers,
+        debug_histogram_payloads,
+        launch_layer_stats,
+        layer_histograms,
+        layer_rows,
+    )
+    from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+    from nissa.telemetry.phases import PhaseTimer
+    from nissa.telemetry.readback import StreamFence, read_all
+    from nissa.telemetry.stragglers import StragglerConfig
+    from nissa.telemetry.syncs import HostSyncCounter
 
-__all__ = ["Api", "Histogram", "Run", "init", "upload"]
+_EXPORTS: dict[str, str] = {
+    # what a loop uses
+    "Api": "nissa.api", "Histogram": "nissa.histogram", "Run": "nissa.run",
+    # the parts ``init`` builds a run from, for a loop that wires its own (``esper-train`` does)
+    "HubConfig": "nissa.hub", "NissaHub": "nissa.hub", "DeliveryReport": "nissa.hub",
+    "LogCorrupt": "nissa.hub.runlog", "SecretError": "nissa.hub.secret", "ServerUnavailable": "nissa.hub.rest",
+    "UploadResult": "nissa.hub.upload", "upload_run": "nissa.hub.upload",
+    "agree_on_run": "nissa.join", "checked_run_id": "nissa.join", "organized": "nissa.organize",
+    "Runtime": "nissa.runtime", "RuntimeConfig": "nissa.runtime", "build_runtime": "nissa.runtime",
+    "CommandContext": "nissa.control.commands", "CommandProcessor": "nissa.control.commands",
+    "CommandRejected": "nissa.control.commands",
+    "answer_stacks": "nissa.diagnostics", "start_watchdog": "nissa.diagnostics",
+    "SystemConfig": "nissa.system", "start_system_metrics": "nissa.system",
+    "install_profiling": "nissa.telemetry.install", "install_rank_checks": "nissa.telemetry.install",
+    "open_start_windows": "nissa.telemetry.install", "StragglerConfig": "nissa.telemetry.stragglers",
+    # collectors' building blocks: one device read per collection, phase timing, host-sync counting
+    "PendingHistograms": "nissa.histogram", "launch_histograms": "nissa.histogram",
+    "PendingLayers": "nissa.telemetry.debug_stats", "debug_histogram_payloads": "nissa.telemetry.debug_stats",
+    "launch_layer_stats": "nissa.telemetry.debug_stats", "layer_histograms": "nissa.telemetry.debug_stats",
+    "layer_rows": "nissa.telemetry.debug_stats", "PhaseTimer": "nissa.telemetry.phases",
+    "StreamFence": "nissa.telemetry.readback", "read_all": "nissa.telemetry.readback",
+    "HostSyncCounter": "nissa.telemetry.syncs",
+}
+"""Each exported name and the module it is loaded from on first use (importing ``nissa`` loads none of them)."""
+
+__all__ = [
+    "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "Histogram",
+    "HostSyncCounter", "HubConfig", "LogCorrupt", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
+    "Run", "Runtime", "RuntimeConfig", "SecretError", "ServerUnavailable", "StragglerConfig", "StreamFence",
+    "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",
+    "debug_histogram_payloads", "init", "install_profiling", "install_rank_checks", "launch_histograms",
+    "launch_layer_stats", "layer_histograms", "layer_rows", "open_start_windows", "organized", "read_all",
+    "start_system_metrics", "start_watchdog", "upload", "upload_run",
+]
 
 
 def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
@@ -141,17 +196,10 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``nissa.Run``, the class ``init`` returns, ``nissa.Api`` and ``nissa.Histogram`` are loaded on first use."""
-    if name == "Run":
-        from nissa.run import Run
+    """The exported names (``_EXPORTS``) are loaded on first use: ``nissa.Run``, ``nissa.Api``, …"""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nissa' has no attribute {name!r}")
+    import importlib
 
-        return Run
-    if name == "Api":
-        from nissa.api import Api
-
-        return Api
-    if name == "Histogram":
-        from nissa.histogram import Histogram
-
-        return Histogram
-    raise AttributeError(f"module 'nissa' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

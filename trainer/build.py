@@ -12,10 +12,16 @@ from typing import Any
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-from nissa.diagnostics import answer_stacks
-from nissa.hub import HubConfig
-from nissa.runtime import Runtime, RuntimeConfig, build_runtime
-from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+from nissa import (
+    HubConfig,
+    Runtime,
+    RuntimeConfig,
+    answer_stacks,
+    build_runtime,
+    install_profiling,
+    install_rank_checks,
+    open_start_windows,
+)
 from ranks import Ranks
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
 from trainer.checkpoint.null import NullCheckpointer

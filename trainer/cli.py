@@ -16,14 +16,18 @@ from typing import TYPE_CHECKING, NoReturn
 
 from leyline import RunFinished, RunStarted, TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
-from nissa.hub import HubConfig
-from nissa.hub.rest import ServerUnavailable
-from nissa.hub.runlog import LogCorrupt
-from nissa.hub.secret import SecretError
-from nissa.hub.upload import UploadResult, upload_run
-from nissa.join import agree_on_run, checked_run_id
-from nissa.runtime import Runtime
-from ranks import RankError, Ranks, RanksConfig
+from nissa import (
+    HubConfig,
+    LogCorrupt,
+    Runtime,
+    SecretError,
+    ServerUnavailable,
+    UploadResult,
+    agree_on_run,
+    checked_run_id,
+    upload_run,
+)
+from ranks import RankError, Ranks, RanksConfig, join_ranks
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.
@@ -188,7 +192,7 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
 
 def _check_organized(args: argparse.Namespace) -> None:
     """--project, --group, --tag and --notes as the contract takes them; ValueError names the flag."""
-    from nissa.organize import organized
+    from nissa import organized
 
     for flag, given in (("--project", {"project": args.project}), ("--group", {"group": args.group}),
                         ("--tag", {"tags": args.tags or []}), ("--notes", {"notes": args.notes})):
@@ -206,11 +210,11 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
-    from nissa.telemetry.stragglers import StragglerConfig
+    from nissa import StragglerConfig
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
     if not 0.1 <= args.heartbeat <= 3600:
         raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
-    from nissa.system import SystemConfig
+    from nissa import SystemConfig
     try:
         SystemConfig(interval_s=args.system_metrics_interval)
     except ValueError as err:
@@ -240,7 +244,7 @@ def _log_dir_error(parser: argparse.ArgumentParser, log_dir: object, err: OSErro
 def _join(parser: argparse.ArgumentParser, args: argparse.Namespace, device: str) -> Ranks:
     """This process's ranks (alone: rank 0 of 1); a group it cannot join is one line."""
     try:
-        return Ranks.start(device, RanksConfig(timeout_s=args.rank_timeout))
+        return join_ranks(device, RanksConfig(timeout_s=args.rank_timeout))
     except ValueError as err:
         parser.error(str(err))
     except RankError as err:
@@ -299,8 +303,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     """One rank's run, from agreeing on its id to its last line."""
     import dataclasses
 
-    from nissa.diagnostics import start_watchdog
-    from nissa.system import SystemConfig, start_system_metrics
+    from nissa import SystemConfig, start_system_metrics, start_watchdog
     from trainer.build import Hosting
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from nissa.hub import NissaHub
+from nissa import NissaHub
 from ranks import Ranks
 
 POLL_S = 0.02
