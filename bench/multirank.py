@@ -59,7 +59,7 @@ def worker(argv: list[str]) -> int:
     """One rank of a timed run (no server): prints, on rank 0, every rank's step time and exchange time."""
     from leyline import TelemetryLevel
     from nissa.hub import HubConfig
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.build import Hosting, build_run
     from trainer.cli import train_parser
     from trainer.simic.config import TrainConfig

@@ -21,12 +21,12 @@ import argparse
 import csv
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from leyline.text import visible
+from nissa import env
 
 TABLE_METRICS = 6
 """Metric columns a table shows unless ``--metric`` names them."""
@@ -53,7 +53,7 @@ def runs_parser() -> argparse.ArgumentParser:
 
 
 def add_runs(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    runs.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+    runs.add_argument("--server", default=env.server(),
                       help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER)")
     runs.add_argument("--token", default=None, help="bearer token, where reads need one (default $NISSA_TOKEN)")
     runs.add_argument("-q", "--query", default="", help='filter: "project:cifar tag:baseline config.lr>=0.01 '

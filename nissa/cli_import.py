@@ -12,12 +12,12 @@ registers the subcommand on the ``nissa`` command's parser.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from nissa import env
 from nissa.hub.upload import UploadResult
 from nissa.importer.runs import ImportedRun
 
@@ -38,9 +38,9 @@ def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     c.add_argument("file", type=pathlib.Path, metavar="FILE", help="the CSV file")
     c.add_argument("--name", default=None, help="the run's name (default: the file's name without .csv)")
     for q in (tb, c):
-        q.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+        q.add_argument("--server", default=env.server(),
                        help="nissa-server URL (default $NISSA_SERVER; none: write the run logs only)")
-        q.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+        q.add_argument("--token", default=env.token(), help="bearer token (default $NISSA_TOKEN)")
         q.add_argument("--project", default=None, help="the project the runs belong to (default: none)")
         q.add_argument("--log-dir", type=pathlib.Path, default=pathlib.Path("nissa-runs"),
                        help="where the imported runs' logs and stream secrets are kept; import again from the same "

@@ -20,7 +20,7 @@ from leyline import AnyPayload, Command, CommandAction, RunFinished, Severity, T
 from nissa.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
 from nissa.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
 from nissa.hub import DeliveryReport, HubConfig, NissaHub
-from nissa.ranks import RankError, Ranks
+from ranks import RankError, Ranks
 
 logger = logging.getLogger(__name__)
 

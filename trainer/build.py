@@ -12,11 +12,17 @@ from typing import Any, Literal
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-from nissa.diagnostics import answer_stacks
-from nissa.hub import HubConfig
-from nissa.ranks import Ranks
-from nissa.runtime import Runtime, RuntimeConfig, build_runtime
-from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+from nissa import (
+    HubConfig,
+    Runtime,
+    RuntimeConfig,
+    answer_stacks,
+    build_runtime,
+    install_profiling,
+    install_rank_checks,
+    open_start_windows,
+)
+from ranks import Ranks
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
 from trainer.checkpoint.null import NullCheckpointer
 from trainer.checkpoint.resume import store_of
@@ -27,7 +33,6 @@ from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig
 from trainer.simic.env import EnvConfig
-from trainer.simic.ppo import PPOConfig
 from trainer.simic.progress import Progress
 from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
@@ -52,8 +57,7 @@ def build_agent(config: TrainConfig, device: torch.device, ranks: Ranks | None =
         return HeuristicAgent(HeuristicPolicy(HeuristicConfig(validation_images=config.val_size),
                                               lifecycle_config(config)))
     ranks = ranks or Ranks.single()
-    ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
-    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device,
+    return PPOAgent(len(config.slots), config.lstm_hidden, config.ppo, config.episode_length, device,
                     ranks.seed(config.seed), compile_mode=config.compile_mode, ranks=ranks)
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from nissa.telemetry.debug_stats import layer_rows
+from nissa import layer_rows
 from trainer.kasmina import stacked
 from trainer.kasmina.host import slot_id
 from trainer.kasmina.lifecycle import LifecycleConfig

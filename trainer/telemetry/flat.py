@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from nissa.telemetry.debug_stats import PendingLayers
-from nissa.telemetry.readback import StreamFence
+from nissa import PendingLayers, StreamFence
 from trainer.telemetry.gradients import GradientThresholds, PendingGradients
 
 if TYPE_CHECKING:

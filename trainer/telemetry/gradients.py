@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from leyline import GradientHealth
-from nissa.telemetry.readback import StreamFence, read_all
+from nissa import StreamFence, read_all
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,16 @@ import torch
 from torch import nn
 
 from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
-from nissa.histogram import PendingHistograms, launch_histograms
-from nissa.telemetry.debug_stats import PendingLayers, debug_histogram_payloads, launch_layer_stats, layer_histograms
-from nissa.telemetry.phases import PhaseTimer
-from nissa.telemetry.readback import read_all
+from nissa import (
+    PendingHistograms,
+    PendingLayers,
+    PhaseTimer,
+    debug_histogram_payloads,
+    launch_histograms,
+    launch_layer_stats,
+    layer_histograms,
+    read_all,
+)
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector

@@ -98,7 +98,7 @@ def test_the_last_k_are_kept(tmp_path):
 def test_resuming_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path):
     """Their rounds are trained anew: left in place they would mix with the new checkpoints (and pruning could
     take one another rank is writing). Nothing is deleted."""
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.checkpoint.resume import resume_point
 
     run, store = run_dir(tmp_path)
