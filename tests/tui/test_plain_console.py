@@ -1,7 +1,7 @@
 """The run view of a plain loop's run (the nissa client, no Esper kinds) in its own words, through a real
 server: its header says step, epoch (when it has its own), steps/s and its headline metrics, never Esper's
-rounds or env-epochs; its profile form offers its own phases, its debug form no PPO update; its stop confirmation fits at 100x30 and
-speaks of any loop, not of esper-train."""
+rounds or env-epochs; its profile form offers its own phases, its debug form no PPO update; its stop
+confirmation fits at 100x30 and speaks of any loop, not of esper-train."""
 
 from __future__ import annotations
 
