@@ -98,7 +98,8 @@ PARAM_COLUMNS = 6
 @dataclass(frozen=True)
 class Unavailable:
     """Series a run's config rules out: a run whose config key ``key`` is ``value`` never has a series whose
-    name starts with ``prefix``, so the charts of such series are hidden on it and ``why`` says so in one line."""
+    name starts with ``prefix``, so the charts of such series are hidden on it and ``why`` says so in one line
+    (short enough for a console 100 columns wide)."""
 
     key: str
     value: str
@@ -111,8 +112,7 @@ class Unavailable:
 
 UNAVAILABLE: tuple[Unavailable, ...] = (
     Unavailable("policy", "heuristic", "ppo_update.",
-                "a heuristic policy makes no PPO update: its charts (return, losses, KL, entropy, explained "
-                "variance) are hidden"),
+                "a heuristic policy makes no PPO update: no return, losses, KL, entropy or explained variance"),
 )
 """What an Esper run's policy cannot have."""
 
