@@ -51,7 +51,7 @@ class Chart {
     this.el.dataset.state = "loading";
     const button = (text, tip, fn) => { const b = el("button", {title: tip}, text); b.addEventListener("click", fn); return b; };
     this.logButton = button("log", "log scale", () => { this.log = !this.log; this.logButton.classList.toggle("on", this.log); this.render(); });
-    this.fullButton = button("⛶", "full screen: this chart enlarged to the page (Esc or ⛶ again closes)", () => this.setFull(!this.full));
+    this.fullButton = button("full", "full screen: this chart enlarged to the page (Esc or this button again closes)", () => this.setFull(!this.full));
     this.el.append(
       el("h3", {}, el("span", {}, el("span", {className: "title"}, title), " ", el("small", {className: "note"})),
         el("span", {className: "tools"}, this.logButton, this.fullButton, button("png", "download this chart as an image", () => this.png()),
