@@ -10,7 +10,17 @@ from typing import Any
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.events import MAX_INT, PAYLOAD_TYPES, RUN_ID_RULE, SCHEMA_VERSION, Event, Rank, RunId, _WireEvent
+from leyline.events import (
+    MAX_INT,
+    PAYLOAD_TYPES,
+    RUN_ID_PATTERN,
+    RUN_ID_RULE,
+    SCHEMA_VERSION,
+    Event,
+    Rank,
+    RunId,
+    _WireEvent,
+)
 from leyline.payloads import Payload
 
 _encoder = msgspec.json.Encoder()
@@ -225,9 +235,17 @@ def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
         except msgspec.ValidationError as err:
             if _newer(data):
                 raise Unsupported(str(err)) from None
-            raise
+            raise msgspec.ValidationError(in_words(err)) from None
 
     return checked
+
+
+_RUN_ID_REGEX = f"Expected `str` matching regex {RUN_ID_PATTERN!r}"
+
+
+def in_words(err: msgspec.ValidationError | msgspec.DecodeError) -> str:
+    """``err``'s message, with a rule msgspec states as a regular expression said in words (the run id's)."""
+    return str(err).replace(_RUN_ID_REGEX, f"Expected a run id: {RUN_ID_RULE}")
 
 
 @_not_too_deep
