@@ -109,7 +109,10 @@ class ChartsView {
     if (this.closed) return;  // the page moved on (another run, another x axis) while this one loaded
     this.redraw();
     const loading = $("charts-loading");
-    if (loading) loading.textContent = this.charts.length ? "" : "no series in this run yet";
+    if (loading) {  // gone once there are charts: an empty placeholder would take the grid's first cell
+      loading.textContent = this.charts.length ? "" : "no series in this run yet";
+      loading.hidden = this.charts.length > 0;
+    }
     $("charts").dataset.ready = "1";
     infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
     if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);

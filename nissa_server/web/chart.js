@@ -117,10 +117,18 @@ class Chart {
   }
 
   labelOf(line) {
+    // As the console names a line (tui/widgets/chart.py, ChartPanel._short): its labels, else its series as the
+    // chart names it: what a "*" pattern leaves (entropy's "op"), nothing where the chart is of that one series
+    // (its title says it: a line of "accuracy" is "env=0", never "epoch_completed.accuracy env=0").
     const labels = Object.entries(line.labels).filter(([k, v]) => !(k === "rank" && v === "0")).map(([k, v]) => `${k}=${v}`);
-    const name = this.names.length > 1 || this.names[0] !== this.title ? line.key.split("{")[0] : "";
+    const series = line.key.split("{")[0];
+    const def = ((typeof chartDefs !== "undefined" && chartDefs) ? chartDefs.charts : []).find((c) => c.title === this.title);
+    const patterns = def ? def.names : this.names;
+    const head = (p) => p.split("*")[0];
+    const star = patterns.find((p) => p.includes("*") && series.startsWith(head(p)) && series.length > head(p).length);
+    const name = star ? series.slice(head(star).length) : patterns.length === 1 && patterns[0] === series ? "" : series;
     const own = [name, ...labels].join(" ").trim();
-    return this.view.runs.length > 1 ? `${this.view.runLabel(line.run)} ${own}`.trim() : own || line.key.split("{")[0];
+    return this.view.runs.length > 1 ? `${this.view.runLabel(line.run)} ${own}`.trim() : own || this.title;
   }
 
   render() {

@@ -43,6 +43,10 @@ def test_a_chart_full_screen_and_back(browser, server_url):  # noqa: F811
     chart = page.locator('.chart[data-title="accuracy"]')
     before, canvas_before = _chart_box(page, "accuracy"), chart.locator("canvas").bounding_box()
     assert before["width"] < 1400 * 0.6, "two charts a row: not full screen yet"
+    assert before["x"] < 40, "the page's first chart in the grid's first cell"
+    # Each line named as the console names it: its labels, or what the chart's pattern leaves of its series.
+    names = lambda title: page.locator(f'.chart[data-title="{title}"] .legend .name').all_text_contents()  # noqa: E731
+    assert names("accuracy") == ["env=0"] and names("entropy") == ["op"] and names("KL") == ["KL"]
 
     chart.locator('button[title^="full screen"]').click()
     page.wait_for_function("document.querySelector('.chart[data-title=\"accuracy\"]').dataset.full === '1'")
