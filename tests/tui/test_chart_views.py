@@ -126,3 +126,16 @@ async def test_a_heuristic_run_hides_the_charts_it_cannot_have_and_says_why(tmp_
                               and app.screen, "overlay")
         await until(pilot, lambda: panel(overlay, "accuracy").shown, "drawn")
         assert panel(overlay, "policy loss").display and not overlay.query_one("#chart-note").display
+
+
+def test_a_line_is_named_as_the_page_names_it():
+    from leyline.charts import DEFAULT_CHARTS
+    from tui.chart_data import Track
+
+    by_title = {c.title: ChartPanel(c) for c in DEFAULT_CHARTS}
+    rank0 = {"rank": "0"}
+    assert by_title["KL"]._short(Track("r", "k", "ppo_update.approx_kl", rank0)) == "KL"
+    assert by_title["entropy"]._short(Track("r", "k", "ppo_update.entropy.op", rank0)) == "op"
+    assert by_title["accuracy"]._short(Track("r", "k", "epoch_completed.accuracy", {"env": "2", **rank0})) == "env=2"
+    cpu = by_title["System · CPU %"]  # two series: each by its full name, never both by the chart's title
+    assert [cpu._short(Track("r", "k", n, rank0)) for n in cpu.spec.names] == list(cpu.spec.names)

@@ -214,9 +214,10 @@ class ChartPanel(Widget, can_focus=True):
     def _short(self, track: Track) -> str:
         """A track's legend: its labels, else its series as the chart names it: a chart of one series by
         its title (``val.loss`` whole, never ``loss``; ``policy loss``), a pattern chart by what its pattern
-        leaves (``op`` in the entropy chart of ``ppo_update.entropy.*``)."""
+        leaves (``op`` in the entropy chart of ``ppo_update.entropy.*``), a chart of several series by the
+        series' full name (the web page's legend names lines by the same rule)."""
         text = track.label_text
-        if text == track.name and not any("*" in p for p in self.spec.names):
+        if text == track.name and self.spec.names == (track.name,):
             return self.spec.title
         for pattern in self.spec.names:
             head = pattern.partition("*")[0]
