@@ -10,7 +10,6 @@ from pathlib import Path
 import msgspec
 from rich.color import Color
 from textual.geometry import Region
-from textual_hires_canvas import Canvas
 from textual_plot import PlotWidget
 
 from leyline import Event, RunStarted
@@ -30,7 +29,7 @@ def panel(screen: ChartScreen, title: str) -> ChartPanel:
 
 def drawn(widget) -> list[str]:
     """The lines a widget draws at its size now (a plot: those of its canvases, axes and ticks)."""
-    parts = list(widget.query(Canvas)) if isinstance(widget, PlotWidget) else [widget]
+    parts = list(widget.query("Canvas")) if isinstance(widget, PlotWidget) else [widget]
     return [strip.text for part in parts for strip in part.render_lines(Region(0, 0, *part.size))]
 
 
