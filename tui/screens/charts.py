@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from leyline import Event, RunFinished
-from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS
+from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS, hidden_charts
 from leyline.series import X_AXES, kind_of_name, x_of
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import RunSummary
@@ -56,6 +56,7 @@ class ChartScreen(ChartFeed, Screen[None]):
     DEFAULT_CSS = """
     ChartScreen #chart-head { height: 1; padding: 0 1; background: $boost; }
     ChartScreen #chart-markers { height: 1; padding: 0 1; }
+    ChartScreen #chart-note { height: 1; padding: 0 1; color: $text-muted; }
     ChartScreen #charts { layout: grid; grid-size: 1; grid-gutter: 0 1; }
     """
 
@@ -81,6 +82,7 @@ class ChartScreen(ChartFeed, Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="chart-head")
         yield Static(id="chart-markers")
+        yield Static(id="chart-note")
         with VerticalScroll(id="charts"):
             for spec in DEFAULT_CHARTS:
                 yield ChartPanel(spec)
@@ -113,12 +115,35 @@ class ChartScreen(ChartFeed, Screen[None]):
             where = {"after": self._own[-1]} if self._own else {"before": 0}
             self._own.append(self._mount_chart(ChartSpec.of_name(name), **where))
             self._own_names.add(name)
+        hidden, why = self.ruled_out()
         for panel in self.panels:
             if panel.spec in DEFAULT_CHARTS:
-                panel.display = (not own and panel.spec.group is None) or bool(panel.names(self.data))
+                panel.display = panel.spec.title not in hidden and (
+                    (not own and panel.spec.group is None) or bool(panel.names(self.data)))
+        note = self.query_one("#chart-note", Static)
+        note.update(Text("; ".join(why)))
+        if note.display != bool(why):
+            note.display = bool(why)
+            self.call_after_refresh(self._layout_for_size)
         focused = isinstance(self.focused, ChartPanel) and self.focused.display
         if new:
             self.call_after_refresh(self._after_add, self._own[0], not focused)
+
+    def configs(self) -> list[dict[str, object]] | None:
+        """Each run's config, once every run's is known (from the server or its log)."""
+        out: list[dict[str, object]] = []
+        for run in self.run_ids:
+            config = self.local[run].config if run in self.local else (
+                self.runs[run].config if run in self.runs else None)
+            if config is None:
+                return None
+            out.append(dict(config))
+        return out
+
+    def ruled_out(self) -> tuple[list[str], list[str]]:
+        """The default charts none of the runs can have by its config, and why (``leyline.charts``)."""
+        configs = self.configs()
+        return hidden_charts(configs) if configs else ([], [])
 
     def _want_names(self) -> None:
         """Every series a chart shows is wanted: its history fetched, its live points kept."""
@@ -138,7 +163,9 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.data.listed.add(run.run_id)
         if message.names is None:
             self.local[run.run_id] = LocalSeries(run.run_id, [])
+            self.local[run.run_id].config = None if run.config is None else dict(run.config)
             self.local[run.run_id].fill(self.data)
+            self._chart_own_metrics()
         else:
             self.data.names_seen.update(message.names)
             self._chart_own_metrics()
@@ -181,7 +208,8 @@ class ChartScreen(ChartFeed, Screen[None]):
         rows = 3 if height >= 45 else 2
         grid = self.query_one("#charts")
         grid.styles.grid_size_columns = cols
-        panel_height = max(10, (height - 2) // rows)
+        lines = 2 + int(self.query_one("#chart-note").display)  # the head and the marks (and a note)
+        panel_height = max(10, (height - lines) // rows)
         grid.styles.grid_rows = str(panel_height)
         for panel in self.panels:
             panel.styles.height = panel_height

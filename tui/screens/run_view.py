@@ -209,7 +209,7 @@ class RunViewScreen(DashboardScreen):
             if yes:
                 self.escalate(CommandAction.STOP, None)
 
-        self.app.push_screen(ConfirmStop(self.run_id), answered)
+        self.app.push_screen(ConfirmStop(self.run_id, esper=self.state.esper), answered)
 
     def action_call(self) -> None:
         loop = self.state.loop
