@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from nissa.api import Api
     from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
     from nissa.diagnostics import answer_stacks, start_watchdog
-    from nissa.histogram import Histogram, PendingHistograms, launch_histograms
+    from nissa.histogram import Histogram, PendingHistograms, distribution, launch_histograms, segmented_histograms
     from nissa.hub import DeliveryReport, HubConfig, NissaHub
     from nissa.hub.rest import ServerUnavailable
     from nissa.hub.runlog import LogCorrupt
@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from nissa.runtime import Runtime, RuntimeConfig, build_runtime
     from nissa.system import SystemConfig, start_system_metrics
     from nissa.telemetry.debug_stats import (
+        DEBUG_BINS,
         PendingLayers,
+        debug_distribution_names,
         debug_histogram_payloads,
         launch_layer_stats,
         layer_histograms,
@@ -66,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     "open_start_windows": "nissa.telemetry.install", "StragglerConfig": "nissa.telemetry.stragglers",
     # collectors' building blocks: one device read per collection, phase timing, host-sync counting
     "PendingHistograms": "nissa.histogram", "launch_histograms": "nissa.histogram",
+    "distribution": "nissa.histogram", "segmented_histograms": "nissa.histogram",
+    "DEBUG_BINS": "nissa.telemetry.debug_stats", "debug_distribution_names": "nissa.telemetry.debug_stats",
     "PendingLayers": "nissa.telemetry.debug_stats", "debug_histogram_payloads": "nissa.telemetry.debug_stats",
     "launch_layer_stats": "nissa.telemetry.debug_stats", "layer_histograms": "nissa.telemetry.debug_stats",
     "layer_rows": "nissa.telemetry.debug_stats", "PhaseTimer": "nissa.telemetry.phases",
@@ -75,13 +79,14 @@ _EXPORTS: dict[str, str] = {
 """Each exported name and the module it is loaded from on first use (importing ``nissa`` loads none of them)."""
 
 __all__ = [
-    "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "Histogram",
+    "DEBUG_BINS", "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "Histogram",
     "HostSyncCounter", "HubConfig", "LogCorrupt", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
     "Run", "Runtime", "RuntimeConfig", "SecretError", "ServerUnavailable", "StragglerConfig", "StreamFence",
     "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",
-    "debug_histogram_payloads", "init", "install_profiling", "install_rank_checks", "launch_histograms",
+    "debug_distribution_names", "debug_histogram_payloads", "distribution",
+    "init", "install_profiling", "install_rank_checks", "launch_histograms",
     "launch_layer_stats", "layer_histograms", "layer_rows", "open_start_windows", "organized", "read_all",
-    "start_system_metrics", "start_watchdog", "upload", "upload_run",
+    "segmented_histograms", "start_system_metrics", "start_watchdog", "upload", "upload_run",
 ]
 
 

@@ -313,12 +313,17 @@ class Run:
         return self.start()
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
-        if kind is None:
+        if err is None:
             self.finish()
-        elif issubclass(kind, KeyboardInterrupt):
-            self.finish("interrupted")
         else:
-            self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
+            self.fail(err)
+
+    def fail(self, err: BaseException, *, timeout: float = 10.0) -> DeliveryReport:
+        """End the run for ``err``: ``interrupted`` on Ctrl-C, ``failed`` with the exception's type and message
+        otherwise (``finish`` with that status)."""
+        if isinstance(err, KeyboardInterrupt):
+            return self.finish("interrupted", timeout=timeout)
+        return self.finish("failed", error=f"{type(err).__name__}: {err}"[:2000], timeout=timeout)
 
 
 def _nothing() -> None:

@@ -16,16 +16,14 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from leyline import DebugLayerStats, Histograms, LayerStat, TelemetryLevel
-from nissa.histogram import Histogram, PendingHistograms
+from leyline import DebugLayerStats, Distribution, Histograms, LayerStat, TelemetryLevel
+from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import StreamFence, read_all
 
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
 
 
-CHUNK_ELEMENTS = 1 << 22
-"""Elements of one concatenation of layers (16 MiB in float32): what a collection adds to memory, at most."""
 _SEGMENTS: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 """Segment ids and sizes of a whole model's layout that fits in one chunk (seeds come and go: a few layouts)."""
 
@@ -151,14 +149,22 @@ def layer_histograms(model: str, named_params: Iterable[tuple[str, torch.nn.Para
     out: list[tuple[str, Histogram]] = []
     for name, p in named_params:
         if p.grad is not None:
-            out.append((metric_name(f"debug/{model}/gradients/{name}"), Histogram(p.grad, bins)))
-            out.append((metric_name(f"debug/{model}/weights/{name}"), Histogram(p, bins)))
+            gradients, weights = debug_distribution_names(model, name)
+            out.append((gradients, Histogram(p.grad, bins)))
+            out.append((weights, Histogram(p, bins)))
     return out
 
 
-def debug_histogram_payloads(pending: Iterable[PendingHistograms]) -> list[Histograms]:
-    """``histogram`` payloads of distributions read (``read_all``), a few hundred an event."""
-    found = [d for p in pending for d in (p.distributions or [])]
+def debug_distribution_names(model: str, layer: str) -> tuple[str, str]:
+    """The names of a layer's gradient and weight distributions in a debug window."""
+    return metric_name(f"debug/{model}/gradients/{layer}"), metric_name(f"debug/{model}/weights/{layer}")
+
+
+def debug_histogram_payloads(pending: Iterable[PendingHistograms],
+                             more: Iterable[Distribution] = ()) -> list[Histograms]:
+    """``histogram`` payloads of distributions read (``read_all``), and of ``more`` read otherwise, a few
+    hundred an event."""
+    found = [*(d for p in pending for d in (p.distributions or [])), *more]
     return [Histograms(histograms=found[i: i + DISTRIBUTIONS_PER_EVENT])
             for i in range(0, len(found), DISTRIBUTIONS_PER_EVENT)]
 

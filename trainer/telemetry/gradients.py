@@ -163,6 +163,11 @@ def collect_gradients(scope: str, params: Iterable[torch.nn.Parameter | torch.Te
     return PendingGradients(scope, stacked, sum(g.numel() for g in grads), thresholds)
 
 
+def env_scope(env: int, scope: str) -> str:
+    """One env's scope as one key (``env0/host``): its gradient average, its debug distributions' model."""
+    return f"env{env}/{scope}"
+
+
 def seed_gradient_ratio(seed: GradientStats, host: GradientStats, *, clamp: float = 10.0) -> float | None:
     """``(|g_seed| / |g_host|) * sqrt(P_host / P_seed)``, clamped: a seed's share of learning signal.
 

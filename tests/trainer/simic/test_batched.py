@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leyline import DebugLayerStats, EpochCompleted, GradientHealth, SeedStage, TelemetryLevel
+from leyline import DebugLayerStats, EpochCompleted, GradientHealth, Histograms, SeedStage, TelemetryLevel
+from nissa.telemetry.syncs import HostSyncCounter
 from tests.trainer.test_build import RecordingHooks
 from trainer.build import build_trainer
 from trainer.simic.config import TrainConfig
@@ -202,3 +203,36 @@ def test_debug_gradient_collections_per_env_and_scope_match_the_per_env_loop():
             for field in ("grad_norm", "grad_mean", "grad_std", "grad_abs_max", "weight_norm"):
                 assert getattr(x, field) == pytest.approx(getattr(y, field), rel=1e-3, abs=1e-7), (a.model, x.name)
             assert x.nonfinite == y.nonfinite
+
+
+def test_debug_distributions_of_the_batched_envs_match_the_per_env_loop_in_one_transfer():
+    """At DEBUG, the batched path sends each layer's gradient and weight distributions (from its flat buffers,
+    binned on the device) under the per-env loop's names and in its order, with the same bins within float
+    tolerance, all read with the collection's other figures in ONE transfer."""
+    reported, syncs = {}, {}
+    for env_exec in ("per-env", "batched"):
+        trainer, envs = _round(env_exec)
+        hooks = RecordingHooks(TelemetryLevel.DEBUG)
+        sites = SimicTelemetry(hooks)
+        x, y = trainer.data.train_x[:32], trainer.data.train_y[:32]
+        if trainer.batched is not None:
+            trainer.batched.prepare(envs)
+        with HostSyncCounter(trainer.runtime.device) as counter:
+            if trainer.batched is None:
+                for env in envs:
+                    env.train_step(x, y, True, True, sites)
+            else:
+                trainer.batched.train_step(x, y, True, True, sites)
+            sites.flush_gradients()
+        syncs[env_exec] = counter.by_call
+        reported[env_exec] = [d for _, p in hooks.of(Histograms) for d in p.histograms]
+    assert sum(syncs["batched"].values()) == 1, f"one transfer for the whole collection: {syncs['batched']}"
+    a, b = reported["per-env"], reported["batched"]
+    assert [d.name for d in a] == [d.name for d in b]
+    tensors = sum(p.n_tensors for _, p in hooks.of(GradientHealth))  # every host's and training seed's layers
+    assert len(b) == 2 * tensors == 172 and "debug/env2/r0c2/weights/body.down.weight" in {d.name for d in b}
+    for x, y in zip(a, b, strict=True):
+        assert (x.count, x.nonfinite) == (y.count, y.nonfinite), x.name
+        assert x.min == pytest.approx(y.min, rel=1e-4, abs=1e-6) and x.max == pytest.approx(y.max, rel=1e-4, abs=1e-6)
+        moved = sum(abs(i - j) for i, j in zip(x.bins, y.bins, strict=True)) / 2  # values that crossed a bin edge
+        assert moved <= max(2, 0.01 * x.count), (x.name, x.bins, y.bins)
