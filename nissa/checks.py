@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import numbers
 import re
+import sys
 from collections.abc import Mapping
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import msgspec
-import torch
 
 from leyline.calls import Phases
 from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
 from nissa.hub.config import ingest_url, server_list
+
+if TYPE_CHECKING:
+    import torch
 
 _NAME = re.compile(METRIC_NAME_PATTERN)
 _NAME_RULE = "a letter or _ first, then letters, digits, _ . / : -; at most 128 characters"
@@ -61,6 +64,8 @@ def check_device(device: object) -> None:
         raise TypeError(f"nissa.init: device must be a string like 'cpu' or 'cuda:0', got {type(device).__name__}")
     if device == "auto":  # CUDA where there is one (the process group's backend follows)
         return
+    import torch  # here, not at the top: the query API and the shell's ``nissa runs`` check a server, not a device
+
     try:
         parsed = torch.device(device)
     except RuntimeError:
@@ -100,8 +105,10 @@ def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
     """Python and NumPy numbers as they are; tensors (one element each) read back in one transfer per device."""
     out: dict[str, float] = {}
     tensors: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
+    torch_module = sys.modules.get("torch")  # a caller holds no tensor where torch was never imported
+    tensor = torch_module.Tensor if torch_module is not None else ()
     for key, value in values.items():
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, tensor):
             tensors.setdefault(value.device, []).append((key, _readable(key, value)))
         elif type(value) in (float, int) or _is_number(value):  # the plain types first: the common case
             try:
@@ -111,13 +118,16 @@ def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
         else:
             raise ValueError(f"run.log: {key!r} must be a number or a one-element tensor, got {type(value).__name__}")
     for items in tensors.values():
-        read = torch.stack([t.detach().reshape(()).to(torch.float64) for _, t in items]).tolist()
+        assert torch_module is not None  # there are tensors
+        read = torch_module.stack([t.detach().reshape(()).to(torch_module.float64) for _, t in items]).tolist()
         out.update(zip((k for k, _ in items), read, strict=True))
     return {key: out[key] for key in values}
 
 
 def _readable(key: str, value: torch.Tensor) -> torch.Tensor:
     """A tensor whose one real value can be read back (not sparse, meta or complex)."""
+    import torch
+
     if value.layout != torch.strided:
         raise ValueError(f"run.log: {key!r} must be a dense tensor, got layout {value.layout}")
     if value.device.type == "meta":

@@ -15,11 +15,13 @@ import argparse
 import pathlib
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nissa import env
-from nissa.hub.upload import UploadResult
-from nissa.importer.runs import ImportedRun
+
+if TYPE_CHECKING:  # the importers (and torch, through nissa.run) load when an import runs, not with the parser
+    from nissa.hub.upload import UploadResult
+    from nissa.importer.runs import ImportedRun
 
 
 def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
