@@ -39,8 +39,8 @@ import torch
 
 from leyline import RunFinished, TelemetryLevel
 from nissa.hub import HubConfig
-from nissa.ranks import Ranks
 from nissa.system import SystemConfig, SystemSampler, start_system_metrics
+from ranks import Ranks
 from trainer.build import Hosting, build_run, run_training
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig

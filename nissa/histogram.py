@@ -173,5 +173,5 @@ def distributions(named: Sequence[tuple[str, Histogram]]) -> list[Distribution]:
     """The distributions of ``named``, launched on their devices and read back in one transfer per device."""
     pending = launch_histograms(named)
     read_all(pending)
-    found = {i: d for p in pending for i, d in zip(p.indices, p.distributions or [])}
+    found = {i: d for p in pending for i, d in zip(p.indices, p.distributions or [], strict=True)}
     return [found[i] for i in range(len(named))]

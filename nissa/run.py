@@ -33,7 +33,7 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -53,7 +53,8 @@ from nissa.watch import ModelWatch
 logger = logging.getLogger(__name__)
 
 Value = float | int | torch.Tensor
-_END_STATUSES = ("completed", "failed", "interrupted", "stopped")
+_END_STATUSES: tuple[Literal["completed", "failed", "interrupted", "stopped"], ...] = (
+    "completed", "failed", "interrupted", "stopped")
 
 
 class Run:
@@ -195,11 +196,11 @@ class Run:
         """How the metric ``name`` is best: ``min``, ``max`` or ``last`` (its summary's ``best``; without this,
         a loss or an error is minimised, an accuracy, F1 or AUC maximised, anything else its last value)."""
         self._check_open("run.define_metric")
-        check_direction(name, summary)
+        direction = check_direction(name, summary)
         if not self._started:
-            self.organized.summary[name] = summary  # type: ignore[assignment]
+            self.organized.summary[name] = direction
         else:
-            self.runtime.emit(SummaryUpdated(directions={name: summary}))  # type: ignore[dict-item]
+            self.runtime.emit(SummaryUpdated(directions={name: direction}))
 
     def _send_summary(self, payload: SummaryUpdated) -> None:
         self._check_open("run.summary")
@@ -295,8 +296,8 @@ class Run:
         if status not in (None, *_END_STATUSES):
             raise ValueError(f"run.finish: status must be one of {list(_END_STATUSES)}, got {status!r}")
         self.start()
-        status = status or ("stopped" if self.should_stop else "completed")
-        summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
+        end = next((s for s in _END_STATUSES if s == status), "stopped" if self.should_stop else "completed")
+        summary = RunFinished(status=end, duration_s=time.monotonic() - self._started_at,
                               epochs=self._epoch, error=error)
         self._stop_watchdog()
         self._stop_system()

@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 
 class NissaTracker(GeneralTracker):
     """See the module docstring. ``run``: report into this run (not finished by ``end_training``); otherwise
-    ``init_args`` go to ``nissa.init`` at ``init_trackers`` (``server``, ``log_dir``, ``token``, ``system_metrics`` …)."""
+    ``init_args`` go to ``nissa.init`` at ``init_trackers`` (``server``, ``log_dir``, ``token``,
+    ``system_metrics`` …)."""
 
     name = "nissa"
     requires_logging_directory = False

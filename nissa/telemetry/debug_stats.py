@@ -12,7 +12,7 @@ The parameter list is dynamic (seeds come and go), hence ``torch.compiler.disabl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -76,7 +76,8 @@ def layer_rows(weights: torch.Tensor, grads: torch.Tensor, seg: torch.Tensor, si
     return torch.stack([g_norm, mean, std, g_max, w_norm, g_bad + w_bad], dim=1)
 
 
-def _chunks(layers: list[tuple[str, torch.Tensor, torch.Tensor]]) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
+def _chunks(layers: Sequence[tuple[str, torch.Tensor, torch.Tensor]],
+            ) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
     """Consecutive layers in groups of at most ``CHUNK_ELEMENTS`` elements (a larger layer alone)."""
     out: list[list[tuple[str, torch.Tensor, torch.Tensor]]] = [[]]
     total = 0
@@ -112,7 +113,8 @@ class PendingLayers:
         width = self._rows.shape[1]
         self.layers = [LayerStat(name=n, grad_norm=v[0], grad_mean=v[1], grad_std=v[2], grad_abs_max=v[3],
                                  weight_norm=v[4], nonfinite=int(v[5]))
-                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)))]
+                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)),
+                                       strict=True)]
 
     def payloads(self) -> list[DebugLayerStats]:
         """``debug_layer_stats`` payloads of what was read (several for a large model)."""

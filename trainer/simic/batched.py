@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from nissa.histogram import segmented_histograms
-from nissa.telemetry.debug_stats import layer_rows
+from nissa import layer_rows, segmented_histograms
 from trainer.kasmina import stacked
 from trainer.kasmina.host import slot_id
 from trainer.kasmina.lifecycle import LifecycleConfig

@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from leyline import Distribution
-from nissa.histogram import distribution
-from nissa.telemetry.debug_stats import DEBUG_BINS, PendingLayers, debug_distribution_names
-from nissa.telemetry.readback import StreamFence
+from nissa import DEBUG_BINS, PendingLayers, StreamFence, debug_distribution_names, distribution
 from trainer.telemetry.gradients import GradientThresholds, PendingGradients, env_scope
 
 if TYPE_CHECKING:

@@ -37,10 +37,16 @@ import torch
 from torch import nn
 
 from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
-from nissa.histogram import PendingHistograms, launch_histograms
-from nissa.telemetry.debug_stats import PendingLayers, debug_histogram_payloads, launch_layer_stats, layer_histograms
-from nissa.telemetry.phases import PhaseTimer
-from nissa.telemetry.readback import read_all
+from nissa import (
+    PendingHistograms,
+    PendingLayers,
+    PhaseTimer,
+    debug_histogram_payloads,
+    launch_histograms,
+    launch_layer_stats,
+    layer_histograms,
+    read_all,
+)
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
@@ -198,8 +204,8 @@ class SimicTelemetry:
         read_all([*flat, *(p for _, p in pending if p.unread and id(p) not in covered),
                   *(lay for _, lay in layers if id(lay) not in covered), *histograms])
         stats = [p.resolve() for _, p in pending]
-        hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
-        for (env, _), s in zip(pending, stats):
+        hosts = {env: s for (env, _), s in zip(pending, stats, strict=True) if s.scope == HOST_SCOPE}
+        for (env, _), s in zip(pending, stats, strict=True):
             self._epoch_grads.append((env, s))
             drift = self.ema.update(env_scope(env, s.scope), s.global_norm if s.finite else None)
             host = hosts.get(env)

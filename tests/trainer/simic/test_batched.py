@@ -95,7 +95,7 @@ def _grad(trainer: VectorizedTrainer, p: torch.Tensor) -> torch.Tensor | None:
 
 def _assert_same(a: tuple[VectorizedTrainer, list[Env]], b: tuple[VectorizedTrainer, list[Env]]) -> None:
     (ta, ea), (tb, eb) = a, b
-    for env_a, env_b in zip(ea, eb):
+    for env_a, env_b in zip(ea, eb, strict=True):
         torch.testing.assert_close(env_a.train_loss_sum, env_b.train_loss_sum, **TOL)
         params_a, params_b = dict(env_a.model.named_parameters()), dict(env_b.model.named_parameters())
         assert params_a.keys() == params_b.keys()
@@ -106,7 +106,7 @@ def _assert_same(a: tuple[VectorizedTrainer, list[Env]], b: tuple[VectorizedTrai
             if ga is not None and pa.requires_grad:
                 assert gb is not None, f"env {env_a.index} {name}: no batched gradient"
                 torch.testing.assert_close(ga, gb, **TOL, msg=lambda m, n=name, e=env_a.index: f"env {e} {n} grad: {m}")
-        for (name, ba), (_, bb) in zip(env_a.model.named_buffers(), env_b.model.named_buffers()):
+        for (name, ba), (_, bb) in zip(env_a.model.named_buffers(), env_b.model.named_buffers(), strict=True):
             torch.testing.assert_close(ba.float(), bb.float(), **TOL, msg=lambda m, n=name: f"{n}: {m}")
 
 
@@ -168,7 +168,7 @@ def test_a_round_reports_the_same_per_env_figures_either_way():
         results[env_exec] = (result.final_accuracy, scopes, epochs)
     (acc_a, scopes_a, epochs_a), (acc_b, scopes_b, epochs_b) = results["per-env"], results["batched"]
     assert len(epochs_a) == len(epochs_b) == 3 * 5
-    assert max(abs(x - y) for x, y in zip(acc_a, acc_b)) < 0.1, (acc_a, acc_b)
+    assert max(abs(x - y) for x, y in zip(acc_a, acc_b, strict=True)) < 0.1, (acc_a, acc_b)
     assert {s for _, s in scopes_a} >= {"host"} and scopes_a == scopes_b
 
 
@@ -193,13 +193,13 @@ def test_debug_gradient_collections_per_env_and_scope_match_the_per_env_loop():
     (health_a, layers_a), (health_b, layers_b) = reported["per-env"], reported["batched"]
     assert [(e, p.scope, p.n_tensors) for e, p in health_a] == [(e, p.scope, p.n_tensors) for e, p in health_b]
     assert len(health_a) == 4 + 11  # every env's host and each of its training seeds
-    for (_, a), (_, b) in zip(health_a, health_b):
+    for (_, a), (_, b) in zip(health_a, health_b, strict=True):
         assert a.global_norm == pytest.approx(b.global_norm, rel=1e-4)
         assert a.max_tensor_norm == pytest.approx(b.max_tensor_norm, rel=1e-4)
     assert [(e, p.model, [s.name for s in p.layers]) for e, p in layers_a] == \
         [(e, p.model, [s.name for s in p.layers]) for e, p in layers_b]
-    for (_, a), (_, b) in zip(layers_a, layers_b):
-        for x, y in zip(a.layers, b.layers):
+    for (_, a), (_, b) in zip(layers_a, layers_b, strict=True):
+        for x, y in zip(a.layers, b.layers, strict=True):
             for field in ("grad_norm", "grad_mean", "grad_std", "grad_abs_max", "weight_norm"):
                 assert getattr(x, field) == pytest.approx(getattr(y, field), rel=1e-3, abs=1e-7), (a.model, x.name)
             assert x.nonfinite == y.nonfinite
