@@ -7,7 +7,7 @@ import numbers
 import re
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import msgspec
 
@@ -42,12 +42,12 @@ def check_init(*, run_name: object, config: object, steps_per_epoch: object, dev
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"nissa.init: config must be a mapping (a dict of names to values), "
                         f"got {type(config).__name__}")
-    if not _is_int(steps_per_epoch) or steps_per_epoch < 0:  # type: ignore[operator]
+    if not _is_int(steps_per_epoch) or steps_per_epoch < 0:
         raise ValueError(f"nissa.init: steps_per_epoch must be an int >= 0 (0: the loop calls run.epoch_end()), "
                          f"got {steps_per_epoch!r}")
-    if not _is_number(stack_watchdog_s) or not 0 <= stack_watchdog_s < float("inf"):  # type: ignore[operator]
+    if not _is_number(stack_watchdog_s) or not 0 <= stack_watchdog_s < float("inf"):
         raise ValueError(f"nissa.init: stack_watchdog_s must be seconds >= 0 (0: off), got {stack_watchdog_s!r}")
-    if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):  # type: ignore[operator]
+    if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):
         raise ValueError(f"nissa.init: rank_timeout_s must be seconds > 0, got {rank_timeout_s!r}")
     check_device(device)
     if phases is not None:
@@ -85,7 +85,7 @@ def check_log(values: object, step: object, labels: object) -> None:
     bad = next((k for k in values if not is_name(k)), None)
     if bad is not None:
         raise ValueError(f"run.log: bad metric name {bad!r} ({_NAME_RULE})")
-    if step is not None and (not _is_int(step) or step < 0):  # type: ignore[operator]
+    if step is not None and (not _is_int(step) or step < 0):
         raise ValueError(f"run.log: step must be an int >= 0, got {step!r}")
     if labels is None:
         return
@@ -144,9 +144,9 @@ def is_name(key: object) -> bool:
     return isinstance(key, str) and len(key) <= MAX_METRIC_NAME_CHARS and _NAME.search(key) is not None
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:  # numpy's and torch's ints compare as an int does
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:  # any real number compares as a float does
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"

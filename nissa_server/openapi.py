@@ -11,7 +11,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, StatusChange, to_builtins
+from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, RunStatus, StatusChange, to_builtins
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
@@ -123,7 +123,7 @@ _ALERT = AlertInfo(alert_id="9e0d1b", run_id="r-20250101-abc", run_name="demo", 
 
 
 def _examples() -> dict[str, Any]:
-    events = [to_builtins(e) for e in sample_events(run_id="r-20250101-abc")]
+    events: list[dict[str, Any]] = [to_builtins(e) for e in sample_events(run_id="r-20250101-abc")]
     started = next(e for e in events if e["kind"] == "run_started")
     command = CommandRecord(
         command_id="4f1c2a", run_id="r-20250101-abc", action=CommandAction.DEBUG, status=CommandStatus.APPLIED,
@@ -132,7 +132,7 @@ def _examples() -> dict[str, Any]:
                  StatusChange(status=CommandStatus.DELIVERED, ts=1.7e9 + 1, step=118),
                  StatusChange(status=CommandStatus.APPLIED, ts=1.7e9 + 2, step=120)],
     )
-    run = RunInfo(run_id="r-20250101-abc", name="demo", status="live", connected=True, created_at=1.7e9,
+    run = RunInfo(run_id="r-20250101-abc", name="demo", status=RunStatus.LIVE, connected=True, created_at=1.7e9,
                   started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
                   last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
                   config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440,
@@ -184,6 +184,10 @@ def _examples() -> dict[str, Any]:
 
 
 EXAMPLES = _examples()
+
+
+Responses = dict[int | str, dict[str, Any]]
+"""A route's documented replies by status, as FastAPI's ``responses=`` takes them."""
 
 
 def json_content(schema: dict[str, Any], example: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import msgspec
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 
 from leyline import CommandRecord, EscalateRequest
+from leyline.codec import in_words
 from nissa_server.auth import require_read, require_write
 from nissa_server.commands import CommandError
 from nissa_server.openapi import EXAMPLES, error, ok, ref
@@ -66,7 +67,7 @@ async def escalate(
     try:
         req = _decoder.decode(await read_body(request))
     except msgspec.DecodeError as err:
-        raise HTTPException(422, f"invalid escalation: {err}") from None
+        raise HTTPException(422, f"invalid escalation: {in_words(err)}") from None
     try:
         command_id, created, status = await n.commands.escalate(req, idempotency_key)
     except CommandError as err:

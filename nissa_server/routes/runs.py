@@ -16,7 +16,7 @@ from leyline.query import Clause, Field, SortKey
 from leyline.summaries import RunPatch
 from nissa_server import retention
 from nissa_server.auth import require_destructive, require_read, require_write
-from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, read_body, run_or_404
 from nissa_server.schemas import DeletedRun, RunInfo
 from nissa_server.store import pages, queries, run_meta_sql, runs_page
@@ -28,9 +28,9 @@ MAX_PAGE = 10_000
 MAX_RUNS_PAGE = 500
 _STATUSES = "|".join(s.value for s in RunStatus)
 _STATUS_LIST = rf"^\s*({_STATUSES})?(\s*,\s*({_STATUSES})?)*\s*$"
-UNAUTHORIZED = {401: error("Reads need the bearer token (server started with --read-auth)",
+UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                            "missing or wrong bearer token")}
-NOT_FOUND = {404: error("No such run", "unknown run 'r-x'")}
+NOT_FOUND: Responses = {404: error("No such run", "unknown run 'r-x'")}
 
 
 def _with_live_state(request: Request, info: RunInfo) -> RunInfo:

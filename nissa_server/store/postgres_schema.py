@@ -104,14 +104,14 @@ def _v1(conn: psycopg.Connection) -> None:
 def _v2(conn: psycopg.Connection) -> None:
     # As SQLite's v5: only the rare kinds are indexed by kind (``indexed`` in ``leyline.kinds``).
     conn.execute("DROP INDEX events_kind")
-    conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")  # type: ignore[arg-type]
+    conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")
 
 
 def _v3(conn: psycopg.Connection) -> None:
     # As SQLite's v6: ranks of a run, their state, and each rank's status of each command.
     for statement in RANKS_SCHEMA.format(key="BIGINT", real="DOUBLE PRECISION", blob="BYTEA", rowid="").split(";"):
         if statement.strip():
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
 
 def _v4(conn: psycopg.Connection) -> None:
@@ -154,14 +154,14 @@ def _v4(conn: psycopg.Connection) -> None:
 
 def _v5(conn: psycopg.Connection) -> None:
     # As SQLite's v8: deleted runs are remembered.
-    conn.execute(DELETED_RUNS_SCHEMA.format(real="DOUBLE PRECISION"))  # type: ignore[arg-type]
+    conn.execute(DELETED_RUNS_SCHEMA.format(real="DOUBLE PRECISION"))
 
 
 def _v6(conn: psycopg.Connection) -> None:
     # As SQLite's v9: alerts, their notifications and every delivery attempt (see store.alerts_sql).
     for statement in ALERTS_SCHEMA.format(key="BIGINT", real="DOUBLE PRECISION", rowid="").split(";"):
         if statement.strip():
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
 
 def _v7(conn: psycopg.Connection) -> None:
@@ -170,7 +170,7 @@ def _v7(conn: psycopg.Connection) -> None:
     for script in (run_meta_sql.SCHEMA, summaries_sql.SCHEMA):
         for statement in script.format(**types).split(";"):
             if statement.strip():
-                conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute(statement)
 
 
 _V8_COVERING = """
@@ -209,7 +209,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def schema_version(conn: psycopg.Connection) -> int:
-    if conn.execute("SELECT to_regclass('nissa_schema')").fetchone()[0] is None:  # type: ignore[index]
+    found = conn.execute("SELECT to_regclass('nissa_schema')").fetchone()
+    if found is None or found[0] is None:
         return 0
     row = conn.execute("SELECT version FROM nissa_schema").fetchone()
     return 0 if row is None else int(row[0])

@@ -287,8 +287,9 @@ def committed_blocks(conn: Conn, after_id: int, upto_id: int, max_events: int) -
     events = 0
     while events < max_events:
         rows = conn.execute(
-            "SELECT b.run_key, r.run_id, b.rank, b.id, b.seq, b.n, b.body FROM event_blocks b JOIN runs r ON r.run_key ="
-            " b.run_key WHERE b.id > ? AND b.id <= ? ORDER BY b.id LIMIT ?", (after_id, upto_id, BLOCK_PAGE),
+            "SELECT b.run_key, r.run_id, b.rank, b.id, b.seq, b.n, b.body"
+            " FROM event_blocks b JOIN runs r ON r.run_key = b.run_key"
+            " WHERE b.id > ? AND b.id <= ? ORDER BY b.id LIMIT ?", (after_id, upto_id, BLOCK_PAGE),
         ).fetchall()
         for row in rows:
             out.append(row)

@@ -245,7 +245,8 @@ def test_a_newer_or_unreachable_postgresql_database_is_refused_in_one_line():
 # Events as an older server stored them, one row each: (id, run_key, rank, seq, kind, severity, body).
 # Run 1 has a gap at seq 6 that a later event filled (id 10), and an anomaly among its heartbeats.
 _ONE_BY_ONE = [(i, 1, 0, seq, kind, 2 if kind == "anomaly_detected" else 0,
-                b'{"seq":%d,"kind":"%s","severity":"%s"}' % (seq, kind.encode(), b"warning" if kind[0] == "a" else b"debug"))
+                b'{"seq":%d,"kind":"%s","severity":"%s"}'
+                % (seq, kind.encode(), b"warning" if kind[0] == "a" else b"debug"))
                for i, seq, kind in [(1, 1, "heartbeat"), (2, 2, "heartbeat"), (3, 3, "anomaly_detected"),
                                     (4, 4, "heartbeat"), (5, 5, "heartbeat"), (6, 7, "heartbeat"), (7, 8, "heartbeat"),
                                     (10, 6, "heartbeat")]] + [(8, 2, 0, 1, "heartbeat", 0, b'{"seq":1}'),

@@ -60,6 +60,8 @@ class SeedModule(nn.Module):
 class SeedSlot(nn.Module):
     """The place after one host block where a seed can live; DORMANT means empty."""
 
+    grad_buf: torch.Tensor
+
     def __init__(self, slot_id: str, channels: int, config: LifecycleConfig) -> None:
         super().__init__()
         self.slot_id, self.channels, self.config = slot_id, channels, config
@@ -117,7 +119,7 @@ class SeedSlot(nn.Module):
 
     def _gate(self, result: GateResult) -> Payload:
         gate = result.gate
-        return SeedGateEvaluated(slot=self.slot_id, seed_id=self.seed_id or "", gate=gate,  # type: ignore[arg-type]
+        return SeedGateEvaluated(slot=self.slot_id, seed_id=self.seed_id or "", gate=gate,
                                  passed=result.passed, reason=result.reason)
 
     def germinate(self, blueprint: str, style: str, tempo: int, seed_id: str,
@@ -128,7 +130,8 @@ class SeedSlot(nn.Module):
         # twice as fast for these convolutions on CPU and GPU.
         with device:
             seed = SeedModule(blueprint, self.channels, style)
-        self.seed = seed.to(memory_format=torch.channels_last)
+        # torch's stubs: Module.to's overloads omit the memory_format it takes.
+        self.seed = seed.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.seed_id, self.blueprint, self.tempo = seed_id, blueprint, tempo
         self.params = param_count(self.seed)
         self.age, self.pruning = 0, False

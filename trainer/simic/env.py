@@ -58,7 +58,8 @@ class Env:
         self.index, self.round, self.cfg, self.runtime = index, round_, cfg, runtime
         with runtime.device:  # parameters made on the device: no blocking upload per tensor
             model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle)
-        self.model = model.to(memory_format=torch.channels_last)
+        # torch's stubs: Module.to's overloads omit the memory_format it takes.
+        self.model: MorphogeneticModel = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
@@ -232,7 +233,7 @@ class Env:
         attention, an upper bound); the host's convolutions act before their pooling."""
         cfg = self.model.host.config
         side = [cfg.image_size // 2**i for i in range(cfg.n_blocks + 1)]
-        host = sum(param_count(b.conv) * side[i] ** 2 for i, b in enumerate(self.model.host.blocks))
+        host = sum(param_count(self.model.host.conv_block(i).conv) * side[i] ** 2 for i in range(cfg.n_blocks))
         host += param_count(self.model.host.classifier)
         extra = sum(s.params * side[slot_index(s.slot_id) + 1] ** 2 for s in self.slots if s.seed is not None)
         return extra / host
