@@ -118,13 +118,17 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
 def _page_keys(conn: Conn, q: Compiled, limit: int, offset: int) -> tuple[int, list[int]]:
     """(runs matching, the page's run keys in order): keys only, so that a sort carries no run's config. The
     joins are on unique keys: a run is one row whatever it joins."""
-    page = (f"FROM runs r {' '.join(q.joins)}{q.where_sql} ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?",
-            (*q.join_args, *q.where_args, limit, offset))
     if not q.where:  # every run: counted from an index, and a page in created order read from one, not sorted
-        keys = [int(r[0]) for r in conn.execute(f"SELECT r.run_key {page[0]}", page[1]).fetchall()]
-        return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), keys
-    # A filter: the matches found once, counted and sorted in the same pass.
-    found = conn.execute(f"SELECT r.run_key, COUNT(*) OVER () {page[0]}", page[1]).fetchall()
+        found = conn.execute(f"SELECT r.run_key FROM runs r {' '.join(q.joins)} ORDER BY {q.order_sql} LIMIT ?"
+                             " OFFSET ?", (*q.join_args, limit, offset)).fetchall()
+        return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), [int(r[0]) for r in found]
+    # A filter: the matches and their sort keys found once (materialised, so that PostgreSQL plans it for every
+    # match rather than for a LIMIT's first rows, which a count over all of them never allows), then counted
+    # and the page sorted out of them.
+    found = conn.execute(
+        f"WITH m AS MATERIALIZED (SELECT {q.sort_columns} FROM runs r {' '.join(q.joins)}{q.where_sql})"
+        f" SELECT o{len(q.order) - 1}, (SELECT COUNT(*) FROM m) FROM m ORDER BY {q.order_by_columns} LIMIT ?"
+        " OFFSET ?", (*q.join_args, *q.where_args, limit, offset)).fetchall()
     if not found:  # none, or none as far as the offset
         return int(conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0]), []
     return int(found[0][1]), [int(r[0]) for r in found]

@@ -194,6 +194,14 @@ def test_postgresql_answers_the_runs_page_filters_from_indexes_alone(monkeypatch
             assert "Index Only Scan" in _plan(conn, query), query
         assert conn.execute("SELECT run_key, num FROM run_params").fetchall() == [(7, 0.1)]
         assert conn.execute("SELECT run_key, count, best FROM run_metrics").fetchall() == [(7, 3, 0.25)]
+        # A config value belongs to its key: 100 runs' amp is true, no other key's value is; the planner knows.
+        conn.execute("INSERT INTO run_params (run_key, key, num, text) SELECT r, 'amp', NULL, 'true'"
+                     " FROM generate_series(100, 199) r")
+        conn.execute("INSERT INTO run_params (run_key, key, num, text) SELECT r, 'k' || k, NULL, 'v' || r"
+                     " FROM generate_series(100, 199) r, generate_series(1, 10) k")
+        conn.execute("ANALYZE run_params")
+        plan = conn.execute("EXPLAIN SELECT run_key FROM run_params WHERE key = 'amp' AND text = 'true'").fetchone()
+        assert 80 <= int(plan[0].split(" rows=")[1].split()[0]) <= 120, plan  # type: ignore[index]
 
 
 @postgresql_only
