@@ -126,8 +126,11 @@ class ChartsView {
       span.style.color = PALETTE[i % PALETTE.length]; span.dataset.run = r; span.title = r;
       return span;
     }) : [];
-    const marks = Object.entries(MARK_COLORS).map(([k, c]) => { const s = el("span", {}, "┆" + k); s.style.color = c; return s; });
-    $("legend-runs").replaceChildren(...parts, " marks: ", ...marks);
+    // Only the kinds of mark the page's runs have (a plain loop has no seeds to fossilize or prune).
+    const kinds = new Set(this.markers.map((m) => m.kind));
+    const marks = Object.entries(MARK_COLORS).filter(([k]) => kinds.has(k))
+      .map(([k, c]) => { const s = el("span", {}, "┆" + k); s.style.color = c; return s; });
+    $("legend-runs").replaceChildren(...parts, ...(marks.length ? [" marks: ", ...marks] : []));
   }
 
   shift(run) { return this.sinceStart ? this.starts[run] || 0 : 0; }
@@ -253,7 +256,11 @@ class ChartsView {
     const params = new URLSearchParams({x: this.axis});
     if (after != null) params.set("after", String(after));
     const marks = await api(`/runs/${encodeURIComponent(run)}/markers?` + params);
-    if (marks.length) { this.markers.push(...marks.map((m) => ({...m, run}))); this.charts.forEach((c) => c.plot && c.plot.redraw()); }
+    if (marks.length) {
+      this.markers.push(...marks.map((m) => ({...m, run})));
+      this.charts.forEach((c) => c.plot && c.plot.redraw());
+      this.showRuns();
+    }
   }
 
   close() {

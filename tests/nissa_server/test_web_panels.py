@@ -118,3 +118,24 @@ def test_the_page_and_the_console_agree_on_the_same_configs(browser, server_url)
         assert web == list(charts.hidden_charts(configs)), configs
     assert not outside and not errors, (outside, errors)
     page.close()
+
+
+def test_the_marks_legend_names_only_the_kinds_of_mark_the_page_has(browser, server_url):  # noqa: F811
+    plain = Feed(server_url, "marks-plain")
+    esper = Feed(server_url, "marks-esper")
+    try:
+        plain.epochs(0, 4, ppo=False)  # no seed reaches epoch 5: nothing fossilized
+        esper.epochs(0, 8)
+    finally:
+        plain.close()
+        esper.close()
+    page, outside, errors = _page(browser, server_url)
+    legend = lambda: page.locator("#legend-runs").inner_text()  # noqa: E731
+    page.goto(server_url + "/ui#run=marks-plain")
+    page.wait_for_selector('#charts[data-ready="1"] .chart[data-state="ready"]')
+    assert "fossilized" not in legend() and "pruned" not in legend() and "marks:" not in legend(), legend()
+    page, outside_too, errors_too = _page(browser, server_url)
+    page.goto(server_url + "/ui#run=marks-esper")
+    page.wait_for_selector("#legend-runs >> text=fossilized")
+    assert "pruned" not in legend() and "anomaly" not in legend(), legend()
+    assert not outside + outside_too and not errors + errors_too, (outside, errors)
