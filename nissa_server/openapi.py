@@ -284,4 +284,5 @@ def install(app: FastAPI, routes: list[BaseRoute]) -> None:
             app.openapi_schema = doc
         return app.openapi_schema
 
+    # FastAPI's documented way to extend its schema ("Extending OpenAPI"), though its class declares a method.
     app.openapi = openapi  # type: ignore[method-assign]

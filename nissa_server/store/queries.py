@@ -206,18 +206,21 @@ _COMMAND_COLUMNS = ("c.command_id, r.run_id, c.status, c.created_at, c.updated_a
                     " c.result, c.message, c.history")
 
 
+_ASKED = frozenset(CommandRecord.__struct_fields__) - {
+    "command_id", "run_id", "status", "created_at", "updated_at", "applied_step", "result", "message", "history",
+    "ranks"}
+"""The fields of a record that its stored request says (a request's other fields, and its nulls, left out)."""
+
+
 def _record(row: tuple) -> CommandRecord:
     command_id, run_id, status, created, updated, request, step, result, message, history = row
-    req = _request.decode(request)
-    return CommandRecord(
-        command_id=command_id, run_id=run_id, action=req["action"], status=status, created_at=created,
-        updated_at=updated, epochs=req.get("epochs"), batches=req.get("batches"),
-        through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
-        record_shapes=bool(req.get("record_shapes")), with_stack=bool(req.get("with_stack")),
-        profile_memory=bool(req.get("profile_memory")), applied_step=step,
-        name=req.get("name"), args=req.get("args") or {}, phase=req.get("phase"),
-        result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
-    )
+    asked = {k: v for k, v in _request.decode(request).items() if k in _ASKED and v is not None}
+    record = msgspec.convert({**asked, "command_id": command_id, "run_id": run_id, "status": status,
+                              "created_at": created, "updated_at": updated, "applied_step": step,
+                              "message": message}, CommandRecord)
+    record.result = _result.decode(result) if result else None
+    record.history = _history.decode(history)
+    return record
 
 
 def _with_ranks(conn: Conn, record: CommandRecord) -> CommandRecord:
