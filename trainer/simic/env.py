@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from leyline import Payload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
+from leyline import AnyPayload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
 from trainer.kasmina.blueprints import param_count
 from trainer.kasmina.host import CNNHost, HostConfig, slot_index
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_POTENTIAL, LifecycleConfig
@@ -148,11 +148,11 @@ class Env:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    def begin_epoch(self) -> list[Payload]:
+    def begin_epoch(self) -> list[AnyPayload]:
         self.epoch_in_episode += 1
         self.train_loss_sum.zero_()
         self.batches = 0
-        events: list[Payload] = []
+        events: list[AnyPayload] = []
         for slot in self.slots:
             events += self._settle(slot, slot.begin_epoch())
         self.model.train()
@@ -163,7 +163,7 @@ class Env:
         for slot in self.slots:
             slot.end_epoch()
 
-    def apply(self, action: Action) -> list[Payload]:
+    def apply(self, action: Action) -> list[AnyPayload]:
         """Carry out the policy's action (legal under the masks; anything else raises)."""
         slot = self.slots[action.slot]
         ok, events = True, []
@@ -191,7 +191,7 @@ class Env:
         self._refresh()
         return events
 
-    def _settle(self, slot: SeedSlot, events: list[Payload]) -> list[Payload]:
+    def _settle(self, slot: SeedSlot, events: list[AnyPayload]) -> list[AnyPayload]:
         """Follow-ups of stage changes: a removed seed loses its optimizer and is reported pruned."""
         for event in list(events):
             if isinstance(event, SeedStageChanged) and event.to_stage is SeedStage.PRUNED:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import EpochCompleted, Payload, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
+from leyline import AnyPayload, EpochCompleted, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
 from trainer.data import TaskData
 from trainer.hooks import RunHooks
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_CODE
@@ -232,7 +232,7 @@ class VectorizedTrainer:
                                None if decision is None else self.agent.act_signals)
         self.sites.epoch_end(round_, len(envs), signals)
 
-    def _emit_each(self, envs: list[Env], per_env: Iterable[list[Payload]]) -> None:
+    def _emit_each(self, envs: list[Env], per_env: Iterable[list[AnyPayload]]) -> None:
         for env, events in zip(envs, per_env, strict=True):
             for event in events:
                 self.hooks.emit(event, env=env.index)
