@@ -91,8 +91,8 @@ class MarkerStrip(Static):
     """A glyph under each marker's x, placed at the width the strip has when it is drawn (the plot's own width:
     placed at the first draw, before the layout gave the chart its size, every glyph would sit at the left)."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:  # Static's own
+        super().__init__(**kwargs)
         self._marks: list[tuple[float, Marker]] = []
         self._span = (0.0, 1.0)
         self._margin = 0
