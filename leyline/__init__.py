@@ -9,7 +9,20 @@ from leyline.codec import (
     encode_event,
     to_builtins,
 )
-from leyline.commands import Command, CommandRecord, EscalateRequest, RankCommandStatus, StatusChange
+from leyline.commands import (
+    ESCALATIONS,
+    CallRequest,
+    CheckpointRequest,
+    Command,
+    CommandRecord,
+    DebugRequest,
+    EscalateRequest,
+    ProfileRequest,
+    RankCommandStatus,
+    StacksRequest,
+    StatusChange,
+    StopRequest,
+)
 from leyline.enums import (
     CommandAction,
     CommandStatus,

@@ -8,9 +8,10 @@ import msgspec
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
 
 from leyline import CommandRecord, EscalateRequest
+from leyline.commands import misplaced
 from nissa_server.auth import require_read, require_write
 from nissa_server.commands import CommandError
-from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.openapi import EXAMPLES, REF, error, ok, ref
 from nissa_server.routes.common import json_response, nissa, read_body
 from nissa_server.schemas import EscalateAccepted
 from nissa_server.store import queries
@@ -18,12 +19,13 @@ from nissa_server.store import queries
 router = APIRouter(tags=["commands"])
 # Lax: JSON Schema calls 3.0 an integer, and curl users write "3"; bounds and rules still apply.
 _decoder = msgspec.json.Decoder(EscalateRequest, strict=False)
+_loose = msgspec.json.Decoder()
 
 _ESCALATE_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
-            "schema": ref(EscalateRequest),
+            "schema": {"$ref": REF.format(name="EscalateRequest")},
             "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
                          "profile": {"value": EXAMPLES["escalate_profile"]},
                          "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
@@ -63,10 +65,12 @@ async def escalate(
                                                   "return the same command")] = None,
 ) -> Response:
     n = nissa(request)
+    body = await read_body(request)
     try:
-        req = _decoder.decode(await read_body(request))
+        req = _decoder.decode(body)
     except msgspec.DecodeError as err:
-        raise HTTPException(422, f"invalid escalation: {err}") from None
+        hint = misplaced(_loose.decode(body)) if isinstance(err, msgspec.ValidationError) else None
+        raise HTTPException(422, f"invalid escalation: {err}" + (f" ({hint})" if hint else "")) from None
     try:
         command_id, created, status = await n.commands.escalate(req, idempotency_key)
     except CommandError as err:

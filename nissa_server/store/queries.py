@@ -207,17 +207,13 @@ _COMMAND_COLUMNS = ("c.command_id, r.run_id, c.status, c.created_at, c.updated_a
 
 
 def _record(row: tuple) -> CommandRecord:
+    """The command as stored: the request's own fields (whichever the action takes), then what became of it."""
     command_id, run_id, status, created, updated, request, step, result, message, history = row
-    req = _request.decode(request)
-    return CommandRecord(
-        command_id=command_id, run_id=run_id, action=req["action"], status=status, created_at=created,
-        updated_at=updated, epochs=req.get("epochs"), batches=req.get("batches"),
-        through_update=bool(req.get("through_update")), target=req.get("target"), reason=req.get("reason"),
-        record_shapes=bool(req.get("record_shapes")), with_stack=bool(req.get("with_stack")),
-        profile_memory=bool(req.get("profile_memory")), applied_step=step,
-        name=req.get("name"), args=req.get("args") or {}, phase=req.get("phase"),
-        result=_result.decode(result) if result else None, message=message, history=_history.decode(history),
-    )
+    return msgspec.convert({
+        **_request.decode(request), "command_id": command_id, "run_id": run_id, "status": status,
+        "created_at": created, "updated_at": updated, "applied_step": step, "message": message,
+        "result": _result.decode(result) if result else None, "history": _history.decode(history),
+    }, CommandRecord)
 
 
 def _with_ranks(conn: Conn, record: CommandRecord) -> CommandRecord:
@@ -255,10 +251,8 @@ def queued_commands(conn: Conn, run_key: int) -> list[Command]:
 
 
 def _command(rec: CommandRecord) -> Command:
-    return Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
-                   batches=rec.batches, through_update=rec.through_update, target=rec.target, reason=rec.reason,
-                   created_at=rec.created_at, record_shapes=rec.record_shapes, with_stack=rec.with_stack,
-                   profile_memory=rec.profile_memory, name=rec.name, args=rec.args, phase=rec.phase)
+    """The record as it goes down to the trainer: the request's fields and the command's id and time."""
+    return msgspec.convert(msgspec.structs.asdict(rec), Command)
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:
