@@ -16,7 +16,7 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from nissa_server.routes.commands import _decoder
+from nissa_server.routes.commands import DECODER
 from tests.support import events_for, ingest_events
 
 pytestmark = pytest.mark.single_backend
@@ -60,7 +60,7 @@ def _examples(doc: dict[str, Any]):
 
 def _accepted(body: dict[str, Any]) -> bool:
     try:
-        _decoder.decode(msgspec.json.encode(body))
+        DECODER.decode(msgspec.json.encode(body))
         return True
     except msgspec.ValidationError:
         return False
