@@ -9,6 +9,7 @@ WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY leyline ./leyline
 COPY nissa ./nissa
+COPY ranks ./ranks
 COPY trainer ./trainer
 COPY nissa_server ./nissa_server
 COPY tui ./tui

@@ -11,10 +11,10 @@ threshold was tuned on.
    ``--inject-at`` epochs of the second round of a run on each of ``--fault-seeds`` seeds. Its cost
    is the accuracy it took: the struck env's (every env's for a run-wide fault) mean validation
    accuracy from the injection to the round's end, against the same run without the fault (same
-   seed, same everything), which counts among the healthy runs. It is caught only by an anomaly of a kind that names it, in the env it struck (any env for a
-   run-wide fault), within ``--catch-window`` epochs after the injection; the delay is counted
-   from the injection. (A fault run repeats its twin up to the injection: its epochs before it are
-   not counted again.)
+   seed, same everything), which counts among the healthy runs. It is caught only by an anomaly of a
+   kind that names it, in the env it struck (any env for a run-wide fault), within ``--catch-window``
+   epochs after the injection; the delay is counted from the injection. (A fault run repeats its twin
+   up to the injection: its epochs before it are not counted again.)
 
 Last line: ``key=value`` pairs with ``recall_harmful=`` (recall over the injections that cost at least
 ``--harmful-pp`` accuracy points), ``recall=`` (over all) and ``false_alarms_per_100_epochs=``.

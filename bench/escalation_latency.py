@@ -109,7 +109,8 @@ def measure(url: str, run_id: str, samples: int) -> tuple[list[float], float]:
         for _ in range(samples):
             cid, t0 = _escalate(url, client, run_id)
             sent[cid] = t0
-            _wait(lambda: client.get(f"{url}/commands/{cid}").json().get("status") not in ("queued", "delivered"),
+            _wait(lambda cid=cid: client.get(f"{url}/commands/{cid}").json().get("status")
+                  not in ("queued", "delivered"),
                   60, f"command {cid} to apply")
     def all_applied() -> dict[str, tuple[float, int]] | None:
         found = _applied(url, run_id)
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p50, p99 = statistics.median(latencies), q[98]
     _say(f"{len(latencies)} debug escalations on a live run; batch interval {batch_ms:.1f} ms")
     _say(f"  POST -> applied: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies):.1f} ms")
-    _say(f"samples={len(latencies)} p50_ms={p50:.2f} p99_ms={p99:.2f} batch_ms={batch_ms:.2f} ratio={p50 / batch_ms:.3f}")
+    _say(f"samples={len(latencies)} p50_ms={p50:.2f} p99_ms={p99:.2f} batch_ms={batch_ms:.2f} "
+         f"ratio={p50 / batch_ms:.3f}")
     return 0
 
 

@@ -71,14 +71,14 @@ def _steps(runs_frames: list[tuple[int, bytes]]) -> dict[str, Callable[[], objec
             batches.repeats(Stream(), wire.events)
 
     def write() -> None:
-        for wire, decoded in zip(wires, payloads):
+        for wire, decoded in zip(wires, payloads, strict=True):
             batches.build_write(_Run, 0, Stream(), wire.events, 1 << 20, session="s", payloads=decoded)
 
     def gather_and_columns() -> Gathered:
         gathered = Gathered()
         first = 1
-        for (run_key, _), wire, decoded in zip(runs_frames, wires, payloads):
-            gathered.add_decoded(run_key, first, list(zip(wire.events, decoded)))
+        for (run_key, _), wire, decoded in zip(runs_frames, wires, payloads, strict=True):
+            gathered.add_decoded(run_key, first, list(zip(wire.events, decoded, strict=True)))
             first += len(decoded)
         return gathered
 

@@ -129,7 +129,7 @@ def env_epochs_per_s(config: TrainConfig, live_seeds: int, repeats: int) -> tupl
             t0 = time.perf_counter()
             trainers[m].run_round(r + 2)
             rates[m].append(config.n_envs * config.episode_length / (time.perf_counter() - t0))
-    ratios = [b / p for b, p in zip(rates["batched"], rates["per-env"])]
+    ratios = [b / p for b, p in zip(rates["batched"], rates["per-env"], strict=True)]
     return rates, ratios
 
 
@@ -147,8 +147,8 @@ def max_abs_diff(config: TrainConfig, live_seeds: int, steps: int) -> float:
 
 def _worst(per_env: list[Env], batched: list[Env]) -> float:
     worst = 0.0
-    for env_a, env_b in zip(per_env, batched):
-        for pa, pb in zip(env_a.model.parameters(), env_b.model.parameters()):
+    for env_a, env_b in zip(per_env, batched, strict=True):
+        for pa, pb in zip(env_a.model.parameters(), env_b.model.parameters(), strict=True):
             worst = max(worst, float((pa - pb).abs().max()))
         worst = max(worst, float((env_a.train_loss_sum - env_b.train_loss_sum).abs()))
     return worst

@@ -133,7 +133,8 @@ def main() -> int:
     med = {k: (statistics.median(p for p, _ in v), statistics.median(q for _, q in v)) for k, v in results.items()}
     timer = _timer_cost()
     for name, (p50, p99) in med.items():
-        print(f"{name:>6}: p50 {p50:7.0f} ns   p99 {p99:7.0f} ns   ({args.steps * EVENTS_PER_STEP} emits x {args.rounds})")
+        print(f"{name:>6}: p50 {p50:7.0f} ns   p99 {p99:7.0f} ns   "
+              f"({args.steps * EVENTS_PER_STEP} emits x {args.rounds})")
     print(f" timer: {timer} ns per perf_counter_ns pair (included above, in every hub alike)")
     (p50, p99), (b50, b99), (d50, d99) = med["ours"], med["plain"], med["down"]
     print(f"emit_p50_ns={p50:.0f} emit_p99_ns={p99:.0f} plain_p50_ns={b50:.0f} plain_p99_ns={b99:.0f} "

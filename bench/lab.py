@@ -55,7 +55,7 @@ def produce_main(url: str, runs: list[str], rate: int, seconds: float, batch_ms:
         return await asyncio.gather(*(stream(url, r, rate, seconds, t0, linger_s=batch_ms / 1000,
                                              drain_s=DRAIN_S if drain else 0.0) for r in runs))
 
-    out = dict(zip(runs, asyncio.run(main())))
+    out = dict(zip(runs, asyncio.run(main()), strict=True))
     print(json.dumps(out), flush=True)
 
 
@@ -114,7 +114,7 @@ def watch_main(url: str, targets: list[str], t0: float, seconds: float) -> None:
 # --- the floor: the same frames into a websocket server that does nothing with them -----------------
 
 
-_FLOOR_ACK = '{"type":"ack","seq":%d}' % (2**53)
+_FLOOR_ACK = f'{{"type":"ack","seq":{2**53}}}'
 
 
 async def floor_app(scope: dict, receive, send) -> None:
@@ -301,8 +301,8 @@ def main() -> int:
         watch_main(url, targets.split(","), float(t0), float(seconds))
         return 0
     floor = run_floor(args)
-    print(f"{'floor':>10}: {floor:.2f} us/event (the same streams into a websocket server that acks and drops each frame)",
-          flush=True)
+    print(f"{'floor':>10}: {floor:.2f} us/event "
+          "(the same streams into a websocket server that acks and drops each frame)", flush=True)
     results: dict[str, dict] = {}
     for backend in args.backends.split(","):
         with tempfile.TemporaryDirectory() as tmp:
@@ -323,7 +323,8 @@ def main() -> int:
         pairs += [f"{key}_{backend}={r[key]:.4g}" for key in ("stored_ratio", "server_us_per_event", "p99_ms",
                                                                 "bytes_per_event", "db_us_per_event")]
     if {"sqlite", "postgresql"} <= set(results):
-        pairs.append(f"ratio={results['postgresql']['server_us_per_event'] / results['sqlite']['server_us_per_event']:.3f}")
+        ratio = results["postgresql"]["server_us_per_event"] / results["sqlite"]["server_us_per_event"]
+        pairs.append(f"ratio={ratio:.3f}")
     print(" ".join(pairs))
     return 0
 

@@ -105,7 +105,7 @@ def play(trainer: VectorizedTrainer, task: Task, rounds: list[int], label: str) 
     for r in rounds:
         trainer.data_gen.manual_seed(task.seed * 7919 + r)  # every condition sees round r's data in one order
         result = trainer.run_round(r)
-        for env, val in zip(trainer.envs, result.final_accuracy):
+        for env, val in zip(trainer.envs, result.final_accuracy, strict=True):
             out[(task.seed, r, env.index)] = Episode(
                 test_accuracy(env.model, task.test_x, task.test_y), val,
                 env.model.host_params + env.model.extra_params(), meter.totals[(r, env.index)] / 1e12,

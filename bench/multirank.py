@@ -59,7 +59,7 @@ def worker(argv: list[str]) -> int:
     """One rank of a timed run (no server): prints, on rank 0, every rank's step time and exchange time."""
     from leyline import TelemetryLevel
     from nissa.hub import HubConfig
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.build import Hosting, build_run
     from trainer.cli import train_parser
     from trainer.simic.config import TrainConfig
@@ -168,7 +168,7 @@ def latencies(url: str, ranks: int, samples: int, tmp: Path, spread_s: float) ->
                     raise SystemExit(f"POST /escalate: {resp.status_code} {resp.text}")
                 cid = resp.json()["command_id"]
                 sent[cid] = t0
-                _wait(lambda: client.get(f"{url}/commands/{cid}").json()["status"] in ("applied", "completed"),
+                _wait(lambda cid=cid: client.get(f"{url}/commands/{cid}").json()["status"] in ("applied", "completed"),
                       60, f"command {cid} applied")
         found = _wait(lambda: (a := _applied(url, run_id, ranks)) and all(len(a.get(c, ())) == ranks for c in sent)
                       and a, 60, "every rank's applied events")

@@ -42,7 +42,7 @@ def trainers_main(url: str, runs: list[str], rate: int, seconds: float, t0: floa
         return await asyncio.gather(*(stream(url, r, rate, seconds, t0, linger_s=HubConfig.send_linger_s,
                                              drain_s=DRAIN_S) for r in runs))
 
-    print(json.dumps(dict(zip(runs, asyncio.run(main())))), flush=True)
+    print(json.dumps(dict(zip(runs, asyncio.run(main()), strict=True))), flush=True)
 
 
 async def probe_health(url: str, t0: float, until: float) -> list[float]:

@@ -42,7 +42,7 @@ async def _store(url: str, n: int, config_kb: int) -> None:
             events = [make_event(RunStarted(name="big", config={"blob": blob}), run_id="big", seq=seq, ts=1.7e9)
                       for seq in range(first, min(first + 10, n + 1))]
             await ws.send(encode(EventBatch(events=events)).decode())
-        while '"seq":%d' % n not in str(await ws.recv()).replace(" ", ""):
+        while f'"seq":{n}' not in str(await ws.recv()).replace(" ", ""):
             pass
 
 
@@ -56,7 +56,8 @@ def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([shutil.which("nissa-server", path=str(pathlib.Path(sys.executable).parent)) or
-                               "nissa-server", "--port", str(port), "--db", str(tmp / "n.db"), "--log-level", "warning"],
+                               "nissa-server", "--port", str(port), "--db", str(tmp / "n.db"),
+                               "--log-level", "warning"],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None and "listening" in server.stdout.readline()

@@ -2,8 +2,8 @@
 
 The same epoch_completed event (envelope + payload with two slot snapshots) is modelled in each
 library; each candidate encodes it to JSON bytes and decodes + validates those bytes back to typed
-objects. orjson serializes dataclasses natively; dataclasses + orjson has no validation of its own: its "validate" is orjson.loads plus
-constructing the dataclasses, a lower bound on any hand-written checking.
+objects. orjson serializes dataclasses natively; dataclasses + orjson has no validation of its own: its
+"validate" is orjson.loads plus constructing the dataclasses, a lower bound on any hand-written checking.
 
 Ends with one line: key=value pairs, ratio = msgspec time / best other candidate time.
 """
@@ -37,7 +37,7 @@ def _leyline_event():
     return make_event(payload, run_id="bench-run", seq=42, ts=1.7e9, step=120, epoch=3, env=1)
 
 
-class Stage(str, enum.Enum):
+class Stage(enum.StrEnum):
     BLENDING = "BLENDING"
     TRAINING = "TRAINING"
 
@@ -150,7 +150,8 @@ def main() -> int:
     print(
         f"msgspec_encode_ns={enc:.0f} msgspec_validate_ns={val:.0f} "
         f"pydantic_encode_ns={rows['pydantic'][0]:.0f} pydantic_validate_ns={rows['pydantic'][1]:.0f} "
-        f"dc_orjson_encode_ns={rows['dataclasses_orjson'][0]:.0f} dc_orjson_validate_ns={rows['dataclasses_orjson'][1]:.0f} "
+        f"dc_orjson_encode_ns={rows['dataclasses_orjson'][0]:.0f} "
+        f"dc_orjson_validate_ns={rows['dataclasses_orjson'][1]:.0f} "
         f"encode_ratio={enc / best_other_enc:.2f} validate_ratio={val / best_other_val:.2f} "
         f"ratio={(enc + val) / min(sum(v) for k, v in rows.items() if k != 'msgspec'):.2f}"
     )

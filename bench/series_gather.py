@@ -36,7 +36,7 @@ def _frames(events: int, frame: int) -> tuple[list[tuple[int, int, bytes]], list
             wire = decode_frame_wire(text, payloads)
             body = text[text.index("[") + 1:text.rindex("]")].encode()
             stored.append((run_key, first_id, body))
-            decoded.append((run_key, first_id, list(zip(wire.events, payloads))))
+            decoded.append((run_key, first_id, list(zip(wire.events, payloads, strict=True))))
             first_id += len(payloads)
     return stored, decoded
 

@@ -95,7 +95,7 @@ def _events(run_id: str, labels: list[int], steps: list[int], start: int) -> str
     return encode(EventBatch(events=[
         make_event(Metrics(values={"loss": (i * 7919 % 1000) / 997 + step / 1e4}, labels={"i": str(i)}), run_id=run_id,
                    seq=start + k, ts=1.7e9 + start + k, step=step, epoch=0)
-        for k, (i, step) in enumerate(zip(labels, steps))])).decode()
+        for k, (i, step) in enumerate(zip(labels, steps, strict=True))])).decode()
 
 
 async def fill(url: str, run_id: str, sets: int, points: int) -> None:

@@ -52,7 +52,7 @@ def frame_maker(run_id: str, t0: float, rate: int):
 
     def one(seq: int) -> str:
         values = _values(seq, t0, rate)
-        return "".join(p + values[name] for p, name in zip(pieces, order)) + pieces[-1]
+        return "".join(p + values[name] for p, name in zip(pieces, order, strict=False)) + pieces[-1]
 
     def make(first: int, n: int) -> str:
         return '{"type":"events","events":[' + ",".join(one(s) for s in range(first, first + n)) + "]}"

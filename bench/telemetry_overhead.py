@@ -4,7 +4,9 @@ metrics sampled, against OFF.
 Every variant runs the real loop (``run_training``) with the real runtime (hub writing the
 run log, command processor, level controller) in this one process, interleaved round-robin
 so that machine load drifts hit every variant alike; each figure is the median of
-``--repeats`` runs and each ratio is variant / OFF. The profile variant is a NORMAL run
+``--repeats`` runs and each ratio is variant / OFF; beside them, the mean and sample standard deviation
+of the repeats' own ratios (each repeat's variant over that repeat's OFF: ``<variant>_ratio_mean``, ``_sd``,
+``<variant>_cpu_ratio_mean``, ``_sd`` for NORMAL and DEBUG). The profile variant is a NORMAL run
 with a profile window over its first ``--profile-batches`` training batches. The system variant is a NORMAL
 run with the system metrics sampler at ``--system-interval`` seconds (default 0.5: twenty times the default
 rate, so that a run of seconds holds several samples); ``system_ratio`` is it against NORMAL, and
@@ -37,8 +39,8 @@ import torch
 
 from leyline import RunFinished, TelemetryLevel
 from nissa.hub import HubConfig
-from nissa.ranks import Ranks
 from nissa.system import SystemConfig, SystemSampler, start_system_metrics
+from ranks import Ranks
 from trainer.build import Hosting, build_run, run_training
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
@@ -96,6 +98,13 @@ def sample_cost_ms(samples: int = 50) -> float:
     return 1000.0 * cost
 
 
+def _mean_sd(variant: list[float], off: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation of the repeats' ratios, each repeat's variant over its own OFF
+    (the two ran next to each other, under the same load)."""
+    ratios = [v / o for v, o in zip(variant, off, strict=True)]
+    return statistics.mean(ratios), statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
@@ -140,10 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         cpu_median = {v: statistics.median(cpu_rates[(e, v)]) for v in VARIANTS}
         base, cpu_base = median["OFF"], cpu_median["OFF"]
         _say(f" --env-exec {e}")
+        spread: dict[str, tuple[float, float, float, float]] = {}
         for v in VARIANTS:
             runs = " ".join(f"{r:.2f}" for r in rates[(e, v)])
+            spread[v] = (*_mean_sd(rates[(e, v)], rates[(e, "OFF")]),
+                         *_mean_sd(cpu_rates[(e, v)], cpu_rates[(e, "OFF")]))
             _say(f"  {v:12s} {median[v]:8.2f} env-epochs/s (runs {runs}) ratio {median[v] / base:.3f}   "
-                 f"{cpu_median[v]:8.2f} env-epochs/CPU-s ratio {cpu_median[v] / cpu_base:.3f}")
+                 f"{cpu_median[v]:8.2f} env-epochs/CPU-s ratio {cpu_median[v] / cpu_base:.3f}   "
+                 "repeat by repeat: wall {:.3f} ± {:.3f}, per CPU-s {:.3f} ± {:.3f}".format(*spread[v]))
         normal, debug, prof = (median[v] / base for v in ("NORMAL", "DEBUG", "PROFILE"))
         c_normal, c_debug, c_prof = (cpu_median[v] / cpu_base for v in ("NORMAL", "DEBUG", "PROFILE"))
         system_ratio = median["SYSTEM"] / median["NORMAL"]
@@ -158,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
                  # What telemetry costs in CPU time per env-epoch, whatever the loop's own speed.
                  "normal_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['NORMAL'] - 1 / cpu_base):.1f}",
                  "debug_cpu_ms_per_env_epoch": f"{1e3 * (1 / cpu_median['DEBUG'] - 1 / cpu_base):.1f}"}
+        for v in ("NORMAL", "DEBUG"):
+            mean, sd, c_mean, c_sd = spread[v]
+            pairs.update({f"{v.lower()}_ratio_mean": f"{mean:.3f}", f"{v.lower()}_ratio_sd": f"{sd:.3f}",
+                          f"{v.lower()}_cpu_ratio_mean": f"{c_mean:.3f}", f"{v.lower()}_cpu_ratio_sd": f"{c_sd:.3f}"})
         fields += [f"{k}{suffix}={v}" for k, v in pairs.items()]
     _say(f"  system metrics: one sample costs {sample_ms:.3f} ms of CPU on the sampler's thread: {cost_pct:.4f}% of "
          f"one CPU at the default {DEFAULT_SYSTEM_INTERVAL_S:g} s interval (SYSTEM samples every "

@@ -70,7 +70,7 @@ def bare_round(config: TrainConfig, data: TaskData, device: torch.device, round_
         xs, ys = data.train_x[perm], data.train_y[perm]
         for start in range(0, data.n_train, config.batch_size):
             x, y = xs[start: start + config.batch_size], ys[start: start + config.batch_size]
-            for model, opt in zip(models, opts):
+            for model, opt in zip(models, opts, strict=True):
                 opt.zero_grad(set_to_none=True)
                 F.cross_entropy(model(x), y).backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0, foreach=True)
@@ -125,8 +125,8 @@ def main() -> None:
                     else full_round(config, data, r, ns.live_seeds))
             rates[which].append(done / (time.perf_counter() - t0))
             cpu_rates[which].append(done / (time.process_time() - c0))
-    ratios = sorted(f / b for f, b in zip(rates["full"], rates["bare"]))
-    cpu_ratios = [f / b for f, b in zip(cpu_rates["full"], cpu_rates["bare"])]
+    ratios = sorted(f / b for f, b in zip(rates["full"], rates["bare"], strict=True))
+    cpu_ratios = [f / b for f, b in zip(cpu_rates["full"], cpu_rates["bare"], strict=True)]
     bare, full = statistics.median(rates["bare"]), statistics.median(rates["full"])
     fields = {"device": device.type, "policy": config.policy, "n_envs": config.n_envs,
               "train_size": config.train_size, "val_size": config.val_size, "live_seeds": ns.live_seeds,

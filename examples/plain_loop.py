@@ -8,8 +8,10 @@ Then, from another terminal (or ``esper-watch``): a debug window, a profile wind
 
     curl -X POST localhost:8765/escalate -d '{"run_id": "RUN", "action": "debug", "epochs": 20}'
     curl -X POST localhost:8765/escalate -d '{"run_id": "RUN", "action": "profile", "batches": 5}'
-    curl -X POST localhost:8765/escalate -d '{"run_id": "RUN", "action": "profile", "target": "update", "phase": "validate"}'
-    curl -X POST localhost:8765/escalate -d '{"run_id": "RUN", "action": "call", "name": "set_lr", "args": {"value": 0.01}}'
+    curl -X POST localhost:8765/escalate \\
+         -d '{"run_id": "RUN", "action": "profile", "target": "update", "phase": "validate"}'
+    curl -X POST localhost:8765/escalate \\
+         -d '{"run_id": "RUN", "action": "call", "name": "set_lr", "args": {"value": 0.01}}'
     curl -X POST localhost:8765/escalate -d '{"run_id": "RUN", "action": "stop"}'
 """
 

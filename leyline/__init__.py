@@ -54,7 +54,7 @@ from leyline.events import (
     Event,
     make_event,
 )
-from leyline.kinds import INDEXED_KINDS, KINDS, KindSpec
+from leyline.kinds import INDEXED_KINDS, KINDS, AnyPayload, KindSpec
 from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
 from leyline.payloads import (
     Payload,
@@ -93,4 +93,18 @@ from leyline.payloads_system import (
 )
 from leyline.summaries import MetricSummary, direction_of
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "ESCALATIONS", "CallRequest", "CheckpointRequest", "DebugRequest", "ProfileRequest", "StacksRequest", "StopRequest",
+    "AlertChanged", "AnomalyDetected", "AnyPayload", "CRITICAL_KINDS", "Command", "CommandAction", "CommandRecord",
+    "CommandStatus",
+    "CommandStatusChanged", "CompileStats", "CpuStats", "DEFAULT_SEVERITY", "DebugLayerStats", "DecodeError",
+    "DiskStats", "Distribution", "EpochCompleted", "EscalateRequest", "Event", "EventKind", "EventsDropped",
+    "GpuStats", "GradientHealth", "HEAD_NAMES", "Heartbeat", "Histograms", "HubHealth", "INDEXED_KINDS", "KINDS",
+    "KindSpec", "LSTMHealth", "LayerStat", "MAX_METRICS", "METRIC_KINDS", "MemoryStats", "MetricSummary", "Metrics",
+    "NetworkStats", "PAYLOAD_TYPES", "PPOUpdate", "Payload", "PhaseTime", "PhaseTiming", "ProfileCompleted",
+    "ProfileStarted", "RankCommandStatus", "RunFinished", "RunResumed", "RunStarted", "RunStatus", "SCHEMA_VERSION",
+    "SERVER_RANK", "SeedFossilized", "SeedGateEvaluated", "SeedGerminated", "SeedPruned", "SeedStage",
+    "SeedStageChanged", "Severity", "SlotSnapshot", "StatusChange", "SummaryUpdated", "SystemMetrics",
+    "TelemetryLevel", "TelemetryLevelChanged", "TextLogged", "TopOp", "decode_event", "decode_events", "decode_frame",
+    "direction_of", "encode", "encode_event", "make_event", "metric_value", "to_builtins",
+]

@@ -108,5 +108,5 @@ def check_call(declared: list[CommandSpec], name: str, args: dict[str, CallValue
         value = args[arg.name]
         if not _fits(arg.type, value):
             raise ValueError(f"command {name!r}: argument {arg.name!r} must be {_WHAT[arg.type]}, got {value!r:.200}")
-        out[arg.name] = float(value) if arg.type == "float" else value  # type: ignore[arg-type]
+        out[arg.name] = float(value) if arg.type == "float" and isinstance(value, int | float) else value
     return out

@@ -1,6 +1,7 @@
 """What to chart, defined once: the default charts of a run (titles, the series they draw, which way is
 better, their group), how many of a loop's own metrics are charted by themselves, which series are not shown
-by default, and which config keys tell runs apart. The console imports it; the server serves it to the web
+by default, which charts a run's config rules out (a heuristic run has no PPO update), and which config keys
+tell runs apart. The console imports it; the server serves it to the web
 page as JSON (``GET /ui/charts.json``), so the two cannot drift.
 
 A chart's series names are patterns in which ``*`` matches any characters (``ppo_update.entropy.*``: one line
@@ -9,6 +10,7 @@ per head) and nothing else is special, so that the page's matching (a few lines 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -89,6 +91,53 @@ HIDDEN_METRICS = ("system.",)
 HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume")
 """Config keys (or key suffixes) that never tell runs apart: where a run wrote, how it was started."""
 
+PARAM_COLUMNS = 6
+"""Differing config keys shown beside runs at most (the runs table, the parallel coordinates)."""
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Series a run's config rules out: a run whose config key ``key`` is ``value`` never has a series whose
+    name starts with ``prefix``, so the charts of such series are hidden on it and ``why`` says so in one line
+    (short enough for a console 100 columns wide)."""
+
+    key: str
+    value: str
+    prefix: str
+    why: str
+
+    def rules_out(self, config: Mapping[str, object]) -> bool:
+        return config.get(self.key) == self.value
+
+
+UNAVAILABLE: tuple[Unavailable, ...] = (
+    Unavailable("policy", "heuristic", "ppo_update.",
+                "a heuristic policy makes no PPO update: no return, losses, KL, entropy or explained variance"),
+)
+"""What an Esper run's policy cannot have."""
+
+
+def hidden_charts(configs: Sequence[Mapping[str, object]],
+                  charts: Sequence[ChartDef] = DEFAULT_CHARTS) -> tuple[list[str], list[str]]:
+    """The titles of the charts that none of the runs (their configs) can have, and why, a line each. A chart is
+    hidden where a rule rules out every one of its series for every run: an overlay keeps what one run has."""
+    rules = [u for u in UNAVAILABLE if configs and all(u.rules_out(c) for c in configs)]
+    titles, whys = [], []
+    for rule in rules:
+        out = [c.title for c in charts if all(p.startswith(rule.prefix) for p in c.names)]
+        if out:
+            titles += [t for t in out if t not in titles]
+            whys.append(rule.why)
+    return titles, whys
+
+
+def _value_id(value: object) -> str:
+    """A config value as JSON holds it, so that the page (``JSON.stringify``) tells the same values apart:
+    ``1`` and ``1.0`` are one number there, ``True`` and ``1`` are not."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return json.dumps(value, sort_keys=True, default=repr)
+
 
 def differing_params(configs: Sequence[Mapping[str, object]], limit: int | None = None) -> list[str]:
     """Config keys whose values are not the same in every run: first those the runs that have them set
@@ -99,7 +148,7 @@ def differing_params(configs: Sequence[Mapping[str, object]], limit: int | None 
     for key in sorted({k for c in configs for k in c}):
         if any(key.endswith(h) for h in HIDDEN_PARAMS):
             continue
-        values = {repr(c[key]) for c in configs if key in c}
+        values = {_value_id(c[key]) for c in configs if key in c}
         if len(values) > 1:
             valued.append(key)
         elif any(key not in c for c in configs):
@@ -112,4 +161,5 @@ def definition() -> dict[str, Any]:
     """All of the above as the web page reads it (``GET /ui/charts.json``)."""
     return {"charts": [{**asdict(c), "names": list(c.names)} for c in DEFAULT_CHARTS],
             "own_charts": OWN_CHARTS, "hidden_metrics": list(HIDDEN_METRICS),
-            "hidden_params": list(HIDDEN_PARAMS), "lower_is_better_words": list(LOWER_IS_BETTER_WORDS)}
+            "hidden_params": list(HIDDEN_PARAMS), "param_columns": PARAM_COLUMNS,
+            "unavailable": [asdict(u) for u in UNAVAILABLE], "lower_is_better_words": list(LOWER_IS_BETTER_WORDS)}

@@ -10,8 +10,18 @@ from typing import Any
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.events import MAX_INT, PAYLOAD_TYPES, RUN_ID_RULE, SCHEMA_VERSION, Event, Rank, RunId, _WireEvent
-from leyline.payloads import Payload
+from leyline.events import (
+    MAX_INT,
+    PAYLOAD_TYPES,
+    RUN_ID_PATTERN,
+    RUN_ID_RULE,
+    SCHEMA_VERSION,
+    Event,
+    Rank,
+    RunId,
+    _WireEvent,
+)
+from leyline.kinds import AnyPayload
 
 _encoder = msgspec.json.Encoder()
 _wire_decoder = msgspec.json.Decoder(_WireEvent)
@@ -60,12 +70,12 @@ def encode(obj: object) -> bytes:
     return _encoder.encode(obj)
 
 
-def payload_of(wire: _WireEvent | _BatchEvent) -> Payload:
+def payload_of(wire: _WireEvent | _BatchEvent) -> AnyPayload:
     """Validate and decode the raw payload of a ``WireEvent`` (and its schema version)."""
     if wire.v > SCHEMA_VERSION:
         raise Unsupported(f"schema v{wire.v} is newer than this side's v{SCHEMA_VERSION}")
     try:
-        payload: Payload = _payload_decoders[wire.kind].decode(wire.payload)
+        payload: AnyPayload = _payload_decoders[wire.kind].decode(wire.payload)
     except msgspec.ValidationError as err:
         # Point at the field as it sits in the envelope, not in the detached payload.
         where = str(err).replace("at `$", "at `$.payload")
@@ -115,14 +125,14 @@ def _int_at_least(name: str, value: object, low: int) -> None:
         raise msgspec.ValidationError(f"Expected `int` in {low}..{MAX_INT}, got {value!r} - at `$.{name}`")
 
 
-def _finite(value: object) -> bool:
+def _finite(value: int | float) -> bool:
     try:
-        return math.isfinite(value)  # type: ignore[arg-type]
+        return math.isfinite(value)
     except OverflowError:  # an int too large for a float
         return False
 
 
-def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: float, step: int, epoch: int,
+def encode_checked(payload: AnyPayload, *, run_id: str, rank: int, seq: int, ts: float, step: int, epoch: int,
                    env: int | None, severity: Severity) -> bytes:
     """``encode_event(make_event(...))``'s bytes, refusing what ``decode_event`` would refuse.
 
@@ -150,7 +160,7 @@ def encode_checked(payload: Payload, *, run_id: str, rank: int, seq: int, ts: fl
                                       kind=kind, severity=severity, payload=msgspec.Raw(body)))
 
 
-def to_builtins(obj: object) -> object:
+def to_builtins(obj: object) -> Any:
     """A struct as plain JSON-ready Python values (for REST responses)."""
     return msgspec.to_builtins(obj)
 
@@ -225,9 +235,17 @@ def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
         except msgspec.ValidationError as err:
             if _newer(data):
                 raise Unsupported(str(err)) from None
-            raise
+            raise msgspec.ValidationError(in_words(err)) from None
 
     return checked
+
+
+_RUN_ID_REGEX = f"Expected `str` matching regex {RUN_ID_PATTERN!r}"
+
+
+def in_words(err: msgspec.ValidationError | msgspec.DecodeError) -> str:
+    """``err``'s message, with a rule msgspec states as a regular expression said in words (the run id's)."""
+    return str(err).replace(_RUN_ID_REGEX, f"Expected a run id: {RUN_ID_RULE}")
 
 
 @_not_too_deep
@@ -250,7 +268,7 @@ WireBatch = _WireBatch
 
 
 @_not_too_deep
-def decode_frame_wire(data: bytes | str, payloads: list[Payload] | None = None) -> object:
+def decode_frame_wire(data: bytes | str, payloads: list[AnyPayload] | None = None) -> object:
     """Like ``decode_frame`` and exactly as strict, but an ``events`` frame stays a ``WireBatch``:
     every envelope and payload is validated, and each payload is kept as its raw JSON (and, decoded, appended
     to ``payloads`` where one is given: what a relay reads of them, without decoding them again)."""

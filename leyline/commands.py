@@ -42,7 +42,7 @@ class _Escalation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit
 
     @property
     def action(self) -> CommandAction:
-        return CommandAction(self.__struct_config__.tag)
+        return CommandAction(str(self.__struct_config__.tag))
 
     def describe(self) -> str:
         """The command in a few words, for the person who asked for it."""

@@ -6,7 +6,7 @@ import enum
 from typing import Literal
 
 
-class EventKind(str, enum.Enum):
+class EventKind(enum.StrEnum):
     """What an event reports; each kind has exactly one payload type (see ``payloads``)."""
 
     RUN_STARTED = "run_started"
@@ -39,7 +39,7 @@ class EventKind(str, enum.Enum):
     HISTOGRAM = "histogram"
 
 
-class Severity(str, enum.Enum):
+class Severity(enum.StrEnum):
     """How much an event matters to an operator; ordered by ``rank``."""
 
     DEBUG = "debug"
@@ -56,7 +56,7 @@ class Severity(str, enum.Enum):
 _SEVERITY_ORDER = {s: i for i, s in enumerate(Severity)}
 
 
-class TelemetryLevel(str, enum.Enum):
+class TelemetryLevel(enum.StrEnum):
     """How much the trainer measures; DEBUG is what an escalation opens."""
 
     OFF = "OFF"
@@ -72,7 +72,7 @@ class TelemetryLevel(str, enum.Enum):
 _LEVEL_ORDER = {lv: i for i, lv in enumerate(TelemetryLevel)}
 
 
-class CommandAction(str, enum.Enum):
+class CommandAction(enum.StrEnum):
     """What an escalation asks of a live run."""
 
     DEBUG = "debug"
@@ -84,7 +84,7 @@ class CommandAction(str, enum.Enum):
     """A command the run declared itself (``name`` and ``args``; see ``leyline.calls``)."""
 
 
-class CommandStatus(str, enum.Enum):
+class CommandStatus(enum.StrEnum):
     """Life of a command: queued → delivered → applied → completed | failed | expired | rejected."""
 
     QUEUED = "queued"
@@ -111,7 +111,7 @@ _TERMINAL_STATUSES = frozenset(
 )
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     """A run as the server sees it: live (heartbeats arrive), degraded (one of its ranks fell silent
     while the others run), lost (silent past a timeout), or ended as its ``run_finished`` says (every
     rank's, for a run of several): finished (completed), interrupted (Ctrl-C, SIGTERM), stopped (by a

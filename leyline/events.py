@@ -10,13 +10,13 @@ On the wire an event is one JSON object::
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated
 
 import msgspec
 
 from leyline.enums import EventKind, Severity
-from leyline.kinds import KINDS
-from leyline.payloads import MAX_INT, Payload
+from leyline.kinds import KINDS, AnyPayload
+from leyline.payloads import MAX_INT
 
 SCHEMA_VERSION = 1
 SERVER_RANK = -1  # events the server itself authors (command queued/expired) use this rank
@@ -26,9 +26,8 @@ MIN_TS = 946_684_800.0
 MAX_TS_AHEAD_S = 86_400.0
 """How far past the server's own clock an event's ``ts`` may be (a day), else it is refused likewise."""
 
-PAYLOAD_TYPES: dict[EventKind, type[Payload]] = {kind: spec.payload for kind, spec in KINDS.items()}
+PAYLOAD_TYPES: dict[EventKind, type[AnyPayload]] = {kind: spec.payload for kind, spec in KINDS.items()}
 
-AnyPayload = Union[tuple(PAYLOAD_TYPES.values())]  # type: ignore[valid-type]
 
 # Read from the kind table (``leyline.kinds``), never listed again.
 METRIC_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if not spec.critical)
@@ -64,7 +63,7 @@ class Event(msgspec.Struct, kw_only=True):
     env: NonNeg | None = None
     kind: EventKind
     severity: Severity = Severity.INFO
-    payload: AnyPayload  # type: ignore[valid-type]
+    payload: AnyPayload
     v: int = SCHEMA_VERSION
 
 
@@ -85,7 +84,7 @@ class _WireEvent(msgspec.Struct, kw_only=True):
 
 
 def make_event(
-    payload: Payload,
+    payload: AnyPayload,
     *,
     run_id: str,
     seq: int,

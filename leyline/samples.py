@@ -16,9 +16,9 @@ from leyline.esper import (
     SlotSnapshot,
 )
 from leyline.events import PAYLOAD_TYPES, Event, make_event
+from leyline.kinds import AnyPayload
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import (
-    Payload,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -59,7 +59,7 @@ _SLOTS = [
     SlotSnapshot(slot="r0c1"),
 ]
 
-SAMPLE_PAYLOADS: dict[EventKind, Payload] = {
+SAMPLE_PAYLOADS: dict[EventKind, AnyPayload] = {
     p.KIND: p
     for p in (
         RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}, project="cifar",

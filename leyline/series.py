@@ -20,12 +20,14 @@ markers on its charts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from leyline.enums import EventKind
 from leyline.events import Event
+from leyline.metrics import Metrics
+from leyline.payloads_ops import CommandStatusChanged
 
 XAxis = Literal["step", "epoch", "round", "ts"]
 X_AXES: tuple[str, ...] = ("step", "epoch", "round", "ts")
@@ -153,11 +155,11 @@ def parse_key(key: str) -> tuple[str, dict[str, str]]:
 # --- points ----------------------------------------------------------------------------------------
 
 
-def _plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _plan(cls: type[msgspec.Struct]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A struct type's label fields and the fields that may hold numbers (cached: types are few)."""
     plan = _PLANS.get(cls)
     if plan is None:
-        fields = cls.__struct_fields__  # type: ignore[attr-defined]
+        fields = cls.__struct_fields__
         labels = tuple(f for f in fields if f in LABEL_FIELDS)
         values = tuple(f for f in fields if f not in LABEL_FIELDS and f not in COORDINATE_FIELDS
                        and f not in IGNORED_FIELDS)
@@ -169,7 +171,7 @@ _PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _Found = list[tuple[str, dict[str, str], float]]
 
 
-def _walk(obj: object, prefix: str, labels: dict[str, str], out: _Found, item_of: str = "") -> None:
+def _walk(obj: msgspec.Struct, prefix: str, labels: dict[str, str], out: _Found, item_of: str = "") -> None:
     """Append ``(name, labels, value)`` for every number under struct ``obj``."""
     own = own_labels(obj, labels, item_of)
     for field in _plan(type(obj))[1]:
@@ -184,7 +186,7 @@ def _walk(obj: object, prefix: str, labels: dict[str, str], out: _Found, item_of
             _value(value, f"{prefix}.{field}", field, own, out)
 
 
-def own_labels(obj: object, labels: dict[str, str], item_of: str = "") -> dict[str, str]:
+def own_labels(obj: msgspec.Struct, labels: dict[str, str], item_of: str = "") -> dict[str, str]:
     """``labels`` with those of struct ``obj``'s label fields (a copy only where it has some)."""
     own = labels
     for field in _plan(type(obj))[0]:
@@ -249,8 +251,11 @@ def _found(event: Event) -> _Found:
     return found_in(event.payload, _kind_name(event), event.rank, event.env)
 
 
-def found_in(payload: object, kind: str, rank: int, env: int | None) -> _Found:
-    """``(name, labels, value)`` of every point of an event of ``kind`` with this payload, rank and env."""
+def found_in(payload: Any, kind: str, rank: int, env: int | None) -> _Found:
+    """``(name, labels, value)`` of every point of an event of ``kind`` with this payload, rank and env.
+
+    ``payload`` is a payload of ``kind``, or the lean struct a store decodes it into (a type made at run time,
+    ``leyline.series_columns``): a ``metrics`` one is always the whole ``Metrics``."""
     envelope = {"rank": str(rank)}
     if env is not None:
         envelope["env"] = str(env)
@@ -279,11 +284,11 @@ def key_of(name: str, labels: dict[str, str]) -> str:
     return _key(name, labels)
 
 
-def _metrics(payload: object, labels: dict[str, str], out: _Found) -> None:
+def _metrics(payload: Metrics, labels: dict[str, str], out: _Found) -> None:
     """A loop's ``metrics`` (``run.log``): each value is the series of its own name (``loss``, not
     ``metrics.values.loss``), labelled by the event's labels; ``"nan"`` and ``"inf"`` are points too."""
-    own = {**labels, **payload.labels} if payload.labels else labels  # type: ignore[attr-defined]
-    for name, value in payload.values.items():  # type: ignore[attr-defined]
+    own = {**labels, **payload.labels} if payload.labels else labels
+    for name, value in payload.values.items():
         if len(out) < MAX_POINTS_PER_EVENT:
             out.append((name, own, float(value)))
 
@@ -322,12 +327,12 @@ def x_of(point: SeriesPoint | Marker, axis: str) -> float | None:
 _COMMAND_MARKED = frozenset({"applied", "completed", "failed"})
 
 
-def _command_label(p: object) -> str | None:
-    status = getattr(p.status, "value", p.status)  # type: ignore[attr-defined]
+def _command_label(p: CommandStatusChanged) -> str | None:
+    status = getattr(p.status, "value", p.status)
     if status not in _COMMAND_MARKED:
         return None
-    action = getattr(p.action, "value", p.action)  # type: ignore[attr-defined]
-    result = p.result if action == "call" and status == "completed" else None  # type: ignore[attr-defined]
+    action = getattr(p.action, "value", p.action)
+    result = p.result if action == "call" and status == "completed" else None
     if result:  # a loop's own command: what it did (``set_lr`` → ``lr=0.01``) says which it was
         said = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items())
         return f"{action} {status} {said[:40]}"
@@ -348,7 +353,7 @@ MARKER_KINDS: frozenset[EventKind] = frozenset(_MARKERS)
 
 def marker_of(event: Event) -> Marker | None:
     """What happened to the run, if ``event`` is worth a mark on its charts."""
-    make = marker_maker(event.kind)  # type: ignore[arg-type]
+    make = marker_maker(event.kind)
     if make is None:
         return None
     return make(event.payload, event.step, event.epoch, _round_of(event), event.ts, event.env, event.rank)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import keyword
+import types
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -69,10 +70,16 @@ class Shape:
     __slots__ = ("item_of", "label_names", "flat_fields", "flat_names", "structs", "others",
                  "other_names", "lean", "compiled")
 
+    lean: type
+    compiled: bool
+
     def __init__(self, cls: type, prefix: str, item_of: str = "") -> None:
         self.item_of = item_of
         """The label a ``name`` field gives (``layer`` for an item of ``layers``); none at the top."""
-        fields = mi.type_info(cls).fields  # type: ignore[attr-defined]
+        info = mi.type_info(cls)
+        if not isinstance(info, mi.StructType):
+            raise TypeError(f"{cls!r} is not a struct type")
+        fields = info.fields
         labels = [f for f in fields if f.name in LABEL_FIELDS and (item_of or f.name != "name")]
         values = [f for f in fields if f.name not in LABEL_FIELDS and f.name not in COORDINATE_FIELDS
                   and f.name not in IGNORED_FIELDS and not _never_a_number(f.type)]
@@ -104,13 +111,18 @@ def _lean(cls: type, keep: set[str], structs: dict[str, tuple[type, bool]]) -> t
     for f in msgspec.structs.fields(cls):
         if f.name in structs:
             lean, many = structs[f.name]
-            kind: Any = list[lean] if many else lean | None  # type: ignore[valid-type]
+            kind: Any = types.GenericAlias(list, (lean,)) if many else lean | None
         elif f.name in keep:
             kind = f.type
         else:
             continue
-        fields.append((f.name, kind, msgspec.field(default=f.default, default_factory=f.default_factory,
-                                                   name=f.encode_name)))
+        if f.default is not msgspec.NODEFAULT:
+            field = msgspec.field(default=f.default, name=f.encode_name)
+        elif f.default_factory is not msgspec.NODEFAULT:
+            field = msgspec.field(default_factory=f.default_factory, name=f.encode_name)
+        else:
+            field = msgspec.field(name=f.encode_name)
+        fields.append((f.name, kind, field))
     return msgspec.defstruct(f"{cls.__name__}Points", fields, kw_only=True, gc=False)
 
 
@@ -137,7 +149,7 @@ class KindPlan:
 
     __slots__ = ("kind", "decode", "root", "has_round", "marker", "rows", "usual", "declares")
 
-    def __init__(self, kind: EventKind, cls: type) -> None:
+    def __init__(self, kind: EventKind, cls: type[msgspec.Struct]) -> None:
         self.kind = kind.value
         self.marker: Callable[..., Marker | None] | None = marker_maker(kind)
         self.root = root = Shape(cls, self.kind)
@@ -147,7 +159,7 @@ class KindPlan:
             cls if self.marker or own_names or self.declares else root.lean).decode
         """The payload's JSON → what its points are made of (a marker's label and a declaration need the whole
         payload)."""
-        self.has_round = "round" in cls.__struct_fields__  # type: ignore[attr-defined]
+        self.has_round = "round" in cls.__struct_fields__
         walked = own_names or self.kind in NO_POINTS_KINDS
         self.rows = _rows(root, self.has_round) if root.compiled and not walked else None
         """``payload`` → (the labels of its structs, the flat values of all of them in one tuple, its round):
@@ -176,7 +188,7 @@ def _rows(root: Shape, has_round: bool) -> Callable[[Any], tuple[tuple, tuple, A
     lines.append(f"    if {' and '.join(empty) or 'True'}:")
     lines.append(f"        return ({own}, {ends}), {flat}, {rnd}")
     lines.append(f"    labels, values = [{own}], list({flat})")
-    for j, (field, many, sub) in enumerate(root.structs):
+    for j, (_field, many, sub) in enumerate(root.structs):
         lines.append(f"    if s{j}{'' if many else ' is not None'}:")
         lines.append(f"        for i in {f's{j}' if many else f'(s{j},)'}:")
         lines.append(f"            labels.append(({attrs('i', sub.label_names)}))")

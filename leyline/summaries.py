@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 import msgspec
 
 Direction = Literal["min", "max", "last"]
-DIRECTIONS: tuple[str, ...] = ("min", "max", "last")
+DIRECTIONS: tuple[Direction, ...] = ("min", "max", "last")
 STATS: tuple[str, ...] = ("last", "min", "max", "best", "count", "step")
 """What each series' summary holds."""
 DIRECTION_HINTS: tuple[tuple[str, Direction], ...] = (

@@ -6,7 +6,7 @@
 ``nissa.init`` returns a ``Run`` (``nissa.run``): ``log``, ``step``, ``watch``, ``phase``, ``command``,
 ``on_checkpoint``, ``on_stop``, ``finish``. Underneath: the hub (``nissa.hub``) never blocks the loop and
 logs every event locally first; the command runtime (``nissa.control``, ``nissa.runtime``) applies commands
-at step boundaries, at one agreed step on every rank (``nissa.ranks``); ``nissa.telemetry`` holds the debug
+at step boundaries, at one agreed step on every rank (the ``ranks`` package); ``nissa.telemetry`` holds the debug
 and profile windows. ``nissa.upload`` sends a run logged without a server to one later; ``nissa.Api`` reads a
 lab's runs back (``nissa.api``), and the ``nissa`` command does from a shell (``nissa runs``).
 
@@ -23,11 +23,71 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from nissa.api import Api
-    from nissa.histogram import Histogram
-    from nissa.hub.upload import UploadResult
+    from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
+    from nissa.diagnostics import answer_stacks, start_watchdog
+    from nissa.histogram import Histogram, PendingHistograms, distribution, launch_histograms, segmented_histograms
+    from nissa.hub import DeliveryReport, HubConfig, NissaHub
+    from nissa.hub.rest import ServerUnavailable
+    from nissa.hub.runlog import LogCorrupt
+    from nissa.hub.secret import SecretError
+    from nissa.hub.upload import UploadResult, upload_run
+    from nissa.join import agree_on_run, checked_run_id
+    from nissa.organize import organized
     from nissa.run import Run
+    from nissa.runtime import Runtime, RuntimeConfig, build_runtime
+    from nissa.system import SystemConfig, start_system_metrics
+    from nissa.telemetry.debug_stats import (
+        DEBUG_BINS,
+        PendingLayers,
+        debug_distribution_names,
+        debug_histogram_payloads,
+        launch_layer_stats,
+        layer_histograms,
+        layer_rows,
+    )
+    from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+    from nissa.telemetry.phases import PhaseTimer
+    from nissa.telemetry.readback import StreamFence, read_all
+    from nissa.telemetry.stragglers import StragglerConfig
+    from nissa.telemetry.syncs import HostSyncCounter
 
-__all__ = ["Api", "Histogram", "Run", "init", "upload"]
+_EXPORTS: dict[str, str] = {
+    # what a loop uses
+    "Api": "nissa.api", "Histogram": "nissa.histogram", "Run": "nissa.run",
+    # the parts ``init`` builds a run from, for a loop that wires its own (``esper-train`` does)
+    "HubConfig": "nissa.hub", "NissaHub": "nissa.hub", "DeliveryReport": "nissa.hub",
+    "LogCorrupt": "nissa.hub.runlog", "SecretError": "nissa.hub.secret", "ServerUnavailable": "nissa.hub.rest",
+    "UploadResult": "nissa.hub.upload", "upload_run": "nissa.hub.upload",
+    "agree_on_run": "nissa.join", "checked_run_id": "nissa.join", "organized": "nissa.organize",
+    "Runtime": "nissa.runtime", "RuntimeConfig": "nissa.runtime", "build_runtime": "nissa.runtime",
+    "CommandContext": "nissa.control.commands", "CommandProcessor": "nissa.control.commands",
+    "CommandRejected": "nissa.control.commands",
+    "answer_stacks": "nissa.diagnostics", "start_watchdog": "nissa.diagnostics",
+    "SystemConfig": "nissa.system", "start_system_metrics": "nissa.system",
+    "install_profiling": "nissa.telemetry.install", "install_rank_checks": "nissa.telemetry.install",
+    "open_start_windows": "nissa.telemetry.install", "StragglerConfig": "nissa.telemetry.stragglers",
+    # collectors' building blocks: one device read per collection, phase timing, host-sync counting
+    "PendingHistograms": "nissa.histogram", "launch_histograms": "nissa.histogram",
+    "distribution": "nissa.histogram", "segmented_histograms": "nissa.histogram",
+    "DEBUG_BINS": "nissa.telemetry.debug_stats", "debug_distribution_names": "nissa.telemetry.debug_stats",
+    "PendingLayers": "nissa.telemetry.debug_stats", "debug_histogram_payloads": "nissa.telemetry.debug_stats",
+    "launch_layer_stats": "nissa.telemetry.debug_stats", "layer_histograms": "nissa.telemetry.debug_stats",
+    "layer_rows": "nissa.telemetry.debug_stats", "PhaseTimer": "nissa.telemetry.phases",
+    "StreamFence": "nissa.telemetry.readback", "read_all": "nissa.telemetry.readback",
+    "HostSyncCounter": "nissa.telemetry.syncs",
+}
+"""Each exported name and the module it is loaded from on first use (importing ``nissa`` loads none of them)."""
+
+__all__ = [
+    "DEBUG_BINS", "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "Histogram",
+    "HostSyncCounter", "HubConfig", "LogCorrupt", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
+    "Run", "Runtime", "RuntimeConfig", "SecretError", "ServerUnavailable", "StragglerConfig", "StreamFence",
+    "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",
+    "debug_distribution_names", "debug_histogram_payloads", "distribution",
+    "init", "install_profiling", "install_rank_checks", "launch_histograms",
+    "launch_layer_stats", "layer_histograms", "layer_rows", "open_start_windows", "organized", "read_all",
+    "segmented_histograms", "start_system_metrics", "start_watchdog", "upload", "upload_run",
+]
 
 
 def init(*, server: str | None = None, run_name: str = "run", config: Mapping[str, Any] | None = None,
@@ -67,18 +127,18 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     Under torchrun every rank calls it (the process group is joined unless the loop made it); ``stacks``
     commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it.
     """
-    import os
     import pathlib
 
     from leyline import TelemetryLevel
+    from nissa import env
     from nissa.checks import check_init, check_server
     from nissa.hub import HubConfig
-    from nissa.join import agree_on_run, join_ranks
+    from nissa.join import agree_on_run
     from nissa.organize import organized
-    from nissa.ranks import RanksConfig
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
     from nissa.system import SystemConfig
+    from ranks import RanksConfig, join_ranks
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
                stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases)
@@ -86,14 +146,14 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
                      summary=dict(summary) if isinstance(summary, Mapping) else summary)
     if server is not None:
         check_server(server, "server")
-    elif os.environ.get("NISSA_SERVER"):
-        server = os.environ["NISSA_SERVER"]
+    elif env.server():
+        server = env.server()
         check_server(server, "$NISSA_SERVER")
     try:
         system = SystemConfig(interval_s=float(system_metrics_s), device=device) if system_metrics else None
     except (TypeError, ValueError) as err:
         raise ValueError(f"nissa.init: system_metrics_s: {err}") from None
-    token = token if token is not None else os.environ.get("NISSA_TOKEN") or None
+    token = token if token is not None else env.token() or None
     try:
         telemetry = TelemetryLevel(str(level).upper())
     except ValueError:
@@ -141,17 +201,10 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,
 
 
 def __getattr__(name: str) -> Any:
-    """``nissa.Run``, the class ``init`` returns, ``nissa.Api`` and ``nissa.Histogram`` are loaded on first use."""
-    if name == "Run":
-        from nissa.run import Run
+    """The exported names (``_EXPORTS``) are loaded on first use: ``nissa.Run``, ``nissa.Api``, …"""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nissa' has no attribute {name!r}")
+    import importlib
 
-        return Run
-    if name == "Api":
-        from nissa.api import Api
-
-        return Api
-    if name == "Histogram":
-        from nissa.histogram import Histogram
-
-        return Histogram
-    raise AttributeError(f"module 'nissa' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

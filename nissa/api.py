@@ -79,13 +79,12 @@ class Api:
     """A nissa-server's runs (``token``: default ``$NISSA_TOKEN``, needed where the server protects reads)."""
 
     def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
-        import os
-
+        from nissa import env
         from nissa.checks import check_server
         from nissa.hub.rest import http_url
 
         check_server(server, "server", "nissa.Api")
-        token = token if token is not None else os.environ.get("NISSA_TOKEN") or None
+        token = token if token is not None else env.token() or None
         self.server = http_url(server, "")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)

@@ -16,10 +16,10 @@ from typing import Any, get_type_hints
 import msgspec
 
 from leyline import CommandAction
-from leyline.calls import MAX_DECLARED, ArgSpec, CallValue, CommandName, CommandSpec, check_call
+from leyline.calls import MAX_DECLARED, ArgSpec, ArgType, CallValue, CommandName, CommandSpec, check_call
 from nissa.control.commands import CommandContext, CommandRejected
 
-_TYPES: dict[Any, str] = {float: "float", int: "int", str: "str", bool: "bool"}
+_TYPES: dict[Any, ArgType] = {float: "float", int: "int", str: "str", bool: "bool"}
 
 
 def spec_of(name: str, fn: Callable[..., Any], help: str | None = None) -> CommandSpec:
@@ -41,7 +41,7 @@ def spec_of(name: str, fn: Callable[..., Any], help: str | None = None) -> Comma
             raise ValueError(f"command {name!r}: parameter {param.name!r} needs an annotation of float, int, str "
                              f"or bool")
         optional = param.default is not param.empty
-        args.append(ArgSpec(name=param.name, type=kind, required=not optional,  # type: ignore[arg-type]
+        args.append(ArgSpec(name=param.name, type=kind, required=not optional,
                             default=param.default if optional else None))
     doc = help if help is not None else (inspect.getdoc(fn) or "").split("\n")[0]
     spec = CommandSpec(name=name, help=str(doc)[:500], args=args)

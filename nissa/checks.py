@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import numbers
 import re
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import msgspec
-import torch
 
 from leyline.calls import Phases
 from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
 from nissa.hub.config import ingest_url, server_list
+
+if TYPE_CHECKING:
+    import torch
 
 _NAME = re.compile(METRIC_NAME_PATTERN)
 _NAME_RULE = "a letter or _ first, then letters, digits, _ . / : -; at most 128 characters"
@@ -39,12 +42,12 @@ def check_init(*, run_name: object, config: object, steps_per_epoch: object, dev
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"nissa.init: config must be a mapping (a dict of names to values), "
                         f"got {type(config).__name__}")
-    if not _is_int(steps_per_epoch) or steps_per_epoch < 0:  # type: ignore[operator]
+    if not _is_int(steps_per_epoch) or steps_per_epoch < 0:
         raise ValueError(f"nissa.init: steps_per_epoch must be an int >= 0 (0: the loop calls run.epoch_end()), "
                          f"got {steps_per_epoch!r}")
-    if not _is_number(stack_watchdog_s) or not 0 <= stack_watchdog_s < float("inf"):  # type: ignore[operator]
+    if not _is_number(stack_watchdog_s) or not 0 <= stack_watchdog_s < float("inf"):
         raise ValueError(f"nissa.init: stack_watchdog_s must be seconds >= 0 (0: off), got {stack_watchdog_s!r}")
-    if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):  # type: ignore[operator]
+    if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):
         raise ValueError(f"nissa.init: rank_timeout_s must be seconds > 0, got {rank_timeout_s!r}")
     check_device(device)
     if phases is not None:
@@ -61,6 +64,8 @@ def check_device(device: object) -> None:
         raise TypeError(f"nissa.init: device must be a string like 'cpu' or 'cuda:0', got {type(device).__name__}")
     if device == "auto":  # CUDA where there is one (the process group's backend follows)
         return
+    import torch  # here, not at the top: the query API and the shell's ``nissa runs`` check a server, not a device
+
     try:
         parsed = torch.device(device)
     except RuntimeError:
@@ -80,7 +85,7 @@ def check_log(values: object, step: object, labels: object) -> None:
     bad = next((k for k in values if not is_name(k)), None)
     if bad is not None:
         raise ValueError(f"run.log: bad metric name {bad!r} ({_NAME_RULE})")
-    if step is not None and (not _is_int(step) or step < 0):  # type: ignore[operator]
+    if step is not None and (not _is_int(step) or step < 0):
         raise ValueError(f"run.log: step must be an int >= 0, got {step!r}")
     if labels is None:
         return
@@ -100,8 +105,10 @@ def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
     """Python and NumPy numbers as they are; tensors (one element each) read back in one transfer per device."""
     out: dict[str, float] = {}
     tensors: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
+    torch_module = sys.modules.get("torch")  # a caller holds no tensor where torch was never imported
+    tensor = torch_module.Tensor if torch_module is not None else ()
     for key, value in values.items():
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, tensor):
             tensors.setdefault(value.device, []).append((key, _readable(key, value)))
         elif type(value) in (float, int) or _is_number(value):  # the plain types first: the common case
             try:
@@ -111,13 +118,16 @@ def as_floats(values: Mapping[str, Any]) -> dict[str, float]:
         else:
             raise ValueError(f"run.log: {key!r} must be a number or a one-element tensor, got {type(value).__name__}")
     for items in tensors.values():
-        read = torch.stack([t.detach().reshape(()).to(torch.float64) for _, t in items]).tolist()
-        out.update(zip((k for k, _ in items), read))
+        assert torch_module is not None  # there are tensors
+        read = torch_module.stack([t.detach().reshape(()).to(torch_module.float64) for _, t in items]).tolist()
+        out.update(zip((k for k, _ in items), read, strict=True))
     return {key: out[key] for key in values}
 
 
 def _readable(key: str, value: torch.Tensor) -> torch.Tensor:
     """A tensor whose one real value can be read back (not sparse, meta or complex)."""
+    import torch
+
     if value.layout != torch.strided:
         raise ValueError(f"run.log: {key!r} must be a dense tensor, got layout {value.layout}")
     if value.device.type == "meta":
@@ -134,9 +144,9 @@ def is_name(key: object) -> bool:
     return isinstance(key, str) and len(key) <= MAX_METRIC_NAME_CHARS and _NAME.search(key) is not None
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:  # numpy's and torch's ints compare as an int does
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:  # any real number compares as a float does
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"

@@ -21,12 +21,12 @@ import argparse
 import csv
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from leyline.text import visible
+from nissa import env
 
 TABLE_METRICS = 6
 """Metric columns a table shows unless ``--metric`` names them."""
@@ -53,7 +53,7 @@ def runs_parser() -> argparse.ArgumentParser:
 
 
 def add_runs(runs: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    runs.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+    runs.add_argument("--server", default=env.server(),
                       help="nissa-server URL, e.g. http://127.0.0.1:8765 (default $NISSA_SERVER)")
     runs.add_argument("--token", default=None, help="bearer token, where reads need one (default $NISSA_TOKEN)")
     runs.add_argument("-q", "--query", default="", help='filter: "project:cifar tag:baseline config.lr>=0.01 '
@@ -167,7 +167,7 @@ def _table(rows: list[list[str]]) -> None:
     cut = [[v if len(v) <= CELL_CHARS else v[:CELL_CHARS - 1] + "…" for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cut) for i in range(len(cut[0]))]
     for row in cut:
-        sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+        sys.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
 if __name__ == "__main__":

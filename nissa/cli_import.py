@@ -12,17 +12,19 @@ registers the subcommand on the ``nissa`` command's parser.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nissa.hub.upload import UploadResult
-from nissa.importer.runs import ImportedRun
+from nissa import env
+
+if TYPE_CHECKING:  # the importers (and torch, through nissa.run) load when an import runs, not with the parser
+    from nissa.hub.upload import UploadResult
+    from nissa.importer.runs import ImportedRun
 
 
-def add_import(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``import`` (``tensorboard``, ``csv``) to a parser's subcommands."""
     p = sub.add_parser("import", help="import TensorBoard event files or a CSV file as runs",
                        description="Import TensorBoard event directories or CSV files into runs on a nissa-server "
@@ -38,9 +40,9 @@ def add_import(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     c.add_argument("file", type=pathlib.Path, metavar="FILE", help="the CSV file")
     c.add_argument("--name", default=None, help="the run's name (default: the file's name without .csv)")
     for q in (tb, c):
-        q.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+        q.add_argument("--server", default=env.server(),
                        help="nissa-server URL (default $NISSA_SERVER; none: write the run logs only)")
-        q.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+        q.add_argument("--token", default=env.token(), help="bearer token (default $NISSA_TOKEN)")
         q.add_argument("--project", default=None, help="the project the runs belong to (default: none)")
         q.add_argument("--log-dir", type=pathlib.Path, default=pathlib.Path("nissa-runs"),
                        help="where the imported runs' logs and stream secrets are kept; import again from the same "
@@ -55,7 +57,7 @@ def _bar(total: int | None, what: str) -> Any:
     """A progress bar on stderr where it is a terminal; None elsewhere (a line per run is the progress there)."""
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     return tqdm(total=total, desc=what, unit="run", file=sys.stderr, leave=False, dynamic_ncols=True,
                 mininterval=0, miniters=1)  # a run is slow to import: each one redraws the bar

@@ -3,8 +3,10 @@
     run.log({"weights/fc1": nissa.Histogram(model.fc1.weight, bins=64)})
 
 Each histogram is computed on its tensor's device (min and max of the finite values, then a ``bincount`` of
-bin indices: temporaries the size of that one tensor, never of all of them together) and every histogram of
-one call, or of one ``run.watch`` collection, comes back to the host in one transfer per device. Bins are of
+bin indices); consecutive tensors of the same bins are binned together, up to ``CHUNK_ELEMENTS`` elements at a
+time (a fixed number of kernels for many small layers, temporaries never the size of all of them together),
+and every histogram of one call, or of one ``run.watch`` collection, comes back to the host in one transfer
+per device. Bins are of
 equal width from ``min`` to ``max``; NaN and infinities are counted apart (``nonfinite``).
 """
 
@@ -35,23 +37,99 @@ class Histogram:
         self.bins = bins
 
 
+def _as_binnable(t: torch.Tensor) -> torch.Tensor:
+    flat = t.detach().reshape(-1)
+    return flat if flat.dtype in (torch.float32, torch.float64) else flat.float()  # bin arithmetic in float32
+
+
+def _bin_index(flat: torch.Tensor, finite: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+               bins: int) -> torch.Tensor:
+    """Each value's bin (``bins``: NaN and infinities) between ``lo`` and ``hi`` (scalars or one per value)."""
+    width = (hi - lo).clamp_min(torch.finfo(flat.dtype).tiny) / bins
+    index = ((flat - lo) / width).floor_().clamp_(0, bins - 1)
+    return torch.where(finite, index, bins).long()
+
+
 def _launch(t: torch.Tensor, bins: int) -> torch.Tensor:
     """``[min, max, count, *bins, nonfinite]`` of ``t`` as a float64 tensor on its device (nothing read yet)."""
     if t.numel() == 0:
         return torch.zeros(bins + 4, dtype=torch.float64, device=t.device)
-    flat = t.reshape(-1)
-    if flat.dtype not in (torch.float32, torch.float64):
-        flat = flat.float()  # half precision and integers: bin arithmetic in float32
+    flat = _as_binnable(t)
     finite = torch.isfinite(flat)
     big = torch.finfo(flat.dtype).max
     lo = torch.where(finite, flat, big).amin()
     hi = torch.where(finite, flat, -big).amax()
-    width = (hi - lo).clamp_min(torch.finfo(flat.dtype).tiny) / bins
-    index = ((flat - lo) / width).floor_().clamp_(0, bins - 1)
-    index = torch.where(finite, index, bins).long()  # the extra bin: NaN and infinities
-    counts = torch.bincount(index, minlength=bins + 1).to(torch.float64)
+    counts = torch.bincount(_bin_index(flat, finite, lo, hi, bins), minlength=bins + 1).to(torch.float64)
     n = counts[:bins].sum().reshape(1)
     return torch.cat([torch.stack([lo, hi]).to(torch.float64), n, counts])
+
+
+def segmented_histograms(values: torch.Tensor, seg: torch.Tensor, n: int, bins: int) -> torch.Tensor:
+    """``[n, bins + 4]`` rows ``[min, max, count, *bins, nonfinite]``, float64, of the ``n`` segments of a flat
+    tensor whose element i belongs to segment ``seg[i]`` (every segment non-empty): the same bins as ``n``
+    histograms of the segments apart, in a fixed number of kernels whatever ``n`` (nothing read yet)."""
+    flat = _as_binnable(values)
+    finite = torch.isfinite(flat)
+    big = torch.finfo(flat.dtype).max
+    start = torch.full((n,), big, dtype=flat.dtype, device=flat.device)
+    lo = start.scatter_reduce(0, seg, torch.where(finite, flat, big), "amin")
+    hi = start.neg().scatter_reduce(0, seg, torch.where(finite, flat, -big), "amax")
+    index = _bin_index(flat, finite, lo.index_select(0, seg), hi.index_select(0, seg), bins) + seg * (bins + 1)
+    counts = torch.bincount(index, minlength=n * (bins + 1)).view(n, bins + 1).to(torch.float64)
+    return torch.cat([lo.to(torch.float64).unsqueeze(1), hi.to(torch.float64).unsqueeze(1),
+                      counts[:, :bins].sum(1, keepdim=True), counts], 1)
+
+
+def distribution(name: str, figures: list[float], bins: int) -> Distribution:
+    """The ``Distribution`` of one histogram's ``[min, max, count, *bins, nonfinite]`` as read back."""
+    count = int(figures[2])
+    return Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
+                        count=count, nonfinite=int(figures[-1]), bins=list(map(int, figures[3:3 + bins])))
+
+
+CHUNK_ELEMENTS = 1 << 22
+"""Elements binned together at most (16 MiB of float32): what a collection adds to memory, at most."""
+_SEGMENT_IDS: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
+"""Segment ids of the few layouts a run's collections repeat (seeds come and go)."""
+
+
+def segment_ids(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """The segment index of every element of segments of ``sizes``, made on ``device`` (no upload, no sync)."""
+    key = (sizes, device)
+    cached = _SEGMENT_IDS.get(key)
+    if cached is None:
+        cached = torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)])
+        if sum(sizes) <= CHUNK_ELEMENTS:
+            if len(_SEGMENT_IDS) >= 64:
+                _SEGMENT_IDS.clear()
+            _SEGMENT_IDS[key] = cached
+    return cached
+
+
+def _runs(hists: Sequence[Histogram]) -> list[list[Histogram]]:
+    """Consecutive histograms binned together: the same bins and dtype, non-empty, at most ``CHUNK_ELEMENTS``
+    elements in all (a larger tensor or an empty one alone)."""
+    out: list[list[Histogram]] = []
+    key: object = None
+    total = 0
+    for h in hists:
+        n = h.values.numel()
+        k = (h.bins, h.values.dtype in (torch.float32, torch.float64) and h.values.dtype)
+        if not out or n == 0 or k != key or total + n > CHUNK_ELEMENTS or out[-1][0].values.numel() == 0:
+            out.append([])
+            key, total = k, 0
+        out[-1].append(h)
+        total += n
+    return out
+
+
+def _launch_run(run: list[Histogram]) -> torch.Tensor:
+    """``_launch`` of each of ``run`` concatenated, in a fixed number of kernels for a run of several."""
+    if len(run) == 1:
+        return _launch(run[0].values, run[0].bins)
+    sizes = tuple(h.values.numel() for h in run)
+    flat = torch.cat([_as_binnable(h.values) for h in run])
+    return segmented_histograms(flat, segment_ids(sizes, flat.device), len(run), run[0].bins).reshape(-1)
 
 
 class PendingHistograms:
@@ -62,7 +140,7 @@ class PendingHistograms:
         self.named = list(named)
         self.indices = list(indices) or list(range(len(self.named)))
         """Where each of ``named`` stood in what ``launch_histograms`` was given."""
-        launched = [_launch(h.values, h.bins) for _, h in self.named]
+        launched = [_launch_run(run) for run in _runs([h for _, h in self.named])]
         self._values = launched[0] if len(launched) == 1 else torch.cat(launched)
         self._fence = StreamFence(self._values.device)
         self.distributions: list[Distribution] | None = None
@@ -78,12 +156,8 @@ class PendingHistograms:
     def absorb(self, values: list[float]) -> None:
         out, at = [], 0
         for name, h in self.named:
-            figures = values[at:at + h.bins + 4]
+            out.append(distribution(name, values[at:at + h.bins + 4], h.bins))
             at += h.bins + 4
-            count = int(figures[2])
-            out.append(Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
-                                    count=count, nonfinite=int(figures[-1]),
-                                    bins=[int(c) for c in figures[3:3 + h.bins]]))
         self.distributions = out
 
 
@@ -99,5 +173,5 @@ def distributions(named: Sequence[tuple[str, Histogram]]) -> list[Distribution]:
     """The distributions of ``named``, launched on their devices and read back in one transfer per device."""
     pending = launch_histograms(named)
     read_all(pending)
-    found = {i: d for p in pending for i, d in zip(p.indices, p.distributions or [])}
+    found = {i: d for p in pending for i, d in zip(p.indices, p.distributions or [], strict=True)}
     return [found[i] for i in range(len(named))]

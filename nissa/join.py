@@ -16,7 +16,7 @@ import msgspec
 
 from leyline.events import RUN_ID_RULE, RunId
 from nissa.hub.secret import SecretError, run_secret
-from nissa.ranks import Ranks, RanksConfig
+from ranks import Ranks
 
 
 def new_run_id(name: str) -> str:
@@ -30,23 +30,6 @@ def checked_run_id(value: str, flag: str = "run_id") -> str:
         return msgspec.convert(value, RunId)
     except msgspec.ValidationError:
         raise ValueError(f"{flag}: {value!r} must be {RUN_ID_RULE}") from None
-
-
-def join_ranks(device: str = "auto", config: RanksConfig | None = None) -> Ranks:
-    """This process's ranks: the group the loop made already, the one torchrun describes, or none."""
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover - torch without distributed
-        return Ranks.single()
-    if dist.is_available() and dist.is_initialized():
-        world = dist.get_world_size()
-        if world == 1:
-            return Ranks.single()
-        backend = str(dist.get_backend())
-        control = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
-        import os
-        return Ranks(dist.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0")), control=control, backend=backend)
-    return Ranks.start(device, config)
 
 
 def agree_on_run(ranks: Ranks, log_dir: pathlib.Path, run_id: str | None, name: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from leyline.metrics import SummaryUpdated, metric_value
-from leyline.summaries import DIRECTIONS, Directions, Notes, Project, Tags
+from leyline.summaries import DIRECTIONS, Direction, Directions, Notes, Project, Tags
 
 
 class Organized(msgspec.Struct, kw_only=True):
@@ -43,15 +43,17 @@ def _said(err: msgspec.ValidationError) -> str:
     return f"{where.rstrip('`')}: {head}" if where else text
 
 
-def check_direction(name: object, summary: object) -> None:
-    """``run.define_metric``'s arguments: a metric's name, and ``min``, ``max`` or ``last``."""
+def check_direction(name: object, summary: object) -> Direction:
+    """``run.define_metric``'s arguments: a metric's name, and ``min``, ``max`` or ``last`` (returned)."""
     from nissa.checks import check_log
 
     if not isinstance(name, str):
         raise TypeError(f"run.define_metric: name must be a string, got {type(name).__name__}")
     check_log({name: 0.0}, None, None)
-    if summary not in DIRECTIONS:
-        raise ValueError(f"run.define_metric: summary must be one of {list(DIRECTIONS)}, got {summary!r}")
+    for direction in DIRECTIONS:
+        if summary == direction:
+            return direction
+    raise ValueError(f"run.define_metric: summary must be one of {list(DIRECTIONS)}, got {summary!r}")
 
 
 class Summary(MutableMapping[str, float]):

@@ -33,7 +33,7 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -53,7 +53,8 @@ from nissa.watch import ModelWatch
 logger = logging.getLogger(__name__)
 
 Value = float | int | torch.Tensor
-_END_STATUSES = ("completed", "failed", "interrupted", "stopped")
+_END_STATUSES: tuple[Literal["completed", "failed", "interrupted", "stopped"], ...] = (
+    "completed", "failed", "interrupted", "stopped")
 
 
 class Run:
@@ -195,11 +196,11 @@ class Run:
         """How the metric ``name`` is best: ``min``, ``max`` or ``last`` (its summary's ``best``; without this,
         a loss or an error is minimised, an accuracy, F1 or AUC maximised, anything else its last value)."""
         self._check_open("run.define_metric")
-        check_direction(name, summary)
+        direction = check_direction(name, summary)
         if not self._started:
-            self.organized.summary[name] = summary  # type: ignore[assignment]
+            self.organized.summary[name] = direction
         else:
-            self.runtime.emit(SummaryUpdated(directions={name: summary}))  # type: ignore[dict-item]
+            self.runtime.emit(SummaryUpdated(directions={name: direction}))
 
     def _send_summary(self, payload: SummaryUpdated) -> None:
         self._check_open("run.summary")
@@ -295,8 +296,8 @@ class Run:
         if status not in (None, *_END_STATUSES):
             raise ValueError(f"run.finish: status must be one of {list(_END_STATUSES)}, got {status!r}")
         self.start()
-        status = status or ("stopped" if self.should_stop else "completed")
-        summary = RunFinished(status=status, duration_s=time.monotonic() - self._started_at,  # type: ignore[arg-type]
+        end = next((s for s in _END_STATUSES if s == status), "stopped" if self.should_stop else "completed")
+        summary = RunFinished(status=end, duration_s=time.monotonic() - self._started_at,
                               epochs=self._epoch, error=error)
         self._stop_watchdog()
         self._stop_system()
@@ -312,12 +313,17 @@ class Run:
         return self.start()
 
     def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
-        if kind is None:
+        if err is None:
             self.finish()
-        elif issubclass(kind, KeyboardInterrupt):
-            self.finish("interrupted")
         else:
-            self.finish("failed", error=f"{kind.__name__}: {err}"[:2000])
+            self.fail(err)
+
+    def fail(self, err: BaseException, *, timeout: float = 10.0) -> DeliveryReport:
+        """End the run for ``err``: ``interrupted`` on Ctrl-C, ``failed`` with the exception's type and message
+        otherwise (``finish`` with that status)."""
+        if isinstance(err, KeyboardInterrupt):
+            return self.finish("interrupted", timeout=timeout)
+        return self.finish("failed", error=f"{type(err).__name__}: {err}"[:2000], timeout=timeout)
 
 
 def _nothing() -> None:

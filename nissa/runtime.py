@@ -16,11 +16,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from leyline import Command, CommandAction, Payload, RunFinished, Severity, TelemetryLevel
+from leyline import AnyPayload, Command, CommandAction, RunFinished, Severity, TelemetryLevel
 from nissa.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
 from nissa.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
 from nissa.hub import DeliveryReport, HubConfig, NissaHub
-from nissa.ranks import RankError, Ranks
+from ranks import RankError, Ranks
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Runtime:
     def epoch(self) -> int:
         return self._epoch
 
-    def emit(self, payload: Payload, *, env: int | None = None, severity: Severity | None = None) -> None:
+    def emit(self, payload: AnyPayload, *, env: int | None = None, severity: Severity | None = None) -> None:
         if env is not None:
             env += self._env_base
         self.hub.emit(payload, step=self._step, epoch=self._epoch, env=env, severity=severity)
@@ -135,7 +135,7 @@ class Runtime:
         """The telemetry level and the open DEBUG windows, for a checkpoint."""
         return {"level": self.levels.base.value, "windows": self.levels.open_windows()}
 
-    def resume_at(self, step: int, epoch: int, control: dict[str, object], announce: Payload) -> None:
+    def resume_at(self, step: int, epoch: int, control: dict[str, object], announce: AnyPayload) -> None:
         """Go on from a checkpoint: its position (``announce``, the ``run_resumed`` event, stamped with it),
         its telemetry level, and its windows opened again for what was left of them (new commands: the
         old ones died with the process that held them)."""
@@ -147,7 +147,10 @@ class Runtime:
             self.levels.set_base(level, reason="resumed")
         if not self.ranks.is_main:  # rank 0 reopens the windows; the ranks' agreement brings them here
             return
-        for window in control["windows"]:  # type: ignore[attr-defined]
+        windows = control["windows"]
+        if not isinstance(windows, list):
+            raise TypeError(f"resume: the control state's windows must be a list, got {type(windows).__name__}")
+        for window in windows:
             epochs = window["epochs"] or None
             if epochs is not None or window["through_update"]:
                 self.escalate(epochs=epochs, through_update=bool(window["through_update"]),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from leyline import DebugLayerStats, Histograms, Payload, TelemetryLevel
+from leyline import AnyPayload, DebugLayerStats, Histograms, TelemetryLevel
 from nissa.histogram import Histogram, distributions, launch_histograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.debug_stats import (
@@ -32,7 +32,7 @@ HISTOGRAM_MODES = {"parameters": ("parameters",), "gradients": ("gradients",), "
 class ModelWatch:
     """The modules a run watches; ``collect`` is called at step boundaries."""
 
-    def __init__(self, emit: Callable[[Payload], None], level: Callable[[], TelemetryLevel]) -> None:
+    def __init__(self, emit: Callable[[AnyPayload], None], level: Callable[[], TelemetryLevel]) -> None:
         self._emit = emit
         self._level = level
         self._models: list[tuple[str, torch.nn.Module, int]] = []

@@ -13,6 +13,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from nissa_server import __version__, openapi
 from nissa_server.nul_guard import RefuseNul
@@ -38,7 +39,7 @@ after the cursor, then live ones, as `events` frames with a `cursor` to resume f
 close codes are defined in `leyline.frames`."""
 
 
-def allowed_methods(routes: list[BaseRoute], scope: dict) -> list[str]:
+def allowed_methods(routes: list[BaseRoute], scope: Scope) -> list[str]:
     """Every method some route of ``routes`` serves on the request's path (HEAD wherever GET is)."""
     methods: set[str] = set()
     for route in routes:

@@ -9,7 +9,7 @@ from operator import itemgetter
 
 import msgspec
 
-from leyline import SERVER_RANK, CommandStatusChanged, Event, EventKind, Payload, Severity, decode_event, make_event
+from leyline import SERVER_RANK, AnyPayload, CommandStatusChanged, Event, EventKind, Severity, decode_event, make_event
 from leyline.codec import BatchEvent
 from leyline.events import MAX_TS_AHEAD_S, MIN_TS
 from leyline.kinds import SERVER_ONLY_KINDS
@@ -63,7 +63,7 @@ class BatchRejected(ValueError):
 
 
 def check_batch(events: list[BatchEvent], run_id: str, rank: int, max_events: int,
-                payloads: list[Payload] | None = None, now: float | None = None) -> None:
+                payloads: list[AnyPayload] | None = None, now: float | None = None) -> None:
     """Refuse a batch that breaks the ingest rules: too many events, another run's or rank's, seqs not
     increasing, a ``ts`` no clock had (before 2000, or more than a day past the server's ``now``), or what only
     the server says (``leyline.kinds.SERVER_ONLY_KINDS``; a command ``queued`` or ``expired``, from ``payloads``)."""
@@ -90,7 +90,7 @@ _SERVERS_WORD = SERVER_ONLY_KINDS | {EventKind.COMMAND_STATUS}
 """Kinds whose events a trainer may not send (all of them), or not with every payload (a command's status)."""
 
 
-def _check_authored(event: BatchEvent, payload: Payload | None) -> None:
+def _check_authored(event: BatchEvent, payload: AnyPayload | None) -> None:
     if event.kind in SERVER_ONLY_KINDS:
         raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind.value} events")
     if isinstance(payload, CommandStatusChanged) and payload.status.by_server:
@@ -112,13 +112,13 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[lis
         bodies = [_stored(b) for b in encoded]
         replaced = bodies != encoded  # not where the characters \u0000 were text, an escaped backslash before them
     if bodies and max(map(len, bodies)) > max_event_bytes:
-        seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies) if len(b) > max_event_bytes)
+        seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies, strict=True) if len(b) > max_event_bytes)
         raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)
     return bodies, replaced
 
 
 def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEvent], max_event_bytes: int,
-                *, session: str | None, payloads: list[Payload] | None = None) -> tuple[EventWrite, int]:
+                *, session: str | None, payloads: list[AnyPayload] | None = None) -> tuple[EventWrite, int]:
     """The write for the new events of ``events`` and how many were duplicates.
 
     ``events`` are validated already (payloads included); each is stored as the canonical envelope
@@ -133,7 +133,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     if events and not stream.ahead and events[0].seq == contiguous + 1 and events[-1].seq == contiguous + len(events):
         # The usual frame: every event the next of its stream (seqs increase within a batch: one run of them).
         rows: list[Row] = [(e.seq, e.kind._value_, _SEVERITY[e.severity._value_], body)
-                           for e, body in zip(events, bodies)]
+                           for e, body in zip(events, bodies, strict=True)]
         stream.contiguous = contiguous = events[-1].seq
         stream.last_seq = last = max(stream.last_seq, contiguous)
     else:
@@ -148,20 +148,20 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
                        last_seq=last, kinds=kinds, effects=effects, touch=True,
                        last_step=final.step if final else 0, last_epoch=final.epoch if final else 0)
     if payloads is not None and len(payloads) == len(rows) == len(events) and not replaced:  # the usual frame
-        write.decoded = list(zip(events, payloads))
+        write.decoded = list(zip(events, payloads, strict=True))
     return write, len(events) - len(rows)
 
 
 def _accepted(stream: Stream, events: list[BatchEvent], bodies: list[bytes]) -> list[Row]:
     """The rows of the events the stream accepts (a duplicate is dropped), the stream moved past them."""
     rows: list[Row] = []
-    for event, body in zip(events, bodies):
+    for event, body in zip(events, bodies, strict=True):
         if stream.accept(event.seq):
             rows.append((event.seq, event.kind._value_, _SEVERITY[event.severity._value_], body))
     return rows
 
 
-def add_server_event(conn: Conn, write: EventWrite, payload: Payload, severity: Severity | None = None) -> None:
+def add_server_event(conn: Conn, write: EventWrite, payload: AnyPayload, severity: Severity | None = None) -> None:
     """Inside the transaction: the server's own event about ``write.run`` (rank ``SERVER_RANK``), at the
     next seq of the server's stream of that run, whichever server writes it."""
     run = write.run

@@ -15,9 +15,10 @@ import pathlib
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn, TypedDict
 
 import uvicorn
+from fastapi import FastAPI
 
 from nissa_server.alerts.rules import AlertRules, RulesError, load_rules, with_builtin
 from nissa_server.app import create_app
@@ -25,7 +26,7 @@ from nissa_server.cli_limits import add_limit_args, fit_to_open_files, limit_set
 from nissa_server.cli_values import count, port, seconds
 from nissa_server.protocols import protocols
 from nissa_server.settings import DEFAULT_PORT, TOKEN_ENV, Settings, default_db_path, token_from_env
-from nissa_server.store import UnusableDatabase, is_database_url
+from nissa_server.store import Store, UnusableDatabase, is_database_url
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,14 @@ def add_db_arg(p: argparse.ArgumentParser) -> None:
                         f"servers may share (default: {default_db_path()})")
 
 
-def database_settings(db: str | None) -> dict[str, object]:
+class DatabaseFields(TypedDict, total=False):
+    """The ``Settings`` fields ``--db`` sets: one of the two."""
+
+    db_path: pathlib.Path
+    db_url: str
+
+
+def database_settings(db: str | None) -> DatabaseFields:
     """The ``Settings`` fields ``--db`` sets; ValueError for a URL of another database."""
     if db is None:
         return {"db_path": default_db_path()}
@@ -105,11 +113,11 @@ def database_settings(db: str | None) -> dict[str, object]:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     rules = AlertRules() if args.alerts is None else load_rules(args.alerts)
     return Settings(alert_rules=rules if args.no_default_alerts else with_builtin(rules),
-        host=args.host, port=args.port, **database_settings(args.db),  # type: ignore[arg-type]
+        host=args.host, port=args.port, **database_settings(args.db),
         token=args.token or token_from_env(), read_auth=args.read_auth, open=args.open, artifact_dir=args.artifact_dir,
         lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl,
         stacks_answer_s=args.stacks_answer, max_open_commands=args.max_open_commands,
-        **limit_settings(args),  # type: ignore[arg-type]
+        **limit_settings(args),
     )
 
 
@@ -133,17 +141,21 @@ class _Server(uvicorn.Server):
             self._on_ready()
 
 
-def uvicorn_config(settings: Settings, **overrides: object) -> uvicorn.Config:
+def uvicorn_config(settings: Settings, **overrides: Any) -> uvicorn.Config:
     """The uvicorn configuration for ``settings``; the CLI and the test harness share it."""
-    app = create_app(settings)
-    options: dict[str, object] = dict(
+    return app_config(create_app(settings), settings, **overrides)
+
+
+def app_config(app: FastAPI, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn configuration that serves ``app``, made for ``settings``."""
+    options: dict[str, Any] = dict(
         log_config=None, access_log=False, ws_max_size=settings.ws_max_size, timeout_graceful_shutdown=5,
         # Compression costs more CPU than it saves on loopback and LAN links.
         ws_per_message_deflate=False, lifespan="on",
         **protocols(settings.limits, app.state.nissa.metrics.connection_refused),
     )
     options.update(overrides)
-    return uvicorn.Config(app, **options)  # type: ignore[arg-type]
+    return uvicorn.Config(app, **options)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -186,10 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         _fail(f"--artifact-dir: cannot create {settings.artifacts_root}: {err.strerror or err}")
     settings = fit_to_open_files(settings)
-    config = uvicorn_config(settings, access_log=args.access_log, log_level=args.log_level)
+    app = create_app(settings)
+    store: Store = app.state.nissa.store
+    config = app_config(app, settings, access_log=args.access_log, log_level=args.log_level)
     try:
         # Now rather than in the lifespan: a bad --db is one line here, a traceback there.
-        config.app.state.nissa.store.open()  # type: ignore[attr-defined]
+        store.open()
     except UnusableDatabase as err:
         _fail(f"--db: {err}")
     try:
@@ -198,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--host/--port: cannot bind {settings.host}:{settings.port}: {err.strerror}")
     url = url_of(sock)
     server = _Server(config, on_ready=lambda: _out(f"nissa-server listening on {url}"))
-    logger.info("database %s", config.app.state.nissa.store.describe())  # type: ignore[attr-defined]
+    logger.info("database %s", store.describe())
     # What is loaded by now (the libraries, the app) lives as long as the process: out of the collector's
     # way, a full collection walks only what serving made (a pause every second or so under load, which
     # every ack and watcher waits through).

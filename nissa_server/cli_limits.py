@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import logging
 import resource
+from typing import TypedDict
 
 from nissa_server.cli_values import count, seconds
 from nissa_server.settings import ConnectionLimits, Settings
@@ -42,14 +43,22 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
                    metavar="BYTES", help="close a watcher this many bytes behind (default %(default)s)")
 
 
-def limit_settings(args: argparse.Namespace) -> dict[str, object]:
+class LimitFields(TypedDict):
+    """The ``Settings`` fields the limit flags set."""
+
+    limits: ConnectionLimits
+    watcher_max_pending: int
+    watcher_max_pending_bytes: int
+
+
+def limit_settings(args: argparse.Namespace) -> LimitFields:
     """The ``Settings`` fields the limit flags set."""
     limits = ConnectionLimits(header_timeout_s=args.header_timeout, min_body_rate=args.min_body_rate,
                               max_connections=args.max_connections,
                               max_watchers=args.max_watchers, ingest_idle_s=args.ingest_idle_timeout,
                               ws_ping_interval_s=args.ws_ping_interval, ws_ping_timeout_s=args.ws_ping_timeout)
-    return dict(limits=limits, watcher_max_pending=args.watcher_max_pending,
-                watcher_max_pending_bytes=args.watcher_max_bytes)
+    return LimitFields(limits=limits, watcher_max_pending=args.watcher_max_pending,
+                       watcher_max_pending_bytes=args.watcher_max_bytes)
 
 
 def fit_to_open_files(settings: Settings) -> Settings:

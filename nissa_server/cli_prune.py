@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import pathlib
 import sys
 import time
 from collections.abc import Sequence
@@ -36,8 +37,8 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-async def _prune(db: object, older_than_s: float, kinds: list[str]) -> list[retention.Thinned]:
-    store = create_store(db, exclusive=False, series_interval_s=None)  # type: ignore[arg-type]
+async def _prune(db: str | pathlib.Path, older_than_s: float, kinds: list[str]) -> list[retention.Thinned]:
+    store = create_store(db, exclusive=False, series_interval_s=None)
     await asyncio.to_thread(store.open)
     store.start()
     try:
@@ -71,7 +72,7 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as err:
         parser.error(f"--keep-kinds: {err}")
     try:
-        settings = Settings(**database_settings(args.db))  # type: ignore[arg-type]
+        settings = Settings(**database_settings(args.db))
     except ValueError as err:
         parser.error(str(err))
     if settings.db_url is None and not settings.db_path.is_file():  # pruning never creates a database

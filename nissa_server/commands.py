@@ -11,14 +11,12 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Protocol
 
 import msgspec
 
 from leyline import (
     SERVER_RANK,
     CallRequest,
-    Command,
     CommandAction,
     CommandRecord,
     CommandStatus,
@@ -72,14 +70,6 @@ def _undeclared(conn: Conn, run: RunState, req: EscalateRequest) -> CommandError
         except ValueError as err:
             return CommandError(422, str(err))
     return None
-
-
-class CommandSink(Protocol):
-    """Where a command is sent: an ingest connection."""
-
-    session: str
-
-    def send_command(self, command: Command) -> None: ...
 
 
 class CommandService:
@@ -156,9 +146,9 @@ class CommandService:
         for command in queued:
             sent = self._sent.setdefault((run.run_key, command.command_id), set())
             for conn in list(run.connections.values()):
-                if conn.session not in sent:  # type: ignore[attr-defined]
-                    sent.add(conn.session)  # type: ignore[attr-defined]
-                    conn.send_command(command)  # type: ignore[attr-defined]
+                if conn.session not in sent:
+                    sent.add(conn.session)
+                    conn.send_command(command)
 
     async def expire_due(self, now: float | None = None) -> int:
         """Mark commands still queued past their time to live as ``expired`` (once, whichever server)."""
@@ -169,7 +159,8 @@ class CommandService:
             run = await self._store.find_run(run_id)
             if run is None or is_trainer_command(command_id):
                 continue
-            change = CommandStatusChanged(command_id=command_id, action=action, status=CommandStatus.EXPIRED,
+            change = CommandStatusChanged(command_id=command_id, action=CommandAction(action),
+                                          status=CommandStatus.EXPIRED,
                                           message=f"not delivered within {self._ttl_s:g} s")
             await self._server_status(run, change, lambda status: status == CommandStatus.QUEUED.value)
             expired += 1

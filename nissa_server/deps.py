@@ -12,6 +12,7 @@ import msgspec
 from fastapi import Depends, HTTPException, Request
 from starlette.requests import HTTPConnection
 
+from leyline.codec import in_words
 from nissa_server.auth import bearer_ok
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
@@ -104,7 +105,7 @@ def decoded(decoder: msgspec.json.Decoder[Any], what: str,
             return decoder.decode(body)
         except msgspec.DecodeError as err:
             hint = _hint(explain, body) if isinstance(err, msgspec.ValidationError) else None
-            raise HTTPException(422, f"{what}: {err}" + (f" ({hint})" if hint else "")) from None
+            raise HTTPException(422, f"{what}: {in_words(err)}" + (f" ({hint})" if hint else "")) from None
 
     return Depends(decode)
 

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -140,7 +141,7 @@ class Watcher:
 def frame(blocks: list[Block]) -> str:
     """A watch ``events`` frame built from stored blocks (no re-encoding per watcher or per event)."""
     body = b",".join([block.body for block in blocks])
-    return '{"type":"events","events":[%s],"cursor":%d}' % (body.decode(), blocks[-1].last_id)
+    return f'{{"type":"events","events":[{body.decode()}],"cursor":{blocks[-1].last_id}}}'
 
 
 def frames(blocks: list[Block]) -> list[tuple[str, int]]:
@@ -174,7 +175,7 @@ class FanOut:
     def remove(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
 
-    def publish(self, batches: list[Published]) -> None:
+    def publish(self, batches: Sequence[Published]) -> None:
         batches = [b for b in batches if b.rows]
         if not batches:
             return

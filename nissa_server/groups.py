@@ -86,7 +86,7 @@ def band(key: str, labels: dict[str, str], lines: Sequence[tuple[Sequence[float]
     per_bucket: list[list[tuple[float, float]]] = [[] for _ in range(buckets)]  # (x, y) of each run there
     for line_x, line_y in lines:
         sums: dict[int, list[float]] = {}
-        for x, y in zip(line_x, line_y):
+        for x, y in zip(line_x, line_y, strict=True):
             if y is None or not math.isfinite(y):
                 continue
             acc = sums.setdefault(bucket_of(float(x)), [0.0, 0.0, 0.0])

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from leyline import SERVER_RANK, Command, Payload, encode
+from leyline import SERVER_RANK, AnyPayload, Command, encode
 from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
@@ -130,7 +130,7 @@ class IngestSession:
         self._sent_ack = 0
         self._closing: tuple[int, str] | None = None
         self._wake = asyncio.Event()
-        self.payloads: list[Payload] = []
+        self.payloads: list[AnyPayload] = []
         """The last events frame's payloads, decoded as they were validated (the series are read from them)."""
 
     # --- called from elsewhere on the loop (never blocks) ---------------------------------
@@ -267,23 +267,13 @@ class IngestSession:
         finally:
             idle.stop()
 
-    async def _ingest(self, run: RunState, events: list[BatchEvent], payloads: list[Payload],
+    async def _ingest(self, run: RunState, events: list[BatchEvent], payloads: list[AnyPayload],
                       received: float) -> None:
-        store = self.nissa.store
         repeats = self._checked(run, events, payloads)
-        if not repeats and store.ready:  # the usual frame: built and queued with no suspension
-            write = self._build(run, events, payloads, received)
-            if write is not None:
-                store.put_now(write)
-            return
-        async with store.ordered:  # built and queued in one order (see Store.submit)
-            if repeats:
-                await self._check_repeats(run, repeats)
-            write = self._build(run, events, payloads, received)
-            if write is not None:
-                await store.submit(write)
+        await self.nissa.store.submit_built(functools.partial(self._build, run, events, payloads, received),
+                                            functools.partial(self._check_repeats, run, repeats) if repeats else None)
 
-    def _checked(self, run: RunState, events: list[BatchEvent], payloads: list[Payload]) -> list[BatchEvent]:
+    def _checked(self, run: RunState, events: list[BatchEvent], payloads: list[AnyPayload]) -> list[BatchEvent]:
         """Check a batch against the ingest rules; returns its events whose seqs were accepted before."""
         try:
             batches.check_batch(events, run.run_id, self.rank, self.nissa.settings.max_batch_events,
@@ -292,7 +282,7 @@ class IngestSession:
             raise _rejected(err) from None
         return batches.repeats(self.stream, events)
 
-    def _build(self, run: RunState, events: list[BatchEvent], payloads: list[Payload],
+    def _build(self, run: RunState, events: list[BatchEvent], payloads: list[AnyPayload],
                received: float) -> EventWrite | None:
         """The write of a checked batch's new events; None (and an ack) if it has none."""
         try:

@@ -16,6 +16,7 @@ from leyline import (
     CommandRecord,
     CommandStatus,
     EscalateRequest,
+    RunStatus,
     StatusChange,
     to_builtins,
 )
@@ -76,7 +77,7 @@ _ALERT = AlertInfo(alert_id="9e0d1b", run_id="r-20250101-abc", run_name="demo", 
 
 
 def _examples() -> dict[str, Any]:
-    events = [to_builtins(e) for e in sample_events(run_id="r-20250101-abc")]
+    events: list[dict[str, Any]] = [to_builtins(e) for e in sample_events(run_id="r-20250101-abc")]
     started = next(e for e in events if e["kind"] == "run_started")
     command = CommandRecord(
         command_id="4f1c2a", run_id="r-20250101-abc", action=CommandAction.DEBUG, status=CommandStatus.APPLIED,
@@ -85,7 +86,7 @@ def _examples() -> dict[str, Any]:
                  StatusChange(status=CommandStatus.DELIVERED, ts=1.7e9 + 1, step=118),
                  StatusChange(status=CommandStatus.APPLIED, ts=1.7e9 + 2, step=120)],
     )
-    run = RunInfo(run_id="r-20250101-abc", name="demo", status="live", connected=True, created_at=1.7e9,
+    run = RunInfo(run_id="r-20250101-abc", name="demo", status=RunStatus.LIVE, connected=True, created_at=1.7e9,
                   started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
                   last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
                   config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440,
@@ -137,6 +138,10 @@ def _examples() -> dict[str, Any]:
 
 
 EXAMPLES = _examples()
+
+
+Responses = dict[int | str, dict[str, Any]]
+"""A route's documented replies by status, as FastAPI's ``responses=`` takes them."""
 
 
 def json_content(schema: dict[str, Any], example: Any) -> dict[str, Any]:
@@ -233,4 +238,5 @@ def install(app: FastAPI, routes: list[BaseRoute]) -> None:
             app.openapi_schema = doc
         return app.openapi_schema
 
+    # FastAPI's documented way to extend its schema ("Extending OpenAPI"), though its class declares a method.
     app.openapi = openapi  # type: ignore[method-assign]

@@ -16,7 +16,7 @@ import functools
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -62,7 +62,7 @@ class Link:
             self.drop()
 
 
-def link_of(scope: dict[str, Any]) -> Link | None:
+def link_of(scope: Mapping[str, Any]) -> Link | None:
     return scope.get(LINK)
 
 
@@ -92,6 +92,8 @@ class LimitedHttp(HttpToolsProtocol):
         """Open, and no request under way: what may be displaced when the server is full."""
         return self._head_timer is not None
 
+    # uvicorn's own connection_made narrows asyncio's BaseTransport to Transport (with this ignore itself); this
+    # override keeps uvicorn's signature.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm_head_timer()

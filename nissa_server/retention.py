@@ -4,6 +4,7 @@ events (``nissa-server prune``). Both refuse a live run, on either backend."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import shutil
 import time
@@ -85,8 +86,8 @@ async def prune(store: Store, older_than_s: float, delete_kinds: list[str], now:
     for run_key, run_id, status in await store.read(old_runs, now - older_than_s):
         events = nbytes = after_id = 0
         while not RunStatus(status).running and delete_kinds:
-            removed = await store.call(lambda conn, key=run_key, after=after_id: thin_run(
-                conn, key, delete_kinds, after_id=after))
+            removed = await store.call(functools.partial(thin_run, run_key=run_key, kinds=delete_kinds,
+                                                         after_id=after_id))
             if not isinstance(removed, Removed):
                 status = removed.value if removed is not None else status
                 break

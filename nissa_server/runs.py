@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from leyline import Command
+
 
 class Connection(Protocol):
     """An ingest connection, as far as the registry cares."""
@@ -19,6 +21,9 @@ class Connection(Protocol):
     session: str
 
     def supersede(self) -> None: ...
+
+    def send_command(self, command: Command) -> None:
+        """Send ``command`` down this connection (to its trainer rank)."""
 
 
 @dataclass

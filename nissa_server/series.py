@@ -110,7 +110,7 @@ def csv_rows(series: Sequence[SeriesOut]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     for s in series:
-        for x, y in zip(s.x, s.y):
+        for x, y in zip(s.x, s.y, strict=True):
             writer.writerow([s.run_id, s.key, repr(x), repr(y) if np.isfinite(y) else ""])
     return buf.getvalue()
 

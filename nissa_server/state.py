@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,7 @@ class Nissa:
         if err is not None and not isinstance(err, self.store.errors):  # the store's are said by its health
             logger.error("%s failed", task.get_name(), exc_info=err)
 
-    def _published(self, batches: list[Published]) -> None:
+    def _published(self, batches: Sequence[Published]) -> None:
         self.fanout.publish(batches)
         for batch in batches:  # a command's status moved: its trainer, if connected here, may be owed it
             run = self.store.registry.get(batch.run_id)

@@ -18,7 +18,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _script, _start_server, _stop  # noqa: E402  (scripts/ is the script's directory)
+from demo import _script, _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -35,14 +35,15 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
-        server, url = _start_server(work / "nissa.db")
+        env = _state_env(work)
+        server, url = _start_server(work / "nissa.db", env)
         try:
             runs = []
             for policy in ("ppo", "heuristic"):
                 run_id = f"{policy}-web"
                 subprocess.run([_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", policy,
                                 "--run-id", run_id, "--rounds", str(args.rounds), "--policy", policy,
-                                "--log-every", "0"], check=True)
+                                "--log-every", "0"], check=True, env=env)
                 runs.append(run_id)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])

@@ -8,11 +8,12 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "leyline": {"nissa", "trainer", "nissa_server", "tui", "torch", "fastapi", "textual"},
+    "leyline": {"nissa", "ranks", "trainer", "nissa_server", "tui", "torch", "fastapi", "textual"},
     "nissa": {"trainer", "nissa_server", "tui", "fastapi", "textual"},
+    "ranks": {"leyline", "nissa", "trainer", "nissa_server", "tui", "fastapi", "textual"},
     "trainer": {"nissa_server", "tui", "fastapi", "textual"},
-    "nissa_server": {"nissa", "trainer", "tui", "torch", "textual"},
-    "tui": {"nissa", "trainer", "nissa_server", "torch"},
+    "nissa_server": {"nissa", "ranks", "trainer", "tui", "torch", "textual"},
+    "tui": {"nissa", "ranks", "trainer", "nissa_server", "torch"},
 }
 
 

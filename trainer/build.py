@@ -7,16 +7,22 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-from nissa.diagnostics import answer_stacks
-from nissa.hub import HubConfig
-from nissa.ranks import Ranks
-from nissa.runtime import Runtime, RuntimeConfig, build_runtime
-from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
+from nissa import (
+    HubConfig,
+    Runtime,
+    RuntimeConfig,
+    answer_stacks,
+    build_runtime,
+    install_profiling,
+    install_rank_checks,
+    open_start_windows,
+)
+from ranks import Ranks
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
 from trainer.checkpoint.null import NullCheckpointer
 from trainer.checkpoint.resume import store_of
@@ -27,7 +33,6 @@ from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.agent import Agent, HeuristicAgent, PPOAgent
 from trainer.simic.config import TrainConfig
 from trainer.simic.env import EnvConfig
-from trainer.simic.ppo import PPOConfig
 from trainer.simic.progress import Progress
 from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
@@ -52,8 +57,7 @@ def build_agent(config: TrainConfig, device: torch.device, ranks: Ranks | None =
         return HeuristicAgent(HeuristicPolicy(HeuristicConfig(validation_images=config.val_size),
                                               lifecycle_config(config)))
     ranks = ranks or Ranks.single()
-    ppo = PPOConfig(lr=config.ppo_lr, update_epochs=config.ppo_epochs, entropy_coef=config.entropy_coef)
-    return PPOAgent(len(config.slots), config.lstm_hidden, ppo, config.episode_length, device,
+    return PPOAgent(len(config.slots), config.lstm_hidden, config.ppo, config.episode_length, device,
                     ranks.seed(config.seed), compile_mode=config.compile_mode, ranks=ranks)
 
 
@@ -105,7 +109,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
     threads = torch.get_num_threads()
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)
-    status = "completed"
+    status: Literal["completed", "stopped"] = "completed"
     progress: Progress | None = None
     checkpoints = checkpoints or NullCheckpointer()
     try:
@@ -144,7 +148,7 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
 
 def _stateful(sites: LoopSites) -> Stateful | None:
     """The collectors, where they keep histories a checkpoint holds (the null sites keep none)."""
-    return sites if hasattr(sites, "state_dict") and hasattr(sites, "load_state_dict") else None  # type: ignore[return-value]
+    return sites if isinstance(sites, Stateful) else None
 
 
 # --- the run around the loop ---------------------------------------------------------------------
@@ -163,7 +167,8 @@ class Hosting:
     straggler_factor: float = 1.5
     """With several ranks: a rank slower than this times the others' median is reported."""
     straggler_epochs: int = 3
-    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the lower ratio)."""
+    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the
+    lower ratio)."""
     agree: bool = True
     """With several ranks, commands apply where the ranks agreed (off only to measure what agreement costs)."""
 
@@ -189,8 +194,8 @@ class EsperRun:
 
 def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
     """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
-    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer. ``OSError`` /
-    ``LogCorrupt`` when the run log cannot be written or continued."""
+    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer.
+    ``OSError`` / ``LogCorrupt`` when the run log cannot be written or continued."""
     runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
                                           env_base=ranks.rank * config.n_envs))
     install_profiling(runtime, device=config.device, phases=config.phases)

@@ -11,18 +11,23 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 from leyline import RunFinished, RunStarted, TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
-from nissa.hub import HubConfig
-from nissa.hub.rest import ServerUnavailable
-from nissa.hub.runlog import LogCorrupt
-from nissa.hub.secret import SecretError
-from nissa.hub.upload import UploadResult, upload_run
-from nissa.join import agree_on_run, checked_run_id
-from nissa.ranks import RankError, Ranks, RanksConfig
-from nissa.runtime import Runtime
+from nissa import (
+    HubConfig,
+    LogCorrupt,
+    Runtime,
+    SecretError,
+    ServerUnavailable,
+    UploadResult,
+    agree_on_run,
+    checked_run_id,
+    upload_run,
+)
+from ranks import RankError, Ranks, RanksConfig, join_ranks
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.
@@ -63,6 +68,24 @@ def _say(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
+@dataclass(frozen=True)
+class Environment:
+    """What ``esper-train`` takes from its environment, read in one place (``environment()``) when a parser is
+    built; everything else receives these values through the flags."""
+
+    server: str | None
+    """``$NISSA_SERVER``: --server's default."""
+    token: str | None
+    """``$NISSA_TOKEN``: --token's default."""
+    run_id: str | None
+    """``$NISSA_RUN_ID``: --run-id's default."""
+
+
+def environment() -> Environment:
+    return Environment(server=os.environ.get("NISSA_SERVER"), token=os.environ.get("NISSA_TOKEN"),
+                       run_id=os.environ.get("NISSA_RUN_ID"))
+
+
 def _checked_run_id(value: str) -> str:
     return checked_run_id(value, "--run-id")
 
@@ -71,15 +94,16 @@ def train_parser() -> argparse.ArgumentParser:
     from trainer.checkpoint.resume import add_checkpoint_args
     from trainer.simic.config import add_training_args
 
+    env = environment()
     p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Train an Esper run and stream its events to nissa-server.")
     g = p.add_argument_group("telemetry")
-    g.add_argument("--server", default=os.environ.get("NISSA_SERVER"),
+    g.add_argument("--server", default=env.server,
                    help="nissa-server URL, e.g. http://127.0.0.1:8765, or several comma-separated (servers sharing "
                         "one database, tried in turn when a connection fails) (default $NISSA_SERVER; none: log only)")
-    g.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+    g.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
     g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
-    g.add_argument("--run-id", default=os.environ.get("NISSA_RUN_ID"),
+    g.add_argument("--run-id", default=env.run_id,
                    help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
                         "torchrun); an existing run's id continues its log")
     g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
@@ -99,9 +123,6 @@ def train_parser() -> argparse.ArgumentParser:
                    help="open a torch.profiler window over the first PPO update (default: off)")
     g.add_argument("--close-timeout", type=float, default=15.0, metavar="SECONDS",
                    help="seconds to deliver what is left when the run ends (default 15)")
-    g.add_argument("--log-every", type=int, metavar="ROUNDS",
-                   help="a progress line every ROUNDS rounds on stderr, and the epochs of each round as they go "
-                        "(0: none; default 1)")
     g.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
                    help="a heartbeat (with the step reached) this often: the server tells a hung rank, alive but "
                         "not advancing, from a silent one by them (default 5)")
@@ -129,11 +150,12 @@ def train_parser() -> argparse.ArgumentParser:
 
 
 def upload_parser() -> argparse.ArgumentParser:
+    env = environment()
     p = _Parser(prog="esper-train upload",
                 description="Upload a run's local log and its profile traces to nissa-server (idempotent).")
     p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
-    p.add_argument("--server", default=os.environ.get("NISSA_SERVER"), help="nissa-server URL (default $NISSA_SERVER)")
-    p.add_argument("--token", default=os.environ.get("NISSA_TOKEN"), help="bearer token (default $NISSA_TOKEN)")
+    p.add_argument("--server", default=env.server, help="nissa-server URL (default $NISSA_SERVER)")
+    p.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
     p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for a server that does not answer yet (default 0: fail at once)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
@@ -170,7 +192,7 @@ def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argpars
 
 def _check_organized(args: argparse.Namespace) -> None:
     """--project, --group, --tag and --notes as the contract takes them; ValueError names the flag."""
-    from nissa.organize import organized
+    from nissa import organized
 
     for flag, given in (("--project", {"project": args.project}), ("--group", {"group": args.group}),
                         ("--tag", {"tags": args.tags or []}), ("--notes", {"notes": args.notes})):
@@ -188,11 +210,11 @@ def _check_telemetry_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
     if not args.close_timeout >= 0:
         raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
-    from nissa.telemetry.stragglers import StragglerConfig
+    from nissa import StragglerConfig
     StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
     if not 0.1 <= args.heartbeat <= 3600:
         raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
-    from nissa.system import SystemConfig
+    from nissa import SystemConfig
     try:
         SystemConfig(interval_s=args.system_metrics_interval)
     except ValueError as err:
@@ -222,7 +244,7 @@ def _log_dir_error(parser: argparse.ArgumentParser, log_dir: object, err: OSErro
 def _join(parser: argparse.ArgumentParser, args: argparse.Namespace, device: str) -> Ranks:
     """This process's ranks (alone: rank 0 of 1); a group it cannot join is one line."""
     try:
-        return Ranks.start(device, RanksConfig(timeout_s=args.rank_timeout))
+        return join_ranks(device, RanksConfig(timeout_s=args.rank_timeout))
     except ValueError as err:
         parser.error(str(err))
     except RankError as err:
@@ -243,7 +265,8 @@ def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ran
 def _train(argv: Sequence[str]) -> int:
     from trainer.checkpoint.resume import check_checkpoint_args, resume_target, resumed_config, stored_config
     from trainer.checkpoint.streaming import previous_server
-    from trainer.simic.config import ConfigError, TrainConfig
+    from trainer.flags import given
+    from trainer.simic.config import ConfigError, TrainConfig, training_dests
 
     parser = train_parser()
     args = parser.parse_args(argv)
@@ -254,7 +277,7 @@ def _train(argv: Sequence[str]) -> int:
         check_checkpoint_args(args)
         if args.resume:
             run_dir = resume_target(args)
-            config = resumed_config(stored_config(run_dir, args.checkpoint), args)
+            config = resumed_config(stored_config(run_dir, args.checkpoint), given(parser, argv, training_dests()))
             args.server_before = args.server is None  # then where it streamed before
             args.server = args.server if args.server is not None else previous_server(run_dir)
         else:
@@ -280,8 +303,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     """One rank's run, from agreeing on its id to its last line."""
     import dataclasses
 
-    from nissa.diagnostics import start_watchdog
-    from nissa.system import SystemConfig, start_system_metrics
+    from nissa import SystemConfig, start_system_metrics, start_watchdog
     from trainer.build import Hosting
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line

@@ -27,8 +27,8 @@ def _isolates() -> bool:
 
 def compiled(fn: Callable[..., Any], *, mode: str | None, name: str) -> Callable[..., Any]:
     """``fn`` compiled as one full graph (a graph break is an error), in regions of its own."""
-    if _isolates():
-        return torch.compile(fn, mode=mode, fullgraph=True, isolate_recompiles=True,  # type: ignore[call-arg]
+    if _isolates():  # torch's stubs: compile's overloads omit the isolate_recompiles it takes
+        return torch.compile(fn, mode=mode, fullgraph=True, isolate_recompiles=True,  # type: ignore[call-overload]
                              name=name)
     config = torch._dynamo.config
     for limit in ("recompile_limit", "cache_size_limit"):  # its name before and after torch 2.6

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from nissa.hub import NissaHub
-from nissa.ranks import Ranks
+from nissa import NissaHub
+from ranks import Ranks
 
 POLL_S = 0.02
 

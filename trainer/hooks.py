@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from leyline import Payload, Severity, TelemetryLevel
+from leyline import AnyPayload, Severity, TelemetryLevel
 
 
 class RunHooks(Protocol):
@@ -22,7 +22,7 @@ class RunHooks(Protocol):
         """The effective telemetry level now (a debug window raises it temporarily)."""
         ...
 
-    def emit(self, payload: Payload, *, env: int | None = None, severity: Severity | None = None) -> None:
+    def emit(self, payload: AnyPayload, *, env: int | None = None, severity: Severity | None = None) -> None:
         """Send one event, stamped with the current step and epoch; never blocks."""
         ...
 
@@ -53,7 +53,7 @@ class NullHooks:
     def level(self) -> TelemetryLevel:
         return self._level
 
-    def emit(self, payload: Payload, *, env: int | None = None, severity: Severity | None = None) -> None:
+    def emit(self, payload: AnyPayload, *, env: int | None = None, severity: Severity | None = None) -> None:
         return None
 
     def step_boundary(self, step: int, epoch: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pathlib
 
 from leyline import RunFinished
-from nissa.hub import DeliveryReport
+from nissa import DeliveryReport
 
 
 def end_lines(run_id: str, rank: int | None, summary: RunFinished, report: DeliveryReport, run_dir: pathlib.Path,

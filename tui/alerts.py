@@ -33,7 +33,9 @@ class AlertTracker:
         self.alerts: OrderedDict[str, AlertView] = OrderedDict()
 
     def apply(self, event: Event) -> None:
-        p: AlertChanged = event.payload  # type: ignore[assignment]
+        p = event.payload
+        if not isinstance(p, AlertChanged):
+            return
         view = self.alerts.get(p.alert_id)
         if p.state == "firing" or view is None:
             view = self.alerts[p.alert_id] = AlertView(p.alert_id, p.rule, p.condition, p.subject, p.message,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tsdownsample import MinMaxLTTBDownsampler
 
-from leyline import Event
+from leyline import Event, RunStarted
 from leyline.series import Marker, SeriesPoint, marker_of, points_of, x_of
 
 _DOWNSAMPLER = MinMaxLTTBDownsampler()
@@ -70,7 +70,7 @@ class SeriesSet:
     def reset(self, axis: str) -> None:
         """Start over on another x axis (histories are fetched again for it)."""
         kept = self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed
-        self.__init__(axis)  # type: ignore[misc]
+        SeriesSet.__init__(self, axis)
         self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed = kept
 
     def tracks_of(self, name: str, run_id: str | None = None) -> list[Track]:
@@ -171,10 +171,15 @@ class LocalSeries:
         self.run_id = run_id
         self.points: dict[str, list[SeriesPoint]] = {}
         self.markers: list[Marker] = []
+        self.config: dict[str, object] | None = None
+        """The run's config (its ``run_started``), None until it is read."""
         self.add(events)
 
     def add(self, events: Iterable[Event]) -> None:
         for event in events:
+            started: object = event.payload
+            if isinstance(started, RunStarted) and event.rank == 0:
+                self.config = dict(started.config)
             for point in points_of(event):
                 self.points.setdefault(point.key, []).append(point)
             marker = marker_of(event)

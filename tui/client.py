@@ -13,7 +13,7 @@ import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -178,9 +178,9 @@ class NissaClient(HistogramReads):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:  # httpx's own
         try:
-            response = await self._http.request(method, path, **kwargs)  # type: ignore[arg-type]
+            response = await self._http.request(method, path, **kwargs)
         except httpx.TransportError as err:
             raise ApiError(0, f"cannot reach {self.config.base}: {err or type(err).__name__}") from err
         if response.status_code >= 400:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from leyline import (
     AlertChanged,
@@ -21,6 +22,7 @@ from leyline import (
     HubHealth,
     LSTMHealth,
     Metrics,
+    Payload,
     PhaseTiming,
     PPOUpdate,
     ProfileCompleted,
@@ -173,39 +175,50 @@ def _system(p: SystemMetrics) -> str:
     return "system " + (" ".join(parts) or "sampled")
 
 
-_DESCRIBE: dict[type, Callable[[object], str]] = {
-    RunStarted: _run_started,  # type: ignore[dict-item]
-    RunFinished: _run_finished,  # type: ignore[dict-item]
-    RunResumed: _run_resumed,  # type: ignore[dict-item]
-    EpochCompleted: _epoch,  # type: ignore[dict-item]
-    SeedGerminated: lambda p: f"{p.slot} {p.seed_id} germinated {p.blueprint} ({p.params} params)",
-    SeedStageChanged: _stage,  # type: ignore[dict-item]
-    SeedGateEvaluated: _gate,  # type: ignore[dict-item]
-    SeedFossilized: lambda p: f"{p.slot} {p.seed_id} fossilized {p.blueprint} {_payoff(p)}",
-    SeedPruned: lambda p: f"{p.slot} {p.seed_id} pruned {p.blueprint}: {p.reason}" + (
-        "" if p.contribution is None else f", {p.contribution * 100:+.1f} pp"),
-    PPOUpdate: _ppo,  # type: ignore[dict-item]
-    GradientHealth: lambda p: f"{p.scope} grad norm {num(p.global_norm)} nonfinite {p.nonfinite}",
-    LSTMHealth: lambda p: f"lstm h {num(p.h_norm)} c {num(p.c_norm)}{' NONFINITE' if p.nonfinite else ''}",
-    AnomalyDetected: lambda p: f"{p.anomaly}: {p.detail}{' (auto-escalated)' if p.auto_escalated else ''}",
-    TelemetryLevelChanged: _level,  # type: ignore[dict-item]
-    DebugLayerStats: lambda p: f"{p.model} layer stats ({len(p.layers)} tensors)",
-    ProfileStarted: lambda p: (f"profile {p.window} started for the next PPO update" if p.target == "update"
-                               else f"profile {p.window} started for {p.batches} batches"),
-    ProfileCompleted: lambda p: f"profile {p.window} done in {p.wall_s:.2f}s: {p.trace_path}",
-    PhaseTiming: lambda p: f"round {p.round} env-epochs/s {num(p.env_epochs_per_s, 1)}",
-    CommandStatusChanged: _command,  # type: ignore[dict-item]
-    EventsDropped: lambda p: f"hub dropped {p.total} events: {p.counts}",
-    HubHealth: _hub,  # type: ignore[dict-item]
-    Heartbeat: lambda p: f"alive {p.uptime_s:.0f}s",
-    AlertChanged: lambda p: f"{p.state} {p.rule}: {p.message}",
-    SystemMetrics: _system,  # type: ignore[dict-item]
-    Histograms: lambda p: f"{len(p.histograms)} histograms: " + ", ".join(h.name for h in p.histograms[:4]),
-    TextLogged: lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}",
-    Metrics: lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in list(p.values.items())[:8]),
-    SummaryUpdated: lambda p: " ".join([*(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in p.values.items()),
-                                        *(f"{k} best at its {d}" for k, d in p.directions.items())][:8]) or "summary",
-}
+_P = TypeVar("_P", bound=Payload)
+
+
+def _entry(kind: type[_P], fmt: Callable[[_P], str]) -> tuple[type[Payload], Callable[[Payload], str]]:
+    """One row of the table below, ``fmt`` checked against ``kind``: ``describe`` calls it only with a ``kind``."""
+    return kind, cast(Callable[[Payload], str], fmt)
+
+
+_DESCRIBE: dict[type[Payload], Callable[[Payload], str]] = dict([
+    _entry(RunStarted, _run_started),
+    _entry(RunFinished, _run_finished),
+    _entry(RunResumed, _run_resumed),
+    _entry(EpochCompleted, _epoch),
+    _entry(SeedGerminated, lambda p: f"{p.slot} {p.seed_id} germinated {p.blueprint} ({p.params} params)"),
+    _entry(SeedStageChanged, _stage),
+    _entry(SeedGateEvaluated, _gate),
+    _entry(SeedFossilized, lambda p: f"{p.slot} {p.seed_id} fossilized {p.blueprint} {_payoff(p)}"),
+    _entry(SeedPruned, lambda p: f"{p.slot} {p.seed_id} pruned {p.blueprint}: {p.reason}" + (
+               "" if p.contribution is None else f", {p.contribution * 100:+.1f} pp")),
+    _entry(PPOUpdate, _ppo),
+    _entry(GradientHealth, lambda p: f"{p.scope} grad norm {num(p.global_norm)} nonfinite {p.nonfinite}"),
+    _entry(LSTMHealth, lambda p: f"lstm h {num(p.h_norm)} c {num(p.c_norm)}{' NONFINITE' if p.nonfinite else ''}"),
+    _entry(AnomalyDetected, lambda p: f"{p.anomaly}: {p.detail}{' (auto-escalated)' if p.auto_escalated else ''}"),
+    _entry(TelemetryLevelChanged, _level),
+    _entry(DebugLayerStats, lambda p: f"{p.model} layer stats ({len(p.layers)} tensors)"),
+    _entry(ProfileStarted, lambda p: (f"profile {p.window} started for the next PPO update" if p.target == "update"
+                                      else f"profile {p.window} started for {p.batches} batches")),
+    _entry(ProfileCompleted, lambda p: f"profile {p.window} done in {p.wall_s:.2f}s: {p.trace_path}"),
+    _entry(PhaseTiming, lambda p: f"round {p.round} env-epochs/s {num(p.env_epochs_per_s, 1)}"),
+    _entry(CommandStatusChanged, _command),
+    _entry(EventsDropped, lambda p: f"hub dropped {p.total} events: {p.counts}"),
+    _entry(HubHealth, _hub),
+    _entry(Heartbeat, lambda p: f"alive {p.uptime_s:.0f}s"),
+    _entry(AlertChanged, lambda p: f"{p.state} {p.rule}: {p.message}"),
+    _entry(SystemMetrics, _system),
+    _entry(Histograms, lambda p: f"{len(p.histograms)} histograms: "
+                                 + ", ".join(h.name for h in p.histograms[:4])),
+    _entry(TextLogged, lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}"),
+    _entry(Metrics, lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}"
+                                       for k, v in list(p.values.items())[:8])),
+    _entry(SummaryUpdated, lambda p: " ".join([
+        *(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in p.values.items()),
+        *(f"{k} best at its {d}" for k, d in p.directions.items())][:8]) or "summary"),
+])
 
 
 def describe(event: Event) -> str:
@@ -260,7 +273,3 @@ def _term_matches(term: str, line: LogLine) -> bool:
     if sep and key == "env":
         return line.env is not None and str(line.env) == value
     return term in line.plain.lower() or term in line.kind.value
-
-
-def filtered(lines: Iterable[LogLine], log_filter: LogFilter) -> list[LogLine]:
-    return [line for line in lines if log_filter.matches(line)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from leyline import Event, Metrics
+from leyline import Metrics
 from leyline.calls import CallValue, CommandSpec, check_call
 
 MAX_SHOWN = 24
@@ -23,10 +23,9 @@ class LoopView:
     """Latest value of each metric and the step it was logged at."""
     declared: list[CommandSpec] = field(default_factory=list)
 
-    def fold(self, event: Event) -> None:
-        p: Metrics = event.payload  # type: ignore[assignment]
+    def fold(self, step: int, p: Metrics) -> None:
         for name, value in p.values.items():
-            self.metrics[name] = (event.step, value)
+            self.metrics[name] = (step, value)
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(name, value, step) of the latest metrics, by name."""

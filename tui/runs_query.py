@@ -3,7 +3,7 @@ groups with the runs of the groups opened (each a page of its own). Never every 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import msgspec
 
@@ -46,9 +46,6 @@ class TableQuery:
     """The metric columns (``val_loss.best``) a group's row summarises."""
     opened: frozenset[str] = frozenset()
     """Groups whose runs are shown (``value_id`` of each)."""
-
-    def paged(self, offset: int) -> TableQuery:
-        return replace(self, offset=max(0, offset))
 
 
 @dataclass

@@ -26,7 +26,7 @@ from tui.safe_text import run_text
 STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold red", "failed": "red",
                 "interrupted": "yellow", "stopped": "yellow", "finished": "blue"}
 RUNNING = ("live", "degraded")
-MAX_PARAM_COLUMNS = 6
+MAX_PARAM_COLUMNS = charts.PARAM_COLUMNS
 MAX_METRIC_COLUMNS = 6
 HIDDEN_METRICS = charts.HIDDEN_METRICS
 """Metrics never shown by default (the machine's own: picked by hand when wanted)."""

@@ -7,7 +7,9 @@ at a bounded rate from whatever panels the batch marked dirty.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from leyline import (
     SERVER_RANK,
@@ -23,6 +25,7 @@ from leyline import (
     HubHealth,
     LSTMHealth,
     Metrics,
+    Payload,
     PhaseTiming,
     PPOUpdate,
     ProfileCompleted,
@@ -206,7 +209,7 @@ class RunState:
         self.dirty |= self.ranks.apply(event)
         handler = _HANDLERS.get(type(event.payload))
         if handler is not None:
-            handler(self, event)
+            handler(self, event, event.payload)
 
     def _step_at(self, ts: float, step: int) -> None:
         self._step_ts.append((ts, step))
@@ -254,13 +257,7 @@ class RunState:
         """Esper's own kinds arrived (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
         return bool(self.envs or self.timeline or self.ppo or self.lstm)
 
-    @property
-    def pending_commands(self) -> list[CommandView]:
-        return [c for c in self.commands.values() if not c.status.terminal]
-
-
-def _on_run_started(state: RunState, event: Event) -> None:
-    p: RunStarted = event.payload  # type: ignore[assignment]
+def _on_run_started(state: RunState, event: Event, p: RunStarted) -> None:
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
     if event.rank == 0:
         state.loop.declared = list(p.commands)
@@ -272,19 +269,17 @@ def _on_run_started(state: RunState, event: Event) -> None:
     state.dirty.add("header")
 
 
-def _on_run_finished(state: RunState, event: Event) -> None:
-    p: RunFinished = event.payload  # type: ignore[assignment]
+def _on_run_finished(state: RunState, event: Event, p: RunFinished) -> None:
     state.status = RunStatus.after_finish(p.status).value
     state.dirty.add("header")
 
 
-def _on_run_resumed(state: RunState, event: Event) -> None:
+def _on_run_resumed(state: RunState, event: Event, p: RunResumed) -> None:
     state.status = RunStatus.LIVE.value  # whatever it ended as: it goes on
     state.dirty.add("header")
 
 
-def _on_epoch(state: RunState, event: Event) -> None:
-    p: EpochCompleted = event.payload  # type: ignore[assignment]
+def _on_epoch(state: RunState, event: Event, p: EpochCompleted) -> None:
     state.round = max(state.round, p.round)
     env_id = event.env if event.env is not None else 0
     view = state.envs.get(env_id)
@@ -303,20 +298,21 @@ def _on_epoch(state: RunState, event: Event) -> None:
     state.dirty.add("envs")
 
 
-def _on_seed(state: RunState, event: Event) -> None:
-    p = event.payload
+_SeedPayload = SeedGerminated | SeedStageChanged | SeedGateEvaluated | SeedFossilized | SeedPruned
+
+
+def _on_seed(state: RunState, event: Event, p: _SeedPayload) -> None:
     what = describe(event).split(" ", 2)[-1]  # drop "slot seed_id": the columns say them
-    state.timeline.append(TimelineEntry(event.epoch, event.env, p.slot, p.seed_id, what))  # type: ignore[attr-defined]
+    state.timeline.append(TimelineEntry(event.epoch, event.env, p.slot, p.seed_id, what))
     state.dirty.add("timeline")
 
 
-def _on_ppo(state: RunState, event: Event) -> None:
-    state.ppo.append(event.payload)  # type: ignore[arg-type]
+def _on_ppo(state: RunState, event: Event, p: PPOUpdate) -> None:
+    state.ppo.append(p)
     state.dirty.add("ppo")
 
 
-def _on_grad(state: RunState, event: Event) -> None:
-    p: GradientHealth = event.payload  # type: ignore[assignment]
+def _on_grad(state: RunState, event: Event, p: GradientHealth) -> None:
     series = state.grad.get(p.scope)
     if series is None:
         if len(state.grad) >= 16:  # scopes are few (host, slots, policy); refuse a runaway set
@@ -326,90 +322,94 @@ def _on_grad(state: RunState, event: Event) -> None:
     state.dirty.add("health")
 
 
-def _on_lstm(state: RunState, event: Event) -> None:
-    state.lstm.append(event.payload)  # type: ignore[arg-type]
+def _on_lstm(state: RunState, event: Event, p: LSTMHealth) -> None:
+    state.lstm.append(p)
     state.dirty.add("health")
 
 
-def _on_anomaly(state: RunState, event: Event) -> None:
-    state.anomalies.append(AnomalyView(event.epoch, event.env, event.payload))  # type: ignore[arg-type]
+def _on_anomaly(state: RunState, event: Event, p: AnomalyDetected) -> None:
+    state.anomalies.append(AnomalyView(event.epoch, event.env, p))
     state.dirty.add("anomalies")
 
 
-def _on_level(state: RunState, event: Event) -> None:
-    p: TelemetryLevelChanged = event.payload  # type: ignore[assignment]
+def _on_level(state: RunState, event: Event, p: TelemetryLevelChanged) -> None:
     state.level, state.level_until = p.level, p.until_epoch
     state.dirty.add("header")
 
 
-def _on_phase(state: RunState, event: Event) -> None:
-    p: PhaseTiming = event.payload  # type: ignore[assignment]
+def _on_phase(state: RunState, event: Event, p: PhaseTiming) -> None:
     if p.env_epochs_per_s is not None:
         state.env_epochs_per_s = p.env_epochs_per_s
         state._epoch_ts.clear()  # the trainer's own figure wins over our estimate
 
 
-def _on_command(state: RunState, event: Event) -> None:
-    p: CommandStatusChanged = event.payload  # type: ignore[assignment]
+def _on_command(state: RunState, event: Event, p: CommandStatusChanged) -> None:
     state.command_polled(p.command_id, p.action, p.status, p.applied_step,
                          dict(p.result) if p.result is not None else None, p.message)
 
 
-def _on_profile_started(state: RunState, event: Event) -> None:
-    state.profile_running = event.payload  # type: ignore[assignment]
+def _on_profile_started(state: RunState, event: Event, p: ProfileStarted) -> None:
+    state.profile_running = p
     state.dirty.add("profile")
 
 
-def _on_profile_completed(state: RunState, event: Event) -> None:
+def _on_profile_completed(state: RunState, event: Event, p: ProfileCompleted) -> None:
     state.profile_running = None
-    done: ProfileCompleted = event.payload  # type: ignore[assignment]
-    if done.top_ops or state.profile is None or not state.profile.top_ops:
-        state.profile = done  # a window that recorded no operator does not hide the last one that did
+    if p.top_ops or state.profile is None or not state.profile.top_ops:
+        state.profile = p  # a window that recorded no operator does not hide the last one that did
     state.dirty.add("profile")
 
 
-def _on_hub(state: RunState, event: Event) -> None:
-    state.hub = event.payload  # type: ignore[assignment]
+def _on_hub(state: RunState, event: Event, p: HubHealth) -> None:
+    state.hub = p
 
 
-def _on_dropped(state: RunState, event: Event) -> None:
-    p: EventsDropped = event.payload  # type: ignore[assignment]
+def _on_dropped(state: RunState, event: Event, p: EventsDropped) -> None:
     state.dropped_reported += p.total
 
 
-def _on_alert(state: RunState, event: Event) -> None:
+def _on_alert(state: RunState, event: Event, p: AlertChanged) -> None:
     if event.rank != SERVER_RANK:  # only the server raises alerts: a trainer's would be a forged banner
         return
     state.alerts.apply(event)
     state.dirty.update(("alerts", "ranks"))
 
 
-def _on_metrics(state: RunState, event: Event) -> None:
-    state.loop.fold(event)
+def _on_metrics(state: RunState, event: Event, p: Metrics) -> None:
+    state.loop.fold(event.step, p)
     state.dirty.add("metrics")
 
 
-_HANDLERS = {
-    AlertChanged: _on_alert,
-    RunStarted: _on_run_started,
-    RunFinished: _on_run_finished,
-    RunResumed: _on_run_resumed,
-    EpochCompleted: _on_epoch,
-    SeedGerminated: _on_seed,
-    SeedStageChanged: _on_seed,
-    SeedGateEvaluated: _on_seed,
-    SeedFossilized: _on_seed,
-    SeedPruned: _on_seed,
-    PPOUpdate: _on_ppo,
-    GradientHealth: _on_grad,
-    LSTMHealth: _on_lstm,
-    AnomalyDetected: _on_anomaly,
-    TelemetryLevelChanged: _on_level,
-    PhaseTiming: _on_phase,
-    CommandStatusChanged: _on_command,
-    ProfileStarted: _on_profile_started,
-    ProfileCompleted: _on_profile_completed,
-    HubHealth: _on_hub,
-    EventsDropped: _on_dropped,
-    Metrics: _on_metrics,
-}
+_P = TypeVar("_P", bound=Payload)
+_Handler = Callable[[RunState, Event, Payload], None]
+
+
+def _row(kind: type[_P], handler: Callable[[RunState, Event, _P], None]) -> tuple[type[Payload], _Handler]:
+    """One row of the table below, ``handler`` checked against ``kind``: ``apply`` calls it only with a ``kind``."""
+    return kind, cast(_Handler, handler)
+
+
+_HANDLERS: dict[type[Payload], _Handler] = dict([
+    _row(AlertChanged, _on_alert),
+    _row(RunStarted, _on_run_started),
+    _row(RunFinished, _on_run_finished),
+    _row(RunResumed, _on_run_resumed),
+    _row(EpochCompleted, _on_epoch),
+    _row(SeedGerminated, _on_seed),
+    _row(SeedStageChanged, _on_seed),
+    _row(SeedGateEvaluated, _on_seed),
+    _row(SeedFossilized, _on_seed),
+    _row(SeedPruned, _on_seed),
+    _row(PPOUpdate, _on_ppo),
+    _row(GradientHealth, _on_grad),
+    _row(LSTMHealth, _on_lstm),
+    _row(AnomalyDetected, _on_anomaly),
+    _row(TelemetryLevelChanged, _on_level),
+    _row(PhaseTiming, _on_phase),
+    _row(CommandStatusChanged, _on_command),
+    _row(ProfileStarted, _on_profile_started),
+    _row(ProfileCompleted, _on_profile_completed),
+    _row(HubHealth, _on_hub),
+    _row(EventsDropped, _on_dropped),
+    _row(Metrics, _on_metrics),
+])

@@ -213,8 +213,8 @@ def health_view(state: RunState) -> HealthView:
                             _grad_flag(last.nonfinite, last.vanishing, last.exploding)))
     lstm: tuple[Series, ...] = ()
     if state.lstm:
-        last = state.lstm[-1]
-        flag = _grad_flag(int(last.nonfinite), last.vanishing, last.exploding)
+        newest = state.lstm[-1]
+        flag = _grad_flag(int(newest.nonfinite), newest.vanishing, newest.exploding)
         lstm = (Series("lstm h", tuple(x.h_norm for x in state.lstm), flag),
                 Series("lstm c", tuple(x.c_norm for x in state.lstm), flag))
     return HealthView(tuple(grads), lstm)

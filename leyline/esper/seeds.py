@@ -11,7 +11,7 @@ from leyline.enums import EventKind
 from leyline.payloads import Payload
 
 
-class SeedStage(str, enum.Enum):
+class SeedStage(enum.StrEnum):
     """Lifecycle stage of a seed in a slot (legal transitions live in ``trainer.kasmina``)."""
 
     DORMANT = "DORMANT"

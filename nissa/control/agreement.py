@@ -31,7 +31,7 @@ import msgspec
 from leyline import Command
 
 if TYPE_CHECKING:
-    from nissa.ranks import Ranks
+    from ranks import Ranks
 
 
 class ControlReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from leyline import Command, CommandAction, CommandStatus, CommandStatusChanged, Payload
+from leyline import AnyPayload, Command, CommandAction, CommandStatus, CommandStatusChanged
 from leyline.payloads import Scalar
 from nissa.hub.ratelog import RateLimitedLog
 
@@ -96,7 +96,7 @@ class UnavailableHandler:
 class CommandProcessor:
     """Dispatches commands to handlers at step boundaries; see the module docstring."""
 
-    def __init__(self, emit: Callable[[Payload], None], source: Callable[[], list[Command]], *,
+    def __init__(self, emit: Callable[[AnyPayload], None], source: Callable[[], list[Command]], *,
                  agreed: bool = False) -> None:
         self._emit = emit
         self._source = source

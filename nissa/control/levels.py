@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from leyline import TelemetryLevel, TelemetryLevelChanged
+from leyline.payloads import Scalar
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class Claim:
     through_update: bool
     opened_epoch: int
     opened_step: int
-    done: Callable[[dict[str, int | bool]], None]
+    done: Callable[[dict[str, Scalar]], None]
     update_began: bool = False
     update_covered: bool = False
 
@@ -59,10 +60,6 @@ class LevelController:
         return self._base
 
     @property
-    def window_open(self) -> bool:
-        return bool(self._claims)
-
-    @property
     def until_epoch(self) -> int | None:
         """Last epoch the window covers for sure (None: it waits only on an update, or is closed)."""
         ends = [c.until_epoch for c in self._claims.values() if c.until_epoch is not None]
@@ -81,7 +78,7 @@ class LevelController:
         self._announce(before, reason, None)
 
     def open_window(self, key: str, *, step: int, epoch: int, epochs: int | None, through_update: bool,
-                    done: Callable[[dict[str, int | bool]], None], reason: str = "") -> None:
+                    done: Callable[[dict[str, Scalar]], None], reason: str = "") -> None:
         """Raise the level to DEBUG for ``epochs`` epochs (counting ``epoch``) and/or the next update."""
         if epochs is None and not through_update:
             raise ValueError("a window needs epochs or through_update")

@@ -6,5 +6,5 @@ from nissa.diagnostics.install import answer_stacks, install_diagnostics, start_
 from nissa.diagnostics.stacks import StacksResponder, format_stacks, install_stacks
 from nissa.diagnostics.watchdog import StackWatchdog
 
-__all__ = ["StackWatchdog", "StacksResponder", "answer_stacks", "format_stacks", "install_diagnostics", "install_stacks",
-           "start_watchdog"]
+__all__ = ["StackWatchdog", "StacksResponder", "answer_stacks", "format_stacks", "install_diagnostics",
+           "install_stacks", "start_watchdog"]

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from leyline import Command, CommandAction, CommandStatus, CommandStatusChanged, Payload
+from leyline import AnyPayload, Command, CommandAction, CommandStatus, CommandStatusChanged
 from nissa.hub.traces import STACKS_DIR, stacks_name
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def format_stacks(title: str = "") -> tuple[str, int]:
 
 
 Upload = Callable[[pathlib.Path, str], "concurrent.futures.Future[str]"]
-Emit = Callable[[Payload], None]
+Emit = Callable[[AnyPayload], None]
 
 
 class StacksResponder:
@@ -68,10 +68,10 @@ class StacksResponder:
         title = f"stacks of rank {self.rank} (pid {os.getpid()}) at step {step}, {time.strftime('%Y-%m-%d %H:%M:%S')}"
         text, threads = format_stacks(title)
         name = stacks_name(command.command_id[:16], self.rank)
-        path = self.folder / name
+        path: pathlib.Path | None = self.folder / name
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            (self.folder / name).write_text(text)
         except OSError as err:
             logger.warning("stacks: cannot write %s: %s", path, err)
             path = None
@@ -97,7 +97,7 @@ def install_stacks(runtime: Runtime, upload: Upload | None = None) -> StacksResp
     """Let the run's hub answer ``stacks`` commands at once, on its own thread."""
     hub = runtime.hub
 
-    def emit(payload: Payload) -> None:
+    def emit(payload: AnyPayload) -> None:
         hub.emit(payload, step=runtime.step, epoch=runtime.epoch)
 
     responder = StacksResponder(run_dir=hub.config.run_dir, rank=hub.config.rank, emit=emit,

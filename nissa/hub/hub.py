@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from leyline import (
     METRIC_KINDS,
     PAYLOAD_TYPES,
+    AnyPayload,
     Command,
     CommandAction,
     CommandStatus,
@@ -28,7 +29,6 @@ from leyline import (
     EventsDropped,
     Heartbeat,
     HubHealth,
-    Payload,
     Severity,
 )
 from nissa.hub.config import HubConfig
@@ -64,8 +64,10 @@ class NissaHub:
         self.config = config
         self._queue: deque = deque()
         self._capacity = config.queue_size
-        self._drops: defaultdict[type, int] = defaultdict(int)
+        self._drops: defaultdict[type[AnyPayload], int] = defaultdict(int)
         self._late = 0
+        self._closed = False
+        """Closed (or a forked child's copy): ``emit`` only counts what comes late."""
         self._idle = False
         self._wake = threading.Event()
         self._cv = threading.Condition()
@@ -99,13 +101,16 @@ class NissaHub:
 
     # --- the training thread's side ---------------------------------------------------------------
 
-    def emit(self, payload: Payload, *, step: int, epoch: int, env: int | None = None,
+    def emit(self, payload: AnyPayload, *, step: int, epoch: int, env: int | None = None,
              severity: Severity | None = None) -> None:
         """Queue one event; drops it (counted) only if it is a metric kind and the queue is full.
 
         Critical kinds are queued even past ``queue_size``: they are rare by nature (lifecycle,
         commands, anomalies), and losing one is worse than a little memory.
         """
+        if self._closed:
+            self._late += 1
+            return
         queue = self._queue
         if len(queue) >= self._capacity and type(payload) in _METRIC_TYPES:
             self._drops[type(payload)] += 1
@@ -164,7 +169,7 @@ class NissaHub:
         deadline = time.monotonic() + timeout
         if self._worker.ident is None:
             self.start()  # never started: what was emitted still belongs in the log
-        self.emit = self._emit_after_close  # type: ignore[method-assign]
+        self._closed = True
         self._queue.append(_STOP)
         self._wake.set()
         self._worker.join(max(0.0, deadline - time.monotonic()))
@@ -178,10 +183,6 @@ class NissaHub:
         if self._late:
             logger.warning("%d events were emitted after the hub closed and were not recorded", self._late)
         return report
-
-    def _emit_after_close(self, payload: Payload, *, step: int, epoch: int, env: int | None = None,
-                          severity: Severity | None = None) -> None:
-        self._late += 1
 
     # --- the receiver thread's side ---------------------------------------------------------------
 
@@ -225,7 +226,7 @@ class NissaHub:
 
     def _take(self) -> list:
         queue = self._queue
-        items = []
+        items: list = []
         while queue and len(items) < _MAX_TAKE:
             items.append(queue.popleft())
         return items
@@ -262,7 +263,7 @@ class NissaHub:
             with self._cv:
                 self._cv.notify_all()
 
-    def _own(self, payload: Payload) -> None:
+    def _own(self, payload: AnyPayload) -> None:
         step, epoch = self._position
         self._commit([(payload, step, epoch, None, None, time.time())])
 
@@ -294,7 +295,7 @@ class NissaHub:
     def _after_fork_in_child(self) -> None:
         """The child has none of the parent's threads: it must not touch the parent's log or seq."""
         self._forked = True
-        self.emit = self._emit_after_close  # type: ignore[method-assign]
+        self._closed = True
         self._queue = deque()
         self._wake = threading.Event()
         self._cv = threading.Condition()

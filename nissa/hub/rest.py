@@ -107,8 +107,8 @@ def wait_for_server(server: str, wait_s: float, on_retry: Callable[[str], None] 
 
 def _reason(err: httpx.HTTPError) -> str:
     cause: BaseException = err
-    while cause.__cause__ is not None or cause.__context__ is not None:  # the OSError under httpx's wrappers
-        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+    while (under := cause.__cause__ or cause.__context__) is not None:  # the OSError under httpx's wrappers
+        cause = under
     if isinstance(cause, OSError) and cause.strerror:
         return cause.strerror.lower()
     return str(err) or type(err).__name__

@@ -11,7 +11,9 @@ a capped, jittered exponential backoff.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
+import pathlib
 import random
 import socket
 import threading
@@ -90,7 +92,7 @@ class ProtocolViolation(Exception):
 class LogSource(Protocol):
     """What the sender reads: a log's path, sparse index and committed (last seq, end offset)."""
 
-    path: object
+    path: pathlib.Path
     index: list[int]
     committed: tuple[int, int]
 
@@ -117,7 +119,8 @@ def is_refusal(err: BaseException) -> bool:
 
 def is_final(err: BaseException) -> bool:
     """A refusal no retry can change: the run's stream belongs to another secret, the server holds
-    other events under this log's seqs, or the run was deleted there. A token, by contrast, may be fixed on the server meanwhile."""
+    other events under this log's seqs, or the run was deleted there. A token, by contrast, may be fixed on the
+    server meanwhile."""
     return _close_code(err) in _FINAL_CODES
 
 
@@ -217,7 +220,7 @@ class Sender:
 
     def _run(self) -> None:
         failures = 0
-        reader = LogReader(self._source.path, self._source.index)  # type: ignore[arg-type]
+        reader = LogReader(self._source.path, self._source.index)
         try:
             while not self._stop.is_set():
                 try:
@@ -331,7 +334,7 @@ class Sender:
                 self._stats.sent += len(lines)
                 continue
             with self._cv:
-                self._cv.wait_for(lambda: self._has_work(next_seq), timeout=1.0)
+                self._cv.wait_for(functools.partial(self._has_work, next_seq), timeout=1.0)
 
     def _has_work(self, next_seq: int) -> bool:
         if self._stop.is_set() or self._session_error is not None:

@@ -6,7 +6,7 @@ import logging
 
 import msgspec
 
-from leyline import DEFAULT_SEVERITY, DecodeError, Event, encode_event
+from leyline import DEFAULT_SEVERITY, AnyPayload, DecodeError, Event, Severity, encode_event
 from leyline.codec import encode_checked
 from leyline.frames import MAX_EVENT_BYTES
 from nissa.hub.config import HubConfig
@@ -55,13 +55,14 @@ class EventWriter:
         self._stats.logged = seq
         return True
 
-    def _encode(self, payload: object, seq: int, step: int, epoch: int, env: int | None,
-                severity: object, ts: float) -> bytes | None:
+    def _encode(self, payload: AnyPayload, seq: int, step: int, epoch: int, env: int | None,
+                severity: Severity | None, ts: float) -> bytes | None:
+        # What a loop emits is checked here, not trusted: an object that is no payload fails below and is counted.
         try:
-            kind = payload.KIND  # type: ignore[attr-defined]
+            kind = payload.KIND
             severity = severity or DEFAULT_SEVERITY[kind]
             if self._validate:
-                line = encode_checked(payload, run_id=self._run_id, rank=self._rank,  # type: ignore[arg-type]
+                line = encode_checked(payload, run_id=self._run_id, rank=self._rank,
                                       seq=seq, ts=ts, step=step, epoch=epoch, env=env, severity=severity)
             else:
                 line = encode_event(Event(run_id=self._run_id, rank=self._rank, seq=seq, ts=ts, step=step,

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from leyline import Metrics, Payload, RunFinished, RunStarted, make_event, metric_value
+from leyline import AnyPayload, Metrics, RunFinished, RunStarted, make_event, metric_value
 from leyline.codec import encode_event
 from leyline.metrics import MAX_METRICS
 from nissa.hub.runlog import RunLog
@@ -19,7 +19,7 @@ from nissa.run import flat_config
 
 logger = logging.getLogger(__name__)
 
-Point = tuple[Payload, int, float]
+Point = tuple[AnyPayload, int, float]
 """A payload with its step and wall time."""
 
 
@@ -101,7 +101,8 @@ def write_log(run: ImportedRun, log_dir: pathlib.Path) -> pathlib.Path:
 
 
 def import_runs(runs: Iterable[ImportedRun], log_dir: pathlib.Path, server: str | None, token: str | None = None,
-                timeout: float = 120.0, on_run: Callable[[ImportedRun, int, list[UploadResult] | None], None] | None = None,
+                timeout: float = 120.0,
+                on_run: Callable[[ImportedRun, int, list[UploadResult] | None], None] | None = None,
                 ) -> list[tuple[ImportedRun, list[UploadResult] | None]]:
     """Write each run's log, and upload it to ``server`` (None: logs only); ``on_run`` hears of each as it
     is done (the run, its number from 1, its upload results)."""

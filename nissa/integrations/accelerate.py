@@ -13,7 +13,8 @@ with ``run_started`` at the first ``log``. ``accelerator.log`` (the main process
 ``step``. In a run of one process, a ``log`` at a new ``step`` is also a step boundary, where commands apply
 (``tracker.run.should_stop`` after a ``stop``; ``tracker.run.on_checkpoint(fn)`` takes ``checkpoint``); with
 several processes every rank calls ``tracker.run.step()`` at its steps itself, since only the main one logs.
-``end_training`` finishes the run.
+``end_training`` finishes the run; a loop that raises never gets there, and the run ends as ``failed``
+with the error when that exception ends the process (``nissa.integrations.uncaught``).
 
 A ``GeneralTracker`` by Accelerate's public tracker interface (pinned in constraints.txt, tested with a real
 ``Accelerator``).
@@ -27,6 +28,7 @@ from typing import Any
 from accelerate.tracking import GeneralTracker
 
 from nissa.integrations.names import scalars
+from nissa.integrations.uncaught import finish_on_uncaught
 from nissa.run import Run, flat_config
 
 logger = logging.getLogger(__name__)
@@ -34,7 +36,8 @@ logger = logging.getLogger(__name__)
 
 class NissaTracker(GeneralTracker):
     """See the module docstring. ``run``: report into this run (not finished by ``end_training``); otherwise
-    ``init_args`` go to ``nissa.init`` at ``init_trackers`` (``server``, ``log_dir``, ``token``, ``system_metrics`` …)."""
+    ``init_args`` go to ``nissa.init`` at ``init_trackers`` (``server``, ``log_dir``, ``token``,
+    ``system_metrics`` …)."""
 
     name = "nissa"
     requires_logging_directory = False
@@ -65,6 +68,7 @@ class NissaTracker(GeneralTracker):
             import nissa
 
             self._run = nissa.init(run_name=self.run_name, **self._init_args)
+            finish_on_uncaught(self._run)  # a loop that raises never reaches end_training: the run ends as failed
 
     def store_init_configuration(self, values: dict[str, Any]) -> None:
         run = self.run

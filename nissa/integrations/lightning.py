@@ -99,8 +99,7 @@ class NissaCallback(pl.Callback):
         self.run.finish()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        status = "interrupted" if isinstance(exception, KeyboardInterrupt) else "failed"
-        self.run.finish(status, error=f"{type(exception).__name__}: {exception}"[:2000])
+        self.run.fail(exception)
 
 
 class RunLogger(Logger):

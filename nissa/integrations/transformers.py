@@ -11,7 +11,9 @@ as ``metrics`` at the Trainer's global step. The end of each optimizer step is a
 commands apply there, the run's own (``@run.command``) included; a ``checkpoint`` command sets the Trainer's
 ``should_save`` (it saves ``output_dir/checkpoint-<step>`` right after, as its own ``save_steps`` would) and a
 ``stop`` command its ``should_training_stop``, both through ``TrainerControl``. An epoch is the Trainer's epoch
-(what a debug window's ``epochs`` counts). The run the callback started finishes with training.
+(what a debug window's ``epochs`` counts). The run the callback started finishes with training; should
+training raise, the Trainer calls no callback, and the run ends as ``failed`` with the error when that
+exception ends the process (``nissa.integrations.uncaught``).
 
 Built on the public ``TrainerCallback`` hooks only (pinned in constraints.txt, tested with a real ``Trainer``).
 """
@@ -23,6 +25,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from nissa.integrations.names import scalars
+from nissa.integrations.uncaught import finish_on_uncaught
 from nissa.run import Run
 
 
@@ -53,6 +56,7 @@ class NissaCallback(TrainerCallback):
                 config["model"] = to_dict()
             init = {"run_name": args.run_name or "transformers", "steps_per_epoch": 0, **self._init_args}
             self.run = nissa.init(config=config, **init)
+            finish_on_uncaught(self.run)  # a Trainer that raises calls no callback: the run ends as failed
         elif self.run.step_count == 0:
             self.run.steps_per_epoch = 0  # the Trainer's epochs, not one per step
         self._args, self._state = args, state

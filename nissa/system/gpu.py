@@ -191,7 +191,8 @@ class AmdProbe:
             name=name, utilization=None if activity is None else _num(activity.get("gfx_activity")),
             memory_used_bytes=used, memory_total_bytes=total,
             memory_percent=None if not total or used is None else 100.0 * used / total,
-            power_w=_num(watts), temperature_c=_num(temp), sm_clock_mhz=None if clock is None else _num(clock.get("clk")))
+            power_w=_num(watts), temperature_c=_num(temp),
+            sm_clock_mhz=None if clock is None else _num(clock.get("clk")))
 
     def _read(self, read: Callable[[], Any]) -> Any:
         try:

@@ -12,20 +12,18 @@ The parameter list is dynamic (seeds come and go), hence ``torch.compiler.disabl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import torch
 
-from leyline import DebugLayerStats, Histograms, LayerStat, TelemetryLevel
-from nissa.histogram import Histogram, PendingHistograms
+from leyline import DebugLayerStats, Distribution, Histograms, LayerStat, TelemetryLevel
+from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import StreamFence, read_all
 
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
 
 
-CHUNK_ELEMENTS = 1 << 22
-"""Elements of one concatenation of layers (16 MiB in float32): what a collection adds to memory, at most."""
 _SEGMENTS: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
 """Segment ids and sizes of a whole model's layout that fits in one chunk (seeds come and go: a few layouts)."""
 
@@ -78,7 +76,8 @@ def layer_rows(weights: torch.Tensor, grads: torch.Tensor, seg: torch.Tensor, si
     return torch.stack([g_norm, mean, std, g_max, w_norm, g_bad + w_bad], dim=1)
 
 
-def _chunks(layers: list[tuple[str, torch.Tensor, torch.Tensor]]) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
+def _chunks(layers: Sequence[tuple[str, torch.Tensor, torch.Tensor]],
+            ) -> list[list[tuple[str, torch.Tensor, torch.Tensor]]]:
     """Consecutive layers in groups of at most ``CHUNK_ELEMENTS`` elements (a larger layer alone)."""
     out: list[list[tuple[str, torch.Tensor, torch.Tensor]]] = [[]]
     total = 0
@@ -114,7 +113,8 @@ class PendingLayers:
         width = self._rows.shape[1]
         self.layers = [LayerStat(name=n, grad_norm=v[0], grad_mean=v[1], grad_std=v[2], grad_abs_max=v[3],
                                  weight_norm=v[4], nonfinite=int(v[5]))
-                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)))]
+                       for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)),
+                                       strict=True)]
 
     def payloads(self) -> list[DebugLayerStats]:
         """``debug_layer_stats`` payloads of what was read (several for a large model)."""
@@ -149,14 +149,22 @@ def layer_histograms(model: str, named_params: Iterable[tuple[str, torch.nn.Para
     out: list[tuple[str, Histogram]] = []
     for name, p in named_params:
         if p.grad is not None:
-            out.append((metric_name(f"debug/{model}/gradients/{name}"), Histogram(p.grad, bins)))
-            out.append((metric_name(f"debug/{model}/weights/{name}"), Histogram(p, bins)))
+            gradients, weights = debug_distribution_names(model, name)
+            out.append((gradients, Histogram(p.grad, bins)))
+            out.append((weights, Histogram(p, bins)))
     return out
 
 
-def debug_histogram_payloads(pending: Iterable[PendingHistograms]) -> list[Histograms]:
-    """``histogram`` payloads of distributions read (``read_all``), a few hundred an event."""
-    found = [d for p in pending for d in (p.distributions or [])]
+def debug_distribution_names(model: str, layer: str) -> tuple[str, str]:
+    """The names of a layer's gradient and weight distributions in a debug window."""
+    return metric_name(f"debug/{model}/gradients/{layer}"), metric_name(f"debug/{model}/weights/{layer}")
+
+
+def debug_histogram_payloads(pending: Iterable[PendingHistograms],
+                             more: Iterable[Distribution] = ()) -> list[Histograms]:
+    """``histogram`` payloads of distributions read (``read_all``), and of ``more`` read otherwise, a few
+    hundred an event."""
+    found = [*(d for p in pending for d in (p.distributions or [])), *more]
     return [Histograms(histograms=found[i: i + DISTRIBUTIONS_PER_EVENT])
             for i in range(0, len(found), DISTRIBUTIONS_PER_EVENT)]
 

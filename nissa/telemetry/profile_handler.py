@@ -23,10 +23,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
-from leyline import Command, CommandAction, Payload, ProfileCompleted, ProfileStarted
+from leyline import AnyPayload, Command, CommandAction, ProfileCompleted, ProfileStarted
 from leyline.calls import unprofilable
 from leyline.commands import MAX_PROFILE_BATCHES
 from leyline.enums import ProfileTarget
@@ -117,7 +118,7 @@ class ProfileHandler:
 
     action = CommandAction.PROFILE
 
-    def __init__(self, *, log_dir: pathlib.Path, run_id: str, emit: Callable[[Payload], None],
+    def __init__(self, *, log_dir: pathlib.Path, run_id: str, emit: Callable[[AnyPayload], None],
                  uploader: ArtifactUploader | None = None, config: ProfileConfig | None = None,
                  end_wait_s: float = 30.0, rank: int | None = None, device: str | None = None,
                  quiesce: Callable[[], None] | None = None, phases: tuple[str, ...] | None = None) -> None:
@@ -256,7 +257,7 @@ class ProfileHandler:
                 message = f"trace kept at {result.trace_path}; upload failed: {type(err).__name__}: {err}"
                 logger.warning("profile window %s: %s", result.window, message)
         self._open = None
-        target = "update" if current.on_update else "batches"
+        target: Literal["batches", "update"] = "update" if current.on_update else "batches"
         batches = 0 if current.on_update else result.batches
         self._emit(ProfileCompleted(window=result.window, batches=batches, trace_path=str(result.trace_path),
                                     wall_s=result.wall_s, top_ops=result.top_ops, artifact=artifact,

@@ -78,7 +78,7 @@ def read_all(items: Sequence[DeviceFigures]) -> None:
     parts = [item.values.detach().reshape(-1).to(torch.float64) for item in items]
     flat = (parts[0] if len(parts) == 1 else torch.cat(parts)).tolist()
     offset = 0
-    for item, part in zip(items, parts):
+    for item, part in zip(items, parts, strict=True):
         n = part.numel()
         item.absorb(flat[offset: offset + n])
         offset += n

@@ -31,6 +31,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import Counter
+from types import TracebackType
 from typing import Any
 
 import torch
@@ -200,7 +201,8 @@ class CudaSyncCounter:
         torch.cuda.set_sync_debug_mode("warn")
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         torch.cuda.set_sync_debug_mode("default")
         self.by_call["cuda"] = self.count
-        self._catch.__exit__(*exc)
+        self._catch.__exit__(exc_type, exc, tb)

@@ -27,12 +27,14 @@ from __future__ import annotations
 import fnmatch
 import pathlib
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from leyline import RunStatus, Severity
+from leyline.payloads_alerts import AlertCondition
 
-CONDITIONS = ("status", "anomaly", "hang", "straggler", "threshold", "nan", "stale")
+CONDITIONS: tuple[AlertCondition, ...] = typing.get_args(AlertCondition)
 _DEFAULT_STATUSES = ("lost", "failed", "degraded")
 
 
@@ -55,7 +57,7 @@ class Rule:
     """One alert rule; ``when`` says which condition, the other fields tune it."""
 
     name: str
-    when: str
+    when: AlertCondition
     runs: str = "*"
     """Glob on the run's name (``esper-train --run-name``), or on its id."""
     notify: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ find it open (``store.alerts_sql``), so each alert is sent once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -80,8 +81,8 @@ class AlertService:
         for f in verdict.firing:
             if (f.rule.name, f.run_key, f.subject) in open_keys:
                 if f.renewed:
-                    await self._store.call(lambda c, f=f: alerts_sql.touch_alert(c, f.rule.name, f.run_key,
-                                                                                   f.subject, now))
+                    await self._store.call(functools.partial(alerts_sql.touch_alert, rule=f.rule.name,
+                                                             run_key=f.run_key, subject=f.subject, now=now))
                 continue
             open_keys.add((f.rule.name, f.run_key, f.subject))
             await self._open(f, now)
@@ -113,7 +114,7 @@ class AlertService:
                     command_id = queued
                     alerts_sql.set_command(conn, alert_id, command_id)
             add_server_event(conn, write, AlertChanged(
-                alert_id=alert_id, rule=rule.name, condition=rule.when, state="firing",  # type: ignore[arg-type]
+                alert_id=alert_id, rule=rule.name, condition=rule.when, state="firing",
                 subject=f.subject, message=f.message, rank=f.rank, command_id=command_id), _SEVERITY[rule.when])
             write.result = alert_id
 
@@ -138,7 +139,7 @@ class AlertService:
             write.result = alerts_sql.resolve_alert(conn, alert_id, now, destinations)
             if write.result:
                 add_server_event(conn, write, AlertChanged(
-                    alert_id=alert_id, rule=rule.name, condition=rule.when, state="resolved",  # type: ignore[arg-type]
+                    alert_id=alert_id, rule=rule.name, condition=rule.when, state="resolved",
                     subject=alert.subject, message=message, rank=alert.rank,
                     command_id=alert.command_id), Severity.INFO)
 

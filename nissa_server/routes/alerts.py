@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from nissa_server.deps import NissaDep, SettingsDep, StoreDep, require_read, run_or_404
-from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.schemas import AlertInfo
 from nissa_server.store import alerts_sql
@@ -16,9 +16,9 @@ from nissa_server.store.conn import Conn
 
 router = APIRouter(tags=["alerts"])
 READ = [Depends(require_read)]
-UNAUTHORIZED = {401: error("Reads need the bearer token (server started with --read-auth)",
+UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                            "missing or wrong bearer token")}
-_LIST = {200: ok({"type": "array", "items": ref(AlertInfo)}, EXAMPLES["alerts"]), **UNAUTHORIZED}
+_LIST: Responses = {200: ok({"type": "array", "items": ref(AlertInfo)}, EXAMPLES["alerts"]), **UNAUTHORIZED}
 Status = Annotated[Literal["firing", "resolved"] | None, Query(description="only alerts in this state")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="newest first, at most this many")]
 

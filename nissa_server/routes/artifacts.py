@@ -18,7 +18,7 @@ from leyline.frames import STREAM_SECRET_HEADER
 from nissa_server import artifact_files, ownership
 from nissa_server.artifact_files import Quota, Refused
 from nissa_server.deps import KnownRun, NissaDep, StoreDep, require_read, require_write, run_or_404
-from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.runs import RunState
 from nissa_server.schemas import ArtifactInfo
@@ -31,7 +31,7 @@ NAME = re.compile(NAME_PATTERN)
 # The pattern is for the schema; ``_path`` checks it (pydantic's regex engine has no look-ahead).
 ArtifactName = Annotated[str, Path(max_length=128, description="File name: letters, digits, '.', '_', '-', "
                                    "not dots only", json_schema_extra={"pattern": NAME_PATTERN})]
-UNAUTHORIZED = {401: error("Missing or wrong bearer token", "missing or wrong bearer token")}
+UNAUTHORIZED: Responses = {401: error("Missing or wrong bearer token", "missing or wrong bearer token")}
 
 
 def _path(n: Nissa, run_key: int, name: str) -> pathlib.Path:

@@ -12,7 +12,7 @@ from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.series import parse_key
 from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.groups import Member, band, config_diff, group_rows
-from nissa_server.openapi import error, ok, ref
+from nissa_server.openapi import Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.routes.series import Axis
 from nissa_server.series import shape
@@ -28,8 +28,8 @@ MAX_GROUPED_RUNS = 20_000
 MAX_GROUP_METRICS = 32
 MAX_BAND_SERIES = 64
 """Label sets of one name a band reply holds (an env per line)."""
-ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
-                     "token"), 404: error("No such run", "unknown run 'r-x'"),
+ERRORS: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
+                           "missing or wrong bearer token"), 404: error("No such run", "unknown run 'r-x'"),
           422: error("Bad parameter", "runs: at most 200 runs, got 201")}
 _RUNS_DOC = "Run ids separated by commas"
 

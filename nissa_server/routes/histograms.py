@@ -18,7 +18,8 @@ router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
 MAX_EVENTS = 200_000
 """``histogram`` events one request reads at most (the oldest first)."""
-_EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1, "quantiles": [0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0],
+_EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
+            "quantiles": [0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0],
             "histograms": [{"rank": 0, "step": 100, "epoch": 1, "ts": 1.7e9, "min": -0.02, "max": 0.03, "count": 512,
                             "nonfinite": 0, "bins": [3, 40, 210, 200, 52, 7],
                             "quantiles": [-0.02, -0.01, -0.005, 0.0, 0.003, 0.007, 0.012, 0.018, 0.03]}]}

@@ -26,8 +26,9 @@ _INDEX_SCHEMA = {"type": "object", "properties": {key: {"type": "string"} for ke
 
 
 @router.get("/", summary="Where to start: links to the API's documentation and main resources",
-            response_class=Response, responses={200: ok(_INDEX_SCHEMA, INDEX),
-                                                  303: {"description": "A browser (HTML asked for before JSON): to the web page, /ui"}})
+            response_class=Response,
+            responses={200: ok(_INDEX_SCHEMA, INDEX),
+                       303: {"description": "A browser (HTML asked for before JSON): to the web page, /ui"}})
 async def index(request: Request) -> Response:
     # A browser (it asks for HTML before JSON) goes to the web page; an API client gets the links.
     if _wants_html(request.headers.get("accept", "")):

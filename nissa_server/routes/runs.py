@@ -25,7 +25,7 @@ from nissa_server.deps import (
     require_write,
     run_or_404,
 )
-from nissa_server.openapi import EXAMPLES, error, ok, ref
+from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.schemas import DeletedRun, RunInfo
 from nissa_server.state import Nissa
@@ -38,9 +38,9 @@ MAX_PAGE = 10_000
 MAX_RUNS_PAGE = 500
 _STATUSES = "|".join(s.value for s in RunStatus)
 _STATUS_LIST = rf"^\s*({_STATUSES})?(\s*,\s*({_STATUSES})?)*\s*$"
-UNAUTHORIZED = {401: error("Reads need the bearer token (server started with --read-auth)",
+UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                            "missing or wrong bearer token")}
-NOT_FOUND = {404: error("No such run", "unknown run 'r-x'")}
+NOT_FOUND: Responses = {404: error("No such run", "unknown run 'r-x'")}
 
 
 def _with_live_state(n: Nissa, info: RunInfo) -> RunInfo:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline.series import Marker, kind_of_name, parse_key
 from nissa_server.deps import NissaDep, require_read, run_or_404
-from nissa_server.openapi import error, ok, ref
+from nissa_server.openapi import Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, parse_labels, read_page
 from nissa_server.store import series_queries
@@ -23,8 +23,8 @@ MAX_SERIES = 1000
 """Series of one name (label sets) one run may have in a reply; more are chosen with ``labels``."""
 MAX_LISTED = 10_000
 """Series one page of a run's listing holds (a loop that logs a new name each step has millions)."""
-ERRORS = {401: error("Reads need the bearer token (server started with --read-auth)", "missing or wrong bearer "
-                     "token"), 404: error("No such run", "unknown run 'r-x'")}
+ERRORS: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
+                           "missing or wrong bearer token"), 404: error("No such run", "unknown run 'r-x'")}
 Axis = Literal["step", "epoch", "round", "ts"]
 _CHAR = r"(?:[^,=\\]|\\.)"  # a character of a name, or one escaped with a backslash
 _PAIR = rf"{_CHAR}*(?:[^\s,=\\]|\\.){_CHAR}*=(?:[^,\\]|\\.)*"

@@ -14,10 +14,10 @@ from fastapi.responses import RedirectResponse
 
 from leyline import EventKind, charts
 from nissa_server.deps import require_read
-from nissa_server.openapi import error
+from nissa_server.openapi import Responses, error
 
 router = APIRouter(tags=["web page"])
-_READ_REFUSED = {401: error("Reads need the bearer token (server started with --read-auth)",
+_READ_REFUSED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                             "missing or wrong bearer token")}
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8", ".svg": "image/svg+xml"}
@@ -74,7 +74,8 @@ async def page_slash() -> RedirectResponse:
 
 
 @router.get("/ui/kinds.json", summary="The event kinds: a series named after one is a field of its events",
-            response_class=Response, dependencies=[Depends(require_read)], responses={200: {"description": "The kinds", "content": {"application/json": {
+            response_class=Response, dependencies=[Depends(require_read)],
+            responses={200: {"description": "The kinds", "content": {"application/json": {
                 "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}},
                 **_READ_REFUSED})
 async def kinds() -> Response:

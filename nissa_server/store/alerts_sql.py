@@ -89,11 +89,6 @@ def open_alert(conn: Conn, *, run_key: int, rule: str, condition: str, subject: 
     return alert_id
 
 
-def is_open(conn: Conn, rule: str, run_key: int, subject: str) -> bool:
-    return conn.execute("SELECT 1 FROM alerts WHERE open_key = ?", (open_key(rule, run_key, subject),)).fetchone() \
-        is not None
-
-
 def set_command(conn: Conn, alert_id: str, command_id: str) -> None:
     conn.execute("UPDATE alerts SET command_id = ? WHERE alert_id = ?", (command_id, alert_id))
 
@@ -140,7 +135,8 @@ def _row(row: tuple) -> AlertInfo:
 
 def list_alerts(conn: Conn, *, run_key: int | None = None, status: str | None = None, limit: int = 100
                 ) -> list[AlertInfo]:
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if run_key is not None:
         where.append("a.run_key = ?")
         args.append(run_key)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -92,7 +92,7 @@ class Store(abc.ABC):
         self.registry = RunRegistry()
         self.published_upto = 0
         """Highest event id handed to ``on_publish``: every id up to it is committed."""
-        self.on_publish: Callable[[list[Published]], None] = lambda batches: None
+        self.on_publish: Callable[[Sequence[Published]], None] = lambda batches: None
         """Committed events for this server's watchers: once per commit, batches in id order."""
         self.on_stream_taken: Callable[[int, int, str], None] = lambda run_key, rank, session: None
         """Another session (maybe on another server) took over (run key, rank)."""
@@ -161,17 +161,21 @@ class Store(abc.ABC):
     def _stored(self, writes: list[EventWrite]) -> None:
         """This server's writes of one commit, in id order: how their events reach ``on_publish``."""
 
+    @abc.abstractmethod
     def _close_connections(self) -> None:
         """Close every connection (after the writer has stopped)."""
 
     def announce_deleted(self, conn: Conn, run_key: int) -> None:
         """Inside the transaction that deletes a run: tell the other servers (if any) at its commit."""
+        return  # a store only one server writes has no one to tell
 
     def announce_taken(self, conn: Conn, run_key: int, rank: int, session: str) -> None:
         """Inside the transaction where ``session`` takes a stream over: tell the other servers at its commit."""
+        return  # a store only one server writes has no one to tell
 
     def _started(self) -> None:
         """Hook: the writer task runs (a backend starts what else it needs on the loop)."""
+        return  # a backend that needs nothing more on the loop
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -206,8 +210,8 @@ class Store(abc.ABC):
     async def submit(self, write: Write) -> None:
         """Queue a write; waits only when the writer is far behind (backpressure on ingest).
 
-        Ingest writes must be built and submitted under ``ordered`` (or through ``submit_built``):
-        their stream state assumes they reach the writer in the order they were built.
+        Ingest writes go through ``submit_built``, which builds and queues them under ``ordered``: their stream
+        state assumes they reach the writer in the order they were built.
         """
         assert self._queue is not None, "store not started"
         try:
@@ -227,15 +231,22 @@ class Store(abc.ABC):
         assert self._queue is not None, "store not started"
         self._queue.put_nowait(write)
 
-    async def submit_built(self, build: Callable[[], EventWrite]) -> EventWrite:
-        """Build an event write and queue it, in one order across every caller (see ``submit``)."""
-        if self.ready:
+    async def submit_built(self, build: Callable[[], EventWrite | None],
+                           first: Callable[[], Awaitable[None]] | None = None) -> EventWrite | None:
+        """Build an event write and queue it, in one order across every caller (see ``submit``): at once where
+        ``ready`` (no suspension in between), else under ``ordered``. ``first`` runs before the build, in the same
+        order (a read that must see this stream's earlier writes committed); a build of None queues nothing."""
+        if first is None and self.ready:
             write = build()
-            self.put_now(write)
+            if write is not None:
+                self.put_now(write)
             return write
         async with self.ordered:
+            if first is not None:
+                await first()
             write = build()
-            await self.submit(write)
+            if write is not None:
+                await self.submit(write)
         return write
 
     async def submit_and_wait(self, write: EventWrite) -> EventWrite:
@@ -291,17 +302,18 @@ class Store(abc.ABC):
         stale = [w for w in batch if isinstance(w, EventWrite) and w.stale]
         if stale:
             batch = [w for w in batch if w not in stale]
-            for write in stale:
-                write.fail(StaleWrite(f"an earlier write of run {write.run_id!r} rank {write.rank} failed"))
+            for stale_write in stale:
+                stale_write.fail(StaleWrite(f"an earlier write of run {stale_write.run_id!r} rank {stale_write.rank} "
+                                            f"failed"))
         if not batch:
             return
         began = loop.time()
         failures = await loop.run_in_executor(self._executor, self._commit_batch, batch)
         self.commits += 1
-        self.on_committed(sum(len(w.rows) for w, err in zip(batch, failures)
+        self.on_committed(sum(len(w.rows) for w, err in zip(batch, failures, strict=True)
                               if err is None and isinstance(w, EventWrite)), loop.time() - began)
         stored: list[EventWrite] = []
-        for write, err in zip(batch, failures):
+        for write, err in zip(batch, failures, strict=True):
             if err is None:
                 write.settle(stored.append)
             else:
@@ -348,7 +360,7 @@ class Store(abc.ABC):
             ids = self._ids(conn) if any(isinstance(w, EventWrite) for w in batch) else None
             pending = Pending(self._insert_blocks)
             for write in batch:
-                write.apply(conn, ids, pending)  # type: ignore[arg-type]
+                write.apply(conn, ids, pending)
             pending.flush(conn)
             self._commit(conn, ids if ids is not None and ids.used else None, batch)
         except BaseException:

@@ -9,7 +9,7 @@ the whole batch instead of for every event. Reads that need single events split 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -61,7 +61,7 @@ class Block(NamedTuple):
         """Each event as a ``Row`` (kind and severity read back from its JSON)."""
         metas = _metas(b"[" + self.body + b"]")
         return [(self.seq + i, m.kind, SEVERITY_RANK[m.severity], body)
-                for i, (m, body) in enumerate(zip(metas, self.events()))]
+                for i, (m, body) in enumerate(zip(metas, self.events(), strict=True))]
 
     def singles(self) -> list[Block]:
         """One block per event."""
@@ -99,7 +99,7 @@ def pieces(blocks: Sequence[Block], max_events: int, max_bytes: int) -> Iterator
             yield from block.singles()
 
 
-def from_row(row: tuple) -> Block:
+def from_row(row: Sequence[Any]) -> Block:
     """A block from its database columns (id, seq, n, body)."""
     return Block(row[0], row[1], row[2], bytes(row[3]))
 

@@ -7,14 +7,22 @@ from typing import Any, Protocol
 
 
 class Cursor(Protocol):
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
 
 
-class Conn(Protocol):
+class Executor(Protocol):
+    """What runs SQL: any DB-API connection (a migration's plain ``sqlite3.Connection`` too)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Cursor: ...
+    def executemany(self, sql: str, params: Any, /) -> Any: ...
+
+
+class Conn(Executor, Protocol):
     """``sqlite3.Connection`` as it is, or a PostgreSQL connection behind an adapter."""
 
     for_update: str
@@ -22,10 +30,7 @@ class Conn(Protocol):
     greatest: str
     """The larger of two values: ``GREATEST`` (PostgreSQL), the two-argument ``MAX`` (SQLite)."""
     snapshot: str
+    """Begins a read-only transaction whose reads all see the same commits (``COMMIT`` ends it)."""
     ilike: str
     """A LIKE that ignores case: ``ILIKE`` (PostgreSQL, whose statistics then estimate it), SQLite's own ``LIKE``
     (ASCII, as its ``LOWER``)."""
-    """Begins a read-only transaction whose reads all see the same commits (``COMMIT`` ends it)."""
-
-    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Cursor: ...
-    def executemany(self, sql: str, params: Any, /) -> Any: ...

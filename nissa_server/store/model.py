@@ -109,7 +109,9 @@ class EventWrite:
         stream = self.stream
         return stream is not None and (stream.broken or self.run.streams.get(self.rank) is not stream)
 
-    def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
+    def apply(self, conn: Conn, ids: IdRange | None, pending: Pending) -> None:
+        if ids is None:
+            raise RuntimeError("a transaction with event writes reads its id range first")
         if self.prepare is not None:
             pending.flush(conn)  # what it reads (the server's stream, commands) must be up to date
             self.rows, self.kinds, self.effects = [], {}, []
@@ -149,7 +151,7 @@ class CallWrite:
     future: asyncio.Future
     result: Any = None
 
-    def apply(self, conn: Conn, ids: IdRange, pending: Pending) -> None:
+    def apply(self, conn: Conn, ids: IdRange | None, pending: Pending) -> None:
         pending.flush(conn)  # it may read what the writes before it in this transaction wrote
         self.result = self.fn(conn)
 

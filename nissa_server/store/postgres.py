@@ -68,15 +68,15 @@ class PgConn:
         self.raw = raw
 
     def execute(self, query: str, params: Any = ()) -> psycopg.Cursor:
-        return self.raw.execute(_pg(query), params)  # type: ignore[arg-type]
+        return self.raw.execute(_pg(query), params)
 
     def execute_binary(self, query: str, params: Any = ()) -> psycopg.Cursor:
         """``execute`` with results in binary form: large blobs arrive as they are, not hex-encoded."""
-        return self.raw.execute(_pg(query), params, binary=True)  # type: ignore[arg-type]
+        return self.raw.execute(_pg(query), params, binary=True)
 
     def executemany(self, query: str, params: Any) -> psycopg.Cursor:
         cur = self.raw.cursor()
-        cur.executemany(_pg(query), list(params))  # type: ignore[arg-type]
+        cur.executemany(_pg(query), list(params))
         return cur
 
 
@@ -257,7 +257,11 @@ class PostgresStore(Store):
         """The listener thread: forwards every notification to the loop, reconnecting when it must (after a
         backoff, said once per outage: ``Health``)."""
         assert self._notes is not None
-        put = functools.partial(loop.call_soon_threadsafe, self._notes.put_nowait)
+        notes = self._notes
+
+        def put(note: tuple[str, str]) -> None:
+            loop.call_soon_threadsafe(notes.put_nowait, note)
+
         self.health.watch(NOTIFICATIONS)
         while not self._stop.is_set():
             try:
@@ -304,14 +308,14 @@ class PostgresStore(Store):
                 mine.append(write)
                 self.published_upto = write.last_id
             if mine:
-                self.on_publish(mine)  # type: ignore[arg-type]
+                self.on_publish(mine)
                 continue
             bound = min([upto, *(first - 1 for first in self._local if first > self.published_upto)])
             rows = await self.read(queries.committed_blocks, self.published_upto, bound, CATCH_UP_EVENTS)
             batches = _group(rows)
             if batches:
                 self.published_upto = batches[-1].last_id
-                self.on_publish(batches)  # type: ignore[arg-type]
+                self.on_publish(batches)
             if sum(block.n for batch in batches for block in batch.blocks) < CATCH_UP_EVENTS:
                 self.published_upto = max(self.published_upto, bound)  # the rest was deleted meanwhile
 

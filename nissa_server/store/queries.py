@@ -206,14 +206,22 @@ _COMMAND_COLUMNS = ("c.command_id, r.run_id, c.status, c.created_at, c.updated_a
                     " c.result, c.message, c.history")
 
 
+_ASKED = frozenset(CommandRecord.__struct_fields__) - {
+    "command_id", "run_id", "status", "created_at", "updated_at", "applied_step", "result", "message", "history",
+    "ranks"}
+"""The fields of a record that its stored request says (a request's other fields, and its nulls, left out)."""
+
+
 def _record(row: tuple) -> CommandRecord:
     """The command as stored: the request's own fields (whichever the action takes), then what became of it."""
     command_id, run_id, status, created, updated, request, step, result, message, history = row
-    return msgspec.convert({
-        **_request.decode(request), "command_id": command_id, "run_id": run_id, "status": status,
-        "created_at": created, "updated_at": updated, "applied_step": step, "message": message,
-        "result": _result.decode(result) if result else None, "history": _history.decode(history),
-    }, CommandRecord)
+    asked = {k: v for k, v in _request.decode(request).items() if k in _ASKED and v is not None}
+    record = msgspec.convert({**asked, "command_id": command_id, "run_id": run_id, "status": status,
+                              "created_at": created, "updated_at": updated, "applied_step": step,
+                              "message": message}, CommandRecord)
+    record.result = _result.decode(result) if result else None
+    record.history = _history.decode(history)
+    return record
 
 
 def _with_ranks(conn: Conn, record: CommandRecord) -> CommandRecord:
@@ -281,8 +289,9 @@ def committed_blocks(conn: Conn, after_id: int, upto_id: int, max_events: int) -
     events = 0
     while events < max_events:
         rows = conn.execute(
-            "SELECT b.run_key, r.run_id, b.rank, b.id, b.seq, b.n, b.body FROM event_blocks b JOIN runs r ON r.run_key ="
-            " b.run_key WHERE b.id > ? AND b.id <= ? ORDER BY b.id LIMIT ?", (after_id, upto_id, BLOCK_PAGE),
+            "SELECT b.run_key, r.run_id, b.rank, b.id, b.seq, b.n, b.body"
+            " FROM event_blocks b JOIN runs r ON r.run_key = b.run_key"
+            " WHERE b.id > ? AND b.id <= ? ORDER BY b.id LIMIT ?", (after_id, upto_id, BLOCK_PAGE),
         ).fetchall()
         for row in rows:
             out.append(row)

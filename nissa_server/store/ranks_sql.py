@@ -68,8 +68,8 @@ def world_size(conn: Conn, run_key: int) -> int:
 # --- a rank's own events --------------------------------------------------------------------------
 
 
-def rank_started(conn: Conn, run_key: int, event: Event, now: float) -> None:
-    p: RunStarted = event.payload  # type: ignore[assignment]
+def rank_started(conn: Conn, run_key: int, event: Event, p: RunStarted, now: float) -> None:
+    """``event``'s rank started (``p``: its payload)."""
     conn.execute(f"UPDATE runs SET world_size = {conn.greatest}(world_size, ?) WHERE run_key = ?",
                  (max(1, min(p.world_size, 65536)), run_key))
     conn.execute(
@@ -87,7 +87,8 @@ def rank_seen(conn: Conn, run_key: int, event: Event, now: float, hub_health: by
     conn.execute(
         "INSERT INTO ranks (run_key, rank, status, seen_at, last_step, last_epoch, hub_health) VALUES (?,?,?,?,?,?,?)"
         f" ON CONFLICT (run_key, rank) DO UPDATE SET seen_at = excluded.seen_at,"
-        f" last_step = {g}(ranks.last_step, excluded.last_step), last_epoch = {g}(ranks.last_epoch, excluded.last_epoch),"
+        f" last_step = {g}(ranks.last_step, excluded.last_step),"
+        f" last_epoch = {g}(ranks.last_epoch, excluded.last_epoch),"
         f" status = CASE WHEN ranks.status = '{SILENT}' THEN '{LIVE}' ELSE ranks.status END{health}",
         (run_key, event.rank, LIVE, now, event.step, event.epoch, hub_health))
 
@@ -101,8 +102,8 @@ def rank_resumed(conn: Conn, run_key: int, event: Event, now: float) -> None:
         (run_key, event.rank, LIVE, now, event.step, event.epoch))
 
 
-def rank_finished(conn: Conn, run_key: int, event: Event, now: float) -> None:
-    p: RunFinished = event.payload  # type: ignore[assignment]
+def rank_finished(conn: Conn, run_key: int, event: Event, p: RunFinished, now: float) -> None:
+    """``event``'s rank finished (``p``: its payload)."""
     status = RunStatus.after_finish(p.status).value
     g = conn.greatest
     conn.execute(
@@ -189,9 +190,9 @@ def sweep_ranks(conn: Conn, now: float, silent_after_s: float) -> list[tuple[str
     """Every running run of several ranks: ranks not heard from for ``silent_after_s`` are silent; a run
     with a silent rank and a live one is degraded (and live again once none is silent); a run none of
     whose ranks runs any more ends. Returns (run id, new status, detail) of the runs that changed."""
-    changed = []
-    for run_key, run_id, status, world, detail in conn.execute(
-            "SELECT run_key, run_id, status, world_size, status_detail FROM runs"
+    changed: list[tuple[str, str, str | None]] = []
+    for run_key, run_id, status, detail in conn.execute(
+            "SELECT run_key, run_id, status, status_detail FROM runs"
             " WHERE status IN ('live', 'degraded') AND world_size > 1").fetchall():
         conn.execute(f"UPDATE ranks SET status = '{SILENT}' WHERE run_key = ? AND status = '{LIVE}' AND seen_at < ?",
                      (run_key, now - silent_after_s))

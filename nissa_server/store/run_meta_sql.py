@@ -8,7 +8,7 @@ import math
 
 import msgspec
 
-from leyline.payloads import RunStarted, Scalar
+from leyline.payloads import RunStarted
 from nissa_server.store.conn import Conn
 
 SCHEMA = """
@@ -46,7 +46,7 @@ its whole config (``GET /runs/{id}``), its rows here the first 256 characters of
 than that are not filterable at all."""
 
 
-def param_row(run_key: int, key: str, value: Scalar) -> tuple[int, str, float | None, str | None]:
+def param_row(run_key: int, key: str, value: str | int | float | bool) -> tuple[int, str, float | None, str | None]:
     """A config entry as ``run_params`` keeps it: a number in ``num``, anything else as text (``true``, ``false``;
     None is neither)."""
     if isinstance(value, bool):

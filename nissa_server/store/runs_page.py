@@ -13,7 +13,8 @@ from leyline.query import Clause, SortKey
 from leyline.summaries import MetricSummary
 from nissa_server.store import run_meta_sql, summaries_sql
 from nissa_server.store.conn import Conn
-from nissa_server.store.runs_query import compile_query, metric_keys
+from nissa_server.store.runs_query import Compiled, compile_query, metric_keys
+from nissa_server.store.series_queries import in_snapshot
 
 MAX_PARAMS = 64
 """Config entries a summary carries at most."""
@@ -87,21 +88,14 @@ def _outcome(start: RunStarted | None, finish: RunFinished | None) -> Outcome | 
     return out
 
 
+@in_snapshot
 def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: list[SortKey], now: float,
               here: str, metrics: list[str] | None = None) -> tuple[int, list[RunSummary]]:
     """(runs matching ``clauses``, the page of them from ``offset`` in ``sort`` order, then newest first);
     ``connected`` says whether a server other than ``here`` holds one of a run's streams (the caller knows its
     own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
-    by key, its outcome's (``run_finished.*``) and those the query and the sort name."""
-    q = compile_query(clauses, sort, conn.ilike)
-    # The page's keys first (and how many match, in the same pass), then its rows: a sort carries only keys,
-    # not every run's config. The joins are on unique keys: a run is one row whatever it joins.
-    found_keys = conn.execute(
-        f"SELECT r.run_key, COUNT(*) OVER () FROM runs r {' '.join(q.joins)}{q.where_sql}"
-        f" ORDER BY {', '.join(q.order)} LIMIT ? OFFSET ?", (*q.join_args, *q.where_args, limit, offset)).fetchall()
-    keys = [int(r[0]) for r in found_keys]
-    total = int(found_keys[0][1]) if found_keys else int(
-        conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0])
+    by key, its outcome's (``run_finished.*``) and those the query and the sort name. Its reads see one commit."""
+    total, keys = _page_keys(conn, compile_query(clauses, sort, conn.ilike), limit, offset)
     found_rows = {int(row[0]): row for row in conn.execute(
         "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
         " config, finish, world_size, status_detail, project, run_group, notes FROM runs"
@@ -119,6 +113,25 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     else:
         found = summaries_sql.read(conn, keys, metrics)
     return total, [_summary(row, extra, found[int(row[0])]) for row in rows]
+
+
+def _page_keys(conn: Conn, q: Compiled, limit: int, offset: int) -> tuple[int, list[int]]:
+    """(runs matching, the page's run keys in order): keys only, so that a sort carries no run's config. The
+    joins are on unique keys: a run is one row whatever it joins."""
+    if not q.where:  # every run: counted from an index, and a page in created order read from one, not sorted
+        found = conn.execute(f"SELECT r.run_key FROM runs r {' '.join(q.joins)} ORDER BY {q.order_sql} LIMIT ?"
+                             " OFFSET ?", (*q.join_args, limit, offset)).fetchall()
+        return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), [int(r[0]) for r in found]
+    # A filter: the matches and their sort keys found once (materialised, so that PostgreSQL plans it for every
+    # match rather than for a LIMIT's first rows, which a count over all of them never allows), then counted
+    # and the page sorted out of them.
+    found = conn.execute(
+        f"WITH m AS MATERIALIZED (SELECT {q.sort_columns} FROM runs r {' '.join(q.joins)}{q.where_sql})"
+        f" SELECT o{len(q.order) - 1}, (SELECT COUNT(*) FROM m) FROM m ORDER BY {q.order_by_columns} LIMIT ?"
+        " OFFSET ?", (*q.join_args, *q.where_args, limit, offset)).fetchall()
+    if not found:  # none, or none as far as the offset
+        return int(conn.execute(f"SELECT COUNT(*) FROM runs r{q.where_sql}", q.where_args).fetchone()[0]), []
+    return int(found[0][1]), [int(r[0]) for r in found]
 
 
 class _Extra:

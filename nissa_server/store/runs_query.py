@@ -30,11 +30,25 @@ class Compiled:
     join_args: list = field(default_factory=list)
     where: list[str] = field(default_factory=list)
     where_args: list = field(default_factory=list)
-    order: list[str] = field(default_factory=list)
+    order: list[tuple[str, str]] = field(default_factory=list)
+    """(expression, `` DESC`` and/or `` NULLS LAST`` or nothing) of each sort key, the last the run key."""
 
     @property
     def where_sql(self) -> str:
         return (" WHERE " + " AND ".join(self.where)) if self.where else ""
+
+    @property
+    def order_sql(self) -> str:
+        return ", ".join(f"{expression}{way}" for expression, way in self.order)
+
+    @property
+    def sort_columns(self) -> str:
+        """The sort keys as columns ``o0``, ``o1``… (the last the run key), to sort a query's result by them."""
+        return ", ".join(f"{expression} AS o{i}" for i, (expression, _) in enumerate(self.order))
+
+    @property
+    def order_by_columns(self) -> str:
+        return ", ".join(f"o{i}{way}" for i, (_, way) in enumerate(self.order))
 
 
 def _like(text: str) -> str:
@@ -96,15 +110,15 @@ def _sort(key: SortKey, i: int, out: Compiled) -> None:
     if f.kind == "attr":
         first_tag = "(SELECT MIN(tag) FROM run_tags t WHERE t.run_key = r.run_key)"
         column = first_tag if f.name == "tag" else _COLUMNS[f.name]
-        out.order.append(f"{column}{way} NULLS LAST")
+        out.order.append((column, f"{way} NULLS LAST"))
     elif f.kind == "metric":
         out.joins.append(f"LEFT JOIN run_metrics s{i} ON s{i}.run_key = r.run_key AND s{i}.key = ?")
         out.join_args.append(f.name)
-        out.order.append(f"s{i}.{_STATS[f.stat]}{way} NULLS LAST")
+        out.order.append((f"s{i}.{_STATS[f.stat]}", f"{way} NULLS LAST"))
     else:
         out.joins.append(f"LEFT JOIN run_params s{i} ON s{i}.run_key = r.run_key AND s{i}.key = ?")
         out.join_args.append(f.name)
-        out.order += [f"s{i}.num{way} NULLS LAST", f"s{i}.text{way} NULLS LAST"]
+        out.order += [(f"s{i}.num", f"{way} NULLS LAST"), (f"s{i}.text", f"{way} NULLS LAST")]
 
 
 def compile_query(clauses: list[Clause], sort: list[SortKey], ilike: str = "LIKE") -> Compiled:
@@ -116,7 +130,7 @@ def compile_query(clauses: list[Clause], sort: list[SortKey], ilike: str = "LIKE
         out.where.append(f"NOT ({condition})" if clause.negated != (clause.op == "!=") else condition)
     for i, key in enumerate(sort):
         _sort(key, i, out)
-    out.order += ["r.created_at DESC", "r.run_key DESC"]
+    out.order += [("r.created_at", " DESC"), ("r.run_key", " DESC")]
     return out
 
 

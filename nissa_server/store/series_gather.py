@@ -41,8 +41,8 @@ class _Layout:
         self.labels = own_labels(payload, envelope)
         self.columns: list[tuple[str, str]] = [(n, key_of(n, self.labels)) for n in root.flat_names]
         """(name, key) of each value of a row (the payload's flat fields, then each struct's in it)."""
-        for field, many, sub in root.structs:
-            value = getattr(payload, field)
+        for attr, many, sub in root.structs:
+            value = getattr(payload, attr)
             for item in (() if value is None else value if many else (value,)):
                 labels = own_labels(item, self.labels, sub.item_of)
                 self.columns += [(n, key_of(n, labels)) for n in sub.flat_names]
@@ -93,7 +93,7 @@ class Gathered:
                     plan = plan_of(getattr(kind, "_value_", kind))  # an EventKind, or its value as stored
                     rows, usual = plan.rows, plan.usual
                 n += 1
-                if usual:
+                if usual and rows is not None:  # a usual kind has rows
                     labels, values, rnd = rows(payload)
                     layout = get((run_key, env.rank, env.env, plan, labels))
                     if layout is None:
@@ -144,9 +144,9 @@ class Gathered:
         found: list = []
         if not shape.other_names:
             return found
-        for (name, field), value in zip(shape.other_names, shape.others(obj)):
+        for (name, attr), value in zip(shape.other_names, shape.others(obj), strict=True):
             if value is not None:
-                walk_value(value, name, field, labels, found)
+                walk_value(value, name, attr, labels, found)
         return found
 
     def _walk(self, run_key: int, x: tuple, found: list) -> None:
@@ -155,7 +155,7 @@ class Gathered:
             entry = self._walked.get(key)
             if entry is None:
                 entry = self._walked[key] = (name, ([], [], [], [], [], []))
-            for col, v in zip(entry[1], (*x, value)):
+            for col, v in zip(entry[1], (*x, value), strict=True):
                 col.append(v)
 
     def series(self) -> dict[tuple[int, str], tuple[str, Arrays]]:
@@ -207,7 +207,7 @@ def joined(parts: list[Charted]) -> Charted:
     for part in parts:
         for key, (name, arrays) in part.series.items():
             series.setdefault(key, (name, []))[1].append(arrays)
-    return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays)])
+    return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays, strict=True)])
                     for key, (name, arrays) in series.items()},
                    [m for part in parts for m in part.markers], sum(part.events for part in parts),
                    [d for part in parts for d in part.declared])
@@ -222,9 +222,11 @@ def add_block(gathered: Gathered, run_key: int, first_id: int, body: bytes) -> N
 
 
 def _layout_parts(layout: _Layout, parts: _Parts) -> None:
-    columns = list(zip(*layout.rows))
+    if not layout.rows:
+        return
+    columns = list(zip(*layout.rows, strict=True))
     xs = np.array([np.array(col, dtype=np.float64) for col in columns[:5]])
-    for (name, key), column in zip(layout.columns, columns[5:]):
+    for (name, key), column in zip(layout.columns, columns[5:], strict=True):
         arrays = _column(xs, column)
         if arrays is not None:
             parts.setdefault((layout.run_key, key), (name, []))[1].append(arrays)
@@ -245,6 +247,6 @@ def _in_order(parts: list[Arrays]) -> Arrays:
     """One series' parts as one, in the order of their events, without the ordinal."""
     if len(parts) == 1:
         return parts[0][1:]
-    joined = [np.concatenate(cols) for cols in zip(*parts)]
+    joined = [np.concatenate(cols) for cols in zip(*parts, strict=True)]
     order = np.argsort(joined[0], kind="stable")
     return [a[order] for a in joined[1:]]

@@ -246,7 +246,7 @@ class SeriesPass:
         would take the GIL from the loop in turns of the switch interval, every time the loop waits for its
         sockets, and hold up every ack and watcher for as long as the gathering lasts."""
         gathered = Gathered()
-        await self._in_slices(add_block(gathered, *block) for block in blocks)
+        await self._in_slices(_added(gathered, blocks))
         return await self._charted(gathered)
 
     async def _charted(self, gathered: Gathered) -> Charted:
@@ -267,3 +267,10 @@ class SeriesPass:
             self.seconds += time.thread_time() - cpu
             if not done:
                 await asyncio.sleep(0)
+
+
+def _added(gathered: Gathered, blocks: list[tuple[int, int, bytes]]) -> Iterator[None]:
+    """Each block added to ``gathered``, one a step."""
+    for block in blocks:
+        add_block(gathered, *block)
+        yield None

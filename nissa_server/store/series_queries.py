@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import msgspec
 import numpy as np
@@ -39,14 +39,13 @@ class SeriesData:
     """Points stored (in the rows read): more than ``len(x)`` where summaries were read."""
 
 
-def in_snapshot(fn: Callable[P, T]) -> Callable[P, T]:
+def in_snapshot(fn: Callable[Concatenate[Conn, P], T]) -> Callable[Concatenate[Conn, P], T]:
     """``fn(conn, …)`` inside a read transaction that sees one commit."""
     @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        conn: Conn = args[0]  # type: ignore[assignment]
+    def wrapper(conn: Conn, /, *args: P.args, **kwargs: P.kwargs) -> T:
         conn.execute(conn.snapshot)
         try:
-            return fn(*args, **kwargs)
+            return fn(conn, *args, **kwargs)
         finally:
             conn.execute("COMMIT")
     return wrapper
@@ -114,7 +113,8 @@ def _keys(conn: Conn, run_key: int, name: str, labels: dict[str, str] | None, af
     most ``limit``: an index range, never every label set of a name."""
     if labels:
         return _label_keys(conn, run_key, name, labels, after_key, limit)
-    where, params = "run_key = ? AND name = ?", (run_key, name)
+    where = "run_key = ? AND name = ?"
+    params: tuple[object, ...] = (run_key, name)
     if after_key is not None:
         where, params = where + " AND key > ?", (*params, after_key)
     return [row[0] for row in conn.execute(
@@ -191,7 +191,7 @@ def _points(conn: Conn, run_key: int, name: str, col: str, after: float | None, 
     tail's."""
     short = {k for k in keys if max_points is not None and after is None and sizes[k] > SUMMARY_USE * max_points}
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs not hex-encoded on the way
-    parts: dict[str, tuple[list[bytes], list[bytes]]] = {key: ([], []) for key in keys}
+    parts: dict[str, tuple[list[bytes | memoryview], list[bytes | memoryview]]] = {key: ([], []) for key in keys}
     for at in range(0, len(keys), _IN):
         chunk = keys[at:at + _IN]
         picked = [k for k in chunk if k in short]
@@ -224,7 +224,8 @@ def _points(conn: Conn, run_key: int, name: str, col: str, after: float | None, 
 def read_markers(conn: Conn, run_key: int, axis: str, after: float | None, limit: int) -> list[Marker]:
     """A run's markers in stored order, those with x above ``after`` on ``axis`` (at most ``limit``)."""
     col = AXIS_COLUMNS[axis]
-    query, params = "SELECT body FROM series_markers WHERE run_key = ?", [run_key]
+    query = "SELECT body FROM series_markers WHERE run_key = ?"
+    params: list[object] = [run_key]
     if after is not None:
         query += f" AND {col} > ?"
         params.append(after)

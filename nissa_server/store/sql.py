@@ -29,7 +29,7 @@ from leyline import (
 from leyline.commands import TRAINER_COMMAND_PREFIXES, is_trainer_command
 from nissa_server.runs import Stream
 from nissa_server.store import ranks_sql, run_meta_sql
-from nissa_server.store.conn import Conn
+from nissa_server.store.conn import Conn, Executor
 
 logger = logging.getLogger(__name__)
 _enc = msgspec.json.Encoder()
@@ -43,7 +43,7 @@ INDEXED_KIND_SET: frozenset[str] = frozenset(kind.value for kind in INDEXED_KIND
 """Kinds stored a second time, one row each, in ``rare_events`` (``leyline.kinds``: ``indexed``): rare and asked
 for by kind. Metric kinds are the bulk of a run: a query for them reads the run's blocks in order, most of which
 it returns anyway."""
-INDEXED_KINDS_SQL = "kind IN (%s)" % ", ".join(f"'{kind}'" for kind in sorted(INDEXED_KIND_SET))
+INDEXED_KINDS_SQL = "kind IN ({})".format(", ".join(f"'{kind}'" for kind in sorted(INDEXED_KIND_SET)))
 """The condition of the (since regrouped) per-event index of schema v5, spelled from the same table."""
 
 
@@ -139,7 +139,7 @@ def seqs_stored(conn: Conn, run_key: int, rank: int, first: int, last: int) -> b
     return row is not None and row[0] >= first
 
 
-def insert_rare(conn: Conn, rows: list[tuple]) -> None:
+def insert_rare(conn: Executor, rows: list[tuple]) -> None:
     """Events of the indexed kinds: (run_key, kind, seq, rank, id, severity, body)."""
     conn.executemany("INSERT INTO rare_events (run_key, kind, seq, rank, id, severity, body) VALUES (?,?,?,?,?,?,?)",
                      rows)
@@ -217,7 +217,8 @@ def count_kinds(conn: Conn, rows: list[tuple[int, str, int]]) -> None:
 def touch_runs(conn: Conn, rows: list[tuple[int, int, int]]) -> set[int]:
     """The runs were seen now, at these steps and epochs: (run_key, step, epoch) each; returns the run keys
     updated (one missing is gone: deleted)."""
-    g, now, done = conn.greatest, time.time(), set()
+    g, now = conn.greatest, time.time()
+    done: set[int] = set()
     for chunk in _chunks(rows):
         done.update(key for (key,) in conn.execute(
             f"WITH v(run_key, step, epoch) AS (VALUES {_values(3, len(chunk))}) UPDATE runs SET last_seen_at = ?,"
@@ -254,9 +255,9 @@ def apply_effect(conn: Conn, run_key: int, event: Event) -> None:
             conn.execute("UPDATE runs SET name = ?, config = ?, started_at = ? WHERE run_key = ?",
                          (payload.name, _enc.encode(payload), event.ts, run_key))
             run_meta_sql.started(conn, run_key, payload)
-        ranks_sql.rank_started(conn, run_key, event, now)
+        ranks_sql.rank_started(conn, run_key, event, payload, now)
     elif isinstance(payload, RunFinished):
-        ranks_sql.rank_finished(conn, run_key, event, now)
+        ranks_sql.rank_finished(conn, run_key, event, payload, now)
         if ranks_sql.world_size(conn, run_key) <= 1:  # alone, it ends the run; several end it when all have
             conn.execute("UPDATE runs SET status = ?, ended_at = ?, finish = ? WHERE run_key = ?",
                          (RunStatus.after_finish(payload.status).value, event.ts, _enc.encode(payload), run_key))

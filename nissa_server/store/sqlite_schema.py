@@ -186,7 +186,7 @@ def _v7(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT id, run_key, rank, seq, kind, severity, body FROM events ORDER BY run_key, rank, seq")
     for block, rare in regroup(rows, INDEXED_KIND_SET):
         conn.execute("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?,?,?,?,?,?)", block)
-        insert_rare(conn, rare)  # type: ignore[arg-type]
+        insert_rare(conn, rare)
     conn.execute("DROP TABLE events")
 
 

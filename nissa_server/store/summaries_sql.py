@@ -45,8 +45,9 @@ SCHEMA = """
     ){rowid}
 """
 """``run_metrics``: one row per series of a run, by series key first (on SQLite the rows of one key lie together:
-a filter or a sort on a metric over a lab's runs reads them in one stretch), and again by run with every figure
-(a page's runs read theirs from the index alone); ``metric_directions``: what a run declared."""
+a filter or a sort on a metric over a lab's runs reads them in one stretch; on PostgreSQL the primary key's index
+holds every figure too, from its v8), and again by run with every figure (a page's runs read theirs from the index
+alone); ``metric_directions``: what a run declared."""
 
 BACKFILLED = "lab_backfilled"
 """The ``counters`` row that says what was stored before summaries and config rows existed was copied there."""

@@ -25,6 +25,17 @@ function nameMatches(pattern, name) {
   }
   return at <= end;
 }
+// The default charts none of the runs can have by its config (a heuristic run has no PPO update), and why, a
+// line each: leyline.charts.hidden_charts, by the rules the definition serves ("unavailable").
+function ruledOut(defs, configs) {
+  const titles = new Set(), whys = [];
+  for (const rule of defs.unavailable) {
+    if (!configs.length || !configs.every((c) => c[rule.key] === rule.value)) continue;
+    const out = defs.charts.filter((c) => c.names.every((p) => p.startsWith(rule.prefix))).map((c) => c.title);
+    if (out.length) { out.forEach((t) => titles.add(t)); whys.push(rule.why); }
+  }
+  return {titles, whys};
+}
 const LIVE_EVERY_MS = 1000;
 const LIST_EVERY_MS = 2000;
 
@@ -83,12 +94,14 @@ class ChartsView {
 
   async open() {
     $("charts").replaceChildren(el("p", {className: "placeholder", id: "charts-loading"}, "loading…"));
+    $("charts-note").hidden = true;
     delete $("charts").dataset.ready;
     // Where each run stands first: what is stored after it and before the charts' first read comes again
     // over the watch, and a chart only takes the points past those it has.
     const infos = [];
     for (const run of this.runs) infos.push(await api(`/runs/${encodeURIComponent(run)}`));
     infos.forEach((info, i) => { this.starts[this.runs[i]] = info.started_at ?? info.created_at; });
+    this.configs = infos.map((info) => info.config || {});
     this.labels = shortLabels(infos.map((info, i) => ({run_id: this.runs[i], name: info.name})));
     this.showRuns();
     await this.addDefaults();
@@ -96,7 +109,10 @@ class ChartsView {
     if (this.closed) return;  // the page moved on (another run, another x axis) while this one loaded
     this.redraw();
     const loading = $("charts-loading");
-    if (loading) loading.textContent = this.charts.length ? "" : "no series in this run yet";
+    if (loading) {  // gone once there are charts: an empty placeholder would take the grid's first cell
+      loading.textContent = this.charts.length ? "" : "no series in this run yet";
+      loading.hidden = this.charts.length > 0;
+    }
     $("charts").dataset.ready = "1";
     infos.forEach((info, i) => { if (info.status === "live" || info.status === "degraded") this.watch(this.runs[i], info); });
     if (this.sockets.size) this.timer = setInterval(() => this.refresh(), LIVE_EVERY_MS);
@@ -110,8 +126,11 @@ class ChartsView {
       span.style.color = PALETTE[i % PALETTE.length]; span.dataset.run = r; span.title = r;
       return span;
     }) : [];
-    const marks = Object.entries(MARK_COLORS).map(([k, c]) => { const s = el("span", {}, "┆" + k); s.style.color = c; return s; });
-    $("legend-runs").replaceChildren(...parts, " marks: ", ...marks);
+    // Only the kinds of mark the page's runs have (a plain loop has no seeds to fossilize or prune).
+    const kinds = new Set(this.markers.map((m) => m.kind));
+    const marks = Object.entries(MARK_COLORS).filter(([k]) => kinds.has(k))
+      .map(([k, c]) => { const s = el("span", {}, "┆" + k); s.style.color = c; return s; });
+    $("legend-runs").replaceChildren(...parts, ...(marks.length ? [" marks: ", ...marks] : []));
   }
 
   shift(run) { return this.sinceStart ? this.starts[run] || 0 : 0; }
@@ -135,7 +154,9 @@ class ChartsView {
     this.listed = Date.now();
     const listing = [];
     for (const run of this.runs) listing.push(...await api(`/runs/${encodeURIComponent(run)}/series`));
-    const defs = await definitions();
+    const defs = await definitions(), ruled = ruledOut(defs, this.configs || []);
+    $("charts-note").textContent = ruled.whys.join("; ");
+    $("charts-note").hidden = !ruled.whys.length;
     const names = [...new Set(listing.map((s) => s.name))].sort();
     const own = [...new Set(listing.filter((s) => s.kind === "metrics" && !defs.hidden_metrics.some((h) => s.name.startsWith(h)))
       .map((s) => s.name))].sort();
@@ -145,7 +166,7 @@ class ChartsView {
     const room = Math.max(defs.own_charts - this.charts.filter((c) => c.own).length, 0);
     for (const name of own.filter(fresh).slice(0, room)) await this.add(name, [name], true);
     for (const {title, names: wanted} of defs.charts) {
-      if (this.removed.has(title) || this.charts.some((c) => c.title === title)) continue;
+      if (this.removed.has(title) || ruled.titles.has(title) || this.charts.some((c) => c.title === title)) continue;
       const found = names.filter((n) => wanted.some((w) => nameMatches(w, n)));
       if (found.length) await this.add(title, found);
     }
@@ -186,6 +207,7 @@ class ChartsView {
   remove(chart) {  // for good: a live run's next listing does not bring it back
     this.removed.add(chart.title);
     this.charts = this.charts.filter((c) => c !== chart);
+    if (chart.full) chart.setFull(false);
     if (chart.plot) chart.plot.destroy();
     chart.el.remove();
     this.extra = this.extra.filter((n) => n !== chart.title);
@@ -234,14 +256,18 @@ class ChartsView {
     const params = new URLSearchParams({x: this.axis});
     if (after != null) params.set("after", String(after));
     const marks = await api(`/runs/${encodeURIComponent(run)}/markers?` + params);
-    if (marks.length) { this.markers.push(...marks.map((m) => ({...m, run}))); this.charts.forEach((c) => c.plot && c.plot.redraw()); }
+    if (marks.length) {
+      this.markers.push(...marks.map((m) => ({...m, run})));
+      this.charts.forEach((c) => c.plot && c.plot.redraw());
+      this.showRuns();
+    }
   }
 
   close() {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.sockets.forEach((ws) => ws.close());
-    this.charts.forEach((c) => c.plot && c.plot.destroy());
+    this.charts.forEach((c) => { if (c.full) c.setFull(false); if (c.plot) c.plot.destroy(); });
   }
 }
 

@@ -3,7 +3,7 @@
 // kept dim), one colour per run where runs are overlaid (a run's envs and labels as dashes of its colour),
 // a legend with each line's value at the cursor (its last value when the cursor is elsewhere), the cursor
 // synced with every chart of the page, one x range for the page, marks of what happened to the run, a log
-// scale, and PNG/CSV downloads. Run-written text reaches the page only through textContent.
+// scale, full screen (Esc closes) and PNG/CSV downloads. Run-written text reaches the page only through textContent.
 "use strict";
 
 const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
@@ -51,9 +51,10 @@ class Chart {
     this.el.dataset.state = "loading";
     const button = (text, tip, fn) => { const b = el("button", {title: tip}, text); b.addEventListener("click", fn); return b; };
     this.logButton = button("log", "log scale", () => { this.log = !this.log; this.logButton.classList.toggle("on", this.log); this.render(); });
+    this.fullButton = button("full", "full screen: this chart enlarged to the page (Esc or this button again closes)", () => this.setFull(!this.full));
     this.el.append(
       el("h3", {}, el("span", {}, el("span", {className: "title"}, title), " ", el("small", {className: "note"})),
-        el("span", {className: "tools"}, this.logButton, button("png", "download this chart as an image", () => this.png()),
+        el("span", {className: "tools"}, this.logButton, this.fullButton, button("png", "download this chart as an image", () => this.png()),
           button("csv", "download this chart's points", () => this.csv()), button("×", "remove", () => view.remove(this)))),
       el("div", {className: "plot"}, el("p", {className: "placeholder"}, "loading…")),
       el("div", {className: "legend"}));
@@ -116,10 +117,18 @@ class Chart {
   }
 
   labelOf(line) {
+    // As the console names a line (tui/widgets/chart.py, ChartPanel._short): its labels, else its series as the
+    // chart names it: what a "*" pattern leaves (entropy's "op"), nothing where the chart is of that one series
+    // (its title says it: a line of "accuracy" is "env=0", never "epoch_completed.accuracy env=0").
     const labels = Object.entries(line.labels).filter(([k, v]) => !(k === "rank" && v === "0")).map(([k, v]) => `${k}=${v}`);
-    const name = this.names.length > 1 || this.names[0] !== this.title ? line.key.split("{")[0] : "";
+    const series = line.key.split("{")[0];
+    const def = ((typeof chartDefs !== "undefined" && chartDefs) ? chartDefs.charts : []).find((c) => c.title === this.title);
+    const patterns = def ? def.names : this.names;
+    const head = (p) => p.split("*")[0];
+    const star = patterns.find((p) => p.includes("*") && series.startsWith(head(p)) && series.length > head(p).length);
+    const name = star ? series.slice(head(star).length) : patterns.length === 1 && patterns[0] === series ? "" : series;
     const own = [name, ...labels].join(" ").trim();
-    return this.view.runs.length > 1 ? `${this.view.runLabel(line.run)} ${own}`.trim() : own || line.key.split("{")[0];
+    return this.view.runs.length > 1 ? `${this.view.runLabel(line.run)} ${own}`.trim() : own || this.title;
   }
 
   render() {
@@ -165,9 +174,8 @@ class Chart {
     this.signature = signature;
     if (this.plot) this.plot.destroy();
     this.el.querySelector(".plot").textContent = "";
-    const width = Math.max(300, this.el.clientWidth - 16);
     this.plot = new uPlot({
-      width, height: 240, series, legend: {show: false},
+      ...this.plotSize(), series, legend: {show: false},
       scales: {x: {time: this.view.axis === "ts" && !this.view.sinceStart, auto: false}, y: log ? {distr: 3} : {}},
       axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
       cursor: {y: false, sync: {key: SYNC_KEY, setSeries: false, scales: ["x", null]}, drag: {x: true, y: false, setScale: false}, bind: {dblclick: () => null}},
@@ -183,6 +191,22 @@ class Chart {
     this.plot.over.addEventListener("dblclick", () => this.view.zoom(null));
     this.applyRange();
     this.legend(null);
+  }
+
+  plotSize() {  // the page's width in a column of charts, or the whole window while full screen
+    if (this.full) return {width: Math.max(300, window.innerWidth - 48), height: Math.max(240, window.innerHeight - 130)};
+    return {width: Math.max(300, this.el.clientWidth - 16), height: 240};
+  }
+
+  setFull(on) {  // one chart at a time enlarged to the page; the others stay as they were beneath it
+    if (on && fullChart && fullChart !== this) fullChart.setFull(false);
+    this.full = on;
+    fullChart = on ? this : fullChart === this ? null : fullChart;
+    this.el.classList.toggle("full", on);
+    this.el.dataset.full = on ? "1" : "";
+    this.fullButton.classList.toggle("on", on);
+    document.body.classList.toggle("has-full", on);
+    if (this.plot) this.plot.setSize(this.plotSize());
   }
 
   applyRange() {
@@ -221,6 +245,11 @@ class Chart {
     download(`${this.title}.csv`, URL.createObjectURL(new Blob([[head.join(","), ...rows].join("\n") + "\n"], {type: "text/csv"})));
   }
 }
+
+// The chart shown full screen, if any: Escape puts it back, a resized window resizes it.
+let fullChart = null;
+document.addEventListener("keydown", (e) => { if (e.key === "Escape" && fullChart) fullChart.setFull(false); });
+window.addEventListener("resize", () => { if (fullChart && fullChart.plot) fullChart.plot.setSize(fullChart.plotSize()); });
 
 function drawMarkers(u, view, runs) {
   // A thin line per marker of the runs this chart draws; a label only where it does not run into the previous one.

@@ -8,12 +8,10 @@ const PAGE = 100;
 const REFRESH_MS = 3000;  // the table asks again (a run's status, its summaries as the server's pass writes them)
 const GROUP_PAGE = 50;
 const MAX_METRICS = 6;
-const HIDDEN_METRICS = ["system."];
 const STATS = ["last", "min", "max", "best", "count", "step"];
 const OUTCOME_METRICS = ["run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
                          "run_finished.rounds"];
 let eventKinds = new Set();  // the contract's event kinds (GET /ui/kinds.json), read once
-const HIDDEN_PARAMS = ["run_name", "log_dir", "server", "token", "seed_base", "resume"];
 const table = {offset: 0, total: 0, q: "", sort: "", field: "best", metrics: null, groupBy: "", opened: new Set(),
                runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: []};
 
@@ -31,21 +29,24 @@ function fmtNum(v) { return v == null ? "" : typeof v === "number" ? (Number.isI
 function fmtStats(s) { return !s || s.mean == null ? "" : s.sd == null ? fmtNum(s.mean) : `${fmtNum(s.mean)} ± ${s.sd.toPrecision(2)}`; }
 function valueId(v) { return JSON.stringify(v); }
 
-function differingParams(runs) {
-  // Config values set differently in the runs that have them first, then those some runs lack.
+function differingParams(runs, limit = chartDefs.param_columns) {
+  // leyline.charts.differing_params, by the rule the server serves (GET /ui/charts.json: which keys never tell
+  // runs apart, how many at most): config values set differently in the runs that have them first, then those
+  // some runs lack.
   const keys = [...new Set(runs.flatMap((r) => Object.keys(r.params || {})))]
-    .filter((k) => !HIDDEN_PARAMS.some((h) => k.endsWith(h))).sort();
+    .filter((k) => !chartDefs.hidden_params.some((h) => k.endsWith(h))).sort();
   const has = (k) => runs.filter((r) => k in (r.params || {}));
   const valued = keys.filter((k) => new Set(has(k).map((r) => JSON.stringify(r.params[k]))).size > 1);
   const absent = keys.filter((k) => !valued.includes(k) && has(k).length < runs.length);
-  return runs.length < 2 ? [] : [...valued, ...absent].slice(0, 6);
+  const out = runs.length < 2 ? [] : [...valued, ...absent];
+  return limit == null ? out : out.slice(0, limit);
 }
 
 function defaultRank(key) {
   // 0: a loop's own metric of rank 0 (run.log), 1: an Esper outcome, 2: not shown by default (system.*, the
   // fields of other events, other ranks: picked by hand under "metric columns").
   const m = /^([^{]*)(?:\{(.*)\})?$/.exec(key), name = m ? m[1] : key, labels = m && m[2] ? m[2].split(",") : [];
-  if (labels.some((l) => l.startsWith("rank=") && l !== "rank=0") || HIDDEN_METRICS.some((h) => name.startsWith(h))) return 2;
+  if (labels.some((l) => l.startsWith("rank=") && l !== "rank=0") || chartDefs.hidden_metrics.some((h) => name.startsWith(h))) return 2;
   const head = name.split(".")[0];
   return head === name || !eventKinds.has(head) || head === "metrics" ? 0 : OUTCOME_METRICS.includes(name) ? 1 : 2;
 }
@@ -86,6 +87,7 @@ function query() { return [$("filter").value.trim(), $("status-filter").value ? 
 
 async function loadRuns() {
   if (!eventKinds.size) eventKinds = new Set(await api("/ui/kinds.json"));
+  await definitions();  // app.js: the one definition (hidden metrics, the differing-config rule)
   const seq = ++table.seq, q = query();
   table.q = q;
   if (!table.groupBy) {

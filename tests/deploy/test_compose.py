@@ -26,7 +26,8 @@ def test_compose_has_the_three_services():
     assert services["watcher"]["tty"] is True and services["watcher"]["stdin_open"] is True
 
 
-@pytest.mark.parametrize("service, script", [("server", "nissa-server"), ("trainer", "esper-train"), ("watcher", "esper-watch")])
+@pytest.mark.parametrize("service, script",
+                         [("server", "nissa-server"), ("trainer", "esper-train"), ("watcher", "esper-watch")])
 def test_service_runs_a_console_script(service, script):
     command = _compose()["services"][service]["command"]
     assert command[0] == script and script in _scripts()
@@ -61,6 +62,7 @@ def _packages() -> set[str]:
     """The top-level packages ``pip install .`` installs (pyproject's ``packages.find``)."""
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     tops = {pattern.split(".")[0].rstrip("*") for pattern in include}
-    found = {path.parent.name for path in ROOT.glob("*/__init__.py") if any(path.parent.name.startswith(t) for t in tops)}
+    found = {path.parent.name for path in ROOT.glob("*/__init__.py")
+             if any(path.parent.name.startswith(t) for t in tops)}
     assert {"leyline", "nissa", "trainer", "nissa_server", "tui"} <= found, found
     return found

@@ -129,7 +129,8 @@ def test_a_server_that_never_reads_does_not_hold_training_or_grow_memory(tmp_pat
 def test_event_storm_keeps_every_critical_event_and_counts_every_drop(tmp_path):
     server = ServerProcess(tmp_path / "nissa.db").start()
     try:
-        done = subprocess.run([sys.executable, str(pathlib.Path(__file__).with_name("storm.py")), "--server", server.url,
+        done = subprocess.run([sys.executable, str(pathlib.Path(__file__).with_name("storm.py")),
+                               "--server", server.url,
                                "--log-dir", str(tmp_path / "runs"), "--metrics", "40000", "--queue", "50"],
                               capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stderr

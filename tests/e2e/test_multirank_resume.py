@@ -66,7 +66,8 @@ def test_two_ranks_checkpoint_one_round_stop_together_and_resume(tmp_path):
             name = "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
             local = [json.loads(line) for line in (run_dir / name).read_bytes().splitlines()]
             assert [e["seq"] for e in local] == list(range(1, len(local) + 1))
-            stored = wait_for(lambda: (s := server_events(server.url, run_id, rank=rank)) and len(s) == len(local)
+            stored = wait_for(lambda rank=rank, local=local: (s := server_events(server.url, run_id, rank=rank))
+                              and len(s) == len(local)
                               and s, 30, f"rank {rank}'s whole log on the server")
             assert [e.seq for e in stored] == [e["seq"] for e in local]
             assert sum(e["kind"] == "run_resumed" for e in local) == 1

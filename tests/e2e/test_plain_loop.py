@@ -38,7 +38,8 @@ class LoopProcess:
             self._named.set()
 
     def run_id(self) -> str:
-        assert self._named.wait(60), f"the example printed nothing: {self.proc.stderr.read() if self.proc.stderr else ''}"
+        assert self._named.wait(60), \
+            f"the example printed nothing: {self.proc.stderr.read() if self.proc.stderr else ''}"
         return self.lines[0].removeprefix("run id: ")
 
 
@@ -70,8 +71,10 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
                           json={"run_id": run_id, "action": "profile", "target": "update"})
         assert resp.status_code == 422 and "no phase 'update' (its phases: validate)" in resp.text, resp.text
 
-        debug = _done(server.url, escalate(server.url, {"run_id": run_id, "action": "debug", "epochs": 3})["command_id"])
-        steps = _done(server.url, escalate(server.url, {"run_id": run_id, "action": "profile", "batches": 2})["command_id"])
+        debug = _done(server.url,
+                      escalate(server.url, {"run_id": run_id, "action": "debug", "epochs": 3})["command_id"])
+        steps = _done(server.url,
+                      escalate(server.url, {"run_id": run_id, "action": "profile", "batches": 2})["command_id"])
         phase = _done(server.url, escalate(server.url, {"run_id": run_id, "action": "profile", "target": "update",
                                                         "phase": "validate"})["command_id"])
         set_lr = _done(server.url, escalate(server.url, {"run_id": run_id, "action": "call", "name": "set_lr",
@@ -92,7 +95,8 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
         assert {v for s, v in lr if s < applied} == {0.05} and {v for s, v in lr if s >= applied} == {0.01}
         series = httpx.get(f"{server.url}/runs/{run_id}/series", timeout=10).json()
         assert {"loss", "lr", "val_loss"} <= {row["name"] for row in series}, series
-        val = [e.payload.values["val_loss"] for e in events if e.kind is EventKind.METRICS and "val_loss" in e.payload.values]
+        val = [e.payload.values["val_loss"] for e in events
+               if e.kind is EventKind.METRICS and "val_loss" in e.payload.values]
         assert len(val) >= 2 and all(isinstance(v, float) for v in val)
         layers = [e for e in events if e.kind is EventKind.DEBUG_LAYER_STATS]
         assert layers and {e.payload.model for e in layers} == {"mlp"}

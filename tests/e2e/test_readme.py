@@ -99,7 +99,8 @@ class Tour:
         elif words[0] == "esper-watch":
             compared = re.search(r"--compare <(\S+) run_id>", line)
             marker = ("REPLAY" if "--replay" in words
-                      else self.shell.values[f"<{compared.group(1)} run_id>"] if compared else self.shell.values["<run_id>"])
+                      else self.shell.values[f"<{compared.group(1)} run_id>"] if compared
+                      else self.shell.values["<run_id>"])
             self.shell.console(line, marker)
         elif words[0] == "curl":
             self._curl(line)

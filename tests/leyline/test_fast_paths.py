@@ -4,7 +4,7 @@ import msgspec
 import pytest
 
 from leyline import DecodeError, EpochCompleted, Severity, decode_event, encode, encode_event, make_event
-from leyline.codec import check_rank, check_run_id, decode_frame_wire, encode_checked
+from leyline.codec import check_rank, check_run_id, decode_frame, decode_frame_wire, encode_checked
 from leyline.frames import EventBatch
 from leyline.samples import sample_events
 
@@ -108,3 +108,14 @@ def test_a_command_step_beyond_what_sqlite_stores_is_refused():
     assert msgspec.json.decode(body % (2**63 - 1), type=CommandStatusChanged).applied_step == 2**63 - 1
     with pytest.raises(msgspec.ValidationError, match="applied_step"):
         msgspec.json.decode(body % 2**63, type=CommandStatusChanged)
+
+
+def test_a_bad_run_id_is_refused_in_words_not_as_a_regular_expression():
+    from leyline.events import RUN_ID_RULE
+
+    hello = b'{"type":"hello","run_id":"-2+3","rank":0}'
+    for decode in (decode_frame, decode_frame_wire):
+        with pytest.raises(DecodeError) as refused:
+            decode(hello)
+        assert RUN_ID_RULE in str(refused.value) and "regex" not in str(refused.value), refused.value
+        assert "at `$.run_id`" in str(refused.value)

@@ -1,6 +1,7 @@
 """The kind table: one row per kind, read by the hub's drop policy and the store's index."""
 
 import math
+import typing
 
 import msgspec
 import pytest
@@ -21,7 +22,15 @@ from leyline import (
     metric_value,
 )
 from leyline.codec import encode_checked
+from leyline.events import AnyPayload, Event
 from nissa_server.store.sql import INDEXED_KIND_SET
+
+
+def test_the_written_out_payload_union_is_the_table():
+    members = typing.get_args(AnyPayload)
+    assert len(members) == len(set(members)) == len(KINDS)
+    assert set(members) == {spec.payload for spec in KINDS.values()}
+    assert typing.get_type_hints(Event)["payload"] == AnyPayload
 
 
 def test_the_derived_sets_follow_the_table():

@@ -173,5 +173,6 @@ def test_a_series_name_says_which_kind_it_comes_from():
 
 
 def test_what_a_loop_says_of_its_results_is_no_point():
-    event = make_event(SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}), run_id="r", seq=1, ts=1.0)
+    event = make_event(SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}), run_id="r", seq=1,
+                       ts=1.0)
     assert points_of(event) == [] and values_of(event) == []

@@ -105,8 +105,19 @@ def _nissa(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nissa", *args], capture_output=True, text=True, timeout=120)
 
 
-# Its own timeout: four `nissa` processes, each importing torch (through nissa.checks) before it asks the
-# server anything, took 114 s in all on two cores at load 8 to 18, against the suite's 120 s.
+def test_the_nissa_command_and_the_query_api_import_no_torch(sweep):
+    url, _, ids = sweep
+    code = ("import sys; import nissa; from nissa.cli import main; "
+            f"rc = main(['runs', '--server', {url!r}, '--format', 'json']); "
+            f"api = nissa.Api({url!r}); found = [r.id for r in api.runs(q='project:cifar')]; "
+            "print(rc, len(found), 'torch' in sys.modules, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stderr.splitlines()[-1] == "0 3 False", done.stderr
+    assert sorted(r["run_id"] for r in json.loads(done.stdout)) == sorted(ids.values())
+
+
+# Its own timeout: four `nissa` processes took 114 s in all on two cores at load 8 to 18 (each importing torch
+# then, before it asked the server anything), against the suite's 120 s.
 @pytest.mark.timeout(480)
 def test_the_nissa_command_gives_the_same_answer(sweep):
     url, _, ids = sweep

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import nissa
 from leyline import EventKind, decode_event
@@ -28,6 +29,45 @@ def test_bins_of_equal_width_from_min_to_max():
     assert (empty.min, empty.max, empty.count, empty.bins) == (None, None, 0, [0, 0])  # not measured, never 0
     with pytest.raises(ValueError, match="bins must be an int in 1..512"):
         nissa.Histogram([1.0], bins=0)
+
+
+def test_many_histograms_binned_together_give_each_ones_own_bins(monkeypatch):
+    """Consecutive tensors of the same bins are binned in one go (a fixed number of kernels, chunked): each
+    distribution is the one it has alone, empty, integer, half, float64, NaN-holding and constant ones included."""
+    torch.manual_seed(0)
+    values = [torch.randn(40), torch.randn(3, 5) * 4, torch.tensor([]), torch.tensor([1.0, math.nan, math.inf, 2.0]),
+              torch.randint(-3, 9, (30,)), torch.randn(16).half(), torch.full((7,), 2.5), torch.randn(9).double(),
+              torch.randn(25), torch.tensor([math.nan])]
+    named = [(f"t{i}", nissa.Histogram(v, bins=8)) for i, v in enumerate(values)] + [("b", nissa.Histogram(values[0]))]
+    alone = [distributions([item])[0] for item in named]
+    assert distributions(named) == alone
+    monkeypatch.setattr("nissa.histogram.CHUNK_ELEMENTS", 30)  # runs split by size too
+    assert distributions(named) == alone
+    with HostSyncCounter(torch.device("cpu")) as syncs:
+        distributions(named)
+    assert syncs.count == 1
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_kernels_of_a_collection_do_not_grow_with_its_layers():
+    """Binning a collection's layers together: a fixed number of kernels, not a dozen per layer."""
+    def ops(n_layers: int) -> int:
+        named = [(f"l{i}", nissa.Histogram(torch.randn(10 + i), bins=32)) for i in range(n_layers)]
+        distributions(named)  # segment ids made once, as a run's repeated collections have them
+        with _Ops() as counter:
+            distributions(named)
+        return counter.count
+
+    assert ops(40) - ops(10) <= 2 * 30  # per layer only the two views that feed the one concatenation
 
 
 def test_a_logged_histogram_is_one_event_beside_the_scalars(tmp_path):

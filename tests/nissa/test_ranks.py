@@ -16,8 +16,8 @@ import torch
 from leyline import Command, CommandAction, RunFinished
 from nissa.control.agreement import Agreement, DisagreedStep, StepTimer
 from nissa.hub import HubConfig
-from nissa.ranks import GATHER_BYTES, Ranks
 from nissa.runtime import RuntimeConfig, build_runtime
+from ranks import GATHER_BYTES, Ranks
 from tests.support.clock import ManualClock
 from trainer.simic.ppo import PPOConfig, ppo_update
 from trainer.simic.rollout import RolloutBatch

@@ -76,7 +76,7 @@ def test_a_plain_loop_run_answers_stacks_too(tmp_path):
 
 def test_an_esper_run_built_anywhere_answers_stacks(tmp_path):
     # build_run is what the CLI, the tests and the benchmarks share: stacks were wired in the CLI only.
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.build import Hosting, build_run
     from trainer.simic.config import TrainConfig
 

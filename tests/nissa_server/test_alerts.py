@@ -93,7 +93,8 @@ async def test_a_rank_that_stops_advancing_while_its_heartbeats_go_on_is_hung(tm
 
 @pytest.mark.parametrize(("spec", "message"), [
     ({"rules": [{"name": "x", "when": "hung"}]},
-     "alerts.toml: rules[0] ('x'): when: must be one of status, anomaly, hang, straggler, threshold, nan, stale, got 'hung'"),
+     "alerts.toml: rules[0] ('x'): when: must be one of status, anomaly, hang, straggler, threshold, nan, stale, "
+     "got 'hung'"),
     ({"rules": [{"name": "x", "when": "hang", "after_s": -1}]},
      "alerts.toml: rules[0] ('x'): after_s: must be a number of seconds in (0, 604800]"),
     ({"rules": [{"name": "x", "when": "status", "notify": ["pager"]}]},

@@ -106,6 +106,7 @@ async def test_idempotency_key_returns_the_same_command(server_url):
     ({"run_id": "v", "action": "debug", "epochs": 1, "colour": "red"}, "colour"),
     ({"action": "debug", "epochs": 1}, "run_id"),
     ({"run_id": "", "action": "debug", "epochs": 1}, "run_id"),
+    ({"run_id": "-2+3", "action": "debug", "epochs": 1}, "Expected a run id: 1 to 128 letters"),
 ])
 async def test_invalid_escalation_is_422_with_the_reason(server_url, body, fragment):
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:

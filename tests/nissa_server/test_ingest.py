@@ -141,9 +141,9 @@ DEEP = "[" * 20_000 + "]" * 20_000  # far past the interpreter's recursion limit
 
 
 async def test_deeply_nested_json_is_a_bad_frame_and_counted_everywhere(server_url):
-    deep_event = _batch().replace('"payload": {', '"payload": {"x": %s, ' % DEEP, 1)
+    deep_event = _batch().replace('"payload": {', f'"payload": {{"x": {DEEP}, ', 1)
     assert DEEP in deep_event
-    for first, second in ((_hello(), deep_event), ('{"type":"hello","run_id":"a","more":%s}' % DEEP, None)):
+    for first, second in ((_hello(), deep_event), (f'{{"type":"hello","run_id":"a","more":{DEEP}}}', None)):
         code, reason = await _refusal(server_url, first, second)
         assert code == CLOSE_BAD_FRAME and "nested too deeply" in reason
     async with connect(ws_url(server_url, "/ws/watch")) as watcher, IngestClient(server_url, "after") as client:
@@ -151,7 +151,7 @@ async def test_deeply_nested_json_is_a_bad_frame_and_counted_everywhere(server_u
         await client.send(events_for("after", 1))
         assert json.loads(await watcher.recv())["events"][0]["run_id"] == "after"
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
-        resp = await http.post("/escalate", content='{"run_id":"after","action":"debug","epochs":1,"reason":%s}' % DEEP)
+        resp = await http.post("/escalate", content=f'{{"run_id":"after","action":"debug","epochs":1,"reason":{DEEP}}}')
         assert resp.status_code == 422
         metrics = (await http.get("/metrics")).text
     assert 'nissa_frames_rejected_total{reason="bad_frame"} 2.0' in metrics

@@ -71,7 +71,7 @@ def _shapes():
     for action in _ACTIONS:
         for values in itertools.product(*_VALUES.values()):
             body = {"run_id": "r-1", "action": action}
-            body.update({f: v for f, v in zip(fields, values) if v is not _ABSENT})
+            body.update({f: v for f, v in zip(fields, values, strict=True) if v is not _ABSENT})
             yield body
 
 

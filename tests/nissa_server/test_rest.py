@@ -69,7 +69,8 @@ async def test_paging_a_run_of_several_ranks_returns_each_event_once(server_url,
     await ingest_events(server_url, events_for("ranks", 5, rank=1, kinds=MIXED))
     await ingest_events(server_url, events_for("ranks", 6, rank=2, kinds=(EventKind.HEARTBEAT,)))
     async with IngestClient(server_url, "ranks"):  # a command adds the server's own events, rank -1
-        assert (await http.post("/escalate", json={"run_id": "ranks", "action": "debug", "epochs": 1})).status_code == 202
+        escalated = await http.post("/escalate", json={"run_id": "ranks", "action": "debug", "epochs": 1})
+        assert escalated.status_code == 202
     stored = [(e["seq"], e["rank"], e["kind"]) for e in (await http.get("/runs/ranks/events")).json()]
     assert len(stored) == 7 + 5 + 6 + 1 and stored == sorted(stored, key=lambda e: (e[0], e[1]))
     for limit in (1, 2, 5):
@@ -80,7 +81,8 @@ async def test_paging_a_run_of_several_ranks_returns_each_event_once(server_url,
     assert await _page_all(http, "ranks", limit=2, rank=1) == [e for e in stored if e[1] == 1]
 
 
-@pytest.mark.parametrize("params", [{"after_seq": -1}, {"after_seq": 2**63}, {"limit": 0}, {"limit": 10001}, {"kind": "weather"},
+@pytest.mark.parametrize("params", [{"after_seq": -1}, {"after_seq": 2**63}, {"limit": 0}, {"limit": 10001},
+                                    {"kind": "weather"},
                                     {"rank": -2}, {"after_seq": "x"}, {"after_rank": -2},
                                     {"after_rank": 65536}])
 async def test_bad_event_queries_are_422(server_url, http, params):

@@ -38,7 +38,8 @@ async def test_runs_are_paged_filtered_and_summarized(server_url, http):
     assert page.headers["link"] == '</runs?limit=2&offset=2>; rel="next"'
     middle = await http.get("/runs", params={"limit": 2, "offset": 2})
     assert [r["run_id"] for r in middle.json()] == ["other-1", "other-0"]
-    assert 'rel="next"' in middle.headers["link"] and '<' + '/runs?limit=2&offset=0>; rel="prev"' in middle.headers["link"]
+    link = middle.headers["link"]
+    assert 'rel="next"' in link and '<' + '/runs?limit=2&offset=0>; rel="prev"' in link
     esper = (await http.get("/runs", params={"name": "SWEEP"})).json()
     assert [r["run_id"] for r in esper] == ["esper-1"]
     run = esper[0]

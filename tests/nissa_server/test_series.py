@@ -173,7 +173,7 @@ async def test_a_watcher_applying_the_definition_gets_the_stored_series_once_in_
     stored = (await http.get("/runs/w/series/epoch_completed.accuracy")).json()["series"]
     assert {s["key"] for s in stored} == {k for k in live if k.startswith("epoch_completed.accuracy")}
     for s in stored:
-        assert live[s["key"]] == list(zip(s["x"], s["y"]))
+        assert live[s["key"]] == list(zip(s["x"], s["y"], strict=True))
 
 
 @pytest.mark.single_backend

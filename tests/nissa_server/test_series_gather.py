@@ -39,7 +39,8 @@ def _expected(blocks: list[tuple[int, int, bytes]]) -> tuple[dict, list]:
         for i, event in enumerate(decode_events(b"[" + body + b"]")):
             for p in points_of(event):
                 cols = series.setdefault((run_key, p.key), (p.name, [[], [], [], [], []]))[1]
-                for col, v in zip(cols, (p.step, p.epoch, np.nan if p.round is None else p.round, p.ts, p.value)):
+                for col, v in zip(cols, (p.step, p.epoch, np.nan if p.round is None else p.round, p.ts, p.value),
+                                  strict=True):
                     col.append(v)
             marker = marker_of(event)
             if marker is not None:
@@ -56,7 +57,7 @@ def _assert_same(blocks: list[tuple[int, int, bytes]]) -> dict:
     assert set(got) == set(series)
     for key, (name, cols) in series.items():
         assert got[key][0] == name
-        for column, expected in zip(got[key][1], cols):
+        for column, expected in zip(got[key][1], cols, strict=True):
             np.testing.assert_array_equal(column, np.array(expected, dtype=np.float64), err_msg=str(key))
     assert gathered.markers == markers
     return got
@@ -94,11 +95,11 @@ def test_events_as_ingest_decoded_them_give_what_their_stored_json_gives():
     frame = decode_frame_wire(encode(EventBatch(events=events)), payloads)
     from_json, decoded = Gathered(), Gathered()
     from_json.add(3, 10, _body(events))
-    decoded.add_decoded(3, 10, list(zip(frame.events, payloads)))
+    decoded.add_decoded(3, 10, list(zip(frame.events, payloads, strict=True)))
     want, got = from_json.series(), decoded.series()
     assert set(got) == set(want) and len(want) > 50
     for key, (name, arrays) in want.items():
         assert got[key][0] == name
-        for a, b in zip(arrays, got[key][1]):
+        for a, b in zip(arrays, got[key][1], strict=True):
             np.testing.assert_array_equal(a, b, err_msg=str(key))
     assert decoded.markers == from_json.markers and decoded.markers

@@ -132,7 +132,7 @@ def _all_series(pages: list[httpx.Response], fmt: str) -> dict[tuple[str, str], 
         if fmt == "json":
             for s in reply.json()["series"]:
                 assert (s["run_id"], s["key"]) not in out
-                out[(s["run_id"], s["key"])] = list(zip(s["x"], s["y"]))
+                out[(s["run_id"], s["key"])] = list(zip(s["x"], s["y"], strict=True))
         else:
             import csv
             import io

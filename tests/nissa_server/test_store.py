@@ -162,6 +162,48 @@ def test_a_fresh_postgresql_database_is_at_the_current_version():
         assert postgres_schema.migrate(conn) == postgres_schema.SCHEMA_VERSION  # a second time: nothing to do
 
 
+def _plan(conn: psycopg.Connection, query: str) -> str:
+    """The plan of ``query`` where only an index may answer it (no table scan, no bitmap of heap pages)."""
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        return "\n".join(row[0] for row in conn.execute("EXPLAIN " + query))  # type: ignore[operator]
+
+
+@postgresql_only
+def test_postgresql_answers_the_runs_page_filters_from_indexes_alone(monkeypatch):
+    url = new_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", 7)  # a database of the schema before
+        assert postgres_schema.migrate(conn) == 7
+        conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at, project)"
+                     " VALUES (7, 'old', 0, 0, 'p')")
+        conn.execute("INSERT INTO run_params (run_key, key, num, text) VALUES (7, 'lr', 0.1, NULL)")
+        conn.execute("INSERT INTO run_metrics (run_key, key, name, direction, count, best) VALUES"
+                     " (7, 'val_loss{rank=0}', 'val_loss', 'min', 3, 0.25)")
+        monkeypatch.undo()
+        assert postgres_schema.migrate(conn) == postgres_schema.SCHEMA_VERSION
+        # What a filter, a sort or a page's summaries read of config entries, summaries and runs: the index holds
+        # the run key and the figure (as SQLite's do), so a lab's runs are never read a heap row each.
+        for query in ("SELECT run_key FROM run_params WHERE key = 'lr' AND num >= 0.01",
+                      "SELECT run_key FROM run_params WHERE key = 'opt' AND text = 'adam'",
+                      "SELECT run_key, num, text FROM run_params WHERE key = 'lr'",
+                      "SELECT run_key, best FROM run_metrics WHERE key = 'val_loss{rank=0}' AND best < 0.5",
+                      "SELECT run_key FROM runs WHERE project ILIKE '%p%'",
+                      "SELECT run_key FROM runs WHERE run_group = 'g'"):
+            assert "Index Only Scan" in _plan(conn, query), query
+        assert conn.execute("SELECT run_key, num FROM run_params").fetchall() == [(7, 0.1)]
+        assert conn.execute("SELECT run_key, count, best FROM run_metrics").fetchall() == [(7, 3, 0.25)]
+        # A config value belongs to its key: 100 runs' amp is true, no other key's value is; the planner knows.
+        conn.execute("INSERT INTO run_params (run_key, key, num, text) SELECT r, 'amp', NULL, 'true'"
+                     " FROM generate_series(100, 199) r")
+        conn.execute("INSERT INTO run_params (run_key, key, num, text) SELECT r, 'k' || k, NULL, 'v' || r"
+                     " FROM generate_series(100, 199) r, generate_series(1, 10) k")
+        conn.execute("ANALYZE run_params")
+        plan = conn.execute("EXPLAIN SELECT run_key FROM run_params WHERE key = 'amp' AND text = 'true'").fetchone()
+        assert 80 <= int(plan[0].split(" rows=")[1].split()[0]) <= 120, plan  # type: ignore[index]
+
+
 @postgresql_only
 def test_servers_starting_together_migrate_once():
     url = new_database()
@@ -203,7 +245,8 @@ def test_a_newer_or_unreachable_postgresql_database_is_refused_in_one_line():
 # Events as an older server stored them, one row each: (id, run_key, rank, seq, kind, severity, body).
 # Run 1 has a gap at seq 6 that a later event filled (id 10), and an anomaly among its heartbeats.
 _ONE_BY_ONE = [(i, 1, 0, seq, kind, 2 if kind == "anomaly_detected" else 0,
-                b'{"seq":%d,"kind":"%s","severity":"%s"}' % (seq, kind.encode(), b"warning" if kind[0] == "a" else b"debug"))
+                b'{"seq":%d,"kind":"%s","severity":"%s"}'
+                % (seq, kind.encode(), b"warning" if kind[0] == "a" else b"debug"))
                for i, seq, kind in [(1, 1, "heartbeat"), (2, 2, "heartbeat"), (3, 3, "anomaly_detected"),
                                     (4, 4, "heartbeat"), (5, 5, "heartbeat"), (6, 7, "heartbeat"), (7, 8, "heartbeat"),
                                     (10, 6, "heartbeat")]] + [(8, 2, 0, 1, "heartbeat", 0, b'{"seq":1}'),

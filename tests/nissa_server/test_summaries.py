@@ -56,7 +56,7 @@ def _events(run_id: str, stream: dict) -> list:
 async def _send(url: str, events: list, cuts: list[int], resend: int) -> None:
     """In batches cut at ``cuts``, each connection after the first sending ``resend`` events again."""
     bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
         async with IngestClient(url, events[0].run_id) as client:
             await client.send(events[max(0, lo - resend):hi])
             await client.wait_ack(events[hi - 1].seq)

@@ -52,7 +52,8 @@ class Feed:
         for i in range(first, first + n):
             events.append(self._event(EpochCompleted(round=i // 4, accuracy=acc + i / 100, val_loss=1.0), i, env=0))
             if ppo:
-                events.append(self._event(PPOUpdate(round=i // 4, policy_loss=0.1 / (i + 1), value_loss=0.5, entropy={"op": 1.0},
+                events.append(self._event(PPOUpdate(round=i // 4, policy_loss=0.1 / (i + 1), value_loss=0.5,
+                                                    entropy={"op": 1.0},
                                                     approx_kl=0.01, clip_fraction=0.1, explained_variance=0.5,
                                                     ratio_min=0.9, ratio_max=1.1, grad_norm=1.0, update_epochs=4), i))
             if i == 5:
@@ -158,7 +159,8 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
     esper = Feed(server_url, "esper-x")
     esper.epochs(0, 8)
     esper.close()
-    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs", config={"rounds": 3, "batch": 64, "lr": 0.5},
+    run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs",
+                     config={"rounds": 3, "batch": 64, "lr": 0.5},
                      system_metrics=False)
     try:
         for i in range(6):
@@ -195,7 +197,8 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         assert _titles(page)[:3] == ["loss", "lr", "accuracy"]
         assert _note(page, "loss").startswith("not in esper-x")
         acc = page.locator('.chart[data-title="accuracy"]')
-        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy") == "not in loop", "the run by its name"
+        assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy") == "not in loop", \
+            "the run by its name"
         assert acc.get_attribute("data-marks") == "1", "esper-x's fossilized seed"
         assert page.locator('.chart[data-title="loss"]').get_attribute("data-marks") == "0", "none on a series it lacks"
         page.wait_for_selector("#live:not([hidden])")
@@ -256,7 +259,8 @@ def test_every_file_of_the_page_is_package_data():
     assert [f for f in files if not any(named(f, g) for g in globs)] == []
     from nissa_server.routes.web import _files
 
-    assert {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"} <= set(_files())
+    expected = {"index.html", "app.js", "app.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/LICENSE"}
+    assert expected <= set(_files())
 
 
 def test_a_chart_reads_every_page_of_a_series_reply(browser, tmp_path):

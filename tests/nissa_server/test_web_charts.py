@@ -25,7 +25,8 @@ def test_the_page_and_the_console_read_one_definition(server_url):
     assert {c["group"] for c in served["charts"]} == {None, "System"}
     # The console's charts are the definition's objects, not a copy of them.
     assert chart_widget.ChartSpec is charts.ChartDef and chart_screen.DEFAULT_CHARTS is charts.DEFAULT_CHARTS
-    assert chart_screen.OWN_CHARTS == served["own_charts"] and runs_table.HIDDEN_METRICS == tuple(served["hidden_metrics"])
+    assert chart_screen.OWN_CHARTS == served["own_charts"]
+    assert runs_table.HIDDEN_METRICS == tuple(served["hidden_metrics"])
     runs = [RunSummary(run_id=r, name=r, status="finished", params=p) for r, p in
             (("a", {"lr": 0.1, "run_name": "a", "seed": 1}), ("b", {"lr": 0.2, "run_name": "b", "seed": 1, "x": 2}))]
     assert runs_table.differing_params(runs) == charts.differing_params([r.params for r in runs]) == ["lr", "x"]
@@ -42,7 +43,8 @@ def test_a_pattern_matches_as_the_page_matches():
     assert not charts.name_matches("ppo_update.entropy.*", "ppo_update.entropy")
     assert not charts.name_matches("a.b", "aXb"), "a dot is a dot"
     assert charts.name_matches("system.disk.*", "system.disk.read_bytes_per_s")
-    assert charts.ChartDef.of_name("val.loss").title == "val.loss" and not charts.ChartDef.of_name("val.loss").higher_is_better
+    val_loss = charts.ChartDef.of_name("val.loss")
+    assert val_loss.title == "val.loss" and not val_loss.higher_is_better
 
 
 def test_the_page_charts_what_the_definition_says_in_its_order(browser, server_url):  # noqa: F811

@@ -27,7 +27,7 @@ def _sweep(url):
             async with IngestClient(url, run_id) as client:
                 events, seq = [], 0
 
-                def add(payload, step):
+                def add(payload, step, events=events, run_id=run_id):
                     nonlocal seq
                     seq += 1
                     events.append(make_event(payload, run_id=run_id, seq=seq, ts=1.7e9 + seq, step=step))
@@ -38,7 +38,8 @@ def _sweep(url):
                     noise = 0.3 if (step // 10) % 2 else -0.3
                     add(Metrics(values={"loss": (2.0 / (1 + step / 50) + noise) * (1 + r / 4)}), step)
                     for split in ("a", "b"):
-                        add(Metrics(values={"val.acc": step / 400 * (1 + r / 8) + (0.05 if split == "b" else 0)}, labels={"split": split}), step)
+                        add(Metrics(values={"val.acc": step / 400 * (1 + r / 8) + (0.05 if split == "b" else 0)},
+                                    labels={"split": split}), step)
                 add(Metrics(values={"lr": 0.1 * (r + 1)}), 100)
                 await client.send(events)
                 await client.wait_ack(events[-1].seq)
@@ -57,7 +58,8 @@ def _ema(ys, weight):
 def _legend(page, title):
     return page.locator(f'.chart[data-title="{title}"] .legend').evaluate(
         "box => ({at: box.dataset.at, entries: [...box.querySelectorAll('.entry')].map(e => ({run: e.dataset.run, "
-        "colour: e.dataset.colour, name: e.querySelector('.name').textContent, value: e.querySelector('.value').textContent}))})")
+        "colour: e.dataset.colour, name: e.querySelector('.name').textContent,"
+        " value: e.querySelector('.value').textContent}))})")
 
 
 def test_a_sweep_overlaid_smoothed_synced_and_shared(browser, server_url):  # noqa: F811
@@ -90,12 +92,13 @@ def test_a_sweep_overlaid_smoothed_synced_and_shared(browser, server_url):  # no
     page.locator("#smoothing").fill("0.9")
     page.wait_for_function("window.nissa.view.smoothing === 0.9")
     loss = page.evaluate("(() => { const c = window.nissa.view.charts.find(c => c.title === 'loss');"
-                         " return {series: c.plot.series.length, alpha: c.plot.series[1].alpha, y: c.plot.data[2]}; })()")
+                         " return {series: c.plot.series.length, alpha: c.plot.series[1].alpha,"
+                         " y: c.plot.data[2]}; })()")
     assert loss["series"] == 1 + 2 * 3 and loss["alpha"] == 0.25, "each run: its raw line, dim, and its smoothed one"
     ys = [2.0 / (1 + s / 50) + (0.3 if (s // 10) % 2 else -0.3) for s in range(0, 191, 10)]
     expect = _ema(ys, 0.9)
     got = [y for y in loss["y"] if y is not None][:len(expect)]
-    assert all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(got, expect))
+    assert all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(got, expect, strict=True))
     assert float(_legend(page, "loss")["entries"][0]["value"]) != raw_last
     assert page.evaluate("localStorage.getItem('nissa-smoothing')") == "0.9"
     assert "smooth=0.9" in page.url

@@ -34,7 +34,7 @@ def stored(tmp_path):
     return db
 
 
-def test_hostile_runs_and_impossible_starts_are_listed_and_shown_as_text(browser, tmp_path, stored):
+def test_hostile_runs_and_impossible_starts_are_listed_and_shown_as_text(browser, tmp_path, stored):  # noqa: F811
     from playwright.sync_api import expect
 
     with running_server(tmp_path, db_path=stored) as url:

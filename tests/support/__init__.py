@@ -19,6 +19,7 @@ from tests.support.server import (
 from tests.support.waiting import async_wait_for, wait_for
 
 __all__ = [
-    "SECRET", "IngestClient", "ServerUrl", "close_of", "ws_url", "async_wait_for", "collect_watch", "events_for", "ingest_events",
+    "SECRET", "IngestClient", "ServerUrl", "close_of", "ws_url", "async_wait_for", "collect_watch", "events_for",
+    "ingest_events",
     "running_server", "start_server_process", "stop_process", "wait_for", "wait_status",
 ]

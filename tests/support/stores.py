@@ -26,7 +26,8 @@ def write_for(run: RunState, n: int, start: int = 1, session: str | None = SESSI
     return build_write(run, 0, run.stream(0), batch.events, max_event_bytes=1 << 20, session=session)[0]
 
 
-async def started(tmp_path: pathlib.Path, *runs: str, url: str | None = None, **kw: Any) -> tuple[Store, list[RunState]]:
+async def started(tmp_path: pathlib.Path, *runs: str, url: str | None = None,
+                  **kw: Any) -> tuple[Store, list[RunState]]:
     store = create_store(url or Settings(**database_for(tmp_path)).database, **kw)
     store.open()
     store.start()

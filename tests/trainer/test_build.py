@@ -140,7 +140,7 @@ def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_
 
     from leyline import Command, CommandAction, EventKind, RunFinished, decode_event
     from nissa.hub import HubConfig
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.build import Hosting, build_run
     from trainer.checkpoint import CheckpointConfig, Checkpointer
     from trainer.checkpoint.null import NullCheckpointer
@@ -171,7 +171,7 @@ def test_the_heuristic_has_no_update_to_profile_and_says_so(tmp_path, data):
 
     from leyline import Command, CommandAction, EventKind, decode_event
     from nissa.hub import HubConfig
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.build import Hosting, build_run
 
     assert TrainConfig(policy="ppo").phases == ("update",) and TrainConfig(policy="heuristic").phases == ()

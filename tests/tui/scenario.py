@@ -88,7 +88,8 @@ def _lifecycle(run: _Run, rng: random.Random, seeds: dict, env: int, epoch: int)
             continue
         if nxt is not None and rng.random() < 0.6:
             if nxt is SeedStage.BLENDING:
-                run.emit(SeedGateEvaluated(slot=slot, seed_id=sid, gate="G2", passed=True, reason="healthy gradients"), epoch, env)
+                run.emit(SeedGateEvaluated(slot=slot, seed_id=sid, gate="G2", passed=True, reason="healthy gradients"),
+                         epoch, env)
             run.emit(SeedStageChanged(slot=slot, seed_id=sid, from_stage=stage, to_stage=nxt), epoch, env)
             cur[2] = nxt
         elif stage is SeedStage.HOLDING:
@@ -127,7 +128,8 @@ def _round_end(run: _Run, rng: random.Random, epoch: int, rnd: int) -> None:
                        update_epochs=4), epoch)
     for scope in ("host", "policy"):
         run.emit(GradientHealth(scope=scope, global_norm=round(rng.uniform(0.5, 2.0), 3), n_tensors=12), epoch)
-    run.emit(LSTMHealth(h_norm=round(2.5 + 0.1 * rnd, 3), c_norm=round(4.8 + 0.2 * rnd, 3), h_max=0.9, c_max=2.4), epoch)
+    run.emit(LSTMHealth(h_norm=round(2.5 + 0.1 * rnd, 3), c_norm=round(4.8 + 0.2 * rnd, 3), h_max=0.9, c_max=2.4),
+             epoch)
     run.emit(PhaseTiming(round=rnd, phases=[PhaseTime(phase="train", wall_ms=120.0, cpu_ms=230.0)],
                          env_epochs_per_s=round(7.5 + rng.uniform(0, 1), 1)), epoch)
     run.emit(HubHealth(queue_depth=rng.randint(0, 4), logged=run.seq, sent=run.seq, acked=run.seq - 1,
@@ -154,7 +156,8 @@ def _commands(run: _Run, epoch: int) -> None:
         run.emit(ProfileCompleted(window="w1", batches=5, trace_path="runs/demo/profiles/w1/trace.json",
                                   wall_s=0.84, top_ops=ops, artifact="w1-trace.json", command_id="cmd-7f3a"), epoch)
         run.emit(CommandStatusChanged(command_id="cmd-7f3a", action=CommandAction.PROFILE,
-                                      status=CommandStatus.COMPLETED, result={"trace": "w1-trace.json", "wall_s": 0.84}), epoch)
+                                      status=CommandStatus.COMPLETED,
+                                      result={"trace": "w1-trace.json", "wall_s": 0.84}), epoch)
 
 
 def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, seed: int = 7,
@@ -162,7 +165,8 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
     """A whole run as events, seq 1..N."""
     rng = random.Random(seed)
     run = _Run(run_id, ts0)
-    run.emit(RunStarted(name="cifar-esper", config={"policy": "ppo", "n_envs": envs, "lr": 3e-4, "telemetry_level": "NORMAL"}), 0)
+    run.emit(RunStarted(name="cifar-esper", config={"policy": "ppo", "n_envs": envs, "lr": 3e-4,
+                                                    "telemetry_level": "NORMAL"}), 0)
     seeds: dict = {}
     acc = [0.1 + 0.02 * e for e in range(envs)]
     for epoch in range(1, epochs + 1):
@@ -172,8 +176,9 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
             run.step += 50
             _lifecycle(run, rng, seeds, env, epoch)
             acc[env] = min(0.93, acc[env] + rng.uniform(0.0, 0.05) - (0.02 if rng.random() < 0.15 else 0.0))
-            run.emit(EpochCompleted(round=epoch // 4, accuracy=round(acc[env], 4), val_loss=round(2.3 * (1 - acc[env]), 4),
-                                    train_loss=round(2.4 * (1 - acc[env]), 4), reward=round(rng.uniform(-0.02, 0.05), 4),
+            run.emit(EpochCompleted(round=epoch // 4, accuracy=round(acc[env], 4),
+                                    val_loss=round(2.3 * (1 - acc[env]), 4), train_loss=round(2.4 * (1 - acc[env]), 4),
+                                    reward=round(rng.uniform(-0.02, 0.05), 4),
                                     action=rng.choice(("WAIT", "GERMINATE", "ADVANCE", "PRUNE")),
                                     seeds=_snapshots(seeds, env), host_params=HOST_PARAMS,
                                     fossilized_params=_fossilized_params(seeds, env)), epoch, env)

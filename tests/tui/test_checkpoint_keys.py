@@ -31,7 +31,8 @@ async def test_checkpoint_key_and_a_confirmed_stop(tmp_path):
                 await pilot.press("y")
                 await until(pilot, lambda: len(trainer.commands) == 2, "stop delivered")
                 assert [c.action for c in trainer.commands] == [CommandAction.CHECKPOINT, CommandAction.STOP]
-                assert {CommandAction.CHECKPOINT, CommandAction.STOP} <= {c.action for c in view.state.commands.values()}
+                issued = {c.action for c in view.state.commands.values()}
+                assert {CommandAction.CHECKPOINT, CommandAction.STOP} <= issued
 
                 footer = {key for key, active in view.active_bindings.items() if active.binding.show}
                 assert {"c", "S"} <= footer and {"c", "S"} <= {key for key, _ in HELP}

@@ -146,21 +146,25 @@ async def test_token_is_sent_and_its_absence_reported(tmp_path):
         async with scripted_trainer(url, "run-t", token="s3cret") as trainer:
             await trainer.send(scripted_run("run-t", epochs=1, finish=False))
             for token, expect_ok in ((None, False), ("s3cret", True)):
-                app = console(url, run_id="run-t", token=token)
-                notes: list[str] = []
-                async with app.run_test(size=SIZE) as pilot:
-                    app.notify = lambda message, *, title="", **kw: notes.append(title)  # type: ignore[method-assign]
-                    view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
-                    header = view.query_one(RunHeader)
-                    # The header says up front whether commands will be taken, before any is tried.
-                    await until(pilot, lambda: header.view and header.view.token_refused is not expect_ok, "header")
-                    await pilot.press("d")
-                    if expect_ok:
-                        await until(pilot, lambda: trainer.commands, "command reached the trainer")
-                        await until(pilot, lambda: any(c.status is CommandStatus.COMPLETED
-                                                       for c in view.state.commands.values()), "completed")
-                    else:
-                        await until(pilot, lambda: "HTTP 401" in notes, "401 shown")
+                await _press_debug_with_token(url, trainer, token, expect_ok)
+
+
+async def _press_debug_with_token(url, trainer, token, expect_ok):
+    app = console(url, run_id="run-t", token=token)
+    notes: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        app.notify = lambda message, *, title="", **kw: notes.append(title)  # type: ignore[method-assign]
+        view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+        header = view.query_one(RunHeader)
+        # The header says up front whether commands will be taken, before any is tried.
+        await until(pilot, lambda: header.view and header.view.token_refused is not expect_ok, "header")
+        await pilot.press("d")
+        if expect_ok:
+            await until(pilot, lambda: trainer.commands, "command reached the trainer")
+            await until(pilot, lambda: any(c.status is CommandStatus.COMPLETED
+                                           for c in view.state.commands.values()), "completed")
+        else:
+            await until(pilot, lambda: "HTTP 401" in notes, "401 shown")
 
 
 async def test_finished_run_opens_as_a_replay(tmp_path):
@@ -183,9 +187,11 @@ async def test_finished_run_opens_as_a_replay(tmp_path):
                 await pilot.click(DataTable, offset=(run_x, 0))  # the "run" header: by run id
                 await pilot.click(DataTable, offset=(run_x, 0))  # again: reversed
                 assert picker.sort_key == "id" and picker.sort_reverse
-                await until(pilot, lambda: str(table.get_row_at(0)[keys.index("id")]) == "run-old", "sorted by the server")
+                await until(pilot, lambda: str(table.get_row_at(0)[keys.index("id")]) == "run-old",
+                            "sorted by the server")
                 await pilot.press("s")  # the next column
-                assert picker.sort_key == [c.key for c in picker._columns][[c.key for c in picker._columns].index("id") + 1]
+                column_keys = [c.key for c in picker._columns]
+                assert picker.sort_key == column_keys[column_keys.index("id") + 1]
                 table.move_cursor(row=table.get_row_index("run-old"))
                 await pilot.press("enter")
                 replay = await until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen, "replay")
@@ -224,5 +230,6 @@ async def test_d_in_the_picker_escalates_the_selected_run(tmp_path):
                 view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
                 assert view.run_id == "run-pick"
                 await until(pilot, lambda: trainer.commands, "command reached the trainer")
-                await until(pilot, lambda: any(c.status is CommandStatus.COMPLETED for c in view.state.commands.values()),
+                await until(pilot,
+                            lambda: any(c.status is CommandStatus.COMPLETED for c in view.state.commands.values()),
                             "completed in view")

@@ -1,6 +1,7 @@
 """The run view of a plain loop's run (the nissa client, no Esper kinds) in its own words, through a real
 server: its header says step, epoch (when it has its own), steps/s and its headline metrics, never Esper's
-rounds or env-epochs; its profile form offers its own phases; its stop confirmation fits at 100x30."""
+rounds or env-epochs; its profile form offers its own phases, its debug form no PPO update; its stop
+confirmation fits at 100x30 and speaks of any loop, not of esper-train."""
 
 from __future__ import annotations
 
@@ -81,8 +82,16 @@ async def test_a_plain_runs_profile_form_lists_its_phases_and_the_stop_dialog_fi
                 box = dialog.query_one(Vertical).content_region
                 for widget in dialog.query("Label, Button"):  # each whole within the dialog: no text cut
                     assert box.contains_region(widget.region), (widget, widget.region, box)
-                text = " ".join(drawn(label) for label in dialog.query(Label).results(Label))
-                assert "goes on from there." in " ".join(text.split()), text
+                text = " ".join(" ".join(drawn(label) for label in dialog.query(Label).results(Label)).split())
+                assert "the run ends 'stopped'." in text and "esper-train" not in text, text
                 await pilot.press("n")
+                await until(pilot, lambda: app.screen is view, "back")
+
+                await pilot.press("D")  # a debug window: of epochs; no PPO update to wait for
+                form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "debug form")
+                await pilot.pause()
+                texts = [drawn(w) for w in form.query("Label, Checkbox")]
+                assert texts and not any("PPO" in t for t in texts), texts
+                await pilot.press("escape")
         finally:
             run.finish()

@@ -25,7 +25,7 @@ async def test_cut_connection_resumes_from_the_cursor_with_no_gap(tmp_path):
             async with app.run_test(size=SIZE) as pilot:
                 view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
                 await until(pilot, lambda: view.state.events_total == 100, "first hundred")
-                for round_ in range(2):
+                for _ in range(2):
                     proxy.cut()
                     await trainer.emit(*(Heartbeat(uptime_s=float(i)) for i in range(100)))
                     await until(pilot, lambda: view.state.events_total == trainer.seq, "events after the cut")

@@ -71,7 +71,8 @@ def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filt
     assert group_filter("config.opt", "a b") == 'config.opt="a b"' and group_filter("config.x", True) == "config.x=true"
     assert group_filter("group", None) is None
     assert parse_tags("a, b  a,c") == ["a", "b", "c"]
-    assert short_id("sweep-lr0.05-20261127-164530-a86231-x") == "…lr0.05-20261127-164530-a86231-x" and short_id("r-1") == "r-1"
+    assert short_id("sweep-lr0.05-20261127-164530-a86231-x") == "…lr0.05-20261127-164530-a86231-x"
+    assert short_id("r-1") == "r-1"
 
 
 async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(tmp_path):

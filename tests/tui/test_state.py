@@ -80,7 +80,8 @@ def test_views_compare_equal_when_nothing_changed():
 
 
 @pytest.mark.parametrize(("silence", "status", "expected"), [
-    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"), (1.0, "lost", "LOST"), (None, "lost", "LOST"),
+    (None, "live", "WAITING"), (1.0, "live", "LIVE"), (6.0, "live", "SLOW"), (60.0, "live", "STALE"),
+    (1.0, "lost", "LOST"), (None, "lost", "LOST"),
     (60.0, "finished", "FINISHED"), (60.0, "interrupted", "FINISHED"), (60.0, "failed", "FINISHED"),
     (60.0, "lost", "LOST"), (60.0, "a-status-from-a-newer-server", "STALE"),
 ])

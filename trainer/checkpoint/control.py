@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from leyline import CommandAction
-from nissa.control.commands import CommandContext, CommandProcessor, CommandRejected
+from nissa import CommandContext, CommandProcessor, CommandRejected
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, Written, checkpoint_name
 from trainer.checkpoint.state import Totals, capture
 from trainer.simic.vectorized import VectorizedTrainer

@@ -10,7 +10,6 @@ the newest good one before it offered.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import pathlib
@@ -18,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from leyline import RunResumed
-from nissa.ranks import Ranks
+from ranks import Ranks
 from trainer.checkpoint.control import DEFAULT_EVERY, DEFAULT_KEEP, CheckpointConfig
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, is_checkpoint_name
-from trainer.simic.config import ConfigError, TrainConfig, parse_slots
+from trainer.simic.config import ConfigError, TrainConfig, parse_slots, training_dests
 
 logger = logging.getLogger(__name__)
 
@@ -82,23 +81,27 @@ def stored_config(run_dir: pathlib.Path, wanted: str | None) -> dict[str, Any]:
                           else f"--checkpoint {wanted}: no such complete checkpoint in {store.root}")
 
 
-def resumed_config(stored: dict[str, Any], args: argparse.Namespace) -> TrainConfig:
-    """The checkpoint's config with the flags a resume may change; any other flag must agree with it."""
-    fields = {f.name for f in dataclasses.fields(TrainConfig) if f.name != "extra"}
-    values = {k: v for k, v in stored.items() if k in fields}
-    values["slots"] = parse_slots(str(values.get("slots", "")), int(values.get("host_blocks", 3)))
-    for name in sorted(fields):
-        given = getattr(args, name, None)
-        if given is None:
+LEGACY_KEYS = {"ppo_epochs": "ppo_update_epochs", "entropy_coef": "ppo_entropy_coef"}
+"""Where a checkpoint written before the PPO fields were ``ppo.<field>`` keeps two of them."""
+
+
+def resumed_config(stored: dict[str, Any], given: dict[str, Any]) -> TrainConfig:
+    """The checkpoint's config (its flat ``run_started`` view) with the flags a resume may change; any other
+    flag ``given`` (``trainer.flags.given``: the values the command line spelled out) must agree with it."""
+    dests = set(training_dests())
+    values = {LEGACY_KEYS.get(k, k).replace(".", "_"): v for k, v in stored.items()}
+    values = {k: v for k, v in values.items() if k in dests}
+    host_blocks = int(values.get("host_blocks", TrainConfig.host_blocks))
+    for dest, value in sorted(given.items()):
+        if dest in RESUMABLE:
+            values[dest] = value
             continue
-        if name == "slots":
-            given = parse_slots(given, int(values.get("host_blocks", 3)))
-        if name in RESUMABLE:
-            values[name] = given
-        elif given != values.get(name):
-            raise ConfigError(f"--{name.replace('_', '-')}: the checkpoint was taken with {values.get(name)!r}, "
-                              f"not {given!r} (a resumed run keeps its training config)")
-    return TrainConfig(**values)
+        same = (parse_slots(str(value), host_blocks) == parse_slots(str(values.get(dest, "")), host_blocks)
+                if dest == "slots" else value == values.get(dest))
+        if not same:
+            raise ConfigError(f"--{dest.replace('_', '-')}: the checkpoint was taken with {values.get(dest)!r}, "
+                              f"not {value!r} (a resumed run keeps its training config)")
+    return TrainConfig.from_args(argparse.Namespace(**values))
 
 
 def add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +114,8 @@ def add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--resume", metavar="LOG_DIR/RUN_ID",
                    help="go on with that run from its newest checkpoint: the same run id, log and training "
                         "config (--rounds may ask for more rounds; default: a new run)")
-    g.add_argument("--checkpoint", metavar="NAME", help="with --resume: the checkpoint to go on from (round-NNNNNN; default: the newest complete one)")
+    g.add_argument("--checkpoint", metavar="NAME", help="with --resume: the checkpoint to go on from (round-NNNNNN; "
+                                                        "default: the newest complete one)")
 
 
 def check_checkpoint_args(args: argparse.Namespace) -> CheckpointConfig:

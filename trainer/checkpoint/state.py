@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from trainer.simic.vectorized import VectorizedTrainer
 
 
+@runtime_checkable
 class Stateful(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 

@@ -38,9 +38,10 @@ class AttentionSeed(nn.Module):
     def __init__(self, c: int, reduction: int = 4) -> None:
         super().__init__()
         hidden = max(c // reduction, 2)
-        self.fc = nn.Sequential(nn.Linear(c, hidden), nn.ReLU(), nn.Linear(hidden, c))
-        nn.init.zeros_(self.fc[2].weight)
-        nn.init.zeros_(self.fc[2].bias)
+        first, last = nn.Linear(c, hidden), nn.Linear(hidden, c)
+        self.fc = nn.Sequential(first, nn.ReLU(), last)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = 2.0 * torch.sigmoid(self.fc(x.mean(dim=(2, 3))))
@@ -97,10 +98,11 @@ class ConvSeed(nn.Module):
         super().__init__()
         layers: list[nn.Module] = []
         for i in range(depth):
-            layers += [nn.Conv2d(c, c, 3, padding=1, bias=False), nn.GroupNorm(_groups(c), c)]
+            norm = nn.GroupNorm(_groups(c), c)
+            layers += [nn.Conv2d(c, c, 3, padding=1, bias=False), norm]
             if i < depth - 1:
                 layers.append(nn.ReLU())
-        nn.init.zeros_(layers[-1].weight)  # type: ignore[arg-type]
+        nn.init.zeros_(norm.weight)
         self.body = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

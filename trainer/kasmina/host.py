@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -119,6 +120,10 @@ class CNNHost(nn.Module):
         self.classifier = nn.Linear(chans[-1] * side * side, cfg.n_classes)
         self._compiled: list[BlockFn] = []
 
+    def conv_block(self, i: int) -> ConvBlock:
+        """Block ``i`` as what it is (a ``ModuleList`` hands out plain modules)."""
+        return cast(ConvBlock, self.blocks[i])
+
     @property
     def slot_ids(self) -> tuple[str, ...]:
         return self.config.slot_ids
@@ -145,14 +150,14 @@ class CNNHost(nn.Module):
         return self.forward_from(x, None)
 
     def _block(self, i: int, x: torch.Tensor) -> torch.Tensor:
-        block = self.blocks[i]
+        block = self.conv_block(i)
         if not self._compiled:
             return block(x)
         torch._dynamo.maybe_mark_dynamic(x, 0)  # batch sizes vary: one entry serves them all
-        return self._compiled[i](block, x)  # type: ignore[arg-type]
+        return self._compiled[i](block, x)
 
     def compile_blocks(self, mode: str) -> None:
         """Run each block through its shape's compiled region (``compiled_block``); seeds change the
         model's topology, blocks never do."""
-        self._compiled = [compiled_block(mode, b.conv.in_channels, b.conv.out_channels)  # type: ignore[union-attr]
-                          for b in self.blocks]
+        self._compiled = [compiled_block(mode, b.conv.in_channels, b.conv.out_channels)
+                          for b in map(self.conv_block, range(len(self.blocks)))]

@@ -7,6 +7,7 @@ surface, never turn into a silent no-op.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from leyline import SeedStage
 
@@ -48,7 +49,7 @@ class IllegalTransition(ValueError):
 def check_transition(src: SeedStage, dst: SeedStage) -> None:
     """Raise ``IllegalTransition`` unless ``src → dst`` is legal."""
     if dst not in LEGAL_TRANSITIONS[src]:
-        allowed = ", ".join(s.value for s in sorted(LEGAL_TRANSITIONS[src], key=STAGE_CODE.get)) or "none"
+        allowed = ", ".join(s.value for s in sorted(LEGAL_TRANSITIONS[src], key=STAGE_CODE.__getitem__)) or "none"
         raise IllegalTransition(f"{src.value} → {dst.value} is illegal (allowed from {src.value}: {allowed})")
 
 
@@ -80,7 +81,7 @@ class LifecycleConfig:
 class GateResult:
     """Outcome of one gate check, with the reason an operator can read."""
 
-    gate: str
+    gate: Literal["G1", "G2", "G3", "G5"]  # the names SeedGateEvaluated.gate takes
     passed: bool
     reason: str
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -26,7 +28,7 @@ class MorphogeneticModel(nn.Module):
         self.host_params = param_count(host)
 
     def slot(self, slot_id: str) -> SeedSlot:
-        return self.seed_slots[slot_id]  # type: ignore[return-value]
+        return cast(SeedSlot, self.seed_slots[slot_id])  # the dict holds only slots
 
     @property
     def slots(self) -> list[SeedSlot]:

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 
-from leyline import Payload, SeedGateEvaluated, SeedGerminated, SeedStage, SeedStageChanged
+from leyline import AnyPayload, SeedGateEvaluated, SeedGerminated, SeedStage, SeedStageChanged
 from trainer.kasmina.alpha import AlphaController
 from trainer.kasmina.blueprints import build_blueprint, param_count
 from trainer.kasmina.lifecycle import (
@@ -60,6 +60,8 @@ class SeedModule(nn.Module):
 class SeedSlot(nn.Module):
     """The place after one host block where a seed can live; DORMANT means empty."""
 
+    grad_buf: torch.Tensor
+
     def __init__(self, slot_id: str, channels: int, config: LifecycleConfig) -> None:
         super().__init__()
         self.slot_id, self.channels, self.config = slot_id, channels, config
@@ -108,27 +110,28 @@ class SeedSlot(nn.Module):
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def _to(self, stage: SeedStage, reason: str) -> list[Payload]:
+    def _to(self, stage: SeedStage, reason: str) -> list[AnyPayload]:
         check_transition(self.stage, stage)
         event = SeedStageChanged(slot=self.slot_id, seed_id=self.seed_id or "", from_stage=self.stage,
                                  to_stage=stage, reason=reason)
         self.stage, self.epochs_in_stage = stage, 0
         return [event]
 
-    def _gate(self, result: GateResult) -> Payload:
+    def _gate(self, result: GateResult) -> AnyPayload:
         gate = result.gate
-        return SeedGateEvaluated(slot=self.slot_id, seed_id=self.seed_id or "", gate=gate,  # type: ignore[arg-type]
+        return SeedGateEvaluated(slot=self.slot_id, seed_id=self.seed_id or "", gate=gate,
                                  passed=result.passed, reason=result.reason)
 
     def germinate(self, blueprint: str, style: str, tempo: int, seed_id: str,
-                  device: torch.device) -> list[Payload]:
+                  device: torch.device) -> list[AnyPayload]:
         """DORMANT → GERMINATED with a fresh ``blueprint`` module on ``device``."""
         check_transition(self.stage, S.GERMINATED)
         # Made on the device (no blocking upload per tensor), channels-last like the host: about
         # twice as fast for these convolutions on CPU and GPU.
         with device:
             seed = SeedModule(blueprint, self.channels, style)
-        self.seed = seed.to(memory_format=torch.channels_last)
+        # torch's stubs: Module.to's overloads omit the memory_format it takes.
+        self.seed = seed.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.seed_id, self.blueprint, self.tempo = seed_id, blueprint, tempo
         self.params = param_count(self.seed)
         self.age, self.pruning = 0, False
@@ -139,7 +142,7 @@ class SeedSlot(nn.Module):
         born = SeedGerminated(slot=self.slot_id, seed_id=seed_id, blueprint=blueprint, params=self.params)
         return [born, *self._to(S.GERMINATED, f"germinated {blueprint}")]
 
-    def advance(self) -> tuple[bool, list[Payload]]:
+    def advance(self) -> tuple[bool, list[AnyPayload]]:
         """Try the gate out of the current stage (G1, G2 or G3) and move on if it passes."""
         if self.stage is S.GERMINATED:
             result, target = gate_g1(self.stage), S.TRAINING
@@ -157,7 +160,7 @@ class SeedSlot(nn.Module):
             self.alpha.retarget(1.0, self.tempo)
         return True, events
 
-    def fossilize(self) -> tuple[bool, list[Payload]]:
+    def fossilize(self) -> tuple[bool, list[AnyPayload]]:
         """HOLDING → FOSSILIZED if G5 passes."""
         result = gate_g5(self.stage, self.contribution)
         events = [self._gate(result)]
@@ -165,7 +168,7 @@ class SeedSlot(nn.Module):
             events += self._to(S.FOSSILIZED, f"G5 passed: {result.reason}")
         return result.passed, events
 
-    def set_alpha_target(self, target: float, ticks: int, curve: str) -> list[Payload]:
+    def set_alpha_target(self, target: float, ticks: int, curve: str) -> list[AnyPayload]:
         """Retarget a blending or holding seed; a holding seed whose alpha moves goes back to BLENDING."""
         if self.stage not in (S.BLENDING, S.HOLDING) or self.pruning:
             raise ValueError(f"{self.slot_id}: cannot set alpha in {self.stage.value}")
@@ -174,7 +177,7 @@ class SeedSlot(nn.Module):
             return self._to(S.BLENDING, f"alpha target {target}")
         return []
 
-    def prune(self, ticks: int, curve: str, reason: str) -> list[Payload]:
+    def prune(self, ticks: int, curve: str, reason: str) -> list[AnyPayload]:
         """Remove the seed now, or (``ticks`` > 0 and blended in) ramp alpha to 0 with the seed frozen first."""
         if not self.live or self.pruning:
             raise ValueError(f"{self.slot_id}: cannot prune in {self.stage.value}")
@@ -186,13 +189,13 @@ class SeedSlot(nn.Module):
             return []
         return self._remove(reason)
 
-    def _remove(self, reason: str) -> list[Payload]:
+    def _remove(self, reason: str) -> list[AnyPayload]:
         events = self._to(S.PRUNED, reason)
         self.seed, self.pruning = None, False
         self.alpha = AlphaController()
         return events
 
-    def begin_epoch(self) -> list[Payload]:
+    def begin_epoch(self) -> list[AnyPayload]:
         """Before an epoch trains: alpha moves one tick, then the automatic transitions."""
         self.alpha.tick()
         if self.stage is S.GERMINATED:

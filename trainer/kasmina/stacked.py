@@ -19,7 +19,8 @@ op. ``P`` maps a module's own parameter names (``named_parameters()``) to the st
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +43,7 @@ def conv(m: nn.Conv2d, P: Stacked, name: str, x: torch.Tensor, s: int, shared_in
     """``m`` of S envs; ``shared_input``: ``x`` is one batch every env reads (not S envs' features)."""
     bias = P.get(f"{name}.bias")
     groups = m.groups if shared_input else m.groups * s
-    return F.conv2d(x, P[f"{name}.weight"], bias, m.stride, m.padding, m.dilation, groups)  # type: ignore[arg-type]
+    return F.conv2d(x, P[f"{name}.weight"], bias, m.stride, m.padding, m.dilation, groups)
 
 
 def group_norm(m: nn.GroupNorm, P: Stacked, name: str, x: torch.Tensor, s: int) -> torch.Tensor:
@@ -65,11 +66,12 @@ def linear(P: Stacked, name: str, x: torch.Tensor, s: int) -> torch.Tensor:
 
 def host_block(host: CNNHost, P: Stacked, B: Stacked, i: int, x: torch.Tensor, s: int) -> torch.Tensor:
     """Block ``i`` of S hosts (``B``: their stacked BatchNorm running statistics, updated in place)."""
-    block = host.blocks[i]
-    h = conv(block.conv, P, f"blocks.{i}.conv", x, s, shared_input=i == 0)  # type: ignore[arg-type]
+    block = host.conv_block(i)
+    h = conv(block.conv, P, f"blocks.{i}.conv", x, s, shared_input=i == 0)
     bn = block.bn
+    assert bn.momentum is not None  # the host's BatchNorms keep running averages, never cumulative ones
     h = F.batch_norm(h, B[f"blocks.{i}.bn.running_mean"], B[f"blocks.{i}.bn.running_var"],
-                     P[f"blocks.{i}.bn.weight"], P[f"blocks.{i}.bn.bias"], True, bn.momentum, bn.eps)  # type: ignore[union-attr,arg-type]
+                     P[f"blocks.{i}.bn.weight"], P[f"blocks.{i}.bn.bias"], True, bn.momentum, bn.eps)
     return F.max_pool2d(torch.relu(h), 2)
 
 
@@ -124,8 +126,10 @@ def _conv_seed(m: ConvSeed, P: Stacked, p: str, x: torch.Tensor, s: int) -> torc
     return x + h
 
 
-_BODIES = {NormSeed: _norm, AttentionSeed: _attention, DepthwiseSeed: _depthwise, BottleneckSeed: _bottleneck,
-           ConvSmallSeed: _conv_small, ConvSeed: _conv_seed}
+# Each forward takes the module of its key's type (``seed_body`` looks it up by the exact type).
+_BODIES: dict[type[nn.Module], Callable[[Any, Stacked, str, torch.Tensor, int], torch.Tensor]] = {
+    NormSeed: _norm, AttentionSeed: _attention, DepthwiseSeed: _depthwise, BottleneckSeed: _bottleneck,
+    ConvSmallSeed: _conv_small, ConvSeed: _conv_seed}
 
 
 def seed_body(body: nn.Module, P: Stacked, x: torch.Tensor, s: int) -> torch.Tensor:
@@ -134,7 +138,7 @@ def seed_body(body: nn.Module, P: Stacked, x: torch.Tensor, s: int) -> torch.Ten
         fn = _BODIES[type(body)]
     except KeyError:
         raise TypeError(f"no stacked forward for blueprint module {type(body).__name__}") from None
-    return fn(body, P, "body.", x, s)  # type: ignore[operator]
+    return fn(body, P, "body.", x, s)
 
 
 def blend(style: str, P: Stacked, h: torch.Tensor, out: torch.Tensor, alpha: float | torch.Tensor,

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from leyline import HEAD_NAMES
-from nissa.ranks import Ranks, tensor_bytes
+from ranks import Ranks, tensor_bytes
 from trainer.kasmina.host import inductor_mode
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update
 from trainer.simic.reward import RewardNormalizer

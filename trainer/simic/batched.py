@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from nissa.telemetry.debug_stats import layer_rows
+from nissa import layer_rows, segmented_histograms
 from trainer.kasmina import stacked
 from trainer.kasmina.host import slot_id
 from trainer.kasmina.lifecycle import LifecycleConfig
@@ -61,6 +61,14 @@ class FlatGradients:
         parameter and gradient buffers (``nissa.telemetry.debug_stats.layer_rows``)."""
         lay = self._layout
         return layer_rows(lay.flat_p, lay.flat_g, lay.layer_seg, lay.layer_sizes)
+
+    def layer_histograms(self, bins: int) -> torch.Tensor:
+        """Each layer's gradient and weight distributions, ``[2 * n_layers, bins + 4]`` (a layer's gradients,
+        then its weights; ``nissa.histogram.segmented_histograms`` rows): one segmented binning of each buffer."""
+        lay = self._layout
+        g = segmented_histograms(lay.flat_g, lay.layer_seg, lay.n_layers, bins)
+        w = segmented_histograms(lay.flat_p, lay.layer_seg, lay.n_layers, bins)
+        return torch.stack([g, w], 1).reshape(2 * lay.n_layers, bins + 4)
 
 
 class BatchedEnvs:

@@ -27,12 +27,25 @@ from torch import nn
 
 from leyline import SeedStage
 from trainer.kasmina.lifecycle import BLENDED_STAGES
-from trainer.kasmina.slot import SeedSlot
+from trainer.kasmina.slot import SeedModule, SeedSlot
 
 if TYPE_CHECKING:
     from trainer.simic.env import Env
 
-Signature = tuple[object, ...]
+SlotKey = tuple[int, str | None, bool, str | None]
+"""One slot's part of a signature: (id of its seed, mode, trainable, style)."""
+Signature = tuple[tuple[int, tuple[SlotKey, ...]], ...]
+"""(id of its model, its slots' keys) per env."""
+
+
+def _batches_tracked(bn: nn.BatchNorm2d) -> torch.Tensor:
+    assert bn.num_batches_tracked is not None  # the host's BatchNorms track running statistics
+    return bn.num_batches_tracked
+
+
+def _seed_of(slot: SeedSlot) -> SeedModule:
+    assert slot.seed is not None  # a slot in a group holds a seed (``_mode``)
+    return slot.seed
 
 
 def _mode(slot: SeedSlot) -> str | None:
@@ -173,7 +186,7 @@ class Layout:
         self._seed_blocks: list[tuple[SeedGroup, str, _Block]] = []
         for group in keyed.values():
             self.groups.setdefault(group.position, []).append(group)
-            named = [dict(s.seed.named_parameters()) for s in group.slots]  # type: ignore[union-attr]
+            named = [dict(_seed_of(s).named_parameters()) for s in group.slots]
             trainable = self._trainable_names(group.slots[0]) if group.slots[0].trainable else []
             for name in named[0]:
                 params = [n[name] for n in named]
@@ -217,7 +230,7 @@ class Layout:
         for block in blocks:
             leaf = self._stack(block, momentum)
             stacked[id(block)] = leaf
-            for scope, layer in zip(block.scopes, block.layers):
+            for scope, layer in zip(block.scopes, block.layers, strict=True):
                 seg_scope.append(torch.full((block.numel,), scope, dtype=torch.int64, device=dev))
                 seg_layer.append(torch.full((block.numel,), layer, dtype=torch.int64, device=dev))
             neg_lr.append(torch.full((block.numel * len(block.params),), -block.lr, device=dev))
@@ -274,16 +287,16 @@ class Layout:
         """BatchNorm statistics, seeds' gradient EMAs and the epoch's loss sums, stacked; each env's its views."""
         self.host_B: dict[str, torch.Tensor] = {}
         n_blocks = len(self.host.blocks)
-        self.batches_tracked = torch.stack([torch.stack([env.model.host.blocks[i].bn.num_batches_tracked  # type: ignore[union-attr]
+        self.batches_tracked = torch.stack([torch.stack([_batches_tracked(env.model.host.conv_block(i).bn)
                                                          for env in envs]) for i in range(n_blocks)])
         for i in range(n_blocks):
             for stat in ("running_mean", "running_var"):
                 name = f"blocks.{i}.bn.{stat}"
-                self.host_B[name] = torch.cat([getattr(env.model.host.blocks[i].bn, stat) for env in envs])
+                self.host_B[name] = torch.cat([getattr(env.model.host.conv_block(i).bn, stat) for env in envs])
         for e, env in enumerate(envs):
             for i in range(n_blocks):
-                bn = env.model.host.blocks[i].bn
-                c = bn.num_features  # type: ignore[union-attr]
+                bn = env.model.host.conv_block(i).bn
+                c = bn.num_features
                 for stat in ("running_mean", "running_var"):
                     setattr(bn, stat, self.host_B[f"blocks.{i}.bn.{stat}"][e * c: (e + 1) * c])
                 bn.num_batches_tracked = self.batches_tracked[i, e]

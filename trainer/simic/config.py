@@ -15,8 +15,10 @@ import torch
 
 from leyline.calls import UPDATE_PHASE
 from leyline.payloads import Scalar
+from trainer import flags
 from trainer.data import DataError, cifar_root
 from trainer.kasmina.host import HostConfig, slot_id, slot_index
+from trainer.simic.ppo import PPOConfig
 
 Policy = Literal["ppo", "heuristic"]
 AmpDtype = Literal["auto", "float16", "bfloat16", "off"]
@@ -97,16 +99,8 @@ class TrainConfig:
     """Epochs a seed must have lived before it may be pruned [GPU scale: 5]."""
     lstm_hidden: int = 64
     """Width of the policy's feature net and LSTM [GPU scale: 512]."""
-    ppo_epochs: int = 8
-    """Update epochs over each round's rollout; the KL early stop usually ends the update first
-    [GPU scale: 4]."""
-    ppo_lr: float = 1e-3
-    """Adam learning rate of the policy [GPU scale: 3e-4]. A CPU round holds only
-    n_envs × (episode_length − 1) decisions (22 by default); at 3e-4 × 4 epochs one update moved
-    the policy by an approx KL of about 2e-4, 1% of the 0.015 target, so the KL early stop never
-    engaged and the critic stayed unfitted (explained variance near 0) for a whole run."""
-    entropy_coef: float = 0.01
-    """Entropy bonus weight (per head, causally masked)."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """The policy update's hyper-parameters (flags ``--ppo-<field>``)."""
     host_lr: float = 0.01
     """SGD learning rate of the host."""
     seed_lr: float = 0.05
@@ -140,13 +134,12 @@ class TrainConfig:
                                  ("--min-training-epochs", self.min_training_epochs, 0),
                                  ("--embargo-epochs", self.embargo_epochs, 0),
                                  ("--min-prune-age", self.min_prune_age, 0),
-                                 ("--lstm-hidden", self.lstm_hidden, 4), ("--ppo-epochs", self.ppo_epochs, 1),
+                                 ("--lstm-hidden", self.lstm_hidden, 4),
                                  ("--cpu-threads", self.cpu_threads, 0), ("--log-every", self.log_every, 0)):
             _need(isinstance(value, int) and value >= low, flag, f"must be an integer >= {low}, got {value!r}")
         _need(1 <= self.host_blocks <= 5, "--host-blocks", f"must be in 1..5, got {self.host_blocks}")
-        for flag, value in (("--ppo-lr", self.ppo_lr), ("--host-lr", self.host_lr), ("--seed-lr", self.seed_lr)):
-            _need(value > 0, flag, f"must be > 0, got {value}")
-        _need(self.entropy_coef >= 0, "--entropy-coef", "must be >= 0")
+        for flag, rate in (("--host-lr", self.host_lr), ("--seed-lr", self.seed_lr)):
+            _need(rate > 0, flag, f"must be > 0, got {rate}")
         self._check_slots()
         self._check_device()
         self._check_data()
@@ -195,24 +188,37 @@ class TrainConfig:
         return tuple(sorted(self.slots, key=slot_index))
 
     def as_flat_dict(self) -> dict[str, Scalar]:
-        """Flat str → scalar view for the ``run_started`` event."""
+        """Flat str → scalar view for the ``run_started`` event (the PPO fields as ``ppo.<field>``)."""
         flat: dict[str, Scalar] = {}
         for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
             if f.name == "extra":
                 continue
-            value = getattr(self, f.name)
-            flat[f.name] = ",".join(value) if isinstance(value, tuple) else value
+            if isinstance(value, PPOConfig):
+                flat.update({f"ppo.{k}": v for k, v in dataclasses.asdict(value).items()})
+            else:
+                flat[f.name] = ",".join(value) if isinstance(value, tuple) else value
         flat.update(self.extra)
         return flat
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> TrainConfig:
         """The config from flags added by ``add_training_args``; a ConfigError names a bad flag."""
-        values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)
-                  if f.name != "extra" and getattr(ns, f.name, None) is not None}
+        values = flags.values(ns, cls, skip=NOT_FLAGS)
         if "slots" in values:
             values["slots"] = parse_slots(values["slots"], values.get("host_blocks", cls.host_blocks))
-        return cls(**values)
+        ppo = flags.values(ns, PPOConfig, prefix="ppo")
+        return cls(**values, ppo=flags.build(PPOConfig, ppo, prefix="ppo", error=ConfigError))
+
+
+NOT_FLAGS = ("extra", "ppo")
+"""``TrainConfig`` fields that are not flags themselves: ``extra`` is the caller's, ``ppo`` has a flag per field."""
+
+
+def training_dests() -> tuple[str, ...]:
+    """Where ``add_training_args`` puts each field's value on the namespace (``ppo_lr`` for ``ppo.lr``)."""
+    return (*(f.name for f in dataclasses.fields(TrainConfig) if f.name not in NOT_FLAGS),
+            *(flags.dest_of(f.name, "ppo") for f in dataclasses.fields(PPOConfig)))
 
 
 def parse_slots(text: str | tuple[str, ...], host_blocks: int) -> tuple[str, ...]:
@@ -228,40 +234,10 @@ def parse_slots(text: str | tuple[str, ...], host_blocks: int) -> tuple[str, ...
 
 
 def add_training_args(parser: argparse.ArgumentParser) -> None:
-    """Add every ``TrainConfig`` flag (defaults left to the dataclass: unset flags stay None)."""
-    d = TrainConfig()
-    g = parser.add_argument_group("training")
-    g.add_argument("--policy", choices=POLICIES, help=f"ppo or heuristic (default {d.policy})")
-    g.add_argument("--n-envs", type=int, help=f"environments side by side (default {d.n_envs})")
-    g.add_argument("--rounds", type=int, help=f"rounds of one episode + one update (default {d.rounds})")
-    g.add_argument("--episode-length", "--epochs", dest="episode_length", type=int,
-                   help=f"epochs per episode, also spelled --epochs (default {d.episode_length})")
-    g.add_argument("--slots", help=f"slot ids, comma-separated, or a count (default {','.join(d.slots)})")
-    g.add_argument("--device", help="auto, cpu, cuda or cuda:N (default auto)")
-    g.add_argument("--seed", type=int, help=f"random seed (default {d.seed})")
-    g.add_argument("--amp-dtype", choices=AMP_DTYPES, help="autocast dtype on CUDA (default auto)")
-    g.add_argument("--compile-mode", choices=COMPILE_MODES, help="torch.compile the host blocks (default off)")
-    g.add_argument("--env-exec", choices=ENV_EXECS,
-                   help="batched: the envs as one batched model; per-env: each env in turn (default batched)")
-    g.add_argument("--cuda-graphs", choices=("off", "on"),
-                   help="replay the batched step as a CUDA graph where shapes are fixed (default off)")
-    g.add_argument("--gradient-telemetry-stride", type=int,
-                   help=f"gradient norms every N batches (default {d.gradient_telemetry_stride})")
-    g.add_argument("--task", choices=TASKS, help="synthetic (built in) or cifar10 (default synthetic)")
-    g.add_argument("--data-dir", help="directory with CIFAR-10 python-pickle batches (default: none; "
-                                      "--task cifar10 needs it)")
-    g.add_argument("--train-size", type=int, help=f"training images (default {d.train_size})")
-    g.add_argument("--val-size", type=int, help=f"validation images (default {d.val_size})")
-    g.add_argument("--batch-size", type=int, help=f"batch size (default {d.batch_size})")
-    g.add_argument("--base-channels", type=int, help=f"host width (default {d.base_channels})")
-    g.add_argument("--host-blocks", type=int, help=f"host conv blocks (default {d.host_blocks})")
-    g.add_argument("--min-training-epochs", type=int, help=f"G2 minimum (default {d.min_training_epochs})")
-    g.add_argument("--embargo-epochs", type=int, help=f"embargo after a prune (default {d.embargo_epochs})")
-    g.add_argument("--min-prune-age", type=int, help=f"youngest prunable seed (default {d.min_prune_age})")
-    g.add_argument("--lstm-hidden", type=int, help=f"policy width (default {d.lstm_hidden})")
-    g.add_argument("--ppo-epochs", type=int, help=f"PPO update epochs (default {d.ppo_epochs})")
-    g.add_argument("--ppo-lr", type=float, help=f"policy learning rate (default {d.ppo_lr})")
-    g.add_argument("--entropy-coef", type=float, help=f"entropy bonus (default {d.entropy_coef})")
-    g.add_argument("--host-lr", type=float, help=f"host learning rate (default {d.host_lr})")
-    g.add_argument("--seed-lr", type=float, help=f"learning rate of each seed (default {d.seed_lr})")
-    g.add_argument("--cpu-threads", type=int, help=f"torch CPU threads, 0: torch's default (default {d.cpu_threads})")
+    """A flag for every ``TrainConfig`` and ``PPOConfig`` field, made from the dataclasses (``trainer.flags``)."""
+    defaults = TrainConfig()
+    flags.add_fields(parser.add_argument_group("training"), TrainConfig, default=defaults, skip=NOT_FLAGS,
+                     aliases={"episode_length": ["--epochs"]}, metavars={"log_every": "ROUNDS"})
+    flags.add_fields(parser.add_argument_group("PPO (the policy update; --policy ppo)"), PPOConfig,
+                     default=defaults.ppo, prefix="ppo",
+                     aliases={"update_epochs": ["--ppo-epochs"], "entropy_coef": ["--entropy-coef"]})

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from nissa.telemetry.syncs import HostSyncCounter
+from nissa import HostSyncCounter
 from trainer.hooks import RunHooks
 from trainer.simic.env import Env
 from trainer.simic.vectorized import VectorizedTrainer
@@ -25,6 +25,11 @@ SEED_BLUEPRINTS = ("conv_light", "attention", "depthwise")
 # take for a device tensor (it cannot know where tensors made before it live).
 _GERMINATE = tuple(Action.from_row(Action.row(Op.GERMINATE, slot, blueprint=SEED_BLUEPRINTS[slot % 3]))
                    for slot in range(5))
+
+
+def _shadow(obj: object, method: str, fn: Callable[..., object]) -> None:
+    """``fn`` in place of ``obj``'s ``method``, on this instance only (what a diagnostic wraps)."""
+    setattr(obj, method, fn)
 
 
 def with_live_seeds(trainer: VectorizedTrainer, n: int) -> VectorizedTrainer:
@@ -40,7 +45,7 @@ def with_live_seeds(trainer: VectorizedTrainer, n: int) -> VectorizedTrainer:
                 env.apply(_GERMINATE[slot])
         return envs
 
-    trainer.fresh_envs = seeded  # type: ignore[method-assign]
+    _shadow(trainer, "fresh_envs", seeded)
     return trainer
 
 
@@ -109,7 +114,7 @@ def count_host_syncs(build: Callable[[RunHooks], VectorizedTrainer], hooks: RunH
     counter = counter if counter is not None else HostSyncCounter(device)
     with counter:
         marks = _Marks(hooks, counter)
-        trainer = with_live_seeds(build(marks), live_seeds)  # type: ignore[arg-type]
+        trainer = with_live_seeds(build(marks), live_seeds)
         fresh, due = trainer.fresh_envs, trainer.sites.gradients_due
 
         def fresh_marked(round_: int) -> list[Env]:
@@ -117,14 +122,14 @@ def count_host_syncs(build: Callable[[RunHooks], VectorizedTrainer], hooks: RunH
             marks.mark("setup")
             return envs
 
-        def due_marked(step: int) -> bool:
-            if due(step):
+        def due_marked(batch: int) -> bool:
+            if due(batch):
                 marks.mark("collection")
                 return True
             return False
 
-        trainer.fresh_envs = fresh_marked  # type: ignore[method-assign]
-        trainer.sites.gradients_due = due_marked  # type: ignore[method-assign]
+        _shadow(trainer, "fresh_envs", fresh_marked)
+        _shadow(trainer.sites, "gradients_due", due_marked)
         for round_ in range(1, rounds + 1):
             if round_ == rounds:
                 marks.marks[:] = [("start", counter.count)]

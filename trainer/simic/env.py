@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from leyline import Payload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
+from leyline import AnyPayload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
 from trainer.kasmina.blueprints import param_count
 from trainer.kasmina.host import CNNHost, HostConfig, slot_index
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_POTENTIAL, LifecycleConfig
@@ -58,7 +58,8 @@ class Env:
         self.index, self.round, self.cfg, self.runtime = index, round_, cfg, runtime
         with runtime.device:  # parameters made on the device: no blocking upload per tensor
             model = MorphogeneticModel(CNNHost(cfg.host), cfg.slots, cfg.lifecycle)
-        self.model = model.to(memory_format=torch.channels_last)
+        # torch's stubs: Module.to's overloads omit the memory_format it takes.
+        self.model: MorphogeneticModel = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         if cfg.compile_mode != "off":
             self.model.host.compile_blocks(cfg.compile_mode)
         self.host_params = list(self.model.host.parameters())
@@ -147,11 +148,11 @@ class Env:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    def begin_epoch(self) -> list[Payload]:
+    def begin_epoch(self) -> list[AnyPayload]:
         self.epoch_in_episode += 1
         self.train_loss_sum.zero_()
         self.batches = 0
-        events: list[Payload] = []
+        events: list[AnyPayload] = []
         for slot in self.slots:
             events += self._settle(slot, slot.begin_epoch())
         self.model.train()
@@ -162,7 +163,7 @@ class Env:
         for slot in self.slots:
             slot.end_epoch()
 
-    def apply(self, action: Action) -> list[Payload]:
+    def apply(self, action: Action) -> list[AnyPayload]:
         """Carry out the policy's action (legal under the masks; anything else raises)."""
         slot = self.slots[action.slot]
         ok, events = True, []
@@ -190,7 +191,7 @@ class Env:
         self._refresh()
         return events
 
-    def _settle(self, slot: SeedSlot, events: list[Payload]) -> list[Payload]:
+    def _settle(self, slot: SeedSlot, events: list[AnyPayload]) -> list[AnyPayload]:
         """Follow-ups of stage changes: a removed seed loses its optimizer and is reported pruned."""
         for event in list(events):
             if isinstance(event, SeedStageChanged) and event.to_stage is SeedStage.PRUNED:
@@ -232,7 +233,7 @@ class Env:
         attention, an upper bound); the host's convolutions act before their pooling."""
         cfg = self.model.host.config
         side = [cfg.image_size // 2**i for i in range(cfg.n_blocks + 1)]
-        host = sum(param_count(b.conv) * side[i] ** 2 for i, b in enumerate(self.model.host.blocks))
+        host = sum(param_count(self.model.host.conv_block(i).conv) * side[i] ** 2 for i in range(cfg.n_blocks))
         host += param_count(self.model.host.classifier)
         extra = sum(s.params * side[slot_index(s.slot_id) + 1] ** 2 for s in self.slots if s.seed is not None)
         return extra / host

@@ -85,13 +85,12 @@ class RolloutBuffer:
     def __init__(self, n_envs: int, n_steps: int, obs_dim: int, n_slots: int, n_heads: int,
                  device: torch.device) -> None:
         self.n_envs, self.n_steps = n_envs, n_steps
-        kw = {"device": device}
-        self.obs = torch.zeros(n_envs, n_steps, obs_dim, **kw)
-        self.op_mask = torch.zeros(n_envs, n_steps, N_OPS, dtype=torch.bool, **kw)
-        self.slot_mask = torch.zeros(n_envs, n_steps, N_OPS, n_slots, dtype=torch.bool, **kw)
-        self.actions = torch.zeros(n_envs, n_steps, n_heads, dtype=torch.long, **kw)
-        self.log_probs = torch.zeros(n_envs, n_steps, n_heads, **kw)
-        self.values = torch.zeros(n_envs, n_steps, **kw)
+        self.obs = torch.zeros(n_envs, n_steps, obs_dim, device=device)
+        self.op_mask = torch.zeros(n_envs, n_steps, N_OPS, dtype=torch.bool, device=device)
+        self.slot_mask = torch.zeros(n_envs, n_steps, N_OPS, n_slots, dtype=torch.bool, device=device)
+        self.actions = torch.zeros(n_envs, n_steps, n_heads, dtype=torch.long, device=device)
+        self.log_probs = torch.zeros(n_envs, n_steps, n_heads, device=device)
+        self.values = torch.zeros(n_envs, n_steps, device=device)
         self.rewards = torch.zeros(n_envs, n_steps)  # raw, CPU: the reward is computed there
         self.filled = 0
 

@@ -4,7 +4,7 @@
 ``SimicTelemetry`` implements it, ``NullSites`` does nothing (so the loop has no
 ``if telemetry:`` branches). Sites, in loop order:
 
-- ``phases.phase(name)`` around each phase (``PHASES``);
+- ``phases.phase(name)`` around each phase (``TRAIN`` … ``PPO_UPDATE``);
 - ``gradients_due(step)`` once per batch; when due, ``collect_env(env, modules)`` after each
   env's backward (before clipping), or ``collect_flat(grads)`` once after the batched envs'
   backward, then ``flush_gradients()`` once all envs stepped;
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from trainer.simic.batched import FlatGradients
 
 TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE = "train", "validation", "rollout", "action", "ppo_update"
-PHASES: tuple[str, ...] = (TRAIN, VALIDATION, ROLLOUT, ACTION, PPO_UPDATE)
 """Phase names: training batches, fused validation, the policy decision, applying actions, the update."""
 
 _NULL = contextlib.nullcontext()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import EpochCompleted, Payload, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
+from leyline import AnyPayload, EpochCompleted, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
 from trainer.data import TaskData
 from trainer.hooks import RunHooks
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_CODE
@@ -162,7 +162,7 @@ class VectorizedTrainer:
             with self.runtime.on_env_stream(env.index):
                 rows.append(env.validate(self.data.val_x, self.data.val_y)[0])
         self.runtime.default_waits_streams()
-        for env, row in zip(envs, torch.stack(rows).cpu().tolist()):  # one transfer for all envs
+        for env, row in zip(envs, torch.stack(rows).cpu().tolist(), strict=True):  # one transfer for all envs
             env.absorb(row)
             env.end_epoch()
             self.best_accuracy = max(self.best_accuracy, env.val_acc)
@@ -178,7 +178,7 @@ class VectorizedTrainer:
             rows = self.agent.act(t, envs, op_mask, slot_mask).tolist()
         with self.sites.phases.phase(ACTION):
             actions = [Action.from_row(row) for row in rows]
-            self._emit_each(envs, [env.apply(a) for env, a in zip(envs, actions)])
+            self._emit_each(envs, [env.apply(a) for env, a in zip(envs, actions, strict=True)])
         return _Decision(potential, actions)
 
     def rewards(self, envs: list[Env], previous: _Decision, terminal: bool) -> torch.Tensor:
@@ -232,8 +232,8 @@ class VectorizedTrainer:
                                None if decision is None else self.agent.act_signals)
         self.sites.epoch_end(round_, len(envs), signals)
 
-    def _emit_each(self, envs: list[Env], per_env: Iterable[list[Payload]]) -> None:
-        for env, events in zip(envs, per_env):
+    def _emit_each(self, envs: list[Env], per_env: Iterable[list[AnyPayload]]) -> None:
+        for env, events in zip(envs, per_env, strict=True):
             for event in events:
                 self.hooks.emit(event, env=env.index)
                 if isinstance(event, SeedGerminated):

@@ -22,7 +22,6 @@ class Op(enum.IntEnum):
     ADVANCE = 5
 
 
-OP_NAMES: tuple[str, ...] = tuple(op.name for op in Op)
 N_OPS = len(Op)
 TEMPOS: tuple[int, ...] = (3, 5, 8)
 ALPHA_TARGETS: tuple[float, ...] = (0.5, 0.7, 1.0)

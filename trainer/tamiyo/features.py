@@ -34,10 +34,14 @@ class EnvSignals(Protocol):
     episode_length: int
     val_loss: float
     val_acc: float
-    loss_history: Sequence[float]
-    acc_history: Sequence[float]
     last_action_ok: bool
     last_op: int
+
+    @property
+    def loss_history(self) -> Sequence[float]: ...
+
+    @property
+    def acc_history(self) -> Sequence[float]: ...
 
     @property
     def slots(self) -> Sequence[SeedSlot]: ...

@@ -109,8 +109,8 @@ class HeuristicPolicy:
                 return Action.row(Op.ADVANCE, i)
         free = [i for i, ok in enumerate(allowed[Op.GERMINATE]) if ok]
         if free and self._time_left(env) and (self.plateaued(env) or self._last_chance(env)):
-            slot, blueprint = self.choose(free)
-            return Action.row(Op.GERMINATE, slot, blueprint=blueprint, tempo=self.config.tempo)
+            at, blueprint = self.choose(free)
+            return Action.row(Op.GERMINATE, at, blueprint=blueprint, tempo=self.config.tempo)
         return Action.row(Op.WAIT)
 
     # --- the measurements -------------------------------------------------------------------------

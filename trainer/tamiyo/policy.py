@@ -76,6 +76,8 @@ def _mlp(d_in: int, d_out: int) -> nn.Sequential:
 
 
 class ActorCritic(nn.Module):
+    causal: torch.Tensor
+
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
         self.config = config
@@ -129,7 +131,7 @@ class ActorCritic(nn.Module):
         lps = self._log_probs(logits, op_mask, slot_mask, op)
         picks = [op] + [torch.multinomial(lp.exp(), 1, generator=generator)[:, 0] for lp in lps[1:]]
         actions = torch.stack(picks, dim=1)
-        chosen = torch.stack([lp.gather(-1, a[:, None])[:, 0] for lp, a in zip(lps, picks)], dim=1)
+        chosen = torch.stack([lp.gather(-1, a[:, None])[:, 0] for lp, a in zip(lps, picks, strict=True)], dim=1)
         used = self.causal[op]
         allowed = [op_mask, lps[1] > _MASKED / 2]
         return ActOutput(actions.where(used, 0), chosen.where(used, 0.0), value, new_state,

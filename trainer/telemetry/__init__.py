@@ -5,16 +5,6 @@ it should not run. ``nissa.control`` owns levels and commands; the profile handl
 here plugs into its command processor.
 """
 
-from nissa.telemetry.debug_stats import collect_layer_stats, debug_layer_payloads
-from nissa.telemetry.phases import PHASES, PhaseTimer
-from nissa.telemetry.profile_handler import (
-    ArtifactUploader,
-    ProfileHandler,
-    UploadConfig,
-    artifact_url,
-    profile_at_start,
-)
-from nissa.telemetry.profiler import ProfileConfig, ProfileWindow, WindowResult, profile_activities
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.ema import BiasCorrectedEMA, Drift, EMAConfig, GradientEMATracker
 from trainer.telemetry.gradients import (
@@ -30,10 +20,9 @@ from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
 __all__ = [
-    "AnomalyConfig", "AnomalyDetector", "ArtifactUploader", "BiasCorrectedEMA", "Drift", "EMAConfig",
-    "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PHASES", "PendingGradients",
-    "PhaseTimer", "ProfileConfig", "ProfileHandler", "ProfileWindow", "SimicTelemetry", "TelemetryConfig",
-    "UploadConfig", "WindowResult",
-    "artifact_url", "collect_gradients", "install_profiling", "install_rank_checks", "collect_layer_stats", "debug_layer_payloads", "lstm_health",
-    "profile_activities", "profile_at_start", "resolve_all", "seed_gradient_ratio", "telemetry_for_training",
+    "AnomalyConfig", "AnomalyDetector", "BiasCorrectedEMA", "Drift", "EMAConfig",
+    "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PendingGradients",
+    "SimicTelemetry", "TelemetryConfig",
+    "collect_gradients", "install_profiling", "install_rank_checks", "lstm_health",
+    "resolve_all", "seed_gradient_ratio", "telemetry_for_training",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,8 @@ class GradientEMATracker:
         return {"momentum": self.config.momentum, "floor": self.config.floor,
                 "series": {scope: ema.state_dict() for scope, ema in self._series.items()}}
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        self.config = EMAConfig(momentum=float(state["momentum"]), floor=float(state["floor"]))  # type: ignore[arg-type]
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # as a checkpoint read it back
+        self.config = EMAConfig(momentum=float(state["momentum"]), floor=float(state["floor"]))
         series = state["series"]
         if not isinstance(series, dict):
             raise TypeError(f"'series' must be a dict, got {type(series).__name__}")

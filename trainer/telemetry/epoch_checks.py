@@ -31,6 +31,7 @@ condition clears: a dead seed is one event, not one per epoch.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import deque
@@ -121,6 +122,10 @@ def _finding(anomaly: str, detail: str, **evidence: float) -> AnomalyDetected:
                            evidence={k: float(v) for k, v in evidence.items() if math.isfinite(v)})
 
 
+def _nonfinite(env: int, bad: list[str]) -> AnomalyDetected:
+    return _finding("nan_inf", f"env {env}: non-finite {', '.join(bad)}", **{f"{b}_nonfinite": 1.0 for b in bad})
+
+
 class EpochChecks:
     """The per-epoch checks and the histories they judge against."""
 
@@ -182,8 +187,8 @@ class EpochChecks:
         for env, stats in grads:
             by_scope.setdefault((env, stats.scope), []).append(stats)
         found: list[Finding] = []
-        for (env, scope), stats in sorted(by_scope.items()):
-            found += self._gradients(env, scope, stats, signals)
+        for (env, scope), scope_stats in sorted(by_scope.items()):
+            found += self._gradients(env, scope, scope_stats, signals)
         if signals is not None:
             found += self._metrics(signals)
             if signals.policy is not None:
@@ -249,11 +254,10 @@ class EpochChecks:
 
     def _metrics(self, s: EpochSignals) -> list[Finding]:
         found = []
-        for env, (acc, val_loss, train_loss) in enumerate(zip(s.accuracy, s.val_loss, s.train_loss)):
+        for env, (acc, val_loss, train_loss) in enumerate(zip(s.accuracy, s.val_loss, s.train_loss, strict=True)):
             bad = [name for name, v in (("accuracy", acc), ("val_loss", val_loss), ("train_loss", train_loss))
                    if not math.isfinite(v)]
-            found += self._edge(bool(bad), "nan_inf", env, "metrics", lambda bad=bad, env=env: _finding(
-                "nan_inf", f"env {env}: non-finite {', '.join(bad)}", **{f"{b}_nonfinite": 1.0 for b in bad}))
+            found += self._edge(bool(bad), "nan_inf", env, "metrics", functools.partial(_nonfinite, env, bad))
             found += self._loss(env, train_loss)
             found += self._loss_drift(env, train_loss, s.epoch_in_round)
             found += self._accuracy(env, acc, s.epoch_in_round)
@@ -263,8 +267,9 @@ class EpochChecks:
         top = self._top_loss.get(env)
         spiked = top is not None and math.isfinite(loss) and loss > self.config.loss_spike * top
         found = self._edge(spiked, "loss_spike", env, "loss", lambda: _finding(
-            "loss_spike", f"env {env}: training loss {loss:.3g} is {loss / top:.1f}× the highest of this round "
-            f"before it ({top:.3g})", loss=loss, highest_before=top or math.nan, threshold=self.config.loss_spike))
+            "loss_spike", f"env {env}: training loss {loss:.3g} is {loss / (top or math.nan):.1f}× the highest of this "
+            f"round before it ({top:.3g})", loss=loss, highest_before=top or math.nan,
+            threshold=self.config.loss_spike))
         if math.isfinite(loss):
             self._top_loss[env] = loss if top is None else max(top, loss)
         return found
@@ -304,7 +309,7 @@ class EpochChecks:
         flat: list[tuple[str, float, float]] = []  # (what, now, its median) of every collapsed spread
         spreads = [("across envs", max(p.values) - min(p.values), self._value_spread)] if len(p.values) > 1 else []
         if last is not None and len(last) == len(p.values):
-            move = sum(abs(a - b) for a, b in zip(p.values, last)) / len(p.values)
+            move = sum(abs(a - b) for a, b in zip(p.values, last, strict=True)) / len(p.values)
             spreads.append(("from one decision to the next", move, self._value_moves))
         for what, value, series in spreads:
             if len(series) >= c.min_history and value <= c.value_factor * series.median():

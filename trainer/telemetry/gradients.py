@@ -35,9 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from leyline import GradientHealth
-from nissa.telemetry.readback import StreamFence, read_all
-
-MIN_TORCH_VERSION = (2, 4)
+from nissa import StreamFence, read_all
 
 
 @dataclass(frozen=True)
@@ -160,9 +158,14 @@ def collect_gradients(scope: str, params: Iterable[torch.nn.Parameter | torch.Te
     # One launch per dtype (a float32 head on a bf16 trunk), put back in parameter order on the host
     # side: no index tensor is copied to the device.
     for idx in by_dtype.values():
-        norms.update(zip(idx, torch._foreach_norm([grads[i] for i in idx], 2, dtype=torch.float64)))
+        norms.update(zip(idx, torch._foreach_norm([grads[i] for i in idx], 2, dtype=torch.float64), strict=True))
     stacked = torch.stack([norms[i] for i in range(len(grads))]).detach()
     return PendingGradients(scope, stacked, sum(g.numel() for g in grads), thresholds)
+
+
+def env_scope(env: int, scope: str) -> str:
+    """One env's scope as one key (``env0/host``): its gradient average, its debug distributions' model."""
+    return f"env{env}/{scope}"
 
 
 def seed_gradient_ratio(seed: GradientStats, host: GradientStats, *, clamp: float = 10.0) -> float | None:

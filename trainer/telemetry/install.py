@@ -6,7 +6,7 @@ any loop has (``install_profiling``, ``install_rank_checks``) live in ``nissa.te
 from __future__ import annotations
 
 from leyline import HEAD_NAMES
-from nissa.telemetry.install import install_profiling, install_rank_checks
+from nissa import install_profiling, install_rank_checks
 from trainer.hooks import RunHooks
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes

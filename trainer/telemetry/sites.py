@@ -6,9 +6,10 @@ Where the loop calls it (and what each level adds):
   tel.collect_env(env, {"host": host, slot: seed, ...})``; then once per batch, after
   every env, ``tel.flush_gradients()``: gradient health per scope (host and each live
   seed, with EMA drift and the seed's gradient ratio), every ``gradient_stride``
-  batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats of each
-  module. Every env and scope of a collection, layer stats included, is read in ONE
-  transfer, after waiting on the fence each launch recorded on its env's stream.
+  batches at NORMAL and every batch at DEBUG. DEBUG adds per-layer stats and distributions of
+  each module, every ``debug_layer_stride`` batches of a window from its first one. Every env
+  and scope of a collection, layer stats included, is read in ONE transfer, after waiting on
+  the fence each launch recorded on its env's stream.
 - inside the PPO update, after a backward: ``tel.policy_backward(policy)`` (DEBUG: the
   policy's per-layer stats, once per update);
 - after the PPO update: ``tel.after_update(update, progress=..., lstm_state=(h, c))``:
@@ -36,10 +37,16 @@ import torch
 from torch import nn
 
 from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
-from nissa.histogram import PendingHistograms, launch_histograms
-from nissa.telemetry.debug_stats import PendingLayers, debug_histogram_payloads, launch_layer_stats, layer_histograms
-from nissa.telemetry.phases import PhaseTimer
-from nissa.telemetry.readback import read_all
+from nissa import (
+    PendingHistograms,
+    PendingLayers,
+    PhaseTimer,
+    debug_histogram_payloads,
+    launch_histograms,
+    launch_layer_stats,
+    layer_histograms,
+    read_all,
+)
 from trainer.hooks import RunHooks
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
@@ -51,6 +58,7 @@ from trainer.telemetry.gradients import (
     GradientThresholds,
     PendingGradients,
     collect_gradients,
+    env_scope,
     seed_gradient_ratio,
 )
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
@@ -72,6 +80,9 @@ class TelemetryConfig:
 
     gradient_stride: int = 10
     """Gradient health every N training batches at NORMAL (every batch at DEBUG)."""
+    debug_layer_stride: int = 10
+    """At DEBUG, the per-layer statistics and distributions every N training batches, from a debug window's
+    first batch on (1: every batch); the policy's are taken once per update whatever this is."""
     head_sizes: Mapping[str, int] = field(default_factory=dict)
     """Choices per policy action head, to normalise entropy (heads of size 1 are never judged)."""
     gradients: GradientThresholds = field(default_factory=GradientThresholds)
@@ -86,18 +97,15 @@ class TelemetryConfig:
     """The run's ``--compile-mode``; when not ``off``, each ``phase_timing`` carries ``CompileStats``."""
 
     def __post_init__(self) -> None:
-        if self.gradient_stride < 1:
-            raise ValueError(f"gradient_stride must be >= 1, got {self.gradient_stride}")
+        if self.gradient_stride < 1 or self.debug_layer_stride < 1:
+            raise ValueError(f"strides must be >= 1, got gradient_stride={self.gradient_stride}, "
+                             f"debug_layer_stride={self.debug_layer_stride}")
         if any(n < 1 for n in self.head_sizes.values()):
             raise ValueError("head sizes must be >= 1")
 
 
 class CompileStatsSource(Protocol):
     def stats(self) -> CompileStats: ...
-
-
-def _drift_scope(env: int, scope: str) -> str:
-    return f"env{env}/{scope}"
 
 
 class SimicTelemetry:
@@ -118,6 +126,10 @@ class SimicTelemetry:
         self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
         self._policy_layers_done = False
+        self._layers_due = True
+        """Whether this batch's collection at DEBUG takes the per-layer statistics and distributions."""
+        self._layers_at: int | None = None
+        """The batch of this debug window's last per-layer collection (None outside a window)."""
         self.compile_monitor: CompileStatsSource | None = None
         """What ``phase_timing`` reports of compile (``--compile-mode``) or of CUDA graph capture."""
         if self.config.compile_mode != "off":
@@ -149,28 +161,32 @@ class SimicTelemetry:
     def gradients_due(self, batch: int) -> bool:
         """Whether to collect gradient health after this batch's backward (``batch`` counts from 0)."""
         level = self.hooks.level
-        if level.rank < _NORMAL.rank:
-            return False
-        return level is _DEBUG or batch % self.config.gradient_stride == 0
+        if level is not _DEBUG:
+            self._layers_at = None
+            return level.rank >= _NORMAL.rank and batch % self.config.gradient_stride == 0
+        self._layers_due = self._layers_at is None or batch - self._layers_at >= self.config.debug_layer_stride
+        if self._layers_due:
+            self._layers_at = batch
+        return True
 
     @torch.compiler.disable
     def collect_env(self, env: int, modules: Mapping[str, nn.Module]) -> None:
         """Launch the gradient norms (and at DEBUG the per-layer stats) of one env's scopes; no sync."""
-        debug = self.hooks.level is _DEBUG
+        debug = self.hooks.level is _DEBUG and self._layers_due
         for scope, module in modules.items():
             self._pending.append((env, collect_gradients(scope, module.parameters(), self.config.gradients)))
             if debug:
                 layers = launch_layer_stats(scope, module.named_parameters())
                 if layers is not None:
                     self._layers.append((env, layers))
-                    self._histograms += launch_histograms(layer_histograms(_drift_scope(env, scope),
+                    self._histograms += launch_histograms(layer_histograms(env_scope(env, scope),
                                                                            module.named_parameters()))
 
     def collect_flat(self, grads: FlatGradients) -> None:
         """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
-        scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats in one more),
-        read back as one tensor (``trainer.telemetry.flat``)."""
-        collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG)
+        scope in one reduction over the flat gradient buffer (at DEBUG the per-layer stats and distributions in
+        a few more), read back as one tensor (``trainer.telemetry.flat``)."""
+        collection = collect_flat(grads, self.config.gradients, self.hooks.level is _DEBUG and self._layers_due)
         self._pending += collection.gradients
         self._layers += collection.layers
         self._flat_reads.append(collection.read)
@@ -188,10 +204,10 @@ class SimicTelemetry:
         read_all([*flat, *(p for _, p in pending if p.unread and id(p) not in covered),
                   *(lay for _, lay in layers if id(lay) not in covered), *histograms])
         stats = [p.resolve() for _, p in pending]
-        hosts = {env: s for (env, _), s in zip(pending, stats) if s.scope == HOST_SCOPE}
-        for (env, _), s in zip(pending, stats):
+        hosts = {env: s for (env, _), s in zip(pending, stats, strict=True) if s.scope == HOST_SCOPE}
+        for (env, _), s in zip(pending, stats, strict=True):
             self._epoch_grads.append((env, s))
-            drift = self.ema.update(_drift_scope(env, s.scope), s.global_norm if s.finite else None)
+            drift = self.ema.update(env_scope(env, s.scope), s.global_norm if s.finite else None)
             host = hosts.get(env)
             ratio = seed_gradient_ratio(s, host) if host is not None and s.scope != HOST_SCOPE else None
             severity = Severity.WARNING if (s.nonfinite or s.exploding or s.vanishing) else None
@@ -200,12 +216,12 @@ class SimicTelemetry:
         for env, lay in layers:
             for payload in lay.payloads():
                 self.hooks.emit(payload, env=env)
-        for distributions in debug_histogram_payloads(histograms):
+        for distributions in debug_histogram_payloads(histograms, (d for f in flat for d in f.distributions)):
             self.hooks.emit(distributions)
 
     def forget_scope(self, env: int, scope: str) -> None:
         """A seed left its slot: the next one there starts a fresh gradient average and history."""
-        self.ema.forget(_drift_scope(env, scope))
+        self.ema.forget(env_scope(env, scope))
         self.detector.forget_scope(env, scope)
 
     # --- the PPO update --------------------------------------------------------------------------

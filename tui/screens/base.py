@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import on
 from textual.binding import Binding
@@ -36,7 +36,7 @@ class DashboardScreen(Screen[None]):
 
     @property
     def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
+        return cast("EsperWatch", self.app)
 
     @property
     def dashboard(self) -> RunDashboard:

@@ -5,7 +5,7 @@ fetched, a run at a time. The screen (``ChartScreen``) handles the messages thes
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import work
 
@@ -14,20 +14,29 @@ from tui.client import ApiError, Connection, WatchStream
 from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from tui.app import EsperWatch
     from tui.chart_data import SeriesSet
+
+    _Host = Screen[None]  # what the mixin is mixed into, for the checker (its notify, post_message)
+else:
+    _Host = object
 
 MAX_POINTS = 2000
 RUNNING = ("live", "degraded")
 
 
-class ChartFeed:
+class ChartFeed(_Host):
     """The network side of ``ChartScreen`` (a mixin: it uses the screen's app, data and messages)."""
 
-    watch_app: EsperWatch
     data: SeriesSet
     _asked: set[tuple[str, str]]
     _fetching: set[str]
+
+    @property
+    def watch_app(self) -> EsperWatch:
+        return cast("EsperWatch", self.app)
 
     @work(group="follow")
     async def follow(self, run_id: str) -> None:

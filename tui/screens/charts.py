@@ -4,7 +4,7 @@ watch stream through ``leyline.series``, or everything computed here from a loca
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from leyline import Event, RunFinished
-from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS
+from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS, hidden_charts
 from leyline.series import X_AXES, kind_of_name, x_of
 from tui.chart_data import LocalSeries, SeriesSet
 from tui.client import RunSummary
@@ -25,7 +25,7 @@ from tui.screens.series_picker import SeriesPicker
 from tui.widgets.chart import MARKER_GLYPH, MARKER_STYLE, PALETTE, ChartPanel, ChartSpec, ChartView
 
 if TYPE_CHECKING:
-    from tui.app import EsperWatch
+    from textual.widget import Widget
 
 SMOOTHING = (0.0, 0.6, 0.9, 0.97)
 
@@ -56,6 +56,7 @@ class ChartScreen(ChartFeed, Screen[None]):
     DEFAULT_CSS = """
     ChartScreen #chart-head { height: 1; padding: 0 1; background: $boost; }
     ChartScreen #chart-markers { height: 1; padding: 0 1; }
+    ChartScreen #chart-note { height: 1; padding: 0 1; color: $text-muted; }
     ChartScreen #charts { layout: grid; grid-size: 1; grid-gutter: 0 1; }
     """
 
@@ -75,16 +76,13 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.data.accept = lambda name: any(p.spec.matches(name) for p in self.panels)
 
     @property
-    def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
-
-    @property
     def panels(self) -> list[ChartPanel]:
         return list(self.query(ChartPanel))
 
     def compose(self) -> ComposeResult:
         yield Static(id="chart-head")
         yield Static(id="chart-markers")
+        yield Static(id="chart-note")
         with VerticalScroll(id="charts"):
             for spec in DEFAULT_CHARTS:
                 yield ChartPanel(spec)
@@ -117,12 +115,35 @@ class ChartScreen(ChartFeed, Screen[None]):
             where = {"after": self._own[-1]} if self._own else {"before": 0}
             self._own.append(self._mount_chart(ChartSpec.of_name(name), **where))
             self._own_names.add(name)
+        hidden, why = self.ruled_out()
         for panel in self.panels:
             if panel.spec in DEFAULT_CHARTS:
-                panel.display = (not own and panel.spec.group is None) or bool(panel.names(self.data))
+                panel.display = panel.spec.title not in hidden and (
+                    (not own and panel.spec.group is None) or bool(panel.names(self.data)))
+        note = self.query_one("#chart-note", Static)
+        note.update(Text("; ".join(why)))
+        if note.display != bool(why):
+            note.display = bool(why)
+            self.call_after_refresh(self._layout_for_size)
         focused = isinstance(self.focused, ChartPanel) and self.focused.display
         if new:
             self.call_after_refresh(self._after_add, self._own[0], not focused)
+
+    def configs(self) -> list[dict[str, object]] | None:
+        """Each run's config, once every run's is known (from the server or its log)."""
+        out: list[dict[str, object]] = []
+        for run in self.run_ids:
+            config = self.local[run].config if run in self.local else (
+                self.runs[run].config if run in self.runs else None)
+            if config is None:
+                return None
+            out.append(dict(config))
+        return out
+
+    def ruled_out(self) -> tuple[list[str], list[str]]:
+        """The default charts none of the runs can have by its config, and why (``leyline.charts``)."""
+        configs = self.configs()
+        return hidden_charts(configs) if configs else ([], [])
 
     def _want_names(self) -> None:
         """Every series a chart shows is wanted: its history fetched, its live points kept."""
@@ -142,7 +163,9 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.data.listed.add(run.run_id)
         if message.names is None:
             self.local[run.run_id] = LocalSeries(run.run_id, [])
+            self.local[run.run_id].config = None if run.config is None else dict(run.config)
             self.local[run.run_id].fill(self.data)
+            self._chart_own_metrics()
         else:
             self.data.names_seen.update(message.names)
             self._chart_own_metrics()
@@ -185,7 +208,8 @@ class ChartScreen(ChartFeed, Screen[None]):
         rows = 3 if height >= 45 else 2
         grid = self.query_one("#charts")
         grid.styles.grid_size_columns = cols
-        panel_height = max(10, (height - 2) // rows)
+        lines = 2 + int(self.query_one("#chart-note").display)  # the head and the marks (and a note)
+        panel_height = max(10, (height - lines) // rows)
         grid.styles.grid_rows = str(panel_height)
         for panel in self.panels:
             panel.styles.height = panel_height
@@ -220,7 +244,7 @@ class ChartScreen(ChartFeed, Screen[None]):
 
     def _marker_detail(self) -> None:
         """What the marks under the focused chart are, latest first."""
-        panel = self.focused if isinstance(self.focused, ChartPanel) else (self.panels or [None])[0]
+        panel = self.focused if isinstance(self.focused, ChartPanel) else next(iter(self.panels), None)
         line = Text()
         names = self.run_names() if self.view.by_run else {}
         for marker in reversed(panel.markers_shown if panel else []):
@@ -248,8 +272,8 @@ class ChartScreen(ChartFeed, Screen[None]):
                           f"{'label ' + v.label if v.label else ''}"), style="dim")
         self.query_one("#chart-head", Static).update(head)
 
-    def _set_view(self, **changes: object) -> None:
-        self.view = replace(self.view, **changes)  # type: ignore[arg-type]
+    def _set_view(self, **changes: Any) -> None:  # ChartView's own fields
+        self.view = replace(self.view, **changes)
         self.redraw()
 
     # --- keys ------------------------------------------------------------------------------------
@@ -321,10 +345,10 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.call_after_refresh(self._after_add, panel)
         return panel
 
-    def _mount_chart(self, spec: ChartSpec, **where: object) -> ChartPanel:
+    def _mount_chart(self, spec: ChartSpec, **where: int | Widget) -> ChartPanel:
         """A chart of ``spec``, its series wanted (their history is read by the caller's path)."""
         panel = ChartPanel(spec)
-        self.query_one("#charts").mount(panel, **where)  # type: ignore[arg-type]
+        self.query_one("#charts").mount(panel, **where)
         self.data.wanted.update(n for n in self.data.names_seen if spec.matches(n))
         return panel
 

@@ -3,7 +3,7 @@ a column per run."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import work
 from textual.app import ComposeResult
@@ -51,7 +51,7 @@ class ConfigDiffScreen(ModalScreen[None]):
 
     @work(exclusive=True)
     async def load(self) -> None:
-        app: EsperWatch = self.app  # type: ignore[assignment]
+        app = cast("EsperWatch", self.app)
         try:
             diff = await app.require_client().config_diff(self.run_ids)
         except ApiError as err:
@@ -60,7 +60,8 @@ class ConfigDiffScreen(ModalScreen[None]):
         self.diff = diff
         table = self.query_one(DataTable)
         table.add_column("key", key="key")
-        for i, (run_id, name) in enumerate(zip(diff.runs, diff.names)):
+        # The server's lists, one name per run: a short one leaves columns out rather than failing the screen.
+        for i, (run_id, name) in enumerate(zip(diff.runs, diff.names, strict=False)):
             table.add_column(run_text(f"{chr(65 + i) if i < 26 else i + 1} {name or run_id}"[:30]), key=f"run{i}")
         for row in diff.rows:
             cells = [run_text("—", style="dim") if v is None else run_text(v[:40]) for v in row.values]

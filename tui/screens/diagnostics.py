@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from leyline import CommandRecord
+from leyline.payloads import Scalar
 from tui.alerts import AlertView
 from tui.format import clock
 from tui.safe_text import plain, run_text
@@ -68,7 +69,8 @@ class StacksScreen(ModalScreen[None]):
 
     def texts(self) -> list[tuple[str, str]]:
         """(title, stack text) per rank that answered (one for a run of one rank)."""
-        answers = [(f"rank {r.rank}", r.result) for r in self.record.ranks if r.result] or [
+        answers: list[tuple[str, dict[str, Scalar] | None]] = [
+            (f"rank {r.rank}", r.result) for r in self.record.ranks if r.result] or [
             ("rank 0", self.record.result)]
         out = []
         for title, result in answers:

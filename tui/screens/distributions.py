@@ -6,7 +6,7 @@ line, and under them the histogram at one step as bars. ←/→ move that step (
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from rich.text import Text
@@ -156,7 +156,7 @@ class DistributionScreen(Screen[None]):
 
     @property
     def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
+        return cast("EsperWatch", self.app)
 
     def compose(self) -> ComposeResult:
         yield Static(run_text(f"distributions of {self.run_id}"), id="dist-title")

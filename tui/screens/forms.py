@@ -58,6 +58,7 @@ class EscalateForm(ModalScreen[DebugRequest | ProfileRequest | None]):
         self.run_id = run_id
         self.action = action
         self.default = default
+        self.esper = esper
         self.phases = _profiled(phases, esper)
         self.unit, self.maximum = (
             ("epochs", MAX_DEBUG_EPOCHS) if action is CommandAction.DEBUG else ("batches", MAX_PROFILE_BATCHES)
@@ -72,13 +73,13 @@ class EscalateForm(ModalScreen[DebugRequest | ProfileRequest | None]):
             yield Label(f"[b]{self.action.value} window[/b]: how many {self.unit}? (1..{self.maximum})")
             yield Input(str(self.default), type="integer", id="amount",
                         validators=[Integer(minimum=1, maximum=self.maximum)])
-            if self.is_debug:
+            if self.is_debug and self.esper:  # a loop of its own has no PPO update to wait for
                 yield Checkbox(THROUGH_UPDATE, id="through_update")
             for i, (phase, label) in enumerate(() if self.is_debug else self.phases):
                 yield Checkbox(label, id="through_update" if phase is None else f"phase-{i}", classes="phase")
             if not self.is_debug:  # off by default: a window stays cheap unless asked for more
-                for key, label in RECORDING:
-                    yield Checkbox(label, id=key)
+                for key, what in RECORDING:
+                    yield Checkbox(what, id=key)
             yield Static("", id="error")
             with Horizontal():
                 yield Button("Request", variant="primary", id="ok")
@@ -92,7 +93,7 @@ class EscalateForm(ModalScreen[DebugRequest | ProfileRequest | None]):
 
     def _phase(self) -> str | None:
         boxes = list(self.query(".phase").results(Checkbox))
-        return next((phase for box, (phase, _) in zip(boxes, self.phases) if box.value), None)
+        return next((phase for box, (phase, _) in zip(boxes, self.phases, strict=True) if box.value), None)
 
     @on(Checkbox.Changed, "#through_update, .phase")
     def through_update_changed(self, event: Checkbox.Changed) -> None:
@@ -123,7 +124,7 @@ class EscalateForm(ModalScreen[DebugRequest | ProfileRequest | None]):
         if result is not None and not result.is_valid:
             why = "; ".join(result.failure_descriptions)
             if self.is_debug and not value:
-                why = f"give 1..{self.maximum} epochs, or tick '{THROUGH_UPDATE}'"
+                why = f"give 1..{self.maximum} epochs" + (f", or tick '{THROUGH_UPDATE}'" if self.esper else "")
             self.query_one("#error", Static).update(run_text(why, one_line=False))
             return
         amount = int(value) if value else None
@@ -168,14 +169,14 @@ HELP = (
     ("e [ ]", "run picker: edit the run's group, tags and notes; previous / next page of runs"),
     ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
-    ("D", "debug window of a length you choose, or through the next PPO update"),
+    ("D", "debug window of a length you choose (an Esper run: or through the next PPO update)"),
     ("p", "profile window: choose how many batches to profile, or the next of the run's phases (an Esper run: "
           "its PPO update), and shapes, stacks, memory"),
     ("t", "stacks: every thread's Python stack from every rank, now (even while training is stuck)"),
     ("a", "the run's alerts (a red banner says when one fires; a hung rank is marked in the ranks panel)"),
     ("c", "checkpoint the run at the end of the round in progress (its path and size when written)"),
-    ("S", "stop the run: it finishes the epoch, checkpoints and ends 'stopped' (asks first; "
-          "esper-train --resume goes on)"),
+    ("S", "stop the run, asking first: it ends 'stopped' (Esper: finishes the epoch, checkpoints; "
+          "esper-train --resume)"),
     ("n", "next panel of the right column: PPO health, gradients, commands, profile (a short terminal)"),
     ("x", "call a command of the run's own (a loop on the nissa client: set_lr value=0.01)"),
     ("/", "filter the event log: words, !word, kind:ppo, sev:warning, env:2; esc clears"),
@@ -187,21 +188,28 @@ HELP = (
 )
 
 
+STOP_ESPER = ("It finishes the epoch in progress, writes a checkpoint and ends 'stopped'; "
+              "esper-train --resume goes on from there.")
+STOP_LOOP = ("At its next step the run is asked to stop (its on_stop function, if it has one, is called); "
+             "the loop ends at its own pace and the run ends 'stopped'.")
+
+
 class ConfirmStop(ModalScreen[bool]):
     """Ask before stopping a run; dismisses with True only on an explicit yes."""
 
     DEFAULT_CSS = _FORM_CSS
     BINDINGS = [Binding("escape,n", "answer(False)", "no"), Binding("y", "answer(True)", "yes")]
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, *, esper: bool = True) -> None:
+        """``esper``: an Esper run (it checkpoints and resumes); else a loop of its own, which stops its own way."""
         super().__init__()
         self.run_id = run_id
+        self.esper = esper
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"[b]Stop run {self.run_id}?[/b]")
-            yield Label("It finishes the epoch in progress, writes a checkpoint and ends 'stopped'; "
-                        "esper-train --resume goes on from there.")
+            yield Label(STOP_ESPER if self.esper else STOP_LOOP)
             with Horizontal():
                 yield Button("Stop the run (y)", variant="error", id="yes")
                 yield Button("Keep it running (n)", id="no")

@@ -4,7 +4,7 @@ the runs themselves, overlaid."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from rich.text import Text
@@ -102,7 +102,7 @@ class GroupChartScreen(Screen[None]):
 
     @property
     def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
+        return cast("EsperWatch", self.app)
 
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble(plain(f"{self.by} = "), (plain(fmt_value(self.value, 60)), "bold"),

@@ -125,7 +125,8 @@ class ReplayScreen(DashboardScreen):
         scrub.position = target
         current = self.events[target - 1] if target else None
         scrub.label = f"epoch {current.epoch} seq {current.seq}" if current else "start"
-        self.dashboard.show(self.state, StreamInfo("replay", "REPLAY", artifact_url=self.artifact_url()), everything=True)
+        self.dashboard.show(self.state, StreamInfo("replay", "REPLAY", artifact_url=self.artifact_url()),
+                            everything=True)
 
     def action_step(self, delta: int) -> None:
         self.seek(self.position + delta)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on, work
@@ -60,7 +60,7 @@ class RunEditScreen(ModalScreen[bool]):
 
     @work(exclusive=True)
     async def send(self, fields: dict[str, object]) -> None:
-        app: EsperWatch = self.app  # type: ignore[assignment]
+        app = cast("EsperWatch", self.app)
         try:
             await app.require_client().patch_run(self.run.run_id, **fields)
         except ApiError as err:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -98,7 +98,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
 
     @property
     def watch_app(self) -> EsperWatch:
-        return self.app  # type: ignore[return-value]
+        return cast("EsperWatch", self.app)
 
     @property
     def table(self) -> DataTable:
@@ -127,11 +127,11 @@ class RunPickerScreen(PickerActions, Screen[None]):
     def _metric_columns(self) -> tuple[str, ...]:
         return tuple(metric_column(k, self.field).key for k in self.shown_metrics())
 
-    def requery(self, **changes: object) -> None:
+    def requery(self, **changes: Any) -> None:  # TableQuery's own fields
         """Ask again now (a new filter, order, page or grouping), then every few seconds."""
-        fields = {"sort": sort_param(self.sort_key, self.sort_reverse) if self.sort_key else "",
+        fields: dict[str, Any] = {"sort": sort_param(self.sort_key, self.sort_reverse) if self.sort_key else "",
                   "metrics": self._metric_columns(), **changes}
-        self.query_state = replace(self.query_state, **fields)  # type: ignore[arg-type]  # (its own fields)
+        self.query_state = replace(self.query_state, **fields)
         self.poll_runs(self.query_state)
 
     @work(exclusive=True, group="runs")

@@ -3,7 +3,7 @@ configs, the form that edits a run's group, tags and notes, the choice of metric
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual.widgets import DataTable
 
@@ -17,116 +17,132 @@ if TYPE_CHECKING:
 class PickerActions:
     """Mixed into ``RunPickerScreen``: the actions that leave the table or change its rows' state."""
 
-    def action_toggle_select(self: RunPickerScreen) -> None:
-        run_id = self.current_run_id()
+    @property
+    def _picker(self) -> RunPickerScreen:
+        """The screen these actions are mixed into (only ``RunPickerScreen`` mixes them in)."""
+        return cast("RunPickerScreen", self)
+
+    def action_toggle_select(self) -> None:
+        picker = self._picker
+        run_id = picker.current_run_id()
         if run_id is None:
             return
-        self.selected ^= {run_id}
-        row = self.table.cursor_row
-        self.rebuild()
-        self.table.move_cursor(row=min(row + 1, self.table.row_count - 1))
+        picker.selected ^= {run_id}
+        row = picker.table.cursor_row
+        picker.rebuild()
+        picker.table.move_cursor(row=min(row + 1, picker.table.row_count - 1))
 
-    def on_data_table_row_selected(self: RunPickerScreen, event: DataTable.RowSelected) -> None:
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
 
-    def action_open(self: RunPickerScreen) -> None:
-        group = self.current_group()
+    def action_open(self) -> None:
+        picker = self._picker
+        group = picker.current_group()
         if group is not None:  # a group's row opens into its runs, or closes
             vid = value_id(group.value)
-            opened = self.query_state.opened ^ {vid}
+            opened = picker.query_state.opened ^ {vid}
             if vid in opened and group.value is None:
-                self.notify("runs without this key: no filter picks them; sort by it to see them last",
-                            severity="warning")
+                picker.notify("runs without this key: no filter picks them; sort by it to see them last",
+                              severity="warning")
                 return
-            self.requery(opened=opened)
+            picker.requery(opened=opened)
             return
-        run = self.selected_run()
+        run = picker.selected_run()
         if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=run.status not in RUNNING)
+            picker.watch_app.open_run(run.run_id, run.status, replay=run.status not in RUNNING)
 
-    def action_watch(self: RunPickerScreen) -> None:
-        run = self.selected_run()
+    def action_watch(self) -> None:
+        picker = self._picker
+        run = picker.selected_run()
         if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=False)
+            picker.watch_app.open_run(run.run_id, run.status, replay=False)
 
-    def action_replay(self: RunPickerScreen) -> None:
-        run = self.selected_run()
+    def action_replay(self) -> None:
+        picker = self._picker
+        run = picker.selected_run()
         if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=True)
+            picker.watch_app.open_run(run.run_id, run.status, replay=True)
 
-    def action_escalate(self: RunPickerScreen, action: str) -> None:
+    def action_escalate(self, action: str) -> None:
         """Open the selected run live and ask there, so the command's status is in view."""
-        run = self.selected_run()
+        picker = self._picker
+        run = picker.selected_run()
         if run is not None:
-            self.watch_app.open_run(run.run_id, run.status, replay=False, then=action)
+            picker.watch_app.open_run(run.run_id, run.status, replay=False, then=action)
 
-    def picked(self: RunPickerScreen) -> list[str]:
+    def picked(self) -> list[str]:
         """The selected runs in table order, or the one under the cursor."""
-        chosen = [r for r in dict.fromkeys(self.order) if r in self.selected]
-        current = self.current_run_id()
+        picker = self._picker
+        chosen = [r for r in dict.fromkeys(picker.order) if r in picker.selected]
+        current = picker.current_run_id()
         return chosen or ([current] if current else [])
 
-    def action_charts(self: RunPickerScreen) -> None:
+    def action_charts(self) -> None:
+        picker = self._picker
         from tui.screens.charts import ChartScreen
 
-        group = self.current_group()
+        group = picker.current_group()
         if group is not None:
             from tui.screens.group_charts import GroupChartScreen
 
             if group.run_ids:
-                metrics = list(dict.fromkeys(series_name(m) for m in self.query_state.metrics))
-                self.app.push_screen(GroupChartScreen(self.data.groups.by if self.data.groups else "",
-                                                      group.value, group.run_ids, metrics))
+                metrics = list(dict.fromkeys(series_name(m) for m in picker.query_state.metrics))
+                picker.app.push_screen(GroupChartScreen(picker.data.groups.by if picker.data.groups else "",
+                                                        group.value, group.run_ids, metrics))
             return
-        run_id = self.current_run_id()
+        run_id = picker.current_run_id()
         if run_id is not None:
-            self.app.push_screen(ChartScreen([run_id]))
+            picker.app.push_screen(ChartScreen([run_id]))
 
-    def action_compare(self: RunPickerScreen) -> None:
+    def action_compare(self) -> None:
+        picker = self._picker
         from tui.screens.charts import ChartScreen
 
-        runs = self.picked()
+        runs = picker.picked()
         if len(runs) < 2:
-            self.notify("select two runs or more with space, then c overlays their charts", severity="warning")
+            picker.notify("select two runs or more with space, then c overlays their charts", severity="warning")
             return
-        self.app.push_screen(ChartScreen(runs))
+        picker.app.push_screen(ChartScreen(runs))
 
-    def action_diff(self: RunPickerScreen) -> None:
+    def action_diff(self) -> None:
+        picker = self._picker
         from tui.screens.config_diff import ConfigDiffScreen
 
-        runs = self.picked()
-        current = self.current_run_id()
+        runs = picker.picked()
+        current = picker.current_run_id()
         if len(runs) == 1 and current and current not in runs:
             runs.append(current)
         if len(runs) < 2:
-            self.notify("select two runs or more with space (or one, and put the cursor on another), then =",
-                        severity="warning")
+            picker.notify("select two runs or more with space (or one, and put the cursor on another), then =",
+                          severity="warning")
             return
-        self.app.push_screen(ConfigDiffScreen(runs))
+        picker.app.push_screen(ConfigDiffScreen(runs))
 
-    def action_edit(self: RunPickerScreen) -> None:
+    def action_edit(self) -> None:
+        picker = self._picker
         from tui.screens.run_edit import RunEditScreen
 
-        run = self.selected_run()
+        run = picker.selected_run()
         if run is None:
             return
 
         def done(changed: bool | None) -> None:
             if changed:
-                self.requery()
+                picker.requery()
 
-        self.app.push_screen(RunEditScreen(run), done)
+        picker.app.push_screen(RunEditScreen(run), done)
 
-    def action_pick_metrics(self: RunPickerScreen) -> None:
+    def action_pick_metrics(self) -> None:
+        picker = self._picker
         from tui.screens.metric_picker import MetricPickerScreen
 
-        known = self.known_metrics
+        known = picker.known_metrics
         if not known:
-            self.notify("no run on this page has a metric yet", severity="warning")
+            picker.notify("no run on this page has a metric yet", severity="warning")
             return
 
         def done(keys: list[str] | None) -> None:
             if keys is not None:
-                self.set_metrics(keys or None)
+                picker.set_metrics(keys or None)
 
-        self.app.push_screen(MetricPickerScreen(known, self.shown_metrics()), done)
+        picker.app.push_screen(MetricPickerScreen(known, picker.shown_metrics()), done)

@@ -51,7 +51,7 @@ class RunViewScreen(DashboardScreen):
         Binding("x", "call", "call…"),
     ]
 
-    COMMANDS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop", "stacks", "call"})
+    COMMAND_ACTIONS = frozenset({"debug", "debug_form", "profile", "checkpoint", "stop", "stacks", "call"})
     """Actions that send the run a command: offered only while it can take one."""
 
     def __init__(self, run_id: str, status: str = "", then: str | None = None) -> None:
@@ -192,7 +192,7 @@ class RunViewScreen(DashboardScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A run that ended takes no command: d, p, c and S leave the footer (each would be a 409)."""
-        return not (action in self.COMMANDS and run_ended(self.state.status))
+        return not (action in self.COMMAND_ACTIONS and run_ended(self.state.status))
 
     # --- escalation -----------------------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class RunViewScreen(DashboardScreen):
             if yes:
                 self.escalate(StopRequest(run_id=self.run_id))
 
-        self.app.push_screen(ConfirmStop(self.run_id), answered)
+        self.app.push_screen(ConfirmStop(self.run_id, esper=self.state.esper), answered)
 
     def action_call(self) -> None:
         loop = self.state.loop

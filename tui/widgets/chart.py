@@ -11,8 +11,10 @@ draws what it is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from rich.color import Color, ColorTriplet, blend_rgb
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widget import Widget
@@ -34,8 +36,8 @@ MARKER_GLYPH = {"command": "C", "anomaly": "!", "fossilized": "F", "pruned": "P"
 MAX_MARKERS = 48  # vertical lines drawn at most per chart: the latest ones
 LINE_KINDS = frozenset({"command", "anomaly", "resumed"})
 """Markers drawn across the chart; seeds fossilized and pruned (many) only as glyphs under it."""
-GLYPH_PRIORITY = ("end", "pruned", "fossilized", "command", "resumed", "anomaly")
-"""Where glyphs share a column, the later kind here wins."""
+GLYPH_PRIORITY = ("pruned", "fossilized", "command", "resumed", "anomaly", "end")
+"""Where glyphs share a column, the later kind here wins (the end, one a run, over its last seeds' marks)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,28 @@ class ChartView:
     """One colour per run (an overlay of runs) rather than one per line."""
 
 
+def shade(colour: str, k: int, n: int) -> str:
+    """The ``k``-th of ``n`` shades of ``colour``: from darker through the colour itself to lighter."""
+    if n <= 1:
+        return colour
+    fade = (k / (n - 1) - 0.5) * 0.9
+    towards = ColorTriplet(255, 255, 255) if fade > 0 else ColorTriplet(0, 0, 0)
+    return blend_rgb(Color.parse(colour).get_truecolor(), towards, abs(fade)).hex
+
+
+def track_colours(tracks: list[Track], runs: list[str], by_run: bool) -> list[str]:
+    """A colour per track: one per line; in an overlay of runs one per run (its order in ``runs``), the tracks
+    of a run (its envs, its labels) in shades of it, so that a run reads as one family of lines."""
+    if not by_run:
+        return [PALETTE[i % len(PALETTE)] for i in range(len(tracks))]
+    out = []
+    for track in tracks:
+        own = [t for t in tracks if t.run_id == track.run_id]
+        base = PALETTE[(runs.index(track.run_id) if track.run_id in runs else 0) % len(PALETTE)]
+        out.append(shade(base, next(i for i, t in enumerate(own) if t is track), len(own)))
+    return out
+
+
 def _fmt(value: float | None) -> str:
     if value is None or not np.isfinite(value):
         return "—"
@@ -61,6 +85,42 @@ def _fmt(value: float | None) -> str:
     if magnitude and (magnitude >= 1e5 or magnitude < 1e-3):
         return f"{value:.2e}"
     return f"{value:.4g}"
+
+
+class MarkerStrip(Static):
+    """A glyph under each marker's x, placed at the width the strip has when it is drawn (the plot's own width:
+    placed at the first draw, before the layout gave the chart its size, every glyph would sit at the left)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._marks: list[tuple[float, Marker]] = []
+        self._span = (0.0, 1.0)
+        self._margin = 0
+
+    def show(self, marks: list[tuple[float, Marker]], lo: float, hi: float, margin: int) -> None:
+        self._marks, self._span, self._margin = list(marks), (lo, hi), margin
+        self.refresh()
+
+    def column(self, x: float) -> int:
+        """The column of ``x`` in this strip, as the plot places it inside its axis box."""
+        lo, hi = self._span
+        inner = max(self.size.width - self._margin - 2, 1)
+        return self._margin + 1 + min(max(int((x - lo) / (hi - lo) * inner) if hi > lo else 0, 0), inner - 1)
+
+    def render(self) -> Text:
+        if not self._marks:
+            return Text("")
+        strip = [" "] * max(self.size.width, 1)
+        styles: dict[int, str] = {}
+        for x, marker in sorted(self._marks, key=lambda m: GLYPH_PRIORITY.index(m[1].kind)
+                                if m[1].kind in GLYPH_PRIORITY else 0):
+            col = min(self.column(x), len(strip) - 1)
+            strip[col] = MARKER_GLYPH.get(marker.kind, "?")
+            styles[col] = f"bold {MARKER_STYLE.get(marker.kind, 'white')}"
+        line = Text("".join(strip))
+        for col, style in styles.items():
+            line.stylize(style, col, col + 1)
+        return line
 
 
 class ChartPanel(Widget, can_focus=True):
@@ -74,11 +134,12 @@ class ChartPanel(Widget, can_focus=True):
     ChartPanel > PlotWidget { height: 1fr; }
     """
 
-    def __init__(self, spec: ChartSpec, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, spec: ChartSpec, **kwargs: Any) -> None:  # Widget's own
+        super().__init__(**kwargs)
         self.spec = spec
         self.border_title = run_text(spec.title)  # a series name: the run's text
         self.shown: list[Track] = []  # what the last draw plotted, for tests and the title
+        self.colours: list[str] = []  # the colour of each line shown
         self.markers_shown: list[Marker] = []
         self.ready = False  # the plot's own children exist only once this panel is mounted
 
@@ -87,7 +148,7 @@ class ChartPanel(Widget, can_focus=True):
         plot = PlotWidget(allow_pan_and_zoom=False)
         plot.can_focus = False
         yield plot
-        yield Static(classes="chart-markers")
+        yield MarkerStrip(classes="chart-markers")
 
     def on_mount(self) -> None:
         plot = self.query_one(PlotWidget)
@@ -102,7 +163,6 @@ class ChartPanel(Widget, can_focus=True):
         if not self.ready:
             return
         plot = self.query_one(PlotWidget)
-        plot.clear()
         tracks = [t for name in self.names(data) for t in data.tracks_of(name) if t.x]
         if view.label is not None:
             tracks = [t for t in tracks if t.label_text == view.label] or tracks
@@ -110,18 +170,21 @@ class ChartPanel(Widget, can_focus=True):
                    np.asarray(t.y, dtype=float)) for t in tracks]
         self.shown = tracks
         title = Text()
+        ticks = None if tracks else ()  # no ticks without points: those of another x axis would stay
+        plot.set_xticks(ticks)
+        plot.set_yticks(ticks)
+        plot.clear()
         if not tracks:
             title.append(self._empty_reason(data, view), style="dim")
             self.query_one(".chart-title", Static).update(title)
             self.markers_shown = []
-            self.query_one(".chart-markers", Static).update("")
+            self.query_one(MarkerStrip).show([], 0.0, 1.0, plot.margin_left)
             return
         lo, hi = view.x_range or (min(float(x.min()) for x, _ in arrays), max(float(x.max()) for x, _ in arrays))
         points = max(2 * self.size.width, 64)
-        runs = list(dict.fromkeys(run_names))
+        colours = self.colours = track_colours(tracks, list(run_names), view.by_run)
         ys_in_view = []
-        for i, (track, (x, y)) in enumerate(zip(tracks, arrays)):
-            colour = PALETTE[(runs.index(track.run_id) if view.by_run and track.run_id in runs else i) % len(PALETTE)]
+        for track, colour, (x, y) in zip(tracks, colours, arrays, strict=True):
             if view.smoothing > 0:
                 plot.plot(*window(x, y, lo, hi, points), line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
             wx, wy = window(x, smooth(y, view.smoothing), lo, hi, points)
@@ -152,9 +215,10 @@ class ChartPanel(Widget, can_focus=True):
     def _short(self, track: Track) -> str:
         """A track's legend: its labels, else its series as the chart names it: a chart of one series by
         its title (``val.loss`` whole, never ``loss``; ``policy loss``), a pattern chart by what its pattern
-        leaves (``op`` in the entropy chart of ``ppo_update.entropy.*``)."""
+        leaves (``op`` in the entropy chart of ``ppo_update.entropy.*``), a chart of several series by the
+        series' full name (the web page's legend names lines by the same rule)."""
         text = track.label_text
-        if text == track.name and not any("*" in p for p in self.spec.names):
+        if text == track.name and self.spec.names == (track.name,):
             return self.spec.title
         for pattern in self.spec.names:
             head = pattern.partition("*")[0]
@@ -203,18 +267,7 @@ class ChartPanel(Widget, can_focus=True):
         for x, marker in marks[-MAX_MARKERS:]:
             if marker.kind in LINE_KINDS:
                 plot.add_v_line(x, f"{MARKER_STYLE[marker.kind]} dim")
-        inner = max(plot.size.width - plot.margin_left - 2, 1)  # inside the axis box
-        strip = [" "] * (plot.margin_left + 1 + inner)
-        styles: dict[int, str] = {}
-        for x, marker in sorted(marks, key=lambda m: GLYPH_PRIORITY.index(m[1].kind)
-                                if m[1].kind in GLYPH_PRIORITY else 0):
-            col = plot.margin_left + 1 + min(int((x - lo) / (hi - lo) * inner) if hi > lo else 0, inner - 1)
-            strip[col] = MARKER_GLYPH.get(marker.kind, "?")
-            styles[col] = f"bold {MARKER_STYLE.get(marker.kind, 'white')}"
-        line = Text("".join(strip))
-        for col, style in styles.items():
-            line.stylize(style, col, col + 1)
-        self.query_one(".chart-markers", Static).update(line)
+        self.query_one(MarkerStrip).show(marks, lo, hi, plot.margin_left)
 
     def _set_ylimits(self, plot: PlotWidget, ys: list[np.ndarray]) -> None:
         finite = [y[np.isfinite(y)] for y in ys]

@@ -7,6 +7,7 @@ folded events marked dirty, and the log receives only the lines that arrived sin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -82,8 +83,8 @@ class RunDashboard(Vertical):
     RunDashboard.-plain #health { display: none; }
     """
 
-    def __init__(self, log_lines: int, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, log_lines: int, **kwargs: Any) -> None:  # Widget's own
+        super().__init__(**kwargs)
         self.log_lines = log_lines
         self._rendered_total = 0
         self.renders = 0  # how many times ``show`` ran: the coalescing is visible in tests

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import RichLog
@@ -27,8 +28,8 @@ def styled(line: LogLine) -> Text:
 class EventLog(RichLog):
     """A ``RichLog`` that keeps at most ``max_lines`` and shows only lines that pass the filter."""
 
-    def __init__(self, max_lines: int, **kwargs: object) -> None:
-        super().__init__(max_lines=max_lines, min_width=20, wrap=False, markup=False, highlight=False, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, max_lines: int, **kwargs: Any) -> None:  # RichLog's own
+        super().__init__(max_lines=max_lines, min_width=20, wrap=False, markup=False, highlight=False, **kwargs)
         self.log_filter = LogFilter()
         self.shown = 0  # lines written since the last clear, for tests and the border title
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import RenderableType
+from rich.console import JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
@@ -22,9 +22,11 @@ class RanksPanel(Static):
 
     def render(self) -> RenderableType:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 1))
-        for name, justify in (("rank", "right"), ("steps/s", "right"), ("lag", "right"), ("queue", "right"),
-                              ("beat", "right"), ("", "left")):
-            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        columns: tuple[tuple[str, JustifyMethod], ...] = (
+            ("rank", "right"), ("steps/s", "right"), ("lag", "right"), ("queue", "right"), ("beat", "right"),
+            ("", "left"))
+        for name, justify in columns:
+            table.add_column(name, justify=justify, no_wrap=True)
         for r in self.rows:
             rate = "—" if r.steps_per_s is None else f"{r.steps_per_s:.1f}"
             beat = "—" if r.heartbeat_age_s is None else f"{r.heartbeat_age_s:.0f}s"

@@ -7,7 +7,7 @@ import pytest
 from leyline import CommandStatus
 from nissa.control import CommandProcessor
 from nissa.control.agreement import Agreement, StepTimer
-from nissa.ranks import RankError
+from ranks import RankError
 from tests.nissa.control.test_commands import Harness, _cmd
 
 

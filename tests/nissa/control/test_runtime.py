@@ -16,7 +16,7 @@ def test_runtime_is_the_hooks_the_loop_calls_and_logs_a_whole_escalation(tmp_pat
     runtime: RunHooks = build_runtime(RuntimeConfig(hub=HubConfig(run_id="rt", log_dir=tmp_path),
                                                     level=TelemetryLevel.MINIMAL))
     assert isinstance(runtime, Runtime)
-    cid = runtime.escalate(epochs=1, reason="auto: test")
+    runtime.escalate(epochs=1, reason="auto: test")
     step = 0
     for epoch in (1, 2):
         for _ in range(3):

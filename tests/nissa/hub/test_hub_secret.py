@@ -37,7 +37,8 @@ def test_one_private_secret_per_run_shared_by_its_ranks(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(secret) >= 32
     _logged_run(tmp_path, "ranked", rank=1)
     assert run_secret(tmp_path / "ranked") == secret
-    assert sorted(p.name for p in (tmp_path / "ranked").iterdir()) == ["events.jsonl", "events.rank1.jsonl", SECRET_FILE]
+    assert sorted(p.name for p in (tmp_path / "ranked").iterdir()) == [
+        "events.jsonl", "events.rank1.jsonl", SECRET_FILE]
 
 
 def test_ranks_starting_together_agree_on_one_secret(tmp_path):

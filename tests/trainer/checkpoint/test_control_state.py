@@ -33,7 +33,7 @@ def test_open_windows_and_the_level_are_reopened_on_resume(tmp_path):
 def test_of_several_ranks_only_rank_0_reopens_a_window(tmp_path):
     """The ranks' agreement carries rank 0's reopened window to the others; each rank reopening its own would
     open one window per rank on every rank."""
-    from nissa.ranks import Ranks
+    from ranks import Ranks
 
     state = {"level": "NORMAL", "windows": [{"key": "w1", "through_update": False, "epochs": 2}]}
     announce = RunResumed(checkpoint="round-000001", path="p", round=1, checkpoint_step=10, checkpoint_epoch=4)

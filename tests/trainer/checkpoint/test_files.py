@@ -98,7 +98,7 @@ def test_the_last_k_are_kept(tmp_path):
 def test_resuming_from_an_older_checkpoint_sets_the_newer_ones_aside(tmp_path):
     """Their rounds are trained anew: left in place they would mix with the new checkpoints (and pruning could
     take one another rank is writing). Nothing is deleted."""
-    from nissa.ranks import Ranks
+    from ranks import Ranks
     from trainer.checkpoint.resume import resume_point
 
     run, store = run_dir(tmp_path)
@@ -139,8 +139,9 @@ def _hostile(store: CheckpointStore, how: str, elsewhere) -> None:
 
 
 @pytest.mark.timeout(20)  # before, every one of these hung the resume
-@pytest.mark.parametrize("how", ["state file a link to /dev/zero", "state file a pipe", "manifest naming a file outside",
-                                 "manifest a link to /dev/zero", "checkpoint a link to another directory"])
+@pytest.mark.parametrize("how", ["state file a link to /dev/zero", "state file a pipe",
+                                 "manifest naming a file outside", "manifest a link to /dev/zero",
+                                 "checkpoint a link to another directory"])
 def test_a_hostile_checkpoint_is_refused_without_being_read(tmp_path, how):
     run, store = run_dir(tmp_path)
     _hostile(store, how, tmp_path / "elsewhere")

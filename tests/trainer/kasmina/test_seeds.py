@@ -67,7 +67,7 @@ def test_counterfactual_forward_matches_each_configuration_run_alone():
 
     model = _model(2).eval()
     x = torch.randn(5, 3, 32, 32)
-    for i, (slot_id, style) in enumerate(zip(SLOTS, ("linear_add", "gated", "sigmoid_add"))):
+    for i, (slot_id, style) in enumerate(zip(SLOTS, ("linear_add", "gated", "sigmoid_add"), strict=True)):
         slot = model.slot(slot_id)
         slot.germinate(BLUEPRINT_NAMES[i], style, 3, slot_id, torch.device("cpu"))
         slot.stage = SeedStage.BLENDING
@@ -98,7 +98,7 @@ def test_straight_through_leaves_host_gradients_identical():
     assert torch.equal(out_plain, out_seeded)  # the forward value is the host's
     F.cross_entropy(out_plain, y).backward()
     F.cross_entropy(out_seeded, y).backward()
-    for (name, p), q in zip(plain.host.named_parameters(), seeded.host.parameters()):
+    for (name, p), q in zip(plain.host.named_parameters(), seeded.host.parameters(), strict=True):
         assert torch.equal(p.grad, q.grad), name
     seed_grads = [p.grad for p in seeded.slot("r0c0").seed.parameters()]
     assert all(g is not None for g in seed_grads) and any(g.abs().sum() > 0 for g in seed_grads)
@@ -134,7 +134,7 @@ def test_blending_does_change_host_gradients():
 def test_curves_go_from_zero_to_one_monotonically(curve):
     values = [curve_value(curve, i / 10) for i in range(11)]
     assert values[0] == pytest.approx(0.0, abs=1e-9) and values[-1] == pytest.approx(1.0)
-    assert all(b >= a for a, b in zip(values, values[1:]))
+    assert all(b >= a for a, b in zip(values, values[1:], strict=False))
 
 
 def test_alpha_controller_up_hold_down():

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leyline import DebugLayerStats, EpochCompleted, GradientHealth, SeedStage, TelemetryLevel
+from leyline import DebugLayerStats, EpochCompleted, GradientHealth, Histograms, SeedStage, TelemetryLevel
+from nissa.telemetry.syncs import HostSyncCounter
 from tests.trainer.test_build import RecordingHooks
 from trainer.build import build_trainer
 from trainer.simic.config import TrainConfig
@@ -94,7 +95,7 @@ def _grad(trainer: VectorizedTrainer, p: torch.Tensor) -> torch.Tensor | None:
 
 def _assert_same(a: tuple[VectorizedTrainer, list[Env]], b: tuple[VectorizedTrainer, list[Env]]) -> None:
     (ta, ea), (tb, eb) = a, b
-    for env_a, env_b in zip(ea, eb):
+    for env_a, env_b in zip(ea, eb, strict=True):
         torch.testing.assert_close(env_a.train_loss_sum, env_b.train_loss_sum, **TOL)
         params_a, params_b = dict(env_a.model.named_parameters()), dict(env_b.model.named_parameters())
         assert params_a.keys() == params_b.keys()
@@ -105,7 +106,7 @@ def _assert_same(a: tuple[VectorizedTrainer, list[Env]], b: tuple[VectorizedTrai
             if ga is not None and pa.requires_grad:
                 assert gb is not None, f"env {env_a.index} {name}: no batched gradient"
                 torch.testing.assert_close(ga, gb, **TOL, msg=lambda m, n=name, e=env_a.index: f"env {e} {n} grad: {m}")
-        for (name, ba), (_, bb) in zip(env_a.model.named_buffers(), env_b.model.named_buffers()):
+        for (name, ba), (_, bb) in zip(env_a.model.named_buffers(), env_b.model.named_buffers(), strict=True):
             torch.testing.assert_close(ba.float(), bb.float(), **TOL, msg=lambda m, n=name: f"{n}: {m}")
 
 
@@ -167,7 +168,7 @@ def test_a_round_reports_the_same_per_env_figures_either_way():
         results[env_exec] = (result.final_accuracy, scopes, epochs)
     (acc_a, scopes_a, epochs_a), (acc_b, scopes_b, epochs_b) = results["per-env"], results["batched"]
     assert len(epochs_a) == len(epochs_b) == 3 * 5
-    assert max(abs(x - y) for x, y in zip(acc_a, acc_b)) < 0.1, (acc_a, acc_b)
+    assert max(abs(x - y) for x, y in zip(acc_a, acc_b, strict=True)) < 0.1, (acc_a, acc_b)
     assert {s for _, s in scopes_a} >= {"host"} and scopes_a == scopes_b
 
 
@@ -192,13 +193,46 @@ def test_debug_gradient_collections_per_env_and_scope_match_the_per_env_loop():
     (health_a, layers_a), (health_b, layers_b) = reported["per-env"], reported["batched"]
     assert [(e, p.scope, p.n_tensors) for e, p in health_a] == [(e, p.scope, p.n_tensors) for e, p in health_b]
     assert len(health_a) == 4 + 11  # every env's host and each of its training seeds
-    for (_, a), (_, b) in zip(health_a, health_b):
+    for (_, a), (_, b) in zip(health_a, health_b, strict=True):
         assert a.global_norm == pytest.approx(b.global_norm, rel=1e-4)
         assert a.max_tensor_norm == pytest.approx(b.max_tensor_norm, rel=1e-4)
     assert [(e, p.model, [s.name for s in p.layers]) for e, p in layers_a] == \
         [(e, p.model, [s.name for s in p.layers]) for e, p in layers_b]
-    for (_, a), (_, b) in zip(layers_a, layers_b):
-        for x, y in zip(a.layers, b.layers):
+    for (_, a), (_, b) in zip(layers_a, layers_b, strict=True):
+        for x, y in zip(a.layers, b.layers, strict=True):
             for field in ("grad_norm", "grad_mean", "grad_std", "grad_abs_max", "weight_norm"):
                 assert getattr(x, field) == pytest.approx(getattr(y, field), rel=1e-3, abs=1e-7), (a.model, x.name)
             assert x.nonfinite == y.nonfinite
+
+
+def test_debug_distributions_of_the_batched_envs_match_the_per_env_loop_in_one_transfer():
+    """At DEBUG, the batched path sends each layer's gradient and weight distributions (from its flat buffers,
+    binned on the device) under the per-env loop's names and in its order, with the same bins within float
+    tolerance, all read with the collection's other figures in ONE transfer."""
+    reported, syncs = {}, {}
+    for env_exec in ("per-env", "batched"):
+        trainer, envs = _round(env_exec)
+        hooks = RecordingHooks(TelemetryLevel.DEBUG)
+        sites = SimicTelemetry(hooks)
+        x, y = trainer.data.train_x[:32], trainer.data.train_y[:32]
+        if trainer.batched is not None:
+            trainer.batched.prepare(envs)
+        with HostSyncCounter(trainer.runtime.device) as counter:
+            if trainer.batched is None:
+                for env in envs:
+                    env.train_step(x, y, True, True, sites)
+            else:
+                trainer.batched.train_step(x, y, True, True, sites)
+            sites.flush_gradients()
+        syncs[env_exec] = counter.by_call
+        reported[env_exec] = [d for _, p in hooks.of(Histograms) for d in p.histograms]
+    assert sum(syncs["batched"].values()) == 1, f"one transfer for the whole collection: {syncs['batched']}"
+    a, b = reported["per-env"], reported["batched"]
+    assert [d.name for d in a] == [d.name for d in b]
+    tensors = sum(p.n_tensors for _, p in hooks.of(GradientHealth))  # every host's and training seed's layers
+    assert len(b) == 2 * tensors == 172 and "debug/env2/r0c2/weights/body.down.weight" in {d.name for d in b}
+    for x, y in zip(a, b, strict=True):
+        assert (x.count, x.nonfinite) == (y.count, y.nonfinite), x.name
+        assert x.min == pytest.approx(y.min, rel=1e-4, abs=1e-6) and x.max == pytest.approx(y.max, rel=1e-4, abs=1e-6)
+        moved = sum(abs(i - j) for i, j in zip(x.bins, y.bins, strict=True)) / 2  # values that crossed a bin edge
+        assert moved <= max(2, 0.01 * x.count), (x.name, x.bins, y.bins)

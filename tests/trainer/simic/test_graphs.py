@@ -58,8 +58,8 @@ def test_replays_give_the_eager_steps_results():
     step = _graphed(graphed, ReplayedStep)
     a, b = eager.run_round(1), graphed.run_round(1)
     assert a.final_accuracy == pytest.approx(b.final_accuracy, abs=1e-6)
-    for env_a, env_b in zip(eager.envs, graphed.envs):
-        for pa, pb in zip(env_a.model.parameters(), env_b.model.parameters()):
+    for env_a, env_b in zip(eager.envs, graphed.envs, strict=True):
+        for pa, pb in zip(env_a.model.parameters(), env_b.model.parameters(), strict=True):
             torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
     # 7 batches an epoch (the last one short), every third measured: captured once per layout, replayed after.
     assert step.captures >= 1 and step.failures == 0 and step.replays > 0

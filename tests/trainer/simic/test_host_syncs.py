@@ -55,7 +55,7 @@ def test_counter_tells_device_reads_from_host_bookkeeping():
 def test_normal_stays_within_budget_and_does_not_grow_with_envs():
     one, three = _syncs(TelemetryLevel.NORMAL, 1), _syncs(TelemetryLevel.NORMAL, 3)
     assert three.epochs == one.epochs and three.update == one.update, "no sync per env"
-    for syncs, collections in zip(three.epochs, three.collections):
+    for syncs, collections in zip(three.epochs, three.collections, strict=True):
         assert syncs <= NORMAL_BUDGET + collections, three
     assert three.collections == [BATCHES // 2] * 3  # the stride
     # Today: validation's metrics row and the policy's actions, one read each, plus the collections.
@@ -66,7 +66,7 @@ def test_debug_reads_once_per_collection_not_per_env_or_scope():
     one, three = _syncs(TelemetryLevel.DEBUG, 1), _syncs(TelemetryLevel.DEBUG, 3)
     assert three.collections == [BATCHES] * 3  # every batch at DEBUG
     assert three.epochs == one.epochs, "DEBUG layer stats of every env and scope in one read per collection"
-    for syncs, collections in zip(three.epochs, three.collections):
+    for syncs, collections in zip(three.epochs, three.collections, strict=True):
         assert syncs <= NORMAL_BUDGET + collections, three
 
 

@@ -137,5 +137,7 @@ def test_acting_reports_value_and_entropy_with_the_actions():
     torch.manual_seed(0)
     policy = ActorCritic(PolicyConfig(obs_dim(2), 2, hidden=16))
     op_mask = torch.ones(3, 6, dtype=torch.bool)
-    out = policy.act(torch.randn(3, obs_dim(2)), policy.initial_state(3), op_mask, torch.ones(3, 6, 2, dtype=torch.bool))
-    assert out.entropy is not None and out.entropy.shape == (3,) and bool(((out.entropy > 0.5) & (out.entropy <= 1)).all())
+    out = policy.act(torch.randn(3, obs_dim(2)), policy.initial_state(3), op_mask,
+                     torch.ones(3, 6, 2, dtype=torch.bool))
+    assert out.entropy is not None and out.entropy.shape == (3,)
+    assert bool(((out.entropy > 0.5) & (out.entropy <= 1)).all())

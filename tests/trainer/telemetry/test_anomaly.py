@@ -126,8 +126,8 @@ def _control() -> tuple[CommandProcessor, LevelController, list]:
 
 def test_auto_escalation_opens_a_debug_window_through_the_command_path():
     processor, levels, events = _control()
-    detector = AnomalyDetector(AnomalyConfig(escalate_epochs=2), escalate=lambda reason, epochs: processor.escalate_debug(
-        epochs=epochs, through_update=True, reason=reason, run_id="r"))
+    detector = AnomalyDetector(AnomalyConfig(escalate_epochs=2), escalate=lambda reason, epochs: (
+        processor.escalate_debug(epochs=epochs, through_update=True, reason=reason, run_id="r")))
     found = detector.check_all(_update(approx_kl=0.4), head_sizes=HEADS)
     assert found[0].auto_escalated and len(detector.escalations) == 1
     command_id = detector.escalations[0]

@@ -125,7 +125,8 @@ def test_nan_and_inf_are_counted_and_travel_as_none():
 
 
 def test_mixed_dtypes_keep_parameter_order():
-    grads = [torch.full((4,), 2.0, dtype=torch.bfloat16), torch.full((9,), 1.0), torch.full((1,), 5.0, dtype=torch.float64)]
+    grads = [torch.full((4,), 2.0, dtype=torch.bfloat16), torch.full((9,), 1.0),
+             torch.full((1,), 5.0, dtype=torch.float64)]
     pending = collect_gradients("policy", _params(*grads))
     stats = pending.resolve()
     total, per = _reference(grads)
@@ -204,7 +205,7 @@ def test_resolve_all_reads_many_collections_in_one_transfer():
     with HostSyncCounter(torch.device("cpu")) as syncs:
         stats = resolve_all(pendings)
     assert syncs.count == 1, syncs.by_call
-    for s, grads in zip(stats, sets):
+    for s, grads in zip(stats, sets, strict=True):
         if grads:
             assert s.global_norm == pytest.approx(_reference(grads)[0], rel=1e-6)
         else:

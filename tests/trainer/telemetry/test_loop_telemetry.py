@@ -21,6 +21,7 @@ from leyline import (
     Event,
     EventKind,
     GradientHealth,
+    Histograms,
     LSTMHealth,
     PhaseTiming,
     RunFinished,
@@ -30,7 +31,8 @@ from leyline import (
 )
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
-from trainer.build import run_training
+from trainer.build import build_trainer, run_training
+from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
 from trainer.telemetry.anomaly import AnomalyConfig
 from trainer.telemetry.install import telemetry_for_training
@@ -181,3 +183,23 @@ def test_auto_escalation_from_the_loop_opens_a_window_through_the_command_path(t
     opened, _ = _window(events, cid)
     assert "auto: kl_spike" in opened.payload.reason
     assert _completed(events, cid).result["covered_update"] is True
+
+
+def test_a_debug_window_on_the_batched_envs_sends_the_per_env_loops_distributions(tmp_path):
+    """A debug window on a run of the batched envs (the default) sends each env's and scope's per-layer
+    distributions, the same charts as the per-env loop's."""
+    names = {}
+    for env_exec in ("per-env", "batched"):
+        config = TrainConfig(rounds=1, env_exec=env_exec, **TINY)  # type: ignore[arg-type]
+        events = _run(tmp_path, f"dist-{env_exec}", config, plan={2: _debug("w", epochs=1)})
+        opened, closed = _window(events, "w")
+        names[env_exec] = {d.name for e in events if opened.seq < e.seq < closed.seq
+                           and isinstance(e.payload, Histograms) for d in e.payload.histograms}
+    assert {n for n in names["batched"] if n.startswith("debug/env1/host/gradients/")} == \
+        {f"debug/env1/host/gradients/{name}" for name in _host_layers(TINY)}
+    assert names["batched"] == names["per-env"]
+
+
+def _host_layers(tiny: dict) -> list[str]:
+    trainer = build_trainer(TrainConfig(**tiny), NullHooks(TelemetryLevel.OFF))
+    return [name for name, _ in trainer.fresh_envs(1)[0].model.host.named_parameters()]

@@ -74,10 +74,32 @@ def test_debug_collects_every_batch_and_adds_layer_stats():
     hooks = Recorder(TelemetryLevel.DEBUG)
     tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=10))
     assert all(tel.gradients_due(b) for b in range(1, 10))
+    tel.gradients_due(11)  # the window began at batch 1: its per-layer figures again 10 batches on
     tel.collect_env(0, _env_modules(0))
     tel.flush_gradients()
     layers = hooks.of(DebugLayerStats)
     assert [p.model for p in layers] == ["host", "r0c0"] and len(layers[0].layers) == 4
+
+
+def test_debug_takes_layer_stats_and_distributions_from_a_windows_first_batch_every_stride():
+    """Gradient health every batch of a debug window; the per-layer figures (most of what DEBUG costs) at its
+    first batch and every ``debug_layer_stride`` batches after, whatever the window's start."""
+    hooks = Recorder(TelemetryLevel.NORMAL)
+    tel = SimicTelemetry(hooks, TelemetryConfig(gradient_stride=10, debug_layer_stride=3))
+    modules = _env_modules(0)
+    layered = []
+    for batch in range(7, 20):
+        hooks.level = TelemetryLevel.DEBUG if batch < 15 or batch >= 17 else TelemetryLevel.NORMAL
+        if tel.gradients_due(batch):
+            before = len(hooks.of(DebugLayerStats))
+            tel.collect_env(0, modules)
+            tel.flush_gradients()
+            if len(hooks.of(DebugLayerStats)) > before:
+                layered.append(batch)
+    assert layered == [7, 10, 13, 17]  # a second window (from 17) starts its own count
+    assert len(hooks.of(Histograms)) == 4
+    health = [p for p in hooks.of(GradientHealth) if p.scope == "host"]
+    assert len(health) == 8 + 3  # every batch of both windows, none in between (NORMAL's stride: not due)
 
 
 def test_debug_reads_every_env_and_scope_of_a_collection_in_one_transfer():

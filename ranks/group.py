@@ -1,4 +1,4 @@
-"""``Ranks``: the one object that knows the process group of a multi-rank run.
+"""``Ranks``: the one object that knows the process group of a multi-rank run (``join_ranks`` finds it).
 
 Which rank this process is, how many there are, its device, and how the ranks agree: the loop, the
 hub and the commands ask it; nothing else calls ``torch.distributed``. A process started alone (no
@@ -208,7 +208,7 @@ class Ranks:
                 longer, again = start(buffer(max(sizes), data))
                 self._collective(again.wait)
                 raws = [tensor_bytes(p) for p in longer]
-            return [raw[_LENGTH:_LENGTH + size] for raw, size in zip(raws, sizes)]
+            return [raw[_LENGTH:_LENGTH + size] for raw, size in zip(raws, sizes, strict=True)]
 
         parts, work = start(buffer(GATHER_BYTES, data[:GATHER_BYTES]))
         return finish
@@ -280,3 +280,19 @@ class Ranks:
 
     def __repr__(self) -> str:
         return f"Ranks(rank={self.rank}, world_size={self.world_size}, backend={self.backend or 'none'})"
+
+
+def join_ranks(device: str = "auto", config: RanksConfig | None = None) -> Ranks:
+    """This process's ranks: the group the loop made already, the one torchrun describes, or none."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch without distributed
+        return Ranks.single()
+    if dist.is_available() and dist.is_initialized():
+        world = dist.get_world_size()
+        if world == 1:
+            return Ranks.single()
+        backend = str(dist.get_backend())
+        control = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
+        return Ranks(dist.get_rank(), world, _env_int("LOCAL_RANK", 0), control=control, backend=backend)
+    return Ranks.start(device, config)
