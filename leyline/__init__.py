@@ -9,7 +9,20 @@ from leyline.codec import (
     encode_event,
     to_builtins,
 )
-from leyline.commands import Command, CommandRecord, EscalateRequest, RankCommandStatus, StatusChange
+from leyline.commands import (
+    ESCALATIONS,
+    CallRequest,
+    CheckpointRequest,
+    Command,
+    CommandRecord,
+    DebugRequest,
+    EscalateRequest,
+    ProfileRequest,
+    RankCommandStatus,
+    StacksRequest,
+    StatusChange,
+    StopRequest,
+)
 from leyline.enums import (
     CommandAction,
     CommandStatus,
@@ -81,6 +94,7 @@ from leyline.payloads_system import (
 from leyline.summaries import MetricSummary, direction_of
 
 __all__ = [
+    "ESCALATIONS", "CallRequest", "CheckpointRequest", "DebugRequest", "ProfileRequest", "StacksRequest", "StopRequest",
     "AlertChanged", "AnomalyDetected", "AnyPayload", "CRITICAL_KINDS", "Command", "CommandAction", "CommandRecord",
     "CommandStatus",
     "CommandStatusChanged", "CompileStats", "CpuStats", "DEFAULT_SEVERITY", "DebugLayerStats", "DecodeError",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, ClassVar, get_args
 
 import msgspec
 
@@ -30,68 +30,125 @@ ProfileBatches = Annotated[int, msgspec.Meta(ge=1, le=MAX_PROFILE_BATCHES)]
 Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
 
 
-class EscalateRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``POST /escalate``: a debug window of ``epochs`` (and/or through the next PPO update),
-    or a profile window of ``batches``, or (``"target": "update"``) over the next PPO update; or
-    ``checkpoint`` (one at the next safe boundary) or ``stop`` (checkpoint, then end the run ``stopped``); or
-    ``stacks`` (every thread's Python stack from every rank, answered at once by each rank's hub thread)."""
+class _Escalation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, tag_field="action"):
+    """What every body of ``POST /escalate`` holds; ``action`` (the tag) says which command it is."""
 
     run_id: RunId
-    action: CommandAction
-    epochs: DebugEpochs | None = None
-    batches: ProfileBatches | None = None
-    through_update: bool = False
-    target: ProfileTarget | None = None
     reason: Reason | None = None
-    record_shapes: bool = False
-    """Profile windows: record operator input shapes (costs a little per operator)."""
-    with_stack: bool = False
-    """Profile windows: record the Python stack of every operator (costs much more)."""
-    profile_memory: bool = False
-    """Profile windows: record tensor allocations and frees (memory timeline)."""
 
-    phase: CommandName | None = None
-    """Action ``profile``, target ``update``: the phase of the run's own to record (``with run.phase(name)``);
-    None: the update (Esper's PPO update, or a loop's phase named ``update``)."""
-    name: CommandName | None = None
-    """Action ``call``: which of the run's own commands (the server checks it against the run's declaration)."""
-    args: Annotated[dict[CommandName, CallValue], msgspec.Meta(max_length=MAX_ARGS)] = {}
-    """Action ``call``: its arguments by name."""
+    SCHEMA_RULES: ClassVar[dict[str, Any]] = {}
+    """The cross-field rules of ``__post_init__`` in JSON Schema, for the command's OpenAPI component (what
+    msgspec cannot say from the fields alone); a test holds the two to the same answer for every shape."""
+
+    @property
+    def action(self) -> CommandAction:
+        return CommandAction(str(self.__struct_config__.tag))
+
+    def describe(self) -> str:
+        """The command in a few words, for the person who asked for it."""
+        return self.action.value
+
+
+class DebugRequest(_Escalation, tag=CommandAction.DEBUG.value):
+    """Telemetry at DEBUG for ``epochs`` epochs, and/or (``through_update``) through the next PPO update."""
+
+    epochs: DebugEpochs | None = None
+    through_update: bool = False
+
+    SCHEMA_RULES: ClassVar[dict[str, Any]] = {"anyOf": [
+        {"title": "N epochs", "required": ["epochs"], "properties": {"epochs": {"type": "integer"}}},
+        {"title": "Through the next PPO update", "required": ["through_update"],
+         "properties": {"through_update": {"const": True}}},
+    ]}
 
     def __post_init__(self) -> None:
-        if (self.action is CommandAction.CALL) != (self.name is not None):
-            raise ValueError("action 'call' needs 'name' (a command the run declared); other actions take no 'name'")
+        if self.epochs is None and not self.through_update:
+            raise ValueError(f"action 'debug' needs 'epochs' (1..{MAX_DEBUG_EPOCHS}) or 'through_update'")
+
+    def describe(self) -> str:
+        return "debug window" + (" through the next PPO update" if self.through_update else "")
+
+
+class ProfileRequest(_Escalation, tag=CommandAction.PROFILE.value):
+    """A profiler window of ``batches`` batches, or (``"target": "update"``) over the next PPO update, or over
+    the next run of a phase of the run's own (``phase``)."""
+
+    batches: ProfileBatches | None = None
+    target: ProfileTarget | None = None
+    phase: CommandName | None = None
+    """Target ``update``: the phase of the run's own to record (``with run.phase(name)``); None: the update
+    (Esper's PPO update, or a loop's phase named ``update``)."""
+    record_shapes: bool = False
+    """Record operator input shapes (costs a little per operator)."""
+    with_stack: bool = False
+    """Record the Python stack of every operator (costs much more)."""
+    profile_memory: bool = False
+    """Record tensor allocations and frees (memory timeline)."""
+
+    SCHEMA_RULES: ClassVar[dict[str, Any]] = {"anyOf": [
+        {"title": "N batches", "required": ["batches"],
+         "properties": {"batches": {"type": "integer"}, "target": {"enum": ["batches", None]},
+                        "phase": {"type": "null"}}},
+        {"title": "The next PPO update, or the next run of a phase", "required": ["target"],
+         "properties": {"target": {"const": "update"}, "batches": {"type": "null"}}},
+    ]}
+
+    def __post_init__(self) -> None:
         if self.phase is not None and self.target != "update":
             raise ValueError("'phase' belongs to action 'profile' with target 'update'")
-        if self.args and self.action is not CommandAction.CALL:
-            raise ValueError("'args' belong to action 'call'")
-        if self.action is CommandAction.CALL:
-            if (self.epochs is not None or self.batches is not None or self.through_update or self.target is not None
-                    or self.record_shapes or self.with_stack or self.profile_memory):
-                raise ValueError("action 'call' takes 'name' and 'args' (and 'reason') only")
-            return
-        if self.action is not CommandAction.PROFILE and (self.record_shapes or self.with_stack
-                                                          or self.profile_memory):
-            raise ValueError("'record_shapes', 'with_stack' and 'profile_memory' belong to action 'profile'")
-        if self.action in (CommandAction.CHECKPOINT, CommandAction.STOP, CommandAction.STACKS):
-            if self.epochs is not None or self.batches is not None or self.through_update or self.target is not None:
-                raise ValueError(f"action {self.action.value!r} takes no 'epochs', 'batches', 'through_update' "
-                                 "or 'target' (only 'reason')")
-        elif self.action is CommandAction.DEBUG:
-            if self.batches is not None or self.target is not None:
-                raise ValueError("'batches' and 'target' belong to action 'profile', not 'debug'")
-            if self.epochs is None and not self.through_update:
-                raise ValueError("action 'debug' needs 'epochs' (1..%d) or 'through_update'" % MAX_DEBUG_EPOCHS)
-        else:
-            if self.epochs is not None or self.through_update:
-                raise ValueError("action 'profile' takes 'batches' or 'target', not 'epochs' or 'through_update'")
-            if self.target == "update":
-                if self.batches is not None:
-                    raise ValueError("a profile window of target 'update' records the next PPO update: "
-                                     "it takes no 'batches'")
-            elif self.batches is None:
-                raise ValueError("action 'profile' needs 'batches' (1..%d) or 'target': 'update'"
-                                 % MAX_PROFILE_BATCHES)
+        if self.target == "update":
+            if self.batches is not None:
+                raise ValueError("a profile window of target 'update' records the next PPO update: "
+                                 "it takes no 'batches'")
+        elif self.batches is None:
+            raise ValueError(f"action 'profile' needs 'batches' (1..{MAX_PROFILE_BATCHES}) or 'target': 'update'")
+
+    def describe(self) -> str:
+        if self.target != "update":
+            return "profile window"
+        return "profile window " + (f"over the next {self.phase!r} phase" if self.phase else "over the next update")
+
+
+class CheckpointRequest(_Escalation, tag=CommandAction.CHECKPOINT.value):
+    """A checkpoint at the next safe boundary."""
+
+
+class StopRequest(_Escalation, tag=CommandAction.STOP.value):
+    """A checkpoint at the next safe boundary, then the run ends ``stopped``."""
+
+
+class StacksRequest(_Escalation, tag=CommandAction.STACKS.value):
+    """Every thread's Python stack from every rank, answered at once by each rank's hub thread."""
+
+
+class CallRequest(_Escalation, tag=CommandAction.CALL.value):
+    """One of the run's own commands (the server checks ``name`` and ``args`` against the run's declaration)."""
+
+    name: CommandName
+    args: Annotated[dict[CommandName, CallValue], msgspec.Meta(max_length=MAX_ARGS)] = {}
+
+    def describe(self) -> str:
+        return f"call {self.name}"
+
+
+EscalateRequest = DebugRequest | ProfileRequest | CheckpointRequest | StopRequest | StacksRequest | CallRequest
+"""Body of ``POST /escalate``: one struct per action, chosen by its ``action`` field."""
+ESCALATIONS: tuple[type[_Escalation], ...] = get_args(EscalateRequest)
+
+
+def misplaced(body: object) -> str | None:
+    """Why a body that names a known action failed, when it holds a field of another action's (``target`` in a
+    debug request): which action takes it. None when that is not why."""
+    if not isinstance(body, dict):
+        return None
+    own = next((tp for tp in ESCALATIONS if tp.__struct_config__.tag == body.get("action")), None)
+    if own is None:
+        return None
+    for key in body:
+        owners = [repr(tp.__struct_config__.tag) for tp in ESCALATIONS if key in tp.__struct_fields__]
+        if key != "action" and key not in own.__struct_fields__ and owners:
+            return f"{key!r} belongs to action {' or '.join(owners)}, not {body['action']!r}"
+    return None
 
 
 class Command(msgspec.Struct, kw_only=True):

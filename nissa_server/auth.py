@@ -1,12 +1,10 @@
-"""Bearer-token checks shared by HTTP routes and websockets."""
+"""Bearer-token checks shared by HTTP routes (``nissa_server.deps``) and websockets."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import hmac
-
-from fastapi import HTTPException, Request
 
 
 def bearer_ok(header: str | None, token: str | None) -> bool:
@@ -19,23 +17,6 @@ def bearer_ok(header: str | None, token: str | None) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode(), token.encode())
-
-
-def require(request: Request, token: str | None) -> None:
-    if not bearer_ok(request.headers.get("authorization"), token):
-        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
-
-
-def require_write(request: Request) -> None:
-    """Dependency of ingest-side and command routes: the token if one is configured."""
-    require(request, request.app.state.nissa.settings.token)
-
-
-def require_read(request: Request) -> None:
-    """Dependency of read routes: the token only when reads are protected too."""
-    settings = request.app.state.nissa.settings
-    if settings.read_auth:
-        require(request, settings.token)
 
 
 BROWSER_PROTOCOL = "nissa"
@@ -54,12 +35,3 @@ def bearer_from_protocols(offered: list[str]) -> str | None:
             except (binascii.Error, UnicodeDecodeError):
                 return None
     return None
-
-
-def require_destructive(request: Request) -> None:
-    """Dependency of calls that destroy data: the token; a server without one must be open on purpose."""
-    settings = request.app.state.nissa.settings
-    if settings.token is None and not settings.open:
-        raise HTTPException(403, "this server has no token, so it does not delete: start it with --token (or "
-                                 "NISSA_TOKEN), or with --open to let every local process delete")
-    require(request, settings.token)

@@ -16,11 +16,13 @@ import msgspec
 
 from leyline import (
     SERVER_RANK,
+    CallRequest,
     CommandAction,
     CommandRecord,
     CommandStatus,
     CommandStatusChanged,
     EscalateRequest,
+    ProfileRequest,
     RunStarted,
     RunStatus,
     Severity,
@@ -48,21 +50,25 @@ class CommandError(Exception):
 _started = msgspec.json.Decoder(RunStarted)
 
 
-def _undeclared(conn: Conn, run: RunState, req: EscalateRequest) -> CommandError | None:
-    """What the run's declaration (rank 0's ``run_started``) refuses: a ``call`` of a command it did not declare,
-    or with arguments it does not take; a profile window of target ``update`` over a phase it does not have."""
-    profiles_phase = req.action is CommandAction.PROFILE and req.target == "update"
-    if req.action is not CommandAction.CALL and not profiles_phase:
-        return None
+def _declaration(conn: Conn, run: RunState) -> RunStarted | None:
+    """The run's ``run_started`` (rank 0's), None before it came."""
     row = conn.execute("SELECT config FROM runs WHERE run_key = ?", (run.run_key,)).fetchone()
-    started = _started.decode(row[0]) if row is not None and row[0] else None
-    if profiles_phase:
+    return _started.decode(row[0]) if row is not None and row[0] else None
+
+
+def _undeclared(conn: Conn, run: RunState, req: EscalateRequest) -> CommandError | None:
+    """What the run's declaration refuses: a ``call`` of a command it did not declare, or with arguments it
+    does not take; a profile window of target ``update`` over a phase it does not have."""
+    if isinstance(req, ProfileRequest) and req.target == "update":
+        started = _declaration(conn, run)
         why = unprofilable(started.phases if started is not None else None, req.phase)
         return None if why is None else CommandError(422, why)
-    try:
-        check_call(started.commands if started is not None else [], req.name or "", req.args)
-    except ValueError as err:
-        return CommandError(422, str(err))
+    if isinstance(req, CallRequest):
+        started = _declaration(conn, run)
+        try:
+            check_call(started.commands if started is not None else [], req.name, req.args)
+        except ValueError as err:
+            return CommandError(422, str(err))
     return None
 
 

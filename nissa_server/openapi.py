@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -11,7 +10,16 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from leyline import PAYLOAD_TYPES, CommandRecord, CommandStatus, EscalateRequest, RunStatus, StatusChange, to_builtins
+from leyline import (
+    ESCALATIONS,
+    PAYLOAD_TYPES,
+    CommandRecord,
+    CommandStatus,
+    EscalateRequest,
+    RunStatus,
+    StatusChange,
+    to_builtins,
+)
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
@@ -34,7 +42,7 @@ from nissa_server.store.runs_page import RunSummary
 from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo, EscalateRequest,
+TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
          HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
          BandsReply, ConfigDiff, GroupsReply, RunPatch, WireEvent, *PAYLOAD_TYPES.values())
 
@@ -47,67 +55,13 @@ def _components() -> dict[str, Any]:
     event["description"] = "The envelope every event travels in; the payload's type is fixed by `kind`."
     event["properties"]["payload"] = {"anyOf": [ref(tp) for tp in PAYLOAD_TYPES.values()]}
     components["Event"] = event
-    components["EscalateRequest"] = _escalate_schema(components["EscalateRequest"])
+    (escalate,), commands = msgspec.json.schema_components([EscalateRequest], ref_template=REF)
+    for tp in ESCALATIONS:  # the cross-field rules each command's __post_init__ checks
+        commands[tp.__name__].update(tp.SCHEMA_RULES)
+    components.update(commands)
+    components["EscalateRequest"] = {"title": "EscalateRequest", "description": "Body of `POST /escalate`: one "
+                                     "form per action, chosen by `action`.", **escalate}
     return components
-
-
-@dataclass(frozen=True)
-class Takes:
-    """A field one form of the escalate body takes: its own schema (None: msgspec's for the field), and
-    whether the form needs it (then not null)."""
-
-    schema: dict[str, Any] | None = None
-    required: bool = False
-
-
-_PROFILE_OPTIONS = {"record_shapes": Takes(), "with_stack": Takes(), "profile_memory": Takes()}
-ESCALATE_FORMS: tuple[tuple[str, tuple[str, ...], dict[str, Takes]], ...] = (
-    ("Debug window of N epochs", ("debug",), {"epochs": Takes(required=True), "through_update": Takes()}),
-    ("Debug window through the next PPO update", ("debug",),
-     {"through_update": Takes({"const": True}, required=True), "epochs": Takes()}),
-    ("Profile window of N batches", ("profile",),
-     {"batches": Takes(required=True), "target": Takes({"enum": ["batches", None]}), **_PROFILE_OPTIONS}),
-    ("Profile window over the next PPO update, or over the next run of a phase of the run's own (`phase`)",
-     ("profile",), {"target": Takes({"const": "update"}, required=True), "phase": Takes(), **_PROFILE_OPTIONS}),
-    ("Checkpoint at the next safe boundary, or stop after one; or every rank's stacks now",
-     ("checkpoint", "stop", "stacks"), {}),
-    ("Call a command the run declared (`name`, with `args`)", ("call",),
-     {"name": Takes(required=True), "args": Takes()}),
-)
-"""The forms of ``EscalateRequest`` its ``__post_init__`` accepts: which fields each takes besides ``run_id``,
-``action`` and ``reason``; a field a form does not take is left out or holds its default. A test holds this
-table and the server's decoder to the same answer for every combination of the fields."""
-_EVERY_FORM = ("run_id", "action", "reason")
-
-
-def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
-    """The branch of an ``X | None`` field's schema that is not null."""
-    branches = [b for b in schema.get("anyOf", [schema]) if b != {"type": "null"}]
-    return branches[0] if len(branches) == 1 else {"anyOf": branches}
-
-
-def _escalate_schema(generated: dict[str, Any]) -> dict[str, Any]:
-    """The body's cross-field rules (checked in ``EscalateRequest.__post_init__``) spelled out as variants of
-    the generated schema: each field's own schema is msgspec's, each variant says only which fields it takes."""
-    props = generated["properties"]
-
-    def variant(title: str, actions: tuple[str, ...], takes: dict[str, Takes]) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        for field, schema in props.items():
-            own = {k: v for k, v in schema.items() if k != "default"}
-            if field in _EVERY_FORM:
-                fields[field] = own
-            elif field not in takes:
-                fields[field] = {"const": schema["default"]}
-            else:
-                how = takes[field]
-                fields[field] = how.schema or (_not_null(own) if how.required else own)
-        fields["action"] = {"enum": list(actions)}
-        return {"title": title, "type": "object", "properties": fields, "additionalProperties": False,
-                "required": ["run_id", "action", *(f for f, how in takes.items() if how.required)]}
-
-    return {"title": "EscalateRequest", "description": generated.get("description", ""),
-            "anyOf": [variant(*form) for form in ESCALATE_FORMS]}
 
 
 def ref(tp: type) -> dict[str, str]:

@@ -33,7 +33,7 @@ hundred milliseconds of work at most."""
 
 @dataclass(eq=False)
 class Nissa:
-    """Everything a route needs, reachable as ``request.app.state.nissa``."""
+    """Everything a route needs (``nissa_server.deps.NissaDep``); the app holds it as ``app.state.nissa``."""
 
     settings: Settings
     store: Store = field(init=False)

@@ -22,7 +22,7 @@ import websockets
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from leyline import CommandAction, CommandRecord, DecodeError, Event, decode_events, decode_frame
+from leyline import CommandRecord, DecodeError, EscalateRequest, Event, decode_events, decode_frame
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.outcome import RunOutcome
@@ -273,24 +273,10 @@ class NissaClient(HistogramReads):
         out.sort(key=lambda e: (e.ts, e.rank < 0, e.rank, e.seq))
         return out
 
-    async def escalate(self, run_id: str, action: CommandAction, *, epochs: int | None = None,
-                       batches: int | None = None, through_update: bool = False, target: str | None = None,
-                       reason: str | None = None, recording: tuple[str, ...] = (), name: str | None = None,
-                       args: dict[str, object] | None = None, phase: str | None = None) -> str:
-        """``POST /escalate``; returns the new command's id.
-
-        Fields left unset are not sent, so the server's own rules decide what a request may
-        combine (``through_update`` belongs to a debug window; a profile window refuses it).
-        """
-        body: dict[str, object] = {"run_id": run_id, "action": action.value}
-        for key, value in (("epochs", epochs), ("batches", batches), ("target", target), ("reason", reason),
-                           ("name", name), ("args", args), ("phase", phase)):
-            if value is not None:
-                body[key] = value
-        if through_update:
-            body["through_update"] = True
-        body.update({key: True for key in recording})  # record_shapes, with_stack, profile_memory
-        response = await self._request("POST", "/escalate", json=body)
+    async def escalate(self, request: EscalateRequest) -> str:
+        """``POST /escalate`` with the contract's own struct; returns the new command's id."""
+        response = await self._request("POST", "/escalate", content=msgspec.json.encode(request),
+                                       headers={"content-type": "application/json"})
         return str(response.json()["command_id"])
 
     async def command(self, command_id: str) -> CommandRecord:

@@ -16,7 +16,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from leyline import SERVER_RANK, AlertChanged, CommandAction, EscalateRequest, Severity
+from leyline import SERVER_RANK, AlertChanged, Severity, StacksRequest
+from leyline.commands import MAX_REASON_CHARS
 from nissa_server.alerts.engine import AlertEngine, Firing, Snapshot, Verdict, last_event_id, read_snapshot
 from nissa_server.alerts.notify import MAX_ATTEMPTS, RateLimit, backoff_s, send
 from nissa_server.alerts.rules import AlertRules, Rule
@@ -105,8 +106,7 @@ class AlertService:
                 return  # another server opened it first
             command_id = None
             if rule.when == "hang" and rule.stacks:
-                req = EscalateRequest(run_id=run.run_id, action=CommandAction.STACKS,
-                                      reason=f"alert {rule.name}: {f.message}"[:500])
+                req = StacksRequest(run_id=run.run_id, reason=f"alert {rule.name}: {f.message}"[:MAX_REASON_CHARS])
                 queued = self._commands.queue_in(conn, write, run, req)
                 if isinstance(queued, CommandError):
                     logger.warning("alert %s: no stacks for run %s: %s", rule.name, run.run_id, queued.detail)

@@ -17,9 +17,9 @@ from fastapi.responses import FileResponse
 from leyline.frames import STREAM_SECRET_HEADER
 from nissa_server import artifact_files, ownership
 from nissa_server.artifact_files import Quota, Refused
-from nissa_server.auth import require_read, require_write
+from nissa_server.deps import KnownRun, NissaDep, StoreDep, require_read, require_write, run_or_404
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
-from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.routes.common import json_response
 from nissa_server.runs import RunState
 from nissa_server.schemas import ArtifactInfo
 from nissa_server.state import Nissa
@@ -71,8 +71,7 @@ def _check_secret(request: Request, run: RunState) -> None:
                        413: error("Too large, or the run's quota is used up", "artifact over 536870912 bytes"),
                        422: error("Invalid name, or an empty body", "invalid artifact name 'a/b'"),
                        **UNAUTHORIZED})
-async def upload(request: Request, run_id: str, name: ArtifactName) -> Response:
-    n = nissa(request)
+async def upload(request: Request, n: NissaDep, run_id: str, name: ArtifactName) -> Response:
     run = await run_or_404(n, run_id)
     path = _path(n, run.run_key, name)
     _check_secret(request, run)
@@ -120,12 +119,10 @@ def _over(n: Nissa, limit: int) -> str:
             response_class=Response,
             responses={200: ok({"type": "array", "items": ref(ArtifactInfo)}, [EXAMPLES["artifact"]]),
                        404: error("No such run", "unknown run 'r-x'"), **UNAUTHORIZED})
-async def list_artifacts(request: Request, run_id: str) -> Response:
-    n = nissa(request)
-    run = await run_or_404(n, run_id)
-    rows = await n.store.read(queries.list_artifacts, run.run_key)
+async def list_artifacts(store: StoreDep, run: KnownRun) -> Response:
+    rows = await store.read(queries.list_artifacts, run.run_key)
     return json_response([ArtifactInfo(name=name, size=size, sha256=sha, created_at=created,
-                                       url=_url(run_id, name)) for name, size, sha, created in rows])
+                                       url=_url(run.run_id, name)) for name, size, sha, created in rows])
 
 
 @router.get("/runs/{run_id}/artifacts/{name}", summary="Download an artifact",
@@ -135,8 +132,7 @@ async def list_artifacts(request: Request, run_id: str) -> Response:
                                                                                  "format": "binary"}}}},
                        404: error("No such run or artifact", "unknown artifact 'trace.json'"),
                        422: error("Invalid name", "invalid artifact name 'a b'"), **UNAUTHORIZED})
-async def download(request: Request, run_id: str, name: ArtifactName) -> Response:
-    n = nissa(request)
+async def download(n: NissaDep, run_id: str, name: ArtifactName) -> Response:
     run = await run_or_404(n, run_id)
     path = _path(n, run.run_key, name)
     if not path.is_file():

@@ -5,26 +5,27 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Response
 
 from leyline import CommandRecord, EscalateRequest
-from leyline.codec import in_words
-from nissa_server.auth import require_read, require_write
+from leyline.commands import misplaced
 from nissa_server.commands import CommandError
-from nissa_server.openapi import EXAMPLES, error, ok, ref
-from nissa_server.routes.common import json_response, nissa, read_body
+from nissa_server.deps import NissaDep, StoreDep, decoded, require_read, require_write
+from nissa_server.openapi import EXAMPLES, REF, error, ok, ref
+from nissa_server.routes.common import json_response
 from nissa_server.schemas import EscalateAccepted
 from nissa_server.store import queries
 
 router = APIRouter(tags=["commands"])
 # Lax: JSON Schema calls 3.0 an integer, and curl users write "3"; bounds and rules still apply.
-_decoder = msgspec.json.Decoder(EscalateRequest, strict=False)
+DECODER = msgspec.json.Decoder(EscalateRequest, strict=False)
+Escalation = Annotated[EscalateRequest, decoded(DECODER, "invalid escalation", misplaced)]
 
 _ESCALATE_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
-            "schema": ref(EscalateRequest),
+            "schema": {"$ref": REF.format(name="EscalateRequest")},
             "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
                          "profile": {"value": EXAMPLES["escalate_profile"]},
                          "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
@@ -59,15 +60,10 @@ _ESCALATE_BODY = {
     },
 )
 async def escalate(
-    request: Request,
+    n: NissaDep, req: Escalation,
     idempotency_key: Annotated[str | None, Header(max_length=200, description="Retries with the same key "
                                                   "return the same command")] = None,
 ) -> Response:
-    n = nissa(request)
-    try:
-        req = _decoder.decode(await read_body(request))
-    except msgspec.DecodeError as err:
-        raise HTTPException(422, f"invalid escalation: {in_words(err)}") from None
     try:
         command_id, created, status = await n.commands.escalate(req, idempotency_key)
     except CommandError as err:
@@ -82,8 +78,8 @@ async def escalate(
             responses={200: ok(ref(CommandRecord), EXAMPLES["command"]),
                        401: error("Reads need the bearer token", "missing or wrong bearer token"),
                        404: error("No such command", "unknown command 'c-x'")})
-async def get_command(request: Request, command_id: str) -> Response:
-    record: CommandRecord | None = await nissa(request).store.read(queries.get_command, command_id)
+async def get_command(store: StoreDep, command_id: str) -> Response:
+    record: CommandRecord | None = await store.read(queries.get_command, command_id)
     if record is None:
         raise HTTPException(404, f"unknown command {command_id!r}")
     return json_response(record)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
 from leyline import query
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.series import parse_key
-from nissa_server.auth import require_read
+from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.groups import Member, band, config_diff, group_rows
 from nissa_server.openapi import Responses, error, ok, ref
-from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.routes.common import json_response
 from nissa_server.routes.series import Axis
 from nissa_server.series import shape
 from nissa_server.store import queries, run_groups_sql, series_queries
@@ -75,7 +75,7 @@ def _metrics(text: str) -> list[tuple[str, str, str]]:
                     "n": 2, "mean": 0.41, "sd": 0.014, "min": 0.4, "max": 0.42}}}]}),
                        400: error("A mistake in q or metrics", "q: position 9: 'x' is not a number"), **ERRORS})
 async def get_groups(
-    request: Request,
+    n: NissaDep,
     by: Annotated[str, Query(max_length=300, pattern=r"^(group|project|config\..+)$",
                              description="`group`, `project` or `config.KEY`")],
     q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description="Only runs matching it")] = None,
@@ -87,7 +87,6 @@ async def get_groups(
     except query.QueryError as err:
         raise HTTPException(400, f"q: {err}") from None
     wanted = _metrics(metrics)
-    n = nissa(request)
     total, runs = await n.store.read(run_groups_sql.members, clauses, by, [(k, s) for _, k, s in wanted],
                                      MAX_GROUPED_RUNS)
     members = [Member(run_id, value, {asked: values.get((k, s)) for asked, k, s in wanted})
@@ -104,13 +103,12 @@ async def get_groups(
                 {"key": "val_loss", "labels": {}, "x": [0, 10], "mean": [0.9, 0.5], "min": [0.8, 0.4],
                  "max": [1.0, 0.6], "n": [2, 2]}]}), **ERRORS})
 async def get_bands(
-    request: Request,
+    n: NissaDep,
     name: str,
     runs: Annotated[str, Query(max_length=20_000, pattern=_list_pattern(MAX_BAND_RUNS), description=_RUNS_DOC)],
     x: Annotated[Axis, Query(description="The x axis")] = "step",
     max_points: Annotated[int, Query(ge=10, le=5000, description="Most points of a band")] = 500,
 ) -> Response:
-    n = nissa(request)
     run_ids = _run_ids(runs, MAX_BAND_RUNS)
     lines: dict[str, list[tuple[list[float], list[float]]]] = {}
     for rid in run_ids:
@@ -135,10 +133,9 @@ async def get_bands(
             responses={200: ok(ref(ConfigDiff), {"runs": ["r-a", "r-b"], "names": ["lr 0.1", "lr 0.01"], "rows": [
                 {"key": "lr", "values": ["0.1", "0.01"]}], "same": 12}), **ERRORS})
 async def get_config_diff(
-    request: Request,
+    n: NissaDep,
     runs: Annotated[str, Query(max_length=5000, pattern=_list_pattern(MAX_DIFF_RUNS), description=_RUNS_DOC)],
 ) -> Response:
-    n = nissa(request)
     run_ids = _run_ids(runs, MAX_DIFF_RUNS)
     infos = []
     for rid in run_ids:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from leyline import decode_event
 from leyline.payloads_histogram import QUANTILES, HistogramsReply
-from nissa_server.auth import require_read
+from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.histograms import downsample, pick, to_csv
 from nissa_server.openapi import error, ok, ref
-from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.routes.common import json_response
 from nissa_server.store import pages
 
 router = APIRouter(tags=["series"])
@@ -35,14 +35,13 @@ _EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
                        401: error("Reads need the bearer token (server started with --read-auth)", "missing or "
                                   "wrong bearer token"), 404: error("No such run", "unknown run 'r-x'")})
 async def get_histograms(
-    request: Request,
+    n: NissaDep,
     run_id: str,
     name: str,
     max_steps: Annotated[int, Query(ge=1, le=5000, description="Most distributions a rank")] = 200,
     rank: Annotated[int | None, Query(ge=0, le=65535, description="Only this rank")] = None,
     format: Annotated[Literal["json", "csv"], Query(description="json, or csv rows")] = "json",
 ) -> Response:
-    n = nissa(request)
     run = await run_or_404(n, run_id)
     found, after, after_rank, read = [], 0, None, 0
     while read < MAX_EVENTS:

@@ -9,9 +9,10 @@ from fastapi.responses import RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nissa_server import __version__
-from nissa_server.auth import bearer_ok, require_read
+from nissa_server.auth import bearer_ok
+from nissa_server.deps import NissaDep, require_read
 from nissa_server.openapi import EXAMPLES, error, ok, ref
-from nissa_server.routes.common import json_response, nissa
+from nissa_server.routes.common import json_response
 from nissa_server.schemas import Degraded, Health
 from nissa_server.store import queries
 
@@ -57,8 +58,7 @@ def _wants_html(accept: str) -> bool:
             "watchers and the reasons only with it)",
             response_class=Response,
             responses={200: ok(ref(Health), EXAMPLES["health"])})
-async def healthz(request: Request) -> Response:
-    n = nissa(request)
+async def healthz(request: Request, n: NissaDep) -> Response:
     if n.settings.read_auth and not bearer_ok(request.headers.get("authorization"), n.settings.token):
         # What is stored is for readers: without the token, only that the server is up (and whether it is whole).
         return json_response(Health(status="degraded" if n.health.degraded else "ok", version=__version__,
@@ -82,8 +82,8 @@ _ACCESS_SCHEMA = {"type": "object", "required": ["write", "read"], "properties":
 @router.get("/auth", summary="What the request's bearer token (or none) may do here: write, read (never needs a "
             "token; a client checks its token with it before the operator needs it)",
             response_class=Response, responses={200: ok(_ACCESS_SCHEMA, {"write": False, "read": True})})
-async def access(request: Request) -> Response:
-    settings = nissa(request).settings
+async def access(request: Request, n: NissaDep) -> Response:
+    settings = n.settings
     write = bearer_ok(request.headers.get("authorization"), settings.token)
     return json_response({"write": write, "read": write or not settings.read_auth})
 
@@ -95,8 +95,8 @@ async def access(request: Request) -> Response:
                                                         "example": "nissa_events_ingested_total 1234.0\n"}}},
                        401: error("Reads need the bearer token (server started with --read-auth)",
                                   "missing or wrong bearer token")})
-async def metrics(request: Request) -> Response:
-    registry = nissa(request).metrics.registry
+async def metrics(n: NissaDep) -> Response:
+    registry = n.metrics.registry
     # The commands collector reads the database: off the event loop.
     body = await asyncio.to_thread(generate_latest, registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -15,10 +15,20 @@ from leyline.events import MAX_INT
 from leyline.query import Clause, Field, SortKey
 from leyline.summaries import RunPatch
 from nissa_server import retention
-from nissa_server.auth import require_destructive, require_read, require_write
+from nissa_server.deps import (
+    KnownRun,
+    NissaDep,
+    StoreDep,
+    decoded,
+    require_destructive,
+    require_read,
+    require_write,
+    run_or_404,
+)
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
-from nissa_server.routes.common import json_response, nissa, read_body, run_or_404
+from nissa_server.routes.common import json_response
 from nissa_server.schemas import DeletedRun, RunInfo
+from nissa_server.state import Nissa
 from nissa_server.store import pages, queries, run_meta_sql, runs_page
 from nissa_server.store.runs_page import RunSummary
 
@@ -33,10 +43,10 @@ UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server start
 NOT_FOUND: Responses = {404: error("No such run", "unknown run 'r-x'")}
 
 
-def _with_live_state(request: Request, info: RunInfo) -> RunInfo:
+def _with_live_state(n: Nissa, info: RunInfo) -> RunInfo:
     # The database knows other servers' connections by their hold; this server's, from memory (a
     # connection that just closed here is not connected, even before its hold is released).
-    run = nissa(request).run(info.run_id)
+    run = n.run(info.run_id)
     if run is not None and run.connected:
         info.connected = True
         for rank in info.ranks:
@@ -95,7 +105,7 @@ def _sort_and_metrics(sort: str | None, metrics: str | None) -> tuple[list[SortK
                        400: error("A mistake in q, sort or metrics", "q: position 9: 'x' is not a number"),
                        **UNAUTHORIZED})
 async def list_runs(
-    request: Request,
+    request: Request, n: NissaDep,
     limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Most runs in this page")] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Runs to skip")] = 0,
     q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description=_Q_DESCRIPTION)] = None,
@@ -109,7 +119,6 @@ async def list_runs(
     name: Annotated[str | None, Query(max_length=200, description="Only runs whose name contains it "
                                       "(any case; as `q=name~…`)")] = None,
 ) -> Response:
-    n = nissa(request)
     clauses = _clauses(q, status, name)
     keys, wanted = _sort_and_metrics(sort, metrics)
     total, page = await n.store.read(runs_page.page_runs, limit, offset, clauses, keys, time.time(), n.server_id,
@@ -133,7 +142,7 @@ async def list_runs(
 _PATCH_BODY = {"requestBody": {"required": True, "content": {"application/json": {
     "schema": ref(RunPatch), "examples": {"tags": {"value": {"tags": ["baseline", "lr-sweep"]}},
                                           "notes": {"value": {"notes": "diverged at step 4k", "group": "sweep-2"}}}}}}}
-_patch_decoder = msgspec.json.Decoder(RunPatch)
+Patch = Annotated[RunPatch, decoded(msgspec.json.Decoder(RunPatch), "invalid change")]
 
 
 @router.patch("/runs/{run_id}", summary="Change a run's tags, notes, group or project",
@@ -145,35 +154,28 @@ _patch_decoder = msgspec.json.Decoder(RunPatch)
                          413: error("Body too large", "body over 65536 bytes"),
                          422: error("Invalid change", "invalid change: Expected `str` matching regex ... - at "
                                                       "`$.tags[0]`")})
-async def patch_run(request: Request, run_id: str) -> Response:
-    n = nissa(request)
-    run = await run_or_404(n, run_id)
-    try:
-        change = _patch_decoder.decode(await read_body(request))
-    except msgspec.DecodeError as err:
-        raise HTTPException(422, f"invalid change: {err}") from None
+async def patch_run(n: NissaDep, run: KnownRun, change: Patch) -> Response:
     tags = None if change.tags is None else list(dict.fromkeys(change.tags))
     patched = await n.store.call(functools.partial(run_meta_sql.patch, run_key=run.run_key, tags=tags,
                                                    notes=change.notes, group=change.group, project=change.project))
     if not patched:
-        raise HTTPException(404, f"unknown run {run_id!r}")
-    return await _run_reply(request, run_id)
+        raise HTTPException(404, f"unknown run {run.run_id!r}")
+    return await _run_reply(n, run.run_id)
 
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED})
-async def get_run(request: Request, run_id: str) -> Response:
-    return await _run_reply(request, run_id)
+async def get_run(n: NissaDep, run_id: str) -> Response:
+    return await _run_reply(n, run_id)
 
 
-async def _run_reply(request: Request, run_id: str) -> Response:
+async def _run_reply(n: Nissa, run_id: str) -> Response:
     """The run as ``GET /runs/{run_id}`` answers it (404 where it is unknown)."""
-    n = nissa(request)
     info = await n.store.read(queries.get_run, run_id, time.time(), n.server_id)
     if info is None:
         raise HTTPException(404, f"unknown run {run_id!r}")
-    return json_response(_with_live_state(request, info))
+    return json_response(_with_live_state(n, info))
 
 
 @router.delete("/runs/{run_id}", summary="Delete a run that is not live: its events, commands and artifacts",
@@ -184,15 +186,13 @@ async def _run_reply(request: Request, run_id: str) -> Response:
                                      "this server has no token, so it does not delete: …"),
                           409: error("The run is live", "run 'r-x' is live: stop its trainer first, or wait "
                                                         "until it is lost")})
-async def delete_run(request: Request, run_id: str) -> Response:
-    n = nissa(request)
-    run = await run_or_404(n, run_id)
+async def delete_run(n: NissaDep, run: KnownRun) -> Response:
     try:
         deleted = await retention.delete_run(n, run)
     except retention.RunIsLive as err:
         raise HTTPException(409, str(err)) from None
     if deleted is None:  # deleted meanwhile, by another request
-        raise HTTPException(404, f"unknown run {run_id!r}")
+        raise HTTPException(404, f"unknown run {run.run_id!r}")
     return json_response(deleted)
 
 
@@ -225,7 +225,7 @@ def _kinds(kind: str | None) -> list[str] | None:
             responses={200: ok({"type": "array", "items": ref(Event)}, EXAMPLES["events"][:3]),
                        **NOT_FOUND, **UNAUTHORIZED})
 async def list_events(
-    request: Request,
+    request: Request, n: NissaDep,
     run_id: str,
     after_seq: Annotated[int, Query(ge=0, le=MAX_INT, description="Cursor: only events after this seq "
                                     "(and, with after_rank, after this seq's events up to that rank)")] = 0,
@@ -238,7 +238,6 @@ async def list_events(
     rank: Annotated[int | None, Query(ge=-1, le=queries.MAX_RANK,
                                       description="Only this rank (-1: the server's)")] = None,
 ) -> Response:
-    n = nissa(request)
     run = await run_or_404(n, run_id)
     page = await n.store.read(pages.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank,
                               n.settings.max_page_bytes)
@@ -254,7 +253,5 @@ async def list_events(
             response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(CommandRecord)}, EXAMPLES["commands"]),
                        **NOT_FOUND, **UNAUTHORIZED})
-async def list_commands(request: Request, run_id: str) -> Response:
-    n = nissa(request)
-    run = await run_or_404(n, run_id)
-    return json_response(await n.store.read(queries.list_commands, run.run_key))
+async def list_commands(store: StoreDep, run: KnownRun) -> Response:
+    return json_response(await store.read(queries.list_commands, run.run_key))

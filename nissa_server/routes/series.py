@@ -9,9 +9,9 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline.series import Marker, kind_of_name, parse_key
-from nissa_server.auth import require_read
+from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.openapi import Responses, error, ok, ref
-from nissa_server.routes.common import json_response, nissa, run_or_404
+from nissa_server.routes.common import json_response
 from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, parse_labels, read_page
 from nissa_server.store import series_queries
 
@@ -48,13 +48,12 @@ _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
             response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS})
 async def list_series(
-    request: Request,
+    request: Request, n: NissaDep,
     run_id: str,
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED, description="Most series in this page")] = MAX_LISTED,
     after: Annotated[str | None, Query(description="Cursor: only the series whose "
                                        "key sorts after it (the last key of the page before)")] = None,
 ) -> Response:
-    n = nissa(request)
     run = await run_or_404(n, run_id)
     rows = await n.store.read(series_queries.list_series, run.run_key, after, limit)
     response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
@@ -81,7 +80,7 @@ async def list_series(
                                   "unknown run 'r-x'"),
                        422: error("Bad parameter", "labels: 'env' is not name=value")})
 async def get_series(
-    request: Request,
+    request: Request, n: NissaDep,
     run_id: str,
     name: str,
     x: Annotated[Axis, Query(description="The x axis")] = "step",
@@ -98,7 +97,6 @@ async def get_series(
     after_key: Annotated[str | None, Query(max_length=4000, description="Cursor (from a `Link` header): the "
                                            "page starts after this key of `after_run`")] = None,
 ) -> Response:
-    n = nissa(request)
     try:
         wanted = parse_labels(labels)
     except ValueError as err:
@@ -148,12 +146,11 @@ def _reply(name: str, axis: str, fmt: str, parts: list[bytes]) -> Response:
                 {"kind": "command", "label": "debug applied", "step": 120, "epoch": 6, "round": None,
                  "ts": 1.7e9, "env": None, "rank": 0}]), **ERRORS})
 async def list_markers(
-    request: Request,
+    n: NissaDep,
     run_id: str,
     x: Annotated[Axis, Query(description="The x axis `after` is on")] = "step",
     after: Annotated[float | None, Query(allow_inf_nan=False, description="Only markers with x above it")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000, description="Most markers")] = 2000,
 ) -> Response:
-    n = nissa(request)
     run = await run_or_404(n, run_id)
     return json_response(await n.store.read(series_queries.read_markers, run.run_key, x, after, limit))

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import RedirectResponse
 
 from leyline import EventKind, charts
-from nissa_server.auth import require_read
+from nissa_server.deps import require_read
 from nissa_server.openapi import Responses, error
 
 router = APIRouter(tags=["web page"])

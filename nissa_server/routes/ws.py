@@ -4,32 +4,34 @@ from __future__ import annotations
 
 from fastapi import APIRouter, WebSocket
 
+from nissa_server.deps import NissaDep
 from nissa_server.ingest import serve_ingest
 from nissa_server.protocols import link_of
+from nissa_server.state import Nissa
 from nissa_server.watch import serve_watch
 
 router = APIRouter()
 
 
-async def _settle(ws: WebSocket) -> None:
+async def _settle(ws: WebSocket, n: Nissa) -> None:
     """Once a route is done with its connection, give it the grace to end, then cut it: a peer that
     stopped reading would otherwise hold it (and what is buffered for it) open for good."""
     link = link_of(ws.scope)
     if link is not None:
-        await link.settle(ws.app.state.nissa.settings.limits.close_grace_s)
+        await link.settle(n.settings.limits.close_grace_s)
 
 
 @router.websocket("/ws/ingest")
-async def ingest(ws: WebSocket) -> None:
+async def ingest(ws: WebSocket, n: NissaDep) -> None:
     try:
-        await serve_ingest(ws, ws.app.state.nissa)
+        await serve_ingest(ws, n)
     finally:
-        await _settle(ws)
+        await _settle(ws, n)
 
 
 @router.websocket("/ws/watch")
-async def watch(ws: WebSocket) -> None:
+async def watch(ws: WebSocket, n: NissaDep) -> None:
     try:
-        await serve_watch(ws, ws.app.state.nissa)
+        await serve_watch(ws, n)
     finally:
-        await _settle(ws)
+        await _settle(ws, n)

@@ -213,6 +213,7 @@ _ASKED = frozenset(CommandRecord.__struct_fields__) - {
 
 
 def _record(row: tuple) -> CommandRecord:
+    """The command as stored: the request's own fields (whichever the action takes), then what became of it."""
     command_id, run_id, status, created, updated, request, step, result, message, history = row
     asked = {k: v for k, v in _request.decode(request).items() if k in _ASKED and v is not None}
     record = msgspec.convert({**asked, "command_id": command_id, "run_id": run_id, "status": status,
@@ -258,10 +259,8 @@ def queued_commands(conn: Conn, run_key: int) -> list[Command]:
 
 
 def _command(rec: CommandRecord) -> Command:
-    return Command(command_id=rec.command_id, run_id=rec.run_id, action=rec.action, epochs=rec.epochs,
-                   batches=rec.batches, through_update=rec.through_update, target=rec.target, reason=rec.reason,
-                   created_at=rec.created_at, record_shapes=rec.record_shapes, with_stack=rec.with_stack,
-                   profile_memory=rec.profile_memory, name=rec.name, args=rec.args, phase=rec.phase)
+    """The record as it goes down to the trainer: the request's fields and the command's id and time."""
+    return msgspec.convert(msgspec.structs.asdict(rec), Command)
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:

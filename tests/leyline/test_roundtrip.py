@@ -12,7 +12,17 @@ from leyline import (
     encode,
     encode_event,
 )
-from leyline.commands import Command
+from leyline.commands import (
+    ESCALATIONS,
+    CallRequest,
+    CheckpointRequest,
+    Command,
+    DebugRequest,
+    ProfileRequest,
+    StacksRequest,
+    StopRequest,
+    misplaced,
+)
 from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
 
@@ -95,13 +105,41 @@ def test_escalate_request_validation(body):
 
 def test_escalate_request_valid():
     req = msgspec.json.decode(b'{"run_id":"r","action":"profile","batches":5}', type=EscalateRequest)
-    assert req.batches == 5 and req.action is CommandAction.PROFILE and req.target is None
+    assert isinstance(req, ProfileRequest) and req.batches == 5 and req.target is None
+    assert req.action is CommandAction.PROFILE
     update = msgspec.json.decode(b'{"run_id":"r","action":"profile","target":"update"}', type=EscalateRequest)
-    assert update.target == "update" and update.batches is None
+    assert isinstance(update, ProfileRequest) and update.target == "update" and update.batches is None
     for action in ("checkpoint", "stop"):
         req = msgspec.json.decode(b'{"run_id":"r","action":"%s","reason":"why"}' % action.encode(),
                                   type=EscalateRequest)
-        assert req.action is CommandAction(action) and req.epochs is None and req.reason == "why"
+        assert req.action is CommandAction(action) and req.reason == "why" and not hasattr(req, "epochs")
+
+
+@pytest.mark.parametrize("request_", [
+    DebugRequest(run_id="r", epochs=3), DebugRequest(run_id="r", through_update=True, reason="why"),
+    ProfileRequest(run_id="r", batches=5, with_stack=True), ProfileRequest(run_id="r", target="update", phase="eval"),
+    CheckpointRequest(run_id="r"), StopRequest(run_id="r"), StacksRequest(run_id="r"),
+    CallRequest(run_id="r", name="set_lr", args={"lr": 0.1}),
+])
+def test_each_command_travels_as_its_own_struct_tagged_by_action(request_):
+    """What a client encodes is what the server decodes: the ``action`` tag chooses the struct, and a field
+    left at its default is not sent."""
+    wire = msgspec.json.decode(msgspec.json.encode(request_))
+    assert wire["action"] == request_.action.value and ("reason" in wire) == (request_.reason is not None)
+    assert msgspec.json.decode(msgspec.json.encode(request_), type=EscalateRequest) == request_
+    assert {tp.__struct_config__.tag for tp in ESCALATIONS} == {a.value for a in CommandAction}
+
+
+@pytest.mark.parametrize(("body", "hint"), [
+    ({"action": "debug", "epochs": 1, "target": "update"}, "'target' belongs to action 'profile', not 'debug'"),
+    ({"action": "stop", "through_update": True}, "'through_update' belongs to action 'debug', not 'stop'"),
+    ({"action": "stacks", "name": "x"}, "'name' belongs to action 'call', not 'stacks'"),
+    ({"action": "debug", "colour": "red"}, None),  # nobody's field: msgspec's own message says it
+    ({"action": "explode", "target": "update"}, None),
+    (["debug"], None),
+])
+def test_a_field_of_another_action_is_named_with_its_action(body, hint):
+    assert misplaced(body) == hint
 
 
 def test_a_non_finite_validation_loss_still_travels():

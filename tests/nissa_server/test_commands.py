@@ -102,7 +102,7 @@ async def test_idempotency_key_returns_the_same_command(server_url):
     ({"run_id": "v", "action": "profile", "batches": 501}, "batches"),
     ({"run_id": "v", "action": "profile", "target": "update", "batches": 5}, "takes no 'batches'"),
     ({"run_id": "v", "action": "profile", "target": "epoch"}, "target"),
-    ({"run_id": "v", "action": "debug", "epochs": 2, "target": "update"}, "belong to action 'profile'"),
+    ({"run_id": "v", "action": "debug", "epochs": 2, "target": "update"}, "'target' belongs to action 'profile'"),
     ({"run_id": "v", "action": "debug", "epochs": 1, "colour": "red"}, "colour"),
     ({"action": "debug", "epochs": 1}, "run_id"),
     ({"run_id": "", "action": "debug", "epochs": 1}, "run_id"),

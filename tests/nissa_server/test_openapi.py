@@ -1,10 +1,13 @@
-"""``/openapi.json`` says what the server does: every example it documents fits its own schema, and the
-escalate body's schema and the server's decoder agree on every combination of the body's fields, both ways
-(a shape the server accepts is valid per the schema, a shape valid per the schema is accepted)."""
+"""``/openapi.json`` says what the server does: every example it documents fits its own schema, every
+``POST /escalate`` body the README and the examples show is valid and accepted, and the escalate body's
+schema and the server's decoder agree on every combination of the body's fields, both ways (a shape the
+server accepts is valid per the schema, a shape valid per the schema is accepted)."""
 
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,10 +16,11 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from nissa_server.routes.commands import _decoder
+from nissa_server.routes.commands import DECODER
 from tests.support import events_for, ingest_events
 
 pytestmark = pytest.mark.single_backend
+_ROOT = Path(__file__).resolve().parents[2]
 _ABSENT = object()
 # Each field of the body: left out, or one value valid for the field alone (its type and bounds).
 _VALUES: dict[str, tuple[Any, ...]] = {
@@ -56,7 +60,7 @@ def _examples(doc: dict[str, Any]):
 
 def _accepted(body: dict[str, Any]) -> bool:
     try:
-        _decoder.decode(msgspec.json.encode(body))
+        DECODER.decode(msgspec.json.encode(body))
         return True
     except msgspec.ValidationError:
         return False
@@ -101,14 +105,47 @@ def test_the_escalate_schema_and_the_server_agree_on_every_shape(server_url):
             status = httpx.post(f"{server_url}/escalate", json=shape, timeout=30).status_code
             assert status == (404 if accepted else 422), (shape, status)
     assert not disagree, (len(disagree), disagree[:5])
-    assert counts[True] > 100 and counts[False] > 1000, counts
+    assert counts[True] > 50 and counts[False] > 1000, counts
     for example in body["examples"].values():
         assert _accepted(example["value"]), example
 
 
+def _curl_bodies():
+    """(where, body) of every ``curl … /escalate … -d '{…}'`` in the README and the examples."""
+    for path in [_ROOT / "README.md", *sorted((_ROOT / "examples").glob("*.py"))]:
+        text = path.read_text()
+        for m in re.finditer(r"-d '(\{[^']*\})'", text):
+            before = text[: m.start()]
+            if "/escalate" in before[before.rfind("curl"):]:
+                body = re.sub(r'"(<run_id>|RUN)"', '"r-1"', m.group(1))
+                yield f"{path.name}:{before.count(chr(10)) + 1}", msgspec.json.decode(body)
+
+
+def test_every_escalate_body_the_docs_show_is_valid_and_accepted(server_url):
+    doc = httpx.get(f"{server_url}/openapi.json", timeout=30).json()
+    schema = doc["paths"]["/escalate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    shown = list(_curl_bodies())
+    for where, body in shown:
+        errors = [e.message for e in _validator(doc, schema).iter_errors(body)]
+        assert not errors and _accepted(body), (where, body, errors[:3])
+    actions = {body["action"] for _, body in shown}
+    assert actions == {"debug", "profile", "checkpoint", "stop", "stacks", "call"}, actions
+
+
+def test_the_escalate_schema_is_a_union_tagged_by_action(server_url):
+    """Generated from the contract's tagged union: one component per action, chosen by ``action``."""
+    schemas = httpx.get(f"{server_url}/openapi.json", timeout=30).json()["components"]["schemas"]
+    union = schemas["EscalateRequest"]
+    assert union["discriminator"]["propertyName"] == "action"
+    mapping = union["discriminator"]["mapping"]
+    assert set(mapping) == set(_ACTIONS) and len(union["anyOf"]) == len(_ACTIONS)
+    for action, where in mapping.items():
+        assert schemas[where.rsplit("/", 1)[1]]["properties"]["action"] == {"enum": [action]}
+
+
 def test_run_ids_the_schema_and_the_server_refuse_alike(server_url):
-    schema = httpx.get(f"{server_url}/openapi.json", timeout=30).json()["components"]["schemas"]["EscalateRequest"]
-    run_id = schema["anyOf"][0]["properties"]["run_id"]
+    schema = httpx.get(f"{server_url}/openapi.json", timeout=30).json()["components"]["schemas"]["StopRequest"]
+    run_id = schema["properties"]["run_id"]
     for value in ("r-1", "a..b", "x-", "-x", "..", "a/b", "x" * 129, ""):
         shape = {"run_id": value, "action": "stop"}
         assert _accepted(shape) == jsonschema.Draft202012Validator(run_id).is_valid(value), value

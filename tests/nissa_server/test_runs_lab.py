@@ -186,6 +186,10 @@ async def test_patch_needs_the_token_and_checks_what_it_sets(lab):
         reply = await http.patch("/runs/a", json=bad, headers=auth)
         assert reply.status_code == 422, (bad, reply.text)
         assert "invalid change" in reply.json()["detail"]
+    # Which answer comes first: the token, then the run, then the body (too large, or not a change).
+    assert (await http.patch("/runs/a", json={"colour": "red"})).status_code == 401
+    assert (await http.patch("/runs/nope", json={"colour": "red"}, headers=auth)).status_code == 404
+    assert (await http.patch("/runs/a", content=b"x" * 70_000, headers=auth)).status_code == 413
 
 
 async def test_patch_without_a_token_on_a_server_without_one(server_url):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from leyline import CommandAction, Heartbeat
+from leyline import DebugRequest, Heartbeat
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tui.client import ApiError, ClientConfig, NissaClient
@@ -30,10 +30,10 @@ async def test_refusals_carry_the_servers_reason(tmp_path):
         client = NissaClient(ClientConfig(url))
         try:
             with pytest.raises(ApiError) as info:
-                await client.escalate("nope", CommandAction.DEBUG, epochs=2)
+                await client.escalate(DebugRequest(run_id="nope", epochs=2))
             assert info.value.status == 404 and info.value.reason
             with pytest.raises(ApiError) as info:
-                await client.escalate("nope", CommandAction.DEBUG, epochs=100_000)
+                await client.escalate(DebugRequest(run_id="nope", epochs=100_000))  # the server's bounds
             assert info.value.status == 422 and "epochs" in info.value.reason
         finally:
             await client.aclose()

@@ -6,24 +6,24 @@ import httpx
 import pytest
 from textual.widgets import Checkbox, Input, Static
 
-from leyline import CommandAction, CommandStatus
+from leyline import CommandAction, CommandStatus, DebugRequest, EscalateRequest, ProfileRequest
 from tests.support.server import running_server
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tests.tui.test_live import SIZE, console, until
 from tui.app import EsperWatch
 from tui.client import ClientConfig, NissaClient
-from tui.screens.forms import PROFILE_UPDATE, EscalateChoice, EscalateForm
+from tui.screens.forms import PROFILE_UPDATE, EscalateForm
 from tui.screens.run_view import RunViewScreen
 
 
 async def _fill_form(app: EsperWatch, action: CommandAction, amount: str | None,
-                     tick: bool) -> EscalateChoice | None:
+                     tick: bool) -> EscalateRequest | None:
     """Open the form over the app, type ``amount`` (None: keep the default), tick the box if asked,
     press enter; returns what the form dismissed with."""
-    results: list[EscalateChoice | None] = []
+    results: list[EscalateRequest | None] = []
     async with app.run_test(size=SIZE) as pilot:
-        await app.push_screen(EscalateForm(action, 5), results.append)
+        await app.push_screen(EscalateForm("r", action, 5), results.append)
         form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
         if tick:
             await pilot.click("#through_update")
@@ -38,21 +38,20 @@ async def _fill_form(app: EsperWatch, action: CommandAction, amount: str | None,
 
 
 @pytest.mark.parametrize(("amount", "tick", "expected"), [
-    (None, False, EscalateChoice(5, False)),   # the default length, as before
-    ("12", False, EscalateChoice(12, False)),
-    ("3", True, EscalateChoice(3, True)),      # both: the window lasts the epochs and the update
-    ("", True, EscalateChoice(None, True)),    # the update alone: epochs may be left empty
+    (None, False, DebugRequest(run_id="r", epochs=5)),   # the default length, as before
+    ("12", False, DebugRequest(run_id="r", epochs=12)),
+    ("3", True, DebugRequest(run_id="r", epochs=3, through_update=True)),  # the epochs and the update
+    ("", True, DebugRequest(run_id="r", through_update=True)),  # the update alone: epochs may be left empty
 ])
 async def test_debug_form_returns_the_choice(replay_app, amount, tick, expected):
     choice = await _fill_form(replay_app, CommandAction.DEBUG, amount, tick)
     assert choice == expected
-    assert isinstance(choice, EscalateChoice)
 
 
 async def test_debug_form_without_epochs_or_the_box_says_why_and_stays(replay_app):
-    results: list[EscalateChoice | None] = []
+    results: list[EscalateRequest | None] = []
     async with replay_app.run_test(size=SIZE) as pilot:
-        await replay_app.push_screen(EscalateForm(CommandAction.DEBUG, 5), results.append)
+        await replay_app.push_screen(EscalateForm("r", CommandAction.DEBUG, 5), results.append)
         form = await until(pilot, lambda: isinstance(replay_app.screen, EscalateForm) and replay_app.screen, "form")
         await pilot.press("backspace", "enter")
         await pilot.pause()
@@ -65,13 +64,13 @@ async def test_debug_form_without_epochs_or_the_box_says_why_and_stays(replay_ap
         await until(pilot, lambda: form.query_one("#amount", Input).is_valid, "empty epochs no longer marked wrong")
         await pilot.click("#ok")
         await until(pilot, lambda: results, "form dismissed")
-    assert results == [EscalateChoice(None, True)]
+    assert results == [DebugRequest(run_id="r", through_update=True)]
 
 
 async def test_profile_form_returns_batches_and_refuses_an_empty_length(replay_app):
-    results: list[EscalateChoice | None] = []
+    results: list[EscalateRequest | None] = []
     async with replay_app.run_test(size=SIZE) as pilot:
-        await replay_app.push_screen(EscalateForm(CommandAction.PROFILE, 5), results.append)
+        await replay_app.push_screen(EscalateForm("r", CommandAction.PROFILE, 5), results.append)
         form = await until(pilot, lambda: isinstance(replay_app.screen, EscalateForm) and replay_app.screen, "form")
         assert str(form.query_one("#through_update", Checkbox).label) == PROFILE_UPDATE
         await pilot.press("backspace", "enter")  # an empty length is never enough for a batches window
@@ -80,12 +79,12 @@ async def test_profile_form_returns_batches_and_refuses_an_empty_length(replay_a
         assert str(form.query_one("#error", Static).render()).strip()
         await pilot.press("7", "enter")
         await until(pilot, lambda: results, "form dismissed")
-    assert results == [EscalateChoice(7, False)]
+    assert results == [ProfileRequest(run_id="r", batches=7)]
 
 
 async def test_profile_form_with_the_box_ticked_asks_for_the_next_update(replay_app):
     choice = await _fill_form(replay_app, CommandAction.PROFILE, "", True)
-    assert choice == EscalateChoice(None, False, update=True)
+    assert choice == ProfileRequest(run_id="r", target="update")
 
 
 async def test_p_with_the_box_ticked_profiles_the_next_update(tmp_path):

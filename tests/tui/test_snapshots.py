@@ -38,7 +38,7 @@ def test_help(snap_compare, replay_app):
 
 def test_profile_form(snap_compare, replay_app):
     async def open_form(pilot):
-        await pilot.app.push_screen(EscalateForm(CommandAction.PROFILE, 5))
+        await pilot.app.push_screen(EscalateForm("run-1", CommandAction.PROFILE, 5))
         pilot.app.screen.query_one("#amount", Input).cursor_blink = False
         await pilot.press("backspace", *"900", "enter")  # out of bounds: the form says why
 
@@ -47,7 +47,7 @@ def test_profile_form(snap_compare, replay_app):
 
 def test_debug_form_through_update(snap_compare, replay_app):
     async def open_form(pilot):
-        await pilot.app.push_screen(EscalateForm(CommandAction.DEBUG, 3))
+        await pilot.app.push_screen(EscalateForm("run-1", CommandAction.DEBUG, 3))
         box = pilot.app.screen.query_one("#amount", Input)
         box.cursor_blink = False
         await pilot.click("#through_update")

@@ -10,13 +10,14 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from leyline.calls import CallValue, CommandSpec
+from leyline import CallRequest
+from leyline.calls import CommandSpec
 from tui.loop import parse_call
 from tui.safe_text import run_text
 
 
-class CallForm(ModalScreen[tuple[str, dict[str, CallValue]] | None]):
-    """One line: ``NAME ARG=VALUE ...``; enter sends, escape cancels."""
+class CallForm(ModalScreen[CallRequest | None]):
+    """One line: ``NAME ARG=VALUE ...``; enter sends (the request for the run ``run_id``), escape cancels."""
 
     DEFAULT_CSS = """
     CallForm { align: center middle; }
@@ -25,8 +26,9 @@ class CallForm(ModalScreen[tuple[str, dict[str, CallValue]] | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, declared: list[CommandSpec], offered: list[str]) -> None:
+    def __init__(self, run_id: str, declared: list[CommandSpec], offered: list[str]) -> None:
         super().__init__()
+        self.run_id = run_id
         self.declared = declared
         self.offered = offered
 
@@ -42,7 +44,8 @@ class CallForm(ModalScreen[tuple[str, dict[str, CallValue]] | None]):
     @on(Input.Submitted, "#call")
     def submitted(self, event: Input.Submitted) -> None:
         try:
-            self.dismiss(parse_call(event.value, self.declared))
+            name, args = parse_call(event.value, self.declared)
+            self.dismiss(CallRequest(run_id=self.run_id, name=name, args=args))
         except ValueError as err:
             self.query_one("#error", Static).update(run_text(err, one_line=False))
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -14,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from leyline import CommandAction
+from leyline import CommandAction, DebugRequest, ProfileRequest
 from leyline.calls import UPDATE_PHASE
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 from tui.safe_text import run_text
@@ -37,25 +35,13 @@ THROUGH_UPDATE = "through the next PPO update"
 PROFILE_UPDATE = "the next PPO update instead of batches"
 
 
-class EscalateChoice(NamedTuple):
-    """What the operator asked for: a length (None: none given) and the PPO-update option: for
-    debug, last through the next update; for profile, record the next update instead of batches."""
-
-    amount: int | None
-    through_update: bool = False
-    update: bool = False
-    recording: tuple[str, ...] = ()
-    """Profile windows: what to record besides the operators (record_shapes, with_stack, profile_memory)."""
-    phase: str | None = None
-    """Profile windows with ``update``: the run's own phase to record (None: the update)."""
-
-
 RECORDING = (("record_shapes", "record input shapes"), ("with_stack", "record Python stacks (costly)"),
              ("profile_memory", "record memory (allocations)"))
 
 
-class EscalateForm(ModalScreen[EscalateChoice | None]):
-    """Ask how long a debug (epochs) or profile (batches) window should be; dismisses with it or None.
+class EscalateForm(ModalScreen[DebugRequest | ProfileRequest | None]):
+    """Ask how long a debug (epochs) or profile (batches) window should be; dismisses with the request for
+    the run ``run_id`` (the contract's own struct, sent as it is) or None.
 
     A debug window may instead (or also) last through the next PPO update; then the epochs may be
     left empty, as ``POST /escalate`` accepts ``through_update`` alone. A profile window may
@@ -65,10 +51,11 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
     DEFAULT_CSS = _FORM_CSS
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, action: CommandAction, default: int, *, phases: list[str] | None = None,
+    def __init__(self, run_id: str, action: CommandAction, default: int, *, phases: list[str] | None = None,
                  esper: bool = True) -> None:
         """``phases``: those the run declared (None: it did not say); ``esper``: its ``update`` is a PPO update."""
         super().__init__()
+        self.run_id = run_id
         self.action = action
         self.default = default
         self.esper = esper
@@ -118,14 +105,18 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
         self.query_one("#amount", Input).valid_empty = self._ticked()
         self.query_one("#error", Static).update("")
 
-    def _recording(self) -> tuple[str, ...]:
-        if self.is_debug:
-            return ()
-        return tuple(key for key, _ in RECORDING if self.query_one(f"#{key}", Checkbox).value)
+    def _profile(self, batches: int | None) -> ProfileRequest:
+        def ticked(key: str) -> bool:
+            return self.query_one(f"#{key}", Checkbox).value
+
+        update = batches is None
+        return ProfileRequest(run_id=self.run_id, batches=batches, target="update" if update else None,
+                              phase=self._phase() if update else None, record_shapes=ticked("record_shapes"),
+                              with_stack=ticked("with_stack"), profile_memory=ticked("profile_memory"))
 
     def _submit(self) -> None:
         if not self.is_debug and self._ticked():
-            self.dismiss(EscalateChoice(None, update=True, recording=self._recording(), phase=self._phase()))
+            self.dismiss(self._profile(None))
             return
         box = self.query_one("#amount", Input)
         value = box.value.strip()
@@ -136,8 +127,9 @@ class EscalateForm(ModalScreen[EscalateChoice | None]):
                 why = f"give 1..{self.maximum} epochs" + (f", or tick '{THROUGH_UPDATE}'" if self.esper else "")
             self.query_one("#error", Static).update(run_text(why, one_line=False))
             return
-        self.dismiss(EscalateChoice(int(value) if value else None, self.is_debug and self._ticked(),
-                                    recording=self._recording()))
+        amount = int(value) if value else None
+        self.dismiss(DebugRequest(run_id=self.run_id, epochs=amount, through_update=self._ticked())
+                     if self.is_debug else self._profile(amount))
 
     @on(Input.Submitted, "#amount")
     def submitted(self) -> None:

@@ -5,23 +5,33 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import msgspec
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer
 
-from leyline import CommandAction
+from leyline import (
+    CheckpointRequest,
+    CommandAction,
+    DebugRequest,
+    EscalateRequest,
+    StacksRequest,
+    StopRequest,
+)
 from leyline.frames import EventBatch
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
 from tui.screens.base import DashboardScreen
 from tui.screens.call_form import CallForm
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
-from tui.screens.forms import ConfirmStop, EscalateChoice, EscalateForm
+from tui.screens.forms import ConfirmStop, EscalateForm
 from tui.views import run_ended, staleness
 from tui.widgets.dashboard import RunDashboard, StreamInfo
 
 logger = logging.getLogger(__name__)
+REASON = "esper-watch"
+"""The ``reason`` of every command the console sends."""
 
 
 class RunViewScreen(DashboardScreen):
@@ -187,7 +197,7 @@ class RunViewScreen(DashboardScreen):
     # --- escalation -----------------------------------------------------------------------------
 
     def action_debug(self) -> None:
-        self.escalate(CommandAction.DEBUG, self.watch_app.config.debug_epochs)
+        self.escalate(DebugRequest(run_id=self.run_id, epochs=self.watch_app.config.debug_epochs))
 
     def action_debug_form(self) -> None:
         self._ask(CommandAction.DEBUG, self.watch_app.config.debug_epochs)
@@ -196,18 +206,18 @@ class RunViewScreen(DashboardScreen):
         self._ask(CommandAction.PROFILE, self.watch_app.config.profile_batches)
 
     def action_stacks(self) -> None:
-        self.escalate(CommandAction.STACKS, None)
+        self.escalate(StacksRequest(run_id=self.run_id))
 
     def action_alerts(self) -> None:
         self.app.push_screen(AlertsScreen(list(self.state.alerts.alerts.values())))
 
     def action_checkpoint(self) -> None:
-        self.escalate(CommandAction.CHECKPOINT, None)
+        self.escalate(CheckpointRequest(run_id=self.run_id))
 
     def action_stop(self) -> None:
         def answered(yes: bool | None) -> None:
             if yes:
-                self.escalate(CommandAction.STOP, None)
+                self.escalate(StopRequest(run_id=self.run_id))
 
         self.app.push_screen(ConfirmStop(self.run_id, esper=self.state.esper), answered)
 
@@ -216,51 +226,30 @@ class RunViewScreen(DashboardScreen):
         if not loop.declared:
             self.notify("this run declared no commands of its own", severity="warning")
             return
-
-        def chosen(call: tuple[str, dict[str, object]] | None) -> None:
-            if call is not None:
-                self.escalate(CommandAction.CALL, None, call=call)
-
-        self.app.push_screen(CallForm(loop.declared, loop.offered()), chosen)
+        self.app.push_screen(CallForm(self.run_id, loop.declared, loop.offered()), self._chosen)
 
     def _ask(self, action: CommandAction, default: int) -> None:
-        def chosen(choice: EscalateChoice | None) -> None:
-            if choice is not None:
-                self.escalate(action, choice.amount, through_update=choice.through_update, update=choice.update,
-                              recording=choice.recording, phase=choice.phase)
+        form = EscalateForm(self.run_id, action, default, phases=self.state.phases, esper=self.state.esper)
+        self.app.push_screen(form, self._chosen)
 
-        self.app.push_screen(EscalateForm(action, default, phases=self.state.phases, esper=self.state.esper), chosen)
+    def _chosen(self, request: EscalateRequest | None) -> None:
+        if request is not None:
+            self.escalate(request)
 
     @work(group="escalate")
-    async def escalate(self, action: CommandAction, amount: int | None, *, through_update: bool = False,
-                       update: bool = False, recording: tuple[str, ...] = (),
-                       call: tuple[str, dict[str, object]] | None = None, phase: str | None = None) -> None:
-        """POST the command, then follow it at ``GET /commands/{id}`` until it ends; ``update``: a
-        profile window over the next PPO update."""
+    async def escalate(self, request: EscalateRequest) -> None:
+        """POST the command (the contract's own struct), then follow it at ``GET /commands/{id}`` until it
+        ends."""
         client = self.watch_app.require_client()
-        what = f"{action.value} window" + (" through the next PPO update" if through_update else "")
-        if update:
-            what += f" over the next {phase!r} phase" if phase else " over the next update"
+        request = msgspec.structs.replace(request, reason=REASON)
+        what = request.describe()
         try:
-            if call is not None:
-                what = f"call {call[0]}"
-                command_id = await client.escalate(self.run_id, action, name=call[0], args=call[1],
-                                                   reason="esper-watch")
-            elif action in (CommandAction.CHECKPOINT, CommandAction.STOP, CommandAction.STACKS):
-                what = action.value
-                command_id = await client.escalate(self.run_id, action, reason="esper-watch")
-            elif action is CommandAction.DEBUG:
-                command_id = await client.escalate(self.run_id, action, epochs=amount,
-                                                   through_update=through_update, reason="esper-watch")
-            else:
-                command_id = await client.escalate(self.run_id, action, batches=None if update else amount,
-                                                   target="update" if update else None, reason="esper-watch",
-                                                   recording=recording, phase=phase)
+            command_id = await client.escalate(request)
         except ApiError as err:
             self.post_message(ApiFailed(what, err))
             return
-        self.state.command_issued(command_id, action)
-        self.notify(f"{what} requested: {command_id} queued", title=action.value)
+        self.state.command_issued(command_id, request.action)
+        self.notify(f"{what} requested: {command_id} queued", title=request.action.value)
         poll_s = self.watch_app.config.command_poll_s
         while True:
             await asyncio.sleep(poll_s)
