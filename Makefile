@@ -53,7 +53,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check
 	$(BIN)/mypy
 
-test: $(STAMP) promtool
+test: $(STAMP) promtool lint
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -o console_output_style=count \
 		--durations=15
 
