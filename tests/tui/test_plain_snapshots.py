@@ -87,7 +87,7 @@ def test_plain_run_forms(snap_compare, tmp_path, size, form):
             await pilot.app.push_screen(ConfirmStop(RUN, esper=False))
         else:
             action = CommandAction.PROFILE if form == "profile" else CommandAction.DEBUG
-            await pilot.app.push_screen(EscalateForm(action, 5 if form == "profile" else 3, phases=["validate"],
+            await pilot.app.push_screen(EscalateForm(RUN, action, 5 if form == "profile" else 3, phases=["validate"],
                                                      esper=False))
             pilot.app.screen.query_one("#amount", Input).cursor_blink = False
         await pilot.pause()
