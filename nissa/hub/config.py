@@ -105,7 +105,9 @@ class HubConfig:
     """Most events sent and not yet acknowledged."""
     linger_s: float = 0.002
     """The worker lets events gather this long before logging a batch: fewer, larger writes,
-    and fewer moments where it competes with the training thread for the interpreter."""
+    and fewer moments where it competes with the training thread for the interpreter. A flush or
+    close cuts it short. Longer gathers more (a DEBUG run's bursts of gradient events: about 40
+    writes a run at 20 ms, 140 at 2 ms) but adds to the live latency on top of ``send_linger_s``."""
     heartbeat_s: float = 5.0
     """A ``heartbeat`` event this often."""
     health_s: float = 10.0

@@ -220,9 +220,9 @@ class NissaHub:
             self._periodic(now, due)
             if not items:
                 if self._sleep(min(min(due.values()) - now, _IDLE_TICK_S)) and linger:
-                    time.sleep(linger)  # let a burst gather: one write, one GIL stint
+                    self._linger(linger)  # let a burst gather: one write, one GIL stint
             elif len(items) < _MAX_TAKE and linger:
-                time.sleep(linger)
+                self._linger(linger)
 
     def _take(self) -> list:
         queue = self._queue
@@ -230,6 +230,12 @@ class NissaHub:
         while queue and len(items) < _MAX_TAKE:
             items.append(queue.popleft())
         return items
+
+    def _linger(self, linger: float) -> None:
+        """Let events gather for ``linger``; a flush or close (which set the wake event whatever the
+        worker's state, where emits do not while it is busy) cuts it short."""
+        self._wake.wait(linger)
+        self._wake.clear()
 
     def _sleep(self, timeout: float) -> bool:
         """Wait for work; True when woken by an emit. emit() sets the event only while the

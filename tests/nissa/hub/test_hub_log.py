@@ -162,3 +162,19 @@ def test_closing_a_hub_that_never_started_still_logs_what_was_emitted(tmp_path):
     hub.emit(_critical(1), step=1, epoch=0)
     report = hub.close(timeout=10)
     assert report.logged == 1 and [e.payload.seed_id for e in read_log(hub.log_path)] == ["s1"]
+
+
+def test_flush_and_close_cut_the_workers_linger_short(tmp_path):
+    # The longest linger allowed: a flush or close that sat it out would find nothing logged by its deadline.
+    hub = NissaHub(_config(tmp_path, linger_s=1.0)).start()
+    hub.emit(_metric(0), step=1, epoch=1)
+    deadline = time.monotonic() + 30
+    while hub._queue and time.monotonic() < deadline:  # the worker has taken it and lingers
+        time.sleep(0.01)
+    hub.emit(_metric(1), step=2, epoch=1)
+    report = hub.flush(timeout=0.5)
+    assert report.logged == 3 and report.pending == 0  # the two events and the flush's hub_health
+    hub.emit(_metric(2), step=3, epoch=1)
+    report = hub.close(timeout=0.5)
+    assert report.logged >= 4 and report.complete
+    assert [e.step for e in read_log(hub.log_path) if e.kind is EventKind.EPOCH_COMPLETED] == [1, 2, 3]
