@@ -10,9 +10,7 @@ headless chromium (through Playwright).
 
 from __future__ import annotations
 
-import argparse
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +20,7 @@ import httpx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
+from demo import _start_server, _state_env, _stop, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RATES = ("0.01", "0.05", "0.2")
@@ -59,13 +57,7 @@ def _shoot(page, url: str, view: str, out: pathlib.Path, wait_live: bool = False
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    args = parser.parse_args()
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        sys.exit("chart_screenshots: no chromium (apt-get install chromium)")
+    args, chromium = screenshot_args("chart_screenshots", __doc__ or "")
     from playwright.sync_api import sync_playwright
 
     out = pathlib.Path(args.out)

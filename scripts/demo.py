@@ -60,6 +60,18 @@ def _start_server(db: pathlib.Path, env: dict[str, str]) -> tuple[subprocess.Pop
     sys.exit("demo: nissa-server did not start within 30 s")
 
 
+def screenshot_args(prog: str, doc: str) -> tuple[argparse.Namespace, str]:
+    """A screenshot script's arguments (``--steps``, ``--out``) and the system's chromium, or exit saying so."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        sys.exit(f"{prog}: no chromium (apt-get install chromium)")
+    return args, chromium
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)

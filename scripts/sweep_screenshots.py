@@ -8,17 +8,15 @@ three runs (``web-parcoords.png``), and the console's table grouped by learning 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
+from demo import _start_server, _state_env, _stop, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RATES = ("0.001", "0.01", "0.1")
@@ -86,13 +84,7 @@ async def _console(url: str, out: pathlib.Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
-    args = parser.parse_args()
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        sys.exit("sweep_screenshots: no chromium (apt-get install chromium)")
+    args, chromium = screenshot_args("sweep_screenshots", __doc__ or "")
     out = pathlib.Path(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
