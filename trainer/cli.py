@@ -327,8 +327,6 @@ def _upload(argv: Sequence[str]) -> int:
     parser = upload_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.server:
-        parser.error("--server is required (or set NISSA_SERVER)")
     try:
         check_upload_args(args)
     except ValueError as err:

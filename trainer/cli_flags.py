@@ -120,6 +120,8 @@ class UploadFlags:
     """Seconds to deliver the events before giving up."""
 
     def __post_init__(self) -> None:
+        if not self.server:
+            raise FieldError("server", "required (or set NISSA_SERVER)")
         if not self.wait >= 0:
             raise FieldError("wait", f"must be >= 0 seconds, got {self.wait}")
         if not self.timeout > 0:

@@ -104,11 +104,14 @@ def test_a_bound_names_its_flag(argv, message):
         _check_telemetry_args(train_parser().parse_args(argv))
 
 
-@pytest.mark.parametrize(("argv", "message"), [(["--wait", "-1"], "--wait: must be >= 0 seconds, got -1.0"),
-                                               (["--timeout", "0"], "--timeout: must be > 0 seconds, got 0.0")])
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--server", "http://127.0.0.1:9", "--wait", "-1"], "--wait: must be >= 0 seconds, got -1.0"),
+    (["--server", "http://127.0.0.1:9", "--timeout", "0"], "--timeout: must be > 0 seconds, got 0.0"),
+    ([], "--server: required (or set NISSA_SERVER)"),
+])
 def test_an_upload_bound_is_one_line_naming_its_flag(capsys, tmp_path, argv, message):
     with pytest.raises(SystemExit) as done:
-        main(["upload", str(tmp_path), "--server", "http://127.0.0.1:9", *argv])
+        main(["upload", str(tmp_path), *argv])
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and f"esper-train upload: error: {message}" in err
