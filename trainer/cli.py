@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from leyline import RunFinished, TelemetryLevel
-from leyline.commands import MAX_PROFILE_BATCHES
+from leyline import RunFinished
 from nissa import (
     HubConfig,
     LogCorrupt,
@@ -25,6 +24,7 @@ from nissa import (
     upload_run,
 )
 from ranks import RankError, Ranks, RanksConfig
+from trainer.cli_flags import add_train_args, add_upload_args, check_telemetry_args, check_upload_args
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.
@@ -89,59 +89,15 @@ def _checked_run_id(value: str) -> str:
 
 
 def train_parser() -> argparse.ArgumentParser:
+    """Every flag made from a dataclass (``trainer.cli_flags``, ``trainer.checkpoint.resume``,
+    ``trainer.simic.config``), the ``$NISSA_*`` values as their defaults."""
     from trainer.checkpoint.resume import add_checkpoint_args
     from trainer.simic.config import add_training_args
 
     env = environment()
     p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Train an Esper run and stream its events to nissa-server.")
-    g = p.add_argument_group("telemetry")
-    g.add_argument("--server", default=env.server,
-                   help="nissa-server URL, e.g. http://127.0.0.1:8765, or several comma-separated (servers sharing "
-                        "one database, tried in turn when a connection fails) (default $NISSA_SERVER; none: log only)")
-    g.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
-    g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
-    g.add_argument("--run-id", default=env.run_id,
-                   help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
-                        "torchrun); an existing run's id continues its log")
-    g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
-    g.add_argument("--project", default="", help="the project the run belongs to (GET /runs?q=project:P; default none)")
-    g.add_argument("--group", default="", help="runs that go together: a sweep, the seeds of one experiment "
-                                               "(default none)")
-    g.add_argument("--tag", action="append", default=None, metavar="TAG", dest="tags",
-                   help="a tag of the run (repeat for several; editable later with PATCH /runs/{id}; default none)")
-    g.add_argument("--notes", default="", help="free text about the run (default none)")
-    g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
-                   choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
-    g.add_argument("--hub-queue", type=int, default=10_000, metavar="EVENTS",
-                   help="events held in memory before metrics drop (default 10000)")
-    g.add_argument("--profile", type=int, metavar="BATCHES",
-                   help="open a torch.profiler window over the first BATCHES training batches (default: none)")
-    g.add_argument("--profile-update", action="store_true",
-                   help="open a torch.profiler window over the first PPO update (default: off)")
-    g.add_argument("--close-timeout", type=float, default=15.0, metavar="SECONDS",
-                   help="seconds to deliver what is left when the run ends (default 15)")
-    g.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
-                   help="a heartbeat (with the step reached) this often: the server tells a hung rank, alive but "
-                        "not advancing, from a silent one by them (default 5)")
-    g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
-                   help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
-                        "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
-    g.add_argument("--no-system-metrics", dest="system_metrics", action="store_false",
-                   help="do not sample the machine (CPU, memory, disk and network I/O, GPUs) into series system.* "
-                        "(default: sampled)")
-    g.add_argument("--system-metrics-interval", type=float, default=10.0, metavar="SECONDS",
-                   help="seconds between samples of the machine (default 10)")
-    g.add_argument("-v", "--verbose", action="store_true",
-                   help="log what the hub and the loop do to stderr (default: warnings only)")
-    r = p.add_argument_group("ranks (under torchrun)")
-    r.add_argument("--rank-timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="how long the ranks wait for each other at an exchange before giving up (default 600)")
-    r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
-                   help="a rank whose step time is over F times the other ranks' median is slow (default 1.5)")
-    r.add_argument("--straggler-epochs", type=int, default=3, metavar="N",
-                   help="a slow rank is reported once slow N epochs running, and again only after N epochs "
-                        "under the midpoint of 1 and F (default 3)")
+    add_train_args(p, server=env.server, token=env.token, run_id=env.run_id)
     add_checkpoint_args(p)
     add_training_args(p)
     return p
@@ -151,13 +107,7 @@ def upload_parser() -> argparse.ArgumentParser:
     env = environment()
     p = _Parser(prog="esper-train upload",
                 description="Upload a run's local log and its profile traces to nissa-server (idempotent).")
-    p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
-    p.add_argument("--server", default=env.server, help="nissa-server URL (default $NISSA_SERVER)")
-    p.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for a server that does not answer yet (default 0: fail at once)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
-                   help="give up delivering the events after this many seconds (default 120)")
+    add_upload_args(p, server=env.server, token=env.token)
     return p
 
 
@@ -187,24 +137,9 @@ def _check_organized(args: argparse.Namespace) -> None:
 
 
 def _check_telemetry_args(args: argparse.Namespace) -> None:
-    """The telemetry group's bounds; ValueError names the flag (the training group checks its own)."""
-    if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:
-        raise ValueError(f"--profile: must be in 1..{MAX_PROFILE_BATCHES}, got {args.profile}")
-    if args.hub_queue < 1:
-        raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
-    if not args.close_timeout >= 0:
-        raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
-    from nissa import StragglerConfig
-    StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
-    if not 0.1 <= args.heartbeat <= 3600:
-        raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
-    from nissa import SystemConfig
-    try:
-        SystemConfig(interval_s=args.system_metrics_interval)
-    except ValueError as err:
-        raise ValueError(f"--system-metrics-interval: {err}") from None
-    if not args.stack_watchdog >= 0:
-        raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
+    """The telemetry and ranks groups' bounds (``trainer.cli_flags``); ValueError names the flag (the training
+    group checks its own)."""
+    check_telemetry_args(args)
 
 
 def _open(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig) -> Run:
@@ -360,10 +295,10 @@ def _upload(argv: Sequence[str]) -> int:
     parser = upload_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.server:
-        parser.error("--server is required (or set NISSA_SERVER)")
-    if not args.wait >= 0 or not args.timeout > 0:
-        parser.error(f"--wait must be >= 0 and --timeout > 0 seconds, got {args.wait} and {args.timeout}")
+    try:
+        check_upload_args(args)
+    except ValueError as err:
+        parser.error(str(err))
 
     def waiting(why: str) -> None:
         _say(f"esper-train upload: --server {args.server}: {why}; waiting up to {args.wait:g} s", err=True)
