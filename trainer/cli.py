@@ -23,7 +23,7 @@ from nissa import (
     checked_run_id,
     upload_run,
 )
-from ranks import RankError, Ranks, RanksConfig
+from ranks import RankError, Ranks
 from trainer.cli_flags import add_train_args, add_upload_args, check_telemetry_args, check_upload_args
 
 # torch and the training loop are imported inside the training functions only: `esper-train
@@ -84,10 +84,6 @@ def environment() -> Environment:
                        run_id=os.environ.get("NISSA_RUN_ID"))
 
 
-def _checked_run_id(value: str) -> str:
-    return checked_run_id(value, "--run-id")
-
-
 def train_parser() -> argparse.ArgumentParser:
     """Every flag made from a dataclass (``trainer.cli_flags``, ``trainer.checkpoint.resume``,
     ``trainer.simic.config``), the ``$NISSA_*`` values as their defaults."""
@@ -122,18 +118,6 @@ def _finish_through_sigterm() -> None:
     """The run is ending: a SIGTERM now (torchrun stopping the ranks after one died) must not cut off its
     last events; the final flush is bounded by --close-timeout anyway."""
     signal.signal(signal.SIGTERM, lambda signum, frame: logger.info("signal %d while finishing: finishing", signum))
-
-
-def _check_organized(args: argparse.Namespace) -> None:
-    """--project, --group, --tag and --notes as the contract takes them; ValueError names the flag."""
-    from nissa import organized
-
-    for flag, given in (("--project", {"project": args.project}), ("--group", {"group": args.group}),
-                        ("--tag", {"tags": args.tags or []}), ("--notes", {"notes": args.notes})):
-        try:
-            organized("esper-train", **given)
-        except ValueError as err:
-            raise ValueError(f"{flag}: {str(err).removeprefix('esper-train: ')}") from None
 
 
 def _check_telemetry_args(args: argparse.Namespace) -> None:
@@ -197,12 +181,8 @@ def _train(argv: Sequence[str]) -> int:
         else:
             config = TrainConfig.from_args(args)
         if args.run_id:
-            _checked_run_id(args.run_id)
-        if not args.run_name.strip():
-            raise ValueError(f"--run-name: must not be empty, got {args.run_name!r}")
-        _check_organized(args)
+            checked_run_id(args.run_id, "--run-id")  # a resumed run's: its directory's name
         args.server = args.server or None  # --server '': none
-        RanksConfig(timeout_s=args.rank_timeout)  # names the flag
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from leyline import TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
-from nissa import HubConfig, StragglerConfig, SystemConfig
+from nissa import HubConfig, StragglerConfig, SystemConfig, checked_run_id, organized
 from ranks import RanksConfig
 from trainer import flags
 from trainer.flags import FieldError
@@ -84,6 +84,20 @@ class TelemetryFlags:
         flags.as_field_error("system_metrics_interval", lambda: SystemConfig(interval_s=self.system_metrics_interval))
         if not self.stack_watchdog >= 0:
             raise FieldError("stack_watchdog", f"must be >= 0 seconds, got {self.stack_watchdog}")
+        self._check_naming()
+
+    def _check_naming(self) -> None:
+        """The run's id and name, and where it belongs, as the contract takes them."""
+        if self.run_id:
+            flags.as_field_error("run_id", lambda: checked_run_id(str(self.run_id), "--run-id"))
+        if not self.run_name.strip():
+            raise FieldError("run_name", f"must not be empty, got {self.run_name!r}")
+        for name, given in (("project", {"project": self.project}), ("group", {"group": self.group}),
+                            ("tags", {"tags": list(self.tags)}), ("notes", {"notes": self.notes})):
+            try:
+                organized("esper-train", **given)
+            except ValueError as err:
+                raise FieldError(name, str(err).removeprefix("esper-train: ")) from None
 
 
 @dataclass(frozen=True)
@@ -128,13 +142,17 @@ class UploadFlags:
             raise FieldError("timeout", f"must be > 0 seconds, got {self.timeout}")
 
 
+TELEMETRY_NAMES = {"tags": ["--tag"], "verbose": ["-v", "--verbose"]}
+"""Fields whose flags are not spelled as their names."""
+
+
 def add_train_args(parser: argparse.ArgumentParser, server: str | None, token: str | None,
                    run_id: str | None) -> None:
     """The "telemetry" and "ranks (under torchrun)" groups, the ``$NISSA_*`` values given as their defaults."""
     seconds = dict.fromkeys(("close_timeout", "heartbeat", "stack_watchdog", "system_metrics_interval"), "SECONDS")
     flags.add_fields(parser.add_argument_group("telemetry"), TelemetryFlags,
                      default=TelemetryFlags(server=server, token=token, run_id=run_id),
-                     names={"tags": ["--tag"], "verbose": ["-v", "--verbose"]}, repeat=["tags"],
+                     names=TELEMETRY_NAMES, repeat=["tags"],
                      fold_case=["telemetry_level"], secret=["token"],
                      metavars={"server": "URL", "tags": "TAG", "hub_queue": "EVENTS", "profile": "BATCHES", **seconds})
     flags.add_fields(parser.add_argument_group("ranks (under torchrun)"), RanksFlags,
@@ -150,7 +168,7 @@ def add_upload_args(parser: argparse.ArgumentParser, server: str | None, token: 
 def check_telemetry_args(args: argparse.Namespace) -> tuple[TelemetryFlags, RanksFlags]:
     """The telemetry and ranks groups' settings; a ValueError names the flag (the training group checks its
     own)."""
-    return (flags.build(TelemetryFlags, flags.values(args, TelemetryFlags)),
+    return (flags.build(TelemetryFlags, flags.values(args, TelemetryFlags), names=TELEMETRY_NAMES),
             flags.build(RanksFlags, flags.values(args, RanksFlags)))
 
 

@@ -186,13 +186,15 @@ def values(ns: argparse.Namespace, cls: type, *, prefix: str = "", skip: Iterabl
 
 
 def build(cls: Callable[..., T], kwargs: Mapping[str, Any], *, prefix: str = "",
-          error: type[ValueError] = ValueError) -> T:
-    """``cls(**kwargs)``; a ``FieldError`` becomes ``error`` naming the field's flag."""
+          error: type[ValueError] = ValueError, names: Mapping[str, Sequence[str]] | None = None) -> T:
+    """``cls(**kwargs)``; a ``FieldError`` becomes ``error`` naming the field's flag (its long name in ``names``,
+    as ``add_fields`` took them, where it has one)."""
     try:
         return cls(**kwargs)
     except FieldError as err:
         given = "" if err.value is None else f" {err.value}"
-        raise error(f"{flag_of(err.field, prefix)}{given}: {err.reason}") from None
+        spelled = [n for n in (names or {}).get(err.field, ()) if n.startswith("--")]
+        raise error(f"{spelled[0] if spelled else flag_of(err.field, prefix)}{given}: {err.reason}") from None
 
 
 def as_field_error(field: str, check: Callable[[], object]) -> None:
