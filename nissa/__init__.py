@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     # what a loop uses
     "Api": "nissa.api", "Histogram": "nissa.histogram", "Run": "nissa.run",
-    # the parts ``init`` builds a run from, for a loop that wires its own (``esper-train`` does)
+    # the parts ``init`` builds a run from, for a loop that wires its own
     "HubConfig": "nissa.hub", "NissaHub": "nissa.hub", "DeliveryReport": "nissa.hub",
     "LogCorrupt": "nissa.hub.runlog", "SecretError": "nissa.hub.secret", "ServerUnavailable": "nissa.hub.rest",
     "UploadResult": "nissa.hub.upload", "upload_run": "nissa.hub.upload",
