@@ -151,8 +151,9 @@ def misplaced(body: object) -> str | None:
     return None
 
 
-class Command(msgspec.Struct, kw_only=True):
-    """A command as delivered to the trainer."""
+class _Addressed(msgspec.Struct, kw_only=True):
+    """A command's id, run and action, and its action's fields as one flat struct (the request that made it was
+    one of the ``EscalateRequest`` structs, checked; unset fields keep their defaults): what the run reads."""
 
     command_id: str
     run_id: str
@@ -163,15 +164,20 @@ class Command(msgspec.Struct, kw_only=True):
     target: ProfileTarget | None = None
     """Profile windows: ``update`` records the next PPO update; None or ``batches``: ``batches`` batches."""
     reason: str | None = None
-    created_at: float = 0.0
     record_shapes: bool = False
     with_stack: bool = False
     profile_memory: bool = False
     phase: str | None = None
     """Profile windows of target ``update``: the phase to record (None: the update)."""
     name: str | None = None
-    """Action ``call``: the run's own command to run."""
+    """Action ``call``: the run's own command."""
     args: dict[str, CallValue] = {}
+
+
+class Command(_Addressed, kw_only=True):
+    """A command as delivered to the trainer."""
+
+    created_at: float = 0.0
 
 
 class StatusChange(msgspec.Struct, kw_only=True):
@@ -193,32 +199,17 @@ class RankCommandStatus(msgspec.Struct, kw_only=True):
     message: str = ""
 
 
-class CommandRecord(msgspec.Struct, kw_only=True):
+class CommandRecord(_Addressed, kw_only=True):
     """A command as ``GET /commands/{id}`` shows it. In a run of several ranks, ``ranks`` has each rank's
     status: the command is ``applied`` once a rank applied it, ``completed`` once every rank completed it,
     and ``failed`` (or ``rejected``) as soon as one rank did, its message naming the rank."""
 
-    command_id: str
-    run_id: str
-    action: CommandAction
     status: CommandStatus
     created_at: float
     updated_at: float
-    epochs: int | None = None
-    batches: int | None = None
-    through_update: bool = False
-    target: ProfileTarget | None = None
-    reason: str | None = None
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
     applied_step: Step | None = None
     result: dict[str, Scalar] | None = None
     message: str = ""
     history: list[StatusChange] = []
     ranks: list[RankCommandStatus] = []
-    phase: str | None = None
-    name: str | None = None
-    """Action ``call``: the run's own command called."""
-    args: dict[str, CallValue] = {}
     """Each rank's status, in rank order (runs of several ranks only)."""
