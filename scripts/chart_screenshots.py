@@ -20,7 +20,7 @@ import httpx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _state_env, _stop, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
+from demo import _start_server, _state_env, screenshot_args, stop_process  # noqa: E402  (scripts/ is on the path)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RATES = ("0.01", "0.05", "0.2")
@@ -85,7 +85,7 @@ def main() -> int:
             if live is not None:
                 live.terminate()
                 live.wait(30)
-            _stop(server)
+            stop_process(server)
     print(f"wrote {out}/web-plain-live.png, web-overlay.png")
     return 0
 

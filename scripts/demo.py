@@ -17,13 +17,15 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for bench.processes: the one way the benchmarks, scripts and tests stop a process
+from bench.processes import stop_process  # noqa: E402
+
 LISTENING = re.compile(r"listening on (http://\S+)")
 
 
@@ -72,15 +74,6 @@ def screenshot_args(prog: str, doc: str) -> tuple[argparse.Namespace, str]:
     return args, chromium
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def _get(url: str) -> object:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return json.load(resp)
@@ -127,8 +120,8 @@ def main() -> int:
             print(out, end="")
             _summary(url, run_id)
     finally:
-        _stop(trainer)
-        _stop(server)
+        stop_process(trainer)
+        stop_process(server)
     return 0
 
 

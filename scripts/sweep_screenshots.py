@@ -16,7 +16,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _state_env, _stop, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
+from demo import _start_server, _state_env, screenshot_args, stop_process  # noqa: E402  (scripts/ is on the path)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RATES = ("0.001", "0.01", "0.1")
@@ -95,7 +95,7 @@ def main() -> int:
             _web(url, out, chromium)
             asyncio.run(_console(url, out))
         finally:
-            _stop(server)
+            stop_process(server)
     print(f"wrote {out}/web-runs.png, web-group.png, web-parcoords.png, runs-table.svg")
     return 0
 

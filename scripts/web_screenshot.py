@@ -18,7 +18,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _script, _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
+from demo import _script, _start_server, _state_env, stop_process  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def main() -> int:
                 page.screenshot(path=args.out, full_page=True)
                 browser.close()
         finally:
-            _stop(server)
+            stop_process(server)
     print(f"wrote {args.out}")
     return 0
 
