@@ -6,9 +6,9 @@ from __future__ import annotations
 from leyline import AlertChanged, CommandAction, Heartbeat, make_event
 from nissa_server.alerts.rules import parse_rules
 from tests.support.server import running_server
+from tests.tui.live_console import SIZE, console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import SIZE, console, until
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
 from tui.screens.forms import EscalateForm
 from tui.screens.run_view import RunViewScreen
