@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import pathlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from textual.pilot import Pilot
 
@@ -41,19 +42,21 @@ async def until(pilot, predicate, message: str, timeout: float = 30.0):
 
 
 @contextlib.asynccontextmanager
-async def live_run(tmp_path: pathlib.Path, run_id: str, epochs: int = 1) -> AsyncIterator[tuple[str, ScriptedTrainer]]:
-    """A server and a scripted trainer connected to it, ``epochs`` of a run sent and the run still live:
-    ``(url, trainer)``; the trainer answers the commands it is sent."""
-    with running_server(tmp_path) as url:
+async def live_run(tmp_path: pathlib.Path, run_id: str, epochs: int = 1,
+                   **server: Any) -> AsyncIterator[tuple[str, ScriptedTrainer]]:  # running_server's own
+    """A server (``server``: its settings) and a scripted trainer connected to it, ``epochs`` of a run sent and
+    the run still live: ``(url, trainer)``; the trainer answers the commands it is sent."""
+    with running_server(tmp_path, **server) as url:
         async with scripted_trainer(url, run_id) as trainer:
             await trainer.send(scripted_run(run_id, epochs=epochs, finish=False))
             yield url, trainer
 
 
 @contextlib.asynccontextmanager
-async def run_view(url: str, run_id: str) -> AsyncIterator[tuple[EsperWatch, Pilot, RunViewScreen]]:
-    """The console opened on ``run_id``, once its run view shows: ``(app, pilot, view)``."""
+async def run_view(url: str, run_id: str,
+                   size: tuple[int, int] = SIZE) -> AsyncIterator[tuple[EsperWatch, Pilot, RunViewScreen]]:
+    """The console opened on ``run_id`` in a ``size`` terminal, once its run view shows: ``(app, pilot, view)``."""
     app = console(url, run_id=run_id)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
         yield app, pilot, view
