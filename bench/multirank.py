@@ -57,10 +57,8 @@ def _env() -> dict[str, str]:
 
 def worker(argv: list[str]) -> int:
     """One rank of a timed run (no server): prints, on rank 0, every rank's step time and exchange time."""
-    from leyline import TelemetryLevel
-    from nissa.hub import HubConfig
     from ranks import Ranks
-    from trainer.build import Hosting, build_run
+    from trainer.build import build_run, open_run
     from trainer.cli import train_parser
     from trainer.simic.config import TrainConfig
 
@@ -69,16 +67,16 @@ def worker(argv: list[str]) -> int:
     p.add_argument("--log-dir", required=True)
     ours, rest = p.parse_known_args(argv)
     config = TrainConfig.from_args(train_parser().parse_args(rest))
-    ranks = Ranks.start(config.device)
+    ranks = Ranks.start(config.device)  # the loop's own group: the run leaves it open at its end
     try:
-        run_id = ranks.agree(f"bench-{os.getpid()}")
-        hub = HubConfig(run_id=run_id, log_dir=Path(ours.log_dir), rank=ranks.rank)
-        run = build_run(config, ranks, Hosting(hub=hub, level=TelemetryLevel.NORMAL, agree=ours.agree == "on"))
+        run = build_run(config, open_run(config, run_name="bench", log_dir=Path(ours.log_dir), system_metrics=False,
+                                         agree=ours.agree == "on"))
         runtime = run.runtime
+        run.run.start()
         start = time.perf_counter()
         summary = run.train()
         wall = time.perf_counter() - start
-        runtime.finish(summary, timeout=5.0)
+        run.run.end(summary, timeout=5.0)
         steps = runtime.step
         exchange = runtime.agreement.total_s if runtime.agreement is not None else 0.0
         exchanges = runtime.agreement.rounds if runtime.agreement is not None else 0

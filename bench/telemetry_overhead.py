@@ -38,10 +38,8 @@ from pathlib import Path
 import torch
 
 from leyline import RunFinished, TelemetryLevel
-from nissa.hub import HubConfig
 from nissa.system import SystemConfig, SystemSampler, start_system_metrics
-from ranks import Ranks
-from trainer.build import Hosting, build_run, run_training
+from trainer.build import build_run, open_run, run_training
 from trainer.hooks import NullHooks
 from trainer.simic.config import TrainConfig
 
@@ -60,8 +58,9 @@ def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: i
     if variant == "DEBUG_NO_HUB":
         return _no_hub_run(config)
     level = TelemetryLevel.NORMAL if variant in ("PROFILE", "SYSTEM") else TelemetryLevel(variant)
-    run = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id=f"bench-{variant.lower()}-{tag}",
-                                                                  log_dir=log_dir), level=level))
+    run = build_run(config, open_run(config, run_id=f"bench-{variant.lower()}-{tag}", log_dir=log_dir,
+                                     level=level.value, system_metrics=False))
+    run.run.start()  # run_started, as esper-train sends it
     run.open_start_windows(profile_batches=profile_batches if variant == "PROFILE" else None)
     runtime = run.runtime
     start, cpu = time.perf_counter(), time.process_time()
@@ -70,7 +69,7 @@ def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: i
     summary = run.train()
     stop_system()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    runtime.finish(RunFinished(status="completed", duration_s=elapsed), timeout=30.0)
+    run.run.end(RunFinished(status="completed", duration_s=elapsed), timeout=30.0)
     env_epochs = config.n_envs * summary.epochs
     return env_epochs / elapsed, env_epochs / cpu
 

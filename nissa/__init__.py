@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     # what a loop uses
     "Api": "nissa.api", "Histogram": "nissa.histogram", "Run": "nissa.run",
-    # the parts ``init`` builds a run from, for a loop that wires its own (``esper-train`` does)
+    # the parts ``init`` builds a run from, for a loop that wires its own
     "HubConfig": "nissa.hub", "NissaHub": "nissa.hub", "DeliveryReport": "nissa.hub",
     "LogCorrupt": "nissa.hub.runlog", "SecretError": "nissa.hub.secret", "ServerUnavailable": "nissa.hub.rest",
     "UploadResult": "nissa.hub.upload", "upload_run": "nissa.hub.upload",
@@ -98,14 +98,14 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
          rank_timeout_s: float = 600.0, stack_watchdog_s: float = 0.0, project: str | None = None,
          group: str | None = None, tags: Sequence[str] | None = None, notes: str | None = None,
          summary: Mapping[str, str] | None = None, system_metrics: bool = True,
-         system_metrics_s: float = 10.0,
-         phases: Sequence[str] | None = None) -> Run:
+         system_metrics_s: float = 10.0, phases: Sequence[str] | None = None, heartbeat_s: float = 5.0,
+         envs_per_rank: int = 0, stragglers: StragglerConfig | None = None, agree: bool = True) -> Run:
     """Start a run and return its ``Run``: the run directory ``<log_dir>/<run_id>`` with its log and stream
     secret, the hub that streams the log to the server, the command runtime. ``run_started`` (with the commands
     declared by then) goes out at the first ``run.step()``, ``run.log()`` or ``with run:``.
 
     - ``server``: ``http://host:port``, or several comma-separated (failover); default ``$NISSA_SERVER``;
-      none: the run is only logged (``nissa.upload`` sends it later).
+      none: the run is only logged (``nissa.upload`` sends it later); ``""``: none, whatever ``$NISSA_SERVER`` says.
     - ``run_name``, ``config``: what the server, the console and the web page show (nested dicts are
       flattened to ``a.b`` keys). ``run_id``: default ``<run_name>-<utc time>-<random hex>``.
     - ``log_dir``: where run directories go (default ``nissa-runs``). ``token``: default ``$NISSA_TOKEN``.
@@ -125,15 +125,25 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     - ``phases``: the names of the loop's ``with run.phase(name)`` blocks a profile window of target ``update``
       may record (``["update", "validate"]``); a request for another is rejected with the reason. None: not said
       (such a window waits for its phase).
+    - ``heartbeat_s``: a ``heartbeat`` event (with the step reached) this often: the server tells a hung rank,
+      alive but not advancing, from a silent one by them.
+    - ``envs_per_rank``: for a loop that trains several environments per rank and labels events with ``env``:
+      rank r's env ``i`` is reported as ``r * envs_per_rank + i``, unique across the run (0: as given).
+    - ``stragglers``: when a rank counts as slow under torchrun (``nissa.StragglerConfig``; default 1.5 times
+      the others' median, 3 exchanges running). ``agree=False``: each rank applies a command at its own next
+      step instead of one agreed step (only to measure what agreement costs; never for a real run).
 
     Under torchrun every rank calls it (the process group is joined unless the loop made it); ``stacks``
-    commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it.
+    commands are answered at once, off the loop. A bad argument is a ``ValueError`` or ``TypeError`` naming it; a
+    ``log_dir`` that cannot be written is the ``OSError`` that says why (a note names ``log_dir``), a run log of
+    ``run_id`` that cannot be continued ``nissa.LogCorrupt``, and a rank gone while the ranks meet
+    ``ranks.RankError``.
     """
     import pathlib
 
     from leyline import TelemetryLevel
     from nissa import env
-    from nissa.checks import check_init, check_server
+    from nissa.checks import check_init, check_server, resolved_device
     from nissa.hub import HubConfig
     from nissa.join import agree_on_run
     from nissa.organize import organized
@@ -143,10 +153,13 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     from ranks import RanksConfig, join_ranks
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
-               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases)
+               stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases,
+               envs_per_rank=envs_per_rank, stragglers=stragglers)
     meta = organized(project=project, group=group, tags=tags, notes=notes,
                      summary=dict(summary) if isinstance(summary, Mapping) else summary)
-    if server is not None:
+    if server == "":  # none, said outright
+        server = None
+    elif server is not None:
         check_server(server, "server")
     elif env.server():
         server = env.server()
@@ -162,24 +175,30 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
         raise ValueError(f"nissa.init: level must be one of {[lv.value for lv in TelemetryLevel]}, "
                          f"got {level!r}") from None
     log_root = pathlib.Path(log_dir)
-    HubConfig(run_id="check", log_dir=log_root, server=server, token=token, name=run_name, queue_size=queue_size)
+    HubConfig(run_id="check", log_dir=log_root, server=server, token=token, name=run_name, queue_size=queue_size,
+              heartbeat_s=heartbeat_s)
     import torch.distributed as dist
 
     joined_here = not (dist.is_available() and dist.is_initialized())
     ranks = join_ranks(device, RanksConfig(timeout_s=rank_timeout_s))
     try:
         rid = agree_on_run(ranks, log_root, run_id, run_name)
-    except OSError as err:
-        raise type(err)(f"nissa.init: log_dir: cannot make the run's directory under {log_root}: "
-                        f"{err.strerror or err}") from None
-    hub = HubConfig(run_id=rid, log_dir=log_root, server=server, token=token, rank=ranks.rank, name=run_name,
-                    queue_size=queue_size)
-    runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks))
+        hub = HubConfig(run_id=rid, log_dir=log_root, server=server, token=token, rank=ranks.rank, name=run_name,
+                        queue_size=queue_size, heartbeat_s=heartbeat_s)
+        runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks, agree=agree,
+                                              env_base=ranks.rank * envs_per_rank))
+    except BaseException as err:
+        if isinstance(err, OSError):
+            err.add_note(f"nissa.init: log_dir {str(log_root)!r}: cannot write the run's directory or log")
+        if joined_here:
+            ranks.close()
+        raise
+    device = ranks.device_name(resolved_device(device))  # a CUDA rank's own GPU
     if system is not None:  # a CUDA rank samples its own GPU
-        system = SystemConfig(interval_s=system.interval_s, device=ranks.device_name(device))
+        system = SystemConfig(interval_s=system.interval_s, device=device)
     return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
                close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s, organized=meta,
-               system=system, phases=None if phases is None else tuple(phases))
+               system=system, phases=None if phases is None else tuple(phases), stragglers=stragglers)
 
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,

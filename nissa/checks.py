@@ -35,8 +35,11 @@ def check_server(server: object, source: str, caller: str = "nissa.init") -> Non
 
 
 def check_init(*, run_name: object, config: object, steps_per_epoch: object, device: object,
-               stack_watchdog_s: object, rank_timeout_s: object, phases: object = None) -> None:
+               stack_watchdog_s: object, rank_timeout_s: object, phases: object = None, envs_per_rank: object = 0,
+               stragglers: object = None) -> None:
     """The arguments of ``nissa.init`` the hub does not check itself."""
+    from nissa.telemetry.stragglers import StragglerConfig
+
     if not isinstance(run_name, str) or not run_name.strip():
         raise ValueError(f"nissa.init: run_name must be a non-empty string, got {run_name!r}")
     if config is not None and not isinstance(config, Mapping):
@@ -50,6 +53,10 @@ def check_init(*, run_name: object, config: object, steps_per_epoch: object, dev
     if not _is_number(rank_timeout_s) or not 0 < rank_timeout_s < float("inf"):
         raise ValueError(f"nissa.init: rank_timeout_s must be seconds > 0, got {rank_timeout_s!r}")
     check_device(device)
+    if not _is_int(envs_per_rank) or envs_per_rank < 0:
+        raise ValueError(f"nissa.init: envs_per_rank must be an int >= 0 (0: env ids as given), got {envs_per_rank!r}")
+    if stragglers is not None and not isinstance(stragglers, StragglerConfig):
+        raise TypeError(f"nissa.init: stragglers must be a nissa.StragglerConfig, got {type(stragglers).__name__}")
     if phases is not None:
         try:
             msgspec.convert(list(phases) if isinstance(phases, (list, tuple)) else phases, Phases)
@@ -74,6 +81,15 @@ def check_device(device: object) -> None:
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"nissa.init: device {device!r}, but this torch sees no CUDA device "
                          f"(torch.cuda.is_available() is False)")
+
+
+def resolved_device(device: str) -> str:
+    """The device a checked ``device`` names: ``auto`` is ``cuda`` where torch sees a CUDA device, else ``cpu``."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def check_log(values: object, step: object, labels: object) -> None:

@@ -37,7 +37,16 @@ from typing import Any, Literal
 
 import torch
 
-from leyline import Histograms, Metrics, RunFinished, RunStarted, SummaryUpdated, TelemetryLevel, metric_value
+from leyline import (
+    Histograms,
+    Metrics,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    SummaryUpdated,
+    TelemetryLevel,
+    metric_value,
+)
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import install_diagnostics
@@ -48,6 +57,7 @@ from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
 from nissa.system import SystemConfig, start_system_metrics
 from nissa.telemetry.install import install_profiling, install_rank_checks
+from nissa.telemetry.stragglers import StragglerConfig
 from nissa.watch import ModelWatch
 
 logger = logging.getLogger(__name__)
@@ -63,10 +73,14 @@ class Run:
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
                  device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
                  organized: Organized | None = None, system: SystemConfig | None = None,
-                 phases: tuple[str, ...] | None = None) -> None:
+                 phases: tuple[str, ...] | None = None, stragglers: StragglerConfig | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
         self.runtime = runtime
+        """The run's command runtime. A loop that counts its own steps and epochs (Esper's rounds of envs) reports
+        them here instead of calling ``run.step()``: ``runtime.step_boundary(step, epoch)``, ``runtime.epoch_end``,
+        ``runtime.emit(payload)``; ``runtime.commands.register(action, handler)`` puts a handler of its own in place
+        of ``on_checkpoint`` / ``on_stop``."""
         self.name = name
         self.config = flat_config(config)
         self.steps_per_epoch = steps_per_epoch
@@ -78,7 +92,8 @@ class Run:
         self.phases = phases
         """What a profile window of target ``update`` may record (``nissa.init(phases=…)``); None: not said."""
         self._profiles = install_profiling(runtime, device=device, phases=phases)
-        install_rank_checks(runtime)
+        stragglers = stragglers or StragglerConfig()
+        install_rank_checks(runtime, straggler_factor=stragglers.factor, straggler_epochs=stragglers.epochs)
         self._stop_watchdog = install_diagnostics(runtime, stack_watchdog_s)  # ``stacks`` answered off the loop
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
         self._step = self._epoch = 0
@@ -183,14 +198,31 @@ class Run:
             ranks = self.runtime.ranks
             self.runtime.emit(RunStarted(
                 name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
-                torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir),
+                torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir.resolve()),
                 world_size=ranks.world_size, commands=list(self._calls.declared), project=self.organized.project,
                 group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
                 summary=dict(self.organized.summary),
                 phases=None if self.phases is None else list(self.phases)))
-            if self._system is not None:  # after run_started: a run's stream begins with it
-                self._stop_system = start_system_metrics(self.runtime, self._system)
+            self._start_system()
         return self
+
+    def resume(self, resumed: RunResumed, control: Mapping[str, object]) -> Run:
+        """Go on with a run from a checkpoint, instead of ``start``: the run's log is continued (``nissa.init`` with
+        its ``run_id`` and ``log_dir``), ``resumed`` goes out instead of ``run_started``, and the run takes up the
+        checkpoint's step and epoch, its telemetry level and its debug windows (``control``: what
+        ``run.runtime.control_state()`` returned when the checkpoint was taken)."""
+        self._check_open("run.resume")
+        if self._started:
+            raise RuntimeError(f"run.resume: run {self.run_id} has started already")
+        self._started = True
+        self._step, self._epoch = resumed.checkpoint_step, resumed.checkpoint_epoch
+        self.runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, dict(control), resumed)
+        self._start_system()
+        return self
+
+    def _start_system(self) -> None:
+        if self._system is not None:  # after run_started: a run's stream begins with it
+            self._stop_system = start_system_metrics(self.runtime, self._system)
 
     def define_metric(self, name: str, summary: str = "min") -> None:
         """How the metric ``name`` is best: ``min``, ``max`` or ``last`` (its summary's ``best``; without this,
@@ -295,10 +327,17 @@ class Run:
             return self._report
         if status not in (None, *_END_STATUSES):
             raise ValueError(f"run.finish: status must be one of {list(_END_STATUSES)}, got {status!r}")
-        self.start()
         end = next((s for s in _END_STATUSES if s == status), "stopped" if self.should_stop else "completed")
-        summary = RunFinished(status=end, duration_s=time.monotonic() - self._started_at,
-                              epochs=self._epoch, error=error)
+        return self.end(RunFinished(status=end, duration_s=time.monotonic() - self._started_at, epochs=self._epoch,
+                                    error=error), timeout=timeout)
+
+    def end(self, summary: RunFinished, *, timeout: float = 10.0) -> DeliveryReport:
+        """``finish`` with the loop's own ``run_finished``, for a loop that reports more of how it ended than its
+        status (Esper: the rounds done, the accuracy reached, the seeds fossilized and pruned). The watchdog and
+        the machine's sampling stop, open windows close, and what is left is delivered within ``timeout``."""
+        if self._report is not None:
+            return self._report
+        self.start()
         self._stop_watchdog()
         self._stop_system()
         self._report = self.runtime.finish(summary, timeout=timeout)

@@ -17,7 +17,9 @@ PARSERS = {"nissa-server": server_parser, "nissa-server prune": prune_parser, "e
 
 
 def _shown(default: object) -> list[str]:
-    """How a default may be written in a help text: 10000 as 10000 or 10,000, 60.0 as 60."""
+    """How a default may be written in a help text: 10000 as 10000 or 10,000, 60.0 as 60, no tags as none."""
+    if default == ():
+        return ["none"]
     if isinstance(default, float):
         return [f"{default:g}"]
     if isinstance(default, int):

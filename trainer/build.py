@@ -1,27 +1,21 @@
-"""The composition root of an Esper run: ``build_run(config, ranks, hosting)`` wires the runtime (hub, commands,
-windows), the checkpointer (a null one when the run takes none) and the loop; the CLI, the tests and the
-benchmarks all build runs here. ``run_training`` runs the rounds of a built loop."""
+"""The composition root of an Esper run: ``open_run(config, …)`` makes its ``nissa.Run`` through ``nissa.init``, as
+any loop's is made; ``build_run(config, run, checkpoints)`` wires the checkpointer (a null one when the run takes
+none) and the loop on it. The CLI, the tests and the benchmarks all build runs here. ``run_training`` runs the
+rounds of a built loop."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
-from leyline import RunFinished, TelemetryLevel
-from nissa import (
-    HubConfig,
-    Runtime,
-    RuntimeConfig,
-    answer_stacks,
-    build_runtime,
-    install_profiling,
-    install_rank_checks,
-    open_start_windows,
-)
+from leyline import RunFinished
+from nissa import Run, Runtime, init, open_start_windows
 from ranks import Ranks
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
 from trainer.checkpoint.null import NullCheckpointer
@@ -43,7 +37,7 @@ from trainer.telemetry.install import telemetry_for_training
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["build_run", "build_trainer", "default_sites", "resolve_device", "run_training"]
+__all__ = ["build_run", "build_trainer", "default_sites", "open_run", "resolve_device", "run_training"]
 
 
 def lifecycle_config(config: TrainConfig) -> LifecycleConfig:
@@ -154,33 +148,33 @@ def _stateful(sites: LoopSites) -> Stateful | None:
 # --- the run around the loop ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Hosting:
-    """How an Esper run is hosted: its hub, its telemetry level, its checkpoints and its ranks' checks."""
-
-    hub: HubConfig
-    """Run id, log directory, server(s), token, queue."""
-    level: TelemetryLevel = TelemetryLevel.NORMAL
-    """Telemetry level outside debug windows."""
-    checkpoints: CheckpointConfig | None = None
-    """None: the run takes no checkpoints (a null checkpointer; ``checkpoint`` and ``stop`` are rejected)."""
-    straggler_factor: float = 1.5
-    """With several ranks: a rank slower than this times the others' median is reported."""
-    straggler_epochs: int = 3
-    """With several ranks: reported once slow for this many exchanges running (and recovers after as many under the
-    lower ratio)."""
-    agree: bool = True
-    """With several ranks, commands apply where the ranks agreed (off only to measure what agreement costs)."""
+def open_run(config: TrainConfig, *, settings: Mapping[str, Any] | None = None, **init_args: Any) -> Run:
+    """An Esper run's ``nissa.Run``, made by ``nissa.init`` as any loop's is: the run's device, phases and env
+    numbering (rank r's envs from ``r * n_envs``) from ``config``; ``run_started`` carries the config's flags and
+    ``settings`` (the telemetry settings the CLI records with them). ``init_args``: the rest of ``nissa.init``'s
+    arguments (``run_id``, ``log_dir``, ``server``, ``level``…). Raises what ``nissa.init`` raises."""
+    recorded = {**config.as_flat_dict(), **(settings or {})}
+    return init(config=recorded, device=config.device, phases=config.phases, envs_per_rank=config.n_envs,
+                      steps_per_epoch=0, **init_args)
 
 
 @dataclass
 class EsperRun:
-    """A built run: the loop's config and ranks, the runtime it reports through, its checkpointer."""
+    """A built run: the loop's config (its device this rank's), the ``nissa.Run`` it reports through, its
+    checkpointer."""
 
     config: TrainConfig
-    ranks: Ranks
-    runtime: Runtime
+    run: Run
     checkpoints: Checkpointer | NullCheckpointer
+
+    @property
+    def runtime(self) -> Runtime:
+        """The run's command runtime: the loop's ``RunHooks``."""
+        return self.run.runtime
+
+    @property
+    def ranks(self) -> Ranks:
+        return self.run.runtime.ranks
 
     def open_start_windows(self, *, profile_batches: int | None = None, profile_update: bool = False) -> None:
         """Profile windows from the run's start (``--profile``, ``--profile-update``); after ``run_started``."""
@@ -192,23 +186,22 @@ class EsperRun:
                             checkpoints=self.checkpoints, resume=resume)
 
 
-def build_run(config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
-    """The one place an Esper run is wired: a started hub and command runtime (rank r's envs numbered from
-    ``r * n_envs``), the profile handler, the ranks' straggler check, stacks on demand, and the checkpointer.
-    ``OSError`` / ``LogCorrupt`` when the run log cannot be written or continued."""
-    runtime = build_runtime(RuntimeConfig(hub=hosting.hub, level=hosting.level, ranks=ranks, agree=hosting.agree,
-                                          env_base=ranks.rank * config.n_envs))
-    install_profiling(runtime, device=config.device, phases=config.phases)
-    install_rank_checks(runtime, straggler_factor=hosting.straggler_factor, straggler_epochs=hosting.straggler_epochs)
-    answer_stacks(runtime)
-    checkpoints: Checkpointer | NullCheckpointer = NullCheckpointer()
-    if hosting.checkpoints is not None:
-        hub = runtime.hub
-        checkpoints = Checkpointer(hosting.checkpoints, store_of(hub.config.run_dir, ranks.rank),
-                                   run_config=config.as_flat_dict(),
-                                   manifest={"run_id": runtime.run_id, "name": hub.config.name,
-                                             "world_size": ranks.world_size},
-                                   hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
-                                   prunes=ranks.is_main)
-        checkpoints.register(runtime.commands)
-    return EsperRun(config=config, ranks=ranks, runtime=runtime, checkpoints=checkpoints)
+def build_run(config: TrainConfig, run: Run, checkpoints: CheckpointConfig | None = None) -> EsperRun:
+    """The one place an Esper run is wired, on a ``nissa.Run`` (``open_run``; it holds the hub, the command runtime,
+    profiling, the ranks' straggler check and stacks on demand): the loop's device this rank's, and the
+    checkpointer (None: a null one; ``checkpoint`` and ``stop`` are then rejected with the reason)."""
+    runtime = run.runtime
+    ranks = runtime.ranks
+    config = dataclasses.replace(config, device=ranks.device_name(config.device))
+    if checkpoints is None:
+        NullCheckpointer.register(runtime.commands)
+        return EsperRun(config=config, run=run, checkpoints=NullCheckpointer())
+    hub = runtime.hub
+    checkpointer = Checkpointer(checkpoints, store_of(hub.config.run_dir, ranks.rank),
+                                run_config=config.as_flat_dict(),
+                                manifest={"run_id": runtime.run_id, "name": hub.config.name,
+                                          "world_size": ranks.world_size},
+                                hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
+                                prunes=ranks.is_main)
+    checkpointer.register(runtime.commands)
+    return EsperRun(config=config, run=run, checkpoints=checkpointer)

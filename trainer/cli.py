@@ -6,34 +6,32 @@ import argparse
 import logging
 import os
 import pathlib
-import platform
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Literal, NoReturn
 
-from leyline import RunFinished, RunStarted, TelemetryLevel
-from leyline.commands import MAX_PROFILE_BATCHES
+from leyline import RunFinished
 from nissa import (
     HubConfig,
     LogCorrupt,
-    Runtime,
     SecretError,
     ServerUnavailable,
     UploadResult,
-    agree_on_run,
     checked_run_id,
     upload_run,
 )
-from ranks import RankError, Ranks, RanksConfig, join_ranks
+from ranks import RankError, Ranks
+from trainer.cli_flags import add_train_args, add_upload_args, check_telemetry_args, check_upload_args
 
 # torch and the training loop are imported inside the training functions only: `esper-train
 # upload` never trains, and starts in a fraction of the time without them.
 
 if TYPE_CHECKING:
-    from trainer.build import EsperRun, Hosting
+    from nissa import DeliveryReport, Run
+    from trainer.build import EsperRun
     from trainer.checkpoint.resume import ResumePoint
     from trainer.simic.config import TrainConfig
 
@@ -86,64 +84,16 @@ def environment() -> Environment:
                        run_id=os.environ.get("NISSA_RUN_ID"))
 
 
-def _checked_run_id(value: str) -> str:
-    return checked_run_id(value, "--run-id")
-
-
 def train_parser() -> argparse.ArgumentParser:
+    """Every flag made from a dataclass (``trainer.cli_flags``, ``trainer.checkpoint.resume``,
+    ``trainer.simic.config``), the ``$NISSA_*`` values as their defaults."""
     from trainer.checkpoint.resume import add_checkpoint_args
     from trainer.simic.config import add_training_args
 
     env = environment()
     p = _Parser(prog="esper-train", usage=USAGE, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Train an Esper run and stream its events to nissa-server.")
-    g = p.add_argument_group("telemetry")
-    g.add_argument("--server", default=env.server,
-                   help="nissa-server URL, e.g. http://127.0.0.1:8765, or several comma-separated (servers sharing "
-                        "one database, tried in turn when a connection fails) (default $NISSA_SERVER; none: log only)")
-    g.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
-    g.add_argument("--run-name", default="esper", help="human name of the run (default esper)")
-    g.add_argument("--run-id", default=env.run_id,
-                   help="run id to use (default: <run-name>-<utc time>-<random>, chosen by rank 0 under "
-                        "torchrun); an existing run's id continues its log")
-    g.add_argument("--log-dir", default="./runs", help="where run logs go (default ./runs)")
-    g.add_argument("--project", default="", help="the project the run belongs to (GET /runs?q=project:P; default none)")
-    g.add_argument("--group", default="", help="runs that go together: a sweep, the seeds of one experiment "
-                                               "(default none)")
-    g.add_argument("--tag", action="append", default=None, metavar="TAG", dest="tags",
-                   help="a tag of the run (repeat for several; editable later with PATCH /runs/{id}; default none)")
-    g.add_argument("--notes", default="", help="free text about the run (default none)")
-    g.add_argument("--telemetry-level", default="NORMAL", type=str.upper,
-                   choices=[lv.value for lv in TelemetryLevel], help="level outside debug windows (default NORMAL)")
-    g.add_argument("--hub-queue", type=int, default=10_000, metavar="EVENTS",
-                   help="events held in memory before metrics drop (default 10000)")
-    g.add_argument("--profile", type=int, metavar="BATCHES",
-                   help="open a torch.profiler window over the first BATCHES training batches (default: none)")
-    g.add_argument("--profile-update", action="store_true",
-                   help="open a torch.profiler window over the first PPO update (default: off)")
-    g.add_argument("--close-timeout", type=float, default=15.0, metavar="SECONDS",
-                   help="seconds to deliver what is left when the run ends (default 15)")
-    g.add_argument("--heartbeat", type=float, default=5.0, metavar="SECONDS",
-                   help="a heartbeat (with the step reached) this often: the server tells a hung rank, alive but "
-                        "not advancing, from a silent one by them (default 5)")
-    g.add_argument("--stack-watchdog", type=float, default=300.0, metavar="SECONDS",
-                   help="write every thread's stack to RUN_DIR/stacks/ when no Python thread has run for SECONDS "
-                        "(the training thread stuck in native code holding the GIL); 0: off (default 300)")
-    g.add_argument("--no-system-metrics", dest="system_metrics", action="store_false",
-                   help="do not sample the machine (CPU, memory, disk and network I/O, GPUs) into series system.* "
-                        "(default: sampled)")
-    g.add_argument("--system-metrics-interval", type=float, default=10.0, metavar="SECONDS",
-                   help="seconds between samples of the machine (default 10)")
-    g.add_argument("-v", "--verbose", action="store_true",
-                   help="log what the hub and the loop do to stderr (default: warnings only)")
-    r = p.add_argument_group("ranks (under torchrun)")
-    r.add_argument("--rank-timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="how long the ranks wait for each other at an exchange before giving up (default 600)")
-    r.add_argument("--straggler-factor", type=float, default=1.5, metavar="F",
-                   help="a rank whose step time is over F times the other ranks' median is slow (default 1.5)")
-    r.add_argument("--straggler-epochs", type=int, default=3, metavar="N",
-                   help="a slow rank is reported once slow N epochs running, and again only after N epochs "
-                        "under the midpoint of 1 and F (default 3)")
+    add_train_args(p, server=env.server, token=env.token, run_id=env.run_id)
     add_checkpoint_args(p)
     add_training_args(p)
     return p
@@ -153,13 +103,7 @@ def upload_parser() -> argparse.ArgumentParser:
     env = environment()
     p = _Parser(prog="esper-train upload",
                 description="Upload a run's local log and its profile traces to nissa-server (idempotent).")
-    p.add_argument("run_dir", type=pathlib.Path, help="the run's directory, LOG_DIR/<run_id>")
-    p.add_argument("--server", default=env.server, help="nissa-server URL (default $NISSA_SERVER)")
-    p.add_argument("--token", default=env.token, help="bearer token (default $NISSA_TOKEN)")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for a server that does not answer yet (default 0: fail at once)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
-                   help="give up delivering the events after this many seconds (default 120)")
+    add_upload_args(p, server=env.server, token=env.token)
     return p
 
 
@@ -176,90 +120,44 @@ def _finish_through_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: logger.info("signal %d while finishing: finishing", signum))
 
 
-def _run_started(runtime: Runtime, name: str, config: TrainConfig, args: argparse.Namespace) -> RunStarted:
-    import torch
-
-    from trainer.build import resolve_device
-
-    flat = config.as_flat_dict()
-    flat.update({"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue})
-    return RunStarted(name=name, config=flat, host=platform.node(), pid=os.getpid(),
-                      device=str(resolve_device(config.device)), torch_version=str(torch.__version__),
-                      log_dir=str(pathlib.Path(args.log_dir).resolve()), world_size=runtime.ranks.world_size,
-                      project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())),
-                      notes=args.notes, phases=list(config.phases))
-
-
-def _check_organized(args: argparse.Namespace) -> None:
-    """--project, --group, --tag and --notes as the contract takes them; ValueError names the flag."""
-    from nissa import organized
-
-    for flag, given in (("--project", {"project": args.project}), ("--group", {"group": args.group}),
-                        ("--tag", {"tags": args.tags or []}), ("--notes", {"notes": args.notes})):
-        try:
-            organized("esper-train", **given)
-        except ValueError as err:
-            raise ValueError(f"{flag}: {str(err).removeprefix('esper-train: ')}") from None
-
-
 def _check_telemetry_args(args: argparse.Namespace) -> None:
-    """The telemetry group's bounds; ValueError names the flag (the training group checks its own)."""
-    if args.profile is not None and not 1 <= args.profile <= MAX_PROFILE_BATCHES:
-        raise ValueError(f"--profile: must be in 1..{MAX_PROFILE_BATCHES}, got {args.profile}")
-    if args.hub_queue < 1:
-        raise ValueError(f"--hub-queue: must be >= 1, got {args.hub_queue}")
-    if not args.close_timeout >= 0:
-        raise ValueError(f"--close-timeout: must be >= 0 seconds, got {args.close_timeout}")
+    """The telemetry and ranks groups' bounds (``trainer.cli_flags``); ValueError names the flag (the training
+    group checks its own)."""
+    check_telemetry_args(args)
+
+
+def _open(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig) -> Run:
+    """The run's ``nissa.Run``, made by ``nissa.init`` as any loop's is (``trainer.build.open_run``): the ranks
+    joined, the run id chosen by rank 0 with the run directory and its stream secret, the hub started on the run
+    log. What it refuses is a flag's fault, and gets one line naming the flag."""
     from nissa import StragglerConfig
-    StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs)  # names the flag
-    if not 0.1 <= args.heartbeat <= 3600:
-        raise ValueError(f"--heartbeat: must be in 0.1..3600 seconds, got {args.heartbeat}")
-    from nissa import SystemConfig
+    from trainer.build import open_run
+
+    settings = {"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue}
     try:
-        SystemConfig(interval_s=args.system_metrics_interval)
-    except ValueError as err:
-        raise ValueError(f"--system-metrics-interval: {err}") from None
-    if not args.stack_watchdog >= 0:
-        raise ValueError(f"--stack-watchdog: must be >= 0 seconds, got {args.stack_watchdog}")
-
-
-def _build(parser: argparse.ArgumentParser, config: TrainConfig, ranks: Ranks, hosting: Hosting) -> EsperRun:
-    """The run, from the composition root. The hub opens the run log first: a log dir it cannot write, or a
-    log it cannot continue, is the flag's fault and gets one line."""
-    from trainer.build import build_run
-
-    try:
-        return build_run(config, ranks, hosting)
+        return open_run(config, settings=settings, run_name=args.run_name, run_id=args.run_id or None,
+                        log_dir=args.log_dir, server=args.server or "", token=args.token,
+                        level=args.telemetry_level, queue_size=args.hub_queue, heartbeat_s=args.heartbeat,
+                        rank_timeout_s=args.rank_timeout, stack_watchdog_s=args.stack_watchdog,
+                        project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())),
+                        notes=args.notes, system_metrics=args.system_metrics,
+                        system_metrics_s=args.system_metrics_interval,
+                        stragglers=StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs))
     except LogCorrupt as err:
-        parser.error(f"--run-id {hosting.hub.run_id}: its existing log cannot be continued: {err}")
+        parser.error(f"--run-id {args.run_id}: its existing log cannot be continued: {err}")
     except OSError as err:
-        _log_dir_error(parser, hosting.hub.log_dir, err)
+        _log_dir_error(parser, args.log_dir, err)
+    except SecretError as err:
+        parser.error(f"--log-dir {args.log_dir}: {err}")
+    except RankError as err:
+        parser.exit(1, f"{parser.prog}: error: {err}\n")
+    except ValueError as err:
+        parser.error(str(err))
 
 
 def _log_dir_error(parser: argparse.ArgumentParser, log_dir: object, err: OSError) -> NoReturn:
     where = f" ({err.filename})" if err.filename else ""
     parser.error(f"--log-dir {log_dir}: cannot write the run log: {err.strerror or err}{where}")
-
-
-def _join(parser: argparse.ArgumentParser, args: argparse.Namespace, device: str) -> Ranks:
-    """This process's ranks (alone: rank 0 of 1); a group it cannot join is one line."""
-    try:
-        return join_ranks(device, RanksConfig(timeout_s=args.rank_timeout))
-    except ValueError as err:
-        parser.error(str(err))
-    except RankError as err:
-        parser.exit(1, f"{parser.prog}: error: {err}\n")
-
-
-def _agree_on_run(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks) -> str:
-    """Rank 0 chooses the run id and creates the run directory with its stream secret; every rank gets
-    both through the process group (a rank on another machine writes the secret into its own log dir)."""
-    try:
-        return agree_on_run(ranks, pathlib.Path(args.log_dir), args.run_id, args.run_name)
-    except OSError as err:
-        _log_dir_error(parser, args.log_dir, err)
-    except (SecretError, ValueError) as err:
-        parser.error(f"--log-dir {args.log_dir}: {err}")
 
 
 def _train(argv: Sequence[str]) -> int:
@@ -283,98 +181,83 @@ def _train(argv: Sequence[str]) -> int:
         else:
             config = TrainConfig.from_args(args)
         if args.run_id:
-            _checked_run_id(args.run_id)
-        if not args.run_name.strip():
-            raise ValueError(f"--run-name: must not be empty, got {args.run_name!r}")
-        _check_organized(args)
+            checked_run_id(args.run_id, "--run-id")  # a resumed run's: its directory's name
         args.server = args.server or None  # --server '': none
         HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
                   name=args.run_name, queue_size=args.hub_queue)
     except (ConfigError, ValueError) as err:
         parser.error(str(err))
-    ranks = _join(parser, args, config.device)
+    run = _open(parser, args, config)
     try:
-        return _run(parser, args, config, ranks)
+        return _run(parser, args, config, run)
     finally:
-        ranks.close()
+        run.runtime.ranks.close()  # when the run did not get to end (it closes them itself): a no-op after
 
 
-def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, ranks: Ranks) -> int:
-    """One rank's run, from agreeing on its id to its last line."""
-    import dataclasses
-
-    from nissa import SystemConfig, start_system_metrics, start_watchdog
-    from trainer.build import Hosting
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, run: Run) -> int:
+    """One rank's run, from its first contact with the server to its last line."""
+    from trainer.build import build_run
     from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
-    from trainer.data import DataError
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
 
-    config = dataclasses.replace(config, device=ranks.device_name(config.device))
-    run_id = _agree_on_run(parser, args, ranks)
-    hub = HubConfig(run_id=run_id, log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
-                    rank=ranks.rank, name=args.run_name, queue_size=args.hub_queue, heartbeat_s=args.heartbeat)
-    hosting = Hosting(hub=hub, level=TelemetryLevel(args.telemetry_level), straggler_factor=args.straggler_factor,
-                      straggler_epochs=args.straggler_epochs,
-                      checkpoints=CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints))
-    run = _build(parser, config, ranks, hosting)
-    runtime, checkpoints = run.runtime, run.checkpoints
+    runtime, ranks = run.runtime, run.runtime.ranks
+    esper = build_run(config, run, CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints))
     if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
         parser.exit(2, f"{parser.prog}: error: {refused}\n" if refused else "")
-    point = _resume_point(parser, args, ranks, hub.run_dir, config.rounds) if args.resume else None
-    remember_server(hub.run_dir, args.server)
-    _say(f"run id: {run_id}")
-    _say(f"run log: {hub.log_path}")
+    point = _resume_point(parser, args, ranks, run.run_dir, config.rounds) if args.resume else None
+    remember_server(run.run_dir, args.server)
+    _say(f"run id: {run.run_id}")
+    log_path = runtime.hub.config.log_path
+    _say(f"run log: {log_path}")
     if ranks.is_main:
-        line, to_stderr = streaming_line(args.server, getattr(args, "server_before", False), hub.log_path, hub.run_dir)
+        line, to_stderr = streaming_line(args.server, getattr(args, "server_before", False), log_path, run.run_dir)
         _say(line, err=to_stderr)
     _interrupt_on_sigterm()
-    start = time.monotonic()
-    summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
-    stop_watchdog = start_watchdog(runtime, args.stack_watchdog)  # stacks on demand: build_run
-    stop_system = _nothing
-    try:
-        if point is None:
-            runtime.emit(_run_started(runtime, args.run_name, config, args))
-        else:
-            _say(f"resumed from {point.path} (round {point.round})")
-            resumed = point.resumed()
-            runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, point.state["control"], resumed)
-        if args.system_metrics:  # after run_started: a run's stream begins with it
-            stop_system = start_system_metrics(runtime, SystemConfig(interval_s=args.system_metrics_interval,
-                                                                     device=config.device))
-        # After run_started: it may open windows. Both flags: the update window waits for the first.
-        run.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
-        summary = run.train(resume=None if point is None else point.state)
-    except KeyboardInterrupt:
-        summary = RunFinished(status="interrupted", duration_s=time.monotonic() - start, epochs=runtime.epoch)
-    except RankError as err:  # another rank died or hung: this one cannot go on alone
-        _say(f"esper-train: error: {err}", err=True)
-        summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
-                              error=str(err)[:2000])
-    except DataError as err:  # the data turned out unreadable once loaded: the flag's fault, not a bug
-        _say(f"esper-train: error: {err}", err=True)
-        summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
-                              error=str(err)[:2000])
-    except Exception as err:  # a failed run still ends its log with run_finished, and exits non-zero
-        logger.exception("training failed")
-        summary = RunFinished(status="failed", duration_s=time.monotonic() - start, epochs=runtime.epoch,
-                              error=f"{type(err).__name__}: {err}"[:2000])
-    finally:
-        stop_watchdog()
-        stop_system()
-        _finish_through_sigterm()
-        report = runtime.finish(summary, timeout=args.close_timeout)
-    last = checkpoints.written[-1].path if checkpoints.written else None
-    for line, to_stderr in end_lines(run_id, ranks.rank if ranks.distributed else None, summary, report, hub.run_dir,
-                                     last):
+    summary, report = _train_and_end(args, esper, point)
+    last = esper.checkpoints.written[-1].path if esper.checkpoints.written else None
+    for line, to_stderr in end_lines(run.run_id, ranks.rank if ranks.distributed else None, summary, report,
+                                     run.run_dir, last):
         _say(line, err=to_stderr)
     return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
 
 
-def _nothing() -> None:
-    pass
+def _train_and_end(args: argparse.Namespace, esper: EsperRun, point: ResumePoint | None) -> tuple[RunFinished,
+                                                                                                 DeliveryReport]:
+    """Start (or resume) the run, train it, and end it however training ended: ``run_finished`` always goes
+    last, with the status and the error."""
+    from trainer.data import DataError
+
+    start = time.monotonic()
+    summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
+    try:
+        if point is None:
+            esper.run.start()
+        else:
+            _say(f"resumed from {point.path} (round {point.round})")
+            esper.run.resume(point.resumed(), point.state["control"])
+        # After run_started: it may open windows. Both flags: the update window waits for the first.
+        esper.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
+        summary = esper.train(resume=None if point is None else point.state)
+    except KeyboardInterrupt:
+        summary = _cut_short(esper, start, "interrupted")
+    except (RankError, DataError) as err:  # a rank died or hung; the data turned out unreadable: said, not a bug
+        _say(f"esper-train: error: {err}", err=True)
+        summary = _cut_short(esper, start, "failed", str(err))
+    except Exception as err:  # a failed run still ends its log with run_finished, and exits non-zero
+        logger.exception("training failed")
+        summary = _cut_short(esper, start, "failed", f"{type(err).__name__}: {err}")
+    finally:
+        _finish_through_sigterm()
+        report = esper.run.end(summary, timeout=args.close_timeout)
+    return summary, report
+
+
+def _cut_short(esper: EsperRun, start: float, status: Literal["failed", "interrupted"],
+               error: str | None = None) -> RunFinished:
+    return RunFinished(status=status, duration_s=time.monotonic() - start, epochs=esper.runtime.epoch,
+                       error=None if error is None else error[:2000])
 
 
 def _resume_point(parser: argparse.ArgumentParser, args: argparse.Namespace, ranks: Ranks, run_dir: pathlib.Path,
@@ -392,10 +275,10 @@ def _upload(argv: Sequence[str]) -> int:
     parser = upload_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.server:
-        parser.error("--server is required (or set NISSA_SERVER)")
-    if not args.wait >= 0 or not args.timeout > 0:
-        parser.error(f"--wait must be >= 0 and --timeout > 0 seconds, got {args.wait} and {args.timeout}")
+    try:
+        check_upload_args(args)
+    except ValueError as err:
+        parser.error(str(err))
 
     def waiting(why: str) -> None:
         _say(f"esper-train upload: --server {args.server}: {why}; waiting up to {args.wait:g} s", err=True)

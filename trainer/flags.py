@@ -2,13 +2,16 @@
 
 One generic function, ``add_fields``, makes a flag of each field: its name from the field's (``n_envs`` is
 ``--n-envs``; a nested config's fields are prefixed with its name: ``ppo.lr`` is ``--ppo-lr``), its type and
-choices from the annotation (``int``, ``float``, ``str``, ``bool``, a ``Literal`` of choices, ``X | None``), its
-help from the docstring written under the field, and its default from the dataclass, shown by argparse itself
-(``%(default)s``). ``values`` reads a parsed namespace back into the dataclass's keyword arguments, ``given``
-says which flags a command line really spelled out (a resumed run checks those against its checkpoint).
+choices from the annotation (``int``, ``float``, ``str``, ``pathlib.Path``, ``bool``, a ``Literal`` of choices, a
+string ``Enum``, ``X | None``), its help from the docstring written under the field, and its default from the
+dataclass, shown by argparse itself (``%(default)s``). A field without a default of its own is a positional
+argument. The caller may respell a flag (``names``, ``aliases``, ``metavars``), make it repeatable (``repeat``: a
+``tuple[str, ...]`` field, one value per flag), match its choices in any case (``fold_case``) or keep its default
+out of ``--help`` (``secret``). ``values`` reads a parsed namespace back into the dataclass's keyword arguments,
+``given`` says which flags a command line really spelled out (a resumed run checks those against its checkpoint).
 
 A config's ``__post_init__`` may raise ``FieldError(field, message)``; ``build`` turns it into a message that
-names the flag.
+names the flag (``as_field_error`` makes one of another config's ``ValueError``).
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import enum
 import functools
 import inspect
+import pathlib
 import re
 import textwrap
 import types
@@ -31,9 +36,9 @@ T = TypeVar("T")
 class FieldError(ValueError):
     """A config field's value is out of bounds; ``field`` names it, the message says why."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, *, value: object = None) -> None:
         super().__init__(f"{field}: {message}")
-        self.field, self.reason = field, message
+        self.field, self.reason, self.value = field, message, value
 
 
 def flag_of(name: str, prefix: str = "") -> str:
@@ -75,42 +80,98 @@ def _kind(hint: Any) -> tuple[Callable[[str], Any], tuple[Any, ...] | None]:
     if typing.get_origin(hint) is Literal:
         choices = typing.get_args(hint)
         return type(choices[0]), choices
-    if hint in (int, float, str):
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):  # its members' values, spelled as on the namespace
+        choices = tuple(m.value for m in hint)
+        return type(choices[0]), choices
+    if hint in (int, float, str, pathlib.Path):
         return hint, None
     return str, None  # spelled as text; the caller's parse turns it into the field's type
 
 
 def _shown(value: Any) -> Any:
-    """A default as its flag would spell it (a tuple of ids as ``a,b``)."""
+    """A default as its flag would spell it (a tuple of ids as ``a,b``, an enum member as its value)."""
+    if isinstance(value, enum.Enum):
+        return value.value
     return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+def _folded(choices: Sequence[str]) -> Callable[[str], str]:
+    """The choice a text names in any case (the text itself when none: argparse then names the choices)."""
+    by_case = {str(c).casefold(): c for c in choices}
+
+    def choice(text: str) -> str:
+        return by_case.get(text.casefold(), text)
+
+    return choice
+
+
+class _Repeat(argparse.Action):
+    """One value per flag, gathered in a tuple after the default's (``--tag a --tag b``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, (*(before if isinstance(before, tuple) else ()), values))
+
+
+def _default_of(f: dataclasses.Field[Any], default: Any) -> Any:
+    """The field's default: ``default``'s (an instance or a mapping), else its own; MISSING when it has none."""
+    if isinstance(default, Mapping) and f.name in default:
+        return default[f.name]
+    if default is not None and not isinstance(default, Mapping):
+        return getattr(default, f.name)
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _positional(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def add_fields(group: argparse._ActionsContainer, cls: type, *, default: Any = None, prefix: str = "",
                skip: Iterable[str] = (), aliases: Mapping[str, Sequence[str]] | None = None,
-               metavars: Mapping[str, str] | None = None) -> None:
+               metavars: Mapping[str, str] | None = None, names: Mapping[str, Sequence[str]] | None = None,
+               repeat: Iterable[str] = (), fold_case: Iterable[str] = (), secret: Iterable[str] = ()) -> None:
     """A flag for every field of the dataclass ``cls`` but ``skip``; defaults from ``default`` (an instance of
-    ``cls``; its own defaults when None). ``aliases``: other spellings a field's flag keeps."""
-    default = cls() if default is None else default
-    skip = frozenset(skip)
+    ``cls``, or a mapping of field name to default over the dataclass's own: a class with a positional field has
+    no instance before its command line). ``names``: a field's spellings in place of ``--field-name``;
+    ``aliases``: other spellings it keeps; ``repeat``: fields given once per value; ``fold_case``: fields whose
+    choices are matched in any case; ``secret``: fields whose default ``--help`` does not show."""
+    skip, repeat, fold_case, secret = frozenset(skip), frozenset(repeat), frozenset(fold_case), frozenset(secret)
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip or not f.init:
             continue
-        value = getattr(default, f.name)
         help_text = _first_sentence(docs.get(f.name, f.name.replace("_", " ")))
-        names = [flag_of(f.name, prefix), *(aliases or {}).get(f.name, ())]
-        dest = dest_of(f.name, prefix)
-        if hints[f.name] is bool:
-            action = group.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction, default=value,
-                                        help=help_text)
-            if "%(default)" not in (action.help or ""):  # Python 3.11 to 3.13 add it themselves
-                action.help = f"{help_text} (default: %(default)s)"
-            continue
         kind, choices = _kind(hints[f.name])
-        shown = "none" if value is None else "%(default)s"
-        group.add_argument(*names, dest=dest, type=kind, choices=choices, default=_shown(value),
-                           metavar=(metavars or {}).get(f.name), help=f"{help_text} (default: {shown})")
+        if f.name in fold_case and choices is not None:
+            kind = _folded(choices)
+        dest, metavar = dest_of(f.name, prefix), (metavars or {}).get(f.name)
+        if _positional(f):
+            group.add_argument(dest, type=kind, choices=choices, metavar=metavar, help=help_text)
+            continue
+        value = _default_of(f, default)
+        spelled = [*(names or {}).get(f.name, [flag_of(f.name, prefix)]), *(aliases or {}).get(f.name, ())]
+        if hints[f.name] is bool:
+            _add_switch(group, spelled, dest, value, help_text)
+            continue
+        shown = ("none" if value is None or value == "" or value == () else
+                 "set, not shown" if f.name in secret else "%(default)s")
+        how: dict[str, Any] = ({"action": _Repeat, "default": value} if f.name in repeat else
+                               {"type": kind, "choices": choices, "default": _shown(value)})
+        group.add_argument(*spelled, dest=dest, metavar=metavar, help=f"{help_text} (default: {shown})", **how)
+
+
+def _add_switch(group: argparse._ActionsContainer, spelled: list[str], dest: str, value: bool, help_text: str) -> None:
+    """``--name`` / ``--no-name`` (a short alias such as ``-v`` turns it on)."""
+    action = group.add_argument(*spelled, dest=dest, action=argparse.BooleanOptionalAction, default=value,
+                                help=help_text)
+    if "%(default)" not in (action.help or ""):  # Python 3.11 to 3.13 add it themselves
+        action.help = f"{help_text} (default: %(default)s)"
 
 
 def values(ns: argparse.Namespace, cls: type, *, prefix: str = "", skip: Iterable[str] = ()) -> dict[str, Any]:
@@ -125,12 +186,26 @@ def values(ns: argparse.Namespace, cls: type, *, prefix: str = "", skip: Iterabl
 
 
 def build(cls: Callable[..., T], kwargs: Mapping[str, Any], *, prefix: str = "",
-          error: type[ValueError] = ValueError) -> T:
-    """``cls(**kwargs)``; a ``FieldError`` becomes ``error`` naming the field's flag."""
+          error: type[ValueError] = ValueError, names: Mapping[str, Sequence[str]] | None = None) -> T:
+    """``cls(**kwargs)``; a ``FieldError`` becomes ``error`` naming the field's flag (its long name in ``names``,
+    as ``add_fields`` took them, where it has one)."""
     try:
         return cls(**kwargs)
     except FieldError as err:
-        raise error(f"{flag_of(err.field, prefix)}: {err.reason}") from None
+        given = "" if err.value is None else f" {err.value}"
+        spelled = [n for n in (names or {}).get(err.field, ()) if n.startswith("--")]
+        raise error(f"{spelled[0] if spelled else flag_of(err.field, prefix)}{given}: {err.reason}") from None
+
+
+def as_field_error(field: str, check: Callable[[], object]) -> None:
+    """``check()`` (another config's constructor, whose ValueError already names the flag) with its ValueError
+    as a ``FieldError`` of ``field``."""
+    try:
+        check()
+    except FieldError:
+        raise
+    except ValueError as err:
+        raise FieldError(field, str(err).removeprefix(f"{flag_of(field)}: ")) from None
 
 
 def given(parser: argparse.ArgumentParser, argv: Sequence[str], dests: Iterable[str]) -> dict[str, Any]:

@@ -169,3 +169,10 @@ def test_a_healthy_run_of_two_ranks_reports_no_straggler(killed_run):
     stragglers = [e["payload"]["detail"] for e in events
                   if e["kind"] == "anomaly_detected" and e["payload"]["anomaly"] == "straggler"]
     assert len(epochs) >= 6 and len(stragglers) <= 1, (len(epochs), stragglers)
+
+
+def test_each_ranks_envs_are_numbered_from_its_base(killed_run):
+    # --n-envs 1 per rank: rank r's env is reported as r (nissa.init's envs_per_rank), unique across the run.
+    for rank in (0, 1):
+        envs = {e["env"] for e in _log(killed_run.run_dir, rank) if e.get("env") is not None}
+        assert envs == {rank}, (rank, envs)

@@ -76,13 +76,13 @@ def test_a_plain_loop_run_answers_stacks_too(tmp_path):
 
 def test_an_esper_run_built_anywhere_answers_stacks(tmp_path):
     # build_run is what the CLI, the tests and the benchmarks share: stacks were wired in the CLI only.
-    from ranks import Ranks
-    from trainer.build import Hosting, build_run
+    from trainer.build import build_run, open_run
     from trainer.simic.config import TrainConfig
 
     with running_server(tmp_path) as url:
-        hub = HubConfig(run_id="built", log_dir=tmp_path / "runs", server=url)
-        run = build_run(TrainConfig(device="cpu", log_every=0), Ranks.single(), Hosting(hub=hub))
+        config = TrainConfig(device="cpu", log_every=0)
+        run = build_run(config, open_run(config, run_id="built", log_dir=tmp_path / "runs", server=url,
+                                         system_metrics=False))
         run.runtime.step_boundary(3, 0)
         run.runtime.hub.flush(timeout=30)
         command_id = httpx.post(f"{url}/escalate", json={"run_id": "built", "action": "stacks"},
@@ -90,7 +90,7 @@ def test_an_esper_run_built_anywhere_answers_stacks(tmp_path):
         record = wait_for(lambda: (r := httpx.get(f"{url}/commands/{command_id}").json())["status"] == "completed"
                           and r, timeout=30, message="the stacks command completed")
         assert "test_an_esper_run_built_anywhere_answers_stacks" in record["result"]["stacks"]
-        run.runtime.hub.close(timeout=10)
+        run.runtime.hub.close(timeout=10)  # no run_finished: the run never started
 
 
 def test_the_watchdog_writes_every_threads_stack_when_the_gil_is_held(tmp_path):

@@ -139,29 +139,30 @@ def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_
     import time
 
     from leyline import Command, CommandAction, EventKind, RunFinished, decode_event
-    from nissa.hub import HubConfig
-    from ranks import Ranks
-    from trainer.build import Hosting, build_run
+    from trainer.build import build_run, open_run
     from trainer.checkpoint import CheckpointConfig, Checkpointer
-    from trainer.checkpoint.null import NullCheckpointer
+    from trainer.checkpoint.null import UNAVAILABLE, NullCheckpointer
 
     config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
-    plain = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id="plain", log_dir=tmp_path)))
+    plain = build_run(config, open_run(config, run_id="plain", log_dir=tmp_path, system_metrics=False))
     assert isinstance(plain.checkpoints, NullCheckpointer)
-    plain.runtime.commands.submit(Command(command_id="local-stop", run_id="plain", action=CommandAction.STOP,
-                                          created_at=time.time()))
+    for action in (CommandAction.STOP, CommandAction.CHECKPOINT):
+        plain.runtime.commands.submit(Command(command_id=f"local-{action.value}", run_id="plain", action=action,
+                                              created_at=time.time()))
     summary = plain.train(data=data)
-    plain.runtime.finish(summary)
+    plain.run.end(summary)
     assert summary.status == "completed" and summary.rounds == 1
     events = [decode_event(line) for line in (tmp_path / "plain" / "events.jsonl").read_bytes().splitlines()]
-    stop = [e.payload for e in events if e.kind is EventKind.COMMAND_STATUS and e.payload.command_id == "local-stop"]
-    assert stop[-1].status.value == "rejected" and stop[-1].message
+    for action in ("stop", "checkpoint"):
+        said = [e.payload for e in events if e.kind is EventKind.COMMAND_STATUS
+                and e.payload.command_id == f"local-{action}"]
+        assert said[-1].status.value == "rejected" and said[-1].message == UNAVAILABLE
 
-    kept = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id="kept", log_dir=tmp_path),
-                                                     checkpoints=CheckpointConfig(every=1, keep=1)))
+    kept = build_run(config, open_run(config, run_id="kept", log_dir=tmp_path, system_metrics=False),
+                     CheckpointConfig(every=1, keep=1))
     assert isinstance(kept.checkpoints, Checkpointer)
     assert kept.train(data=data).status == "completed" and kept.checkpoints.written
-    kept.runtime.finish(RunFinished(status="completed", duration_s=0.0))
+    kept.run.end(RunFinished(status="completed", duration_s=0.0))
 
 
 def test_the_heuristic_has_no_update_to_profile_and_says_so(tmp_path, data):
@@ -170,16 +171,14 @@ def test_the_heuristic_has_no_update_to_profile_and_says_so(tmp_path, data):
     import time
 
     from leyline import Command, CommandAction, EventKind, decode_event
-    from nissa.hub import HubConfig
-    from ranks import Ranks
-    from trainer.build import Hosting, build_run
+    from trainer.build import build_run, open_run
 
     assert TrainConfig(policy="ppo").phases == ("update",) and TrainConfig(policy="heuristic").phases == ()
     config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
-    run = build_run(config, Ranks.single(), Hosting(hub=HubConfig(run_id="heur", log_dir=tmp_path)))
+    run = build_run(config, open_run(config, run_id="heur", log_dir=tmp_path, system_metrics=False))
     run.runtime.commands.submit(Command(command_id="local-update", run_id="heur", action=CommandAction.PROFILE,
                                         target="update", created_at=time.time()))
-    run.runtime.finish(run.train(data=data))
+    run.run.end(run.train(data=data))
     events = [decode_event(line) for line in (tmp_path / "heur" / "events.jsonl").read_bytes().splitlines()]
     statuses = [e.payload for e in events if e.kind is EventKind.COMMAND_STATUS]
     assert [s.status.value for s in statuses] == ["delivered", "rejected"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -51,10 +52,11 @@ def test_a_run_id_whose_log_is_not_a_run_log(capsys, tmp_path):
     (["--task", "cifar10", "--data-dir", "/nonexistent-cifar"], "--data-dir"),
     (["--straggler-factor", "1"], "--straggler-factor"), (["--rank-timeout", "0"], "--rank-timeout"),
     (["--tag", "has blank"], "--tag"), (["--group", "a/b c"], "--group"), (["--project", "x" * 129], "--project"),
-    (["--notes", "n" * 4001], "--notes"),
+    (["--notes", "n" * 4001], "--notes"), (["--run-id", "a/b"], "--run-id"), (["--run-name", " "], "--run-name"),
 ])
 def test_bad_values_name_their_flag_in_one_line(capsys, tmp_path, argv, flag):
-    assert flag in _one_line_error(capsys, ["--log-dir", str(tmp_path), *TINY, *argv])
+    said = _one_line_error(capsys, ["--log-dir", str(tmp_path), *TINY, *argv])
+    assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", said), said  # the flag as spelled: --tag, not --tags
 
 
 def test_cifar_batches_that_do_not_load_fail_the_run_in_one_line(capsys, tmp_path):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
+import pathlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -118,3 +120,55 @@ def test_the_generic_function_on_any_dataclass():
     assert _Knobs(**flags.values(ns, _Knobs, prefix="k")) == _Knobs(mode="b", size=3, on=True)
     with pytest.raises(SystemExit):
         parser.parse_args(["--k-mode", "c"])
+
+
+class _Colour(enum.StrEnum):
+    RED = "RED"
+    BLUE = "BLUE"
+
+
+@dataclass(frozen=True)
+class _Upload:
+    where: pathlib.Path
+    """Which directory."""
+    labels: tuple[str, ...] = ()
+    """A label (repeat for several)."""
+    colour: _Colour = _Colour.RED
+    """The colour, in any case."""
+    key: str | None = None
+    """A secret."""
+    loud: bool = False
+    """Say more."""
+
+    def __post_init__(self) -> None:
+        if self.where.name == "..":
+            raise flags.FieldError("where", "not a parent", value=self.where)
+        flags.as_field_error("key", lambda: _check_key(self.key))
+
+
+def _check_key(key: str | None) -> None:
+    if key == "bad":
+        raise ValueError("--key: must not be 'bad'")
+
+
+def test_positional_repeated_case_folded_and_secret_fields():
+    parser = argparse.ArgumentParser()
+    flags.add_fields(parser, _Upload, default={"key": "hush"}, names={"labels": ["--label"], "loud": ["-l", "--loud"]},
+                     repeat=["labels"], fold_case=["colour"], secret=["key"])
+    help_text = parser.format_help()
+    assert "hush" not in help_text and "A secret (default: set, not shown)" in help_text
+    assert "The colour, in any case (default: RED)" in help_text and "A label (repeat for several) (default: none)" \
+        in help_text
+    ns = parser.parse_args(["somewhere", "--label", "a", "--label", "b", "--colour", "blue", "-l"])
+    assert (ns.where, ns.labels, ns.colour, ns.key, ns.loud) == (pathlib.Path("somewhere"), ("a", "b"), "BLUE",
+                                                                  "hush", True)
+    assert flags.build(_Upload, flags.values(ns, _Upload)) == _Upload(pathlib.Path("somewhere"), ("a", "b"),
+                                                                      _Colour.BLUE, "hush", True)
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # the positional field is required
+    with pytest.raises(SystemExit):
+        parser.parse_args(["x", "--colour", "green"])
+    with pytest.raises(ValueError, match=r"^--where \.\.: not a parent$"):
+        flags.build(_Upload, flags.values(parser.parse_args([".."]), _Upload))
+    with pytest.raises(ValueError, match="^--key: must not be 'bad'$"):
+        flags.build(_Upload, flags.values(parser.parse_args(["x", "--key", "bad"]), _Upload))

@@ -1,19 +1,34 @@
 """``NullCheckpointer``: a run that takes no checkpoints runs the same loop (no ``if checkpoints`` in it).
 
-``checkpoint`` and ``stop`` are then answered by the command processor's default: rejected, with the reason.
+``checkpoint`` and ``stop`` are then rejected, with the reason (``NullCheckpointer.register``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from leyline import CommandAction
+from nissa import CommandContext, CommandProcessor, CommandRejected
 from trainer.checkpoint.files import Written
+
+UNAVAILABLE = "this run takes no checkpoints: it has none to take, and none to stop at"
+
+
+class _Refused:
+    def apply(self, ctx: CommandContext) -> None:
+        raise CommandRejected(UNAVAILABLE)
 
 
 class NullCheckpointer:
     """Takes nothing, never stops the run."""
 
     written: list[Written] = []
+
+    @staticmethod
+    def register(commands: CommandProcessor) -> None:
+        """``checkpoint`` and ``stop`` rejected with the reason (in place of ``nissa.Run``'s own handlers)."""
+        for action in (CommandAction.CHECKPOINT, CommandAction.STOP):
+            commands.register(action, _Refused())
 
     def stopping(self) -> bool:
         return False

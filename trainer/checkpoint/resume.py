@@ -18,8 +18,10 @@ from typing import Any
 
 from leyline import RunResumed
 from ranks import Ranks
-from trainer.checkpoint.control import DEFAULT_EVERY, DEFAULT_KEEP, CheckpointConfig
+from trainer import flags
+from trainer.checkpoint.control import CheckpointConfig
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, is_checkpoint_name
+from trainer.flags import FieldError
 from trainer.simic.config import ConfigError, TrainConfig, parse_slots, training_dests
 
 logger = logging.getLogger(__name__)
@@ -104,28 +106,45 @@ def resumed_config(stored: dict[str, Any], given: dict[str, Any]) -> TrainConfig
     return TrainConfig.from_args(argparse.Namespace(**values))
 
 
+@dataclass(frozen=True)
+class CheckpointFlags:
+    """When a run checkpoints, and which run and checkpoint it goes on from (``esper-train``'s "checkpoints")."""
+
+    checkpoint_every: int = CheckpointConfig.every
+    """Checkpoint every ROUNDS rounds under LOG_DIR/<run_id>/checkpoints/ (0: only when asked by a checkpoint or
+    stop command)."""
+    keep_checkpoints: int = CheckpointConfig.keep
+    """Complete checkpoints kept, the oldest deleted first."""
+    resume: str | None = None
+    """Go on with that run from its newest checkpoint: the same run id, log and training config (--rounds may ask
+    for more rounds; none: a new run)."""
+    checkpoint: str | None = None
+    """With --resume: the checkpoint to go on from (round-NNNNNN; none: the newest complete one)."""
+
+    def __post_init__(self) -> None:
+        if self.checkpoint and not self.resume:
+            raise FieldError("checkpoint", "only with --resume LOG_DIR/RUN_ID")
+        if self.checkpoint is not None and not is_checkpoint_name(self.checkpoint):
+            raise FieldError("checkpoint", "a checkpoint's name, round-NNNNNN (a directory under "
+                                           "LOG_DIR/<run_id>/checkpoints/), not a path", value=self.checkpoint)
+        flags.as_field_error("checkpoint_every", lambda: CheckpointConfig(every=self.checkpoint_every))
+        flags.as_field_error("keep_checkpoints", lambda: CheckpointConfig(keep=self.keep_checkpoints))
+
+    @property
+    def config(self) -> CheckpointConfig:
+        return CheckpointConfig(every=self.checkpoint_every, keep=self.keep_checkpoints)
+
+
 def add_checkpoint_args(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("checkpoints")
-    g.add_argument("--checkpoint-every", type=int, default=DEFAULT_EVERY, metavar="ROUNDS",
-                   help=f"checkpoint every ROUNDS rounds under LOG_DIR/<run_id>/checkpoints/ (0: only when asked "
-                        f"by a checkpoint or stop command; default {DEFAULT_EVERY})")
-    g.add_argument("--keep-checkpoints", type=int, default=DEFAULT_KEEP, metavar="K",
-                   help=f"complete checkpoints kept, the oldest deleted first (default {DEFAULT_KEEP})")
-    g.add_argument("--resume", metavar="LOG_DIR/RUN_ID",
-                   help="go on with that run from its newest checkpoint: the same run id, log and training "
-                        "config (--rounds may ask for more rounds; default: a new run)")
-    g.add_argument("--checkpoint", metavar="NAME", help="with --resume: the checkpoint to go on from (round-NNNNNN; "
-                                                        "default: the newest complete one)")
+    """The "checkpoints" group, a flag for every ``CheckpointFlags`` field."""
+    flags.add_fields(parser.add_argument_group("checkpoints"), CheckpointFlags,
+                     metavars={"checkpoint_every": "ROUNDS", "keep_checkpoints": "K", "resume": "LOG_DIR/RUN_ID",
+                               "checkpoint": "NAME"})
 
 
 def check_checkpoint_args(args: argparse.Namespace) -> CheckpointConfig:
     """The checkpoint flags' bounds; ValueError names the flag."""
-    if args.checkpoint and not args.resume:
-        raise ValueError("--checkpoint: only with --resume LOG_DIR/RUN_ID")
-    if args.checkpoint is not None and not is_checkpoint_name(args.checkpoint):
-        raise ValueError(f"--checkpoint {args.checkpoint}: a checkpoint's name, round-NNNNNN (a directory under "
-                         "LOG_DIR/<run_id>/checkpoints/), not a path")
-    return CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints)
+    return flags.build(CheckpointFlags, flags.values(args, CheckpointFlags)).config
 
 
 @dataclass(frozen=True)
