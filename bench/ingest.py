@@ -23,7 +23,6 @@ import asyncio
 import os
 import pathlib
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import urllib.request
 from collections.abc import Callable
 
 import msgspec
+from processes import stop_process  # bench/ is the script's directory
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -80,11 +80,7 @@ class Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 class _Stamp(msgspec.Struct):

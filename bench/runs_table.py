@@ -29,7 +29,6 @@ import os
 import pathlib
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.backends import each_database  # noqa: E402
+from bench.processes import stop_process  # noqa: E402
 from leyline import RunStarted  # noqa: E402
 from leyline.query import parse, parse_sort  # noqa: E402
 from nissa_server.routes.common import json_response  # noqa: E402
@@ -173,21 +173,9 @@ def start_server(db: str, log_path: pathlib.Path) -> tuple[subprocess.Popen, str
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()  # "nissa-server listening on http://127.0.0.1:PORT"
     if not line.startswith("nissa-server listening on "):
-        stop_server(proc)
+        stop_process(proc)
         raise RuntimeError(f"nissa-server did not start: {line!r}")
     return proc, line.rsplit(" ", 1)[1]
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 def first_paint(browser, url: str) -> float:
@@ -220,7 +208,7 @@ def web_first_paint(db: str, log_path: pathlib.Path, repeats: int) -> list[float
             finally:
                 browser.close()
     finally:
-        stop_server(proc)
+        stop_process(proc)
 
 
 def web_paints(backend: str, db: str, args: argparse.Namespace) -> list[float]:

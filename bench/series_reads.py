@@ -28,7 +28,6 @@ import contextlib
 import os
 import pathlib
 import re
-import signal
 import sqlite3
 import statistics
 import subprocess
@@ -43,6 +42,7 @@ from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench.processes import stop_process  # noqa: E402
 from leyline import Metrics, encode, make_event  # noqa: E402
 from leyline.frames import EventBatch, Hello  # noqa: E402
 
@@ -84,11 +84,7 @@ def server(code: pathlib.Path, db: pathlib.Path) -> Iterator[tuple[str, int]]:
     try:
         yield found.group(1), proc.pid
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 30)
 
 
 def _events(run_id: str, labels: list[int], steps: list[int], start: int) -> str:

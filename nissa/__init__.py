@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
     from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
     from nissa.telemetry.phases import PhaseTimer
-    from nissa.telemetry.readback import StreamFence, read_all
+    from nissa.telemetry.readback import DeviceFigures, StreamFence, read_all
     from nissa.telemetry.stragglers import StragglerConfig
     from nissa.telemetry.syncs import HostSyncCounter
 
@@ -73,13 +73,15 @@ _EXPORTS: dict[str, str] = {
     "PendingLayers": "nissa.telemetry.debug_stats", "debug_histogram_payloads": "nissa.telemetry.debug_stats",
     "launch_layer_stats": "nissa.telemetry.debug_stats", "layer_histograms": "nissa.telemetry.debug_stats",
     "layer_rows": "nissa.telemetry.debug_stats", "PhaseTimer": "nissa.telemetry.phases",
-    "StreamFence": "nissa.telemetry.readback", "read_all": "nissa.telemetry.readback",
+    "DeviceFigures": "nissa.telemetry.readback", "StreamFence": "nissa.telemetry.readback",
+    "read_all": "nissa.telemetry.readback",
     "HostSyncCounter": "nissa.telemetry.syncs",
 }
 """Each exported name and the module it is loaded from on first use (importing ``nissa`` loads none of them)."""
 
 __all__ = [
-    "DEBUG_BINS", "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "Histogram",
+    "DEBUG_BINS", "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "DeviceFigures",
+    "Histogram",
     "HostSyncCounter", "HubConfig", "LogCorrupt", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
     "Run", "Runtime", "RuntimeConfig", "SecretError", "ServerUnavailable", "StragglerConfig", "StreamFence",
     "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",

@@ -19,7 +19,7 @@ import torch
 
 from leyline import Distribution
 from leyline.payloads_histogram import MAX_BINS
-from nissa.telemetry.readback import StreamFence, read_all
+from nissa.telemetry.readback import DeviceFigures, read_all
 
 
 class Histogram:
@@ -132,7 +132,7 @@ def _launch_run(run: list[Histogram]) -> torch.Tensor:
     return segmented_histograms(flat, segment_ids(sizes, flat.device), len(run), run[0].bins).reshape(-1)
 
 
-class PendingHistograms:
+class PendingHistograms(DeviceFigures):
     """Distributions launched on one device and not read yet: ``readback.read_all`` reads them together with
     any other figures of the same collection (one device→host transfer for all)."""
 
@@ -141,17 +141,8 @@ class PendingHistograms:
         self.indices = list(indices) or list(range(len(self.named)))
         """Where each of ``named`` stood in what ``launch_histograms`` was given."""
         launched = [_launch_run(run) for run in _runs([h for _, h in self.named])]
-        self._values = launched[0] if len(launched) == 1 else torch.cat(launched)
-        self._fence = StreamFence(self._values.device)
+        super().__init__(launched[0] if len(launched) == 1 else torch.cat(launched))
         self.distributions: list[Distribution] | None = None
-
-    @property
-    def fence(self) -> StreamFence:
-        return self._fence
-
-    @property
-    def values(self) -> torch.Tensor:
-        return self._values
 
     def absorb(self, values: list[float]) -> None:
         out, at = [], 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from leyline import Severity
-from nissa_server.store.blocks import Block, pieces
+from nissa_server.store.blocks import Block, BlockSpan, pieces
 
 if TYPE_CHECKING:
     from nissa_server.store import Published
@@ -52,7 +52,7 @@ class WatchFilter:
                 if severity >= floor and (kinds is None or kind in kinds)]
 
 
-class Chunk:
+class Chunk(BlockSpan):
     """Blocks of events queued together; the frames built from them are cached, so a batch every watcher
     takes whole is turned into JSON text once, not once per watcher."""
 
@@ -65,14 +65,6 @@ class Chunk:
         self.events = sum(block.n for block in blocks)
         self.nbytes = sum(len(block.body) for block in blocks)
         self._frames: list[tuple[str, int]] | None = None
-
-    @property
-    def first_id(self) -> int:
-        return self.blocks[0].first_id
-
-    @property
-    def last_id(self) -> int:
-        return self.blocks[-1].last_id
 
     def frames(self) -> list[tuple[str, int]]:
         if self._frames is None:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
-import tempfile
 import time
 
 import httpx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _state_env, _stop, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
+from demo import scratch_server, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RATES = ("0.01", "0.05", "0.2")
@@ -61,10 +60,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     out = pathlib.Path(args.out)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = pathlib.Path(tmp)
-        env = _state_env(work)
-        server, url = _start_server(work / "nissa.db", env)
+    with scratch_server() as (work, env, url):
         live = None
         try:
             for lr in RATES:
@@ -85,7 +81,6 @@ def main() -> int:
             if live is not None:
                 live.terminate()
                 live.wait(30)
-            _stop(server)
     print(f"wrote {out}/web-plain-live.png, web-overlay.png")
     return 0
 

@@ -12,18 +12,23 @@ first round, where PPO learns to over tens of rounds (the README's "Growth, meas
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for bench.processes: the one way the benchmarks, scripts and tests stop a process
+from bench.processes import stop_process  # noqa: E402
+
 LISTENING = re.compile(r"listening on (http://\S+)")
 
 
@@ -66,19 +71,29 @@ def screenshot_args(prog: str, doc: str) -> tuple[argparse.Namespace, str]:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     args = parser.parse_args()
+    return args, chromium_or_exit(prog)
+
+
+def chromium_or_exit(prog: str) -> str:
+    """The system's chromium (Playwright drives it), or exit saying how to install it."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         sys.exit(f"{prog}: no chromium (apt-get install chromium)")
-    return args, chromium
+    return chromium
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+@contextlib.contextmanager
+def scratch_server() -> Iterator[tuple[pathlib.Path, dict[str, str], str]]:
+    """A scratch folder, the environment of the processes run in it, and a nissa-server over a database there,
+    stopped (and the folder removed) at the end: ``(work, env, url)``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        env = _state_env(work)
+        server, url = _start_server(work / "nissa.db", env)
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            yield work, env, url
+        finally:
+            stop_process(server)
 
 
 def _get(url: str) -> object:
@@ -127,8 +142,8 @@ def main() -> int:
             print(out, end="")
             _summary(url, run_id)
     finally:
-        _stop(trainer)
-        _stop(server)
+        stop_process(trainer)
+        stop_process(server)
     return 0
 
 

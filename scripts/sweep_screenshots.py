@@ -12,11 +12,10 @@ import asyncio
 import pathlib
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _start_server, _state_env, _stop, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
+from demo import scratch_server, screenshot_args  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RATES = ("0.001", "0.01", "0.1")
@@ -86,16 +85,10 @@ async def _console(url: str, out: pathlib.Path) -> None:
 def main() -> int:
     args, chromium = screenshot_args("sweep_screenshots", __doc__ or "")
     out = pathlib.Path(args.out)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = pathlib.Path(tmp)
-        env = _state_env(work)
-        server, url = _start_server(work / "nissa.db", env)
-        try:
-            _train(url, work, args.steps, env)
-            _web(url, out, chromium)
-            asyncio.run(_console(url, out))
-        finally:
-            _stop(server)
+    with scratch_server() as (work, env, url):
+        _train(url, work, args.steps, env)
+        _web(url, out, chromium)
+        asyncio.run(_console(url, out))
     print(f"wrote {out}/web-runs.png, web-group.png, web-parcoords.png, runs-table.svg")
     return 0
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from demo import _script, _start_server, _state_env, _stop  # noqa: E402  (scripts/ is the script's directory)
+from demo import _script, chromium_or_exit, scratch_server  # noqa: E402  (scripts/ is the script's directory)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -28,33 +26,25 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "web-charts.png"))
     args = parser.parse_args()
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        sys.exit("web_screenshot: no chromium (apt-get install chromium)")
+    chromium = chromium_or_exit("web_screenshot")
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory() as tmp:
-        work = pathlib.Path(tmp)
-        env = _state_env(work)
-        server, url = _start_server(work / "nissa.db", env)
-        try:
-            runs = []
-            for policy in ("ppo", "heuristic"):
-                run_id = f"{policy}-web"
-                subprocess.run([_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", policy,
-                                "--run-id", run_id, "--rounds", str(args.rounds), "--policy", policy,
-                                "--log-every", "0"], check=True, env=env)
-                runs.append(run_id)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": 1500, "height": 1000})
-                page.goto(f"{url}/ui#run={runs[0]}&overlay={runs[1]}")
-                page.wait_for_selector('#charts[data-ready="1"]')
-                page.wait_for_timeout(500)
-                page.screenshot(path=args.out, full_page=True)
-                browser.close()
-        finally:
-            _stop(server)
+    with scratch_server() as (work, env, url):
+        runs = []
+        for policy in ("ppo", "heuristic"):
+            run_id = f"{policy}-web"
+            subprocess.run([_script("esper-train"), "--server", url, "--log-dir", str(work), "--run-name", policy,
+                            "--run-id", run_id, "--rounds", str(args.rounds), "--policy", policy,
+                            "--log-every", "0"], check=True, env=env)
+            runs.append(run_id)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(f"{url}/ui#run={runs[0]}&overlay={runs[1]}")
+            page.wait_for_selector('#charts[data-ready="1"]')
+            page.wait_for_timeout(500)
+            page.screenshot(path=args.out, full_page=True)
+            browser.close()
     print(f"wrote {args.out}")
     return 0
 

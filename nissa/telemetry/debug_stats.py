@@ -19,7 +19,7 @@ import torch
 from leyline import DebugLayerStats, Distribution, Histograms, LayerStat, TelemetryLevel
 from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms
 from nissa.integrations.names import metric_name
-from nissa.telemetry.readback import StreamFence, read_all
+from nissa.telemetry.readback import DeviceFigures, read_all
 
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
 
@@ -91,26 +91,17 @@ def _chunks(layers: Sequence[tuple[str, torch.Tensor, torch.Tensor]],
     return out
 
 
-class PendingLayers:
+class PendingLayers(DeviceFigures):
     """One module's per-layer rows, launched on the device and not read yet (``read_all`` reads them)."""
 
     def __init__(self, model: str, names: list[str], rows: torch.Tensor) -> None:
         self.model = model
         self.names = names
-        self._rows = rows
-        self._fence = StreamFence(rows.device)
+        super().__init__(rows)
         self.layers: list[LayerStat] | None = None
 
-    @property
-    def fence(self) -> StreamFence:
-        return self._fence
-
-    @property
-    def values(self) -> torch.Tensor:
-        return self._rows
-
     def absorb(self, values: list[float]) -> None:
-        width = self._rows.shape[1]
+        width = self.values.shape[1]
         self.layers = [LayerStat(name=n, grad_norm=v[0], grad_mean=v[1], grad_std=v[2], grad_abs_max=v[3],
                                  weight_norm=v[4], nonfinite=int(v[5]))
                        for n, v in zip(self.names, (values[i: i + width] for i in range(0, len(values), width)),

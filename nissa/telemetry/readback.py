@@ -16,8 +16,8 @@ and only records that it was waited on (the wiring tests read ``waited``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol
 
 import torch
 
@@ -47,20 +47,30 @@ class StreamFence:
         self.waited = True
 
 
-class DeviceFigures(Protocol):
-    """Figures launched on the device, read back by ``read_all``."""
+class DeviceFigures(ABC):
+    """Figures launched on the device and not read yet, read back by ``read_all``: the launched tensor and a
+    fence recorded right after the launch, on the stream it ran on. A subclass says what the figures mean
+    (``absorb``)."""
+
+    def __init__(self, values: torch.Tensor | None) -> None:
+        self._values = values
+        """The launched figures; None: nothing was launched (or a subclass let them go once read)."""
+        self._fence = StreamFence(values.device if values is not None else torch.device("cpu"))
 
     @property
-    def fence(self) -> StreamFence: ...
+    def fence(self) -> StreamFence:
+        """Recorded right after the figures were launched; the read waits on it."""
+        return self._fence
 
     @property
     def values(self) -> torch.Tensor:
         """The launched figures (any shape; read flattened, as float64)."""
-        ...
+        assert self._values is not None, "only launched figures not let go yet are read"
+        return self._values
 
+    @abstractmethod
     def absorb(self, values: list[float]) -> None:
         """Take this collection's figures, flattened, as read back."""
-        ...
 
 
 def read_all(items: Sequence[DeviceFigures]) -> None:

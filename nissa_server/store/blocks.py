@@ -77,6 +77,21 @@ class Block(NamedTuple):
         return Block(after_id + 1, self.seq + skip, self.n - skip, b",".join(self.events()[skip:]))
 
 
+class BlockSpan:
+    """What holds a stream's blocks with consecutive ids (``blocks``, in id order): the ids they span."""
+
+    __slots__ = ()
+    blocks: list[Block]
+
+    @property
+    def first_id(self) -> int:
+        return self.blocks[0].first_id
+
+    @property
+    def last_id(self) -> int:
+        return self.blocks[-1].last_id
+
+
 def pack(rows: Sequence[Row], first_id: int) -> list[Block]:
     """``rows`` (seqs increasing) numbered from ``first_id``, as blocks: a new block wherever seqs skip."""
     if rows and rows[-1][0] - rows[0][0] == len(rows) - 1:  # the usual write: one run of seqs

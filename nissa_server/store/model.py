@@ -12,7 +12,7 @@ from typing import Any
 from leyline import Event
 from nissa_server.runs import RunState, Stream
 from nissa_server.store import sql
-from nissa_server.store.blocks import Block, Row, pack
+from nissa_server.store.blocks import Block, BlockSpan, Row, pack
 from nissa_server.store.conn import Conn
 
 __all__ = ["Block", "Row"]
@@ -242,7 +242,7 @@ class Pending:
 
 
 @dataclass(eq=False)
-class Committed:
+class Committed(BlockSpan):
     """Blocks another server committed, read back for this server's watchers: one stream (run and rank),
     consecutive ids."""
 
@@ -250,14 +250,6 @@ class Committed:
     run_key: int
     rank: int
     blocks: list[Block]
-
-    @property
-    def first_id(self) -> int:
-        return self.blocks[0].first_id
-
-    @property
-    def last_id(self) -> int:
-        return self.blocks[-1].last_id
 
     @functools.cached_property
     def rows(self) -> list[Row]:

@@ -7,12 +7,13 @@ import fcntl
 import os
 import pathlib
 import pty
-import signal
 import struct
 import subprocess
 import termios
 import threading
 from collections.abc import Callable
+
+from bench.processes import stop_process
 
 from .api import wait_for
 
@@ -81,13 +82,8 @@ class Shell:
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=30)
+        if proc is not None:
+            stop_process(proc, 30, close_stdout=False)  # the collecting thread reads it to its end
 
     def console(self, line: str, shows: str, timeout: float = 90) -> None:
         """A console in a 120×40 pseudo-terminal: once it shows ``shows``, ``q`` must end it cleanly."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import databases
+from tests.support import databases, web
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -27,3 +27,9 @@ def backend(request, tmp_path):
     with databases.backend(name):
         yield name
     databases.release(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The system's Chromium, one per test module of the web page (skipped where there is none)."""
+    yield from web.chromium()

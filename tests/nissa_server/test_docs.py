@@ -7,8 +7,6 @@ import re
 import httpx
 import pytest
 
-from tests.nissa_server.test_web import browser  # noqa: F401 - the module's Chromium, shared
-
 pytestmark = pytest.mark.single_backend
 
 # Every URL a documentation page loads: attributes, and Swagger UI's ``url: '…'`` in its inline script.
@@ -65,7 +63,7 @@ def test_documentation_pages_have_the_web_pages_protection(server_url, path):
 
 
 @pytest.mark.parametrize(("path", "drawn"), [("/docs", ".swagger-ui .info .title"), ("/redoc", "h1")])
-def test_documentation_pages_work_under_their_policy(browser, server_url, path, drawn):  # noqa: F811 - the fixture
+def test_documentation_pages_work_under_their_policy(browser, server_url, path, drawn):
     """The policy lets the page's own script run (by its hash) and refuses nothing the page needs from this
     server (ReDoc's "powered by" logo from its CDN is refused: the policy doing its job)."""
     page = browser.new_page()

@@ -135,13 +135,19 @@ def test_default_database_lives_in_the_user_data_dir(monkeypatch, tmp_path):
 
 
 
+def _sqlite_at(path, version):
+    """A SQLite file as the store's first ``version`` migrations left it (an older release's file)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in db.MIGRATIONS[:version]:
+        migration(conn)
+    conn.execute(f"PRAGMA user_version={version}")
+    return conn
+
+
 @sqlite_only
 def test_the_counters_start_past_what_an_old_file_holds(tmp_path):
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    for migration in db.MIGRATIONS[:3]:
-        migration(conn)
-    conn.execute("PRAGMA user_version=3")
+    conn = _sqlite_at(path, 3)
     conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at) VALUES (7, 'old', 0, 0)")
     conn.execute("INSERT INTO streams VALUES (7, 0, 2, 2)")
     conn.executemany("INSERT INTO events VALUES (?, 7, 0, ?, 'heartbeat', 10, 0, ?)", [(40, 1, b"abc"), (41, 2, b"de")])
@@ -269,10 +275,7 @@ def _old_events_read_back_the_same(conn) -> None:
 @sqlite_only
 def test_events_stored_one_by_one_are_regrouped_into_blocks_sqlite(tmp_path):
     path = tmp_path / "v5.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    for migration in db.MIGRATIONS[:5]:
-        migration(conn)
-    conn.execute("PRAGMA user_version=5")
+    conn = _sqlite_at(path, 5)
     conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,0,?)", _ONE_BY_ONE)
     conn.execute("INSERT INTO streams (run_key, rank, last_seq, contiguous) VALUES (1, 0, 8, 8), (2, 0, 2, 2)")
     conn.close()

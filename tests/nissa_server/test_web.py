@@ -3,93 +3,17 @@ request leaving 127.0.0.1, shows the runs, a live run's chart gains points while
 shows two runs, and with --read-auth it reads with the token (its websocket too). One browser for all."""
 
 import asyncio
-import os
-import shutil
 import threading
-import urllib.parse
 
 import httpx
 import pytest
 
-from leyline import EpochCompleted, PPOUpdate, RunStarted, SeedFossilized, make_event
+from leyline import EpochCompleted, RunStarted, make_event
 from tests.e2e.api import wait_for
-from tests.support import IngestClient
+from tests.support.web import Feed, chart_titles, open_page
 
 pytestmark = pytest.mark.single_backend
-CHROMIUM = os.environ.get("NISSA_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "web-page-token"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("no chromium on this machine (make install puts Debian's there: apt-get install chromium)")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield browser
-        browser.close()
-
-
-class Feed:
-    """A trainer rank on its own thread and loop: stays connected (the run is live) while the page watches."""
-
-    def __init__(self, url, run_id, token=None):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.client = IngestClient(url, run_id, token=token)
-        self.run_id, self.seq = run_id, 0
-        self._call(self.client.__aenter__())
-
-    def _call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
-
-    def epochs(self, first, n, acc=0.3, ppo=True):
-        events = []
-        if self.seq == 0:
-            events.append(self._event(RunStarted(name=self.run_id, config={"policy": "ppo", "lr": acc}), 0))
-        for i in range(first, first + n):
-            events.append(self._event(EpochCompleted(round=i // 4, accuracy=acc + i / 100, val_loss=1.0), i, env=0))
-            if ppo:
-                events.append(self._event(PPOUpdate(round=i // 4, policy_loss=0.1 / (i + 1), value_loss=0.5,
-                                                    entropy={"op": 1.0},
-                                                    approx_kl=0.01, clip_fraction=0.1, explained_variance=0.5,
-                                                    ratio_min=0.9, ratio_max=1.1, grad_norm=1.0, update_epochs=4), i))
-            if i == 5:
-                events.append(self._event(SeedFossilized(slot="r0c0", seed_id="s1", blueprint="conv", params=9), i))
-        self._call(self._send(events))
-
-    def _event(self, payload, i, env=None):
-        self.seq += 1
-        return make_event(payload, run_id=self.run_id, seq=self.seq, ts=1.7e9 + self.seq, step=16 * i, epoch=i, env=env)
-
-    async def _send(self, events):
-        await self.client.send(events)
-        await self.client.wait_ack(events[-1].seq)
-
-    def close(self):
-        self._call(self.client.__aexit__(None, None, None))
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-
-def _page(browser, base):
-    """A page that lets only requests to the server through, and records any other it was asked for."""
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    outside, errors = [], []
-    host = urllib.parse.urlsplit(base).hostname
-
-    def only_ours(route):
-        if urllib.parse.urlsplit(route.request.url).hostname == host:
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", only_ours)
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    return page, outside, errors
 
 
 def _points(page, title):
@@ -97,13 +21,12 @@ def _points(page, title):
 
 
 def test_runs_charts_live_points_and_overlay(browser, server_url):
-    done = Feed(server_url, "done-b")
-    done.epochs(0, 12, acc=0.2)
-    done.close()
+    with Feed(server_url, "done-b") as done:
+        done.epochs(0, 12, acc=0.2)
     live = Feed(server_url, "live-a")
     try:
         live.epochs(0, 12, ppo=False)
-        page, outside, errors = _page(browser, server_url)
+        page, outside, errors = open_page(browser, server_url)
         index = httpx.get(server_url + "/").json()
         page.goto(server_url + index["ui"])
         page.wait_for_selector('tr[data-run-id="live-a"]')
@@ -143,10 +66,6 @@ def test_runs_charts_live_points_and_overlay(browser, server_url):
         live.close()
 
 
-def _titles(page):
-    return page.locator(".chart").evaluate_all("els => els.filter(e => !e.hidden).map(e => e.dataset.title)")
-
-
 def _note(page, title):
     return page.locator(f'.chart[data-title="{title}"]').get_attribute("data-note")
 
@@ -156,9 +75,8 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
 
     import nissa
 
-    esper = Feed(server_url, "esper-x")
-    esper.epochs(0, 8)
-    esper.close()
+    with Feed(server_url, "esper-x") as esper:
+        esper.epochs(0, 8)
     run = nissa.init(server=server_url, run_name="loop", log_dir=tmp_path / "runs",
                      config={"rounds": 3, "batch": 64, "lr": 0.5},
                      system_metrics=False)
@@ -170,7 +88,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         # The runs' summaries come from the series pass, about a second after their events; the table reads them once.
         wait_for(lambda: "lr{rank=0}" in httpx.get(f"{server_url}/runs/{run.run_id}").json().get("metrics", {}), 30,
                  "the run's summary")
-        page, outside, errors = _page(browser, server_url)
+        page, outside, errors = open_page(browser, server_url)
         page.goto(server_url + "/ui")
         page.wait_for_selector(f'tr[data-run-id="{run.run_id}"]')
         page.wait_for_selector('#runs th[data-key="lr.best"]')  # summarised by the server's next pass: refreshed
@@ -184,7 +102,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
 
         page.goto(server_url + f"/ui#run={run.run_id}")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="loss"][data-points="6"]')
-        assert _titles(page) == ["loss", "lr"], "its own metrics, no Esper charts"
+        assert chart_titles(page) == ["loss", "lr"], "its own metrics, no Esper charts"
         assert _note(page, "loss") == "1 NaN/inf"
         assert page.locator("#picker option").all_inner_texts()[:2] == ["loss", "lr"], "the picker's own first too"
         page.select_option("#axis", "round")  # a plain loop has no round
@@ -194,7 +112,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         page.select_option("#axis", "step")
         page.goto(server_url + f"/ui#run=esper-x&overlay={run.run_id}")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"]')
-        assert _titles(page)[:3] == ["loss", "lr", "accuracy"]
+        assert chart_titles(page)[:3] == ["loss", "lr", "accuracy"]
         assert _note(page, "loss").startswith("not in esper-x")
         acc = page.locator('.chart[data-title="accuracy"]')
         assert acc.get_attribute("data-runs") == "esper-x" and _note(page, "accuracy") == "not in loop", \
@@ -207,7 +125,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
         run.log({"val_loss": 0.5})  # a metric that first appears live gets its chart, after the others
         run.runtime.hub.flush(10)
         page.wait_for_selector('.chart[data-title="val_loss"][data-points="1"]')
-        assert _titles(page)[:3] == ["loss", "val_loss", "accuracy"]
+        assert chart_titles(page)[:3] == ["loss", "val_loss", "accuracy"]
         page.select_option("#axis", "ts")  # overlaid on wall time: each run from its own start
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"]')
         first_x = page.evaluate("window.nissa.view.charts.map(c => [c.title, c.plot.data[0][0]])")
@@ -225,7 +143,7 @@ def test_with_read_auth_the_page_reads_with_the_token(browser, tmp_path):
         live = Feed(url, "guarded", token=TOKEN)
         try:
             live.epochs(0, 4)
-            page, outside, errors = _page(browser, url)
+            page, outside, errors = open_page(browser, url)
             page.goto(url + "/ui#run=guarded")
             page.wait_for_selector("#auth:not([hidden])")
             assert httpx.get(url + "/runs/guarded/series").status_code == 401
@@ -281,7 +199,7 @@ def test_a_chart_reads_every_page_of_a_series_reply(browser, tmp_path):
         sent.join(60)
         reply = httpx.get(url + "/runs/paged/series/epoch_completed.accuracy")
         assert 'rel="next"' in reply.headers.get("link", "") and len(reply.json()["series"]) < 10
-        page, outside, errors = _page(browser, url)
+        page, outside, errors = open_page(browser, url)
         page.goto(url + "/ui#run=paged")
         page.wait_for_selector('.chart[data-title="accuracy"][data-points="40"]')
         assert outside == [] and errors == []

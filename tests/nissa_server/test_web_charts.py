@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from leyline import charts
-from tests.nissa_server.test_web import Feed, _page, _titles, browser  # noqa: F401 - the module's browser fixture
+from tests.support.web import Feed, chart_titles, open_page
 from tui import runs_table
 from tui.client import RunSummary
 from tui.screens import charts as chart_screen
@@ -47,20 +47,17 @@ def test_a_pattern_matches_as_the_page_matches():
     assert val_loss.title == "val.loss" and not val_loss.higher_is_better
 
 
-def test_the_page_charts_what_the_definition_says_in_its_order(browser, server_url):  # noqa: F811
-    feed = Feed(server_url, "defs-a")
-    try:
+def test_the_page_charts_what_the_definition_says_in_its_order(browser, server_url):
+    with Feed(server_url, "defs-a") as feed:
         feed.epochs(0, 4)
-    finally:
-        feed.close()
-    page, outside, errors = _page(browser, server_url)
+    page, outside, errors = open_page(browser, server_url)
     asked = []
     page.on("request", lambda r: asked.append(r.url))
     page.goto(server_url + "/ui#run=defs-a")
     page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="entropy"]')
     names = {s["name"] for s in httpx.get(server_url + "/runs/defs-a/series").json()}
     expected = [c.title for c in charts.DEFAULT_CHARTS if any(c.matches(n) for n in names)]
-    assert _titles(page) == expected and "entropy" in expected and "accuracy" in expected
+    assert chart_titles(page) == expected and "entropy" in expected and "accuracy" in expected
     assert any(u.endswith("/ui/charts.json") for u in asked)
     assert not outside and not errors
     page.close()

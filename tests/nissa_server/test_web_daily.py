@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from leyline import Metrics, RunStarted, make_event
-from tests.nissa_server.test_web import _page, _titles, browser  # noqa: F401 - the module's browser fixture
 from tests.support import IngestClient
+from tests.support.web import chart_titles, open_page
 
 pytestmark = pytest.mark.single_backend
 RUNS = ("sweep-1a7", "sweep-2b7", "sweep-3c9")
@@ -62,12 +62,12 @@ def _legend(page, title):
         " value: e.querySelector('.value').textContent}))})")
 
 
-def test_a_sweep_overlaid_smoothed_synced_and_shared(browser, server_url):  # noqa: F811
+def test_a_sweep_overlaid_smoothed_synced_and_shared(browser, server_url):
     _sweep(server_url)
-    page, outside, errors = _page(browser, server_url)
+    page, outside, errors = open_page(browser, server_url)
     page.goto(server_url + f"/ui#run={RUNS[0]}&overlay={RUNS[1]},{RUNS[2]}")
     page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="val.acc"][data-state="ready"]')
-    assert _titles(page)[:3] == ["loss", "lr", "val.acc"], "the loop's own metrics, full names"
+    assert chart_titles(page)[:3] == ["loss", "lr", "val.acc"], "the loop's own metrics, full names"
 
     # One colour per run: a run's two labelled lines share it (dashed apart); short labels, not run ids.
     acc = _legend(page, "val.acc")
@@ -124,12 +124,12 @@ def test_a_sweep_overlaid_smoothed_synced_and_shared(browser, server_url):  # no
     page.wait_for_selector('#charts[data-ready="1"]')
     shared = page.url
     assert "x=epoch" in shared and "hide=lr" in shared and "add=val.acc" in shared
-    titles = _titles(page)
+    titles = chart_titles(page)
     assert titles == ["loss", "val.acc"]
     other = browser.new_page(viewport={"width": 1400, "height": 900})
     other.goto(shared)
     other.wait_for_selector('#charts[data-ready="1"]')
-    assert _titles(other) == titles and "lr" not in titles
+    assert chart_titles(other) == titles and "lr" not in titles
     assert other.locator("#axis").input_value() == "epoch" and other.locator("#smoothing").input_value() == "0.9"
     assert other.evaluate("window.nissa.view.runs") == list(RUNS)
     other.close()

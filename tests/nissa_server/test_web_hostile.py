@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.nissa_server.test_web import _page, browser  # noqa: F401 - the module's browser fixture
 from tests.support import ingest_events, running_server
 from tests.support.clients import events_for
 from tests.support.hostile import MARKER, as_stored_long_ago, hostile_events
+from tests.support.web import open_page
 
 pytestmark = pytest.mark.single_backend  # the store is rewritten as SQLite holds it
 
@@ -34,11 +34,11 @@ def stored(tmp_path):
     return db
 
 
-def test_hostile_runs_and_impossible_starts_are_listed_and_shown_as_text(browser, tmp_path, stored):  # noqa: F811
+def test_hostile_runs_and_impossible_starts_are_listed_and_shown_as_text(browser, tmp_path, stored):
     from playwright.sync_api import expect
 
     with running_server(tmp_path, db_path=stored) as url:
-        page, outside, errors = _page(browser, url)
+        page, outside, errors = open_page(browser, url)
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(url + httpx.get(url + "/").json()["ui"])

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from leyline import RunStarted, charts
-from tests.nissa_server.test_web import Feed, _page, _titles, browser  # noqa: F401 - the module's browser fixture
+from leyline import charts
+from tests.support.web import Feed, chart_titles, open_page
 from tui import runs_table
 from tui.client import RunSummary
 
@@ -31,13 +31,10 @@ def _chart_box(page, title):
     return page.locator(f'.chart[data-title="{title}"]').bounding_box()
 
 
-def test_a_chart_full_screen_and_back(browser, server_url):  # noqa: F811
-    feed = Feed(server_url, "full-a")
-    try:
+def test_a_chart_full_screen_and_back(browser, server_url):
+    with Feed(server_url, "full-a") as feed:
         feed.epochs(0, 8)
-    finally:
-        feed.close()
-    page, outside, errors = _page(browser, server_url)
+    page, outside, errors = open_page(browser, server_url)
     page.goto(server_url + "/ui#run=full-a")
     page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"][data-state="ready"]')
     chart = page.locator('.chart[data-title="accuracy"]')
@@ -77,20 +74,16 @@ def test_a_chart_full_screen_and_back(browser, server_url):  # noqa: F811
     page.close()
 
 
-def test_a_heuristic_run_hides_what_its_policy_cannot_have(browser, server_url):  # noqa: F811
-    feed, ppo = Feed(server_url, "heur-w"), Feed(server_url, "ppo-w")
-    try:
-        feed._call(feed._send([feed._event(RunStarted(name="heur-w", config={"policy": "heuristic"}), 0)]))
+def test_a_heuristic_run_hides_what_its_policy_cannot_have(browser, server_url):
+    with Feed(server_url, "heur-w") as feed, Feed(server_url, "ppo-w") as ppo:
+        feed.start({"policy": "heuristic"})
         feed.epochs(0, 4, ppo=False)
         ppo.epochs(0, 4)
-    finally:
-        feed.close()
-        ppo.close()
-    page, outside, errors = _page(browser, server_url)
+    page, outside, errors = open_page(browser, server_url)
     page.goto(server_url + "/ui#run=heur-w")
     page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="accuracy"][data-state="ready"]')
     hidden, why = charts.hidden_charts([{"policy": "heuristic"}])
-    assert not set(hidden) & set(_titles(page))
+    assert not set(hidden) & set(chart_titles(page))
     note = page.locator("#charts-note")
     assert note.is_visible() and note.text_content() == "; ".join(why) == charts.UNAVAILABLE[0].why
     # A run with an update says nothing of the kind.
@@ -101,8 +94,8 @@ def test_a_heuristic_run_hides_what_its_policy_cannot_have(browser, server_url):
     page.close()
 
 
-def test_the_page_and_the_console_agree_on_the_same_configs(browser, server_url):  # noqa: F811
-    page, outside, errors = _page(browser, server_url)
+def test_the_page_and_the_console_agree_on_the_same_configs(browser, server_url):
+    page, outside, errors = open_page(browser, server_url)
     page.goto(server_url + "/ui")
     page.wait_for_selector("#runs thead th")  # the runs table drawn: the definition is read
     for configs in CONFIGS:
@@ -120,21 +113,16 @@ def test_the_page_and_the_console_agree_on_the_same_configs(browser, server_url)
     page.close()
 
 
-def test_the_marks_legend_names_only_the_kinds_of_mark_the_page_has(browser, server_url):  # noqa: F811
-    plain = Feed(server_url, "marks-plain")
-    esper = Feed(server_url, "marks-esper")
-    try:
+def test_the_marks_legend_names_only_the_kinds_of_mark_the_page_has(browser, server_url):
+    with Feed(server_url, "marks-plain") as plain, Feed(server_url, "marks-esper") as esper:
         plain.epochs(0, 4, ppo=False)  # no seed reaches epoch 5: nothing fossilized
         esper.epochs(0, 8)
-    finally:
-        plain.close()
-        esper.close()
-    page, outside, errors = _page(browser, server_url)
+    page, outside, errors = open_page(browser, server_url)
     legend = lambda: page.locator("#legend-runs").inner_text()  # noqa: E731
     page.goto(server_url + "/ui#run=marks-plain")
     page.wait_for_selector('#charts[data-ready="1"] .chart[data-state="ready"]')
     assert "fossilized" not in legend() and "pruned" not in legend() and "marks:" not in legend(), legend()
-    page, outside_too, errors_too = _page(browser, server_url)
+    page, outside_too, errors_too = open_page(browser, server_url)
     page.goto(server_url + "/ui#run=marks-esper")
     page.wait_for_selector("#legend-runs >> text=fossilized")
     assert "pruned" not in legend() and "anomaly" not in legend(), legend()

@@ -8,9 +8,9 @@ import statistics
 import httpx
 import pytest
 
-from tests.nissa_server.test_web import _page, browser  # noqa: F401  (the module's browser fixture)
 from tests.support.server import running_server
 from tests.support.sweep import SweepRun, lr_sweep, store_runs
+from tests.support.web import open_page
 
 pytestmark = pytest.mark.single_backend  # the page; the API under it is tested on both stores
 TOKEN = "runs-table-token"
@@ -44,9 +44,9 @@ def _first(page, run_id):
     expect(page.locator("#runs tbody tr").first).to_have_attribute("data-run-id", run_id)
 
 
-def test_columns_sort_filter_and_pages_are_the_servers(browser, sweep):  # noqa: F811
+def test_columns_sort_filter_and_pages_are_the_servers(browser, sweep):
     url, specs, ids = sweep
-    page, outside, errors = _page(browser, url)
+    page, outside, errors = open_page(browser, url)
     page.goto(url + "/ui")
     _wait_table(page, 7)
     head = page.locator("#runs thead").inner_text()
@@ -73,9 +73,9 @@ def test_columns_sort_filter_and_pages_are_the_servers(browser, sweep):  # noqa:
     assert outside == [] and errors == []
 
 
-def test_group_rows_open_into_runs_and_chart_their_band(browser, sweep):  # noqa: F811
+def test_group_rows_open_into_runs_and_chart_their_band(browser, sweep):
     url, specs, ids = sweep
-    page, outside, errors = _page(browser, url)
+    page, outside, errors = open_page(browser, url)
     page.goto(url + "/ui")
     _wait_table(page, 7)
     page.select_option("#group-by", "config.lr")
@@ -99,9 +99,9 @@ def test_group_rows_open_into_runs_and_chart_their_band(browser, sweep):  # noqa
     assert outside == [] and errors == []
 
 
-def test_diff_parallel_coordinates_and_editing_tags(browser, sweep):  # noqa: F811
+def test_diff_parallel_coordinates_and_editing_tags(browser, sweep):
     url, specs, ids = sweep
-    page, outside, errors = _page(browser, url)
+    page, outside, errors = open_page(browser, url)
     page.goto(url + "/ui")
     _wait_table(page, 7)
     three = [ids[s.name] for s in specs if s.seed == 0 and s.project == "cifar"]

@@ -7,12 +7,12 @@ import httpx
 import pytest
 
 from tests.e2e.api import wait_for
-from tests.nissa_server.test_web import _page, _titles, browser  # noqa: F401 - the module's browser fixture
+from tests.support.web import chart_titles, open_page
 
 pytestmark = pytest.mark.single_backend
 
 
-def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_path):  # noqa: F811
+def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_path):
     import nissa
 
     run = nissa.init(server=server_url, run_name="sys", log_dir=tmp_path / "runs", system_metrics_s=0.05)
@@ -22,10 +22,10 @@ def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_p
             run.log({"loss": 1.0 / (i + 1)})
         wait_for(lambda: any(s["name"] == "system.memory.process_rss_bytes" for s in
                              httpx.get(f"{server_url}/runs/{run.run_id}/series").json()), 30, "the system series")
-        page, outside, errors = _page(browser, server_url)
+        page, outside, errors = open_page(browser, server_url)
         page.goto(server_url + f"/ui#run={run.run_id}")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="System · process RSS bytes"]')
-        titles = _titles(page)
+        titles = chart_titles(page)
         assert titles[0] == "loss", "the loop's own metrics first"
         system = [t for t in titles if t.startswith("System · ")]
         assert titles[1:] == system and {"System · CPU %", "System · memory %"} <= set(system)
@@ -37,7 +37,7 @@ def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_p
         run.finish()
 
 
-def test_a_watched_models_distributions_are_bands_and_a_histogram(browser, server_url, tmp_path):  # noqa: F811
+def test_a_watched_models_distributions_are_bands_and_a_histogram(browser, server_url, tmp_path):
     import torch
 
     import nissa
@@ -54,7 +54,7 @@ def test_a_watched_models_distributions_are_bands_and_a_histogram(browser, serve
     run.finish()
     wait_for(lambda: httpx.get(f"{server_url}/runs/{run.run_id}/histograms/parameters/weight").json()["taken"] == 6,
              30, "the histograms")
-    page, outside, errors = _page(browser, server_url)
+    page, outside, errors = open_page(browser, server_url)
     page.goto(server_url + f"/ui#run={run.run_id}")
     chart = '.chart[data-title="distribution · parameters/weight"]'
     page.wait_for_selector(f'#charts[data-ready="1"] {chart}[data-points="6"][data-step="6"]')

@@ -11,7 +11,6 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from bench.processes import stop_process
 from nissa_server.cli import bind, url_of, uvicorn_config
 from nissa_server.settings import Settings
 from tests.support.databases import database_for
@@ -112,17 +112,3 @@ def start_server_process(db_path: pathlib.Path, port: int = 0, token: str | None
         stop_process(proc)
         raise RuntimeError(f"nissa-server did not report listening within {timeout:g} s: {lines!r}")
     return proc, match.group(1)
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> int:
-    """SIGINT, then SIGKILL if it does not exit in time; returns the exit status."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=timeout)
-    if proc.stdout is not None:
-        proc.stdout.close()
-    return proc.returncode

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from leyline import Event, RunFinished
 from tests.support.server import running_server
+from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import console, until
 from tui.app import read_run_log
 from tui.screens.charts import ChartScreen
 from tui.screens.run_view import RunViewScreen

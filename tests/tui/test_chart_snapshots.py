@@ -7,8 +7,8 @@ and look at the SVGs in ``__snapshots__`` before committing them.
 from __future__ import annotations
 
 from tests.tui.conftest import write_run_log
+from tests.tui.live_console import until
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import until
 from tui.app import EsperWatch, build_app
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen

@@ -15,8 +15,8 @@ from textual_plot import PlotWidget
 from leyline import Event, RunStarted
 from leyline.charts import UNAVAILABLE
 from tests.tui.conftest import write_run_log
+from tests.tui.live_console import until
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import until
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen

@@ -9,9 +9,9 @@ from leyline import EpochCompleted, SeedFossilized
 from leyline.series import points_of
 from tests.support.server import running_server
 from tests.tui.conftest import write_run_log
+from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import console, until
 from tui.app import build_app
 from tui.client import NissaClient
 from tui.config import WatchConfig

@@ -3,38 +3,29 @@
 from __future__ import annotations
 
 from leyline import CommandAction
-from tests.support.server import running_server
-from tests.tui.producer import scripted_trainer
-from tests.tui.scenario import scripted_run
-from tests.tui.test_live import SIZE, console, until
+from tests.tui.live_console import live_run, run_view, until
 from tui.screens.forms import HELP, ConfirmStop, HelpScreen
-from tui.screens.run_view import RunViewScreen
 
 
 async def test_checkpoint_key_and_a_confirmed_stop(tmp_path):
-    with running_server(tmp_path) as url:
-        async with scripted_trainer(url, "run-c") as trainer:
-            await trainer.send(scripted_run("run-c", epochs=2, finish=False))
-            app = console(url, run_id="run-c")
-            async with app.run_test(size=SIZE) as pilot:
-                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
-                await pilot.press("c")
-                await until(pilot, lambda: trainer.commands, "checkpoint delivered")
-                assert trainer.commands[0].action is CommandAction.CHECKPOINT
+    async with live_run(tmp_path, "run-c", epochs=2) as (url, trainer), run_view(url, "run-c") as (app, pilot, view):
+        await pilot.press("c")
+        await until(pilot, lambda: trainer.commands, "checkpoint delivered")
+        assert trainer.commands[0].action is CommandAction.CHECKPOINT
 
-                await pilot.press("S")
-                await until(pilot, lambda: isinstance(app.screen, ConfirmStop), "stop asks first")
-                await pilot.press("n")
-                await until(pilot, lambda: app.screen is view, "back without stopping")
-                await pilot.press("S")
-                await until(pilot, lambda: isinstance(app.screen, ConfirmStop), "asked again")
-                await pilot.press("y")
-                await until(pilot, lambda: len(trainer.commands) == 2, "stop delivered")
-                assert [c.action for c in trainer.commands] == [CommandAction.CHECKPOINT, CommandAction.STOP]
-                issued = {c.action for c in view.state.commands.values()}
-                assert {CommandAction.CHECKPOINT, CommandAction.STOP} <= issued
+        await pilot.press("S")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmStop), "stop asks first")
+        await pilot.press("n")
+        await until(pilot, lambda: app.screen is view, "back without stopping")
+        await pilot.press("S")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmStop), "asked again")
+        await pilot.press("y")
+        await until(pilot, lambda: len(trainer.commands) == 2, "stop delivered")
+        assert [c.action for c in trainer.commands] == [CommandAction.CHECKPOINT, CommandAction.STOP]
+        issued = {c.action for c in view.state.commands.values()}
+        assert {CommandAction.CHECKPOINT, CommandAction.STOP} <= issued
 
-                footer = {key for key, active in view.active_bindings.items() if active.binding.show}
-                assert {"c", "S"} <= footer and {"c", "S"} <= {key for key, _ in HELP}
-                await pilot.press("question_mark")
-                await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
+        footer = {key for key, active in view.active_bindings.items() if active.binding.show}
+        assert {"c", "S"} <= footer and {"c", "S"} <= {key for key, _ in HELP}
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help")

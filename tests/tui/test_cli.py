@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 
 import httpx
 
+from tests.support.server import stop_process
 from tests.support.waiting import wait_for
 from tui.cli import main
 
@@ -98,9 +98,4 @@ def test_web_serves_the_console_over_http(tmp_path):
         font = re.search(r'url\("([^"]+RobotoMono-VariableFont_wght.ttf)"\)', html)
         assert font and httpx.get(font.group(1), timeout=10).status_code == 200
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)

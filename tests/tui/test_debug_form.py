@@ -7,14 +7,10 @@ import pytest
 from textual.widgets import Checkbox, Input, Static
 
 from leyline import CommandAction, CommandStatus, DebugRequest, EscalateRequest, ProfileRequest
-from tests.support.server import running_server
-from tests.tui.producer import scripted_trainer
-from tests.tui.scenario import scripted_run
-from tests.tui.test_live import SIZE, console, until
+from tests.tui.live_console import SIZE, live_run, run_view, until
 from tui.app import EsperWatch
 from tui.client import ClientConfig, NissaClient
 from tui.screens.forms import PROFILE_UPDATE, EscalateForm
-from tui.screens.run_view import RunViewScreen
 
 
 async def _fill_form(app: EsperWatch, action: CommandAction, amount: str | None,
@@ -88,53 +84,45 @@ async def test_profile_form_with_the_box_ticked_asks_for_the_next_update(replay_
 
 
 async def test_p_with_the_box_ticked_profiles_the_next_update(tmp_path):
-    with running_server(tmp_path) as url:
-        async with scripted_trainer(url, "run-prof") as trainer:
-            await trainer.send(scripted_run("run-prof", epochs=1, finish=False))
-            app = console(url, run_id="run-prof")
-            async with app.run_test(size=SIZE) as pilot:
-                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
-                await pilot.press("p")
-                form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
-                await pilot.click("#through_update")
-                await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
-                await pilot.click("#ok")
-                await until(pilot, lambda: view.state.commands, "command issued")
-                await until(pilot, lambda: trainer.commands, "command delivered to the trainer")
-            command = trainer.commands[0]
-            assert command.action is CommandAction.PROFILE and command.target == "update" and command.batches is None
+    async with live_run(tmp_path, "run-prof") as (url, trainer):
+        async with run_view(url, "run-prof") as (app, pilot, view):
+            await pilot.press("p")
+            form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
+            await pilot.click("#through_update")
+            await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
+            await pilot.click("#ok")
+            await until(pilot, lambda: view.state.commands, "command issued")
+            await until(pilot, lambda: trainer.commands, "command delivered to the trainer")
+        command = trainer.commands[0]
+        assert command.action is CommandAction.PROFILE and command.target == "update" and command.batches is None
 
 
 @pytest.mark.parametrize(("typed", "epochs"), [("", None), ("2", 2)])
 async def test_shift_d_with_the_box_ticked_records_through_update(tmp_path, typed, epochs):
-    with running_server(tmp_path) as url:
-        async with scripted_trainer(url, "run-upd") as trainer:
-            await trainer.send(scripted_run("run-upd", epochs=1, finish=False))
-            app = console(url, run_id="run-upd")
+    async with live_run(tmp_path, "run-upd") as (url, trainer):
+        async with run_view(url, "run-upd") as (app, pilot, view):
             notes: list[str] = []
-            async with app.run_test(size=SIZE) as pilot:
-                app.notify = lambda message, **kw: notes.append(message)  # type: ignore[method-assign]
-                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
-                await pilot.press("D")
-                form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
-                await pilot.click("#through_update")
-                await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
-                form.query_one("#amount", Input).value = typed
-                await pilot.click("#ok")
-                await until(pilot, lambda: view.state.commands, "command issued")
-                command_id = next(iter(view.state.commands))
-                await until(pilot, lambda: view.state.commands[command_id].status is CommandStatus.COMPLETED,
-                            "command followed to completed")
-                assert any("through the next PPO update" in n and command_id in n for n in notes)
+            app.notify = lambda message, **kw: notes.append(message)  # type: ignore[method-assign]
+            await pilot.press("D")
+            form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
+            await pilot.click("#through_update")
+            await until(pilot, lambda: form.query_one("#through_update", Checkbox).value, "box ticked")
+            form.query_one("#amount", Input).value = typed
+            await pilot.click("#ok")
+            await until(pilot, lambda: view.state.commands, "command issued")
+            command_id = next(iter(view.state.commands))
+            await until(pilot, lambda: view.state.commands[command_id].status is CommandStatus.COMPLETED,
+                        "command followed to completed")
+            assert any("through the next PPO update" in n and command_id in n for n in notes)
 
-            # What the server recorded, in its own words and as the console's client reads it.
-            async with httpx.AsyncClient(base_url=url) as http:
-                body = (await http.get(f"/commands/{command_id}")).json()
-            assert body["action"] == "debug" and body["through_update"] is True and body["epochs"] == epochs
-            client = NissaClient(ClientConfig(url))
-            try:
-                record = await client.command(command_id)
-            finally:
-                await client.aclose()
-            assert record.through_update is True and record.epochs == epochs
-            assert trainer.commands[0].through_update is True and trainer.commands[0].epochs == epochs
+        # What the server recorded, in its own words and as the console's client reads it.
+        async with httpx.AsyncClient(base_url=url) as http:
+            body = (await http.get(f"/commands/{command_id}")).json()
+        assert body["action"] == "debug" and body["through_update"] is True and body["epochs"] == epochs
+        client = NissaClient(ClientConfig(url))
+        try:
+            record = await client.command(command_id)
+        finally:
+            await client.aclose()
+        assert record.through_update is True and record.epochs == epochs
+        assert trainer.commands[0].through_update is True and trainer.commands[0].epochs == epochs

@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 import nissa
 from tests.support.server import running_server
-from tests.tui.test_live import console, until
+from tests.tui.live_console import console, until
 from tui.screens.charts import ChartScreen
 from tui.screens.distributions import DistributionPanel, DistributionScreen
 

@@ -26,8 +26,8 @@ from leyline import CommandAction, CommandStatus, encode_event
 from leyline.commands import CommandRecord
 from tests.support.hostile import MARKER, as_stored_long_ago, candidates, control_characters, hostile_events
 from tests.support.server import running_server
+from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
-from tests.tui.test_live import console, until
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.screens.call_form import CallForm

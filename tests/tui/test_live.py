@@ -7,12 +7,9 @@ from textual.widgets import DataTable
 from leyline import CommandStatus, Heartbeat, TelemetryLevel
 from tests.support.clock import ManualClock
 from tests.support.server import running_server
-from tests.support.waiting import async_wait_for
+from tests.tui.live_console import SIZE, console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tui.app import EsperWatch
-from tui.client import ClientConfig
-from tui.config import WatchConfig
 from tui.screens.forms import EscalateForm
 from tui.screens.replay import ReplayScreen
 from tui.screens.run_picker import RunPickerScreen
@@ -21,26 +18,6 @@ from tui.views import StaleThresholds
 from tui.widgets.event_log import EventLog
 from tui.widgets.header import RunHeader
 from tui.widgets.lifecycle import CommandPanel
-
-SIZE = (120, 40)
-
-
-def console(url: str, clock: ManualClock | None = None, **kwargs: object) -> EsperWatch:
-    """A console polling fast; on ``clock`` when given (a run's silence then lasts only as long as the test
-    advances it, however slow the machine)."""
-    token = kwargs.pop("token", None)
-    fast = dict(refresh_hz=20.0, command_poll_s=0.2, runs_poll_s=0.2)
-    fast.update(kwargs)  # type: ignore[arg-type]
-    client = ClientConfig(url, token=token, backoff_initial_s=0.05, backoff_max_s=0.5)  # type: ignore[arg-type]
-    config = WatchConfig(client=client, **fast)  # type: ignore[arg-type]
-    return EsperWatch(config) if clock is None else EsperWatch(config, clock=clock)
-
-
-async def until(pilot, predicate, message: str, timeout: float = 30.0):
-    async def check():
-        await pilot.pause()
-        return predicate()
-    return await async_wait_for(check, timeout=timeout, message=message)
 
 
 async def test_live_run_from_the_picker_with_a_debug_window(tmp_path):

@@ -10,9 +10,9 @@ from textual.widgets import Static
 import nissa
 from leyline.charts import DEFAULT_CHARTS
 from tests.support.server import running_server
+from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import console, until
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen

@@ -12,7 +12,7 @@ from textual.widgets import Checkbox, Label
 import nissa
 from leyline import CommandAction
 from tests.support.server import running_server
-from tests.tui.test_live import console, until
+from tests.tui.live_console import console, until
 from tui.screens.forms import ConfirmStop, EscalateForm
 from tui.screens.run_view import RunViewScreen
 from tui.widgets.header import RunHeader

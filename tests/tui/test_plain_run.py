@@ -6,7 +6,7 @@ from __future__ import annotations
 import nissa
 from leyline import CommandStatus
 from tests.support.server import running_server
-from tests.tui.test_live import SIZE, console, until
+from tests.tui.live_console import SIZE, console, until
 from tui.screens.run_view import RunViewScreen
 from tui.widgets.dashboard import RunDashboard
 from tui.widgets.loop import LoopPanel

@@ -16,9 +16,9 @@ from textual.widgets import Input
 
 from leyline import CommandAction, Event, Metrics, RunFinished, RunStarted, encode_event, make_event
 from tests.tui.conftest import write_run_log
+from tests.tui.live_console import until
 from tests.tui.scenario import scripted_run
 from tests.tui.test_chart_views import heuristic_run
-from tests.tui.test_live import until
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.screens.charts import ChartScreen

@@ -8,9 +8,9 @@ from leyline import EventKind, Heartbeat
 from leyline.kinds import SERVER_ONLY_KINDS
 from leyline.samples import SAMPLE_PAYLOADS
 from tests.support.server import running_server
+from tests.tui.live_console import SIZE, console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.proxy import cuttable_proxy
-from tests.tui.test_live import SIZE, console, until
 from tui.screens.forms import HelpScreen
 from tui.screens.run_view import RunViewScreen
 from tui.widgets.dashboard import RunDashboard

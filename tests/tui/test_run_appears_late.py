@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tests.support.server import running_server
+from tests.tui.live_console import SIZE, console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import SIZE, console, until
 from tui.screens.run_view import RunViewScreen
 from tui.widgets.header import RunHeader
 

@@ -12,7 +12,7 @@ from textual.widgets import Input
 
 from tests.support.server import running_server
 from tests.support.sweep import SweepRun, lr_sweep, store_runs
-from tests.tui.test_live import console, until
+from tests.tui.live_console import console, until
 from tui.runs_query import value_id
 from tui.screens.config_diff import ConfigDiffScreen
 from tui.screens.group_charts import GroupChartScreen

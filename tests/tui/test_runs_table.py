@@ -5,9 +5,9 @@ from __future__ import annotations
 from leyline import RunStarted
 from leyline.groups import GroupRow, MetricStats
 from tests.support.server import running_server
+from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
-from tests.tui.test_live import console, until
 from tui.client import MetricSummary, RunSummary
 from tui.runs_query import group_filter
 from tui.runs_table import (

@@ -5,58 +5,49 @@ from __future__ import annotations
 
 from leyline import AlertChanged, CommandAction, Heartbeat, make_event
 from nissa_server.alerts.rules import parse_rules
-from tests.support.server import running_server
-from tests.tui.producer import scripted_trainer
-from tests.tui.scenario import scripted_run
-from tests.tui.test_live import SIZE, console, until
+from tests.tui.live_console import live_run, run_view, until
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
 from tui.screens.forms import EscalateForm
-from tui.screens.run_view import RunViewScreen
 from tui.state import RunState
 
 RULES = parse_rules({"rules": [{"name": "stuck", "when": "hang", "after_s": 1.0}]}, "alerts.toml")
 
 
 async def test_a_hang_alert_shows_a_banner_and_the_stacks_of_the_run(tmp_path):
-    with running_server(tmp_path, alert_rules=RULES, maintenance_interval_s=0.2) as url:
-        async with scripted_trainer(url, "run-h") as trainer:
-            await trainer.send(scripted_run("run-h", epochs=1, finish=False))
-            app = console(url, run_id="run-h")
-            async with app.run_test(size=SIZE) as pilot:
-                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
+    async with (live_run(tmp_path, "run-h", alert_rules=RULES, maintenance_interval_s=0.2) as (url, trainer),
+                run_view(url, "run-h") as (app, pilot, view)):
+        for _ in range(100):  # alive (heartbeats), never a step further
+            await trainer.emit(Heartbeat(uptime_s=1.0))
+            await pilot.pause(0.3)
+            if view.state.alerts.firing:
+                break
+        await pilot.pause(0.5)
+        banner = view.query_one("#alert-banner")
+        assert banner.has_class("-shown") and "ALERT stuck: rank 0 has not advanced" in str(banner.render())
+        assert any(c.action is CommandAction.STACKS for c in trainer.commands)  # asked by the server
 
-                for _ in range(100):  # alive (heartbeats), never a step further
-                    await trainer.emit(Heartbeat(uptime_s=1.0))
-                    await pilot.pause(0.3)
-                    if view.state.alerts.firing:
-                        break
-                await pilot.pause(0.5)
-                banner = view.query_one("#alert-banner")
-                assert banner.has_class("-shown") and "ALERT stuck: rank 0 has not advanced" in str(banner.render())
-                assert any(c.action is CommandAction.STACKS for c in trainer.commands)  # asked by the server
+        await pilot.press("a")
+        listed = await until(pilot, lambda: isinstance(app.screen, AlertsScreen) and app.screen, "alerts")
+        assert [(a.rule, a.state, a.subject) for a in listed.alerts] == [("stuck", "firing", "rank 0")]
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is view, "back")
 
-                await pilot.press("a")
-                listed = await until(pilot, lambda: isinstance(app.screen, AlertsScreen) and app.screen, "alerts")
-                assert [(a.rule, a.state, a.subject) for a in listed.alerts] == [("stuck", "firing", "rank 0")]
-                await pilot.press("escape")
-                await until(pilot, lambda: app.screen is view, "back")
+        await pilot.press("t")
+        shown = await until(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen, "stacks")
+        ((title, text),) = shown.texts()
+        assert title == "rank 0: 1 threads" and "in _collective" in text
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is view, "back")
 
-                await pilot.press("t")
-                shown = await until(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen, "stacks")
-                ((title, text),) = shown.texts()
-                assert title == "rank 0: 1 threads" and "in _collective" in text
-                await pilot.press("escape")
-                await until(pilot, lambda: app.screen is view, "back")
-
-                await pilot.press("p")
-                form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
-                await pilot.click("#record_shapes")
-                await pilot.click("#profile_memory")
-                await pilot.click("#ok")
-                await until(pilot, lambda: any(c.action is CommandAction.PROFILE for c in trainer.commands), "sent")
-                profile = next(c for c in trainer.commands if c.action is CommandAction.PROFILE)
-                assert (profile.record_shapes, profile.with_stack, profile.profile_memory) == (True, False, True)
-                assert form.is_attached is False
+        await pilot.press("p")
+        form = await until(pilot, lambda: isinstance(app.screen, EscalateForm) and app.screen, "form")
+        await pilot.click("#record_shapes")
+        await pilot.click("#profile_memory")
+        await pilot.click("#ok")
+        await until(pilot, lambda: any(c.action is CommandAction.PROFILE for c in trainer.commands), "sent")
+        profile = next(c for c in trainer.commands if c.action is CommandAction.PROFILE)
+        assert (profile.record_shapes, profile.with_stack, profile.profile_memory) == (True, False, True)
+        assert form.is_attached is False
 
 
 def test_a_firing_hang_marks_its_rank_and_a_resolved_one_clears_it():

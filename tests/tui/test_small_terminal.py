@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from textual.containers import VerticalScroll
 
-from tests.support.server import running_server
-from tests.tui.producer import scripted_trainer
-from tests.tui.scenario import scripted_run
-from tests.tui.test_live import console, until
-from tui.screens.run_view import RunViewScreen
+from tests.tui.live_console import live_run, run_view, until
 
 
 def _in_view(right: VerticalScroll, panel_id: str) -> bool:
@@ -17,21 +13,17 @@ def _in_view(right: VerticalScroll, panel_id: str) -> bool:
 
 
 async def test_n_brings_each_panel_of_the_right_column_into_view(tmp_path):
-    with running_server(tmp_path) as url:
-        async with scripted_trainer(url, "run-small") as trainer:
-            await trainer.send(scripted_run("run-small", epochs=4, finish=False))
-            app = console(url, run_id="run-small")
-            async with app.run_test(size=(100, 30)) as pilot:
-                view = await until(pilot, lambda: isinstance(app.screen, RunViewScreen) and app.screen, "view")
-                await until(pilot, lambda: view.state.events_total == trainer.seq, "events")
-                right = view.query_one("#right", VerticalScroll)
-                assert not _in_view(right, "profile"), "the terminal is tall enough: nothing to show here"
-                seen: list[str] = []
-                tops = []
-                for _ in range(6):
-                    await pilot.press("n")
-                    await pilot.pause()
-                    tops.append(right.scroll_y)
-                    seen += [p for p in ("commands", "profile") if _in_view(right, p) and p not in seen]
-                assert sorted(seen) == ["commands", "profile"], seen
-                assert 0 in tops and max(tops) == right.max_scroll_y > 0, tops  # down the column, then back up
+    async with (live_run(tmp_path, "run-small", epochs=4) as (url, trainer),
+                run_view(url, "run-small", size=(100, 30)) as (app, pilot, view)):
+        await until(pilot, lambda: view.state.events_total == trainer.seq, "events")
+        right = view.query_one("#right", VerticalScroll)
+        assert not _in_view(right, "profile"), "the terminal is tall enough: nothing to show here"
+        seen: list[str] = []
+        tops = []
+        for _ in range(6):
+            await pilot.press("n")
+            await pilot.pause()
+            tops.append(right.scroll_y)
+            seen += [p for p in ("commands", "profile") if _in_view(right, p) and p not in seen]
+        assert sorted(seen) == ["commands", "profile"], seen
+        assert 0 in tops and max(tops) == right.max_scroll_y > 0, tops  # down the column, then back up

@@ -4,7 +4,7 @@ no GPU chart where there are no GPU figures; a run without them shows no System 
 from __future__ import annotations
 
 import nissa
-from tests.tui.test_live import until
+from tests.tui.live_console import until
 from tests.tui.test_plain_charts import shown
 from tui.app import build_app
 from tui.config import WatchConfig

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from leyline import Distribution
-from nissa import DEBUG_BINS, PendingLayers, StreamFence, debug_distribution_names, distribution
+from nissa import DEBUG_BINS, DeviceFigures, PendingLayers, debug_distribution_names, distribution
 from trainer.telemetry.gradients import GradientThresholds, PendingGradients, env_scope
 
 if TYPE_CHECKING:
@@ -28,29 +28,20 @@ if TYPE_CHECKING:
     from trainer.simic.batched_layout import Scope
 
 
-class FlatRead:
+class FlatRead(DeviceFigures):
     """The launched figures of every scope as ONE tensor; reading it fills each scope's collection."""
 
     def __init__(self, norms: torch.Tensor, rows: torch.Tensor | None, gradients: list[PendingGradients],
                  layers: list[PendingLayers], histograms: torch.Tensor | None = None,
                  names: list[str] | None = None, bins: int = DEBUG_BINS) -> None:
         parts = [norms, *(t.reshape(-1).to(norms.dtype) for t in (rows, histograms) if t is not None)]
-        self._values = parts[0] if len(parts) == 1 else torch.cat(parts)
-        self._fence = StreamFence(self._values.device)
+        super().__init__(parts[0] if len(parts) == 1 else torch.cat(parts))
         self._n_norms = norms.shape[0]
         self._n_rows = 0 if rows is None else rows.numel()
         self._names, self._bins = names or [], bins
         self.gradients, self.layers = gradients, layers
         self.distributions: list[Distribution] = []
         """Each layer's gradient and weight distributions (at DEBUG), in the per-env loop's order, once read."""
-
-    @property
-    def fence(self) -> StreamFence:
-        return self._fence
-
-    @property
-    def values(self) -> torch.Tensor:
-        return self._values
 
     @property
     def covers(self) -> set[int]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from leyline import GradientHealth
-from nissa import StreamFence, read_all
+from nissa import DeviceFigures, read_all
 
 
 @dataclass(frozen=True)
@@ -82,42 +82,30 @@ class GradientStats:
                               ema_norm=ema_norm, drift=drift, ratio=ratio)
 
 
-class PendingGradients:
+class PendingGradients(DeviceFigures):
     """Norms launched on the device and not read yet; ``resolve()`` is the single sync."""
 
     def __init__(self, scope: str, norms: torch.Tensor | None, n_params: int,
                  thresholds: GradientThresholds) -> None:
+        super().__init__(norms)
         self.scope = scope
-        self._norms = norms
         self.n_params = n_params
         self._thresholds = thresholds
         self._resolved: GradientStats | None = None
-        device = norms.device if norms is not None else torch.device("cpu")
-        self._fence = StreamFence(device)
-
-    @property
-    def fence(self) -> StreamFence:
-        """Recorded right after the norms were launched; the read waits on it."""
-        return self._fence
-
-    @property
-    def values(self) -> torch.Tensor:
-        assert self._norms is not None, "only unresolved collections with gradients are read"
-        return self._norms
 
     @property
     def unread(self) -> bool:
         """Launched norms wait to be read (False once resolved, or when there were no gradients)."""
-        return self._norms is not None
+        return self._values is not None
 
     def absorb(self, values: list[float]) -> None:
         self._resolved = self._summarise(values)
-        self._norms = None
+        self._values = None  # read: the norms are let go
 
     def resolve(self) -> GradientStats:
         """Read the norms (one transfer) and derive the scope's health; idempotent."""
         if self._resolved is None:
-            if self._norms is None:
+            if self._values is None:
                 self.absorb([])
             else:
                 read_all([self])

@@ -23,6 +23,7 @@ from leyline.payloads_histogram import HistogramAt
 from tui.client import ApiError
 from tui.runs_table import fmt_value
 from tui.safe_text import run_text
+from tui.widgets.plot import draw_band, padded, panel_plot
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -71,14 +72,8 @@ class DistributionPanel(Widget, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("loading…", style="dim"), classes="dist-head")
-        for plot_id in ("bands", "bars"):
-            plot = PlotWidget(allow_pan_and_zoom=False, id=plot_id)
-            plot.can_focus = False
-            yield plot
-
-    def on_mount(self) -> None:
-        for plot in self.query(PlotWidget):
-            plot.margin_top, plot.margin_bottom, plot.margin_left = 0, 1, 9
+        yield panel_plot(id="bands")
+        yield panel_plot(id="bars")
 
     def show(self, steps: list[HistogramAt]) -> None:
         self.steps = [h for h in steps if h.quantiles is not None]
@@ -102,14 +97,9 @@ class DistributionPanel(Widget, can_focus=True):
         x = np.asarray([h.step for h in self.steps], dtype=float)
         q = np.asarray([h.quantiles for h in self.steps], dtype=float)  # steps × 9 percentiles
         for k, shade in ((0, SHADES[0]), (1, SHADES[1]), (2, SHADES[2]), (3, SHADES[2])):
-            lo, hi = q[:, k], q[:, -1 - k]
-            plot.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, marker_style=shade, hires_mode=HiResMode.HALFBLOCK)
-            for edge in (lo, hi):  # the band's edges, continuous between the steps' strokes
-                plot.plot(x, edge, line_style=shade, hires_mode=HiResMode.BRAILLE)
+            draw_band(plot, x, q[:, k], q[:, -1 - k], shade)
         plot.plot(x, q[:, 4], line_style=f"bold {BAND}", hires_mode=HiResMode.BRAILLE)  # the median
-        low, high = float(q[:, 0].min()), float(q[:, -1].max())
-        pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
-        plot.set_ylimits(low - pad, high + pad)
+        plot.set_ylimits(*padded(float(q[:, 0].min()), float(q[:, -1].max())))
         plot.set_xlimits(x[0], x[-1] if x[-1] > x[0] else x[0] + 1.0)
         plot.add_v_line(float(self.steps[self.index].step), STEP_MARK)
 

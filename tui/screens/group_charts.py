@@ -23,6 +23,7 @@ from tui.client import ApiError
 from tui.runs_table import HIDDEN_METRICS, fmt_value
 from tui.safe_text import plain, run_text
 from tui.widgets.chart import PALETTE
+from tui.widgets.plot import draw_band, padded, panel_plot
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -50,13 +51,7 @@ class BandPanel(Widget):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("loading…", style="dim"), classes="band-title")
-        plot = PlotWidget(allow_pan_and_zoom=False)
-        plot.can_focus = False
-        yield plot
-
-    def on_mount(self) -> None:
-        plot = self.query_one(PlotWidget)
-        plot.margin_top, plot.margin_bottom, plot.margin_left = 0, 1, 9
+        yield panel_plot()
 
     def show(self, bands: list[Band]) -> None:
         self.bands = [b for b in bands if b.x]
@@ -66,10 +61,7 @@ class BandPanel(Widget):
         for i, b in enumerate(self.bands):
             colour = PALETTE[i % len(PALETTE)]
             x, lo, hi = (np.asarray(v, dtype=float) for v in (b.x, b.min, b.max))
-            plot.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, marker_style=f"{colour} dim",
-                          hires_mode=HiResMode.HALFBLOCK)
-            for edge in (lo, hi):  # the band's edges, then its mean over them
-                plot.plot(x, edge, line_style=f"{colour} dim", hires_mode=HiResMode.BRAILLE)
+            draw_band(plot, x, lo, hi, f"{colour} dim")  # the band, then its mean over it
             plot.plot(x, np.asarray(b.mean, dtype=float), line_style=f"bold {colour}", hires_mode=HiResMode.BRAILLE)
             label = " ".join(f"{k}={v}" for k, v in b.labels.items() if not (k == "rank" and v == "0"))
             label = f"{label} mean" if label else "mean"
@@ -81,8 +73,7 @@ class BandPanel(Widget):
             return
         low = min(min(b.min) for b in self.bands)
         high = max(max(b.max) for b in self.bands)
-        pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
-        plot.set_ylimits(low - pad, high + pad)  # the band's extremes, which the plot's own scale leaves out
+        plot.set_ylimits(*padded(low, high))  # the band's extremes, which the plot's own scale leaves out
         plot.set_xlimits(min(b.x[0] for b in self.bands), max(b.x[-1] for b in self.bands))
 
 

@@ -25,6 +25,7 @@ from leyline.charts import ChartDef
 from leyline.series import Marker, x_of
 from tui.chart_data import SeriesSet, Track, best_point, running_best, smooth, window
 from tui.safe_text import plain, run_text
+from tui.widgets.plot import padded, panel_plot
 
 ChartSpec = ChartDef
 """A chart: leyline's definition (``leyline.charts``), the one the web page is served."""
@@ -145,14 +146,10 @@ class ChartPanel(Widget, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(classes="chart-title")
-        plot = PlotWidget(allow_pan_and_zoom=False)
-        plot.can_focus = False
-        yield plot
+        yield panel_plot()
         yield MarkerStrip(classes="chart-markers")
 
     def on_mount(self) -> None:
-        plot = self.query_one(PlotWidget)
-        plot.margin_top, plot.margin_bottom, plot.margin_left = 0, 1, 9
         self.ready = True
 
     def names(self, data: SeriesSet) -> list[str]:
@@ -276,5 +273,4 @@ class ChartPanel(Widget, can_focus=True):
             plot.set_ylimits(None, None)
             return
         lo, hi = float(min(y.min() for y in finite)), float(max(y.max() for y in finite))
-        pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
-        plot.set_ylimits(lo - pad, hi + pad)
+        plot.set_ylimits(*padded(lo, hi))
