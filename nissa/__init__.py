@@ -154,7 +154,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
 
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
                stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases,
-               envs_per_rank=envs_per_rank, stragglers=stragglers)
+               envs_per_rank=envs_per_rank, stragglers=stragglers, agree=agree)
     meta = organized(project=project, group=group, tags=tags, notes=notes,
                      summary=dict(summary) if isinstance(summary, Mapping) else summary)
     if server == "":  # none, said outright
@@ -175,30 +175,36 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
         raise ValueError(f"nissa.init: level must be one of {[lv.value for lv in TelemetryLevel]}, "
                          f"got {level!r}") from None
     log_root = pathlib.Path(log_dir)
-    HubConfig(run_id="check", log_dir=log_root, server=server, token=token, name=run_name, queue_size=queue_size,
-              heartbeat_s=heartbeat_s)
+    try:
+        HubConfig(run_id="check", log_dir=log_root, server=server, token=token, name=run_name,
+                  queue_size=queue_size, heartbeat_s=heartbeat_s)
+    except ValueError as err:
+        raise ValueError(f"nissa.init: {err}") from None
     import torch.distributed as dist
 
     joined_here = not (dist.is_available() and dist.is_initialized())
     ranks = join_ranks(device, RanksConfig(timeout_s=rank_timeout_s))
+    runtime = None
     try:
         rid = agree_on_run(ranks, log_root, run_id, run_name)
         hub = HubConfig(run_id=rid, log_dir=log_root, server=server, token=token, rank=ranks.rank, name=run_name,
                         queue_size=queue_size, heartbeat_s=heartbeat_s)
         runtime = build_runtime(RuntimeConfig(hub=hub, level=telemetry, ranks=ranks, agree=agree,
                                               env_base=ranks.rank * envs_per_rank))
+        device = ranks.device_name(resolved_device(device))  # a CUDA rank's own GPU, which it samples too
+        system = None if system is None else SystemConfig(interval_s=system.interval_s, device=device)
+        return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
+                   close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s,
+                   organized=meta, system=system, phases=None if phases is None else tuple(phases),
+                   stragglers=stragglers)
     except BaseException as err:
         if isinstance(err, OSError):
             err.add_note(f"nissa.init: log_dir {str(log_root)!r}: cannot write the run's directory or log")
+        if runtime is not None:
+            runtime.hub.close(1.0)
         if joined_here:
             ranks.close()
         raise
-    device = ranks.device_name(resolved_device(device))  # a CUDA rank's own GPU
-    if system is not None:  # a CUDA rank samples its own GPU
-        system = SystemConfig(interval_s=system.interval_s, device=device)
-    return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
-               close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s, organized=meta,
-               system=system, phases=None if phases is None else tuple(phases), stragglers=stragglers)
 
 
 def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None,

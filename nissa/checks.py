@@ -36,7 +36,7 @@ def check_server(server: object, source: str, caller: str = "nissa.init") -> Non
 
 def check_init(*, run_name: object, config: object, steps_per_epoch: object, device: object,
                stack_watchdog_s: object, rank_timeout_s: object, phases: object = None, envs_per_rank: object = 0,
-               stragglers: object = None) -> None:
+               stragglers: object = None, agree: object = True) -> None:
     """The arguments of ``nissa.init`` the hub does not check itself."""
     from nissa.telemetry.stragglers import StragglerConfig
 
@@ -55,6 +55,8 @@ def check_init(*, run_name: object, config: object, steps_per_epoch: object, dev
     check_device(device)
     if not _is_int(envs_per_rank) or envs_per_rank < 0:
         raise ValueError(f"nissa.init: envs_per_rank must be an int >= 0 (0: env ids as given), got {envs_per_rank!r}")
+    if not isinstance(agree, bool):
+        raise TypeError(f"nissa.init: agree must be True or False, got {agree!r}")
     if stragglers is not None and not isinstance(stragglers, StragglerConfig):
         raise TypeError(f"nissa.init: stragglers must be a nissa.StragglerConfig, got {type(stragglers).__name__}")
     if phases is not None:

@@ -34,7 +34,8 @@ def checked_run_id(value: str, flag: str = "run_id") -> str:
 
 def agree_on_run(ranks: Ranks, log_dir: pathlib.Path, run_id: str | None, name: str) -> str:
     """Rank 0 chooses the run id and creates its directory and stream secret; every rank gets both.
-    ``OSError`` / ``SecretError`` (on rank 0: ``ValueError`` on the others) say why the directory failed."""
+    ``OSError`` / ``SecretError`` say why the directory failed (on the other ranks: an ``OSError`` saying rank 0's
+    failed)."""
     chosen: tuple[str, str] | None = None
     if ranks.is_main:
         rid = checked_run_id(run_id) if run_id else new_run_id(name)
@@ -45,7 +46,7 @@ def agree_on_run(ranks: Ranks, log_dir: pathlib.Path, run_id: str | None, name: 
             raise
     chosen = ranks.agree(chosen)
     if chosen is None:
-        raise ValueError("rank 0 could not create the run directory")
+        raise OSError(f"rank 0 could not create the run's directory under {log_dir} (its error says why)")
     rid, secret = chosen
     if not ranks.is_main:
         run_secret(log_dir / rid, secret)

@@ -49,7 +49,7 @@ from leyline import (
 )
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
-from nissa.diagnostics import install_diagnostics
+from nissa.diagnostics import answer_stacks, start_watchdog
 from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
 from nissa.organize import Organized, Summary, check_direction
@@ -94,7 +94,12 @@ class Run:
         self._profiles = install_profiling(runtime, device=device, phases=phases)
         stragglers = stragglers or StragglerConfig()
         install_rank_checks(runtime, straggler_factor=stragglers.factor, straggler_epochs=stragglers.epochs)
-        self._stop_watchdog = install_diagnostics(runtime, stack_watchdog_s)  # ``stacks`` answered off the loop
+        answer_stacks(runtime)  # ``stacks`` answered off the loop, from now on
+        self._watchdog_s = stack_watchdog_s
+        self._stop_watchdog: Callable[[], None] = _nothing
+        self._continues = runtime.hub.stats.logged > 0
+        """The run log held events already (its ``run_id`` continued): ``end`` before a start sends no
+        ``run_started`` into it."""
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
         self._step = self._epoch = 0
         self._started_at = time.monotonic()
@@ -214,6 +219,11 @@ class Run:
         self._check_open("run.resume")
         if self._started:
             raise RuntimeError(f"run.resume: run {self.run_id} has started already")
+        if not isinstance(resumed, RunResumed):
+            raise TypeError(f"run.resume: resumed must be a leyline.RunResumed, got {type(resumed).__name__}")
+        if not isinstance(control, Mapping) or not {"level", "windows"} <= control.keys():
+            raise ValueError("run.resume: control must be what run.runtime.control_state() returned (its level "
+                             f"and windows), got {control!r}"[:300])
         self._started = True
         self._step, self._epoch = resumed.checkpoint_step, resumed.checkpoint_epoch
         self.runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, dict(control), resumed)
@@ -221,7 +231,9 @@ class Run:
         return self
 
     def _start_system(self) -> None:
-        if self._system is not None:  # after run_started: a run's stream begins with it
+        """The stack watchdog and the machine's sampling, once the run has begun (its stream with it)."""
+        self._stop_watchdog = start_watchdog(self.runtime, self._watchdog_s)
+        if self._system is not None:
             self._stop_system = start_system_metrics(self.runtime, self._system)
 
     def define_metric(self, name: str, summary: str = "min") -> None:
@@ -337,7 +349,9 @@ class Run:
         the machine's sampling stop, open windows close, and what is left is delivered within ``timeout``."""
         if self._report is not None:
             return self._report
-        self.start()
+        if not self._continues:  # a fresh log begins with run_started, even a run that failed before its start
+            self.start()
+        self._started = True
         self._stop_watchdog()
         self._stop_system()
         self._report = self.runtime.finish(summary, timeout=timeout)

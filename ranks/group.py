@@ -56,8 +56,8 @@ class RanksConfig:
     """How long a collective (an agreement, the policy update's reductions) waits for every rank."""
 
     def __post_init__(self) -> None:
-        if not self.timeout_s > 0:
-            raise ValueError(f"--rank-timeout: must be > 0 seconds, got {self.timeout_s}")
+        if not 0 < self.timeout_s < float("inf"):  # a collective's timeout is a timedelta: never for good
+            raise ValueError(f"--rank-timeout: must be finite seconds > 0, got {self.timeout_s}")
 
 
 def _env_int(name: str, default: int) -> int:

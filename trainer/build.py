@@ -193,6 +193,8 @@ def build_run(config: TrainConfig, run: Run, checkpoints: CheckpointConfig | Non
     runtime = run.runtime
     ranks = runtime.ranks
     config = dataclasses.replace(config, device=ranks.device_name(config.device))
+    if "device" in run.config:  # run_started records this rank's device, as its checkpoints do
+        run.config["device"] = config.device
     if checkpoints is None:
         NullCheckpointer.register(runtime.commands)
         return EsperRun(config=config, run=run, checkpoints=NullCheckpointer())

@@ -234,9 +234,9 @@ def _train_and_end(args: argparse.Namespace, esper: EsperRun, point: ResumePoint
     try:
         if point is None:
             esper.run.start()
-        else:
-            _say(f"resumed from {point.path} (round {point.round})")
+        else:  # failing before it resumes, the run's continued log gets no second run_started (Run.end)
             esper.run.resume(point.resumed(), point.state["control"])
+            _say(f"resumed from {point.path} (round {point.round})")
         # After run_started: it may open windows. Both flags: the update window waits for the first.
         esper.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
         summary = esper.train(resume=None if point is None else point.state)

@@ -82,8 +82,8 @@ class TelemetryFlags:
         if not 0.1 <= self.heartbeat <= 3600:
             raise FieldError("heartbeat", f"must be in 0.1..3600 seconds, got {self.heartbeat}")
         flags.as_field_error("system_metrics_interval", lambda: SystemConfig(interval_s=self.system_metrics_interval))
-        if not self.stack_watchdog >= 0:
-            raise FieldError("stack_watchdog", f"must be >= 0 seconds, got {self.stack_watchdog}")
+        if not 0 <= self.stack_watchdog < float("inf"):
+            raise FieldError("stack_watchdog", f"must be finite seconds >= 0 (0: off), got {self.stack_watchdog}")
         self._check_naming()
 
     def _check_naming(self) -> None:

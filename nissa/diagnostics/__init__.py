@@ -2,9 +2,8 @@
 training thread blocked in a collective, a data loader or a sleep does not stop it) and a ``faulthandler``
 watchdog that writes them to the run directory when no Python thread can run at all."""
 
-from nissa.diagnostics.install import answer_stacks, install_diagnostics, start_watchdog
+from nissa.diagnostics.install import answer_stacks, start_watchdog
 from nissa.diagnostics.stacks import StacksResponder, format_stacks, install_stacks
 from nissa.diagnostics.watchdog import StackWatchdog
 
-__all__ = ["StackWatchdog", "StacksResponder", "answer_stacks", "format_stacks", "install_diagnostics",
-           "install_stacks", "start_watchdog"]
+__all__ = ["StackWatchdog", "StacksResponder", "answer_stacks", "format_stacks", "install_stacks", "start_watchdog"]

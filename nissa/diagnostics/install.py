@@ -1,6 +1,6 @@
-"""Plugging the stack diagnostics into a live run: ``install_diagnostics(runtime, watchdog_s)`` once the
-runtime is built (or its two halves, ``answer_stacks`` and ``start_watchdog``); the stop function it
-returns goes in the run's ``finally``."""
+"""Plugging the stack diagnostics into a live run: ``answer_stacks(runtime)`` once the runtime is built, and
+``start_watchdog(runtime, watchdog_s)`` once the run has begun; the stop function it returns goes in the run's
+``finally`` (``Run`` does both)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,6 @@ from nissa.diagnostics.watchdog import StackWatchdog
 
 if TYPE_CHECKING:
     from nissa.runtime import Runtime
-
-
-def install_diagnostics(runtime: Runtime, watchdog_s: float) -> Callable[[], None]:
-    """``stacks`` commands answered by the hub's thread (their files uploaded when the run has a server),
-    and, with ``watchdog_s`` > 0, the stack watchdog; returns what stops the watchdog."""
-    answer_stacks(runtime)
-    return start_watchdog(runtime, watchdog_s)
 
 
 def answer_stacks(runtime: Runtime) -> None:

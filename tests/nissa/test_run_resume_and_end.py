@@ -9,6 +9,7 @@ import pytest
 
 import nissa
 from leyline import EventKind, RunFinished, RunResumed, TelemetryLevel, decode_event
+from tests.support.waiting import wait_for
 
 
 def _events(run: nissa.Run) -> list:
@@ -82,7 +83,8 @@ def test_init_records_the_device_it_resolved_and_its_hub_settings(tmp_path, monk
 
 @pytest.mark.parametrize(("kwargs", "error", "names"), [
     ({"envs_per_rank": -1}, ValueError, "envs_per_rank"), ({"envs_per_rank": True}, ValueError, "envs_per_rank"),
-    ({"stragglers": {"factor": 2}}, TypeError, "stragglers"), ({"heartbeat_s": 0}, ValueError, "heartbeat"),
+    ({"stragglers": {"factor": 2}}, TypeError, "stragglers"), ({"agree": "yes"}, TypeError, "agree"),
+    ({"heartbeat_s": 0}, ValueError, "nissa.init: .*heartbeat"),
 ])
 def test_init_names_a_bad_setting(tmp_path, kwargs, error, names):
     with pytest.raises(error, match=names):
@@ -96,3 +98,47 @@ def test_a_log_dir_that_cannot_be_written_is_the_os_error_with_a_note(tmp_path):
     with pytest.raises(OSError) as caught:
         nissa.init(log_dir=blocker, system_metrics=False)
     assert any("log_dir" in note for note in caught.value.__notes__)
+
+
+def test_ending_a_continued_log_before_its_start_sends_no_second_run_started(tmp_path):
+    first = nissa.init(run_name="c", run_id="continued", log_dir=tmp_path, system_metrics=False)
+    first.finish()
+    again = nissa.init(run_name="c", run_id="continued", log_dir=tmp_path, system_metrics=False)
+    again.end(RunFinished(status="interrupted", duration_s=0.0))  # e.g. a SIGTERM before it resumed
+    kinds = [e.kind for e in _events(again)]
+    assert kinds.count(EventKind.RUN_STARTED) == 1 and kinds.count(EventKind.RUN_FINISHED) == 2
+
+
+def test_the_stack_watchdog_is_armed_when_the_run_begins_not_before(tmp_path):
+    run = nissa.init(run_name="w", log_dir=tmp_path, stack_watchdog_s=300, system_metrics=False)
+    stacks = run.run_dir / "stacks"
+    assert not stacks.exists()  # a run refused before its start leaves no watchdog file behind
+    run.start()
+    assert [p.name for p in stacks.iterdir()]
+    run.finish()
+
+
+@pytest.mark.parametrize(("resumed", "control", "error"), [
+    ({"round": 1}, {"level": "NORMAL", "windows": []}, TypeError),
+    (_resumed(step=1, epoch=0), {"windows": []}, ValueError),
+])
+def test_resume_names_what_it_was_given_wrong(tmp_path, resumed, control, error):
+    run = nissa.init(run_name="r", log_dir=tmp_path, system_metrics=False)
+    with pytest.raises(error, match="run.resume"):
+        run.resume(resumed, control)
+    run.finish()
+
+
+def test_a_run_that_cannot_be_built_leaves_no_hub_running(tmp_path, monkeypatch):
+    import threading
+
+    import nissa.run
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("cannot build the run")
+
+    monkeypatch.setattr(nissa.run.Run, "__init__", broken)
+    with pytest.raises(RuntimeError, match="cannot build"):
+        nissa.init(run_name="b", log_dir=tmp_path, system_metrics=False)
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name.startswith("nissa-hub") and t.is_alive()],
+             timeout=30, message="the hub's threads stopped")

@@ -12,7 +12,7 @@ import threading
 
 import httpx
 
-from nissa.diagnostics import install_diagnostics
+from nissa.diagnostics import answer_stacks
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
 from tests.support.server import running_server
@@ -26,7 +26,7 @@ def blocked_in_a_collective(release: threading.Event) -> None:
 def test_stacks_are_answered_while_the_training_thread_is_blocked(tmp_path):
     with running_server(tmp_path) as url:
         runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id="stuck", log_dir=tmp_path / "runs", server=url)))
-        stop = install_diagnostics(runtime, watchdog_s=0)
+        answer_stacks(runtime)
         runtime.step_boundary(7, 1)
         runtime.hub.flush(timeout=30)
         release = threading.Event()
@@ -51,7 +51,6 @@ def test_stacks_are_answered_while_the_training_thread_is_blocked(tmp_path):
                  timeout=30, message="the stacks artifact uploaded")
         body = httpx.get(f"{url}/runs/stuck/artifacts/{name}").text
         assert "blocked_in_a_collective" in body
-        stop()
         runtime.hub.close(timeout=10)
 
 

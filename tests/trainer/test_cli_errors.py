@@ -53,6 +53,7 @@ def test_a_run_id_whose_log_is_not_a_run_log(capsys, tmp_path):
     (["--straggler-factor", "1"], "--straggler-factor"), (["--rank-timeout", "0"], "--rank-timeout"),
     (["--tag", "has blank"], "--tag"), (["--group", "a/b c"], "--group"), (["--project", "x" * 129], "--project"),
     (["--notes", "n" * 4001], "--notes"), (["--run-id", "a/b"], "--run-id"), (["--run-name", " "], "--run-name"),
+    (["--rank-timeout", "inf"], "--rank-timeout"), (["--stack-watchdog", "inf"], "--stack-watchdog"),
 ])
 def test_bad_values_name_their_flag_in_one_line(capsys, tmp_path, argv, flag):
     said = _one_line_error(capsys, ["--log-dir", str(tmp_path), *TINY, *argv])
