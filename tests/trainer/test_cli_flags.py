@@ -94,7 +94,7 @@ def test_the_spellings_of_before_set_the_same_attributes():
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--heartbeat", "0"], "--heartbeat: must be in 0.1..3600 seconds, got 0.0"),
-    (["--stack-watchdog", "-1"], "--stack-watchdog: must be >= 0 seconds"),
+    (["--stack-watchdog", "-1"], "--stack-watchdog: must be finite seconds >= 0"),
     (["--profile", "501"], "--profile: must be in 1..500, got 501"),
     (["--straggler-epochs", "0"], "--straggler-epochs: must be an integer >= 1, got 0"),
     (["--system-metrics-interval", "0"], "--system-metrics-interval: system metrics interval must be in"),
