@@ -138,7 +138,9 @@ def test_a_run_that_cannot_be_built_leaves_no_hub_running(tmp_path, monkeypatch)
         raise RuntimeError("cannot build the run")
 
     monkeypatch.setattr(nissa.run.Run, "__init__", broken)
+    before = set(threading.enumerate())  # other tests' hubs may still be closing: only this one's threads count
     with pytest.raises(RuntimeError, match="cannot build"):
         nissa.init(run_name="b", log_dir=tmp_path, system_metrics=False)
-    wait_for(lambda: not [t for t in threading.enumerate() if t.name.startswith("nissa-hub") and t.is_alive()],
+    wait_for(lambda: not [t for t in set(threading.enumerate()) - before
+                          if t.name.startswith("nissa-hub") and t.is_alive()],
              timeout=30, message="the hub's threads stopped")
