@@ -105,8 +105,9 @@ def _empty(url: str) -> None:
             conn.execute(f"TRUNCATE {', '.join(data)}; UPDATE counters SET value = 0")  # type: ignore[arg-type]
 
 
-def new_database() -> str:
-    """A PostgreSQL database with nothing in it (schema as the last test's server left it, or none)."""
+def new_database(*, blank: bool = False) -> str:
+    """A PostgreSQL database with nothing in it (schema as the last test's server left it, or none; ``blank``:
+    none, for a test that builds an older schema itself)."""
     admin = _admin_uri()
     if admin is None:
         raise RuntimeError(_unavailable or "PostgreSQL unavailable")
@@ -119,7 +120,13 @@ def new_database() -> str:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
         return _with_database(admin, name)
-    _empty(url)
+    if blank:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    else:
+        _empty(url)
     return url
 
 
