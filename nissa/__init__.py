@@ -81,14 +81,13 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "DEBUG_BINS", "Api", "CommandContext", "CommandProcessor", "CommandRejected", "DeliveryReport", "DeviceFigures",
-    "Histogram",
-    "HostSyncCounter", "HubConfig", "LogCorrupt", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
-    "Run", "Runtime", "RuntimeConfig", "SecretError", "ServerUnavailable", "StragglerConfig", "StreamFence",
-    "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",
-    "debug_distribution_names", "debug_histogram_payloads", "distribution",
-    "init", "install_profiling", "install_rank_checks", "launch_histograms",
-    "launch_layer_stats", "layer_histograms", "layer_rows", "open_start_windows", "organized", "read_all",
-    "segmented_histograms", "start_system_metrics", "start_watchdog", "upload", "upload_run",
+    "Histogram", "HostSyncCounter", "HubConfig", "LogCorrupt", "NissaHub", "PendingHistograms", "PendingLayers",
+    "PhaseTimer", "Run", "Runtime", "RuntimeConfig", "SecretError", "ServerUnavailable", "StragglerConfig",
+    "StreamFence", "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",
+    "debug_distribution_names", "debug_histogram_payloads", "distribution", "init", "install_profiling",
+    "install_rank_checks", "launch_histograms", "launch_layer_stats", "layer_histograms", "layer_rows",
+    "open_start_windows", "organized", "read_all", "segmented_histograms", "start_system_metrics", "start_watchdog",
+    "upload", "upload_run",
 ]
 
 

@@ -208,7 +208,7 @@ class Run:
                 group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
                 summary=dict(self.organized.summary),
                 phases=None if self.phases is None else list(self.phases)))
-            self._start_system()
+            self._start_beside()
         return self
 
     def resume(self, resumed: RunResumed, control: Mapping[str, object]) -> Run:
@@ -227,11 +227,12 @@ class Run:
         self._started = True
         self._step, self._epoch = resumed.checkpoint_step, resumed.checkpoint_epoch
         self.runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, dict(control), resumed)
-        self._start_system()
+        self._start_beside()
         return self
 
-    def _start_system(self) -> None:
-        """The stack watchdog and the machine's sampling, once the run has begun (its stream with it)."""
+    def _start_beside(self) -> None:
+        """What runs beside the loop once the run has begun (its stream with it): the stack watchdog and the
+        machine's sampling."""
         self._stop_watchdog = start_watchdog(self.runtime, self._watchdog_s)
         if self._system is not None:
             self._stop_system = start_system_metrics(self.runtime, self._system)

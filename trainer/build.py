@@ -155,7 +155,7 @@ def open_run(config: TrainConfig, *, settings: Mapping[str, Any] | None = None, 
     arguments (``run_id``, ``log_dir``, ``server``, ``level``…). Raises what ``nissa.init`` raises."""
     recorded = {**config.as_flat_dict(), **(settings or {})}
     return init(config=recorded, device=config.device, phases=config.phases, envs_per_rank=config.n_envs,
-                      steps_per_epoch=0, **init_args)
+                steps_per_epoch=0, **init_args)
 
 
 @dataclass

@@ -32,6 +32,7 @@ from trainer.cli_flags import add_train_args, add_upload_args, check_telemetry_a
 if TYPE_CHECKING:
     from nissa import DeliveryReport, Run
     from trainer.build import EsperRun
+    from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.resume import ResumePoint
     from trainer.simic.config import TrainConfig
 
@@ -120,12 +121,6 @@ def _finish_through_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: logger.info("signal %d while finishing: finishing", signum))
 
 
-def _check_telemetry_args(args: argparse.Namespace) -> None:
-    """The telemetry and ranks groups' bounds (``trainer.cli_flags``); ValueError names the flag (the training
-    group checks its own)."""
-    check_telemetry_args(args)
-
-
 def _open(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig) -> Run:
     """The run's ``nissa.Run``, made by ``nissa.init`` as any loop's is (``trainer.build.open_run``): the ranks
     joined, the run id chosen by rank 0 with the run directory and its stream secret, the hub started on the run
@@ -171,8 +166,8 @@ def _train(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        _check_telemetry_args(args)
-        check_checkpoint_args(args)
+        check_telemetry_args(args)  # the telemetry and ranks groups (the training group checks its own)
+        checkpoints = check_checkpoint_args(args)
         if args.resume:
             run_dir = resume_target(args)
             config = resumed_config(stored_config(run_dir, args.checkpoint), given(parser, argv, training_dests()))
@@ -189,21 +184,21 @@ def _train(argv: Sequence[str]) -> int:
         parser.error(str(err))
     run = _open(parser, args, config)
     try:
-        return _run(parser, args, config, run)
+        return _run(parser, args, config, run, checkpoints)
     finally:
         run.runtime.ranks.close()  # when the run did not get to end (it closes them itself): a no-op after
 
 
-def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, run: Run) -> int:
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, run: Run,
+         checkpoints: CheckpointConfig) -> int:
     """One rank's run, from its first contact with the server to its last line."""
     from trainer.build import build_run
-    from trainer.checkpoint import CheckpointConfig
     from trainer.checkpoint.streaming import remember_server, streaming_line
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
 
     runtime, ranks = run.runtime, run.runtime.ranks
-    esper = build_run(config, run, CheckpointConfig(every=args.checkpoint_every, keep=args.keep_checkpoints))
+    esper = build_run(config, run, checkpoints)
     if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
         parser.exit(2, f"{parser.prog}: error: {refused}\n" if refused else "")
     point = _resume_point(parser, args, ranks, run.run_dir, config.rounds) if args.resume else None

@@ -13,8 +13,8 @@ import pytest
 from leyline import TelemetryLevel
 from trainer import flags
 from trainer.checkpoint.resume import CheckpointFlags
-from trainer.cli import _check_telemetry_args, main, train_parser, upload_parser
-from trainer.cli_flags import RanksFlags, TelemetryFlags, UploadFlags
+from trainer.cli import main, train_parser, upload_parser
+from trainer.cli_flags import RanksFlags, TelemetryFlags, UploadFlags, check_telemetry_args
 
 TRAIN = [(TelemetryFlags, f) for f in dataclasses.fields(TelemetryFlags)] + \
         [(RanksFlags, f) for f in dataclasses.fields(RanksFlags)] + \
@@ -101,7 +101,7 @@ def test_the_spellings_of_before_set_the_same_attributes():
 ])
 def test_a_bound_names_its_flag(argv, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
-        _check_telemetry_args(train_parser().parse_args(argv))
+        check_telemetry_args(train_parser().parse_args(argv))
 
 
 @pytest.mark.parametrize(("argv", "message"), [
