@@ -37,6 +37,7 @@ from leyline.esper import (
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
+from leyline.payloads_health import AnomalyDetected, DebugLayerStats, GradientHealth
 from leyline.payloads_histogram import Histograms
 from leyline.payloads_ops import (
     CommandStatusChanged,
@@ -48,7 +49,6 @@ from leyline.payloads_ops import (
     ProfileStarted,
     TelemetryLevelChanged,
 )
-from leyline.payloads_policy import AnomalyDetected, DebugLayerStats, GradientHealth
 from leyline.payloads_system import SystemMetrics
 
 AnyPayload: TypeAlias = (

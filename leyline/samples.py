@@ -24,6 +24,12 @@ from leyline.payloads import (
     RunStarted,
 )
 from leyline.payloads_alerts import AlertChanged
+from leyline.payloads_health import (
+    AnomalyDetected,
+    DebugLayerStats,
+    GradientHealth,
+    LayerStat,
+)
 from leyline.payloads_histogram import Distribution, Histograms
 from leyline.payloads_ops import (
     CommandStatusChanged,
@@ -37,12 +43,6 @@ from leyline.payloads_ops import (
     ProfileStarted,
     TelemetryLevelChanged,
     TopOp,
-)
-from leyline.payloads_policy import (
-    AnomalyDetected,
-    DebugLayerStats,
-    GradientHealth,
-    LayerStat,
 )
 from leyline.payloads_system import (
     CpuStats,

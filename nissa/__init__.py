@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from nissa.hub.secret import SecretError
     from nissa.hub.upload import UploadResult, upload_run
     from nissa.join import agree_on_run, checked_run_id
-    from nissa.organize import organized
+    from nissa.metadata import run_metadata
     from nissa.run import Run
     from nissa.runtime import Runtime, RuntimeConfig, build_runtime
     from nissa.system import SystemConfig, start_system_metrics
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "HubConfig": "nissa.hub", "NissaHub": "nissa.hub", "DeliveryReport": "nissa.hub",
     "LogCorrupt": "nissa.hub.runlog", "SecretError": "nissa.hub.secret", "ServerUnavailable": "nissa.hub.rest",
     "UploadResult": "nissa.hub.upload", "upload_run": "nissa.hub.upload",
-    "agree_on_run": "nissa.join", "checked_run_id": "nissa.join", "organized": "nissa.organize",
+    "agree_on_run": "nissa.join", "checked_run_id": "nissa.join", "run_metadata": "nissa.metadata",
     "Runtime": "nissa.runtime", "RuntimeConfig": "nissa.runtime", "build_runtime": "nissa.runtime",
     "CommandContext": "nissa.control.commands", "CommandProcessor": "nissa.control.commands",
     "CommandRejected": "nissa.control.commands",
@@ -86,7 +86,7 @@ __all__ = [
     "StreamFence", "SystemConfig", "UploadResult", "agree_on_run", "answer_stacks", "build_runtime", "checked_run_id",
     "debug_distribution_names", "debug_histogram_payloads", "distribution", "init", "install_profiling",
     "install_rank_checks", "launch_histograms", "launch_layer_stats", "layer_histograms", "layer_rows",
-    "open_start_windows", "organized", "read_all", "segmented_histograms", "start_system_metrics", "start_watchdog",
+    "open_start_windows", "run_metadata", "read_all", "segmented_histograms", "start_system_metrics", "start_watchdog",
     "upload", "upload_run",
 ]
 
@@ -145,7 +145,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     from nissa.checks import check_init, check_server, resolved_device
     from nissa.hub import HubConfig
     from nissa.join import agree_on_run
-    from nissa.organize import organized
+    from nissa.metadata import run_metadata
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
     from nissa.system import SystemConfig
@@ -154,7 +154,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
     check_init(run_name=run_name, config=config, steps_per_epoch=steps_per_epoch, device=device,
                stack_watchdog_s=stack_watchdog_s, rank_timeout_s=rank_timeout_s, phases=phases,
                envs_per_rank=envs_per_rank, stragglers=stragglers, agree=agree)
-    meta = organized(project=project, group=group, tags=tags, notes=notes,
+    meta = run_metadata(project=project, group=group, tags=tags, notes=notes,
                      summary=dict(summary) if isinstance(summary, Mapping) else summary)
     if server == "":  # none, said outright
         server = None
@@ -194,7 +194,7 @@ def init(*, server: str | None = None, run_name: str = "run", config: Mapping[st
         system = None if system is None else SystemConfig(interval_s=system.interval_s, device=device)
         return Run(runtime, name=run_name, config=config or {}, steps_per_epoch=steps_per_epoch, device=device,
                    close_ranks=joined_here and ranks.distributed, stack_watchdog_s=stack_watchdog_s,
-                   organized=meta, system=system, phases=None if phases is None else tuple(phases),
+                   metadata=meta, system=system, phases=None if phases is None else tuple(phases),
                    stragglers=stragglers)
     except BaseException as err:
         if isinstance(err, OSError):

@@ -52,7 +52,7 @@ from nissa.checks import as_floats, check_log
 from nissa.diagnostics import answer_stacks, start_watchdog
 from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
-from nissa.organize import Organized, Summary, check_direction
+from nissa.metadata import RunMetadata, Summary, check_direction
 from nissa.runtime import Runtime
 from nissa.stops import CheckpointHandler, Hook, StopHandler
 from nissa.system import SystemConfig, start_system_metrics
@@ -72,7 +72,7 @@ class Run:
 
     def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
                  device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
-                 organized: Organized | None = None, system: SystemConfig | None = None,
+                 metadata: RunMetadata | None = None, system: SystemConfig | None = None,
                  phases: tuple[str, ...] | None = None, stragglers: StragglerConfig | None = None) -> None:
         if steps_per_epoch < 0:
             raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
@@ -105,7 +105,7 @@ class Run:
         self._started_at = time.monotonic()
         self._started = False
         self._report: DeliveryReport | None = None
-        self.organized = organized or Organized()
+        self.metadata = metadata or RunMetadata()
         """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
         self.summary = Summary(self._send_summary)
         """Values of the run's summary set outright: ``run.summary["test_acc"] = 0.91`` (sent at once)."""
@@ -204,9 +204,9 @@ class Run:
             self.runtime.emit(RunStarted(
                 name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir.resolve()),
-                world_size=ranks.world_size, commands=list(self._calls.declared), project=self.organized.project,
-                group=self.organized.group, tags=list(self.organized.tags), notes=self.organized.notes,
-                summary=dict(self.organized.summary),
+                world_size=ranks.world_size, commands=list(self._calls.declared), project=self.metadata.project,
+                group=self.metadata.group, tags=list(self.metadata.tags), notes=self.metadata.notes,
+                summary=dict(self.metadata.summary),
                 phases=None if self.phases is None else list(self.phases)))
             self._start_beside()
         return self
@@ -243,7 +243,7 @@ class Run:
         self._check_open("run.define_metric")
         direction = check_direction(name, summary)
         if not self._started:
-            self.organized.summary[name] = direction
+            self.metadata.summary[name] = direction
         else:
             self.runtime.emit(SummaryUpdated(directions={name: direction}))
 

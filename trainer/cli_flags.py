@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from leyline import TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
-from nissa import HubConfig, StragglerConfig, SystemConfig, checked_run_id, organized
+from nissa import HubConfig, StragglerConfig, SystemConfig, checked_run_id, run_metadata
 from ranks import RanksConfig
 from trainer import flags
 from trainer.flags import FieldError
@@ -95,7 +95,7 @@ class TelemetryFlags:
         for name, given in (("project", {"project": self.project}), ("group", {"group": self.group}),
                             ("tags", {"tags": list(self.tags)}), ("notes", {"notes": self.notes})):
             try:
-                organized("esper-train", **given)
+                run_metadata("esper-train", **given)
             except ValueError as err:
                 raise FieldError(name, str(err).removeprefix("esper-train: ")) from None
 

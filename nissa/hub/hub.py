@@ -213,7 +213,7 @@ class NissaHub:
         due = {"drops": now + cfg.drop_report_s, "heartbeat": now + cfg.heartbeat_s, "health": now + cfg.health_s}
         linger = cfg.linger_s
         while True:
-            items = self._take()
+            items = self._dequeue_batch()
             if items and self._process(items):
                 return
             now = time.monotonic()
@@ -224,7 +224,7 @@ class NissaHub:
             elif len(items) < _MAX_TAKE and linger:
                 self._linger(linger)
 
-    def _take(self) -> list:
+    def _dequeue_batch(self) -> list:
         queue = self._queue
         items: list = []
         while queue and len(items) < _MAX_TAKE:

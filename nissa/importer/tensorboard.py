@@ -61,7 +61,7 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None) -> 
             for value in event.summary.value:
                 plugin = value.metadata.plugin_data.plugin_name or plugins.get(value.tag, "")
                 plugins.setdefault(value.tag, plugin)  # TensorBoard writes a tag's metadata with its first value only
-                if not _take(run, value, plugin, int(event.step), float(event.wall_time)):
+                if not _import_value(run, value, plugin, int(event.step), float(event.wall_time)):
                     skipped[plugin or value.WhichOneof("value") or "?"] += 1
     if skipped:
         logger.info("%s: left out %s", directory, dict(skipped))
@@ -69,7 +69,7 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None) -> 
     return run
 
 
-def _take(run: ImportedRun, value: Any, plugin: str, step: int, ts: float) -> bool:
+def _import_value(run: ImportedRun, value: Any, plugin: str, step: int, ts: float) -> bool:
     """Add one summary value to ``run``; False where it is of a kind not imported."""
     from tensorboard.util import tensor_util
 

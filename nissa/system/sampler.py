@@ -100,14 +100,14 @@ class SystemSampler:
         try:
             self.open()
             while not self._stop.wait(self.config.interval_s):
-                self._take()
-            self._take()
+                self._sample_once()
+            self._sample_once()
         except Exception:  # a probe wraps other vendors' libraries: its failure ends sampling, never the run
             logger.exception("system metrics stopped")
         finally:
             self.close()
 
-    def _take(self) -> None:
+    def _sample_once(self) -> None:
         self._emit(self.sample())
         self.samples += 1
 

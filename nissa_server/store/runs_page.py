@@ -102,7 +102,7 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
         f" WHERE run_key IN ({','.join('?' * len(keys))})", keys).fetchall()} if keys else {}
     rows = [found_rows[k] for k in keys if k in found_rows]
     keys = [int(row[0]) for row in rows]
-    extra = _Extra(conn, keys, now, here)
+    extra = _PageDetails(conn, keys, now, here)
     if metrics is None:
         found = summaries_sql.read(conn, keys, per_run=MAX_METRICS)
         if any(len(f) >= MAX_METRICS for f in found.values()):  # cut: what a table needs whatever the cut
@@ -134,7 +134,7 @@ def _page_keys(conn: Conn, q: Compiled, limit: int, offset: int) -> tuple[int, l
     return int(found[0][1]), [int(r[0]) for r in found]
 
 
-class _Extra:
+class _PageDetails:
     """What a page's runs have in other tables, read in one query per table (not per run)."""
 
     def __init__(self, conn: Conn, keys: list[int], now: float, here: str) -> None:
@@ -161,7 +161,7 @@ class _Extra:
             self.counts[key][kind] = n
 
 
-def _summary(row: tuple, extra: _Extra, metrics: dict[str, MetricSummary]) -> RunSummary:
+def _summary(row: tuple, extra: _PageDetails, metrics: dict[str, MetricSummary]) -> RunSummary:
     (key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, world, why, project,
      group, notes) = row
     start = _started.decode(config) if config else None

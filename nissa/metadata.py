@@ -14,7 +14,7 @@ from leyline.metrics import SummaryUpdated, metric_value
 from leyline.summaries import DIRECTIONS, Direction, Directions, Notes, Project, Tags
 
 
-class Organized(msgspec.Struct, kw_only=True):
+class RunMetadata(msgspec.Struct, kw_only=True):
     """``nissa.init``'s ``project``, ``group``, ``tags``, ``notes`` and ``summary``, checked."""
 
     project: Project = ""
@@ -24,20 +24,20 @@ class Organized(msgspec.Struct, kw_only=True):
     summary: Directions = {}
 
 
-def organized(caller: str = "nissa.init", **given: Any) -> Organized:
+def run_metadata(caller: str = "nissa.init", **given: Any) -> RunMetadata:
     """The arguments as the contract takes them; a ``ValueError`` naming the one that is wrong."""
     fields = {k: (list(v) if k == "tags" and isinstance(v, (tuple, list)) else v) for k, v in given.items()
               if v is not None}
     if isinstance(fields.get("tags"), str):
         raise TypeError(f"{caller}: tags must be a list of strings, got a string ({fields['tags']!r})")
     try:
-        return msgspec.convert(fields, Organized)
+        return msgspec.convert(fields, RunMetadata)
     except msgspec.ValidationError as err:
-        raise ValueError(f"{caller}: {_said(err)} (a project, group or tag: letters, digits, _ . : + / = @ -, "
-                         f"no blank; a direction: {', '.join(DIRECTIONS)})") from None
+        raise ValueError(f"{caller}: {_validation_message(err)} (a project, group or tag: letters, digits, "
+                         f"_ . : + / = @ -, no blank; a direction: {', '.join(DIRECTIONS)})") from None
 
 
-def _said(err: msgspec.ValidationError) -> str:
+def _validation_message(err: msgspec.ValidationError) -> str:
     text = str(err)
     head, _, where = text.rpartition(" - at `$.")
     return f"{where.rstrip('`')}: {head}" if where else text
