@@ -4,14 +4,17 @@ its own results: how a metric is best (``min``, ``max`` or ``last``) and values 
 (``leyline.metrics.SummaryUpdated``).
 
 A series' *best* follows its direction: declared by the loop (``nissa.init(summary={"val_loss": "min"})``,
-``run.define_metric``), else read from its name (``DIRECTION_HINTS``: a loss or an error is minimised, an
-accuracy, F1 or AUC maximised), else its last value. A value set outright is its series' last and best from
-then on (at the step it was set), and counts in its min, max and count like a point.
+``run.define_metric``), else read from the last word of its name (``MIN_WORDS``, ``MAX_WORDS``: ``val_loss`` is a
+loss, minimised; ``top1_acc`` an accuracy, maximised; ``loss_scale`` a scale and ``grad_accum_steps`` a count of
+steps, neither: their best is their last value), else its last value. ``best_of`` says which statistic is best
+for a direction; the stores' SQL is generated from the same table (``BEST_STAT``). A value set outright is its
+series' last and best from then on (at the step it was set), and counts in its min, max and count like a point.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 
@@ -19,10 +22,13 @@ Direction = Literal["min", "max", "last"]
 DIRECTIONS: tuple[Direction, ...] = ("min", "max", "last")
 STATS: tuple[str, ...] = ("last", "min", "max", "best", "count", "step")
 """What each series' summary holds."""
-DIRECTION_HINTS: tuple[tuple[str, Direction], ...] = (
-    ("loss", "min"), ("error", "min"), ("acc", "max"), ("f1", "max"), ("auc", "max"),
-)
-"""Parts of a name that say how its metric is best, first match wins (``val_loss`` → min, ``accuracy`` → max)."""
+MIN_WORDS: frozenset[str] = frozenset({"loss", "error", "err", "perplexity", "ppl", "mse", "mae", "regret"})
+"""A metric whose name ends in one of these words is best at its lowest (``val_loss``, ``test/mse``)."""
+MAX_WORDS: frozenset[str] = frozenset({"acc", "accuracy", "f1", "auc", "precision", "recall", "bleu", "reward",
+                                       "return", "score"})
+"""A metric whose name ends in one of these words is best at its highest (``val_acc``, ``episode_return``)."""
+BEST_STAT: dict[str, str] = {"min": "min", "max": "max"}
+"""Which statistic is a series' best, by its direction; any other direction (``last``): its last value."""
 MAX_DECLARED = 256
 """Directions or values one declaration carries at most."""
 
@@ -42,15 +48,30 @@ DeclaredName = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 Directions = Annotated[dict[DeclaredName, Direction], msgspec.Meta(max_length=MAX_DECLARED)]
 
 
+_T = TypeVar("_T")
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+[0-9]*(?![a-z])")
+"""A word of a name: names split at anything not a letter or digit and where a lower case letter meets an upper
+case one (``val_loss``, ``valLoss``, ``eval/BLEU``)."""
+
+
+def words_of(name: str) -> list[str]:
+    """The words of a metric's name, in lower case, numbers alone left out (``recall@10`` → ``["recall"]``)."""
+    return [w.lower() for w in _WORD.findall(name) if not w.isdigit()]
+
+
 def direction_of(name: str, declared: dict[str, str] | None = None) -> str:
-    """How the metric ``name`` is best: as declared, else as its name hints (``DIRECTION_HINTS``), else ``last``."""
+    """How the metric ``name`` is best: as declared, else by the last word of its name (``MIN_WORDS``,
+    ``MAX_WORDS``), else ``last``."""
     if declared and name in declared:
         return declared[name]
-    lowered = name.lower()
-    for part, direction in DIRECTION_HINTS:
-        if part in lowered:
-            return direction
-    return "last"
+    words = words_of(name)
+    last = words[-1] if words else ""
+    return "min" if last in MIN_WORDS else "max" if last in MAX_WORDS else "last"
+
+
+def best_of(direction: str, *, min: _T, max: _T, last: _T) -> _T:  # noqa: A002 - named as the statistics are
+    """A series' best, of its ``min``, ``max`` and ``last``, by its ``direction`` (``BEST_STAT``)."""
+    return {"min": min, "max": max, "last": last}[BEST_STAT.get(direction, "last")]
 
 
 class MetricSummary(msgspec.Struct, kw_only=True):

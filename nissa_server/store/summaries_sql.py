@@ -18,7 +18,7 @@ import numpy as np
 from leyline.metrics import SummaryUpdated, as_float
 from leyline.payloads import RunStarted
 from leyline.series import format_key
-from leyline.summaries import MetricSummary, direction_of
+from leyline.summaries import BEST_STAT, MetricSummary, best_of, direction_of
 from nissa_server.store.conn import Conn
 
 SCHEMA = """
@@ -63,7 +63,11 @@ def _folded(conn: Conn, old: str, new: str, pick: str) -> str:
 
 
 def _best(direction: str, low: str, high: str, last: str) -> str:
-    return f"CASE {direction} WHEN 'min' THEN {low} WHEN 'max' THEN {high} ELSE {last} END"
+    """``leyline.summaries.best_of`` in SQL, generated from its table (``BEST_STAT``) for a ``direction`` column or
+    parameter and the SQL of the statistics."""
+    stats = {"min": low, "max": high, "last": last}
+    cases = " ".join(f"WHEN '{direction_name}' THEN {stats[stat]}" for direction_name, stat in BEST_STAT.items())
+    return f"CASE {direction} {cases} ELSE {last} END"
 
 
 def _upsert(conn: Conn) -> str:
@@ -149,7 +153,7 @@ def write(conn: Conn, series: dict[tuple[int, str], tuple[str, list[np.ndarray]]
             continue
         count, low, high, last = _stats(arrays[4])
         direction = direction_of(name, known.get(run_key))
-        best = low if direction == "min" else high if direction == "max" else last
+        best = best_of(direction, min=low, max=high, last=last)
         rows.append((run_key, key, name, direction, count, low, high, last, int(arrays[0][-1]), best, 0))
     upsert = _upsert(conn)
     if rows:
@@ -180,7 +184,7 @@ def backfill(conn: Conn) -> int:
         last_step = np.frombuffer(bytes(unpacked(chunks[-1][1], chunks[-1][2])), dtype=np.float64)[-1]
         count, low, high, last = _stats(values)
         direction = direction_of(name)
-        best = low if direction == "min" else high if direction == "max" else last
+        best = best_of(direction, min=low, max=high, last=last)
         rows.append((run_key, key, name, direction, count, low, high, last, int(last_step), best, 0))
     if rows:
         conn.executemany(_upsert(conn), rows)
