@@ -1,39 +1,118 @@
-"""Distributions of a run read back: one name's histograms over steps, downsampled, as JSON or CSV rows."""
+"""Distributions of a run read back: one name's histograms over steps, downsampled, as JSON or CSV rows.
+
+A read runs on a reader thread (``Store.read``) and costs about what it returns: the steps are chosen from
+the index by name (``store.histograms_sql``) before anything is decoded, only the chosen events are read
+back, each is decoded with every distribution's bins left raw but the named one's, and quantiles are computed
+for what is returned. What a read would decode is known before it starts: more than ``max_bytes`` (the
+server's ``max_read_bytes``) or ``MAX_READ_EVENTS`` is refused (``TooMuchWork``) with the parameters that narrow it.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from leyline import Event, Histograms
-from leyline.payloads_histogram import HistogramAt, HistogramsReply, quantiles
+import msgspec
+
+from leyline.payloads_histogram import QUANTILES, Distribution, HistogramAt, HistogramsReply, quantiles
+from nissa_server.store import histograms_sql
+from nissa_server.store.blocks import Block
+from nissa_server.store.conn import Conn
+from nissa_server.store.series_queries import in_snapshot
+
+MAX_READ_EVENTS = 20_000
+"""``histogram`` events one request decodes at most."""
+_MIB = 1024 * 1024
 
 
-def pick(events: list[Event], name: str) -> list[HistogramAt]:
-    """The distributions called ``name`` among ``histogram`` events."""
+class TooMuchWork(ValueError):
+    """A read that would decode more than one request may; the message says how to narrow it."""
+
+
+class _Dist(msgspec.Struct):
+    name: str
+    min: float | None
+    max: float | None
+    count: int
+    bins: msgspec.Raw
+    nonfinite: int = 0
+
+
+class _Payload(msgspec.Struct):
+    histograms: list[_Dist]
+
+
+class _Event(msgspec.Struct):
+    payload: _Payload
+    rank: int = 0
+    step: int = 0
+    epoch: int = 0
+    ts: float = 0.0
+
+
+_event = msgspec.json.Decoder(_Event).decode
+_bins = msgspec.json.Decoder(list[int]).decode
+_encode = msgspec.json.Encoder().encode
+
+
+def pick(body: bytes, name: str) -> list[HistogramAt]:
+    """The distributions called ``name`` in one ``histogram`` event's JSON (only their bins decoded)."""
+    event = _event(body)
     out = []
-    for e in events:
-        payload: object = e.payload
-        if not isinstance(payload, Histograms):
-            continue
-        for d in payload.histograms:
-            if d.name == name:
-                out.append(HistogramAt(rank=e.rank, step=e.step, epoch=e.epoch, ts=e.ts, min=d.min, max=d.max,
-                                       count=d.count, nonfinite=d.nonfinite, bins=d.bins, quantiles=quantiles(d)))
+    for d in event.payload.histograms:
+        if d.name == name:
+            bins = _bins(d.bins)
+            dist = Distribution(name=d.name, min=d.min, max=d.max, count=d.count, nonfinite=d.nonfinite, bins=bins)
+            out.append(HistogramAt(rank=event.rank, step=event.step, epoch=event.epoch, ts=event.ts, min=d.min,
+                                   max=d.max, count=d.count, nonfinite=d.nonfinite, bins=bins,
+                                   quantiles=quantiles(dist)))
     return out
 
 
-def downsample(found: list[HistogramAt], max_steps: int) -> list[HistogramAt]:
-    """At most ``max_steps`` per rank, evenly spread, the first and the last kept."""
-    out: list[HistogramAt] = []
-    for rank in sorted({h.rank for h in found}):
-        mine = sorted((h for h in found if h.rank == rank), key=lambda h: h.step)
-        if len(mine) > max_steps:
-            last = len(mine) - 1
-            chosen = sorted({round(i * last / (max_steps - 1)) for i in range(max_steps)}) if max_steps > 1 else [last]
-            mine = [mine[i] for i in chosen]
-        out.extend(mine)
-    return out
+def offsets(n: int, max_steps: int) -> list[int] | None:
+    """Which of ``n`` steps (0-based, in step order) a reply of at most ``max_steps`` holds: evenly spread, the
+    first and the last kept; None for all of them."""
+    if n <= max_steps:
+        return None
+    last = n - 1
+    return sorted({round(i * last / (max_steps - 1)) for i in range(max_steps)}) if max_steps > 1 else [last]
+
+
+def _plan(conn: Conn, run_key: int, name: str, rank: int | None, max_steps: int,
+          max_bytes: int) -> tuple[dict[int, list[int] | None], int]:
+    """Rank → the offsets to read, and how many distributions the run holds; ``TooMuchWork`` if they cost more."""
+    per_rank = histograms_sql.counts(conn, run_key, name, rank)
+    plan = {r: offsets(n, max_steps) for r, (n, _) in per_rank.items()}
+    events = sum(n if plan[r] is None else len(plan[r] or ()) for r, (n, _) in per_rank.items())
+    cost = sum(b if plan[r] is None else b * len(plan[r] or ()) // max(n, 1) for r, (n, b) in per_rank.items())
+    if events > MAX_READ_EVENTS or cost > max_bytes:
+        each = max(1, cost // max(events, 1))
+        fits = max(1, min(max_bytes // each, MAX_READ_EVENTS) // max(len(per_rank), 1))
+        ranks = f" or one rank (rank={min(per_rank)})" if len(per_rank) > 1 else ""
+        raise TooMuchWork(f"{name!r}: this read would decode {events} events ({cost / _MIB:.0f} MiB), more than one "
+                          f"request may ({MAX_READ_EVENTS} events, {max_bytes / _MIB:.0f} MiB): ask for fewer steps "
+                          f"(max_steps={min(fits, max_steps - 1) if max_steps > 1 else 1}){ranks}")
+    return plan, sum(n for n, _ in per_rank.values())
+
+
+@in_snapshot
+def read_histograms(conn: Conn, run_key: int, name: str, rank: int | None, max_steps: int, fmt: str,
+                    max_bytes: int) -> bytes:
+    """The reply of ``GET /runs/{id}/histograms/{name}``, encoded (JSON or CSV)."""
+    plan, taken = _plan(conn, run_key, name, rank, max_steps, max_bytes)
+    found: list[HistogramAt] = []
+    block: Block | None = None
+    bodies: list[bytes] = []
+    for r, chosen in plan.items():
+        for _, event_id, _ in histograms_sql.chosen(conn, run_key, name, r, chosen):
+            if block is None or not block.first_id <= event_id <= block.last_id:
+                block = histograms_sql.block_of(conn, event_id)
+                if block is None:  # deleted since the index was read: nothing to show
+                    continue
+                bodies = block.events()
+            found.extend(pick(bodies[event_id - block.first_id], name))
+    reply = HistogramsReply(name=name, quantiles=list(QUANTILES), histograms=found, taken=taken)
+    return to_csv(reply).encode() if fmt == "csv" else _encode(reply)
 
 
 def to_csv(reply: HistogramsReply) -> str:

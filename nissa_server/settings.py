@@ -139,6 +139,9 @@ class Settings:
     max_page_bytes: int = 8 * 1024 * 1024
     """Bytes of events in one page of ``GET /runs/{id}/events`` at most (a page always holds one event), and of
     one reply of ``GET /runs/{id}/series/{name}`` (which always holds one series)."""
+    max_read_bytes: int = 64 * 1024 * 1024
+    """Bytes of stored events one read decodes at most (``GET /runs/{id}/histograms/{name}``): a read that would
+    decode more is refused (422) with the ``max_steps`` (or ``rank``) that fits."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     watcher_max_pending_bytes: int = 16 * 1024 * 1024
@@ -192,7 +195,7 @@ class Settings:
             raise ValueError("commit_interval_s must be in 0..1")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
                      "max_body_bytes", "max_artifact_bytes", "max_run_artifacts", "max_run_artifact_bytes",
-                     "max_page_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
+                     "max_page_bytes", "max_read_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
                      "writer_queue_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

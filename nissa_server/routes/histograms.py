@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 
-from leyline import decode_event
-from leyline.payloads_histogram import QUANTILES, HistogramsReply
+from leyline.payloads_histogram import HistogramsReply
 from nissa_server.deps import NissaDep, require_read, run_or_404
-from nissa_server.histograms import downsample, pick, to_csv
+from nissa_server.histograms import MAX_READ_EVENTS, TooMuchWork, read_histograms
 from nissa_server.openapi import error, ok, ref
-from nissa_server.routes.common import json_response
-from nissa_server.store import pages
 
 router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
-MAX_EVENTS = 200_000
-"""``histogram`` events one request reads at most (the oldest first)."""
 _EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
             "quantiles": [0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0],
             "histograms": [{"rank": 0, "step": 100, "epoch": 1, "ts": 1.7e9, "min": -0.02, "max": 0.03, "count": 512,
@@ -29,11 +24,16 @@ _EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
             description="The distributions called `name` (`run.log` of a `nissa.Histogram`, `run.watch(model, "
                         "histograms=…)`), each with its fixed bins from `min` to `max`, at most `max_steps` a rank, "
                         "evenly spread over the run (the first and the last kept). `format=csv` gives a row per bin: "
-                        "`rank,step,ts,bin,low,high,count`.",
+                        "`rank,step,ts,bin,low,high,count`. A read that would decode more than "
+                        f"{MAX_READ_EVENTS} events, or more bytes of them than the server's `max_read_bytes` (64 MiB "
+                        "unless told), is refused (422) with the `max_steps` (or `rank`) that fits.",
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(HistogramsReply), _EXAMPLE),
                        401: error("Reads need the bearer token (server started with --read-auth)", "missing or "
-                                  "wrong bearer token"), 404: error("No such run", "unknown run 'r-x'")})
+                                  "wrong bearer token"), 404: error("No such run", "unknown run 'r-x'"),
+                       422: error("More than one request may decode", "'weights/fc1': this read would decode 900 "
+                                  "events (170 MiB), more than one request may (20000 events, 64 MiB): ask for fewer "
+                                  "steps (max_steps=338)")})
 async def get_histograms(
     n: NissaDep,
     run_id: str,
@@ -43,17 +43,9 @@ async def get_histograms(
     format: Annotated[Literal["json", "csv"], Query(description="json, or csv rows")] = "json",
 ) -> Response:
     run = await run_or_404(n, run_id)
-    found, after, after_rank, read = [], 0, None, 0
-    while read < MAX_EVENTS:
-        page = await n.store.read(pages.events_page, run.run_key, after, min(1000, MAX_EVENTS - read), ["histogram"],
-                                  rank, after_rank, n.settings.max_page_bytes)
-        found.extend(pick([decode_event(body) for body in page.bodies], name))
-        read += len(page.bodies)
-        if not page.cut or page.last is None:
-            break
-        after, after_rank = page.last
-    reply = HistogramsReply(name=name, quantiles=list(QUANTILES), histograms=downsample(found, max_steps),
-                            taken=len(found))
-    if format == "csv":
-        return Response(to_csv(reply), media_type="text/csv")
-    return json_response(reply)
+    try:
+        body = await n.store.read(read_histograms, run.run_key, name, rank, max_steps, format,
+                                  n.settings.max_read_bytes)
+    except TooMuchWork as err:
+        raise HTTPException(422, str(err)) from None
+    return Response(body, media_type="text/csv" if format == "csv" else "application/json")

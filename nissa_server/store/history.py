@@ -8,9 +8,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from leyline import RunStatus
-from nissa_server.store import alerts_sql, run_meta_sql, series_sql, summaries_sql
+from nissa_server.store import alerts_sql, histograms_sql, run_meta_sql, series_sql, summaries_sql
 from nissa_server.store.blocks import Block, Row, pack
 from nissa_server.store.conn import Conn
+from nissa_server.store.histograms_sql import HISTOGRAM
 
 DELETED_RUNS_SCHEMA = "CREATE TABLE deleted_runs (run_id TEXT PRIMARY KEY, deleted_at {real} NOT NULL)"
 """Ids of deleted runs: their trainers' streams are refused for good, and nobody can claim the ids again."""
@@ -57,6 +58,7 @@ def delete_run(conn: Conn, run_key: int, now: float) -> Removed | RunStatus | No
     conn.execute("DELETE FROM event_blocks WHERE run_key = ?", (run_key,))
     conn.execute("DELETE FROM rare_events WHERE run_key = ?", (run_key,))
     series_sql.delete_run(conn, run_key)
+    histograms_sql.delete_run(conn, run_key)
     summaries_sql.delete_run(conn, run_key)
     run_meta_sql.delete_run(conn, run_key)
     run_id = conn.execute("SELECT run_id FROM runs WHERE run_key = ?", (run_key,)).fetchone()[0]
@@ -100,6 +102,7 @@ def thin_run(conn: Conn, run_key: int, kinds: list[str], limit: int = DELETE_CHU
             per_kind.update(row[1] for row in gone)
             per_rank[rank] += sum(len(row[3]) for row in gone)
             ids = {row[0]: event_id + i for i, row in enumerate(events)}
+            histograms_sql.delete_events(conn, run_key, [ids[row[0]] for row in gone if row[1] == HISTOGRAM])
             kept += [(b.first_id, run_key, rank, b.seq, b.n, b.body)
                      for b in _repack([row for row in events if row[1] not in doomed], ids)]
         if sum(per_kind.values()) >= limit:

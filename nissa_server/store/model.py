@@ -11,7 +11,7 @@ from typing import Any
 
 from leyline import Event
 from nissa_server.runs import RunState, Stream
-from nissa_server.store import sql
+from nissa_server.store import histograms_sql, sql
 from nissa_server.store.blocks import Block, BlockSpan, Row, pack
 from nissa_server.store.conn import Conn
 
@@ -178,6 +178,8 @@ class Pending:
         """Rows of ``event_blocks`` not inserted yet: (id, run_key, rank, seq, n, body)."""
         self.rare: list[tuple] = []
         """Rows of ``rare_events`` not inserted yet."""
+        self.histograms: list[tuple] = []
+        """Rows of ``histogram_index`` not inserted yet."""
         self._streams: dict[tuple[int, int], tuple[EventWrite, int]] = {}
         self._kinds: dict[int, dict[str, int]] = {}
         self._runs: dict[int, tuple[EventWrite, int, int]] = {}
@@ -197,6 +199,8 @@ class Pending:
         if not write.kinds.keys().isdisjoint(sql.INDEXED_KIND_SET):
             self.rare.extend((key, kind, seq, rank, i, severity, body) for i, (seq, kind, severity, body)
                              in enumerate(write.rows, write.first_id) if kind in sql.INDEXED_KIND_SET)
+        if histograms_sql.HISTOGRAM in write.kinds:
+            self.histograms += histograms_sql.index_rows(key, rank, write.first_id, write.rows)
         if write.session is None:
             self._unfenced.append(write)
         self._streams[stream] = (write, nbytes + (earlier[1] if earlier else 0))
@@ -228,6 +232,8 @@ class Pending:
             self._insert(conn, self.blocks)
         if self.rare:
             sql.insert_rare(conn, self.rare)
+        if self.histograms:
+            histograms_sql.insert(conn, self.histograms)
         if self._kinds:
             sql.count_kinds(conn, [(key, kind, n) for key, counts in self._kinds.items() for kind, n in counts.items()])
         if self._runs:
@@ -235,7 +241,7 @@ class Pending:
             gone = [write for key, (write, _, _) in self._runs.items() if key not in seen]
             if gone:
                 raise RunGone(f"run {gone[0].run_id!r} was deleted on this server: start a new run")
-        self.blocks, self.rare, self._unfenced = [], [], []
+        self.blocks, self.rare, self.histograms, self._unfenced = [], [], [], []
         self._streams.clear()
         self._kinds.clear()
         self._runs.clear()

@@ -25,8 +25,8 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from nissa_server.health import retry_delay, supervise
+from nissa_server.store import histograms_sql, queries, series_sql, sql
 from nissa_server.store import postgres_schema as schema
-from nissa_server.store import queries, series_sql, sql
 from nissa_server.store.base import DATABASE, Store
 from nissa_server.store.blocks import from_row
 from nissa_server.store.conn import Conn
@@ -139,6 +139,7 @@ class PostgresStore(Store):
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             series_sql.init_progress(PgConn(raw), self.published_upto)
             series_sql.index_labels(PgConn(raw))
+            histograms_sql.backfill_once(PgConn(raw))
             raw.commit()
         except psycopg.Error as err:
             raw.close()

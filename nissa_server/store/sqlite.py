@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from nissa_server.store import series_sql, sql, summaries_sql
+from nissa_server.store import histograms_sql, series_sql, sql, summaries_sql
 from nissa_server.store import sqlite_schema as schema
 from nissa_server.store.base import Store
 from nissa_server.store.conn import Conn
@@ -60,7 +60,7 @@ class SqliteStore(Store):
                 schema.unlock(lock)
             raise
         self._lock, self._conn = lock, conn
-        conn.executescript(series_sql.schema_sql("BLOB", "INTEGER PRIMARY KEY"))
+        conn.executescript(series_sql.schema_sql("BLOB", "INTEGER PRIMARY KEY") + histograms_sql.schema_sql())
         conn.execute("BEGIN IMMEDIATE")
         summaries_sql.backfill_once(conn)
         conn.execute("COMMIT")
@@ -69,6 +69,7 @@ class SqliteStore(Store):
         series_sql.init_progress(conn, last)
         conn.execute("BEGIN IMMEDIATE")
         series_sql.index_labels(conn)
+        histograms_sql.backfill_once(conn)
         conn.execute("COMMIT")
         self._next_id = last + 1
         self.published_upto = last

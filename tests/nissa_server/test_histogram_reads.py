@@ -1,0 +1,91 @@
+"""A histogram read costs what it returns (the shape of a model's every layer over steps, small): the steps are
+chosen before anything is decoded, only events holding the name are read, and a read that would decode more
+than the server's ``max_read_bytes`` is refused with the ``max_steps`` that fits."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import httpx
+import pytest
+
+from leyline import make_event
+from leyline.payloads_histogram import Distribution, Histograms
+from nissa_server import histograms
+from tests.support import running_server
+from tests.support.clients import IngestClient
+
+LAYERS = 6
+STEPS = 12
+
+
+def _layers(names: list[str], step: int) -> Histograms:
+    return Histograms(histograms=[Distribution(name=name, min=-1.0, max=1.0 + step, count=64 * 3,
+                                               bins=[(i + step) % 5 + 1 if i % 2 else 2 for i in range(64)])
+                                  for name in names])
+
+
+async def _send(url: str) -> None:
+    """``STEPS`` events of every layer, then as many holding only ``other``."""
+    layers = [f"layer{i}" for i in range(LAYERS)]
+    events = [make_event(_layers(layers, step), run_id="wide-hist", seq=step, ts=1.7e9 + step, step=step * 10)
+              for step in range(1, STEPS + 1)]
+    events += [make_event(_layers(["other"], step), run_id="wide-hist", seq=STEPS + step, ts=1.7e9 + STEPS + step,
+                          step=(STEPS + step) * 10) for step in range(1, STEPS + 1)]
+    async with IngestClient(url, "wide-hist") as client:
+        for event in events:  # a write each: a block holds one event or a few
+            await client.send([event])
+        await client.wait_ack(len(events))
+
+
+def test_a_read_decodes_only_the_steps_it_returns_of_the_name_it_asks(tmp_path, monkeypatch):
+    decoded: list[bytes] = []
+    event = histograms._event
+    monkeypatch.setattr(histograms, "_event", lambda body: decoded.append(body) or event(body))
+    with running_server(tmp_path) as url:
+        asyncio.run(_send(url))
+        base = f"{url}/runs/wide-hist/histograms"
+        few = httpx.get(f"{base}/layer2", params={"max_steps": 3}).json()
+        assert [h["step"] for h in few["histograms"]] == [10, 70, 120] and few["taken"] == STEPS
+        assert len(decoded) == 3  # not the run's 24 histogram events
+        assert few["histograms"][1]["quantiles"] is not None and len(few["histograms"][1]["bins"]) == 64
+        decoded.clear()
+        other = httpx.get(f"{base}/other").json()
+        assert [h["step"] for h in other["histograms"]] == [(STEPS + s) * 10 for s in range(1, STEPS + 1)]
+        assert len(decoded) == STEPS  # only the events holding "other"
+        decoded.clear()
+        assert httpx.get(f"{base}/nothing").json() == {"name": "nothing", "quantiles": list(histograms.QUANTILES),
+                                                      "histograms": [], "taken": 0}
+        assert decoded == []
+
+
+def test_a_read_that_would_decode_too_much_says_how_to_narrow_it(tmp_path):
+    with running_server(tmp_path, max_read_bytes=5_000) as url:  # about four events of six layers
+        asyncio.run(_send(url))
+        base = f"{url}/runs/wide-hist/histograms/layer0"
+        refused = httpx.get(base)
+        assert refused.status_code == 422
+        detail = refused.json()["detail"]
+        assert "would decode 12 events" in detail and "max_steps=" in detail
+        fits = int(detail.rsplit("max_steps=", 1)[1].rstrip(")"))
+        assert 1 <= fits < STEPS
+        narrowed = httpx.get(base, params={"max_steps": fits})
+        assert narrowed.status_code == 200 and len(narrowed.json()["histograms"]) == fits
+        assert httpx.get(f"{base}", params={"max_steps": fits, "format": "csv"}).status_code == 200
+        # The server serves on: another name's read and /healthz are answered.
+        assert httpx.get(f"{url}/runs/wide-hist/histograms/other", params={"max_steps": 2}).status_code == 200
+        assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+@pytest.mark.single_backend
+def test_the_events_stored_before_the_index_are_indexed_at_the_next_start(tmp_path):
+    db = tmp_path / "nissa.db"
+    with running_server(tmp_path, db_path=db) as url:
+        asyncio.run(_send(url))
+    with sqlite3.connect(db) as conn:  # as a database of the server before the index was
+        conn.execute("DROP TABLE histogram_index")
+        conn.execute("DELETE FROM series_progress WHERE id = 3")
+    with running_server(tmp_path, db_path=db) as url:
+        reply = httpx.get(f"{url}/runs/wide-hist/histograms/layer5", params={"max_steps": 2}).json()
+        assert [h["step"] for h in reply["histograms"]] == [10, 120] and reply["taken"] == STEPS
