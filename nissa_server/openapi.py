@@ -38,8 +38,8 @@ from nissa_server.schemas import (
     RunInfo,
 )
 from nissa_server.series import SeriesInfo, SeriesReply
+from nissa_server.store.migrations import SCHEMA_VERSION
 from nissa_server.store.runs_page import RunSummary
-from nissa_server.store.sqlite_schema import SCHEMA_VERSION
 
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,

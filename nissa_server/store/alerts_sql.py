@@ -31,7 +31,7 @@ CREATE TABLE alerts (
     seen_at {real} NOT NULL,
     resolved_at {real},
     command_id TEXT
-){rowid};
+);
 CREATE INDEX alerts_run ON alerts (run_key, fired_at);
 CREATE INDEX alerts_fired ON alerts (fired_at);
 CREATE TABLE alert_notices (
@@ -46,7 +46,7 @@ CREATE TABLE alert_notices (
     created_at {real} NOT NULL,
     sent_at {real},
     last_error TEXT NOT NULL DEFAULT ''
-){rowid};
+);
 CREATE INDEX alert_notices_due ON alert_notices (status, next_at);
 CREATE INDEX alert_notices_alert ON alert_notices (alert_id);
 CREATE TABLE alert_attempts (
@@ -58,10 +58,10 @@ CREATE TABLE alert_attempts (
     ok INTEGER NOT NULL,
     error TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (notice_id, attempt)
-){rowid};
+);
 CREATE INDEX alert_attempts_alert ON alert_attempts (alert_id)
 """
-"""Migration of both backends (``{key}``, ``{real}``, ``{rowid}`` are each backend's spelling)."""
+"""Their step of ``store.migrations`` (``{key}``, ``{real}``: each backend's spelling)."""
 
 ALERT_COLUMNS = ("a.alert_id, r.run_id, r.name, a.rule, a.condition, a.subject, a.rank, a.step, a.status, a.message,"
                  " a.fired_at, a.seen_at, a.resolved_at, a.command_id")

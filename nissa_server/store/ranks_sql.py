@@ -52,7 +52,7 @@ CREATE TABLE command_ranks (
 ){rowid};
 CREATE INDEX command_ranks_run ON command_ranks (run_key)
 """
-"""Migration of both backends (``{key}``, ``{real}``, ``{blob}``, ``{rowid}`` are each backend's spelling)."""
+"""Their step of ``store.migrations`` (``{key}``, ``{real}``, ``{blob}``, ``{rowid}``: see ``migrations.Dialect``)."""
 
 LIVE, SILENT, LOST = "live", "silent", "lost"
 """Rank statuses besides the ended ones (``finished``, ``interrupted``, ``failed``, as ``RunStatus``)."""

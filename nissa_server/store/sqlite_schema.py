@@ -1,4 +1,5 @@
-"""SQLite schema, migrations and connections. The schema version lives in ``PRAGMA user_version``."""
+"""The SQLite file: its connections, and the shared migrations (``store.migrations``) run on it. The schema
+version lives in ``PRAGMA user_version``."""
 
 from __future__ import annotations
 
@@ -8,16 +9,10 @@ import logging
 import os
 import pathlib
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from nissa_server.store import run_meta_sql, summaries_sql
-from nissa_server.store.alerts_sql import ALERTS_SCHEMA
-from nissa_server.store.blocks import regroup
-from nissa_server.store.history import DELETED_RUNS_SCHEMA
+from nissa_server.store.migrations import MIGRATIONS, SCHEMA_VERSION, Dialect
 from nissa_server.store.model import UnusableDatabase, migration_line
-from nissa_server.store.ranks_sql import RANKS_SCHEMA
-from nissa_server.store.sql import INDEXED_KIND_SET, INDEXED_KINDS_SQL, insert_rare
 
 logger = logging.getLogger(__name__)
 
@@ -31,186 +26,9 @@ class SqliteConn(sqlite3.Connection):
     ilike = "LIKE"
 
 
-def _run_script(conn: sqlite3.Connection, script: str) -> None:
-    # Not executescript(): it commits first, and a migration must stay one transaction.
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-
-
-def _v1(conn: sqlite3.Connection) -> None:
-    _run_script(
-        conn,
-        """
-        CREATE TABLE runs (
-            run_key INTEGER PRIMARY KEY,
-            run_id TEXT NOT NULL UNIQUE,
-            name TEXT NOT NULL DEFAULT '',
-            status TEXT NOT NULL DEFAULT 'live',
-            created_at REAL NOT NULL,
-            started_at REAL,
-            ended_at REAL,
-            last_seen_at REAL NOT NULL,
-            last_step INTEGER NOT NULL DEFAULT 0,
-            last_epoch INTEGER NOT NULL DEFAULT 0,
-            config BLOB,
-            finish BLOB,
-            hub_health BLOB
-        );
-        -- id is the global ingest order and the watch cursor.
-        CREATE TABLE events (
-            id INTEGER PRIMARY KEY,
-            run_key INTEGER NOT NULL,
-            rank INTEGER NOT NULL,
-            seq INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            severity INTEGER NOT NULL,
-            ts REAL NOT NULL,
-            body BLOB NOT NULL
-        );
-        CREATE UNIQUE INDEX events_stream ON events (run_key, rank, seq);
-        CREATE INDEX events_kind ON events (run_key, kind, seq);
-        CREATE TABLE streams (
-            run_key INTEGER NOT NULL,
-            rank INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
-            contiguous INTEGER NOT NULL,
-            PRIMARY KEY (run_key, rank)
-        ) WITHOUT ROWID;
-        CREATE TABLE kind_counts (
-            run_key INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            n INTEGER NOT NULL,
-            PRIMARY KEY (run_key, kind)
-        ) WITHOUT ROWID;
-        CREATE TABLE commands (
-            command_id TEXT PRIMARY KEY,
-            run_key INTEGER NOT NULL,
-            action TEXT NOT NULL,
-            status TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            request BLOB NOT NULL,
-            applied_step INTEGER,
-            result BLOB,
-            message TEXT NOT NULL DEFAULT '',
-            history BLOB NOT NULL,
-            idempotency_key TEXT UNIQUE
-        );
-        CREATE INDEX commands_run ON commands (run_key, status);
-        CREATE TABLE artifacts (
-            run_key INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            size INTEGER NOT NULL,
-            sha256 TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (run_key, name)
-        ) WITHOUT ROWID;
-        """
-    )
-
-
-def _v2(conn: sqlite3.Connection) -> None:
-    # Watch replay of one run walks events in id order; an index on run_key alone is
-    # (run_key, rowid) inside SQLite, so it serves exactly that.
-    conn.execute("CREATE INDEX events_run ON events (run_key)")
-
-
-def _v3(conn: sqlite3.Connection) -> None:
-    # SHA-256 of the run's stream secret; NULL for a run stored before streams had one (the first
-    # connection that presents a secret binds it, see nissa_server.ingest).
-    conn.execute("ALTER TABLE runs ADD COLUMN secret_hash BLOB")
-
-
-def _v4(conn: sqlite3.Connection) -> None:
-    # Several sessions (and servers, on PostgreSQL) meet at a stream: the one that holds it (the fence
-    # its writes check) and until when; the bytes its events take; counters that never hand a key or an
-    # event id out twice, even once the rows that had the highest are deleted.
-    _run_script(
-        conn,
-        """
-        ALTER TABLE streams ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE streams ADD COLUMN session TEXT;
-        ALTER TABLE streams ADD COLUMN held_until REAL;
-        UPDATE streams SET bytes = (SELECT COALESCE(SUM(length(body)), 0) FROM events e
-                                    WHERE e.run_key = streams.run_key AND e.rank = streams.rank);
-        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-        INSERT INTO counters VALUES ('event_id', (SELECT COALESCE(MAX(id), 0) FROM events)),
-                                    ('run_key', (SELECT COALESCE(MAX(run_key), 0) FROM runs))
-        """,
-    )
-
-
-def _v5(conn: sqlite3.Connection) -> None:
-    # Only the rare kinds are indexed by kind (``indexed`` in ``leyline.kinds``): a metric event stored
-    # updates one B-tree less.
-    conn.execute("DROP INDEX events_kind")
-    conn.execute(f"CREATE INDEX events_kind ON events (run_key, kind, seq) WHERE {INDEXED_KINDS_SQL}")
-
-
-def _v6(conn: sqlite3.Connection) -> None:
-    # Runs of several ranks (torchrun): how many ranks, why the status is what it is (the rank named), the
-    # state of each rank, and each rank's status of each command (see store.ranks_sql).
-    _run_script(conn, RANKS_SCHEMA.format(key="INTEGER", real="REAL", blob="BLOB", rowid=" WITHOUT ROWID"))
-
-
-def _v7(conn: sqlite3.Connection) -> None:
-    # Events in blocks (see store.blocks): a row per write of a stream, not per event, and the rare kinds
-    # once more, a row each, for the queries by kind. The events stored so far are regrouped.
-    _run_script(
-        conn,
-        """
-        -- id is the block's first event id: its events have ids id .. id + n - 1 and seqs seq .. seq + n - 1.
-        CREATE TABLE event_blocks (
-            id INTEGER PRIMARY KEY,
-            run_key INTEGER NOT NULL,
-            rank INTEGER NOT NULL,
-            seq INTEGER NOT NULL,
-            n INTEGER NOT NULL,
-            body BLOB NOT NULL
-        );
-        CREATE UNIQUE INDEX event_blocks_stream ON event_blocks (run_key, rank, seq);
-        CREATE INDEX event_blocks_run ON event_blocks (run_key);
-        CREATE TABLE rare_events (
-            run_key INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            rank INTEGER NOT NULL,
-            id INTEGER NOT NULL,
-            severity INTEGER NOT NULL,
-            body BLOB NOT NULL,
-            PRIMARY KEY (run_key, kind, seq, rank)
-        )
-        """,
-    )
-    rows = conn.execute("SELECT id, run_key, rank, seq, kind, severity, body FROM events ORDER BY run_key, rank, seq")
-    for block, rare in regroup(rows, INDEXED_KIND_SET):
-        conn.execute("INSERT INTO event_blocks (id, run_key, rank, seq, n, body) VALUES (?,?,?,?,?,?)", block)
-        insert_rare(conn, rare)
-    conn.execute("DROP TABLE events")
-
-
-def _v8(conn: sqlite3.Connection) -> None:
-    # Deleted runs are remembered: their streams are refused, their ids never claimed again.
-    conn.execute(DELETED_RUNS_SCHEMA.format(real="REAL"))
-
-
-def _v9(conn: sqlite3.Connection) -> None:
-    # Alerts, their notifications and every delivery attempt (see store.alerts_sql).
-    _run_script(conn, ALERTS_SCHEMA.format(key="INTEGER", real="REAL", rowid=""))
-
-
-def _v10(conn: sqlite3.Connection) -> None:
-    # A lab's runs: project, group, tags, notes, config entries a row each, every series summarised (see
-    # store.run_meta_sql and store.summaries_sql; what was stored before is copied there at the next open).
-    types = {"key": "INTEGER", "real": "REAL", "rowid": " WITHOUT ROWID"}
-    _run_script(conn, run_meta_sql.SCHEMA.format(**types))
-    _run_script(conn, summaries_sql.SCHEMA.format(**types))
-
-
-# Append only: migration N takes a database from version N-1 to N.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10)
-SCHEMA_VERSION = len(MIGRATIONS)
+SQLITE = Dialect("sqlite", key="INTEGER", real="REAL", blob="BLOB", small="INTEGER", rowid=" WITHOUT ROWID",
+                 by_id="", rows=lambda conn, query: conn.execute(query))
+"""SQLite's spelling of the schema (a cursor reads its rows as they are walked)."""
 
 
 def _tune(conn: sqlite3.Connection) -> None:
@@ -354,7 +172,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         logger.debug("migrating database to schema v%d", version)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            MIGRATIONS[version - 1](conn)
+            MIGRATIONS[version - 1].apply(conn, SQLITE)
             conn.execute(f"PRAGMA user_version={version}")
         except sqlite3.Error:
             conn.execute("ROLLBACK")

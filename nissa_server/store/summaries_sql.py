@@ -46,7 +46,7 @@ SCHEMA = """
 """
 """``run_metrics``: one row per series of a run, by series key first (on SQLite the rows of one key lie together:
 a filter or a sort on a metric over a lab's runs reads them in one stretch; on PostgreSQL the primary key's index
-holds every figure too, from its v8), and again by run with every figure (a page's runs read theirs from the index
+holds every figure too, from schema v11), and again by run with every figure (a page's runs read theirs from the index
 alone); ``metric_directions``: what a run declared."""
 
 BACKFILLED = "lab_backfilled"

@@ -20,6 +20,7 @@ from nissa_server.store.sqlite import SqliteStore
 from tests.support import events_for, ingest_events, running_server
 from tests.support.damage import corrupt_database
 from tests.support.databases import database_for, new_database, side_connection
+from tests.support.old_schemas import postgresql_at, sqlite_at
 
 sqlite_only = pytest.mark.single_backend
 postgresql_only = pytest.mark.postgresql_only
@@ -43,9 +44,7 @@ def test_fresh_database_is_at_the_current_version_in_wal_mode(tmp_path):
 @sqlite_only
 def test_old_database_is_migrated_and_keeps_its_rows(tmp_path):
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    db.MIGRATIONS[0](conn)  # a v1 file, as the first release wrote it
-    conn.execute("PRAGMA user_version=1")
+    conn = sqlite_at(path, 1)  # a v1 file, as the first release wrote it
     conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at) VALUES (1, 'old', 0, 0)")
     conn.close()
     conn = db.connect_writer(path)
@@ -135,19 +134,10 @@ def test_default_database_lives_in_the_user_data_dir(monkeypatch, tmp_path):
 
 
 
-def _sqlite_at(path, version):
-    """A SQLite file as the store's first ``version`` migrations left it (an older release's file)."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    for migration in db.MIGRATIONS[:version]:
-        migration(conn)
-    conn.execute(f"PRAGMA user_version={version}")
-    return conn
-
-
 @sqlite_only
 def test_the_counters_start_past_what_an_old_file_holds(tmp_path):
     path = tmp_path / "old.db"
-    conn = _sqlite_at(path, 3)
+    conn = sqlite_at(path, 3)
     conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at) VALUES (7, 'old', 0, 0)")
     conn.execute("INSERT INTO streams VALUES (7, 0, 2, 2)")
     conn.executemany("INSERT INTO events VALUES (?, 7, 0, ?, 'heartbeat', 10, 0, ?)", [(40, 1, b"abc"), (41, 2, b"de")])
@@ -177,17 +167,15 @@ def _plan(conn: psycopg.Connection, query: str) -> str:
 
 
 @postgresql_only
-def test_postgresql_answers_the_runs_page_filters_from_indexes_alone(monkeypatch):
+def test_postgresql_answers_the_runs_page_filters_from_indexes_alone():
     url = new_database(blank=True)  # a pooled one may hold the current schema: this test builds the one before
     with psycopg.connect(url, autocommit=True) as conn:
-        monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", 7)  # a database of the schema before
-        assert postgres_schema.migrate(conn) == 7
+        postgresql_at(conn, 7)  # a database of the schema before
         conn.execute("INSERT INTO runs (run_key, run_id, created_at, last_seen_at, project)"
                      " VALUES (7, 'old', 0, 0, 'p')")
         conn.execute("INSERT INTO run_params (run_key, key, num, text) VALUES (7, 'lr', 0.1, NULL)")
         conn.execute("INSERT INTO run_metrics (run_key, key, name, direction, count, best) VALUES"
                      " (7, 'val_loss{rank=0}', 'val_loss', 'min', 3, 0.25)")
-        monkeypatch.undo()
         assert postgres_schema.migrate(conn) == postgres_schema.SCHEMA_VERSION
         # What a filter, a sort or a page's summaries read of config entries, summaries and runs: the index holds
         # the run key and the figure (as SQLite's do), so a lab's runs are never read a heap row each.
@@ -275,7 +263,7 @@ def _old_events_read_back_the_same(conn) -> None:
 @sqlite_only
 def test_events_stored_one_by_one_are_regrouped_into_blocks_sqlite(tmp_path):
     path = tmp_path / "v5.db"
-    conn = _sqlite_at(path, 5)
+    conn = sqlite_at(path, 5)
     conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,0,?)", _ONE_BY_ONE)
     conn.execute("INSERT INTO streams (run_key, rank, last_seq, contiguous) VALUES (1, 0, 8, 8), (2, 0, 2, 2)")
     conn.close()
@@ -287,9 +275,7 @@ def test_events_stored_one_by_one_are_regrouped_into_blocks_postgresql():
     url = new_database()
     with psycopg.connect(url) as conn:
         conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-        for migration in postgres_schema.MIGRATIONS[:2]:
-            migration(conn)
-        conn.execute("CREATE TABLE nissa_schema (version INTEGER NOT NULL); INSERT INTO nissa_schema VALUES (2)")
+        postgresql_at(conn, 2)
         conn.cursor().executemany("INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,0,%s)", _ONE_BY_ONE)
         conn.execute("INSERT INTO streams (run_key, rank, last_seq, contiguous) VALUES (1, 0, 8, 8), (2, 0, 2, 2)")
         conn.commit()

@@ -171,6 +171,6 @@ def _downgrade(settings_, backend: str) -> None:
         side.execute("PRAGMA user_version = 9")
     else:
         side.execute("ALTER TABLE runs DROP COLUMN project, DROP COLUMN run_group, DROP COLUMN notes")
-        side.execute("UPDATE nissa_schema SET version = 6")
+        side.execute("UPDATE nissa_schema SET version = 9")  # the shared list's number, as SQLite's
     side.close()
     assert sqlite3  # the side connection is sqlite3's on SQLite
