@@ -7,6 +7,11 @@ this table; nothing else lists kinds.
   and reported in an ``events_dropped`` event.
 - ``server_only``: only the server writes it (at rank ``SERVER_RANK``); an ingest connection that sends one is
   closed with 4400 and a reason, so that no trainer can forge what the server says (a red alert banner).
+- ``internal``: its series describe the run's machinery (its start and end, the hub, the machine, commands,
+  nissa's own watch of the model) rather than measure what the loop measures: kept apart from a run's
+  metrics (not a runs table's default columns, not in ``nissa.Api.runs_frame`` unless asked; see
+  ``leyline.series.internal``). A loop's own values (``metrics``, ``summary``: named as the loop named
+  them) never are.
 - ``indexed``: the store keeps a second row of every event of the kind, so that a query by kind reads
   those rows instead of the run's whole stream. Only rare kinds are worth it. Changing a kind's
   ``indexed`` changes what the store holds: it takes a store migration that indexes the events
@@ -74,6 +79,8 @@ class KindSpec:
     """The severity an event of the kind gets unless its sender says otherwise."""
     server_only: bool = False
     """Only the server writes it; a trainer that sends one is refused at ingest."""
+    internal: bool = True
+    """Its series are of the run's machinery, kept apart from the loop's own measures (False: a measure)."""
 
 
 _D, _W = Severity.DEBUG, Severity.WARNING
@@ -82,7 +89,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RunStarted, critical=True, indexed=True),
     KindSpec(RunFinished, critical=True, indexed=True),
     KindSpec(RunResumed, critical=True),
-    KindSpec(Metrics, critical=False),
+    KindSpec(Metrics, critical=False, internal=False),
     KindSpec(SystemMetrics, critical=False),
     KindSpec(TextLogged, critical=False),
     KindSpec(Histograms, critical=False),
@@ -98,19 +105,19 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(HubHealth, critical=False, severity=_D),
     KindSpec(Heartbeat, critical=False, severity=_D),
     KindSpec(AlertChanged, critical=True, severity=_W, server_only=True),
-    KindSpec(SummaryUpdated, critical=True, indexed=True),
+    KindSpec(SummaryUpdated, critical=True, indexed=True, internal=False),
 )
 """What every run speaks."""
 
 ESPER_KINDS: tuple[KindSpec, ...] = (
-    KindSpec(EpochCompleted, critical=False),
-    KindSpec(SeedGerminated, critical=True, indexed=True),
-    KindSpec(SeedStageChanged, critical=True, indexed=True),
-    KindSpec(SeedGateEvaluated, critical=True, indexed=True),
-    KindSpec(SeedFossilized, critical=True, indexed=True),
-    KindSpec(SeedPruned, critical=True, indexed=True),
-    KindSpec(PPOUpdate, critical=False),
-    KindSpec(LSTMHealth, critical=False, severity=_D),
+    KindSpec(EpochCompleted, critical=False, internal=False),
+    KindSpec(SeedGerminated, critical=True, indexed=True, internal=False),
+    KindSpec(SeedStageChanged, critical=True, indexed=True, internal=False),
+    KindSpec(SeedGateEvaluated, critical=True, indexed=True, internal=False),
+    KindSpec(SeedFossilized, critical=True, indexed=True, internal=False),
+    KindSpec(SeedPruned, critical=True, indexed=True, internal=False),
+    KindSpec(PPOUpdate, critical=False, internal=False),
+    KindSpec(LSTMHealth, critical=False, severity=_D, internal=False),
 )
 """Esper's own kinds (``leyline.esper``)."""
 

@@ -26,6 +26,7 @@ import msgspec
 
 from leyline.enums import EventKind
 from leyline.events import Event
+from leyline.kinds import KINDS
 from leyline.metrics import Metrics
 from leyline.payloads_ops import CommandStatusChanged
 
@@ -277,6 +278,19 @@ def kind_of_name(name: str) -> str:
     the contract, else ``metrics`` (a loop's own value, named as ``run.log`` was given it)."""
     head = name.split(".", 1)[0]
     return head if head != name and head in _KINDS else "metrics"
+
+
+def internal(key: str) -> bool:
+    """Whether a series (a name or a key) is of the run's machinery rather than a measure of its loop's: its kind
+    says so (``KindSpec.internal``: ``hub_health.*``, ``run_started.*``, ``run_finished.*``, ``system.*`` …). A
+    loop's own values, named as it logged them (``val_loss``), never are. Kept apart: not a runs table's default
+    columns, not in ``nissa.Api.runs_frame`` unless asked."""
+    try:
+        name = parse_key(key)[0]
+    except ValueError:
+        name = key
+    kind = kind_of_name(name)
+    return kind != "metrics" and KINDS[EventKind(kind)].internal
 
 
 def key_of(name: str, labels: dict[str, str]) -> str:

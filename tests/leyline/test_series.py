@@ -172,6 +172,22 @@ def test_a_series_name_says_which_kind_it_comes_from():
         ["metrics", "metrics", "metrics", "ppo_update"]
 
 
+def test_the_run_machinery_series_are_internal_a_loops_own_never():
+    from leyline.series import internal
+
+    machinery = ["hub_health.queue_depth{rank=0}", "run_started.world_size", "run_finished.duration_s{rank=0}",
+                 "system.cpu.percent{rank=0}", "heartbeat.step", "events_dropped.total"]
+    own = ["val_loss", "val_loss{rank=0}", "run_finished_ratio", "system", "hub_health", "acc{env=2,rank=1}",
+           "epoch_completed.accuracy{env=0,rank=0}", "ppo_update.entropy.op{rank=0}"]  # Esper's measures
+    assert [k for k in machinery if not internal(k)] == [] and [k for k in own if internal(k)] == []
+    # Every point of every kind: internal exactly where its kind's row says so.
+    from leyline.kinds import KINDS
+
+    for event in sample_events():
+        for point in points_of(event):
+            assert internal(point.key) == (event.kind.value != "metrics" and KINDS[event.kind].internal), point.key
+
+
 def test_what_a_loop_says_of_its_results_is_no_point():
     event = make_event(SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}), run_id="r", seq=1,
                        ts=1.0)
