@@ -37,6 +37,9 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
                    help="websocket keep-alive ping interval (default %(default)s)")
     g.add_argument("--ws-ping-timeout", type=seconds, default=_LIMITS.ws_ping_timeout_s, metavar="SECONDS",
                    help="drop a websocket that answers no ping within this long (default %(default)s)")
+    g.add_argument("--reads-per-client", type=count, default=_SETTINGS["reads_per_client"].default, metavar="N",
+                   help="costly reads (runs, series, distributions) one client address may have in progress or "
+                        "waiting; more are answered 429 with Retry-After (default %(default)s)")
     g.add_argument("--watcher-max-pending", type=count, default=_SETTINGS["watcher_max_pending"].default,
                    metavar="EVENTS", help="close a watcher this many events behind (default %(default)s)")
     g.add_argument("--watcher-max-bytes", type=count, default=_SETTINGS["watcher_max_pending_bytes"].default,
@@ -49,6 +52,7 @@ class LimitFields(TypedDict):
     limits: ConnectionLimits
     watcher_max_pending: int
     watcher_max_pending_bytes: int
+    reads_per_client: int
 
 
 def limit_settings(args: argparse.Namespace) -> LimitFields:
@@ -58,7 +62,7 @@ def limit_settings(args: argparse.Namespace) -> LimitFields:
                               max_watchers=args.max_watchers, ingest_idle_s=args.ingest_idle_timeout,
                               ws_ping_interval_s=args.ws_ping_interval, ws_ping_timeout_s=args.ws_ping_timeout)
     return LimitFields(limits=limits, watcher_max_pending=args.watcher_max_pending,
-                       watcher_max_pending_bytes=args.watcher_max_bytes)
+                       watcher_max_pending_bytes=args.watcher_max_bytes, reads_per_client=args.reads_per_client)
 
 
 def fit_to_open_files(settings: Settings) -> Settings:

@@ -78,8 +78,11 @@ class RunInfo(msgspec.Struct, kw_only=True):
     tags: list[str] = []
     notes: str = ""
     metrics: dict[str, MetricSummary] = {}
-    """Every series of the run summarised, by series key (``val_loss{rank=0}``), as its events were stored
-    (up to about a second behind them)."""
+    """The run's series summarised, by series key (``val_loss{rank=0}``), as its events were stored (up to about
+    a second behind them): every one, or the first 10,000 by key where ``metrics_truncated`` says so."""
+    metrics_truncated: bool = False
+    """The run has more series than ``metrics`` holds (10,000 at most): ``GET /runs/{run_id}/series`` lists every
+    one a page at a time, ``GET /runs?metrics=…`` summarises those named."""
 
 
 class DeletedRun(msgspec.Struct, kw_only=True):

@@ -142,6 +142,12 @@ class Settings:
     max_read_bytes: int = 64 * 1024 * 1024
     """Bytes of stored events one read decodes at most (``GET /runs/{id}/histograms/{name}``): a read that would
     decode more is refused (422) with the ``max_steps`` (or ``rank``) that fits."""
+    read_slots: int = 2
+    """Costly reads (``GET /runs``, a run, its series and distributions) served at once; the reads of one run
+    take one of them at a time (``nissa_server.reads``)."""
+    reads_per_client: int = 8
+    """Costly reads one client (an address) may have in progress or waiting; one more is answered 429 with
+    ``Retry-After`` (a browser opens 6 connections to a server: its page is never refused)."""
     watcher_max_pending: int = 100_000
     """Events a watcher may have queued before it is closed as lagging."""
     watcher_max_pending_bytes: int = 16 * 1024 * 1024
@@ -195,7 +201,8 @@ class Settings:
             raise ValueError("commit_interval_s must be in 0..1")
         for name in ("max_open_commands", "max_frame_bytes", "max_batch_events", "max_event_bytes",
                      "max_body_bytes", "max_artifact_bytes", "max_run_artifacts", "max_run_artifact_bytes",
-                     "max_page_bytes", "max_read_bytes", "watcher_max_pending", "watcher_max_pending_bytes",
+                     "max_page_bytes", "max_read_bytes", "read_slots", "reads_per_client",
+                     "watcher_max_pending", "watcher_max_pending_bytes",
                      "writer_queue_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

@@ -17,18 +17,13 @@ from nissa_server.fanout import FanOut
 from nissa_server.health import Health, supervise
 from nissa_server.metrics import Metrics
 from nissa_server.pressure import Pressure
+from nissa_server.reads import ReadGate
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
 from nissa_server.store import Published, Store, alerts_sql, create_store, queries, ranks_sql, sql
 
 logger = logging.getLogger(__name__)
 _COMMAND_STATUS = EventKind.COMMAND_STATUS.value
-SERIES_READS = 1
-"""Series reads served at once: each is CPU work on a reader thread (decoding, downsampling, encoding up to a
-page of points) that holds the interpreter's lock in turns with the event loop; more at once would slow every
-ack, watcher and request the loop serves (8 clients reading overlays: ``/healthz`` p99 99 ms with one at a time,
-181 ms with two, in ``bench/series_reads.py``). The others wait their turn, costing nothing; a page is a few
-hundred milliseconds of work at most."""
 
 
 @dataclass(eq=False)
@@ -44,8 +39,8 @@ class Nissa:
     pressure: Pressure = field(init=False)
     health: Health = field(init=False)
     """Which parts work now (the database, each background task): ``/healthz``, ``nissa_degraded``."""
-    series_reads: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SERIES_READS))
-    """Series reads in progress at once, at most (``routes.series``)."""
+    reads: ReadGate = field(init=False)
+    """Costly reads: a few at once, one run's at a time, a client's share bounded (``nissa_server.reads``)."""
     clock: Callable[[], float] = time.time
     """What the maintenance sweep takes as now (a test moves it on instead of waiting)."""
     server_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -59,6 +54,7 @@ class Nissa:
                                   series_interval_s=self.settings.series_interval_s,
                                   max_retry_s=self.settings.retry_max_s)
         self.health = self.store.health
+        self.reads = ReadGate(self.settings.read_slots, self.settings.reads_per_client)
         self.commands = CommandService(self.store, ttl_s=self.settings.command_ttl_s,
                                        max_open=self.settings.max_open_commands,
                                        stacks_answer_s=self.settings.stacks_answer_s)

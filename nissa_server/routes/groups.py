@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline import query
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
@@ -13,8 +13,9 @@ from leyline.series import parse_key
 from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.groups import Member, band, config_diff, group_rows
 from nissa_server.openapi import Responses, error, ok, ref
+from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
-from nissa_server.routes.series import Axis
+from nissa_server.routes.series import Axis, charted
 from nissa_server.series import shape
 from nissa_server.store import queries, run_groups_sql, series_queries
 
@@ -101,9 +102,9 @@ async def get_groups(
             response_class=Response, dependencies=READ,
             responses={200: ok(ref(BandsReply), {"name": "val_loss", "x": "step", "runs": ["r-a", "r-b"], "bands": [
                 {"key": "val_loss", "labels": {}, "x": [0, 10], "mean": [0.9, 0.5], "min": [0.8, 0.4],
-                 "max": [1.0, 0.6], "n": [2, 2]}]}), **ERRORS})
+                 "max": [1.0, 0.6], "n": [2, 2]}]}), **ERRORS, **BUSY})
 async def get_bands(
-    n: NissaDep,
+    request: Request, n: NissaDep,
     name: str,
     runs: Annotated[str, Query(max_length=20_000, pattern=_list_pattern(MAX_BAND_RUNS), description=_RUNS_DOC)],
     x: Annotated[Axis, Query(description="The x axis")] = "step",
@@ -111,16 +112,17 @@ async def get_bands(
 ) -> Response:
     run_ids = _run_ids(runs, MAX_BAND_RUNS)
     lines: dict[str, list[tuple[list[float], list[float]]]] = {}
-    for rid in run_ids:
-        run = await run_or_404(n, rid)
-        try:
-            async with n.series_reads:  # a few series reads at a time (``routes.series``)
-                page = await n.store.read(series_queries.read_series, run.run_key, name, x, None, max_points,
-                                          None, MAX_BAND_SERIES)
-        except series_queries.TooManySeries as err:
-            raise HTTPException(422, f"run {rid!r}: {err}") from None
-        for s in shape(rid, page.series, max_points):
-            lines.setdefault(s.key, []).append((s.x, s.y))
+    async with n.reads.client(request):  # a few at a time, a run's one at a time (``nissa_server.reads``)
+        for rid in run_ids:
+            run = await run_or_404(n, rid)
+            try:
+                async with n.reads.slot(rid):
+                    page = await charted(n, series_queries.read_series, run.run_key, name, x, None, max_points,
+                                         None, MAX_BAND_SERIES)
+            except series_queries.TooManySeries as err:
+                raise HTTPException(422, f"run {rid!r}: {err}") from None
+            for s in shape(rid, page.series, max_points):
+                lines.setdefault(s.key, []).append((s.x, s.y))
     bands = [band(key, parse_key(key)[1], each, max_points) for key, each in sorted(lines.items())]
     return json_response(BandsReply(name=name, x=x, runs=run_ids, bands=bands))
 

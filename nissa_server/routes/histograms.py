@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from leyline.payloads_histogram import HistogramsReply
 from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.histograms import MAX_READ_EVENTS, TooMuchWork, read_histograms
 from nissa_server.openapi import error, ok, ref
+from nissa_server.reads import BUSY
 
 router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
@@ -33,9 +34,9 @@ _EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
                                   "wrong bearer token"), 404: error("No such run", "unknown run 'r-x'"),
                        422: error("More than one request may decode", "'weights/fc1': this read would decode 900 "
                                   "events (170 MiB), more than one request may (20000 events, 64 MiB): ask for fewer "
-                                  "steps (max_steps=338)")})
+                                  "steps (max_steps=338)"), **BUSY})
 async def get_histograms(
-    n: NissaDep,
+    request: Request, n: NissaDep,
     run_id: str,
     name: str,
     max_steps: Annotated[int, Query(ge=1, le=5000, description="Most distributions a rank")] = 200,
@@ -44,8 +45,9 @@ async def get_histograms(
 ) -> Response:
     run = await run_or_404(n, run_id)
     try:
-        body = await n.store.read(read_histograms, run.run_key, name, rank, max_steps, format,
-                                  n.settings.max_read_bytes)
+        async with n.reads.read(request, run.run_id):
+            body = await n.store.read(read_histograms, run.run_key, name, rank, max_steps, format,
+                                      n.settings.max_read_bytes)
     except TooMuchWork as err:
         raise HTTPException(422, str(err)) from None
     return Response(body, media_type="text/csv" if format == "csv" else "application/json")

@@ -26,6 +26,7 @@ from nissa_server.deps import (
     run_or_404,
 )
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
+from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
 from nissa_server.schemas import DeletedRun, RunInfo
 from nissa_server.state import Nissa
@@ -103,7 +104,7 @@ def _sort_and_metrics(sort: str | None, metrics: str | None) -> tuple[list[SortK
             "of `metrics`).",
             responses={200: ok({"type": "array", "items": ref(RunSummary)}, EXAMPLES["run_summaries"]),
                        400: error("A mistake in q, sort or metrics", "q: position 9: 'x' is not a number"),
-                       **UNAUTHORIZED})
+                       **UNAUTHORIZED, **BUSY})
 async def list_runs(
     request: Request, n: NissaDep,
     limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Most runs in this page")] = 100,
@@ -121,8 +122,9 @@ async def list_runs(
 ) -> Response:
     clauses = _clauses(q, status, name)
     keys, wanted = _sort_and_metrics(sort, metrics)
-    total, page = await n.store.read(runs_page.page_runs, limit, offset, clauses, keys, time.time(), n.server_id,
-                                     wanted)
+    async with n.reads.read(request):
+        total, page = await n.store.read(runs_page.page_runs, limit, offset, clauses, keys, time.time(), n.server_id,
+                                         wanted)
     for summary in page:
         run = n.run(summary.run_id)
         summary.connected = summary.connected or (run is not None and run.connected)
@@ -165,9 +167,10 @@ async def patch_run(n: NissaDep, run: KnownRun, change: Patch) -> Response:
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",
             response_class=Response, dependencies=READ,
-            responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED})
-async def get_run(n: NissaDep, run_id: str) -> Response:
-    return await _run_reply(n, run_id)
+            responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED, **BUSY})
+async def get_run(request: Request, n: NissaDep, run_id: str) -> Response:
+    async with n.reads.read(request, run_id):
+        return await _run_reply(n, run_id)
 
 
 async def _run_reply(n: Nissa, run_id: str) -> Response:

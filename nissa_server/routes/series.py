@@ -3,7 +3,8 @@ call), markers of what happened to a run."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
@@ -11,11 +12,14 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from leyline.series import Marker, kind_of_name, parse_key
 from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.openapi import Responses, error, ok, ref
+from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
 from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, parse_labels, read_page
+from nissa_server.state import Nissa
 from nissa_server.store import series_queries
 
 router = APIRouter(tags=["series"])
+T = TypeVar("T")
 READ = [Depends(require_read)]
 MAX_OVERLAY = 16
 """Runs one call may overlay (the run in the path and ``runs``)."""
@@ -34,6 +38,19 @@ _LABELS = rf"^\s*({_PAIR})?\s*(,\s*({_PAIR})?\s*)*$"
 _RUNS = rf"^[^,]*(,[^,]*){{0,{MAX_OVERLAY - 1}}}$"
 
 
+async def charted(n: Nissa, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(conn, *args)`` on a reader thread; where the run's events not charted yet are more than one read
+    charts for itself, the series pass charts them first (the reads of other runs go on meanwhile)."""
+    try:
+        return await n.store.read(fn, *args)
+    except series_queries.TailTooLong:
+        await n.store.series_pass.catch_up()
+    try:
+        return await n.store.read(fn, *args)
+    except series_queries.TailTooLong as err:  # still behind (a backlog, or another server's): said, not read
+        raise HTTPException(503, str(err), headers={"Retry-After": "1"}) from None
+
+
 _LIST_EXAMPLE = [{"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
                   "labels": {"env": "0", "rank": "0"}, "points": 120,
                   "kind": "epoch_completed"}]
@@ -46,7 +63,7 @@ _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
             description=f"By key, at most `limit` ({MAX_LISTED} unless told) a page; a full page has a "
                         "`Link: <…>; rel=\"next\"` header with the next page's URL (`after` the last key).",
             response_class=Response, dependencies=READ,
-            responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS})
+            responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS, **BUSY})
 async def list_series(
     request: Request, n: NissaDep,
     run_id: str,
@@ -55,7 +72,8 @@ async def list_series(
                                        "key sorts after it (the last key of the page before)")] = None,
 ) -> Response:
     run = await run_or_404(n, run_id)
-    rows = await n.store.read(series_queries.list_series, run.run_key, after, limit)
+    async with n.reads.read(request, run.run_id):
+        rows = await charted(n, series_queries.list_series, run.run_key, after, limit)
     response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
                                           kind=kind_of_name(name)) for key, name, points in rows])
     if len(rows) == limit:  # maybe more: where the next page starts
@@ -78,7 +96,7 @@ async def list_series(
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
                        404: error("No such run, or an `after_run` that is not one of the runs asked for",
                                   "unknown run 'r-x'"),
-                       422: error("Bad parameter", "labels: 'env' is not name=value")})
+                       422: error("Bad parameter", "labels: 'env' is not name=value"), **BUSY})
 async def get_series(
     request: Request, n: NissaDep,
     run_id: str,
@@ -112,13 +130,14 @@ async def get_series(
         start = run_ids.index(after_run)
     parts: list[bytes] = []
     budget = n.settings.max_page_bytes
-    async with n.series_reads:  # a few at a time: a read must not starve ingest, /healthz or other readers
+    async with n.reads.client(request):  # a few at a time, a run's one at a time (``nissa_server.reads``)
         for rid in run_ids[start:]:
             run = await run_or_404(n, rid)
             key = after_key if rid == after_run else None
             try:
-                page = await n.store.read(read_page, rid, run.run_key, name, x, after, max_points, wanted, MAX_SERIES,
-                                          key, budget, format, not parts)
+                async with n.reads.slot(rid):
+                    page = await charted(n, read_page, rid, run.run_key, name, x, after, max_points, wanted,
+                                         MAX_SERIES, key, budget, format, not parts)
             except series_queries.TooManySeries as err:
                 raise HTTPException(422, f"run {rid!r}: {err}") from None
             parts += page.parts
@@ -144,13 +163,14 @@ def _reply(name: str, axis: str, fmt: str, parts: list[bytes]) -> Response:
             response_class=Response, dependencies=READ,
             responses={200: ok({"type": "array", "items": ref(Marker)}, [
                 {"kind": "command", "label": "debug applied", "step": 120, "epoch": 6, "round": None,
-                 "ts": 1.7e9, "env": None, "rank": 0}]), **ERRORS})
+                 "ts": 1.7e9, "env": None, "rank": 0}]), **ERRORS, **BUSY})
 async def list_markers(
-    n: NissaDep,
+    request: Request, n: NissaDep,
     run_id: str,
     x: Annotated[Axis, Query(description="The x axis `after` is on")] = "step",
     after: Annotated[float | None, Query(allow_inf_nan=False, description="Only markers with x above it")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000, description="Most markers")] = 2000,
 ) -> Response:
     run = await run_or_404(n, run_id)
-    return json_response(await n.store.read(series_queries.read_markers, run.run_key, x, after, limit))
+    async with n.reads.read(request, run.run_id):
+        return json_response(await charted(n, series_queries.read_markers, run.run_key, x, after, limit))

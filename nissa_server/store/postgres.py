@@ -138,6 +138,7 @@ class PostgresStore(Store):
             schema.backfill_lab(raw)
             self.published_upto = sql.read_counter(PgConn(raw), "event_id")
             series_sql.init_progress(PgConn(raw), self.published_upto)
+            self.series_pass.mark = series_sql.watermark(PgConn(raw))
             series_sql.index_labels(PgConn(raw))
             histograms_sql.backfill_once(PgConn(raw))
             raw.commit()

@@ -41,7 +41,8 @@ def _next_fetch(rows: list[tuple], body: int) -> int:
 _RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
                 " last_epoch, config, finish, hub_health, world_size, status_detail, project, run_group, notes")
 MAX_METRICS = 10_000
-"""Series summaries one run's reply holds at most (by key)."""
+"""Series summaries one run's reply holds at most (the first by key; ``metrics_truncated`` says there were more:
+``GET /runs/{run_id}/series`` lists every series a page at a time, ``GET /runs?metrics=…`` gives named ones)."""
 
 
 def _ranks(conn: Conn, key: int, last_seq: dict[str, int], held: set[int]) -> list[RankInfo]:
@@ -73,6 +74,10 @@ def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
             held_ranks.add(rank)
     counts = dict(conn.execute("SELECT kind, n FROM kind_counts WHERE run_key = ? ORDER BY kind", (key,)))
     stored += int(conn.execute("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE run_key = ?", (key,)).fetchone()[0])
+    metrics = summaries_sql.read(conn, [key], per_run=MAX_METRICS + 1)[key]  # one more: whether there are more
+    truncated = len(metrics) > MAX_METRICS
+    if truncated:
+        metrics.pop(max(metrics))
     return RunInfo(
         run_id=run_id, name=name, status=status, connected=held, created_at=created, started_at=started,
         ended_at=ended, last_seen_at=seen, last_step=step, last_epoch=epoch, last_seq=last_seq, counts=counts,
@@ -82,7 +87,7 @@ def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
         status_detail=why, ranks=_ranks(conn, key, last_seq, held_ranks),
         commands=start.commands if start else [], project=project, group=group, notes=notes,
         tags=run_meta_sql.tags_of(conn, [key])[key],
-        metrics=summaries_sql.read(conn, [key], per_run=MAX_METRICS)[key],
+        metrics=metrics, metrics_truncated=truncated,
     )
 
 

@@ -130,11 +130,22 @@ class SeriesPass:
         """Events a pass gathered itself, not gathered as they committed (another server's, a backlog …)."""
         self.seconds = 0.0
         """CPU time spent gathering points (the writer's share is ``SeriesWriter.seconds``)."""
+        self.mark: int | None = None
+        """The watermark as last read or moved here (set when the store opens)."""
 
     @property
     def waiting(self) -> int:
-        """Events of this server's writes gathered and not charted yet."""
-        return self._own.events
+        """Events committed and not charted yet (whoever wrote them; a pass in progress has not charted its own)."""
+        if self.mark is None:
+            return self._own.events
+        return max(0, self._store.published_upto - self.mark)
+
+    async def catch_up(self, passes: int = 8) -> None:
+        """Chart what is committed now (a read that would otherwise gather a long tail itself): passes until none
+        is left, ``passes`` at most (a backlog far past ``PASS_EVENTS`` is left to the loop)."""
+        for _ in range(passes):
+            if not await self.once():
+                return
 
     def remember(self, writes: list[EventWrite]) -> None:
         began = time.thread_time()
@@ -198,6 +209,7 @@ class SeriesPass:
                 self._own = taken.then(self._own, 0)
                 raise
             self._own = taken.then(self._own, end)
+            self.mark = max(self.mark or 0, end)
             return more
 
     async def _pass(self, taken: _Own) -> tuple[bool, int]:
@@ -205,6 +217,7 @@ class SeriesPass:
         store = self._store
         upto = max(store.published_upto, taken.last_id)  # ids are committed in order, up to our newest too
         mark = await store.read(series_sql.watermark)
+        self.mark = max(self.mark or 0, mark)
         if mark >= upto:
             return False, mark
         own = taken.first_ids if taken.whole else []

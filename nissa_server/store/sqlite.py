@@ -67,6 +67,7 @@ class SqliteStore(Store):
         block = conn.execute("SELECT id + n - 1 FROM event_blocks ORDER BY id DESC LIMIT 1").fetchone()
         last = max(sql.read_counter(conn, "event_id"), block[0] if block else 0)
         series_sql.init_progress(conn, last)
+        self.series_pass.mark = series_sql.watermark(conn)
         conn.execute("BEGIN IMMEDIATE")
         series_sql.index_labels(conn)
         histograms_sql.backfill_once(conn)

@@ -223,8 +223,11 @@ def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None, per_run
     if outcome:
         where += " AND key >= ? AND key < ?"  # a range of the index, where LIKE would not be one on PostgreSQL
         args += [OUTCOME_PREFIX, OUTCOME_PREFIX[:-1] + chr(ord(OUTCOME_PREFIX[-1]) + 1)]
+    limit = ""
+    if per_run is not None and len(run_keys) == 1:  # a run's rows only as far as they are kept
+        limit, args = " LIMIT ?", [*args, per_run]
     rows = conn.execute(f"SELECT run_key, key, count, min, max, last, step, best FROM run_metrics WHERE {where}"
-                        " ORDER BY run_key, key", args).fetchall()  # fetchall: a row at a time costs more
+                        f" ORDER BY run_key, key{limit}", args).fetchall()  # fetchall: a row at a time costs more
     for run_key, key, count, low, high, last, step, best in rows:
         found = out[run_key]
         if per_run is not None and len(found) >= per_run:
