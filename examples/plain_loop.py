@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoints.mkdir(parents=True, exist_ok=True)
         path = checkpoints / f"step-{step}.pt"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, path)
-        return {"path": str(path)}
+        return {"path": str(path), "bytes": path.stat().st_size}
 
     run.on_stop(save)
     print(f"run id: {run.run_id}", flush=True)

@@ -79,6 +79,8 @@ class Marker(msgspec.Struct, kw_only=True, frozen=True):
     ts: float
     env: int | None
     rank: int
+    command_id: str | None = None
+    """A command's mark: the command (its entry in the run's command history)."""
 
 
 # --- keys ------------------------------------------------------------------------------------------
@@ -385,6 +387,7 @@ def marker_maker(kind: EventKind) -> Callable[..., Marker | None] | None:
         label = label_of(payload)
         if label is None:
             return None
+        command_id = payload.command_id if isinstance(payload, CommandStatusChanged) else None
         return Marker(kind=marker_kind, label=str(label), step=step, epoch=epoch, round=rnd, ts=ts, env=env,
-                      rank=rank)
+                      rank=rank, command_id=command_id)
     return make

@@ -16,16 +16,20 @@ from leyline import (
     CommandRecord,
     CommandStatus,
     EscalateRequest,
+    ProfileCompleted,
     RunStatus,
     StatusChange,
+    TopOp,
     to_builtins,
 )
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
+from leyline.panels import ProfileWindow, profile_window
 from leyline.payloads_histogram import HistogramsReply
 from leyline.samples import sample_events
 from leyline.series import Marker
+from leyline.steering import SteerDefinitions
 from leyline.summaries import MetricSummary, RunPatch
 from nissa_server.schemas import (
     AlertDelivery,
@@ -44,7 +48,8 @@ from nissa_server.store.runs_page import RunSummary
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
          HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         BandsReply, ConfigDiff, GroupsReply, RunPatch, WireEvent, *PAYLOAD_TYPES.values())
+         BandsReply, ConfigDiff, GroupsReply, RunPatch, ProfileWindow, SteerDefinitions, WireEvent,
+         *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:
@@ -129,6 +134,10 @@ def _examples() -> dict[str, Any]:
         "escalate_checkpoint": {"run_id": "r-20250101-abc", "action": "checkpoint"},
         "escalate_stop": {"run_id": "r-20250101-abc", "action": "stop", "reason": "enough"},
         "escalate_stacks": {"run_id": "r-20250101-abc", "action": "stacks", "reason": "looks stuck"},
+        "profiles": [to_builtins(profile_window(ProfileCompleted(
+            window="w1", batches=5, trace_path="runs/r-20250101-abc/profiles/w1/trainer.pt.trace.json", wall_s=0.42,
+            top_ops=[TopOp(name="aten::addmm", calls=10, cpu_time_us=1830.0, self_cpu_time_us=1200.0)],
+            artifact="profile-w1-rank0.pt.trace.json", command_id="4f1c2a"), 0))],
         "alert": to_builtins(_ALERT),
         "alerts": [to_builtins(_ALERT)],
         "rules": {"source": "alerts.toml", "rules": [{"name": "stuck", "when": "hang", "runs": "*", "notify": [],

@@ -53,7 +53,6 @@ async function request(path, init = {}) {
     throw Object.assign(new Error("this server needs its token (above)"), {status: 401});
   }
   if (!res.ok) throw new Error(`${path.split("?")[0]}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
-  $("auth").hidden = true;
   return res;
 }
 
@@ -290,6 +289,7 @@ function writeUrl() {
 async function route() {
   showError(null);
   if (state.view) { state.view.close(); state.view = null; }
+  closeSteering();  // steer.js
   const hash = new URLSearchParams(location.hash.slice(1));
   const run = hash.get("run"), diff = hash.get("diff"), group = hash.get("group");
   const view = run ? "charts-view" : diff ? "diff-view" : group != null ? "group-view" : "runs-view";
@@ -312,12 +312,15 @@ async function route() {
     $("smoothing-value").textContent = smoothing.toFixed(2);
     const list = (key) => (hash.get(key) || "").split(",").filter(Boolean);
     state.view = new ChartsView(runs, {axis, smoothing, hide: list("hide"), add: list("add")});
+    openSteering(runs, state.view);  // steer.js: a live run's commands, beside its charts
     await state.view.open();
   } catch (err) { showError(err); }
 }
 
 function main() {
-  $("auth").addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("nissa-token", $("token").value); route(); });
+  $("auth").addEventListener("submit", (e) => {
+    e.preventDefault(); sessionStorage.setItem("nissa-token", $("token").value); $("auth").hidden = true; route();
+  });
   setupRuns();
   $("axis").addEventListener("change", () => {
     if (!state.view) return;

@@ -15,6 +15,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from leyline import CommandAction, DebugRequest, ProfileRequest
 from leyline.calls import UPDATE_PHASE
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
+from leyline.steering import stop_effect
 from tui.safe_text import run_text
 
 _FORM_CSS = """
@@ -188,12 +189,6 @@ HELP = (
 )
 
 
-STOP_ESPER = ("It finishes the epoch in progress, writes a checkpoint and ends 'stopped'; "
-              "esper-train --resume goes on from there.")
-STOP_LOOP = ("At its next step the run is asked to stop (its on_stop function, if it has one, is called); "
-             "the loop ends at its own pace and the run ends 'stopped'.")
-
-
 class ConfirmStop(ModalScreen[bool]):
     """Ask before stopping a run; dismisses with True only on an explicit yes."""
 
@@ -209,7 +204,7 @@ class ConfirmStop(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"[b]Stop run {self.run_id}?[/b]")
-            yield Label(STOP_ESPER if self.esper else STOP_LOOP)
+            yield Label(stop_effect(self.esper))
             with Horizontal():
                 yield Button("Stop the run (y)", variant="error", id="yes")
                 yield Button("Keep it running (n)", id="no")

@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from leyline import CommandStatus
+from leyline.panels import ops_table
 from tui.format import short_id
 from tui.safe_text import plain, run_text
 from tui.views import CommandRow, ProfileView, TimelineRow
@@ -108,15 +109,11 @@ class ProfilePanel(Static):
         for rank, wall_s, trace in v.ranks:  # every rank's trace of the window: open the slow one
             head.append(f"\nrank {rank} {wall_s:.2f}s ", style="bold yellow" if rank == slowest else "dim")
             head.append(plain(trace if len(trace) <= room else "…" + trace[-(room - 1):]))
+        ops = ops_table(v.top_ops)  # the page's table too: one definition of its figures
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, expand=True, padding=(0, 0))
-        table.add_column("op", ratio=1, no_wrap=True, overflow="ellipsis")
-        cuda = any(op.cuda_time_us is not None for op in v.top_ops)  # a CPU-only run has no column
-        for name in ("calls", "cpu ms", "self ms", *(("cuda ms",) if cuda else ())):
+        table.add_column(ops.columns[0], ratio=1, no_wrap=True, overflow="ellipsis")
+        for name in ops.columns[1:]:
             table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-        for op in v.top_ops:
-            cells: list[RenderableType] = [run_text(op.name), str(op.calls), f"{op.cpu_time_us / 1e3:.2f}",
-                                           f"{op.self_cpu_time_us / 1e3:.2f}"]
-            if cuda:
-                cells.append("—" if op.cuda_time_us is None else f"{op.cuda_time_us / 1e3:.2f}")
-            table.add_row(*cells)
+        for row in ops.rows:
+            table.add_row(run_text(row[0]), *row[1:])
         return Group(head, table)

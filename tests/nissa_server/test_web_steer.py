@@ -1,0 +1,168 @@
+"""Steering a real plain loop (examples/plain_loop.py on ``nissa.init``, a subprocess) from its web page in
+Chromium: each built-in action and the loop's own command sent from its form and seen completed on the page, a
+body the schema refuses kept from the server, the server's own 422 shown as it said it, a profile window's table
+(the console's figures) and a stacks answer opened from their entries, a stop through its confirmation; and the
+same page on a server with a token: refused in words without it, steering with it."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from leyline import ProfileCompleted, decode_events
+from leyline.panels import ops_table
+from leyline.steering import STOP_LOOP
+from tests.support.waiting import wait_for
+from tests.support.web import open_page
+
+pytestmark = pytest.mark.single_backend
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "plain_loop.py"
+TOKEN = "s3cret-steer"
+
+
+def _loop(url, tmp_path, token=None):
+    """The example loop, steps slow enough that it lives through the test (a stop ends it)."""
+    args = [sys.executable, str(EXAMPLE), "--server", url, "--steps", "1000000", "--step-delay", "0.02",
+            "--validate-every", "5", "--log-dir", str(tmp_path / "runs"), *(["--token", token] if token else [])]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("run id: "), (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, line.removeprefix("run id: ").strip()
+
+
+def _declared(url, run_id, token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return wait_for(lambda: httpx.get(f"{url}/runs/{run_id}", headers=headers, timeout=10).json().get("commands"),
+                    60, message="the run's declared commands")
+
+
+def _send(page, form, **fields):
+    for name, value in fields.items():
+        field = page.locator(f'{form} [name="{name}"]')
+        if isinstance(value, bool):
+            field.set_checked(value)
+        elif field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(str(value))
+    page.click(f'{form} button[type="submit"]')
+
+
+def _done(page, action, status="completed", timeout=60_000):
+    row = f'#commands tr[data-action="{action}"][data-status="{status}"]'
+    try:
+        page.wait_for_selector(row, timeout=timeout)
+    except Exception:  # noqa: BLE001 - say what the page showed instead
+        raise AssertionError(page.locator("#commands").inner_text()) from None
+    return page.locator(row).first
+
+
+def test_a_plain_loop_steered_from_its_page(browser, server_url, tmp_path):
+    proc, run_id = _loop(server_url, tmp_path)
+    try:
+        _declared(server_url, run_id)
+        page, outside, errors = open_page(browser, server_url)
+        page.goto(f"{server_url}/ui#run={run_id}")
+        page.wait_for_selector('#steer[data-ready="1"]')
+        for action in ("debug", "profile", "checkpoint", "stop", "stacks"):
+            assert page.locator(f'form[data-action="{action}"] button[type="submit"]').is_enabled()
+        # A loop of its own has no PPO update to debug through; its one phase is what a profile may target.
+        assert page.locator('form[data-action="debug"] [name="through_update"]').count() == 0
+        phases = page.locator('form[data-action="profile"] [name="phase"] option').all_text_contents()
+        assert phases == ["—", "validate"]
+        assert page.locator('form[data-command="set_lr"] [name="value"]').count() == 1
+
+        # What the schema refuses never leaves the page, and says why.
+        _send(page, 'form[data-action="debug"]')
+        assert "needs one of: N epochs" in page.locator('form[data-action="debug"] .refusal').text_content()
+        # What only the server knows (the run has no phase 'update') comes back in its own words.
+        _send(page, 'form[data-action="profile"]', target="update")
+        refusal = page.locator('form[data-action="profile"] .refusal')
+        page.wait_for_function("e => e.textContent.includes('422')", arg=refusal.element_handle())
+        assert "this run has no phase 'update' (its phases: validate)" in refusal.text_content()
+        assert httpx.get(f"{server_url}/runs/{run_id}/commands").json() == []
+
+        _send(page, 'form[data-action="debug"]', epochs=2)
+        _send(page, 'form[data-action="profile"]', target="", batches=2)
+        _send(page, 'form[data-action="stacks"]')
+        _send(page, 'form[data-command="set_lr"]', value=0.01)
+        _send(page, 'form[data-action="checkpoint"]')
+        assert "lr=0.01" in _done(page, "call").locator("td.result").text_content()
+        checkpoint = _done(page, "checkpoint").locator("td.result").text_content()
+        assert ".pt, " in checkpoint and "KiB" in checkpoint, checkpoint
+        assert "applied @ step" in _done(page, "debug").locator("td.path").text_content()
+
+        # The profile window's table is the console's (leyline.panels.ops_table of the same event).
+        _done(page, "profile").locator("button.open-result").click()
+        page.wait_for_selector('#results [data-result="profile"] table.ops tbody tr')
+        events = decode_events(httpx.get(f"{server_url}/runs/{run_id}/events?kind=profile_completed").content)
+        expected = ops_table(next(e.payload for e in events if isinstance(e.payload, ProfileCompleted)).top_ops)
+        shown = page.locator("#results table.ops").evaluate(
+            "t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))")
+        assert shown == [expected.columns, *expected.rows]
+        assert "open_trace_in_ui" in page.locator("#results code.open-with").text_content()
+
+        # Every thread of the loop's one rank, the frame each is blocked in first.
+        _done(page, "stacks").locator("button.open-result").click()
+        rank = page.locator('#results [data-result="stacks"] .rank[data-rank="0"]')
+        rank.wait_for()
+        assert rank.locator("details.thread").count() >= 2
+        assert any("File " in b for b in rank.locator("code.blocked").all_text_contents())
+        assert "MainThread" in rank.text_content()
+
+        # Stop asks first, saying what stopping does to this run; keeping it running sends nothing.
+        page.click('form[data-action="stop"] button[type="submit"]')
+        dialog = page.locator("dialog#stop-confirm")
+        assert STOP_LOOP in dialog.text_content()
+        dialog.locator('[data-answer="no"]').click()
+        assert page.locator("dialog#stop-confirm").count() == 0
+        assert not [c for c in httpx.get(f"{server_url}/runs/{run_id}/commands").json() if c["action"] == "stop"]
+        page.click('form[data-action="stop"] button[type="submit"]')
+        page.locator('dialog#stop-confirm [data-answer="yes"]').click()
+        _done(page, "stop")
+        assert proc.wait(timeout=120) == 0
+        assert not outside and not errors, (outside, errors)
+        page.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_server_with_a_token_steers_only_with_it(browser, tmp_path):
+    from tests.support.server import running_server
+
+    with running_server(tmp_path, token=TOKEN) as url:
+        proc, run_id = _loop(url, tmp_path, TOKEN)
+        try:
+            _declared(url, run_id, TOKEN)
+            page, outside, errors = open_page(browser, url)
+            page.goto(f"{url}/ui#run={run_id}")
+            page.wait_for_selector('#steer[data-ready="1"]')
+            note = page.locator("#steer-note")
+            assert "steers only with its token" in note.text_content()
+            assert page.locator('form[data-action="checkpoint"] button[type="submit"]').is_disabled()
+            page.fill("#token", "not-the-token")
+            page.click("#auth button")
+            page.wait_for_function("() => document.querySelector('#steer-note')?.textContent"
+                                   ".includes('not this server')")
+            assert page.locator('form[data-action="checkpoint"] button[type="submit"]').is_disabled()
+            page.fill("#token", TOKEN)
+            page.click("#auth button")
+            page.wait_for_selector('#steer[data-ready="1"] form[data-action="checkpoint"] '
+                                   'button[type="submit"]:enabled')
+            assert page.locator("#steer-note").is_hidden()
+            # The token stays in this tab's sessionStorage and goes in a header: never in a URL or a cookie.
+            assert page.evaluate("sessionStorage.getItem('nissa-token')") == TOKEN
+            assert page.context.cookies() == [] and TOKEN not in page.url
+            _send(page, 'form[data-action="checkpoint"]')
+            _done(page, "checkpoint")
+            assert not outside and not errors, (outside, errors)
+            page.close()
+        finally:
+            proc.kill()
+            proc.wait()
