@@ -71,7 +71,7 @@ def worker(argv: list[str]) -> int:
     try:
         run = build_run(config, open_run(config, run_name="bench", log_dir=Path(ours.log_dir), system_metrics=False,
                                          agree=ours.agree == "on"))
-        runtime = run.runtime
+        runtime = run.run.runtime
         run.run.start()
         start = time.perf_counter()
         summary = run.train()

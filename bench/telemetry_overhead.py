@@ -61,8 +61,8 @@ def one_run(variant: str, config: TrainConfig, log_dir: Path, profile_batches: i
     run = build_run(config, open_run(config, run_id=f"bench-{variant.lower()}-{tag}", log_dir=log_dir,
                                      level=level.value, system_metrics=False))
     run.run.start()  # run_started, as esper-train sends it
-    run.open_start_windows(profile_batches=profile_batches if variant == "PROFILE" else None)
-    runtime = run.runtime
+    run.run.open_start_windows(profile_batches=profile_batches if variant == "PROFILE" else None)
+    runtime = run.run.runtime
     start, cpu = time.perf_counter(), time.process_time()
     stop_system = (start_system_metrics(runtime, SystemConfig(interval_s=system_interval_s))
                    if variant == "SYSTEM" else (lambda: None))

@@ -18,6 +18,9 @@ from leyline.payloads import Payload
 
 MAX_BINS = 512
 """Bins one distribution may have."""
+DEFAULT_BINS = 64
+"""Bins of a distribution when none are asked for (``nissa.Histogram``, ``run.watch``, the TensorBoard drop-in and
+importer)."""
 MAX_DISTRIBUTIONS = 1024
 """Distributions one event may hold (a model's every layer)."""
 

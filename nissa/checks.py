@@ -13,7 +13,7 @@ import msgspec
 
 from leyline.calls import Phases
 from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
-from nissa.hub.config import ingest_url, server_list
+from nissa.hub.config import check_servers
 
 if TYPE_CHECKING:
     import torch
@@ -28,8 +28,7 @@ def check_server(server: object, source: str, caller: str = "nissa.init") -> Non
         raise TypeError(f"{caller}: {source} must be a URL string like 'http://127.0.0.1:8765', "
                         f"got {type(server).__name__}")
     try:
-        for url in server_list(server):
-            ingest_url(url)
+        check_servers(server)
     except ValueError as err:  # its message names the CLI's flag; here the argument is meant
         raise ValueError(f"{caller}: {source}{str(err).removeprefix('--server')}") from None
 

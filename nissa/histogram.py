@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from leyline import Distribution
-from leyline.payloads_histogram import MAX_BINS
+from leyline.payloads_histogram import DEFAULT_BINS, MAX_BINS
 from nissa.telemetry.readback import DeviceFigures, read_all
 
 
@@ -27,7 +27,7 @@ class Histogram:
 
     __slots__ = ("bins", "values")
 
-    def __init__(self, values: Any, bins: int = 64) -> None:
+    def __init__(self, values: Any, bins: int = DEFAULT_BINS) -> None:
         if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
             raise ValueError(f"nissa.Histogram: bins must be an int in 1..{MAX_BINS}, got {bins!r}")
         tensor = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)

@@ -1,11 +1,12 @@
-"""What a run says of itself beyond its config: where it belongs (project, group, tags, notes) and how its
-results read (a metric's direction, values of its summary set outright). Checked here against the
-contract's own types (``leyline.summaries``), so a mistake is a ``ValueError`` naming the argument at once."""
+"""A run's metadata: its config as ``run_started`` carries it (``flat_config``), where the run belongs (project,
+group, tags, notes) and how its results read (a metric's direction, values of its summary set outright). Checked
+here against the contract's own types (``leyline.summaries``), so a mistake is a ``ValueError`` naming the argument
+at once."""
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 import msgspec
@@ -85,3 +86,22 @@ class Summary(MutableMapping[str, float]):
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool | None]:
+    """A config as ``run_started`` carries it: nested mappings flattened to ``a.b`` keys, numbers
+    (NumPy's too) as numbers, other values as text."""
+    out: dict[str, str | int | float | bool | None] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flat_config(value, f"{name}."))
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            out[name] = value
+        elif isinstance(value, numbers.Integral):  # NumPy's: shown as the number, not as np.int64(32)
+            out[name] = int(value)
+        elif isinstance(value, numbers.Real):
+            out[name] = float(value)
+        else:
+            out[name] = repr(value)
+    return out

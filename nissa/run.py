@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import numbers
 import os
-import pathlib
 import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -44,20 +42,21 @@ from leyline import (
     RunResumed,
     RunStarted,
     SummaryUpdated,
-    TelemetryLevel,
     metric_value,
 )
+from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import answer_stacks, start_watchdog
 from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
-from nissa.metadata import RunMetadata, Summary, check_direction
+from nissa.metadata import Summary, check_direction, flat_config
+from nissa.run_core import RunCore
 from nissa.runtime import Runtime
+from nissa.settings import Settings
 from nissa.stops import CheckpointHandler, Hook, StopHandler
-from nissa.system import SystemConfig, start_system_metrics
+from nissa.system import start_system_metrics
 from nissa.telemetry.install import install_profiling, install_rank_checks
-from nissa.telemetry.stragglers import StragglerConfig
 from nissa.watch import ModelWatch
 
 logger = logging.getLogger(__name__)
@@ -67,36 +66,27 @@ _END_STATUSES: tuple[Literal["completed", "failed", "interrupted", "stopped"], .
     "completed", "failed", "interrupted", "stopped")
 
 
-class Run:
+class Run(RunCore):
     """One run of a loop, live on a Nissa server (or logged locally only); see the module docstring."""
 
-    def __init__(self, runtime: Runtime, *, name: str, config: Mapping[str, Any], steps_per_epoch: int = 1,
-                 device: str = "cpu", close_ranks: bool = False, stack_watchdog_s: float = 0.0,
-                 metadata: RunMetadata | None = None, system: SystemConfig | None = None,
-                 phases: tuple[str, ...] | None = None, stragglers: StragglerConfig | None = None) -> None:
-        if steps_per_epoch < 0:
-            raise ValueError(f"steps_per_epoch must be >= 0 (0: the loop calls run.epoch_end()), got {steps_per_epoch}")
-        self.runtime = runtime
-        """The run's command runtime. A loop that counts its own steps and epochs (Esper's rounds of envs) reports
-        them here instead of calling ``run.step()``: ``runtime.step_boundary(step, epoch)``, ``runtime.epoch_end``,
-        ``runtime.emit(payload)``; ``runtime.commands.register(action, handler)`` puts a handler of its own in place
-        of ``on_checkpoint`` / ``on_stop``."""
-        self.name = name
-        self.config = flat_config(config)
-        self.steps_per_epoch = steps_per_epoch
+    def __init__(self, runtime: Runtime, settings: Settings, *, device: str, close_ranks: bool = False) -> None:
+        super().__init__(runtime, close_ranks=close_ranks)
+        self.settings = settings
+        """What the run was started with (``nissa.init``'s arguments, checked)."""
+        self.name = settings.run_name
+        self.config = flat_config(settings.config or {})
+        self.steps_per_epoch = settings.steps_per_epoch
         self.device = device
-        self._close_ranks = close_ranks
         self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
         for handler in (self._calls, self._checkpoints, self._stops):
             runtime.commands.register(handler.action, handler)
-        self.phases = phases
+        self.phases: tuple[str, ...] | None = None if settings.phases is None else tuple(settings.phases)
         """What a profile window of target ``update`` may record (``nissa.init(phases=…)``); None: not said."""
-        self._profiles = install_profiling(runtime, device=device, phases=phases)
-        stragglers = stragglers or StragglerConfig()
-        install_rank_checks(runtime, straggler_factor=stragglers.factor, straggler_epochs=stragglers.epochs)
+        self._profiles = install_profiling(runtime, device=device, phases=self.phases)
+        install_rank_checks(runtime, straggler_factor=settings.stragglers.factor,
+                            straggler_epochs=settings.stragglers.epochs)
         answer_stacks(runtime)  # ``stacks`` answered off the loop, from now on
-        self._watchdog_s = stack_watchdog_s
-        self._stop_watchdog: Callable[[], None] = _nothing
+        self._watchdog_s = settings.stack_watchdog_s
         self._continues = runtime.hub.stats.logged > 0
         """The run log held events already (its ``run_id`` continued): ``end`` before a start sends no
         ``run_started`` into it."""
@@ -104,20 +94,13 @@ class Run:
         self._step = self._epoch = 0
         self._started_at = time.monotonic()
         self._started = False
-        self._report: DeliveryReport | None = None
-        self.metadata = metadata or RunMetadata()
+        self.metadata = settings.metadata
         """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
         self.summary = Summary(self._send_summary)
         """Values of the run's summary set outright: ``run.summary["test_acc"] = 0.91`` (sent at once)."""
-        self._system = system
-        self._stop_system: Callable[[], None] = _nothing
+        self._system = settings.system(device)
 
     # --- what the run is ----------------------------------------------------------------------
-
-    @property
-    def run_id(self) -> str:
-        """The run's id on the server and under ``log_dir`` (``<run_name>-<utc time>-<random hex>``)."""
-        return self.runtime.run_id
 
     @property
     def step_count(self) -> int:
@@ -125,35 +108,14 @@ class Run:
         return self._step
 
     @property
-    def level(self) -> TelemetryLevel:
-        """The telemetry level now (DEBUG inside a debug window)."""
-        return self.runtime.level
-
-    @property
     def should_stop(self) -> bool:
         """A ``stop`` command was applied: end the loop; ``finish`` reports the run ``stopped``."""
         return self._stops.asked is not None
 
     @property
-    def log_path(self) -> os.PathLike[str]:
-        """The run's local log, ``<log_dir>/<run_id>/events.jsonl`` (``events.rankN.jsonl`` on rank N): every
-        event is written there first, then streamed."""
-        return self.runtime.hub.log_path
-
-    @property
-    def run_dir(self) -> pathlib.Path:
-        """``<log_dir>/<run_id>``: the run's log, stream secret, profile traces."""
-        return self.runtime.hub.config.run_dir
-
-    @property
     def started(self) -> bool:
         """``run_started`` went out (with the run's config): the first ``step``, ``log`` or ``start`` was made."""
         return self._started
-
-    @property
-    def finished(self) -> bool:
-        """``finish`` was called: the run takes no more steps, values or commands."""
-        return self._report is not None
 
     @property
     def takes_checkpoints(self) -> bool:
@@ -188,7 +150,7 @@ class Run:
         return fn
 
     def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1,
-              histograms: str | None = None, bins: int = 64) -> torch.nn.Module:
+              histograms: str | None = None, bins: int = DEFAULT_BINS) -> torch.nn.Module:
         """Per-layer gradient and weight statistics of ``model`` at every ``every``-th step of a debug window;
         with ``histograms`` (``"parameters"``, ``"gradients"`` or ``"all"``) also the distribution of each of
         its parameters or gradients every ``every`` steps at any level but OFF (``bins`` bins each)."""
@@ -215,14 +177,14 @@ class Run:
         """Go on with a run from a checkpoint, instead of ``start``: the run's log is continued (``nissa.init`` with
         its ``run_id`` and ``log_dir``), ``resumed`` goes out instead of ``run_started``, and the run takes up the
         checkpoint's step and epoch, its telemetry level and its debug windows (``control``: what
-        ``run.runtime.control_state()`` returned when the checkpoint was taken)."""
+        ``run.control_state()`` returned when the checkpoint was taken)."""
         self._check_open("run.resume")
         if self._started:
             raise RuntimeError(f"run.resume: run {self.run_id} has started already")
         if not isinstance(resumed, RunResumed):
             raise TypeError(f"run.resume: resumed must be a leyline.RunResumed, got {type(resumed).__name__}")
         if not isinstance(control, Mapping) or not {"level", "windows"} <= control.keys():
-            raise ValueError("run.resume: control must be what run.runtime.control_state() returned (its level "
+            raise ValueError("run.resume: control must be what run.control_state() returned (its level "
                              f"and windows), got {control!r}"[:300])
         self._started = True
         self._step, self._epoch = resumed.checkpoint_step, resumed.checkpoint_epoch
@@ -327,10 +289,6 @@ class Run:
         self.runtime.hub.emit(TextLogged(tag=tag, text=text), step=self._step if step is None else int(step),
                               epoch=self._epoch)
 
-    def _check_open(self, what: str) -> None:
-        if self._report is not None:
-            raise RuntimeError(f"{what}: run {self.run_id} has finished (nissa.init starts another)")
-
     # --- the end ------------------------------------------------------------------------------
 
     def finish(self, status: str | None = None, *, error: str | None = None, timeout: float = 10.0) -> DeliveryReport:
@@ -380,29 +338,6 @@ class Run:
         return self.finish("failed", error=f"{type(err).__name__}: {err}"[:2000], timeout=timeout)
 
 
-def _nothing() -> None:
-    pass
-
-
 def _check_hook(what: str, fn: object) -> None:
     if not callable(fn):
         raise TypeError(f"run.{what}: expected a function of the step, got {type(fn).__name__}")
-
-
-def flat_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool | None]:
-    """A config as ``run_started`` carries it: nested mappings flattened to ``a.b`` keys, numbers
-    (NumPy's too) as numbers, other values as text."""
-    out: dict[str, str | int | float | bool | None] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flat_config(value, f"{name}."))
-        elif value is None or isinstance(value, (str, int, float, bool)):
-            out[name] = value
-        elif isinstance(value, numbers.Integral):  # NumPy's: shown as the number, not as np.int64(32)
-            out[name] = int(value)
-        elif isinstance(value, numbers.Real):
-            out[name] = float(value)
-        else:
-            out[name] = repr(value)
-    return out

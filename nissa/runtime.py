@@ -1,4 +1,4 @@
-"""The live implementation of ``trainer.hooks.RunHooks``: the NissaHub plus run control.
+"""A run's runtime: the NissaHub plus run control, seen by a loop that counts its own steps as ``LoopHooks``.
 
 ``build_runtime`` wires a hub, a level controller and a command processor with the
 ``debug`` handler, and a ``profile`` handler that refuses until profiling is plugged in
@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from leyline import AnyPayload, Command, CommandAction, RunFinished, Severity, TelemetryLevel
 from nissa.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
@@ -43,8 +44,49 @@ class RuntimeConfig:
     run's env ids are unique across its ranks."""
 
 
+class LoopHooks(Protocol):
+    """What a loop that counts its own steps and epochs reports to its run (``Run.hooks``), instead of calling
+    ``run.step()``: Esper's rounds of environments. Every method is cheap and never raises, but for one case: in a
+    run of several ranks the ranks meet at the first step boundary and at every ``epoch_end``, and a rank that
+    died makes that meeting raise (``ranks.RankError``)."""
+
+    @property
+    def level(self) -> TelemetryLevel:
+        """The telemetry level now (DEBUG inside a debug window)."""
+        ...
+
+    @property
+    def epoch(self) -> int:
+        """The epoch last reported."""
+        ...
+
+    def emit(self, payload: AnyPayload, *, env: int | None = None, severity: Severity | None = None) -> None:
+        """Send one event, stamped with the step and epoch last reported; never blocks."""
+        ...
+
+    def step_boundary(self, step: int, epoch: int) -> None:
+        """Between two steps: the only place commands apply."""
+        ...
+
+    def epoch_end(self, epoch: int) -> None:
+        """``epoch`` ended."""
+        ...
+
+    def update_begin(self, round_: int) -> None:
+        """An update phase (a profile window of target ``update`` records it) begins."""
+        ...
+
+    def update_end(self, round_: int) -> None:
+        """That update ended."""
+        ...
+
+    def escalate(self, *, epochs: int | None = None, through_update: bool = False, reason: str = "auto") -> str:
+        """Open a DEBUG window from inside the run (auto-escalation), through the command path; its command id."""
+        ...
+
+
 class Runtime:
-    """``RunHooks`` over a hub: stamps step and epoch, applies commands at step boundaries."""
+    """``LoopHooks`` over a hub: stamps step and epoch, applies commands at step boundaries."""
 
     def __init__(self, hub: NissaHub, level: TelemetryLevel, ranks: Ranks | None = None, *, agree: bool = True,
                  env_base: int = 0) -> None:

@@ -24,8 +24,10 @@ import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.integrations.names import metric_name, scalars
-from nissa.run import Run, flat_config
+from nissa.metadata import flat_config
+from nissa.run import Run
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ class SummaryWriter:
             return
         from nissa.histogram import Histogram
 
-        count = bins if isinstance(bins, int) and not isinstance(bins, bool) else (max_bins or 64)
+        count = bins if isinstance(bins, int) and not isinstance(bins, bool) else (max_bins or DEFAULT_BINS)
         self._boundary(global_step)
         self.run.log({metric_name(tag): Histogram(values, bins=max(1, min(count, 512)))},
                      step=None if global_step is None else int(global_step))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from leyline import AnyPayload, DebugLayerStats, Histograms, TelemetryLevel
+from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.histogram import Histogram, distributions, launch_histograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.debug_stats import (
@@ -40,7 +41,7 @@ class ModelWatch:
         self.collections = 0
 
     def add(self, model: torch.nn.Module, name: str | None = None, every: int = 1, histograms: str | None = None,
-            bins: int = 64) -> None:
+            bins: int = DEFAULT_BINS) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"watch: expected a torch.nn.Module, got {type(model).__name__}")
         if every < 1:

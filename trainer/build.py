@@ -15,7 +15,8 @@ from typing import Any, Literal
 import torch
 
 from leyline import RunFinished
-from nissa import Run, Runtime, init, open_start_windows
+from nissa import Run, Settings, init
+from nissa.parts import LoopHooks
 from ranks import Ranks
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
 from trainer.checkpoint.null import NullCheckpointer
@@ -148,14 +149,14 @@ def _stateful(sites: LoopSites) -> Stateful | None:
 # --- the run around the loop ---------------------------------------------------------------------
 
 
-def open_run(config: TrainConfig, *, settings: Mapping[str, Any] | None = None, **init_args: Any) -> Run:
-    """An Esper run's ``nissa.Run``, made by ``nissa.init`` as any loop's is: the run's device, phases and env
+def open_run(config: TrainConfig, settings: Settings | None = None, *, recorded: Mapping[str, Any] | None = None,
+             **given: Any) -> Run:
+    """An Esper run's ``nissa.Run``, made by ``nissa.init`` as any loop's is, from ``settings`` and ``given`` (the
+    rest of ``nissa.Settings``: ``run_id``, ``log_dir``, ``server``, ``level``…): the run's device, phases and env
     numbering (rank r's envs from ``r * n_envs``) from ``config``; ``run_started`` carries the config's flags and
-    ``settings`` (the telemetry settings the CLI records with them). ``init_args``: the rest of ``nissa.init``'s
-    arguments (``run_id``, ``log_dir``, ``server``, ``level``…). Raises what ``nissa.init`` raises."""
-    recorded = {**config.as_flat_dict(), **(settings or {})}
-    return init(config=recorded, device=config.device, phases=config.phases, envs_per_rank=config.n_envs,
-                steps_per_epoch=0, **init_args)
+    ``recorded`` (the telemetry settings the CLI records with them). Raises what ``nissa.init`` raises."""
+    return init(settings, config={**config.as_flat_dict(), **(recorded or {})}, device=config.device,
+                phases=config.phases, envs_per_rank=config.n_envs, steps_per_epoch=0, **given)
 
 
 @dataclass
@@ -168,21 +169,13 @@ class EsperRun:
     checkpoints: Checkpointer | NullCheckpointer
 
     @property
-    def runtime(self) -> Runtime:
-        """The run's command runtime: the loop's ``RunHooks``."""
-        return self.run.runtime
-
-    @property
-    def ranks(self) -> Ranks:
-        return self.run.runtime.ranks
-
-    def open_start_windows(self, *, profile_batches: int | None = None, profile_update: bool = False) -> None:
-        """Profile windows from the run's start (``--profile``, ``--profile-update``); after ``run_started``."""
-        open_start_windows(self.runtime, profile_batches=profile_batches, profile_update=profile_update)
+    def hooks(self) -> LoopHooks:
+        """Where the loop reports its steps and epochs: the run's ``RunHooks``."""
+        return self.run.hooks
 
     def train(self, *, data: TaskData | None = None, sites: LoopSites | None = None,
               resume: dict[str, Any] | None = None) -> RunFinished:
-        return run_training(self.config, self.runtime, sites=sites, data=data, ranks=self.ranks,
+        return run_training(self.config, self.hooks, sites=sites, data=data, ranks=self.run.ranks,
                             checkpoints=self.checkpoints, resume=resume)
 
 
@@ -190,20 +183,16 @@ def build_run(config: TrainConfig, run: Run, checkpoints: CheckpointConfig | Non
     """The one place an Esper run is wired, on a ``nissa.Run`` (``open_run``; it holds the hub, the command runtime,
     profiling, the ranks' straggler check and stacks on demand): the loop's device this rank's, and the
     checkpointer (None: a null one; ``checkpoint`` and ``stop`` are then rejected with the reason)."""
-    runtime = run.runtime
-    ranks = runtime.ranks
+    ranks = run.ranks
     config = dataclasses.replace(config, device=ranks.device_name(config.device))
     if "device" in run.config:  # run_started records this rank's device, as its checkpoints do
         run.config["device"] = config.device
     if checkpoints is None:
-        NullCheckpointer.register(runtime.commands)
+        NullCheckpointer.register(run.handle)
         return EsperRun(config=config, run=run, checkpoints=NullCheckpointer())
-    hub = runtime.hub
-    checkpointer = Checkpointer(checkpoints, store_of(hub.config.run_dir, ranks.rank),
-                                run_config=config.as_flat_dict(),
-                                manifest={"run_id": runtime.run_id, "name": hub.config.name,
-                                          "world_size": ranks.world_size},
-                                hub_seq=lambda: hub.stats.logged, control_state=runtime.control_state,
+    checkpointer = Checkpointer(checkpoints, store_of(run.run_dir, ranks.rank), run_config=config.as_flat_dict(),
+                                manifest={"run_id": run.run_id, "name": run.name, "world_size": ranks.world_size},
+                                hub_seq=lambda: run.delivery().logged, control_state=run.control_state,
                                 prunes=ranks.is_main)
-    checkpointer.register(runtime.commands)
+    checkpointer.register(run.handle)
     return EsperRun(config=config, run=run, checkpoints=checkpointer)

@@ -14,15 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NoReturn
 
 from leyline import RunFinished
-from nissa import (
-    HubConfig,
-    LogCorrupt,
-    SecretError,
-    ServerUnavailable,
-    UploadResult,
-    checked_run_id,
-    upload_run,
-)
+from nissa import LogCorrupt, SecretError, ServerUnavailable, Settings, StragglerConfig, UploadResult
+from nissa.parts import upload_run
 from ranks import RankError, Ranks
 from trainer.cli_flags import add_train_args, add_upload_args, check_telemetry_args, check_upload_args
 
@@ -121,23 +114,25 @@ def _finish_through_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: logger.info("signal %d while finishing: finishing", signum))
 
 
-def _open(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig) -> Run:
+def _settings(args: argparse.Namespace) -> Settings:
+    """The run's ``nissa.Settings``, from the telemetry and ranks flags (checked here, once)."""
+    return Settings(run_name=args.run_name, run_id=args.run_id or None, log_dir=args.log_dir, server=args.server or "",
+                    token=args.token, level=args.telemetry_level, queue_size=args.hub_queue, heartbeat_s=args.heartbeat,
+                    rank_timeout_s=args.rank_timeout, stack_watchdog_s=args.stack_watchdog, project=args.project,
+                    group=args.group, tags=list(dict.fromkeys(args.tags or ())), notes=args.notes,
+                    system_metrics=args.system_metrics, system_metrics_s=args.system_metrics_interval,
+                    stragglers=StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs))
+
+
+def _open(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, settings: Settings) -> Run:
     """The run's ``nissa.Run``, made by ``nissa.init`` as any loop's is (``trainer.build.open_run``): the ranks
     joined, the run id chosen by rank 0 with the run directory and its stream secret, the hub started on the run
     log. What it refuses is a flag's fault, and gets one line naming the flag."""
-    from nissa import StragglerConfig
     from trainer.build import open_run
 
-    settings = {"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue}
+    recorded = {"telemetry_level": args.telemetry_level, "server": args.server, "hub_queue": args.hub_queue}
     try:
-        return open_run(config, settings=settings, run_name=args.run_name, run_id=args.run_id or None,
-                        log_dir=args.log_dir, server=args.server or "", token=args.token,
-                        level=args.telemetry_level, queue_size=args.hub_queue, heartbeat_s=args.heartbeat,
-                        rank_timeout_s=args.rank_timeout, stack_watchdog_s=args.stack_watchdog,
-                        project=args.project, group=args.group, tags=list(dict.fromkeys(args.tags or ())),
-                        notes=args.notes, system_metrics=args.system_metrics,
-                        system_metrics_s=args.system_metrics_interval,
-                        stragglers=StragglerConfig(factor=args.straggler_factor, epochs=args.straggler_epochs))
+        return open_run(config, settings, recorded=recorded)
     except LogCorrupt as err:
         parser.error(f"--run-id {args.run_id}: its existing log cannot be continued: {err}")
     except OSError as err:
@@ -175,18 +170,15 @@ def _train(argv: Sequence[str]) -> int:
             args.server = args.server if args.server is not None else previous_server(run_dir)
         else:
             config = TrainConfig.from_args(args)
-        if args.run_id:
-            checked_run_id(args.run_id, "--run-id")  # a resumed run's: its directory's name
         args.server = args.server or None  # --server '': none
-        HubConfig(run_id="check", log_dir=pathlib.Path(args.log_dir), server=args.server, token=args.token,
-                  name=args.run_name, queue_size=args.hub_queue)
+        settings = _settings(args)  # a resumed run's id too: its directory's name
     except (ConfigError, ValueError) as err:
         parser.error(str(err))
-    run = _open(parser, args, config)
+    run = _open(parser, args, config, settings)
     try:
         return _run(parser, args, config, run, checkpoints)
     finally:
-        run.runtime.ranks.close()  # when the run did not get to end (it closes them itself): a no-op after
+        run.abandon()  # when the run did not get to end: its stream closed, its ranks left; a no-op after its end
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: TrainConfig, run: Run,
@@ -197,14 +189,14 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     from trainer.first_contact import token_refused
     from trainer.run_end import end_lines
 
-    runtime, ranks = run.runtime, run.runtime.ranks
+    ranks = run.ranks
     esper = build_run(config, run, checkpoints)
-    if (refused := token_refused(runtime.hub, ranks, args.server)) is not None:
+    if (refused := token_refused(run, args.server)) is not None:
         parser.exit(2, f"{parser.prog}: error: {refused}\n" if refused else "")
     point = _resume_point(parser, args, ranks, run.run_dir, config.rounds) if args.resume else None
     remember_server(run.run_dir, args.server)
     _say(f"run id: {run.run_id}")
-    log_path = runtime.hub.config.log_path
+    log_path = run.log_path
     _say(f"run log: {log_path}")
     if ranks.is_main:
         line, to_stderr = streaming_line(args.server, getattr(args, "server_before", False), log_path, run.run_dir)
@@ -233,7 +225,7 @@ def _train_and_end(args: argparse.Namespace, esper: EsperRun, point: ResumePoint
             esper.run.resume(point.resumed(), point.state["control"])
             _say(f"resumed from {point.path} (round {point.round})")
         # After run_started: it may open windows. Both flags: the update window waits for the first.
-        esper.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
+        esper.run.open_start_windows(profile_batches=args.profile, profile_update=args.profile_update)
         summary = esper.train(resume=None if point is None else point.state)
     except KeyboardInterrupt:
         summary = _cut_short(esper, start, "interrupted")
@@ -251,7 +243,7 @@ def _train_and_end(args: argparse.Namespace, esper: EsperRun, point: ResumePoint
 
 def _cut_short(esper: EsperRun, start: float, status: Literal["failed", "interrupted"],
                error: str | None = None) -> RunFinished:
-    return RunFinished(status=status, duration_s=time.monotonic() - start, epochs=esper.runtime.epoch,
+    return RunFinished(status=status, duration_s=time.monotonic() - start, epochs=esper.hooks.epoch,
                        error=None if error is None else error[:2000])
 
 
@@ -279,7 +271,6 @@ def _upload(argv: Sequence[str]) -> int:
         _say(f"esper-train upload: --server {args.server}: {why}; waiting up to {args.wait:g} s", err=True)
 
     try:
-        HubConfig(run_id="check", log_dir=args.run_dir, server=args.server)
         results = upload_run(args.run_dir, args.server, args.token, timeout=args.timeout, wait_s=args.wait,
                              on_wait=waiting)
     except (ValueError, FileNotFoundError, LogCorrupt) as err:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from leyline import TelemetryLevel
 from leyline.commands import MAX_PROFILE_BATCHES
-from nissa import HubConfig, StragglerConfig, SystemConfig, checked_run_id, run_metadata
+from nissa import Settings, StragglerConfig
+from nissa.parts import SystemConfig, check_servers, checked_run_id, run_metadata
 from ranks import RanksConfig
 from trainer import flags
 from trainer.flags import FieldError
@@ -46,7 +47,7 @@ class TelemetryFlags:
     telemetry_level: TelemetryLevel = TelemetryLevel.NORMAL
     """Level outside debug windows, in upper or lower case. A debug window (a command, an anomaly) raises it
     for a while."""
-    hub_queue: int = HubConfig.queue_size
+    hub_queue: int = Settings.queue_size
     """Events held in memory before metrics drop."""
     profile: int | None = None
     """Open a torch.profiler window over the first BATCHES training batches."""
@@ -54,7 +55,7 @@ class TelemetryFlags:
     """Open a torch.profiler window over the first PPO update. With --profile too, it waits for the first."""
     close_timeout: float = 15.0
     """Seconds to deliver what is left when the run ends."""
-    heartbeat: float = HubConfig.heartbeat_s
+    heartbeat: float = Settings.heartbeat_s
     """A heartbeat (with the step reached) this often: the server tells a hung rank, alive but not advancing,
     from a silent one by them."""
     stack_watchdog: float = 300.0
@@ -62,7 +63,7 @@ class TelemetryFlags:
     thread stuck in native code holding the GIL); 0: off."""
     system_metrics: bool = True
     """Sample the machine (CPU, memory, disk and network I/O, GPUs) into series system.*."""
-    system_metrics_interval: float = SystemConfig.interval_s
+    system_metrics_interval: float = Settings.system_metrics_s
     """Seconds between samples of the machine."""
     verbose: bool = False
     """Log what the hub and the loop do to stderr (off: warnings only)."""
@@ -87,7 +88,9 @@ class TelemetryFlags:
         self._check_naming()
 
     def _check_naming(self) -> None:
-        """The run's id and name, and where it belongs, as the contract takes them."""
+        """The run's server, id and name, and where it belongs, as the contract takes them."""
+        if self.server:
+            flags.as_field_error("server", lambda: check_servers(str(self.server)))
         if self.run_id:
             flags.as_field_error("run_id", lambda: checked_run_id(str(self.run_id), "--run-id"))
         if not self.run_name.strip():
@@ -136,6 +139,7 @@ class UploadFlags:
     def __post_init__(self) -> None:
         if not self.server:
             raise FieldError("server", "required (or set NISSA_SERVER)")
+        flags.as_field_error("server", lambda: check_servers(str(self.server)))
         if not self.wait >= 0:
             raise FieldError("wait", f"must be >= 0 seconds, got {self.wait}")
         if not self.timeout > 0:

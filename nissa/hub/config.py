@@ -44,9 +44,27 @@ def server_list(server: str) -> list[str]:
     return urls
 
 
+def check_servers(server: str) -> list[str]:
+    """The ingest URL of each server ``server`` names (one, or several comma-separated); a ValueError names
+    the problem."""
+    return [ingest_url(url) for url in server_list(server)]
+
+
 def log_file_name(rank: int) -> str:
     """Rank 0 writes ``events.jsonl``; other ranks ``events.rank{N}.jsonl`` beside it."""
     return "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
+
+
+def check_stream(*, server: str | None, token: str | None, name: str) -> None:
+    """What a hub streams with: its servers, its token and the run's name (``HubConfig`` checks them, and
+    ``nissa.Settings`` before there is a run id)."""
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"run name must be at most {MAX_NAME_CHARS} characters, got {len(name)}")
+    if token is not None and not _TOKEN.fullmatch(token):
+        # It travels in an HTTP header: non-ASCII bytes would mean one thing here, another there.
+        raise ValueError("token (--token / NISSA_TOKEN) must be printable ASCII without spaces")
+    if server is not None:
+        check_servers(server)
 
 
 @dataclass(frozen=True)
@@ -135,14 +153,7 @@ class HubConfig:
             check_rank(self.rank)
         except msgspec.ValidationError:
             raise ValueError(f"rank must be an int in 0..65535, got {self.rank!r}") from None
-        if len(self.name) > MAX_NAME_CHARS:
-            raise ValueError(f"run name must be at most {MAX_NAME_CHARS} characters, got {len(self.name)}")
-        if self.token is not None and not _TOKEN.fullmatch(self.token):
-            # It travels in an HTTP header: non-ASCII bytes would mean one thing here, another there.
-            raise ValueError("token (--token / NISSA_TOKEN) must be printable ASCII without spaces")
-        if self.server is not None:
-            for url in server_list(self.server):
-                ingest_url(url)
+        check_stream(server=self.server, token=self.token, name=self.name)
         for name in ("queue_size", "batch_events", "batch_bytes", "window_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -170,4 +181,4 @@ class HubConfig:
     @property
     def ws_urls(self) -> list[str]:
         """Every server's ingest URL, in the order they are tried."""
-        return [ingest_url(url) for url in server_list(self.server)] if self.server is not None else []
+        return check_servers(self.server) if self.server is not None else []

@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 _METRIC_TYPES: frozenset[type] = frozenset(PAYLOAD_TYPES[k] for k in METRIC_KINDS)
 _MAX_TAKE = 4096
 _IDLE_TICK_S = 0.5
+_FIRST_POLL_S = 0.02
 
 
 @dataclass(eq=False)
@@ -147,6 +148,19 @@ class NissaHub:
                               dropped=self.dropped(), lost=self.stats.unlogged + self.stats.invalid,
                               server=self._sender is not None,
                               refused=self._sender.refused if self._sender is not None else None)
+
+    def first_refusal(self, timeout: float = 5.0) -> str | None:
+        """Wait for the first connection to the server to end: why the server refused it (its close code and
+        reason: a wrong token), or None (taken, failed otherwise, or nothing heard within ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.stats.connected:
+                return None
+            if self.stats.last_error is not None:
+                time.sleep(_FIRST_POLL_S)  # the sender records the error first, then whether it was a refusal
+                return self.report().refused
+            time.sleep(_FIRST_POLL_S)
+        return None
 
     def flush(self, timeout: float = 5.0, *, delivered: bool = True) -> DeliveryReport:
         """Wait until everything emitted so far is logged and, if ``delivered``, stored by the server."""

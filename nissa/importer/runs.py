@@ -15,7 +15,7 @@ from leyline.metrics import MAX_METRICS
 from nissa.hub.runlog import RunLog
 from nissa.hub.secret import run_secret
 from nissa.hub.upload import UploadResult, upload_run
-from nissa.run import flat_config
+from nissa.metadata import flat_config
 
 logger = logging.getLogger(__name__)
 

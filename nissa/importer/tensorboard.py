@@ -18,6 +18,7 @@ from typing import Any
 
 from leyline import Distribution, Histograms, TextLogged
 from leyline.metrics import MAX_TEXT_CHARS
+from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.importer.runs import ImportedRun
 from nissa.integrations.names import metric_name
 
@@ -95,7 +96,7 @@ def _import_value(run: ImportedRun, value: Any, plugin: str, step: int, ts: floa
     return True
 
 
-def _distribution(name: str, buckets: Any, bins: int = 64) -> Distribution:
+def _distribution(name: str, buckets: Any, bins: int = DEFAULT_BINS) -> Distribution:
     """TensorBoard's ``[left, right, count]`` buckets (of any widths) as ``bins`` bins of equal width from the
     first filled bucket's left edge to the last one's right edge, each bucket's count in the bin of its centre."""
     counts = [float(c) for c in buckets[:, 2]] if buckets.size else []

@@ -29,7 +29,8 @@ from accelerate.tracking import GeneralTracker
 
 from nissa.integrations.names import scalars
 from nissa.integrations.uncaught import finish_on_uncaught
-from nissa.run import Run, flat_config
+from nissa.metadata import flat_config
+from nissa.run import Run
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from nissa.integrations.names import metric_name, scalars
-from nissa.run import Run, flat_config
+from nissa.metadata import flat_config
+from nissa.run import Run
 
 __all__ = ["NissaCallback", "metric_name"]
 

@@ -42,9 +42,15 @@ class SystemConfig:
     """Sample GPUs (off: host figures only)."""
 
     def __post_init__(self) -> None:
-        if not MIN_INTERVAL_S <= self.interval_s <= MAX_INTERVAL_S:
-            raise ValueError(f"system metrics interval must be in {MIN_INTERVAL_S}..{MAX_INTERVAL_S:g} seconds, "
-                             f"got {self.interval_s}")
+        check_interval(self.interval_s)
+
+
+def check_interval(seconds: object) -> None:
+    """Seconds between samples: ``MIN_INTERVAL_S`` to ``MAX_INTERVAL_S``."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
+            not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
+        raise ValueError(f"system metrics interval must be in {MIN_INTERVAL_S}..{MAX_INTERVAL_S:g} seconds, "
+                         f"got {seconds!r}")
 
 
 class SystemSampler:

@@ -17,6 +17,7 @@ from leyline import Command, CommandAction, RunFinished
 from nissa.control.agreement import Agreement, DisagreedStep, StepTimer
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
+from nissa.telemetry.install import install_rank_checks
 from ranks import GATHER_BYTES, Ranks
 from tests.support.clock import ManualClock
 from trainer.simic.ppo import PPOConfig, ppo_update
@@ -24,7 +25,6 @@ from trainer.simic.rollout import RolloutBatch
 from trainer.tamiyo.actions import N_OPS, head_sizes
 from trainer.tamiyo.features import obs_dim
 from trainer.tamiyo.policy import ActorCritic, PolicyConfig
-from trainer.telemetry import install_rank_checks
 
 N_SLOTS, ENVS, STEPS = 2, 4, 5
 CFG = PPOConfig(lr=3e-3, update_epochs=4, target_kl=10.0)

@@ -82,14 +82,14 @@ def test_an_esper_run_built_anywhere_answers_stacks(tmp_path):
         config = TrainConfig(device="cpu", log_every=0)
         run = build_run(config, open_run(config, run_id="built", log_dir=tmp_path / "runs", server=url,
                                          system_metrics=False))
-        run.runtime.step_boundary(3, 0)
-        run.runtime.hub.flush(timeout=30)
+        run.hooks.step_boundary(3, 0)
+        run.run.runtime.hub.flush(timeout=30)
         command_id = httpx.post(f"{url}/escalate", json={"run_id": "built", "action": "stacks"},
                                 timeout=10).json()["command_id"]
         record = wait_for(lambda: (r := httpx.get(f"{url}/commands/{command_id}").json())["status"] == "completed"
                           and r, timeout=30, message="the stacks command completed")
         assert "test_an_esper_run_built_anywhere_answers_stacks" in record["result"]["stacks"]
-        run.runtime.hub.close(timeout=10)  # no run_finished: the run never started
+        run.run.abandon()  # no run_finished: the run never started
 
 
 def test_the_watchdog_writes_every_threads_stack_when_the_gil_is_held(tmp_path):

@@ -147,7 +147,7 @@ def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_
     plain = build_run(config, open_run(config, run_id="plain", log_dir=tmp_path, system_metrics=False))
     assert isinstance(plain.checkpoints, NullCheckpointer)
     for action in (CommandAction.STOP, CommandAction.CHECKPOINT):
-        plain.runtime.commands.submit(Command(command_id=f"local-{action.value}", run_id="plain", action=action,
+        plain.run.runtime.commands.submit(Command(command_id=f"local-{action.value}", run_id="plain", action=action,
                                               created_at=time.time()))
     summary = plain.train(data=data)
     plain.run.end(summary)
@@ -176,7 +176,7 @@ def test_the_heuristic_has_no_update_to_profile_and_says_so(tmp_path, data):
     assert TrainConfig(policy="ppo").phases == ("update",) and TrainConfig(policy="heuristic").phases == ()
     config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
     run = build_run(config, open_run(config, run_id="heur", log_dir=tmp_path, system_metrics=False))
-    run.runtime.commands.submit(Command(command_id="local-update", run_id="heur", action=CommandAction.PROFILE,
+    run.run.runtime.commands.submit(Command(command_id="local-update", run_id="heur", action=CommandAction.PROFILE,
                                         target="update", created_at=time.time()))
     run.run.end(run.train(data=data))
     events = [decode_event(line) for line in (tmp_path / "heur" / "events.jsonl").read_bytes().splitlines()]

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from leyline import CommandAction
-from nissa import CommandContext, CommandProcessor, CommandRejected
+from nissa.parts import CommandContext, CommandHandler, CommandRejected
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, Written, checkpoint_name
 from trainer.checkpoint.state import Totals, capture
 from trainer.simic.vectorized import VectorizedTrainer
@@ -104,9 +104,10 @@ class Checkpointer:
         self.written: list[Written] = []
         """Every checkpoint this process wrote, oldest first."""
 
-    def register(self, commands: CommandProcessor) -> None:
-        commands.register(CommandAction.CHECKPOINT, _CheckpointCommand(self))
-        commands.register(CommandAction.STOP, _StopCommand(self))
+    def register(self, handle: Callable[[CommandAction, CommandHandler], None]) -> None:
+        """Handle ``checkpoint`` and ``stop`` (``handle``: the run's ``Run.handle``)."""
+        handle(CommandAction.CHECKPOINT, _CheckpointCommand(self))
+        handle(CommandAction.STOP, _StopCommand(self))
 
     # --- the training thread ---------------------------------------------------------------------
 

@@ -5,10 +5,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from leyline import CommandAction
-from nissa import CommandContext, CommandProcessor, CommandRejected
+from nissa.parts import CommandContext, CommandHandler, CommandRejected
 from trainer.checkpoint.files import Written
 
 UNAVAILABLE = "this run takes no checkpoints: it has none to take, and none to stop at"
@@ -25,10 +26,11 @@ class NullCheckpointer:
     written: list[Written] = []
 
     @staticmethod
-    def register(commands: CommandProcessor) -> None:
-        """``checkpoint`` and ``stop`` rejected with the reason (in place of ``nissa.Run``'s own handlers)."""
+    def register(handle: Callable[[CommandAction, CommandHandler], None]) -> None:
+        """``checkpoint`` and ``stop`` rejected with the reason (``handle``: the run's ``Run.handle``, in place of its
+        own handlers)."""
         for action in (CommandAction.CHECKPOINT, CommandAction.STOP):
-            commands.register(action, _Refused())
+            handle(action, _Refused())
 
     def stopping(self) -> bool:
         return False

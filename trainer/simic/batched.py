@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from nissa import layer_rows, segmented_histograms
+from nissa.parts import layer_rows, segmented_histograms
 from trainer.kasmina import stacked
 from trainer.kasmina.host import slot_id
 from trainer.kasmina.lifecycle import LifecycleConfig

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from nissa import HostSyncCounter
+from nissa.parts import HostSyncCounter
 from trainer.hooks import RunHooks
 from trainer.simic.env import Env
 from trainer.simic.vectorized import VectorizedTrainer

@@ -1,8 +1,7 @@
 """Simic telemetry: gradient, LSTM and per-layer health, anomalies, phase timing, profile windows.
 
 Every collector reads the device once per collection and is cheap when the level says
-it should not run. ``nissa.control`` owns levels and commands; the profile handler
-here plugs into its command processor.
+it should not run. The run (``nissa``) owns levels, commands and profile windows.
 """
 
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
@@ -15,7 +14,7 @@ from trainer.telemetry.gradients import (
     resolve_all,
     seed_gradient_ratio,
 )
-from trainer.telemetry.install import install_profiling, install_rank_checks, telemetry_for_training
+from trainer.telemetry.install import telemetry_for_training
 from trainer.telemetry.lstm import LSTMThresholds, lstm_health
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
@@ -23,6 +22,6 @@ __all__ = [
     "AnomalyConfig", "AnomalyDetector", "BiasCorrectedEMA", "Drift", "EMAConfig",
     "GradientEMATracker", "GradientStats", "GradientThresholds", "LSTMThresholds", "PendingGradients",
     "SimicTelemetry", "TelemetryConfig",
-    "collect_gradients", "install_profiling", "install_rank_checks", "lstm_health",
+    "collect_gradients", "lstm_health",
     "resolve_all", "seed_gradient_ratio", "telemetry_for_training",
 ]

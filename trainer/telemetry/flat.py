@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from leyline import Distribution
-from nissa import DEBUG_BINS, DeviceFigures, PendingLayers, debug_distribution_names, distribution
+from nissa.parts import DEBUG_BINS, DeviceFigures, PendingLayers, debug_distribution_names, distribution
 from trainer.telemetry.gradients import GradientThresholds, PendingGradients, env_scope
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from leyline import GradientHealth
-from nissa import DeviceFigures, read_all
+from nissa.parts import DeviceFigures, read_all
 
 
 @dataclass(frozen=True)

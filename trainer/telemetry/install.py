@@ -1,18 +1,17 @@
 """Plugging Esper's telemetry into a live run: ``telemetry_for_training`` builds the loop's collectors for a
-training config (stride, policy head sizes), escalating through the runtime's command path. The windows that
-any loop has (``install_profiling``, ``install_rank_checks``) live in ``nissa.telemetry.install``.
+training config (stride, policy head sizes), escalating through the run's command path. The windows that any
+loop has (profiling, the ranks' straggler check) are the run's own (``nissa.init`` installs them).
 """
 
 from __future__ import annotations
 
 from leyline import HEAD_NAMES
-from nissa import install_profiling, install_rank_checks
 from trainer.hooks import RunHooks
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
-__all__ = ["install_profiling", "install_rank_checks", "telemetry_for_training"]
+__all__ = ["telemetry_for_training"]
 
 
 def telemetry_for_training(hooks: RunHooks, config: TrainConfig) -> SimicTelemetry:

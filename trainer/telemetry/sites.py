@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
-from nissa import (
+from nissa.parts import (
     PendingHistograms,
     PendingLayers,
     PhaseTimer,

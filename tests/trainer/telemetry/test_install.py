@@ -18,8 +18,8 @@ from leyline import (
 )
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
+from nissa.telemetry.install import install_profiling
 from nissa.telemetry.profile_handler import ProfileHandler
-from trainer.telemetry.install import install_profiling
 
 
 def test_profile_at_start_on_a_real_runtime(tmp_path):

@@ -22,11 +22,12 @@ from leyline import (
 )
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
+from nissa.telemetry.install import install_profiling
 from nissa.telemetry.phases import PHASES
 from tests.trainer.telemetry.test_loop_telemetry import CommandAt
 from trainer.build import run_training
 from trainer.simic.config import TrainConfig
-from trainer.telemetry.install import install_profiling, telemetry_for_training
+from trainer.telemetry.install import telemetry_for_training
 
 # 4 batches an epoch, 3 epochs a round, then the PPO update.
 TINY = dict(device="cpu", policy="ppo", n_envs=1, episode_length=3, train_size=256, val_size=64, batch_size=64,

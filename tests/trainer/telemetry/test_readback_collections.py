@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nissa import (
+from nissa import Histogram
+from nissa.parts import (
     DeviceFigures,
-    Histogram,
     PendingHistograms,
     PendingLayers,
     launch_histograms,
