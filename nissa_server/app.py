@@ -19,7 +19,7 @@ from nissa_server import __version__, openapi
 from nissa_server.nul_guard import RefuseNul
 from nissa_server.page_headers import DocsHeaders, HeadAsGet
 from nissa_server.request_metrics import RequestTimer
-from nissa_server.routes import alerts, artifacts, commands, groups, histograms, ops, runs, series, steer, web, ws
+from nissa_server.routes import alerts, artifacts, commands, groups, histograms, ops, run_page, runs, series, web, ws
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
@@ -74,7 +74,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
     routers = (runs.router, series.router, histograms.router, commands.router, artifacts.router, ops.router, ws.router,
-               steer.router, web.router, alerts.router, groups.router)  # steer's /ui/steer.json before /ui/{file}
+               run_page.router, web.router, alerts.router, groups.router)  # /ui/steer.json before /ui/{file}
     served = [*app.router.routes, *(route for router in routers for route in router.routes)]
     for router in routers:
         app.include_router(router)

@@ -24,6 +24,7 @@ from leyline import (
 )
 from leyline.codec import WireEvent
 from leyline.enums import CommandAction
+from leyline.esper.panels import EsperPanels, fold
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.panels import ProfileWindow, profile_window
 from leyline.payloads_histogram import HistogramsReply
@@ -48,7 +49,7 @@ from nissa_server.store.runs_page import RunSummary
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
          HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
-         BandsReply, ConfigDiff, GroupsReply, RunPatch, ProfileWindow, SteerDefinitions, WireEvent,
+         BandsReply, ConfigDiff, GroupsReply, RunPatch, ProfileWindow, SteerDefinitions, EsperPanels, WireEvent,
          *PAYLOAD_TYPES.values())
 
 
@@ -138,6 +139,7 @@ def _examples() -> dict[str, Any]:
             window="w1", batches=5, trace_path="runs/r-20250101-abc/profiles/w1/trainer.pt.trace.json", wall_s=0.42,
             top_ops=[TopOp(name="aten::addmm", calls=10, cpu_time_us=1830.0, self_cpu_time_us=1200.0)],
             artifact="profile-w1-rank0.pt.trace.json", command_id="4f1c2a"), 0))],
+        "esper": to_builtins(fold(sample_events(run_id="r-20250101-abc"), level="NORMAL")),
         "alert": to_builtins(_ALERT),
         "alerts": [to_builtins(_ALERT)],
         "rules": {"source": "alerts.toml", "rules": [{"name": "stuck", "when": "hang", "runs": "*", "notify": [],

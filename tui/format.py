@@ -41,6 +41,7 @@ from leyline import (
     TelemetryLevelChanged,
     TextLogged,
 )
+from leyline.esper.panels import SeedPayload, seed_what
 
 SPARK_CHARS = "▁▂▃▄▅▆▇"
 """No full block: a browser (``--web``) draws block glyphs to the cell's edges, so rows of sparklines with
@@ -127,15 +128,6 @@ def _epoch(p: EpochCompleted) -> str:
     return f"acc {pct(p.accuracy)} val_loss {num(p.val_loss)} reward {num(p.reward)}{action}"
 
 
-def _stage(p: SeedStageChanged) -> str:
-    why = f" ({p.reason})" if p.reason else ""
-    return f"{p.slot} {p.seed_id} {p.from_stage.value} → {p.to_stage.value}{why}"
-
-
-def _gate(p: SeedGateEvaluated) -> str:
-    return f"{p.slot} {p.seed_id} gate {p.gate} {'passed' if p.passed else 'FAILED'} {p.reason}".rstrip()
-
-
 def _ppo(p: PPOUpdate) -> str:
     return (f"round {p.round} pi {num(p.policy_loss)} v {num(p.value_loss)} kl {num(p.approx_kl, 4)} "
             f"clip {num(p.clip_fraction, 2)} ev {num(p.explained_variance, 2)}")
@@ -150,14 +142,6 @@ def _command(p: CommandStatusChanged) -> str:
 def _level(p: TelemetryLevelChanged) -> str:
     until = f" until epoch {p.until_epoch}" if p.until_epoch is not None else ""
     return f"telemetry {p.previous.value} → {p.level.value}{until} {p.reason}".rstrip()
-
-
-def _payoff(p: SeedFossilized) -> str:
-    """What the seed brought (its contribution, in accuracy points) for what it costs (its
-    parameters, as a share of the host's where the host's size is known)."""
-    gain = "— pp" if p.contribution is None else f"{p.contribution * 100:+.1f} pp"
-    cost = f"+{100 * p.params / p.host_params:.1f}% params" if p.host_params else f"+{p.params:,} params"
-    return f"{gain}, {cost}"
 
 
 def _hub(p: HubHealth) -> str:
@@ -175,6 +159,10 @@ def _system(p: SystemMetrics) -> str:
     return "system " + (" ".join(parts) or "sampled")
 
 
+def _seed(p: Payload) -> str:
+    return f"{p.slot} {p.seed_id} {seed_what(p)}" if isinstance(p, SeedPayload) else ""
+
+
 _P = TypeVar("_P", bound=Payload)
 
 
@@ -188,12 +176,7 @@ _DESCRIBE: dict[type[Payload], Callable[[Payload], str]] = dict([
     _entry(RunFinished, _run_finished),
     _entry(RunResumed, _run_resumed),
     _entry(EpochCompleted, _epoch),
-    _entry(SeedGerminated, lambda p: f"{p.slot} {p.seed_id} germinated {p.blueprint} ({p.params} params)"),
-    _entry(SeedStageChanged, _stage),
-    _entry(SeedGateEvaluated, _gate),
-    _entry(SeedFossilized, lambda p: f"{p.slot} {p.seed_id} fossilized {p.blueprint} {_payoff(p)}"),
-    _entry(SeedPruned, lambda p: f"{p.slot} {p.seed_id} pruned {p.blueprint}: {p.reason}" + (
-               "" if p.contribution is None else f", {p.contribution * 100:+.1f} pp")),
+    *((kind, _seed) for kind in (SeedGerminated, SeedStageChanged, SeedGateEvaluated, SeedFossilized, SeedPruned)),
     _entry(PPOUpdate, _ppo),
     _entry(GradientHealth, lambda p: f"{p.scope} grad norm {num(p.global_norm)} nonfinite {p.nonfinite}"),
     _entry(LSTMHealth, lambda p: f"lstm h {num(p.h_norm)} c {num(p.c_norm)}{' NONFINITE' if p.nonfinite else ''}"),

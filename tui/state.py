@@ -44,8 +44,9 @@ from leyline import (
     TelemetryLevel,
     TelemetryLevelChanged,
 )
+from leyline.esper.panels import seed_what
 from tui.alerts import AlertTracker
-from tui.format import LogLine, describe
+from tui.format import LogLine
 from tui.loop import LoopView
 from tui.ranks import RankTracker
 
@@ -302,8 +303,7 @@ _SeedPayload = SeedGerminated | SeedStageChanged | SeedGateEvaluated | SeedFossi
 
 
 def _on_seed(state: RunState, event: Event, p: _SeedPayload) -> None:
-    what = describe(event).split(" ", 2)[-1]  # drop "slot seed_id": the columns say them
-    state.timeline.append(TimelineEntry(event.epoch, event.env, p.slot, p.seed_id, what))
+    state.timeline.append(TimelineEntry(event.epoch, event.env, p.slot, p.seed_id, seed_what(p)))
     state.dirty.add("timeline")
 
 

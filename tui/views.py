@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
-from leyline import HEAD_NAMES, CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
+from leyline import CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
+from leyline.esper.panels import PPO_FIGURES, ppo_health
 from tui.loop import fmt_value
 from tui.state import RunState
 
@@ -163,11 +163,6 @@ class Series:
         return self.values[-1] if self.values else None
 
 
-def _mean(values: list[float]) -> float | None:
-    finite = [v for v in values if math.isfinite(v)]
-    return sum(finite) / len(finite) if finite else None
-
-
 @dataclass(frozen=True)
 class PPOView:
     round: int
@@ -178,21 +173,11 @@ class PPOView:
 
 def ppo_view(state: RunState) -> PPOView:
     ups = list(state.ppo)
-    def col(name: str, get) -> Series:  # noqa: ANN001 - a one-line accessor
-        return Series(name, tuple(get(u) for u in ups))
-    series = (
-        col("policy loss", lambda u: u.policy_loss),
-        col("value loss", lambda u: u.value_loss),
-        col("approx KL", lambda u: u.approx_kl),
-        col("clip frac", lambda u: u.clip_fraction),
-        col("expl. var", lambda u: u.explained_variance),
-        col("grad norm", lambda u: u.grad_norm),
-        col("entropy", lambda u: _mean(list(u.entropy.values()))),
-    )
+    series = tuple(Series(name, tuple(get(u) for u in ups)) for name, get in PPO_FIGURES)  # the page's figures too
     last = ups[-1] if ups else None
-    order = {h: i for i, h in enumerate(HEAD_NAMES)}
-    heads = tuple(sorted(last.entropy.items(), key=lambda kv: order.get(kv[0], 99))) if last else ()
-    return PPOView(last.round if last else 0, series, heads, bool(last and last.early_stopped))
+    health = ppo_health(last) if last else None
+    return PPOView(last.round if last else 0, series, tuple(health.heads) if health else (),
+                   bool(last and last.early_stopped))
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class Steering {
     this.root.replaceChildren(el("h3", {}, "steer"), note, forms, this.history.el);
     this.root.hidden = false;
     this.root.dataset.ready = "1";
+    if (this.esper) { this.panels = new EsperPanels(this.runId); await this.panels.start(); }  // esper.js
     await this.history.start();
   }
 
@@ -181,7 +182,11 @@ class Steering {
     this.history.sent(reply.command_id, body);
   }
 
-  close() { this.closed = true; this.history.stop(); this.root.hidden = true; this.root.replaceChildren(); delete this.root.dataset.ready; }
+  close() {
+    this.closed = true; this.history.stop();
+    if (this.panels) this.panels.stop();
+    this.root.hidden = true; this.root.replaceChildren(); delete this.root.dataset.ready;
+  }
 }
 
 let steering = null;

@@ -2,7 +2,8 @@
 Chromium: each built-in action and the loop's own command sent from its form and seen completed on the page, a
 body the schema refuses kept from the server, the server's own 422 shown as it said it, a profile window's table
 (the console's figures) and a stacks answer opened from their entries, a stop through its confirmation; and the
-same page on a server with a token: refused in words without it, steering with it."""
+same page on a server with a token: refused in words without it, steering with it; an Esper run's panels, the
+console's."""
 
 from __future__ import annotations
 
@@ -13,11 +14,23 @@ import sys
 import httpx
 import pytest
 
-from leyline import ProfileCompleted, decode_events
+from leyline import (
+    EpochCompleted,
+    ProfileCompleted,
+    SeedGerminated,
+    SeedStage,
+    SlotSnapshot,
+    TelemetryLevel,
+    TelemetryLevelChanged,
+    decode_events,
+)
+from leyline.esper.panels import PPO_FIGURES
 from leyline.panels import ops_table
 from leyline.steering import STOP_LOOP
 from tests.support.waiting import wait_for
-from tests.support.web import open_page
+from tests.support.web import Feed, open_page
+from tui.state import RunState
+from tui.views import ppo_view
 
 pytestmark = pytest.mark.single_backend
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "plain_loop.py"
@@ -166,3 +179,34 @@ def test_a_server_with_a_token_steers_only_with_it(browser, tmp_path):
         finally:
             proc.kill()
             proc.wait()
+
+
+def test_an_esper_runs_panels_are_the_consoles(browser, server_url):
+    seeds = [SlotSnapshot(slot="r0c0", stage=SeedStage.BLENDING, seed_id="s7", blueprint="conv", alpha=0.5,
+                          contribution=0.021), SlotSnapshot(slot="r0c1")]
+    with Feed(server_url, "esper-page") as feed:
+        feed.start({"policy": "ppo", "telemetry_level": "normal"})
+        feed.epochs(0, 6)
+        feed.send([(SeedGerminated(slot="r0c0", seed_id="s7", blueprint="conv", params=90), 6, 1),
+                   (EpochCompleted(accuracy=0.61, val_loss=0.9, reward=0.2, action="WAIT", seeds=seeds), 6, 1),
+                   (TelemetryLevelChanged(level=TelemetryLevel.DEBUG, previous=TelemetryLevel.NORMAL,
+                                          until_epoch=9), 6, None)])
+        events = decode_events(httpx.get(f"{server_url}/runs/esper-page/events").content)
+        page, outside, errors = open_page(browser, server_url)
+        page.goto(f"{server_url}/ui#run=esper-page")
+        page.wait_for_selector('#esper[data-ready="1"]')
+        # The env grid: each env's accuracy, and the seed in each slot with its stage.
+        page.wait_for_selector('#env-grid tr[data-env="1"] td[data-stage="BLENDING"]')
+        assert "61.0%" in page.locator('#env-grid tr[data-env="1"]').text_content()
+        assert page.locator("#env-grid tbody tr").count() == 2
+        # The seed log says each decision as the console does (one definition), with its contribution.
+        console = RunState("esper-page")
+        console.apply_all(events)
+        shown = page.locator("#seed-log tbody tr td:nth-child(5)").all_text_contents()
+        assert shown == [t.what for t in reversed(console.timeline)] and "fossilized conv" in shown[-1]
+        # PPO health: the console's figures, by the console's names; the level and its window.
+        names = page.locator("#ppo-health td:first-child").all_text_contents()
+        assert [s.name for s in ppo_view(console).series] == names[:len(PPO_FIGURES)]
+        assert page.locator("#esper-level").text_content() == "telemetry DEBUG · until epoch 9"
+        assert not outside and not errors, (outside, errors)
+        page.close()

@@ -69,6 +69,10 @@ class Feed:
                 events.append(self._event(SeedFossilized(slot="r0c0", seed_id="s1", blueprint="conv", params=9), i))
         self._call(self._send(events))
 
+    def send(self, items):
+        """Events of ``(payload, epoch, env)``, their step 16 a epoch, as ``epochs`` sends them."""
+        self._call(self._send([self._event(payload, i, env=env) for payload, i, env in items]))
+
     def _event(self, payload, i, env=None):
         self.seq += 1
         return make_event(payload, run_id=self.run_id, seq=self.seq, ts=1.7e9 + self.seq, step=16 * i, epoch=i, env=env)
