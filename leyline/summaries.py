@@ -18,6 +18,8 @@ from typing import Annotated, Literal, TypeVar
 
 import msgspec
 
+from leyline.text import scrub
+
 Direction = Literal["min", "max", "last"]
 DIRECTIONS: tuple[Direction, ...] = ("min", "max", "last")
 STATS: tuple[str, ...] = ("last", "min", "max", "best", "count", "step")
@@ -88,10 +90,16 @@ class MetricSummary(msgspec.Struct, kw_only=True):
 
 
 class RunPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``PATCH /runs/{run_id}``: what to change of a run (a field left out stays as it is)."""
+    """``PATCH /runs/{run_id}``: what to change of a run (a field left out stays as it is). Tags, group and
+    project hold no control character (their patterns refuse one: a 422 naming the field); the notes keep theirs
+    as ingest keeps a run's texts: each stored as U+FFFD (``leyline.text.scrub``)."""
 
     tags: Tags | None = None
     """The run's tags, all of them (``[]``: none)."""
     notes: Notes | None = None
     group: Project | None = None
     project: Project | None = None
+
+    def __post_init__(self) -> None:
+        if self.notes is not None:
+            self.notes = scrub(self.notes)

@@ -1,11 +1,13 @@
 """Text a run wrote, made harmless for whoever reads it: the one definition of which characters are control
-characters, what the server stores in their place, and how a viewer shows one that still reaches it.
+characters, what is stored in their place, and how a viewer shows one that still reaches it.
 
-A run's texts (its name, config keys and values, labels, series names, messages, results, command help) are
-data. Two places handle control characters, each on its own:
+A run's texts (its name, config keys and values, labels, series names, messages, results, command help, notes)
+are data. Control characters are every C0 one except tab, newline and carriage return, DEL, every C1 one
+(U+0080 to U+009F: ``\\x9b`` is a CSI on its own) and the bidirectional embeddings, overrides and isolates
+(U+202A to U+202E, U+2066 to U+2069: text that reads otherwise than it is stored). Two places handle them:
 
-- at ingest the server stores every C0 control character except tab, newline and carriage return, DEL and
-  every C1 control character (U+0080 to U+009F: ``\\x9b`` is a CSI on its own) as U+FFFD (``scrub``);
+- every door stores each of them as U+FFFD (``scrub``; ``scrub_json`` for encoded JSON, the same rule): ingest,
+  ``PATCH /runs/{id}``, the importers and the alert rules;
 - at display every viewer makes whatever control character still reaches it visible (``visible``): a local
   run log replayed, events stored before the rule, a reason from the server. The console also never reads a
   run's text as markup (``tui.safe_text``), the web page sets text, never HTML, and a notification goes out
@@ -15,13 +17,16 @@ data. Two places handle control characters, each on its own:
 from __future__ import annotations
 
 import re
+from typing import TypeVar, cast
+
+T = TypeVar("T")
 
 REPLACEMENT = "\ufffd"
 """What the server stores in place of a control character (as it does of a NUL)."""
 
-CONTROL_CHARS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+CONTROL_CHARS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 """A character class (for ``re``) of the control characters a run may not have interpreted anywhere: C0 but
-tab, newline and carriage return; DEL; C1."""
+tab, newline and carriage return; DEL; C1; the bidirectional embeddings, overrides and isolates."""
 
 _CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 _CONTROL_OR_BREAK = re.compile(f"[{CONTROL_CHARS}\t\n\r\u2028\u2029]")
@@ -36,6 +41,44 @@ def scrub(text: str) -> str:
     return _CONTROL.sub(REPLACEMENT, text) if _CONTROL.search(text) else text
 
 
+def scrub_tree(value: T) -> T:
+    """``value`` (a string, or a dict, list or tuple of them and of other values, as TOML or JSON gives) with
+    ``scrub`` applied to every string in it, dict keys too."""
+    if isinstance(value, str):
+        return cast(T, scrub(value))
+    if isinstance(value, dict):
+        return cast(T, {scrub_tree(k): scrub_tree(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return cast(T, type(value)(scrub_tree(v) for v in value))
+    return value
+
+
+_JSON_CONTROL = re.compile(
+    rb"(?<!\\)((?:\\\\)*)(?:\\u00(?:0[0-8bcef]|1[0-9a-f])|\\[bf])"  # C0, escaped (the backslash not itself escaped)
+    rb"|\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")  # DEL, C1, bidi: their UTF-8
+"""``CONTROL_CHARS`` in JSON as msgspec encodes it (a test holds the two to the same characters)."""
+_JSON_RAW = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _json_suspect(data: bytes) -> bool:
+    """Whether encoded JSON may hold a control character. The usual batch is ruled out by searches for one byte
+    (a backslash: every escape has one; DEL; the first byte of a C1 or bidi character), which take a fraction
+    of the time a search for a longer needle would."""
+    if b"\\" in data and _JSON_CONTROL.search(data) is not None:
+        return True
+    return b"\x7f" in data or ((b"\xc2" in data or b"\xe2" in data) and _JSON_RAW.search(data) is not None)
+
+
+def _json_replace(match: re.Match[bytes]) -> bytes:
+    return (match.group(1) or b"") + b"\\ufffd"
+
+
+def scrub_json(data: bytes) -> bytes:
+    """JSON (as msgspec encodes it) with each control character in any of its strings replaced by U+FFFD: the
+    JSON of the same value with ``scrub`` applied to every string (keys too)."""
+    return _JSON_CONTROL.sub(_json_replace, data) if _json_suspect(data) else data
+
+
 def _picture(match: re.Match[str]) -> str:
     code = ord(match.group())
     if code < 0x20:
@@ -44,12 +87,12 @@ def _picture(match: re.Match[str]) -> str:
         return "\u2421"  # ␡
     if code in (0x2028, 0x2029):
         return "\u21b5"  # ↵
-    return f"<{code:02X}>"  # C1: no picture of its own
+    return f"<{code:02X}>"  # C1 and bidi: no picture of their own
 
 
 def visible(text: str, *, one_line: bool = False) -> str:
-    """``text`` with every control character shown as a visible stand-in (ESC as ␛, a C1 character as its
-    code, ``<9B>``), so that no terminal acts on it; ``one_line``: newlines, tabs and carriage returns too
-    (a table cell, a title, a name)."""
+    """``text`` with every control character shown as a visible stand-in (ESC as ␛, a C1 or bidi character as
+    its code, ``<9B>``, ``<202E>``), so that no terminal acts on it; ``one_line``: newlines, tabs and carriage
+    returns too (a table cell, a title, a name)."""
     pattern = _CONTROL_OR_BREAK if one_line else _CONTROL
     return pattern.sub(_picture, text) if pattern.search(text) else text

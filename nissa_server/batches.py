@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from operator import itemgetter
@@ -13,6 +12,7 @@ from leyline import SERVER_RANK, AnyPayload, CommandStatusChanged, Event, EventK
 from leyline.codec import BatchEvent
 from leyline.events import MAX_TS_AHEAD_S, MIN_TS
 from leyline.kinds import SERVER_ONLY_KINDS
+from leyline.text import scrub_json
 from nissa_server.runs import RunState, Stream
 from nissa_server.store import sql
 from nissa_server.store.conn import Conn
@@ -23,35 +23,14 @@ _encoder = msgspec.json.Encoder()
 _wire = msgspec.json.Decoder(BatchEvent)
 _SEVERITY = {s.value: s.rank for s in Severity}
 _EFFECT_KINDS = frozenset(k.value for k in EFFECT_KINDS)
-_CONTROL = re.compile(rb"(?<!\\)((?:\\\\)*)(?:\\u00(?:0[0-8bcef]|1[0-9a-f])|\\[bf])|\x7f|\xc2[\x80-\x9f]")
-"""A control character (``leyline.text.CONTROL_CHARS``) in JSON as msgspec encodes it: a C0 one escaped (an even
-run of backslashes before the escape: not itself escaped), DEL and a C1 one as their UTF-8."""
-_C1_OR_DEL = re.compile(rb"\x7f|\xc2[\x80-\x9f]")
 
 
 def body_of(event: BatchEvent) -> bytes:
     """The event as stored: its JSON, each control character in any of its strings replaced by U+FFFD
-    (``leyline.text.scrub``), the same on every store: a NUL because PostgreSQL cannot keep one in a text (and
+    (``leyline.text.scrub_json``), the same on every store: a NUL because PostgreSQL cannot keep one in a text (and
     names, labels and series keys are texts); the others so that no viewer is sent an escape sequence a run wrote
     (the console and the web page show what they still find as text, too)."""
-    return _stored(_encoder.encode(event))
-
-
-def _suspect(data: bytes) -> bool:
-    """Whether encoded JSON holds a control character. The usual batch is ruled out by searches for one byte
-    (a backslash: every escape has one; DEL; the first byte of a C1 character), which take a fraction of the
-    time a search for a longer needle would."""
-    if b"\\" in data and _CONTROL.search(data) is not None:
-        return True
-    return b"\x7f" in data or (b"\xc2" in data and _C1_OR_DEL.search(data) is not None)
-
-
-def _replace(match: re.Match[bytes]) -> bytes:
-    return (match.group(1) or b"") + b"\\ufffd"
-
-
-def _stored(body: bytes) -> bytes:
-    return _CONTROL.sub(_replace, body) if _suspect(body) else body
+    return scrub_json(_encoder.encode(event))
 
 
 class BatchRejected(ValueError):
@@ -108,9 +87,9 @@ def _encode_checked(events: list[BatchEvent], max_event_bytes: int) -> tuple[lis
     """The events' bodies (``body_of``), and whether any control character was replaced in them."""
     encoded = [_encoder.encode(e) for e in events]
     bodies, replaced = encoded, False
-    if _suspect(b"".join(encoded)):  # one scan of them all rules the usual batch out at once
-        bodies = [_stored(b) for b in encoded]
-        replaced = bodies != encoded  # not where the characters \u0000 were text, an escaped backslash before them
+    if scrub_json(joined := b"".join(encoded)) != joined:  # one scan of them all rules the usual batch out at once
+        bodies = [scrub_json(b) for b in encoded]
+        replaced = True  # not where the characters \u0000 were text, an escaped backslash before them
     if bodies and max(map(len, bodies)) > max_event_bytes:
         seq, size = next((e.seq, len(b)) for e, b in zip(events, bodies, strict=True) if len(b) > max_event_bytes)
         raise BatchRejected(f"event seq {seq} is {size} bytes, over the limit of {max_event_bytes}", too_large=True)

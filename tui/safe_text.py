@@ -3,9 +3,10 @@
 so that no terminal acts on an escape sequence a run sent.
 
 Every text that came from a run or from the server (run names, config keys and values, labels, series names,
-anomaly details, command messages, results and help, alert texts, error reasons) reaches a widget through
-``run_text`` (or ``plain``, where a widget takes a ``str`` it never parses), never as a ``str`` that Textual
-or Rich would read as markup.
+notes, tags, anomaly details, command messages, results and help, alert texts, error reasons) reaches a widget
+through ``run_text`` (or ``plain``, where a widget takes a ``str`` it never parses: an ``Input``'s value, a
+title, a notification), never as a ``str`` that Textual or Rich would read as markup or the terminal as an
+escape sequence.
 """
 
 from __future__ import annotations

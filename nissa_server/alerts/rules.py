@@ -33,6 +33,7 @@ from typing import Any
 
 from leyline import RunStatus, Severity
 from leyline.payloads_alerts import AlertCondition
+from leyline.text import scrub_tree
 
 CONDITIONS: tuple[AlertCondition, ...] = typing.get_args(AlertCondition)
 _DEFAULT_STATUSES = ("lost", "failed", "degraded")
@@ -163,6 +164,9 @@ def load_rules(path: pathlib.Path) -> AlertRules:
 
 
 def parse_rules(data: dict[str, Any], source: str = "rules") -> AlertRules:
+    """The rules of ``data`` (a TOML file's tables), every text in it scrubbed first (``leyline.text.scrub``): a
+    rule's name, its glob and its series reach alerts, notifications and every viewer, as a run's texts do."""
+    data = scrub_tree(data)
     unknown = set(data) - {"rules", "destinations"}
     if unknown:
         raise RulesError(f"{source}: unknown top-level key {sorted(unknown)[0]!r} (expected 'rules', 'destinations')")

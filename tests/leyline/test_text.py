@@ -3,10 +3,10 @@
 import msgspec
 import pytest
 
-from leyline.text import has_control, scrub, visible
-from nissa_server.batches import _stored
+from leyline.text import has_control, scrub, scrub_json, visible
 
-CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0))]
+CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0),
+                             *range(0x202A, 0x202F), *range(0x2066, 0x206A))]
 
 
 def test_scrub_replaces_every_control_character_but_tab_newline_and_carriage_return():
@@ -25,4 +25,14 @@ def test_visible_shows_each_control_character_and_on_one_line_breaks_too():
 def test_the_stored_json_is_the_json_of_the_scrubbed_text(text):
     # What ingest does to encoded JSON (escaped or raw control characters) is what scrub does to the text.
     body = msgspec.json.encode({text: [text]})
-    assert msgspec.json.decode(_stored(body)) == {scrub(text): [scrub(text)]}
+    assert msgspec.json.decode(scrub_json(body)) == {scrub(text): [scrub(text)]}
+
+
+def test_the_json_rule_and_the_text_rule_take_the_same_characters():
+    # Every character of the first planes alone, escaped or raw as msgspec encodes it: scrub_json replaces it
+    # exactly where scrub does (a bidi override, U+202E, and the isolates are controls; U+200F, a mark, is not).
+    for code in [*range(0x3000), 0xFEFF, 0x1F600]:
+        text = chr(code)
+        assert msgspec.json.decode(scrub_json(msgspec.json.encode(text))) == scrub(text), hex(code)
+    assert scrub("a\u202eb\u2066c\u200f") == "a\ufffdb\ufffdc\u200f"
+    assert visible("\u202egnp.exe") == "<202E>gnp.exe"

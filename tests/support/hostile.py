@@ -35,8 +35,9 @@ MARKER = "pwned"
 """In every action and link below: a screen that carries it in a click action or a hyperlink interpreted one."""
 
 SEQUENCES = ("\x1b]52;c;cHduZWQ=\x07", "\x1b]8;;http://evil.example/pwned\x1b\\O8\x1b]8;;\x1b\\", "\x1b[2J\x1b[H",
-             "\x1b]0;pwned\x07", "\x1b]2;pwned\x1b\\", "\x9b2J", "\x07\x08\x7f\r")
-"""Clipboard, hyperlink, clear screen, window titles, a C1 CSI, bell, backspace, DEL, carriage return."""
+             "\x1b]0;pwned\x07", "\x1b]2;pwned\x1b\\", "\x9b2J", "\x07\x08\x7f\r", "\u202etxt.exe\u2066")
+"""Clipboard, hyperlink, clear screen, window titles, a C1 CSI, bell, backspace, DEL, carriage return, a
+right-to-left override and an isolate."""
 
 
 def pieces(click_dir: Path) -> list[str]:
@@ -176,7 +177,8 @@ _TEXTUAL_OWN = re.compile(r"\x1b\[[0-9;]*[mHJK]|\x1b\[\?[0-9;]*[hl]")
 
 
 def control_characters(terminal: str) -> list[str]:
-    """The control characters in what would be written to a terminal, once Textual's own sequences are taken
-    out (a newline ends each line)."""
+    """The control characters (C0 but newline, DEL, C1, a bidi embedding, override or isolate) in what would be
+    written to a terminal, once Textual's own sequences are taken out (a newline ends each line)."""
     rest = _TEXTUAL_OWN.sub("", terminal)
-    return sorted({repr(c) for c in rest if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F})
+    return sorted({repr(c) for c in rest if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F
+                   or 0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069})

@@ -13,7 +13,7 @@ from textual.widgets import Input, Label, Static
 from leyline import CallRequest
 from leyline.calls import CommandSpec
 from tui.loop import parse_call
-from tui.safe_text import run_text
+from tui.safe_text import plain, run_text
 
 
 class CallForm(ModalScreen[CallRequest | None]):
@@ -38,7 +38,7 @@ class CallForm(ModalScreen[CallRequest | None]):
             for line in self.offered:  # the run's own names and help: its text
                 yield Static(run_text(f"  {line}"))
             first = self.declared[0].name if self.declared else ""
-            yield Input(value=f"{first} " if first else "", id="call", select_on_focus=False)
+            yield Input(value=plain(f"{first} ") if first else "", id="call", select_on_focus=False)
             yield Static("", id="error")
 
     @on(Input.Submitted, "#call")

@@ -89,7 +89,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = ", ".join(self.run_ids)
+        self.sub_title = plain(", ".join(self.run_ids))
         for local in self.local.values():
             self.data.names_seen.update(local.names())
         self._chart_own_metrics()

@@ -44,18 +44,32 @@ class RunEditScreen(ModalScreen[bool]):
             yield Static(Text.assemble("edit ", (plain(self.run.name or self.run.run_id), "bold"),
                                        plain(f" ({self.run.run_id})")))
             yield Label("group")
-            yield Input(self.run.group or "", id="edit-group")
+            yield Input(self.shown["group"], id="edit-group")
             yield Label("tags (separated by spaces or commas)")
-            yield Input(" ".join(self.run.tags), id="edit-tags")
+            yield Input(self.shown["tags"], id="edit-tags")
             yield Label("notes")
-            yield Input(self.run.notes or "", id="edit-notes")
+            yield Input(self.shown["notes"], id="edit-notes")
             yield Static("enter saves · escape cancels", id="edit-error")
+
+    @property
+    def shown(self) -> dict[str, str]:
+        """What each field shows at first: the run's text as the console draws any (``plain``: a control
+        character visible, a line break ↵), never as the terminal would act on it."""
+        return {"group": plain(self.run.group or ""), "tags": plain(" ".join(self.run.tags)),
+                "notes": plain(self.run.notes or "")}
 
     @on(Input.Submitted)
     def save(self) -> None:
-        fields = {"group": self.query_one("#edit-group", Input).value.strip() or None,
-                  "tags": parse_tags(self.query_one("#edit-tags", Input).value),
-                  "notes": self.query_one("#edit-notes", Input).value}
+        """Send the fields changed (one left as shown keeps the run's own text, line breaks and all)."""
+        typed = {name: self.query_one(f"#edit-{name}", Input).value for name in ("group", "tags", "notes")}
+        changed = {name: value for name, value in typed.items() if value != self.shown[name]}
+        fields: dict[str, object] = {}
+        if "group" in changed:
+            fields["group"] = changed["group"].strip()  # empty: no group
+        if "tags" in changed:
+            fields["tags"] = parse_tags(changed["tags"])
+        if "notes" in changed:
+            fields["notes"] = changed["notes"]
         self.send(fields)
 
     @work(exclusive=True)

@@ -22,6 +22,7 @@ from leyline import (
 from leyline.frames import EventBatch
 from tui.client import ApiError, Connection, WatchStream
 from tui.messages import ApiFailed, CommandPolled, ConnectionChanged, EventsArrived, RunStatusPolled, WriteAccess
+from tui.safe_text import plain
 from tui.screens.base import DashboardScreen
 from tui.screens.call_form import CallForm
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
@@ -73,7 +74,7 @@ class RunViewScreen(DashboardScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = self.run_id
+        self.sub_title = plain(self.run_id)
         self.stream_events()
         self.poll_status()
         self.check_token()

@@ -1,0 +1,54 @@
+"""Text is scrubbed once, at every door (``leyline.text.scrub``): what ``PATCH /runs/{id}`` sets, what ingest
+stores and what the alert rules read keep no control character (a NUL, an escape sequence, a bidi override),
+on both stores; a field whose pattern refuses one is a 422 naming it."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from leyline import RunStarted, make_event
+from nissa_server.alerts.rules import parse_rules
+from tests.support import IngestClient, running_server
+
+HOSTILE = "a\x00b\x1b]0;pwned\x07c\x1b]52;c;cHduZWQ=\x07\x1b[2J\u202eexe.txt\u2066d\x9b2J\tok\n"
+SCRUBBED = "a\ufffdb\ufffd]0;pwned\ufffdc\ufffd]52;c;cHduZWQ=\ufffd\ufffd[2J\ufffdexe.txt\ufffdd\ufffd2J\tok\n"
+
+
+async def _started(url: str, run_id: str, notes: str = "") -> None:
+    events = [make_event(RunStarted(name=f"r{HOSTILE}", config={}, notes=notes), run_id=run_id, seq=1, ts=1.7e9)]
+    async with IngestClient(url, run_id) as client:
+        await client.send(events)
+        await client.wait_ack(1)
+
+
+async def test_patch_stores_notes_as_ingest_does_and_refuses_control_characters_elsewhere(tmp_path):
+    # On PostgreSQL a NUL in the notes was a 500; on SQLite the escape sequences were stored as sent.
+    with running_server(tmp_path) as url:
+        await _started(url, "r-1", notes=HOSTILE)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            run = (await http.get("/runs/r-1")).json()
+            assert (run["notes"], run["name"]) == (SCRUBBED, f"r{SCRUBBED}")  # ingest's rule, the reference
+            reply = await http.patch("/runs/r-1", json={"notes": HOSTILE})
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["notes"] == SCRUBBED
+            assert (await http.get("/runs/r-1")).json()["notes"] == SCRUBBED
+            listed = {r["run_id"]: r for r in (await http.get("/runs")).json()}
+            assert listed["r-1"]["notes"] == SCRUBBED
+            for field, value in (("group", "g\x00"), ("project", "p\x1b[2J"), ("tags", ["t\u202e"])):
+                reply = await http.patch("/runs/r-1", json={field: value})
+                assert reply.status_code == 422, reply.text
+                assert f"$.{field}" in reply.json()["detail"], reply.text
+
+
+@pytest.mark.single_backend  # no store
+def test_alert_rules_are_scrubbed_as_they_are_read():
+    rules = parse_rules({"destinations": {f"ops{HOSTILE}": {"urls": ["json://127.0.0.1:9/hook"]}},
+                         "rules": [{"name": f"stuck{HOSTILE}", "when": "hang", "runs": f"prod-{HOSTILE}*",
+                                    "notify": [f"ops{HOSTILE}"]},
+                                   {"name": "nan", "when": "nan", "series": f"loss{HOSTILE.strip()}"}]})
+    stuck, nan = rules.rules
+    assert (stuck.name, stuck.runs, stuck.notify) == (f"stuck{SCRUBBED}", f"prod-{SCRUBBED}*", (f"ops{SCRUBBED}",))
+    assert list(rules.destinations) == [f"ops{SCRUBBED}"] and rules.targets(stuck)[0].name == f"ops{SCRUBBED}"
+    assert nan.series == f"loss{SCRUBBED.strip()}"
+    assert stuck.matches("x", f"prod-{SCRUBBED}-7")  # a glob matches the names as they are stored
