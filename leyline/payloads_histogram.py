@@ -8,13 +8,14 @@ values, or ``run.watch(model, histograms=…)``'s every layer): compact, ``len(b
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, ClassVar
 
 import msgspec
 
 from leyline.enums import EventKind
 from leyline.metrics import MAX_LABELS, LabelValue, MetricName
-from leyline.payloads import Payload
+from leyline.payloads import MAX_INT, Payload
 
 MAX_BINS = 512
 """Bins one distribution may have."""
@@ -23,6 +24,8 @@ DEFAULT_BINS = 64
 importer)."""
 MAX_DISTRIBUTIONS = 1024
 """Distributions one event may hold (a model's every layer)."""
+MAX_EVENT_BINS = 1 << 18
+"""Bins one event may hold, its distributions' together (a model's every layer at 256 bins)."""
 
 
 class Distribution(msgspec.Struct, kw_only=True, frozen=True):
@@ -41,11 +44,49 @@ class Distribution(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Histograms(Payload, kw_only=True, frozen=True):
-    """Distributions of the run at the envelope's ``step``, with optional labels like ``metrics``'."""
+    """Distributions of the run at the envelope's ``step``, with optional labels like ``metrics``'. Each one is a
+    distribution (``distribution_problem``), and they hold ``MAX_EVENT_BINS`` bins at most together."""
 
     KIND: ClassVar[EventKind] = EventKind.HISTOGRAM
     histograms: Annotated[list[Distribution], msgspec.Meta(min_length=1, max_length=MAX_DISTRIBUTIONS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
+
+    def __post_init__(self) -> None:
+        total = 0
+        for i, d in enumerate(self.histograms):
+            total += len(d.bins)
+            why = distribution_problem(d)
+            if why is not None:
+                raise ValueError(f"histograms[{i}] ({d.name!r}): {why}")
+        if total > MAX_EVENT_BINS:
+            raise ValueError(f"{total} bins in one event, over the limit of {MAX_EVENT_BINS}: send fewer "
+                             "distributions an event, or fewer bins each")
+
+
+def distribution_problem(d: Distribution) -> str | None:
+    """What makes ``d`` no distribution, in words (None: it is one): ``min`` and ``max`` finite with ``min <=
+    max`` (or both null, with no finite value), each bin and ``nonfinite`` from 0 to 2⁶³−1, ``count`` the sum of
+    the bins."""
+    if d.min is None or d.max is None:
+        if d.min is not None or d.max is not None:
+            return "min and max are both numbers or both null"
+        if d.count or any(d.bins):
+            return "without min and max it holds no finite value: count 0 and every bin 0"
+    elif not (math.isfinite(d.min) and math.isfinite(d.max)):
+        return f"min and max must be finite numbers, not {d.min!r} and {d.max!r}"
+    elif d.min > d.max:
+        return f"min {d.min!r} is above max {d.max!r}"
+    low, high = min(d.bins), max(d.bins)
+    if low < 0 or high > MAX_INT:
+        bad = low if low < 0 else high
+        return f"bin {d.bins.index(bad)} counts {bad}: a bin counts 0 to 2^63-1"
+    if not 0 <= d.nonfinite <= MAX_INT:
+        return f"nonfinite {d.nonfinite}: it counts 0 to 2^63-1"
+    if d.count > MAX_INT:
+        return f"count {d.count}: it counts 0 to 2^63-1"
+    if d.count != sum(d.bins):
+        return f"count {d.count} is not the sum of its bins ({sum(d.bins)}): count is the finite values, all binned"
+    return None
 
 
 QUANTILES: tuple[float, ...] = (0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0)

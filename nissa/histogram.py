@@ -45,8 +45,10 @@ def _as_binnable(t: torch.Tensor) -> torch.Tensor:
 def _bin_index(flat: torch.Tensor, finite: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
                bins: int) -> torch.Tensor:
     """Each value's bin (``bins``: NaN and infinities) between ``lo`` and ``hi`` (scalars or one per value)."""
-    width = (hi - lo).clamp_min(torch.finfo(flat.dtype).tiny) / bins
-    index = ((flat - lo) / width).floor_().clamp_(0, bins - 1)
+    # hi / bins - lo / bins: finite where hi - lo overflows (a tensor from -max to max of its dtype); a value whose
+    # distance from lo overflows is in the last bin, never NaN.
+    width = (hi / bins - lo / bins).clamp_min(torch.finfo(flat.dtype).tiny)
+    index = ((flat - lo) / width).nan_to_num_(nan=0.0).floor_().clamp_(0, bins - 1)
     return torch.where(finite, index, bins).long()
 
 

@@ -21,8 +21,8 @@ STEPS = 12
 
 
 def _layers(names: list[str], step: int) -> Histograms:
-    return Histograms(histograms=[Distribution(name=name, min=-1.0, max=1.0 + step, count=64 * 3,
-                                               bins=[(i + step) % 5 + 1 if i % 2 else 2 for i in range(64)])
+    bins = [(i + step) % 5 + 1 if i % 2 else 2 for i in range(64)]
+    return Histograms(histograms=[Distribution(name=name, min=-1.0, max=1.0 + step, count=sum(bins), bins=bins)
                                   for name in names])
 
 
