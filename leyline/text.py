@@ -17,6 +17,7 @@ are data. Control characters are every C0 one except tab, newline and carriage r
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TypeVar, cast
 
 T = TypeVar("T")
@@ -96,3 +97,24 @@ def visible(text: str, *, one_line: bool = False) -> str:
     returns too (a table cell, a title, a name)."""
     pattern = _CONTROL_OR_BREAK if one_line else _CONTROL
     return pattern.sub(_picture, text) if pattern.search(text) else text
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula in a CSV cell (OWASP's CSV injection list)."""
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: object) -> object:
+    """``value`` as every CSV the project writes holds it: a text that a spreadsheet would read as a formula (it
+    starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is no number such as ``-1.5``)
+    prefixed with a single quote, as OWASP advises (a float too: ``-inf`` is no number to a spreadsheet); anything
+    else as it is."""
+    text = value if isinstance(value, str) else repr(value) if isinstance(value, float) else ""  # as csv writes it
+    if not text.startswith(FORMULA_START) or _NUMBER.fullmatch(text):
+        return value
+    return "'" + text
+
+
+def csv_row(values: Iterable[object]) -> list[object]:
+    """A row's cells through ``csv_cell``."""
+    return [csv_cell(v) for v in values]

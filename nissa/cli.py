@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from leyline.text import visible
+from leyline.text import csv_row, visible
 from nissa import env
 
 TABLE_METRICS = 6
@@ -101,7 +101,7 @@ def _runs(args: argparse.Namespace) -> int:
         _table(rows)
     else:
         writer = csv.writer(sys.stdout)
-        writer.writerows(rows)
+        writer.writerows(csv_row(row) for row in rows)  # a run named =HYPERLINK(…) is no formula
     return 0
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 import msgspec
 
 from leyline.payloads_histogram import QUANTILES, Distribution, HistogramAt, HistogramsReply, quantiles
+from leyline.text import csv_row
 from nissa_server.store import histograms_sql
 from nissa_server.store.blocks import Block
 from nissa_server.store.conn import Conn
@@ -121,9 +123,9 @@ def to_csv(reply: HistogramsReply) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "step", "ts", "bin", "low", "high", "count"])
     for h in reply.histograms:
-        if h.min is None or h.max is None:
-            continue
+        if h.min is None or h.max is None or not (math.isfinite(h.min) and math.isfinite(h.max)):
+            continue  # no bounds to write (one stored before the ingest checks may hold NaN or infinities)
         width = (h.max - h.min) / len(h.bins)
         for i, n in enumerate(h.bins):
-            writer.writerow([h.rank, h.step, h.ts, i, h.min + i * width, h.min + (i + 1) * width, n])
+            writer.writerow(csv_row([h.rank, h.step, h.ts, i, h.min + i * width, h.min + (i + 1) * width, n]))
     return buf.getvalue()

@@ -12,6 +12,7 @@ import numpy as np
 from tsdownsample import MinMaxDownsampler, NaNMinMaxDownsampler
 
 from leyline.series import parse_key, parse_label_pairs
+from leyline.text import csv_row
 from nissa_server.store import series_queries
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_queries import SeriesData
@@ -111,7 +112,7 @@ def csv_rows(series: Sequence[SeriesOut]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     for s in series:
         for x, y in zip(s.x, s.y, strict=True):
-            writer.writerow([s.run_id, s.key, repr(x), repr(y) if np.isfinite(y) else ""])
+            writer.writerow(csv_row([s.run_id, s.key, repr(x), repr(y) if np.isfinite(y) else ""]))
     return buf.getvalue()
 
 

@@ -239,9 +239,9 @@ class Chart {
 
   csv() {
     if (!this.plot) return;
-    const quote = (s) => /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-    const head = [this.view.axis, ...this.shown.map((s) => s.label)].map((s) => quote(String(s)));
-    const rows = this.plot.data[0].map((x, i) => [x, ...this.shown.map((s) => this.plot.data[s.index][i] ?? "")].join(","));
+    const head = [this.view.axis, ...this.shown.map((s) => s.label)].map(csvCell);  // a label is a run's text
+    const rows = this.plot.data[0].map((x, i) => [x, ...this.shown.map((s) => this.plot.data[s.index][i] ?? "")]
+      .map(csvCell).join(","));
     download(`${this.title}.csv`, URL.createObjectURL(new Blob([[head.join(","), ...rows].join("\n") + "\n"], {type: "text/csv"})));
   }
 }
