@@ -1,5 +1,5 @@
-"""``nissa.tensorboard.SummaryWriter`` as a drop-in: one loop written against TensorBoard's writer runs with
-torch's (event files) and with Nissa's (a run on a real nissa-server) unchanged."""
+"""``nissa.integrations.tensorboard.SummaryWriter`` as a drop-in: one loop written against TensorBoard's writer runs
+with torch's (event files) and with Nissa's (a run on a real nissa-server) unchanged."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from leyline import Command, CommandAction, EventKind, decode_event
-from nissa.tensorboard import SummaryWriter
+from nissa.integrations.tensorboard import SummaryWriter
 from tests.e2e.api import trainer_events, wait_for
 from tests.support.server import running_server
 

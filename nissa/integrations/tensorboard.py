@@ -1,20 +1,20 @@
 """``SummaryWriter``: ``torch.utils.tensorboard.SummaryWriter``'s calls, into a Nissa run.
 
-    from nissa.tensorboard import SummaryWriter      # was: from torch.utils.tensorboard import SummaryWriter
+    from nissa.integrations.tensorboard import SummaryWriter   # was: from torch.utils.tensorboard import …
     writer = SummaryWriter("runs/exp1", server="http://127.0.0.1:8765")
     writer.add_scalar("loss", loss, step)
     writer.close()
 
-One writer is one run, named after the last part of ``log_dir`` (TensorBoard's default name when none is given);
-the other keyword arguments go to ``nissa.init`` (``server``, ``token``, ``system_metrics`` …; the run's own
-log goes under ``nissa_log_dir``), or ``run=`` reports into a run of yours. ``add_scalar`` is a series of the
-tag's name; ``add_scalars("loss", {"train": …, "val": …})`` one series ``loss`` with a label ``tag`` per key
-(two lines of one chart, as TensorBoard draws them); ``add_histogram`` a distribution (``nissa.Histogram``: 64 bins
-of equal width from min to max unless ``bins`` is a number); ``add_hparams`` the run's config (before its first
-value) and its metrics; ``add_text`` a ``text`` event. Other ``SummaryWriter`` methods (images, graphs,
-embeddings …) are accepted and not recorded (one log line each); ``walltime`` is TensorBoard's: each value takes
-the run's own time. In a run of one process, a ``global_step`` past the run's step is a step boundary, where
-commands apply (``writer.run.should_stop`` after a ``stop``).
+One writer is one run, named after the last part of ``log_dir`` (TensorBoard's default name when none is given); the
+other keyword arguments go to ``nissa.init`` (``server``, ``token``, ``system_metrics`` …; the run's own log goes
+under ``nissa_log_dir``), or ``run=`` reports into a run of yours. ``add_scalar`` is a series of the tag's name;
+``add_scalars("loss", {"train": …, "val": …})`` one series ``loss`` with a label ``tag`` per key (two lines of one
+chart, as TensorBoard draws them); ``add_histogram`` a distribution (``nissa.Histogram``: ``DEFAULT_BINS`` bins of
+equal width from min to max unless ``bins`` is a number); ``add_hparams`` the run's config (before its first value)
+and its metrics; ``add_text`` a ``text`` event. Other ``SummaryWriter`` methods (images, graphs, embeddings …) are
+accepted and not recorded (one log line each); ``walltime`` is TensorBoard's: each value takes the run's own time.
+In a run of one process, a ``global_step`` past the run's step is a step boundary, where commands apply
+(``writer.run.should_stop`` after a ``stop``).
 """
 
 from __future__ import annotations
