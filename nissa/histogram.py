@@ -3,11 +3,12 @@
     run.log({"weights/fc1": nissa.Histogram(model.fc1.weight, bins=64)})
 
 Each histogram is computed on its tensor's device (min and max of the finite values, then a ``bincount`` of
-bin indices); consecutive tensors of the same bins are binned together, up to ``CHUNK_ELEMENTS`` elements at a
-time (a fixed number of kernels for many small layers, temporaries never the size of all of them together),
-and every histogram of one call, or of one ``run.watch`` collection, comes back to the host in one transfer
-per device. Bins are of
-equal width from ``min`` to ``max``; NaN and infinities are counted apart (``nonfinite``).
+bin indices: ``segmented_histograms``, the one binning path); consecutive tensors of the same bins are binned
+together as segments of one, up to ``CHUNK_ELEMENTS`` elements at a time (a fixed number of kernels for many
+small layers, temporaries never the size of all of them together), and every histogram of one call, or of one
+``run.watch`` collection, comes back to the host in one transfer per device. Bins are of equal width from
+``min`` to ``max``; NaN and infinities are counted apart (``nonfinite``). The segment ids of the layouts a
+collector repeats are kept by that collector (``SegmentCache``), not by the process.
 """
 
 from __future__ import annotations
@@ -52,31 +53,23 @@ def _bin_index(flat: torch.Tensor, finite: torch.Tensor, lo: torch.Tensor, hi: t
     return torch.where(finite, index, bins).long()
 
 
-def _launch(t: torch.Tensor, bins: int) -> torch.Tensor:
-    """``[min, max, count, *bins, nonfinite]`` of ``t`` as a float64 tensor on its device (nothing read yet)."""
-    if t.numel() == 0:
-        return torch.zeros(bins + 4, dtype=torch.float64, device=t.device)
-    flat = _as_binnable(t)
-    finite = torch.isfinite(flat)
-    big = torch.finfo(flat.dtype).max
-    lo = torch.where(finite, flat, big).amin()
-    hi = torch.where(finite, flat, -big).amax()
-    counts = torch.bincount(_bin_index(flat, finite, lo, hi, bins), minlength=bins + 1).to(torch.float64)
-    n = counts[:bins].sum().reshape(1)
-    return torch.cat([torch.stack([lo, hi]).to(torch.float64), n, counts])
-
-
-def segmented_histograms(values: torch.Tensor, seg: torch.Tensor, n: int, bins: int) -> torch.Tensor:
+def segmented_histograms(values: torch.Tensor, seg: torch.Tensor | None, n: int, bins: int) -> torch.Tensor:
     """``[n, bins + 4]`` rows ``[min, max, count, *bins, nonfinite]``, float64, of the ``n`` segments of a flat
-    tensor whose element i belongs to segment ``seg[i]`` (every segment non-empty): the same bins as ``n``
-    histograms of the segments apart, in a fixed number of kernels whatever ``n`` (nothing read yet)."""
+    tensor whose element i belongs to segment ``seg[i]`` (every segment non-empty; ``seg`` None: one segment, all
+    of ``values``): the same bins as ``n`` histograms of the segments apart, in a fixed number of kernels whatever
+    ``n`` (nothing read yet)."""
     flat = _as_binnable(values)
     finite = torch.isfinite(flat)
     big = torch.finfo(flat.dtype).max
-    start = torch.full((n,), big, dtype=flat.dtype, device=flat.device)
-    lo = start.scatter_reduce(0, seg, torch.where(finite, flat, big), "amin")
-    hi = start.neg().scatter_reduce(0, seg, torch.where(finite, flat, -big), "amax")
-    index = _bin_index(flat, finite, lo.index_select(0, seg), hi.index_select(0, seg), bins) + seg * (bins + 1)
+    low, high = torch.where(finite, flat, big), torch.where(finite, flat, -big)
+    if seg is None:
+        lo, hi = low.amin().reshape(1), high.amax().reshape(1)
+        index = _bin_index(flat, finite, lo, hi, bins)
+    else:
+        start = torch.full((n,), big, dtype=flat.dtype, device=flat.device)
+        lo = start.scatter_reduce(0, seg, low, "amin")
+        hi = start.neg().scatter_reduce(0, seg, high, "amax")
+        index = _bin_index(flat, finite, lo.index_select(0, seg), hi.index_select(0, seg), bins) + seg * (bins + 1)
     counts = torch.bincount(index, minlength=n * (bins + 1)).view(n, bins + 1).to(torch.float64)
     return torch.cat([lo.to(torch.float64).unsqueeze(1), hi.to(torch.float64).unsqueeze(1),
                       counts[:, :bins].sum(1, keepdim=True), counts], 1)
@@ -91,21 +84,34 @@ def distribution(name: str, figures: list[float], bins: int) -> Distribution:
 
 CHUNK_ELEMENTS = 1 << 22
 """Elements binned together at most (16 MiB of float32): what a collection adds to memory, at most."""
-_SEGMENT_IDS: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
-"""Segment ids of the few layouts a run's collections repeat (seeds come and go)."""
 
 
-def segment_ids(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """The segment index of every element of segments of ``sizes``, made on ``device`` (no upload, no sync)."""
-    key = (sizes, device)
-    cached = _SEGMENT_IDS.get(key)
-    if cached is None:
-        cached = torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)])
-        if sum(sizes) <= CHUNK_ELEMENTS:
-            if len(_SEGMENT_IDS) >= 64:
-                _SEGMENT_IDS.clear()
-            _SEGMENT_IDS[key] = cached
-    return cached
+class SegmentCache:
+    """The segments of the layouts a collector's collections repeat (a watched model's layers, an env's host and
+    seeds, which come and go: a few layouts), made on the device once and kept by that collector: each element's
+    segment index and each segment's size. A layout over ``CHUNK_ELEMENTS`` elements is made each time, not kept;
+    past ``capacity`` layouts the cache starts again."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._made: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    def get(self, sizes: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(segment index of every element, each segment's size as a float) of segments of ``sizes``, on
+        ``device`` (no upload, no sync)."""
+        key = (sizes, device)
+        made = self._made.get(key)
+        if made is None:
+            made = (torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)]),
+                    torch.cat([torch.full((1,), float(n), device=device) for n in sizes]))
+            if sum(sizes) <= CHUNK_ELEMENTS:
+                if len(self._made) >= self.capacity:
+                    self._made.clear()
+                self._made[key] = made
+        return made
 
 
 def _runs(hists: Sequence[Histogram]) -> list[list[Histogram]]:
@@ -125,24 +131,29 @@ def _runs(hists: Sequence[Histogram]) -> list[list[Histogram]]:
     return out
 
 
-def _launch_run(run: list[Histogram]) -> torch.Tensor:
-    """``_launch`` of each of ``run`` concatenated, in a fixed number of kernels for a run of several."""
+def _launch_run(run: list[Histogram], segments: SegmentCache | None) -> torch.Tensor:
+    """The rows of each of ``run`` concatenated, in a fixed number of kernels for a run of several."""
+    first, bins = run[0].values, run[0].bins
+    if first.numel() == 0:  # alone in its run (``_runs``)
+        return torch.zeros(bins + 4, dtype=torch.float64, device=first.device)
     if len(run) == 1:
-        return _launch(run[0].values, run[0].bins)
+        return segmented_histograms(first, None, 1, bins).reshape(-1)
     sizes = tuple(h.values.numel() for h in run)
+    seg = (SegmentCache() if segments is None else segments).get(sizes, first.device)[0]
     flat = torch.cat([_as_binnable(h.values) for h in run])
-    return segmented_histograms(flat, segment_ids(sizes, flat.device), len(run), run[0].bins).reshape(-1)
+    return segmented_histograms(flat, seg, len(run), bins).reshape(-1)
 
 
 class PendingHistograms(DeviceFigures):
     """Distributions launched on one device and not read yet: ``readback.read_all`` reads them together with
     any other figures of the same collection (one device→host transfer for all)."""
 
-    def __init__(self, named: Sequence[tuple[str, Histogram]], indices: Sequence[int] = ()) -> None:
+    def __init__(self, named: Sequence[tuple[str, Histogram]], indices: Sequence[int] = (),
+                 segments: SegmentCache | None = None) -> None:
         self.named = list(named)
         self.indices = list(indices) or list(range(len(self.named)))
         """Where each of ``named`` stood in what ``launch_histograms`` was given."""
-        launched = [_launch_run(run) for run in _runs([h for _, h in self.named])]
+        launched = [_launch_run(run, segments) for run in _runs([h for _, h in self.named])]
         super().__init__(launched[0] if len(launched) == 1 else torch.cat(launched))
         self.distributions: list[Distribution] | None = None
 
@@ -154,17 +165,19 @@ class PendingHistograms(DeviceFigures):
         self.distributions = out
 
 
-def launch_histograms(named: Sequence[tuple[str, Histogram]]) -> list[PendingHistograms]:
-    """The distributions of ``named`` launched on their devices, one pending read per device; no sync."""
+def launch_histograms(named: Sequence[tuple[str, Histogram]],
+                      segments: SegmentCache | None = None) -> list[PendingHistograms]:
+    """The distributions of ``named`` launched on their devices, one pending read per device; no sync.
+    ``segments``: the collector's own cache of the layouts it repeats (None: made for this call)."""
     by_device: dict[torch.device, list[int]] = {}
     for i, (_, h) in enumerate(named):
         by_device.setdefault(h.values.device, []).append(i)
-    return [PendingHistograms([named[i] for i in group], group) for group in by_device.values()]
+    return [PendingHistograms([named[i] for i in group], group, segments) for group in by_device.values()]
 
 
-def distributions(named: Sequence[tuple[str, Histogram]]) -> list[Distribution]:
+def distributions(named: Sequence[tuple[str, Histogram]], segments: SegmentCache | None = None) -> list[Distribution]:
     """The distributions of ``named``, launched on their devices and read back in one transfer per device."""
-    pending = launch_histograms(named)
+    pending = launch_histograms(named, segments)
     read_all(pending)
     found = {i: d for p in pending for i, d in zip(p.indices, p.distributions or [], strict=True)}
     return [found[i] for i in range(len(named))]

@@ -8,18 +8,19 @@
   refuse; ``CommandHandler`` is its protocol, ``CommandProcessor`` applies them.
 - What runs beside a loop: ``install_profiling``, ``open_start_windows``, ``install_rank_checks``,
   ``answer_stacks``, ``start_watchdog``, ``SystemConfig`` and ``start_system_metrics``.
-- Collectors' building blocks, one device read per collection: ``DeviceFigures``, ``StreamFence`` and
-  ``read_all``; distributions (``PendingHistograms``, ``launch_histograms``, ``distribution``,
-  ``segmented_histograms``); per-layer debug statistics (``PendingLayers``, ``launch_layer_stats``, ``layer_rows``,
-  ``layer_histograms``, ``debug_histogram_payloads``, ``debug_distribution_names``, ``DEBUG_BINS``); phase timing
-  (``PhaseTimer``) and host-sync counting (``HostSyncCounter``).
+- Collectors' building blocks, one device read per collection: ``DeviceFigures``, ``StreamFence`` and ``read_all``;
+  distributions (``PendingHistograms``, ``launch_histograms``, ``distribution``, ``segmented_histograms``, and
+  ``SegmentCache``, the layouts a collector repeats, kept by that collector); per-layer debug statistics
+  (``PendingLayers``, ``launch_layer_stats``, ``layer_rows``, ``layer_histograms``, ``debug_histogram_payloads``,
+  ``debug_distribution_names``, ``DEBUG_BINS``); phase timing (``PhaseTimer``) and host-sync counting
+  (``HostSyncCounter``).
 
 Importing it imports torch and the hub.
 """
 
 from nissa.control.commands import CommandContext, CommandHandler, CommandProcessor, CommandRejected
 from nissa.diagnostics import answer_stacks, start_watchdog
-from nissa.histogram import PendingHistograms, distribution, launch_histograms, segmented_histograms
+from nissa.histogram import PendingHistograms, SegmentCache, distribution, launch_histograms, segmented_histograms
 from nissa.hub import HubConfig, NissaHub
 from nissa.hub.config import check_servers
 from nissa.hub.upload import upload_run
@@ -42,12 +43,11 @@ from nissa.telemetry.readback import DeviceFigures, StreamFence, read_all
 from nissa.telemetry.syncs import HostSyncCounter
 
 __all__ = [
-    "DEBUG_BINS", "CommandContext", "CommandHandler", "CommandProcessor", "CommandRejected", "DeviceFigures",
+    "CommandContext", "CommandHandler", "CommandProcessor", "CommandRejected", "DEBUG_BINS", "DeviceFigures",
     "HostSyncCounter", "HubConfig", "LoopHooks", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
-    "Runtime", "RuntimeConfig", "StreamFence", "SystemConfig", "agree_on_run", "answer_stacks", "build_runtime",
-    "check_servers", "checked_run_id", "debug_distribution_names", "debug_histogram_payloads", "distribution",
-    "flat_config",
-    "install_profiling", "install_rank_checks", "launch_histograms", "launch_layer_stats", "layer_histograms",
-    "layer_rows", "open_start_windows", "read_all", "run_metadata", "segmented_histograms", "start_system_metrics",
-    "start_watchdog", "upload_run",
+    "Runtime", "RuntimeConfig", "SegmentCache", "StreamFence", "SystemConfig", "agree_on_run", "answer_stacks",
+    "build_runtime", "check_servers", "checked_run_id", "debug_distribution_names", "debug_histogram_payloads",
+    "distribution", "flat_config", "install_profiling", "install_rank_checks", "launch_histograms",
+    "launch_layer_stats", "layer_histograms", "layer_rows", "open_start_windows", "read_all", "run_metadata",
+    "segmented_histograms", "start_system_metrics", "start_watchdog", "upload_run",
 ]

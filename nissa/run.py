@@ -267,7 +267,8 @@ class Run(RunCore):
         histograms = [(k, v) for k, v in values.items() if isinstance(v, Histogram)]
         if histograms:
             values = {k: v for k, v in values.items() if not isinstance(v, Histogram)}
-            self.runtime.hub.emit(Histograms(histograms=distributions(histograms), labels=dict(labels or {})),
+            self.runtime.hub.emit(Histograms(histograms=distributions(histograms, self._watch.segments),
+                                             labels=dict(labels or {})),
                                   step=at, epoch=self._epoch)
         if not values:
             return

@@ -16,7 +16,7 @@ import torch
 
 from leyline import AnyPayload, DebugLayerStats, Histograms, TelemetryLevel
 from leyline.payloads_histogram import DEFAULT_BINS
-from nissa.histogram import Histogram, distributions, launch_histograms
+from nissa.histogram import Histogram, SegmentCache, distributions, launch_histograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.debug_stats import (
     MAX_DEBUG_DISTRIBUTIONS,
@@ -33,9 +33,12 @@ HISTOGRAM_MODES = {"parameters": ("parameters",), "gradients": ("gradients",), "
 class ModelWatch:
     """The modules a run watches; ``collect`` is called at step boundaries."""
 
-    def __init__(self, emit: Callable[[AnyPayload], None], level: Callable[[], TelemetryLevel]) -> None:
+    def __init__(self, emit: Callable[[AnyPayload], None], level: Callable[[], TelemetryLevel],
+                 segments: SegmentCache | None = None) -> None:
         self._emit = emit
         self._level = level
+        self.segments = SegmentCache() if segments is None else segments
+        """The layouts of the watched models' collections, made on their devices once."""
         self._models: list[tuple[str, torch.nn.Module, int]] = []
         self._histograms: list[tuple[torch.nn.Module, int, tuple[str, ...], int]] = []
         self.collections = 0
@@ -68,7 +71,7 @@ class ModelWatch:
                     named.append((metric_name(f"gradients/{param_name}"), Histogram(param.grad, bins)))
         if not named:
             return None
-        payload = Histograms(histograms=distributions(named[:1024]))
+        payload = Histograms(histograms=distributions(named[:1024], self.segments))
         self._emit(payload)
         return payload
 
@@ -82,13 +85,13 @@ class ModelWatch:
         named: list[tuple[str, Histogram]] = []
         for name, model, every in self._models:
             if step % every == 0:
-                launched = launch_layer_stats(name, model.named_parameters())
+                launched = launch_layer_stats(name, model.named_parameters(), self.segments)
                 if launched is not None:
                     pending.append(launched)
                     named += layer_histograms(name, model.named_parameters())
         if not pending:
             return []
-        histograms = launch_histograms(named[:MAX_DEBUG_DISTRIBUTIONS])
+        histograms = launch_histograms(named[:MAX_DEBUG_DISTRIBUTIONS], self.segments)
         read_all([*pending, *histograms])
         self.collections += 1
         payloads = [p for layers in pending for p in layers.payloads()]

@@ -17,30 +17,11 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from leyline import DebugLayerStats, Distribution, Histograms, LayerStat, TelemetryLevel
-from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms
+from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms, SegmentCache
 from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import DeviceFigures, read_all
 
 LAYERS_PER_EVENT = 256  # keeps one event well under the wire's per-event size bound
-
-
-_SEGMENTS: dict[tuple[tuple[int, ...], torch.device], tuple[torch.Tensor, torch.Tensor]] = {}
-"""Segment ids and sizes of a whole model's layout that fits in one chunk (seeds come and go: a few layouts)."""
-
-
-def _segments(sizes: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The layer index of every element and each layer's size, made on ``device`` (no upload, no sync)."""
-    key = (sizes, device)
-    cached = _SEGMENTS.get(key)
-    if cached is not None:
-        return cached
-    seg = torch.cat([torch.full((n,), i, dtype=torch.int64, device=device) for i, n in enumerate(sizes)])
-    made = (seg, torch.cat([torch.full((1,), float(n), device=device) for n in sizes]))
-    if sum(sizes) <= CHUNK_ELEMENTS:
-        if len(_SEGMENTS) >= 64:
-            _SEGMENTS.clear()
-        _SEGMENTS[key] = made
-    return made
 
 
 def _finite(x: torch.Tensor, seg: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,9 +32,9 @@ def _finite(x: torch.Tensor, seg: torch.Tensor, n: int) -> tuple[torch.Tensor, t
     return torch.where(ok, x, torch.zeros((), dtype=x.dtype, device=x.device)), bad
 
 
-def _chunk_rows(params: list[torch.Tensor], grads: list[torch.Tensor]) -> torch.Tensor:
+def _chunk_rows(params: list[torch.Tensor], grads: list[torch.Tensor], segments: SegmentCache) -> torch.Tensor:
     """``[len(params), 6]`` rows of one chunk, in a fixed number of kernels whatever its number of layers."""
-    seg, size = _segments(tuple(g.numel() for g in grads), grads[0].device)
+    seg, size = segments.get(tuple(g.numel() for g in grads), grads[0].device)
     flat = [torch.cat([t.detach().reshape(-1) for t in tensors]) for tensors in (params, grads)]
     return layer_rows(flat[0], flat[1], seg, size)
 
@@ -115,13 +96,17 @@ class PendingLayers(DeviceFigures):
 
 
 @torch.compiler.disable
-def launch_layer_stats(model: str, named_params: Iterable[tuple[str, torch.nn.Parameter]]) -> PendingLayers | None:
-    """Launch the statistics of every parameter of ``model`` that has a gradient; no sync (None: no gradients)."""
+def launch_layer_stats(model: str, named_params: Iterable[tuple[str, torch.nn.Parameter]],
+                       segments: SegmentCache | None = None) -> PendingLayers | None:
+    """Launch the statistics of every parameter of ``model`` that has a gradient; no sync (None: no gradients).
+    ``segments``: the collector's own cache of the layouts it repeats (None: made for this call)."""
+    segments = SegmentCache() if segments is None else segments
     with torch.no_grad():
         layers = [(name, p, p.grad) for name, p in named_params if p.grad is not None]
         if not layers:
             return None
-        rows = [_chunk_rows([p for _, p, _ in chunk], [g for _, _, g in chunk]) for chunk in _chunks(layers)]
+        rows = [_chunk_rows([p for _, p, _ in chunk], [g for _, _, g in chunk], segments)
+                for chunk in _chunks(layers)]
         return PendingLayers(model, [name for name, _, _ in layers], rows[0] if len(rows) == 1 else torch.cat(rows))
 
 

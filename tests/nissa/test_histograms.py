@@ -12,7 +12,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import nissa
 from leyline import EventKind, decode_event
-from nissa.histogram import distributions
+from nissa.histogram import SegmentCache, distributions, segmented_histograms
+from nissa.telemetry import debug_stats
+from nissa.telemetry.debug_stats import launch_layer_stats
 from nissa.telemetry.syncs import HostSyncCounter
 
 
@@ -62,9 +64,10 @@ def test_the_kernels_of_a_collection_do_not_grow_with_its_layers():
     """Binning a collection's layers together: a fixed number of kernels, not a dozen per layer."""
     def ops(n_layers: int) -> int:
         named = [(f"l{i}", nissa.Histogram(torch.randn(10 + i), bins=32)) for i in range(n_layers)]
-        distributions(named)  # segment ids made once, as a run's repeated collections have them
+        segments = SegmentCache()
+        distributions(named, segments)  # segment ids made once, as a collector's repeated collections have them
         with _Ops() as counter:
-            distributions(named)
+            distributions(named, segments)
         return counter.count
 
     assert ops(40) - ops(10) <= 2 * 30  # per layer only the two views that feed the one concatenation
@@ -108,3 +111,33 @@ def test_watch_refuses_an_unknown_mode(tmp_path):
     with pytest.raises(ValueError, match="histograms must be one of"):
         run.watch(torch.nn.Linear(2, 2), histograms="weights")
     run.finish()
+
+
+def test_the_layouts_are_kept_by_their_collector_not_by_the_process(monkeypatch):
+    """A collector (``run.watch``, a loop's collectors) keeps the segment ids of the layouts it repeats; nothing is
+    kept process-wide, a layout larger than a chunk is made each time, and a cache holds a bounded number."""
+    named = [(f"l{i}", nissa.Histogram(torch.randn(5 + i), bins=4)) for i in range(3)]
+    mine, yours = SegmentCache(), SegmentCache(capacity=2)
+    distributions(named, mine)
+    ids = mine.get((5, 6, 7), torch.device("cpu"))[0]
+    assert len(mine) == 1 and mine.get((5, 6, 7), torch.device("cpu"))[0] is ids and len(yours) == 0
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    model(torch.randn(4, 3)).sum().backward()
+    launch_layer_stats("m", model.named_parameters(), yours)
+    distributions(named, yours)
+    distributions(named[:2], yours)
+    assert len(yours) == 1  # full at two: it started again
+    monkeypatch.setattr("nissa.histogram.CHUNK_ELEMENTS", 10)
+    big = mine.get((6, 7), torch.device("cpu"))  # 13 elements: made, not kept
+    assert big[0].tolist() == [0] * 6 + [1] * 7 and big[1].tolist() == [6.0, 7.0] and len(mine) == 1
+    for module in (nissa.histogram, debug_stats):
+        assert not [name for name, value in vars(module).items() if isinstance(value, dict) and name[:2] != "__"]
+
+
+def test_one_tensor_and_its_segments_are_binned_by_one_path():
+    """A histogram alone is the one-segment case of the segmented binning: the same rows either way."""
+    values = torch.tensor([0.0, 1, 2, 3, 4, math.nan, -math.inf, 2.5])
+    alone = segmented_histograms(values, None, 1, 4)
+    split = segmented_histograms(torch.cat([values, values]), torch.tensor([0] * 8 + [1] * 8), 2, 4)
+    assert torch.equal(split, torch.cat([alone, alone]))
+    assert alone.tolist() == [[0.0, 4.0, 6.0, 1.0, 1.0, 2.0, 2.0, 2.0]]  # min, max, count, bins, nonfinite

@@ -41,6 +41,7 @@ from nissa.parts import (
     PendingHistograms,
     PendingLayers,
     PhaseTimer,
+    SegmentCache,
     debug_histogram_payloads,
     launch_histograms,
     launch_layer_stats,
@@ -122,6 +123,8 @@ class SimicTelemetry:
         self._pending: list[tuple[int, PendingGradients]] = []
         self._layers: list[tuple[int, PendingLayers]] = []
         self._histograms: list[PendingHistograms] = []
+        self.segments = SegmentCache()
+        """The layouts of the per-layer collections (an env's scopes, the policy), made on the device once."""
         """Each DEBUG layer's gradient and weight distributions, read with the layer stats."""
         self._flat_reads: list[FlatRead] = []
         self._epoch_grads: list[tuple[int, GradientStats]] = []
@@ -176,11 +179,11 @@ class SimicTelemetry:
         for scope, module in modules.items():
             self._pending.append((env, collect_gradients(scope, module.parameters(), self.config.gradients)))
             if debug:
-                layers = launch_layer_stats(scope, module.named_parameters())
+                layers = launch_layer_stats(scope, module.named_parameters(), self.segments)
                 if layers is not None:
                     self._layers.append((env, layers))
                     self._histograms += launch_histograms(layer_histograms(env_scope(env, scope),
-                                                                           module.named_parameters()))
+                                                                           module.named_parameters()), self.segments)
 
     def collect_flat(self, grads: FlatGradients) -> None:
         """``collect_env`` for every env of the batched envs at once: the per-tensor norms of every env and
@@ -235,10 +238,10 @@ class SimicTelemetry:
         if level is not _DEBUG or self._policy_layers_done:
             return
         self._policy_layers_done = True
-        layers = launch_layer_stats(POLICY_SCOPE, policy.named_parameters())
+        layers = launch_layer_stats(POLICY_SCOPE, policy.named_parameters(), self.segments)
         if layers is None:
             return
-        histograms = launch_histograms(layer_histograms(POLICY_SCOPE, policy.named_parameters()))
+        histograms = launch_histograms(layer_histograms(POLICY_SCOPE, policy.named_parameters()), self.segments)
         read_all([layers, *histograms])  # the stats and the distributions of every layer: one transfer
         for payload in [*layers.payloads(), *debug_histogram_payloads(histograms)]:
             self.hooks.emit(payload)
