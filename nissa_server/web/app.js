@@ -322,6 +322,7 @@ function main() {
     e.preventDefault(); sessionStorage.setItem("nissa-token", $("token").value); $("auth").hidden = true; route();
   });
   setupRuns();
+  setupTrouble();  // trouble.js: runs with an alert firing, marked in the table
   $("axis").addEventListener("change", () => {
     if (!state.view) return;
     state.view.axis = $("axis").value;  // the URL says it, and the page opens again on it

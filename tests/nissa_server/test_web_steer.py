@@ -10,13 +10,18 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
 from leyline import (
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
     EpochCompleted,
     ProfileCompleted,
+    RunFinished,
     SeedGerminated,
     SeedStage,
     SlotSnapshot,
@@ -27,6 +32,7 @@ from leyline import (
 from leyline.esper.panels import PPO_FIGURES
 from leyline.panels import ops_table
 from leyline.steering import STOP_LOOP
+from nissa_server.alerts.rules import AlertRules, with_builtin
 from tests.support.waiting import wait_for
 from tests.support.web import Feed, open_page
 from tui.state import RunState
@@ -35,6 +41,8 @@ from tui.views import ppo_view
 pytestmark = pytest.mark.single_backend
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "plain_loop.py"
 TOKEN = "s3cret-steer"
+HOSTILE = '<img src=x onerror="document.title=1"><b>bold</b>'
+
 
 
 def _loop(url, tmp_path, token=None):
@@ -188,6 +196,9 @@ def test_an_esper_runs_panels_are_the_consoles(browser, server_url):
         feed.start({"policy": "ppo", "telemetry_level": "normal"})
         feed.epochs(0, 6)
         feed.send([(SeedGerminated(slot="r0c0", seed_id="s7", blueprint="conv", params=90), 6, 1),
+                   (SeedGerminated(slot="r0c1", seed_id="s8", blueprint=HOSTILE, params=9), 6, 1),
+                   (CommandStatusChanged(command_id="auto-kl-1", action=CommandAction.DEBUG,
+                                         status=CommandStatus.APPLIED, applied_step=64), 4, None),
                    (EpochCompleted(accuracy=0.61, val_loss=0.9, reward=0.2, action="WAIT", seeds=seeds), 6, 1),
                    (TelemetryLevelChanged(level=TelemetryLevel.DEBUG, previous=TelemetryLevel.NORMAL,
                                           until_epoch=9), 6, None)])
@@ -208,5 +219,45 @@ def test_an_esper_runs_panels_are_the_consoles(browser, server_url):
         names = page.locator("#ppo-health td:first-child").all_text_contents()
         assert [s.name for s in ppo_view(console).series] == names[:len(PPO_FIGURES)]
         assert page.locator("#esper-level").text_content() == "telemetry DEBUG · until epoch 9"
+        assert f"germinated {HOSTILE} (9 params)" in shown  # what a run wrote is text, never markup
+        assert page.locator("#esper img, #esper b").count() == 0
+
+        # The window the anomaly detector opened is in the run's commands; its mark on a chart opens its entry.
+        auto = page.locator('#commands tr[data-command-id="auto-kl-1"]')
+        assert "anomaly detector" in auto.text_content() and "applied @ step 64" in auto.text_content()
+        page.wait_for_selector('.chart[data-title="accuracy"][data-state="ready"]')
+        page.locator('.chart[data-title="accuracy"] canvas').scroll_into_view_if_needed()
+        x, y = page.evaluate("""() => {
+            const u = nissa.view.charts.find((c) => c.title === "accuracy").plot;
+            const m = nissa.view.markers.find((m) => m.command_id === "auto-kl-1");
+            const box = u.over.getBoundingClientRect();
+            return [box.left + u.valToPos(m.step, "x"), box.top + box.height / 2];
+        }""")
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        page.wait_for_selector('#commands tr.picked[data-command-id="auto-kl-1"]')
+        assert not outside and not errors, (outside, errors)
+        page.close()
+
+
+def test_runs_in_trouble_are_flagged_and_their_alerts_shown(browser, tmp_path):
+    from tests.support.server import running_server
+
+    now = time.time()  # the server's alert rules look at runs that ended lately
+    with (running_server(tmp_path, alert_rules=with_builtin(AlertRules()), maintenance_interval_s=0.2) as server_url,
+          Feed(server_url, "calm", ts=now) as calm, Feed(server_url, "troubled", ts=now) as troubled):
+        calm.epochs(0, 2)
+        troubled.epochs(0, 2)
+        troubled.send([(RunFinished(status="failed", duration_s=3.0, error="CUDA error: out of memory"), 2, None)])
+        page, outside, errors = open_page(browser, server_url)
+        page.goto(f"{server_url}/ui")
+        page.wait_for_selector('#runs tr.trouble[data-run-id="troubled"] span.trouble')
+        assert "run in trouble" in page.locator('#runs tr[data-run-id="troubled"] span.trouble').text_content()
+        assert page.locator('#runs tr[data-run-id="calm"].trouble').count() == 0
+        page.click('#runs tr[data-run-id="troubled"] a')
+        page.wait_for_selector("#run-alerts .alert")
+        assert "run in trouble firing" in page.locator("#run-alerts").text_content()
+        assert page.locator("#steer-forms form").count() == 0  # a finished run: nothing to steer
+        assert "nothing to steer" in page.locator("#steer-note").text_content()
         assert not outside and not errors, (outside, errors)
         page.close()

@@ -33,12 +33,13 @@ class Feed:
     """A trainer rank on its own thread and loop: stays connected (the run is live) while the page watches;
     ``with Feed(...) as feed`` disconnects it at the end of the block."""
 
-    def __init__(self, url, run_id, token=None):
+    def __init__(self, url, run_id, token=None, ts=1.7e9):
+        """``ts``: the time of its first event (one second apart after it)."""
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.client = IngestClient(url, run_id, token=token)
-        self.run_id, self.seq = run_id, 0
+        self.run_id, self.seq, self.ts = run_id, 0, ts
         self._call(self.client.__aenter__())
 
     def __enter__(self):
@@ -75,7 +76,8 @@ class Feed:
 
     def _event(self, payload, i, env=None):
         self.seq += 1
-        return make_event(payload, run_id=self.run_id, seq=self.seq, ts=1.7e9 + self.seq, step=16 * i, epoch=i, env=env)
+        return make_event(payload, run_id=self.run_id, seq=self.seq, ts=self.ts + self.seq, step=16 * i, epoch=i,
+                          env=env)
 
     async def _send(self, events):
         await self.client.send(events)
