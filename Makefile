@@ -2,9 +2,11 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two stamps: what the demo runs (the runtime dependencies), then what the tests add (the dev and bench extras).
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint bench clean chromium promtool
+.PHONY: install install-dev demo test lint bench clean chromium promtool
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "== [1/4] $(VENV): a virtual environment"
@@ -13,10 +15,15 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --upgrade pip
 	@echo "== [3/4] torch, the CPU build pinned in constraints.txt (about 200 MB; a few minutes on a slow line)"
 	$(BIN)/pip install -c constraints.txt torch==2.13.0
-	@echo "== [4/4] this project and its dependencies, editable"
+	@echo "== [4/4] this project and its runtime dependencies, editable"
+	$(BIN)/pip install -c constraints.txt -e .
+	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	@echo "== the test and benchmark extras (pytest, playwright, transformers, tensorboard, …)"
 	$(BIN)/pip install -c constraints.txt -e '.[dev,bench]'
 	@$(MAKE) -s chromium
-	touch $(STAMP)
+	touch $(DEV_STAMP)
 
 # apt-get as root, or through sudo without a password; empty where neither works (that part is then skipped).
 # It waits for another install's dpkg lock instead of failing at once; its output goes to a log whose path is
@@ -40,6 +47,8 @@ chromium:
 
 install: $(STAMP)
 
+install-dev: $(DEV_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
@@ -49,11 +58,11 @@ demo: $(STAMP)
 TEST_WORKERS ?= 2
 
 # The static gate: ruff (rules E, F, I, B, UP) and mypy over the five packages (settings in pyproject.toml).
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check
 	$(BIN)/mypy
 
-test: $(STAMP) promtool lint
+test: $(DEV_STAMP) promtool lint
 	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -o console_output_style=count \
 		--durations=15
 
@@ -67,7 +76,7 @@ promtool:
 	  { tail -n 5 $$log; echo "promtool: the prometheus package could not be installed: apt-get's output is in" \
 	         "$$log; its test will be skipped"; }; }
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:

@@ -139,3 +139,24 @@ class HistogramsReply(msgspec.Struct):
     """In step order per rank, ranks in turn; at most ``max_steps`` a rank, evenly spread over the run."""
     taken: int
     """Distributions of the name the run holds (before downsampling)."""
+
+
+HISTOGRAM_COUNTS = "histogram.histograms.count"
+"""The series each distribution's count makes, labelled with its name (``histogram=<name>``): how a run's
+distribution names are found."""
+DEBUG_PREFIX = "debug/"
+"""A debug window's per-layer distributions (``debug/<model>/gradients/<layer>``): after a loop's own."""
+
+
+def distribution_order(name: str) -> tuple[bool, str]:
+    """The one order of a run's distributions, the web page's and the console's: a loop's own (``run.log`` of
+    a ``nissa.Histogram``, ``run.watch``) first, a debug window's after them, each by name."""
+    return name.startswith(DEBUG_PREFIX), name
+
+
+class DistributionNames(msgspec.Struct):
+    """``GET /runs/{run_id}/histograms``: a page of a run's distribution names, in ``distribution_order``."""
+
+    names: list[str]
+    total: int
+    """Names that match the filter, in all (``names`` is the page of them asked for)."""

@@ -10,10 +10,14 @@ import pathlib
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from platformdirs import user_state_dir
 
 from tui.client import ClientConfig
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 DEFAULT_SERVER = "http://127.0.0.1:8765"
 
@@ -149,9 +153,20 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         _out(f"esper-watch: --replay {args.replay}: {err}")
         return 2
-    app.run()
-    _out(f"esper-watch: log at {log_path}")
-    return 0
+    return run_app(app, log_path)
+
+
+def run_app(app: App[None], log_path: Path, *, headless: bool = False) -> int:
+    """Run the console until it ends; a console stopped by an error exits nonzero and says where its log is
+    (Textual prints the traceback itself once the terminal is given back)."""
+    app.run(headless=headless)
+    code = app.return_code or 0
+    if code:
+        logging.getLogger(__name__).error("esper-watch stopped on an error (exit code %d)", code)
+        _out(f"esper-watch: stopped on an error (exit code {code}); its log: {log_path}")
+    else:
+        _out(f"esper-watch: log at {log_path}")
+    return code
 
 
 if __name__ == "__main__":

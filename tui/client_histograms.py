@@ -1,4 +1,4 @@
-"""The console's reads of a run's distributions (``GET /runs/{id}/series``, ``GET /runs/{id}/histograms/{name}``),
+"""The console's reads of a run's distributions (``GET /runs/{id}/histograms``, ``GET /runs/{id}/histograms/{name}``),
 a part of ``NissaClient``."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from leyline.payloads_histogram import HistogramsReply
+from leyline.payloads_histogram import DistributionNames, HistogramsReply
 
-HISTOGRAM_COUNTS = "histogram.histograms.count"
-"""The series each distribution's count makes, labelled with its name (``histogram=<name>``)."""
 _histograms_decoder = msgspec.json.Decoder(HistogramsReply)
+_names_decoder = msgspec.json.Decoder(DistributionNames)
 
 
 class HistogramReads:
@@ -21,11 +20,12 @@ class HistogramReads:
     async def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
         raise NotImplementedError
 
-    async def histogram_names(self, run_id: str) -> list[str]:
-        """Names of a run's distributions: the ``histogram`` label of the series their counts make."""
-        items = (await self._request("GET", f"/runs/{run_id}/series")).json()
-        return sorted({str(label) for item in items if item.get("name") == HISTOGRAM_COUNTS
-                       and (label := (item.get("labels") or {}).get("histogram")) is not None})
+    async def distribution_names(self, run_id: str, q: str = "", offset: int = 0,
+                                 limit: int = 100) -> DistributionNames:
+        """A page of a run's distribution names, in the server's one order (a loop's own before ``debug/…``),
+        those holding ``q`` only."""
+        params: dict[str, str | int] = {"q": q, "offset": offset, "limit": limit}
+        return _names_decoder.decode((await self._request("GET", f"/runs/{run_id}/histograms", params=params)).content)
 
     async def histograms(self, run_id: str, name: str, max_steps: int, rank: int = 0) -> HistogramsReply:
         """One name's distributions over the run's steps, one rank's, at most ``max_steps`` spread over the run."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -256,3 +257,68 @@ def _term_matches(term: str, line: LogLine) -> bool:
     if sep and key == "env":
         return line.env is not None and str(line.env) == value
     return term in line.plain.lower() or term in line.kind.value
+
+
+_SI = ("", "k", "M", "G", "T", "P")
+_MOST_PLACES = 15
+
+
+def _places(x: float) -> int:
+    """The decimals ``x`` needs to be written exactly (give or take a float's rounding): a tick step's, so
+    that ticks a step apart read apart."""
+    return next((d for d in range(_MOST_PLACES) if abs(round(x, d) - x) <= abs(x) * 1e-6), _MOST_PLACES)
+
+
+def _scientific(v: float, places: int | None = None) -> str:
+    """``v`` as ``m e x`` with ``places`` decimals in the mantissa, else those it needs (``1e-3``, ``2.5e-4``)."""
+    if v == 0:
+        return "0"
+    e = math.floor(math.log10(abs(v)))
+    places = _places(v / 10 ** e) if places is None else places
+    m = f"{v / 10 ** e:.{places}f}"
+    if abs(float(m)) >= 10:  # rounded up to the next power
+        e += 1
+        m = f"{v / 10 ** e:.{places}f}"
+    return f"{m}e{e}"
+
+
+def _even_ticks(values: Sequence[float], step: float) -> list[str]:
+    top = max(abs(v) for v in values)
+    fixed = ["0" if v == 0 else f"{v:.{_places(step)}f}" for v in values]
+    compact: list[str] | None = None
+    if top >= 1e3:
+        k = min(int(math.log10(top) // 3), len(_SI) - 1)
+        unit = 1000.0 ** k
+        compact = ["0" if v == 0 else f"{v / unit:.{_places(step / unit)}f}{_SI[k]}" for v in values]
+    elif 0 < top < 1e-2:
+        compact = [_scientific(v) for v in values]
+    return compact if compact is not None and len("".join(compact)) < len("".join(fixed)) else fixed
+
+
+def _fewest_digits(values: Sequence[float]) -> list[str]:
+    labels: list[str] = []
+    for digits in range(1, _MOST_PLACES + 1):
+        labels = []
+        for v in values:
+            plain = "0" if v == 0 else f"{float(f'{v:.{digits}g}'):.{_MOST_PLACES}f}".rstrip("0").rstrip(".")
+            sci = _scientific(v, digits - 1)
+            labels.append(sci if len(sci) < len(plain) else plain)
+        if all(a != b for a, b in zip(labels, labels[1:], strict=False)):
+            break
+    return labels
+
+
+def tick_labels(values: Sequence[float]) -> list[str]:
+    """An axis' tick labels, the console's one rule (the web page's is ``tickLabels`` in its chart.js): evenly
+    spaced ticks get the decimals their step needs for neighbours to differ (``4.0365 4.0370``), or SI or
+    scientific notation where the axis reads shorter so (``3.2k``, ``1e-3``); uneven ones (a log scale) the
+    fewest significant digits that tell neighbours apart."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if len(finite) != len(values) or not finite:
+        return [num(v) for v in values]
+    gaps = [b - a for a, b in zip(finite, finite[1:], strict=False) if b - a > 0]
+    if not gaps:
+        return _fewest_digits(finite)
+    if max(gaps) <= 1.5 * min(gaps):
+        return _even_ticks(finite, min(gaps))
+    return _fewest_digits(finite)

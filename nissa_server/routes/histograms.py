@@ -6,11 +6,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from leyline.payloads_histogram import HistogramsReply
+from leyline.payloads_histogram import HISTOGRAM_COUNTS, DistributionNames, HistogramsReply, distribution_order
 from nissa_server.deps import NissaDep, require_read, run_or_404
 from nissa_server.histograms import MAX_READ_EVENTS, TooMuchWork, read_histograms
 from nissa_server.openapi import error, ok, ref
 from nissa_server.reads import BUSY
+from nissa_server.routes.common import json_response
+from nissa_server.store import series_queries
 
 router = APIRouter(tags=["series"])
 READ = [Depends(require_read)]
@@ -19,6 +21,36 @@ _EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
             "histograms": [{"rank": 0, "step": 100, "epoch": 1, "ts": 1.7e9, "min": -0.02, "max": 0.03, "count": 512,
                             "nonfinite": 0, "bins": [3, 40, 210, 200, 52, 7],
                             "quantiles": [-0.02, -0.01, -0.005, 0.0, 0.003, 0.007, 0.012, 0.018, 0.03]}]}
+
+
+MAX_NAMES = 100_000
+"""Distribution names one listing reads at most."""
+
+
+@router.get("/runs/{run_id}/histograms", summary="A page of the run's distribution names",
+            description="The names of the run's distributions, a loop's own first and a debug window's "
+                        "(`debug/…`) after them, each by name: the order the web page and the console show them "
+                        "in. `q` keeps the names that hold it (any case); `offset` and `limit` pick a page; "
+                        "`total` counts the names that match.",
+            response_class=Response, dependencies=READ,
+            responses={200: ok(ref(DistributionNames), {"names": ["acts", "debug/mlp/gradients/0.weight"],
+                                                        "total": 2}),
+                       401: error("Reads need the bearer token (server started with --read-auth)", "missing or "
+                                  "wrong bearer token"), 404: error("No such run", "unknown run 'r-x'"), **BUSY})
+async def list_distributions(
+    request: Request, n: NissaDep,
+    run_id: str,
+    q: Annotated[str, Query(max_length=200, description="Only names that hold this text (any case)")] = "",
+    offset: Annotated[int, Query(ge=0, le=MAX_NAMES, description="Names to skip")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most names in this page")] = 100,
+) -> Response:
+    run = await run_or_404(n, run_id)
+    async with n.reads.read(request, run.run_id):
+        found = await n.store.read(series_queries.label_values, run.run_key, HISTOGRAM_COUNTS, "histogram",
+                                   MAX_NAMES)
+    wanted = q.casefold()
+    names = sorted((name for name in found if wanted in name.casefold()), key=distribution_order)
+    return json_response(DistributionNames(names=names[offset:offset + limit], total=len(names)))
 
 
 @router.get("/runs/{run_id}/histograms/{name:path}", summary="One name's distributions over the run's steps",

@@ -88,6 +88,19 @@ def list_series(conn: Conn, run_key: int, after: str | None, limit: int) -> list
     return [(key, name, n) for key, (name, n) in sorted(found.items())[:limit]]
 
 
+@in_snapshot
+def label_values(conn: Conn, run_key: int, name: str, label: str, limit: int) -> set[str]:
+    """The values the label ``label`` takes in the run's series called ``name`` (at most ``limit`` of them
+    charted, and those of the events not charted yet): a distribution's names, from its count series."""
+    rows = conn.execute("SELECT DISTINCT value FROM series_labels WHERE run_key = ? AND name = ? AND label = ? "
+                        "LIMIT ?", (run_key, name, label, limit)).fetchall()
+    found = {str(row[0]) for row in rows}
+    for (_, key), (series, _) in _tail(conn, run_key).series.items():
+        if series == name and (value := parse_key(key)[1].get(label)) is not None:
+            found.add(value)
+    return found
+
+
 class TooManySeries(ValueError):
     """More series of one name (label sets) than one reply holds."""
 

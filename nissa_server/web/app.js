@@ -203,12 +203,16 @@ class ChartsView {
     writeUrl();
   }
 
-  remove(chart) {  // for good: a live run's next listing does not bring it back
-    this.removed.add(chart.title);
+  drop(chart) {  // off the page (another page of distributions), not for good
     this.charts = this.charts.filter((c) => c !== chart);
     if (chart.full) chart.setFull(false);
     if (chart.plot) chart.plot.destroy();
     chart.el.remove();
+  }
+
+  remove(chart) {  // for good: a live run's next listing does not bring it back
+    this.removed.add(chart.title);
+    this.drop(chart);
     this.extra = this.extra.filter((n) => n !== chart.title);
     writeUrl();
   }

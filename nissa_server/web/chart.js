@@ -30,6 +30,62 @@ function fmt(v) {
   return m && (m >= 1e5 || m < 1e-3) ? v.toExponential(2) : String(Number(v.toPrecision(4)));
 }
 
+// Tick labels of an axis, the page's one rule (tui/format.py's tick_labels is the console's): evenly spaced
+// ticks get the decimals their step needs for neighbours to differ (4.0365 4.0370), or SI or scientific
+// notation where the axis reads shorter so (3.2k, 1e-3); uneven ones (a log scale) the fewest significant
+// digits that tell neighbours apart.
+const SI = ["", "k", "M", "G", "T", "P"];
+function places(x) {  // the decimals x needs to be written exactly (give or take a float's rounding)
+  for (let d = 0; d < 15; d++) if (Math.abs(Number(x.toFixed(d)) - x) <= Math.abs(x) * 1e-6) return d;
+  return 15;
+}
+function scientific(v, digits) {
+  if (v === 0) return "0";
+  let e = Math.floor(Math.log10(Math.abs(v)));
+  const mantissa = () => (v / 10 ** e).toFixed(digits ?? places(Math.abs(v / 10 ** e)));
+  if (Math.abs(Number(mantissa())) >= 10) e += 1;  // rounded up to the next power
+  return `${mantissa()}e${e}`;
+}
+function evenTicks(vs, step) {
+  const top = Math.max(...vs.map(Math.abs)), len = (ls) => ls.join("").length;
+  const fixed = vs.map((v) => v === 0 ? "0" : v.toFixed(places(step)));
+  let compact = null;
+  if (top >= 1e3) {
+    const k = Math.min(Math.floor(Math.log10(top) / 3), SI.length - 1), unit = 1000 ** k;
+    compact = vs.map((v) => v === 0 ? "0" : (v / unit).toFixed(places(step / unit)) + SI[k]);
+  } else if (top > 0 && top < 1e-2) compact = vs.map((v) => scientific(v));
+  return compact && len(compact) < len(fixed) ? compact : fixed;
+}
+function fewestDigits(vs) {
+  let labels = [];
+  for (let digits = 1; digits <= 15; digits++) {
+    labels = vs.map((v) => {
+      const plain = v === 0 ? "0" : String(Number(v.toPrecision(digits))), sci = scientific(v, digits - 1);
+      return sci.length < plain.length ? sci : plain;
+    });
+    if (labels.every((l, i) => i === 0 || l !== labels[i - 1])) break;
+  }
+  return labels;
+}
+function tickLabels(splits) {
+  const vs = splits.map(Number);
+  if (!vs.length || !vs.every(Number.isFinite)) return vs.map(fmt);
+  const gaps = vs.slice(1).map((v, i) => v - vs[i]).filter((g) => g > 0);
+  return gaps.length && Math.max(...gaps) <= 1.5 * Math.min(...gaps) ? evenTicks(vs, Math.min(...gaps)) : fewestDigits(vs);
+}
+
+// The axes of every chart of the page: tick labels by the one rule (a clock's on a time axis), each axis'
+// labels on its chart's box for tests and the curious (data-xticks, data-yticks).
+function chartAxes(time = false) {
+  const values = (which) => (u, splits) => {
+    const labels = tickLabels(splits), box = u.root.closest(".chart");
+    if (box) box.dataset[which] = labels.join(" ");
+    return labels;
+  };
+  return [{stroke: "#7d8590", grid: {stroke: "#2a3038"}, ...(time ? {} : {values: values("xticks")})},
+          {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60, values: values("yticks")}];
+}
+
 function el(tag, props = {}, ...children) {  // text only ever as textContent
   const node = Object.assign(document.createElement(tag), props);
   node.append(...children);
@@ -177,7 +233,7 @@ class Chart {
     this.plot = new uPlot({
       ...this.plotSize(), series, legend: {show: false},
       scales: {x: {time: this.view.axis === "ts" && !this.view.sinceStart, auto: false}, y: log ? {distr: 3} : {}},
-      axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
+      axes: chartAxes(this.view.axis === "ts" && !this.view.sinceStart),
       cursor: {y: false, sync: {key: SYNC_KEY, setSeries: false, scales: ["x", null]}, drag: {x: true, y: false, setScale: false}, bind: {dblclick: () => null}},
       hooks: {
         draw: [(u) => drawMarkers(u, this.view, drawn)],

@@ -55,7 +55,7 @@ function bandChart(name, band, i) {
              {label: "max", stroke: colour + "55", width: 1, points: {show: false}},
              {label: "mean", stroke: colour, width: 2, points: {show: false}}],
     bands: [{series: [2, 1], fill: colour + "33"}],
-    axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}],
+    axes: chartAxes(),
   };
   requestAnimationFrame(() => { opts.width = Math.max(300, el.clientWidth - 16); new uPlot(opts, [band.x, band.min, band.max, band.mean], el.querySelector(".plot")); });
   return el;

@@ -1,26 +1,65 @@
 // Distributions (run.log of nissa.Histogram, run.watch(model, histograms=…)), TensorBoard's way: bands over
 // steps between the 0/7/16/31/50/69/84/93/100th percentiles of each step's histogram (computed by the server),
 // and under them the histogram at one step, the latest unless the slider picks another. Only the first run of
-// an overlay is drawn; a name is data, shown as text.
+// an overlay is drawn; a name is data, shown as text. On the page's x axis (step, epoch or time).
 "use strict";
 
-const DISTRIBUTION_CHARTS = 12;  // distributions charted by themselves at most
+const DISTRIBUTION_PAGE = 12;  // distributions charted a page at a time, in the server's order
 const BAND_FILLS = ["rgba(79,179,255,0.12)", "rgba(79,179,255,0.2)", "rgba(79,179,255,0.3)", "rgba(79,179,255,0.42)"];
 
-async function addDistributions(view, listing) {
-  // The run's distribution names, from the series their counts make (histogram.histograms.count{histogram=…}).
-  const names = [...new Set(listing.filter((s) => s.name === "histogram.histograms.count" && s.labels.histogram)
-    .map((s) => s.labels.histogram))].sort();
-  for (const name of names.slice(0, DISTRIBUTION_CHARTS)) {
+function distributionBox(view) {
+  // Under the charts: a filter by name, the page's place among the run's distributions, ‹ and ›.
+  let box = $("distributions");
+  if (!box) {
+    box = el("section", {id: "distributions"});
+    const filter = el("input", {id: "distribution-filter", type: "search", size: 32, placeholder: "filter distributions by name"});
+    const prev = el("button", {id: "distribution-prev", title: "previous page"}, "‹");
+    const next = el("button", {id: "distribution-next", title: "next page"}, "›");
+    box.append(el("div", {className: "toolbar"}, el("b", {}, "distributions "), filter, " ", prev, " ",
+                  el("span", {id: "distribution-page"}), " ", next), el("div", {id: "distribution-charts"}));
+    $("charts").after(box);
+    let timer = null;
+    const go = (offset) => { const v = state.view; if (v) { v.distOffset = offset; showDistributions(v).catch(showError); } };
+    filter.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => go(0), 300); });
+    prev.addEventListener("click", () => go(Math.max(0, (state.view?.distOffset || 0) - DISTRIBUTION_PAGE)));
+    next.addEventListener("click", () => go((state.view?.distOffset || 0) + DISTRIBUTION_PAGE));
+  }
+  if (box.view !== view) {  // another run's page: its own distributions, unfiltered
+    box.view = view;
+    $("distribution-filter").value = "";
+    $("distribution-charts").replaceChildren();
+  }
+  return box;
+}
+
+async function addDistributions(view) {
+  // The first run's distributions, a page of them, in the server's one order (a loop's own before a debug
+  // window's, each by name: the console's order too), those whose name holds the filter's text.
+  const box = distributionBox(view);
+  const offset = view.distOffset || 0, q = $("distribution-filter").value.trim();
+  const params = new URLSearchParams({q, offset: String(offset), limit: String(DISTRIBUTION_PAGE)});
+  const page = await api(`/runs/${encodeURIComponent(view.runs[0])}/histograms?` + params);
+  if (view.closed || view !== state.view) return;
+  box.hidden = !page.total && !q;
+  box.dataset.total = String(page.total);
+  $("distribution-page").textContent = page.total ? `${offset + 1}–${offset + page.names.length} of ${page.total}` : "none";
+  $("distribution-prev").disabled = offset === 0;
+  $("distribution-next").disabled = offset + DISTRIBUTION_PAGE >= page.total;
+  const titles = page.names.map((n) => "distribution · " + n);
+  for (const chart of view.charts.filter((c) => c instanceof DistributionChart && !titles.includes(c.title))) view.drop(chart);
+  for (const name of page.names) {
     const title = "distribution · " + name;
     if (view.removed.has(title) || view.charts.some((c) => c.title === title)) continue;
     const chart = new DistributionChart(view, title, name);
     view.charts.push(chart);
-    $("charts").appendChild(chart.el);
+    $("distribution-charts").appendChild(chart.el);
     await chart.load(view.runs[0], null);
     chart.render();
   }
+  box.dataset.names = page.names.join("\n");
 }
+
+async function showDistributions(view) { await addDistributions(view); }
 
 class DistributionChart {
   constructor(view, title, name) {
@@ -39,6 +78,8 @@ class DistributionChart {
 
   lastX() { return null; }  // read whole again: at most 300 steps, spread over the run
 
+  xAxis() { return ["epoch", "ts"].includes(this.view.axis) ? this.view.axis : "step"; }  // a histogram has no round
+
   async load(run, after) {
     if (run !== this.view.runs[0]) return;
     const path = `/runs/${encodeURIComponent(run)}/histograms/${encodeURIComponent(this.name)}?max_steps=300`;
@@ -56,17 +97,16 @@ class DistributionChart {
     this.el.dataset.points = String(steps.length);
     this.el.hidden = !steps.length;
     if (!steps.length) return;
-    const qs = this.reply.quantiles;
-    const data = [steps.map((h) => h.step), ...qs.map((_, k) => steps.map((h) => h.quantiles[k]))];
-    const series = [{label: "step"}, ...qs.map((q, k) => ({
+    const qs = this.reply.quantiles, axis = this.xAxis();
+    const data = [steps.map((h) => h[axis]), ...qs.map((_, k) => steps.map((h) => h.quantiles[k]))];
+    const series = [{label: axis}, ...qs.map((q, k) => ({
       label: `${Math.round(q * 100)}%`, stroke: k === 4 ? "#4fb3ff" : "rgba(79,179,255,0.35)", width: k === 4 ? 1.5 : 1,
       points: {show: false}}))];
     const bands = [0, 1, 2, 3].map((k) => ({series: [qs.length - 1 - k, k + 1], fill: BAND_FILLS[k]}));
     const width = Math.max(300, this.el.clientWidth - 16);
     if (this.plot) this.plot.setData(data);
     else this.plot = new uPlot({width, height: 200, series, bands, legend: {show: false},
-      axes: [{stroke: "#7d8590", grid: {stroke: "#2a3038"}}, {stroke: "#7d8590", grid: {stroke: "#2a3038"}, size: 60}]},
-      data, this.el.querySelector(".plot"));
+      scales: {x: {time: axis === "ts"}}, axes: chartAxes(axis === "ts")}, data, this.el.querySelector(".plot"));
     const slider = this.el.querySelector("input");
     slider.max = String(steps.length - 1);
     if (this.pick == null) slider.value = String(steps.length - 1);

@@ -57,7 +57,7 @@ def test_a_watched_models_distributions_are_bands_and_a_histogram(browser, serve
     page, outside, errors = open_page(browser, server_url)
     page.goto(server_url + f"/ui#run={run.run_id}")
     chart = '.chart[data-title="distribution · parameters/weight"]'
-    page.wait_for_selector(f'#charts[data-ready="1"] {chart}[data-points="6"][data-step="6"]')
+    page.wait_for_selector(f'#distributions {chart}[data-points="6"][data-step="6"]')
     assert page.locator('.chart[data-title="distribution · parameters/bias"]').count() == 1
     page.locator(f"{chart} input[type=range]").fill("0")  # the histogram at the first step
     page.wait_for_selector(f'{chart}[data-step="1"]')

@@ -13,7 +13,9 @@ import httpx
 
 from tests.support.server import stop_process
 from tests.support.waiting import wait_for
-from tui.cli import main
+from tui.app import EsperWatch
+from tui.cli import main, run_app
+from tui.config import WatchConfig
 
 
 def test_bad_flags_name_the_flag(capsys, tmp_path):
@@ -99,3 +101,18 @@ def test_web_serves_the_console_over_http(tmp_path):
         assert font and httpx.get(font.group(1), timeout=10).status_code == 200
     finally:
         stop_process(proc, 10)
+
+
+class _Breaks(EsperWatch):
+    """A console whose first screen fails: what an error the console did not catch looks like."""
+
+    async def on_mount(self) -> None:
+        raise RuntimeError("a screen failed")
+
+
+def test_a_console_that_stops_on_an_error_exits_nonzero_and_names_its_log(capsys, tmp_path):
+    app = _Breaks(WatchConfig(client=None, replay_file=tmp_path / "events.jsonl"))
+    code = run_app(app, tmp_path / "esper-watch.log", headless=True)
+    assert code != 0
+    err = capsys.readouterr().err
+    assert f"stopped on an error (exit code {code}); its log: {tmp_path / 'esper-watch.log'}" in err

@@ -51,3 +51,33 @@ async def test_distributions_over_steps_and_at_a_step(tmp_path):
                 await until(pilot, lambda: isinstance(app.screen, ChartScreen), "back to the charts")
         finally:
             run.finish()
+
+
+async def test_every_distribution_is_reachable_a_loops_own_first(tmp_path):
+    """Past a page (24 panels) the rest are a ``]`` away, and ``/`` finds one by name; a debug window's
+    distributions come after the loop's own, in the order the server gives (the web page's too)."""
+    with running_server(tmp_path) as url:
+        run = nissa.init(server=url, run_name="many", log_dir=tmp_path / "runs", system_metrics=False)
+        try:
+            for i in range(2):
+                run.step()
+                values = torch.arange(10.0) * (i + 1)
+                run.log({"zeta": nissa.Histogram(values), "acts": nissa.Histogram(values),
+                         **{f"debug/mlp/l{k:02}": nissa.Histogram(values) for k in range(26)}})
+            run.runtime.hub.flush(10)
+            app = console(url, run_id=run.run_id)
+            async with app.run_test(size=(160, 50)) as pilot:
+                screen = DistributionScreen(run.run_id)
+                app.push_screen(screen)
+                await until(pilot, lambda: len(screen.panels) == 24 and all(p.steps for p in screen.panels.values()),
+                            "the first page")
+                assert list(screen.panels)[:3] == ["acts", "zeta", "debug/mlp/l00"] and screen.total == 28
+                await pilot.press("right_square_bracket")
+                await until(pilot, lambda: list(screen.panels) == [f"debug/mlp/l{k}" for k in range(22, 26)],
+                            "the second page")
+                await pilot.press("slash", *"ZETA", "enter")
+                await until(pilot, lambda: list(screen.panels) == ["zeta"] and screen.panels["zeta"].steps,
+                            "the one the filter names")
+                assert screen.total == 1
+        finally:
+            run.finish()

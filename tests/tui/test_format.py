@@ -60,3 +60,15 @@ def test_env_filter_matches_only_that_env():
     f = LogFilter("env:2")
     assert f.matches(LogLine.of(a)) and not f.matches(LogLine.of(b))
     assert LogLine.of(a).severity is Severity.DEBUG
+
+
+def test_tick_labels_have_the_digits_that_tell_neighbours_apart():
+    from tui.format import tick_labels
+
+    assert tick_labels([4.0365, 4.0370, 4.0375]) == ["4.0365", "4.0370", "4.0375"]
+    assert tick_labels([0, 0.0002, 0.0004, 0.001]) == ["0", "2e-4", "4e-4", "1e-3"]  # shorter than 0.0002
+    assert tick_labels([0, 0.25, 0.5]) == ["0", "0.25", "0.50"]
+    assert tick_labels([0, 1000, 2000]) == ["0", "1k", "2k"] and tick_labels([3000, 3200]) == ["3000", "3200"]
+    assert tick_labels([32_000, 34_000]) == ["32k", "34k"] and tick_labels([0, 10, 20]) == ["0", "10", "20"]
+    assert tick_labels([1e-4, 1e-3, 0.01, 0.1, 1]) == ["1e-4", "1e-3", "0.01", "0.1", "1"]  # a log scale
+    assert tick_labels([0.1 + 0.2, 0.4]) == ["0.3", "0.4"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import on
 from textual.binding import Binding
@@ -15,6 +15,12 @@ from tui.widgets.dashboard import RunDashboard
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
+
+
+def left(screen: Screen[Any]) -> bool:
+    """Whether ``screen`` was left (popped, dismissed) while one of its reads was under way: its widgets are
+    being removed, so what the read brought is dropped rather than drawn on them."""
+    return screen not in screen.app.screen_stack
 
 
 class DashboardScreen(Screen[None]):

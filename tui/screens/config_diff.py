@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Static
 from leyline.groups import ConfigDiff, DiffRow
 from tui.client import ApiError
 from tui.safe_text import run_text
+from tui.screens.base import left
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -55,7 +56,10 @@ class ConfigDiffScreen(ModalScreen[None]):
         try:
             diff = await app.require_client().config_diff(self.run_ids)
         except ApiError as err:
-            self.query_one("#diff-title", Static).update(run_text(f"cannot diff the runs: {err}"))
+            if not left(self):
+                self.query_one("#diff-title", Static).update(run_text(f"cannot diff the runs: {err}"))
+            return
+        if left(self):
             return
         self.diff = diff
         table = self.query_one(DataTable)

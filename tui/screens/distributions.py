@@ -10,26 +10,27 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 from textual_plot import HiResMode, PlotWidget
 
-from leyline.payloads_histogram import HistogramAt
+from leyline.payloads_histogram import DistributionNames, HistogramAt
 from tui.client import ApiError
 from tui.runs_table import fmt_value
 from tui.safe_text import run_text
+from tui.screens.base import left
 from tui.widgets.plot import draw_band, padded, panel_plot
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
 
 MAX_PANELS = 24
-"""Distributions shown at most (the first names in order); a debug window's layers come after a loop's own."""
+"""Distributions a page shows (in the server's order: a loop's own before a debug window's layers)."""
 MAX_STEPS = 200
 """Steps read per distribution, spread evenly over the run (the first and the latest kept)."""
 BAND = "#4ea8ff"
@@ -123,7 +124,8 @@ class DistributionPanel(Widget, can_focus=True):
 
 
 class DistributionScreen(Screen[None]):
-    """Every distribution of one run; escape goes back to its charts."""
+    """Every distribution of one run, a page at a time in the server's order (a loop's own before a debug
+    window's); ``/`` filters them by name, ``]``/``[`` turn the page; escape goes back to its charts."""
 
     BINDINGS = [
         Binding("left", "move(-1)", "earlier step"),
@@ -132,17 +134,27 @@ class DistributionScreen(Screen[None]):
         Binding("end", "latest", "latest", priority=True),
         Binding("down", "app.focus_next", "next", show=False),
         Binding("up", "app.focus_previous", "previous", show=False),
+        Binding("slash", "filter", "filter"),
+        Binding("right_square_bracket", "page(1)", "next page"),
+        Binding("left_square_bracket", "page(-1)", "previous page"),
         Binding("r", "reload", "reload"),
         Binding("escape,q", "back", "back"),
     ]
+    AUTO_FOCUS = ""  # the first panel takes it once shown, not the hidden filter
     DEFAULT_CSS = """
     DistributionScreen #dist-title { height: 1; padding: 0 1; background: $boost; }
+    DistributionScreen #dist-filter { display: none; }
+    DistributionScreen #dist-filter.shown { display: block; }
     """
 
     def __init__(self, run_id: str) -> None:
         super().__init__(name=f"distributions:{run_id}")
         self.run_id = run_id
         self.panels: dict[str, DistributionPanel] = {}
+        self.filter_text = ""
+        self.first = 0
+        self.total = 0
+        """Names that match the filter, in all (the server's count)."""
 
     @property
     def watch_app(self) -> EsperWatch:
@@ -150,6 +162,7 @@ class DistributionScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(run_text(f"distributions of {self.run_id}"), id="dist-title")
+        yield Input(placeholder="only the distributions whose name holds…", id="dist-filter")
         yield VerticalScroll(id="distributions")
         yield Footer()
 
@@ -157,29 +170,63 @@ class DistributionScreen(Screen[None]):
         self.sub_title = run_text(self.run_id).plain
         self.load()
 
+    def _title(self, page: DistributionNames) -> Text:
+        if not page.total:
+            return Text.assemble(run_text(self.run_id, "bold"), ": no distributions" +
+                                 (" match the filter" if self.filter_text else " in this run"))
+        span = f"{self.first + 1}–{self.first + len(page.names)} of " if page.total > len(page.names) else ""
+        return Text.assemble(run_text(self.run_id, "bold"), f": {span}{page.total} distributions",
+                             *((" holding ", run_text(self.filter_text, "bold")) if self.filter_text else ()),
+                             ("  ([/]: page, /: filter)" if page.total > MAX_PANELS else "", "dim"),
+                             ("  bands: 0–100, 7–93, 16–84, 31–69th percentiles; line: median", "dim"))
+
     @work(exclusive=True)
     async def load(self) -> None:
         client = self.watch_app.require_client()
         title = self.query_one("#dist-title", Static)
         box = self.query_one("#distributions", VerticalScroll)
         try:
-            names = sorted(await client.histogram_names(self.run_id), key=lambda n: (n.startswith("debug/"), n))
-            title.update(Text.assemble(run_text(self.run_id, "bold"),
-                                       f": {len(names)} distributions" + (f", the first {MAX_PANELS} shown"
-                                                                           if len(names) > MAX_PANELS else ""),
-                                       ("  bands: 0–100, 7–93, 16–84, 31–69th percentiles; line: median", "dim")))
-            if not names:
-                title.update(Text.assemble(run_text(self.run_id, "bold"), ": no distributions in this run"))
-            for name in names[:MAX_PANELS]:
+            page = await client.distribution_names(self.run_id, self.filter_text, self.first, MAX_PANELS)
+            if left(self):
+                return
+            self.total = page.total
+            title.update(self._title(page))
+            if list(self.panels) != page.names:  # another page or filter: its panels, in its order
+                await box.remove_children()
+                self.panels.clear()
+            for name in page.names:
                 panel = self.panels.get(name)
                 if panel is None:
                     panel = self.panels[name] = DistributionPanel(name)
                     await box.mount(panel)
-                    if len(self.panels) == 1:
+                    if len(self.panels) == 1 and not isinstance(self.focused, Input):
                         panel.focus()
-                panel.show((await client.histograms(self.run_id, name, MAX_STEPS)).histograms)
+                reply = await client.histograms(self.run_id, name, MAX_STEPS)
+                if left(self):
+                    return
+                panel.show(reply.histograms)
         except ApiError as err:
-            title.update(run_text(f"cannot read the run's distributions: {err}", "bold red"))
+            if not left(self):
+                title.update(run_text(f"cannot read the run's distributions: {err}", "bold red"))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#dist-filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    @on(Input.Submitted, "#dist-filter")
+    def filter_done(self, event: Input.Submitted) -> None:
+        self.filter_text, self.first = event.value.strip(), 0
+        if not self.filter_text:
+            event.input.remove_class("shown")
+        self.set_focus(None)
+        self.load()
+
+    def action_page(self, by: int) -> None:
+        offset = self.first + by * MAX_PANELS
+        if 0 <= offset < self.total:
+            self.first = offset
+            self.load()
 
     def _focused(self) -> DistributionPanel | None:
         return self.focused if isinstance(self.focused, DistributionPanel) else None
@@ -200,4 +247,10 @@ class DistributionScreen(Screen[None]):
         self.load()
 
     def action_back(self) -> None:
+        box = self.query_one("#dist-filter", Input)
+        if box.has_focus:  # escape leaves the filter first
+            if not self.filter_text:
+                box.remove_class("shown")
+            self.set_focus(None)
+            return
         self.app.pop_screen()

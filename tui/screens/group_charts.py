@@ -22,6 +22,7 @@ from leyline.payloads import Scalar
 from tui.client import ApiError
 from tui.runs_table import HIDDEN_METRICS, fmt_value
 from tui.safe_text import plain, run_text
+from tui.screens.base import left
 from tui.widgets.chart import PALETTE
 from tui.widgets.plot import draw_band, padded, panel_plot
 
@@ -121,11 +122,18 @@ class GroupChartScreen(Screen[None]):
         box = self.query_one("#bands", VerticalScroll)
         try:
             for name in await self._names():
+                if left(self):
+                    return
                 panel = BandPanel(name)
                 await box.mount(panel)
                 self.panels.append(panel)
-                panel.show((await client.bands(name, self.run_ids, "step", BAND_POINTS)).bands)
+                reply = await client.bands(name, self.run_ids, "step", BAND_POINTS)
+                if left(self):
+                    return
+                panel.show(reply.bands)
         except ApiError as err:
+            if left(self):
+                return
             self.query_one("#group-title", Static).update(run_text(f"cannot read the group's series: {err}",
                                                                    "bold red"))
 

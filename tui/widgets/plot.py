@@ -3,13 +3,24 @@ what it is given, a band between two lines, and y limits with a margin."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from textual_plot import HiResMode, PlotWidget
+from textual_plot import HiResMode, NumericAxisFormatter, PlotWidget
+
+from tui.format import tick_labels
 
 Y_MARGIN = 0.05
 """Room above and below the y extremes, as a share of their range."""
+
+
+class Ticks(NumericAxisFormatter):
+    """textual-plot's nice tick positions, labelled by the console's one rule (``tui.format.tick_labels``):
+    neighbours that differ, SI or scientific notation where shorter."""
+
+    def get_labels_for_ticks(self, ticks: Sequence[float]) -> list[str]:
+        return tick_labels(list(ticks))
 
 
 def panel_plot(**kwargs: Any) -> PlotWidget:  # PlotWidget's own (an id)
@@ -22,6 +33,8 @@ def panel_plot(**kwargs: Any) -> PlotWidget:  # PlotWidget's own (an id)
     plot.set_reactive(PlotWidget.margin_top, 0)
     plot.set_reactive(PlotWidget.margin_bottom, 1)
     plot.set_reactive(PlotWidget.margin_left, 9)
+    plot.set_x_formatter(Ticks())
+    plot.set_y_formatter(Ticks())
     return plot
 
 
