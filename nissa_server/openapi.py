@@ -27,7 +27,7 @@ from leyline.enums import CommandAction
 from leyline.esper.panels import EsperPanels, fold
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.panels import ProfileWindow, profile_window
-from leyline.payloads_histogram import HistogramsReply
+from leyline.payloads_histogram import DistributionNames, HistogramsReply
 from leyline.samples import sample_events
 from leyline.series import Marker
 from leyline.steering import SteerDefinitions
@@ -48,7 +48,7 @@ from nissa_server.store.runs_page import RunSummary
 
 REF = "#/components/schemas/{name}"
 TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
-         HistogramsReply, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
+         HistogramsReply, DistributionNames, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
          BandsReply, ConfigDiff, GroupsReply, RunPatch, ProfileWindow, SteerDefinitions, EsperPanels, WireEvent,
          *PAYLOAD_TYPES.values())
 
