@@ -73,7 +73,7 @@ class Results {
     }
     if (this.open) {
       const c = records.find((r) => r.command_id === this.open.command_id);
-      if (c && c.updated_at !== this.open.updated_at) this.show(c);
+      if (c && c.updated_at !== this.open.updated_at && c.action !== "debug") await this.show(c);
     }
   }
 
@@ -81,7 +81,7 @@ class Results {
     const out = [];
     const add = (text) => {
       const b = el("button", {type: "button", className: "open-result"}, text);
-      b.addEventListener("click", () => { this.steering.history.pick(c.command_id, false); this.show(c); });
+      b.addEventListener("click", () => { this.steering.history.pick(c.command_id, false); this.show(c).catch(showError); });
       out.push(b);
     };
     if (c.action === "profile" && this.profiles.has(c.command_id)) add("top operators");
@@ -90,10 +90,10 @@ class Results {
     return out;
   }
 
-  show(c) {
+  async show(c) {
     this.open = c;
     const view = c.action === "profile" ? this.profileView(this.profiles.get(c.command_id))
-      : c.action === "stacks" ? this.stacksView(c) : this.debugView(c);
+      : c.action === "stacks" ? this.stacksView(c) : await this.debugView(c);
     view.dataset.result = c.action;
     view.dataset.commandId = c.command_id;
     this.el.replaceChildren(view);
@@ -134,15 +134,15 @@ class Results {
     return out;
   }
 
-  debugView(c) {  // the window's per-layer series, charted beside the others and shown over the window
-    const view = this.steering.view;
-    const names = ($("picker").dataset.names || "").split("\n").filter((n) => n.startsWith("debug_layer_stats."));
-    const shown = names.filter((n) => /\.(grad_norm|weight_norm)$/.test(n));
-    for (const name of shown) view.addByHand(name);
+  async debugView(c) {  // the window's per-layer series, charted beside the others
+    const listing = await api(runPath(this.steering.runId, "series"));
+    const names = [...new Set(listing.map((s) => s.name))];
+    const shown = names.filter((n) => n.startsWith("debug_layer_stats.") && /\.(grad_norm|weight_norm)$/.test(n));
+    for (const name of shown) this.steering.view.addByHand(name);
     const end = (c.history || []).filter((h) => h.step != null).map((h) => h.step).pop();
     const out = el("section", {className: "result"}, el("h4", {}, `debug window from step ${c.applied_step}` +
       (c.status === "completed" && end != null ? ` to step ${end}` : " (open)")));
-    out.append(el("p", {}, shown.length ? `charted below: ${shown.join(", ")}` : "no per-layer series yet: they come as the window runs"));
+    out.append(el("p", {}, shown.length ? `per-layer charts added below: ${shown.join(", ")}` : "no per-layer series yet: they come as the window runs"));
     return out;
   }
 }

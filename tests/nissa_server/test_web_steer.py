@@ -115,7 +115,15 @@ def test_a_plain_loop_steered_from_its_page(browser, server_url, tmp_path):
         assert "lr=0.01" in _done(page, "call").locator("td.result").text_content()
         checkpoint = _done(page, "checkpoint").locator("td.result").text_content()
         assert ".pt, " in checkpoint and "KiB" in checkpoint, checkpoint
-        assert "applied @ step" in _done(page, "debug").locator("td.path").text_content()
+        debug = _done(page, "debug")
+        assert "applied @ step" in debug.locator("td.path").text_content()
+        # The debug window's per-layer series, charted from its entry.
+        layers = "debug_layer_stats.layers.grad_norm"
+        wait_for(lambda: layers in {s["name"] for s in httpx.get(f"{server_url}/runs/{run_id}/series").json()}, 60,
+                 message="the debug window's series")
+        debug.locator("button.open-result").click()
+        page.wait_for_selector(f'.chart[data-title="{layers}"][data-state="ready"]')
+        assert layers in page.locator('#results [data-result="debug"]').text_content()
 
         # The profile window's table is the console's (leyline.panels.ops_table of the same event).
         _done(page, "profile").locator("button.open-result").click()
@@ -182,6 +190,13 @@ def test_a_server_with_a_token_steers_only_with_it(browser, tmp_path):
             assert page.context.cookies() == [] and TOKEN not in page.url
             _send(page, 'form[data-action="checkpoint"]')
             _done(page, "checkpoint")
+            # A token that stops being the server's is refused in words, the page still watching.
+            page.evaluate("sessionStorage.setItem('nissa-token', 'not-the-token')")
+            _send(page, 'form[data-action="stacks"]')
+            refusal = page.locator('form[data-action="stacks"] .refusal')
+            page.wait_for_function("e => e.textContent.includes('401')", arg=refusal.element_handle())
+            assert "missing or wrong bearer token" in refusal.text_content()
+            assert "watches until it has the server's token" in refusal.text_content()
             assert not outside and not errors, (outside, errors)
             page.close()
         finally:
