@@ -91,6 +91,7 @@ from leyline.payloads_system import (
     NetworkStats,
     SystemMetrics,
 )
+from leyline.runs import RankInfo, RunDetail, RunSummary
 from leyline.summaries import MetricSummary, direction_of
 
 __all__ = [
@@ -102,7 +103,8 @@ __all__ = [
     "GpuStats", "GradientHealth", "HEAD_NAMES", "Heartbeat", "Histograms", "HubHealth", "INDEXED_KINDS", "KINDS",
     "KindSpec", "LSTMHealth", "LayerStat", "MAX_METRICS", "METRIC_KINDS", "MemoryStats", "MetricSummary", "Metrics",
     "NetworkStats", "PAYLOAD_TYPES", "PPOUpdate", "Payload", "PhaseTime", "PhaseTiming", "ProfileCompleted",
-    "ProfileStarted", "RankCommandStatus", "RunFinished", "RunResumed", "RunStarted", "RunStatus", "SCHEMA_VERSION",
+    "ProfileStarted", "RankCommandStatus", "RankInfo", "RunDetail", "RunFinished", "RunResumed", "RunStarted",
+    "RunStatus", "RunSummary", "SCHEMA_VERSION",
     "SERVER_RANK", "SeedFossilized", "SeedGateEvaluated", "SeedGerminated", "SeedPruned", "SeedStage",
     "SeedStageChanged", "Severity", "SlotSnapshot", "StatusChange", "SummaryUpdated", "SystemMetrics",
     "TelemetryLevel", "TelemetryLevelChanged", "TextLogged", "TopOp", "decode_event", "decode_events", "decode_frame",

@@ -31,6 +31,9 @@ class GroupRow(msgspec.Struct, kw_only=True):
     """The group's runs, newest first (the first ``MAX_GROUP_RUNS`` of them)."""
     metrics: dict[str, MetricStats]
     """Each metric column asked for (``val_loss.best``), over the group's runs."""
+    filter: str | None = None
+    """The clause that picks the group's runs (``config.lr=0.01``, ``group:"a b"``: ``leyline.query.term``); null
+    for runs without the key, which no clause names."""
 
 
 class GroupsReply(msgspec.Struct, kw_only=True):

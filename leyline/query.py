@@ -9,7 +9,8 @@ separates alternatives: ``status:live,lost``), ``!=``, ``~`` (contains, any case
 series key with an optional statistic, ``val_loss``, ``val_loss.min``, ``acc{env=2}.last`` (no statistic:
 ``best``; no ``rank`` label: rank 0's, so ``val_loss`` is the series ``val_loss{rank=0}``; ``{}`` ends a
 name whose last part is itself a statistic's name). A field or a value with blanks or operator characters
-is written in double quotes (``\\`` escapes a quote). A sort is fields separated by commas, ``-`` in front
+is written in double quotes (``\\`` escapes a quote); a quoted value is one value, commas and all (``quote``
+writes any value so that it reads back as itself). A sort is fields separated by commas, ``-`` in front
 for descending (``-val_loss.best,name``).
 
 ``parse`` and ``parse_sort`` return the clauses (the AST a store compiles to SQL with parameters) or raise
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from dataclasses import dataclass
 
 from leyline.enums import RunStatus
@@ -184,7 +186,7 @@ def _number(text: str, position: int, field: Field) -> float:
     return value
 
 
-def _clause(field: Field, op: str, raw: str, negated: bool, at: int, value_at: int) -> Clause:
+def _clause(field: Field, op: str, raw: str, negated: bool, at: int, value_at: int, quoted: bool = False) -> Clause:
     op = "=" if op == ":" else op
     kind, name = field.kind, field.name
     numeric = kind == "metric" or (kind == "attr" and name in NUMBER_ATTRIBUTES)
@@ -192,7 +194,7 @@ def _clause(field: Field, op: str, raw: str, negated: bool, at: int, value_at: i
         raise QueryError(f"'~' compares text; {name} is a number", at)
     if kind == "attr" and name in TEXT_ATTRIBUTES and op in _COMPARE:
         raise QueryError(f"{name} takes ':', '=', '!=' or '~', not {op!r}", at)
-    alternatives = raw.split(",") if op == "=" and not numeric else [raw]
+    alternatives = raw.split(",") if op == "=" and not numeric and not quoted else [raw]
     if name == "status" and kind == "attr":
         if op == "~":
             raise QueryError("status takes ':', '=' or '!='", at)
@@ -203,6 +205,25 @@ def _clause(field: Field, op: str, raw: str, negated: bool, at: int, value_at: i
     if numeric or (kind == "config" and op in _COMPARE):
         return Clause(field, op, (_number(raw, value_at, field),), negated, at)
     return Clause(field, op, tuple(alternatives), negated, at)
+
+
+_BARE = re.compile(r'[^\s"\\{},:=~<>!]+')
+"""What a query may write without quotes, as a value or a field."""
+
+
+def quote(value: str | float | bool) -> str:
+    """A value (or a field's name) as a query writes it, so that it reads back as that one value: a boolean as
+    ``true`` or ``false``, a number as Python writes it, a text bare where it can be, else in double quotes with
+    ``\\`` before each ``"`` and ``\\`` (``quote("a b")`` → ``"a b"``)."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if _BARE.fullmatch(text) and not text.startswith("-"):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def term(field: str, value: str | float | bool) -> str:
+    """The clause that picks the runs whose ``field`` (``project``, ``group``, ``config.lr``) is ``value``."""
+    return f"{quote(field)}{'=' if field.startswith('config.') else ':'}{quote(value)}"
 
 
 def parse(text: str) -> list[Clause]:
@@ -235,10 +256,11 @@ def parse(text: str) -> list[Clause]:
         value_at = i
         if i >= len(text) or text[i].isspace():
             raise QueryError(f"a value is missing after {name}{op}", i)
+        quoted = text[i] == '"'
         raw, i = _word(text, i, {" ", "\t", "\n"})
         if i < len(text) and not text[i].isspace():
             raise QueryError("expected a blank after a value", i)
-        clauses.append(_clause(field, op, raw, negated, at, value_at))
+        clauses.append(_clause(field, op, raw, negated, at, value_at, quoted))
 
 
 def parse_sort(text: str) -> list[SortKey]:

@@ -2,11 +2,12 @@
 
     api = nissa.Api("http://127.0.0.1:8765")
     for run in api.runs(q="group:lr-sweep", sort="val_loss.best"):
-        print(run.name, run.config["lr"], run.metrics["val_loss{rank=0}"]["best"])
+        print(run.name, run.config["lr"], run.metrics["val_loss{rank=0}"].best)
     frame = api.runs_frame(project="cifar")              # a pandas DataFrame, a row per run
-    points = api.history(run.id, keys=["val_loss"])      # every point, from the stored events
+    points = api.history(run.run_id, keys=["val_loss"])  # every point, from the stored events
 
-``runs`` pages through ``GET /runs`` (the server's filter language and sorts) until every match is read;
+``runs`` pages through ``GET /runs`` (the server's filter language and sorts) until every match is read, each run
+a ``leyline.RunSummary`` (the row every runs table reads); ``run`` is one ``leyline.RunDetail``;
 ``history`` reads the run's events of the kinds the keys come from, a page at a time, and takes their points
 as the server does (``leyline.series``): not downsampled, nothing left out. No torch, and pandas only for
 ``runs_frame`` and ``history_frame``.
@@ -15,55 +16,25 @@ as the server does (``leyline.series``): not downsampled, nothing left out. No t
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import msgspec
 
-from leyline import Event, decode_events
-from leyline.query import short_key
+from leyline import Event, RunDetail, RunSummary, decode_events
+from leyline.query import short_key, term
 from leyline.series import format_key, kind_of_name, parse_key, points_of, x_of
+from leyline.summaries import STATS
 
 PAGE = 500
 """Runs asked for per request (the server's largest page)."""
 EVENTS_PAGE = 10_000
+_runs = msgspec.json.Decoder(list[RunSummary])
+_run = msgspec.json.Decoder(RunDetail)
 
 
 class ApiError(Exception):
     """The server refused a request (a mistake in a query names its position) or could not be reached."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """A run as ``GET /runs`` lists it. ``config``: its flattened config (as listed: 64 entries, values cut to 80
-    characters; ``Api.run`` reads the whole). ``metrics``: series key → ``{last, min, max, best, count, step}``."""
-
-    id: str
-    name: str
-    status: str
-    project: str
-    group: str
-    tags: list[str]
-    notes: str
-    config: dict[str, Any]
-    metrics: dict[str, dict[str, Any]]
-    created_at: float
-    started_at: float | None
-    ended_at: float | None
-    raw: dict[str, Any] = field(repr=False)
-    """Everything the server said of the run."""
-
-    @classmethod
-    def of(cls, raw: dict[str, Any]) -> Run:
-        return cls(id=raw["run_id"], name=raw["name"], status=raw["status"], project=raw.get("project", ""),
-                   group=raw.get("group", ""), tags=list(raw.get("tags", [])), notes=raw.get("notes", ""),
-                   config=dict(raw.get("config") or raw.get("params") or {}), metrics=dict(raw.get("metrics", {})),
-                   created_at=raw["created_at"], started_at=raw.get("started_at"), ended_at=raw.get("ended_at"),
-                   raw=raw)
-
-
-def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _pandas() -> Any:
@@ -112,16 +83,17 @@ class Api:
         return reply
 
     def runs(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
-             sort: str | None = None, limit: int | None = None, metrics: Sequence[str] | None = None) -> list[Run]:
+             sort: str | None = None, limit: int | None = None,
+             metrics: Sequence[str] | None = None) -> list[RunSummary]:
         """The runs matching ``q`` (the server's filter language) and ``project``/``group``, in ``sort`` order
         (newest first by default): every one, or the first ``limit``. ``metrics``: only these summaries."""
         return list(self.iter_runs(q, project=project, group=group, sort=sort, limit=limit, metrics=metrics))
 
     def iter_runs(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
                   sort: str | None = None, limit: int | None = None,
-                  metrics: Sequence[str] | None = None) -> Iterator[Run]:
+                  metrics: Sequence[str] | None = None) -> Iterator[RunSummary]:
         """``runs``, a page at a time."""
-        terms = [q or ""] + [f"{name}:{_quoted(value)}" for name, value in (("project", project), ("group", group))
+        terms = [q or ""] + [term(name, value) for name, value in (("project", project), ("group", group))
                              if value is not None]
         params: dict[str, Any] = {k: v for k, v in (("q", " ".join(t for t in terms if t)), ("sort", sort)) if v}
         if metrics is not None:
@@ -129,17 +101,16 @@ class Api:
         offset, seen = 0, 0
         while limit is None or seen < limit:
             size = PAGE if limit is None else min(PAGE, limit - seen)
-            page = self._get("/runs", {**params, "limit": size, "offset": offset}).json()
-            for raw in page:
-                yield Run.of(raw)
+            page = _runs.decode(self._get("/runs", {**params, "limit": size, "offset": offset}).content)
+            yield from page
             seen += len(page)
             offset += len(page)
             if len(page) < size:
                 return
 
-    def run(self, run_id: str) -> Run:
+    def run(self, run_id: str) -> RunDetail:
         """One run, its whole config and every series' summary."""
-        return Run.of(self._get(f"/runs/{_path(run_id)}").json())
+        return _run.decode(self._get(f"/runs/{_path(run_id)}").content)
 
     def runs_frame(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
                    sort: str | None = None, limit: int | None = None, stats: Sequence[str] = ("best", "last"),
@@ -147,14 +118,17 @@ class Api:
         """``runs`` as a pandas DataFrame: a row per run, columns ``id``, ``name``, ``status``, ``project``,
         ``group``, ``tags`` (joined by commas), ``notes``, ``config.<key>`` and ``<series key>.<stat>`` for each
         of ``stats``, the key as a query writes it (``val_loss.best`` for ``val_loss{rank=0}``)."""
+        unknown = sorted(set(stats) - set(STATS))
+        if unknown:
+            raise ValueError(f"nissa.Api.runs_frame: stats are among {', '.join(STATS)}, not {', '.join(unknown)}")
         pandas = _pandas()
         rows = []
         for run in self.iter_runs(q, project=project, group=group, sort=sort, limit=limit, metrics=metrics):
-            row: dict[str, Any] = {"id": run.id, "name": run.name, "status": run.status, "project": run.project,
+            row: dict[str, Any] = {"id": run.run_id, "name": run.name, "status": run.status, "project": run.project,
                                    "group": run.group, "tags": ",".join(run.tags), "notes": run.notes}
             row.update({f"config.{k}": v for k, v in run.config.items()})
             for key, summary in run.metrics.items():
-                row.update({f"{short_key(key)}.{stat}": summary.get(stat) for stat in stats})
+                row.update({f"{short_key(key)}.{stat}": getattr(summary, stat) for stat in stats})
             rows.append(row)
         return pandas.DataFrame(rows)
 

@@ -23,15 +23,15 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 
+import msgspec
+
+from leyline.charts import PARAM_COLUMNS
+from leyline.runs import RunSummary
+from leyline.runs_table import MAX_METRIC_COLUMNS, differing_params, shared_metrics
 from leyline.text import csv_row, visible
 from nissa import env
 
-TABLE_METRICS = 6
-"""Metric columns a table shows unless ``--metric`` names them."""
-TABLE_CONFIG = 4
-"""Config columns (those that differ) a table shows."""
 CELL_CHARS = 40
 
 
@@ -92,11 +92,11 @@ def _runs(args: argparse.Namespace) -> int:
         print(f"nissa runs: {err}", file=sys.stderr)
         return 1
     if args.format == "json":
-        json.dump([run.raw for run in runs], sys.stdout, indent=1)
+        json.dump(msgspec.to_builtins(runs), sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     table = args.format == "table"
-    rows = _rows(runs, columns or _shared(runs, TABLE_METRICS if table else None), TABLE_CONFIG if table else None)
+    rows = _rows(runs, columns, table)
     if table:
         _table(rows)
     else:
@@ -118,34 +118,22 @@ def _column(text: str) -> tuple[str, str]:
     return field.name, field.stat
 
 
-def _shared(runs: list[Any], most: int | None) -> list[tuple[str, str]]:
-    """The series every run has, a loop's own first (``metrics``), then by key; their best."""
-    from leyline.series import kind_of_name, parse_key
-
-    if not runs:
-        return []
-    keys = set(runs[0].metrics).intersection(*(run.metrics for run in runs[1:]))
-    ordered = sorted(keys, key=lambda k: (kind_of_name(parse_key(k)[0]) != "metrics", k))
-    return [(key, "best") for key in ordered[:most]]
-
-
-def _differing(runs: list[Any], most: int | None) -> list[str]:
-    keys = sorted({k for run in runs for k in run.config})
-    differ = [k for k in keys if len({json.dumps(run.config.get(k)) for run in runs}) > 1]
-    return differ[:most]
-
-
-def _rows(runs: list[Any], metrics: list[tuple[str, str]], most_config: int | None) -> list[list[str]]:
+def _rows(runs: list[RunSummary], metrics: list[tuple[str, str]], table: bool) -> list[list[str]]:
+    """The runs as rows of text under a head: the columns every runs table shows by default
+    (``leyline.runs_table``), all of them in a CSV, the first few in a table; ``metrics`` (series key, statistic)
+    where ``--metric`` names them."""
     from leyline.query import short_key
 
-    config = _differing(runs, most_config)
+    config = differing_params(runs, None if not table else PARAM_COLUMNS)
+    if not metrics:
+        metrics = [(key, "best") for key in shared_metrics(runs, None if not table else MAX_METRIC_COLUMNS)]
     head = ["id", "name", "status", "project", "group", "tags", *(f"config.{k}" for k in config),
             *(f"{short_key(key)}.{stat}" for key, stat in metrics)]
     rows = [head]
     for run in runs:
-        values = [run.id, run.name, run.status, run.project, run.group, ",".join(run.tags)]
+        values = [run.run_id, run.name, run.status, run.project, run.group, ",".join(run.tags)]
         values += [_cell(run.config.get(k)) for k in config]
-        values += [_cell((run.metrics.get(key) or {}).get(stat)) for key, stat in metrics]
+        values += [_cell(getattr(run.metrics[key], stat) if key in run.metrics else None) for key, stat in metrics]
         rows.append([_text(v) for v in values])
     return rows
 

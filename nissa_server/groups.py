@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from leyline import query
 from leyline.groups import Band, ConfigDiff, DiffRow, GroupRow, MetricStats
 from leyline.payloads import Scalar
 
@@ -51,14 +52,15 @@ def _order(value: Scalar) -> tuple:
     return (1, 0.0, str(value))
 
 
-def group_rows(members: Iterable[Member], metrics: Sequence[str]) -> list[GroupRow]:
-    """One row per value of the key, the members kept in the order given (newest first from the store)."""
+def group_rows(by: str, members: Iterable[Member], metrics: Sequence[str]) -> list[GroupRow]:
+    """One row per value of the key ``by``, the members kept in the order given (newest first from the store)."""
     by_value: dict[str, tuple[Scalar, list[Member]]] = {}
     for m in members:
         # 1 and 1.0 and True are one dict key in Python; as JSON text they are told apart.
         by_value.setdefault(msgspec.json.encode(m.value).decode(), (m.value, []))[1].append(m)
     rows = [GroupRow(value=value, count=len(runs), run_ids=[m.run_id for m in runs[:MAX_GROUP_RUNS]],
-                     metrics={k: stats(m.metrics.get(k) for m in runs) for k in metrics})
+                     metrics={k: stats(m.metrics.get(k) for m in runs) for k in metrics},
+                     filter=None if value is None else query.term(by, value))
             for value, runs in by_value.values()]
     return sorted(rows, key=lambda r: _order(r.value))
 

@@ -26,8 +26,11 @@ from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.esper.panels import EsperPanels, fold
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
+from leyline.outcome import RunOutcome
 from leyline.panels import ProfileWindow, profile_window
 from leyline.payloads_histogram import DistributionNames, HistogramsReply
+from leyline.runs import RunDetail, RunSummary
+from leyline.runs_table import RunsTable, table_columns
 from leyline.samples import sample_events
 from leyline.series import Marker
 from leyline.steering import SteerDefinitions
@@ -40,14 +43,12 @@ from nissa_server.schemas import (
     ErrorBody,
     EscalateAccepted,
     Health,
-    RunInfo,
 )
 from nissa_server.series import SeriesInfo, SeriesReply
 from nissa_server.store.migrations import SCHEMA_VERSION
-from nissa_server.store.runs_page import RunSummary
 
 REF = "#/components/schemas/{name}"
-TYPES = (RunInfo, RunSummary, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
+TYPES = (RunDetail, RunSummary, RunsTable, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
          HistogramsReply, DistributionNames, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
          BandsReply, ConfigDiff, GroupsReply, RunPatch, ProfileWindow, SteerDefinitions, EsperPanels, WireEvent,
          *PAYLOAD_TYPES.values())
@@ -92,31 +93,30 @@ def _examples() -> dict[str, Any]:
                  StatusChange(status=CommandStatus.DELIVERED, ts=1.7e9 + 1, step=118),
                  StatusChange(status=CommandStatus.APPLIED, ts=1.7e9 + 2, step=120)],
     )
-    run = RunInfo(run_id="r-20250101-abc", name="demo", status=RunStatus.LIVE, connected=True, created_at=1.7e9,
+    run = RunDetail(run_id="r-20250101-abc", name="demo", status=RunStatus.LIVE, connected=True, created_at=1.7e9,
                   started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
                   last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
                   config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440,
                   project="cifar", group="lr-sweep", tags=["baseline"], notes="first try",
                   metrics={"epoch_completed.accuracy{env=0,rank=0}": MetricSummary(
                       last=0.55, min=0.12, max=0.58, best=0.58, count=12, step=120)})
+    summary = RunSummary(
+        run_id="r-20250101-abc", name="demo", status=RunStatus.FINISHED, created_at=1.7e9, started_at=1.7e9,
+        ended_at=1.7e9 + 30, last_seen_at=1.7e9 + 30, duration_s=30.0, last_step=120, last_epoch=6,
+        last_seq={"0": 140}, counts={"epoch_completed": 12}, stored_bytes=61_440, host="trainer-1", device="cpu",
+        summary=RunOutcome(final_accuracy=0.61, best_accuracy=0.64, fossilized=2, pruned=1, rounds=4,
+                           policy="ppo"),
+        config=started["payload"]["config"], project="cifar", group="lr-sweep", tags=["baseline"],
+        notes="first try", metrics={
+            "run_finished.final_accuracy{rank=0}": MetricSummary(last=0.61, min=0.61, max=0.61, best=0.61,
+                                                                 count=1, step=960),
+            "val_loss{rank=0}": MetricSummary(last=0.41, min=0.38, max=2.3, best=0.38, count=300, step=299)})
     return {
         "events": events,
         "run": to_builtins(run),
         "runs": [to_builtins(run)],
-        "run_summaries": [{
-            "run_id": "r-20250101-abc", "name": "demo", "status": "finished", "connected": False, "created_at": 1.7e9,
-            "started": 1.7e9, "ended": 1.7e9 + 30, "started_at": 1.7e9, "ended_at": 1.7e9 + 30,
-            "last_seen_at": 1.7e9 + 30, "duration_s": 30.0, "ranks": 1, "last_step": 120, "last_epoch": 6,
-            "last_seq": {"0": 140}, "counts": {"epoch_completed": 12}, "stored_bytes": 61_440,
-            "status_detail": None, "host": "trainer-1", "device": "cpu",
-            "summary": {"final_accuracy": 0.61, "best_accuracy": 0.64, "fossilized": 2, "pruned": 1, "rounds": 4,
-                        "policy": "ppo"},
-            "params": started["payload"]["config"], "project": "cifar", "group": "lr-sweep", "tags": ["baseline"],
-            "notes": "first try", "metrics": {
-                "run_finished.final_accuracy{rank=0}": {"last": 0.61, "min": 0.61, "max": 0.61, "best": 0.61,
-                                                        "count": 1, "step": 960},
-                "val_loss{rank=0}": {"last": 0.41, "min": 0.38, "max": 2.3, "best": 0.38, "count": 300,
-                                     "step": 299}}}],
+        "run_summaries": [to_builtins(summary)],
+        "runs_table": to_builtins(RunsTable(runs=[summary], total=1, columns=table_columns([summary]))),
         "command": to_builtins(command),
         "commands": [to_builtins(command)],
         "accepted": {"command_id": "4f1c2a", "status": "queued"},

@@ -12,7 +12,6 @@ import logging
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -25,10 +24,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from leyline import CommandRecord, DecodeError, EscalateRequest, Event, decode_events, decode_frame
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
-from leyline.outcome import RunOutcome
-from leyline.payloads import Scalar
+from leyline.runs import RunDetail, RunSummary
 from leyline.series import Marker
-from leyline.summaries import MetricSummary
 from tui.client_histograms import HistogramReads
 
 logger = logging.getLogger(__name__)
@@ -82,63 +79,6 @@ class ApiError(Exception):
         self.reason = reason
 
 
-class RunSummary(msgspec.Struct, kw_only=True):
-    """A run as ``GET /runs`` lists it: the older full items (``started_at``, ``last_seq``) and the paged
-    summaries (``started``, ``duration_s``, ``summary``, ``params``, ``metrics``) both read; other fields are
-    ignored."""
-
-    run_id: str
-    name: str = ""
-    status: str = "live"
-    started_at: float | None = None
-    ended_at: float | None = None
-    last_seq: dict[str, int] | int | None = None
-    counts: dict[str, int] | None = None
-    started: float | str | None = None
-    ended: float | str | None = None
-    duration_s: float | None = None
-    summary: RunOutcome | None = None
-    params: dict[str, Scalar] | None = None
-    config: dict[str, Scalar] | None = None
-    project: str | None = None
-    group: str | None = None
-    tags: list[str] = []
-    notes: str | None = None
-    metrics: dict[str, MetricSummary] = {}
-
-    @property
-    def start_ts(self) -> float | None:
-        return _ts(self.started) if self.started is not None else self.started_at
-
-    @property
-    def end_ts(self) -> float | None:
-        return _ts(self.ended) if self.ended is not None else self.ended_at
-
-    @property
-    def rank0_seq(self) -> int:
-        """The last ``seq`` of rank 0 stored (0 when unknown): where a live stream may start."""
-        if isinstance(self.last_seq, dict):
-            return int(self.last_seq.get("0", 0))
-        return self.last_seq if isinstance(self.last_seq, int) else 0
-
-    @property
-    def events(self) -> int:
-        if isinstance(self.last_seq, dict):
-            return sum(v for k, v in self.last_seq.items() if not k.startswith("-"))
-        if isinstance(self.last_seq, int):
-            return self.last_seq
-        return sum(self.counts.values()) if self.counts else 0
-
-
-def _ts(value: float | str) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
 class RunsPage(msgspec.Struct):
     """A page of ``GET /runs`` and how many runs match in all (``X-Total-Count``)."""
 
@@ -147,7 +87,7 @@ class RunsPage(msgspec.Struct):
 
 
 _runs_decoder = msgspec.json.Decoder(list[RunSummary])
-_run_decoder = msgspec.json.Decoder(RunSummary)
+_run_decoder = msgspec.json.Decoder(RunDetail)
 _command_decoder = msgspec.json.Decoder(CommandRecord)
 _markers_decoder = msgspec.json.Decoder(list[Marker])
 _groups_decoder = msgspec.json.Decoder(GroupsReply)
@@ -212,7 +152,7 @@ class NissaClient(HistogramReads):
         response = await self._request("GET", "/config-diff", params={"runs": ",".join(runs)})
         return _diff_decoder.decode(response.content)
 
-    async def patch_run(self, run_id: str, **fields: object) -> RunSummary:
+    async def patch_run(self, run_id: str, **fields: object) -> RunDetail:
         """Change a run's ``tags``, ``notes`` or ``group`` (``PATCH /runs/{id}``)."""
         return _run_decoder.decode((await self._request("PATCH", f"/runs/{run_id}", json=fields)).content)
 
@@ -245,7 +185,7 @@ class NissaClient(HistogramReads):
         write = answer.get("write") if isinstance(answer, dict) else None
         return write if isinstance(write, bool) else None
 
-    async def get_run(self, run_id: str) -> RunSummary:
+    async def get_run(self, run_id: str) -> RunDetail:
         return _run_decoder.decode((await self._request("GET", f"/runs/{run_id}")).content)
 
     async def events(self, run_id: str, after_seq: int = 0, limit: int = 1000,
@@ -259,7 +199,7 @@ class NissaClient(HistogramReads):
     async def all_events(self, run_id: str, max_events: int, page: int = 1000) -> list[Event]:
         """Every stored event of every rank (the server's own included), up to ``max_events``."""
         run = await self.get_run(run_id)
-        ranks = {0, -1} | {int(r) for r in (run.last_seq if isinstance(run.last_seq, dict) else {})}
+        ranks = {0, -1} | {int(r) for r in run.last_seq}
         out: list[Event] = []
         for rank in sorted(ranks, key=lambda r: (r < 0, r)):
             after = 0

@@ -9,7 +9,8 @@ import msgspec
 
 from leyline.groups import GroupRow, GroupsReply
 from leyline.payloads import Scalar
-from tui.client import NissaClient, RunSummary
+from leyline.runs import RunSummary
+from tui.client import NissaClient
 
 PAGE = 100
 """Runs a page of the table holds."""
@@ -20,20 +21,6 @@ GROUP_PAGE = 50
 def value_id(value: Scalar) -> str:
     """A group's value as an id (1 and 1.0 and True told apart)."""
     return msgspec.json.encode(value).decode()
-
-
-def _quoted(value: Scalar) -> str:
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    return text if text and not any(c in text for c in ' "\\') else msgspec.json.encode(text).decode()
-
-
-def group_filter(by: str, value: Scalar) -> str | None:
-    """The filter term that picks a group's runs (None: runs without the key, which no term names)."""
-    if value is None:
-        return None
-    if by.startswith("config."):
-        return f"{by}={_quoted(value)}"
-    return f"{by}:{_quoted(value)}"
 
 
 @dataclass(frozen=True)
@@ -77,7 +64,7 @@ async def fetch(client: NissaClient, query: TableQuery) -> TableData:
 
 
 async def _members(client: NissaClient, query: TableQuery, row: GroupRow) -> list[RunSummary]:
-    term = group_filter(query.group_by or "", row.value)
-    if term is None:
+    term = row.filter
+    if term is None:  # runs without the key: no clause names them
         return []
     return (await client.runs_page(GROUP_PAGE, 0, _joined(query.q, term), query.sort)).runs

@@ -1,6 +1,7 @@
 """What the runs table shows: its columns (who a run is, what it achieved, the config values that tell
-the runs apart), the rows of groups. Pure logic over a page of ``RunSummary`` as ``GET /runs`` gives it;
-the server sorts and filters (``sort=``, ``q=``), so a column names the key the server sorts it by.
+the runs apart: which ones, ``leyline.runs_table`` decides for every table), the rows of groups. Pure logic over
+a page of ``RunSummary`` as ``GET /runs`` gives it; the server sorts and filters (``sort=``, ``q=``), so a column
+names the key the server sorts it by.
 
 Run-written text (names, projects, groups, tags, config values) becomes ``rich.text.Text``, never markup.
 """
@@ -14,50 +15,18 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from leyline import charts
 from leyline.groups import GroupRow, MetricStats
-from leyline.payloads import Scalar
-from leyline.series import format_key, kind_of_name, parse_key
-from leyline.summaries import STATS
-from tui.client import RunSummary
+from leyline.query import short_key
+from leyline.runs import RunSummary
+from leyline.series import parse_key
 from tui.format import clock
 from tui.safe_text import run_text
 
 STATUS_STYLE = {"live": "bold green", "degraded": "bold yellow", "lost": "bold red", "failed": "red",
                 "interrupted": "yellow", "stopped": "yellow", "finished": "blue"}
 RUNNING = ("live", "degraded")
-MAX_PARAM_COLUMNS = charts.PARAM_COLUMNS
-MAX_METRIC_COLUMNS = 6
-HIDDEN_METRICS = charts.HIDDEN_METRICS
-"""Metrics never shown by default (the machine's own: picked by hand when wanted)."""
-OUTCOME_METRICS = ("run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
-                   "run_finished.rounds")
-"""What an Esper run achieved, shown by default where no run logged metrics of its own."""
 FIELDS = ("best", "last")
 """What a metric column shows of its summary (``b`` in the table switches)."""
-
-
-def params_of(run: RunSummary) -> dict[str, Scalar]:
-    return run.params if run.params is not None else (run.config or {})
-
-
-def differing_params(runs: Sequence[RunSummary], limit: int = MAX_PARAM_COLUMNS) -> list[str]:
-    """Config keys whose values are not the same in every run (leyline's rule, the web page's too)."""
-    return charts.differing_params([params_of(r) for r in runs], limit)
-
-
-def metric_name(key: str) -> str:
-    """A series key as the filter language names it: rank 0's without its rank (``val_loss{rank=0}`` is
-    ``val_loss``), ``{}`` after a name whose last part reads as a statistic (``x.min{}``)."""
-    try:
-        name, labels = parse_key(key)
-    except ValueError:
-        return key
-    if labels.get("rank") == "0":
-        del labels["rank"]
-    if not labels and name.rpartition(".")[2] in STATS:
-        return name + "{}"
-    return format_key(name, labels)
 
 
 def series_name(column_key: str) -> str:
@@ -69,37 +38,6 @@ def series_name(column_key: str) -> str:
         return head
 
 
-def _default_rank(key: str) -> int:
-    """0: a loop's own metric of rank 0 (``run.log``), 1: an Esper outcome, 2: not shown by default (the machine's
-    ``system.*``, the fields of other events, other ranks: picked by hand when wanted)."""
-    try:
-        name, labels = parse_key(key)
-    except ValueError:
-        return 2
-    if labels.get("rank", "0") != "0" or name.startswith(HIDDEN_METRICS):
-        return 2
-    return 0 if kind_of_name(name) == "metrics" else 1 if name in OUTCOME_METRICS else 2
-
-
-def shared_metrics(runs: Sequence[RunSummary], limit: int = MAX_METRIC_COLUMNS) -> list[str]:
-    """The series keys every run of the page that has any has: a loop's own metrics of rank 0 (``loss``,
-    ``val_loss``), else Esper's outcome; if they share none, those most runs have."""
-    ranks = {k: _default_rank(k) for r in runs for k in r.metrics}
-    best = min((v for v in ranks.values() if v < 2), default=None)
-    if best is None:
-        return []
-    having = [r for r in runs if any(ranks[k] == best for k in r.metrics)]
-    counts: dict[str, int] = {}
-    for run in having:
-        for key in run.metrics:
-            if ranks[key] == best:
-                counts[key] = counts.get(key, 0) + 1
-    shared = sorted(k for k, n in counts.items() if n == len(having))
-    if not shared:
-        shared = sorted(counts, key=lambda k: (-counts[k], k))
-    return shared[:limit]
-
-
 def metric_value(run: RunSummary, key: str, field: str) -> float | None:
     summary = run.metrics.get(key)
     return None if summary is None else getattr(summary, field)
@@ -108,7 +46,7 @@ def metric_value(run: RunSummary, key: str, field: str) -> float | None:
 def duration_s(run: RunSummary, now: float | None = None) -> float | None:
     if run.duration_s is not None:
         return run.duration_s
-    start, end = run.start_ts, run.end_ts
+    start, end = run.started_at, run.ended_at
     if start is None:
         return None
     if end is None:
@@ -179,20 +117,20 @@ def _where() -> list[Column]:
         Column("project", "project", lambda r: _text(r.project)),
         Column("group", "group", lambda r: _text(r.group)),
         Column("tags", "tag", lambda r: run_text(" ".join(r.tags)[:30] or "—", style="cyan", no_wrap=True)),
-        Column("started", "started", lambda r: run_text(fmt_when(r.start_ts))),
+        Column("started", "started", lambda r: run_text(fmt_when(r.started_at))),
         Column("duration", "duration", lambda r: run_text(fmt_duration(duration_s(r))), sortable=False),
     ]
 
 
 def metric_column(key: str, field: str) -> Column:
     """The summary ``field`` of the series ``key``, by the name the filter language gives it (``val_loss.best``)."""
-    sort = f"{metric_name(key)}.{field}"
+    sort = f"{short_key(key)}.{field}"
     return Column(sort[-22:], sort, lambda r: run_text(fmt_value(metric_value(r, key, field)), justify="right"),
                   lambda g: run_text(fmt_stats(g.metrics.get(sort)), justify="right"))
 
 
 def param_column(key: str) -> Column:
-    return Column(key.rsplit(".", 1)[-1][:14], f"config.{key}", lambda r: _text(params_of(r).get(key)))
+    return Column(key.rsplit(".", 1)[-1][:14], f"config.{key}", lambda r: _text(r.config.get(key)))
 
 
 def columns(metric_keys: Sequence[str], field: str, param_keys: Sequence[str]) -> list[Column]:

@@ -92,7 +92,7 @@ async def get_groups(
                                      MAX_GROUPED_RUNS)
     members = [Member(run_id, value, {asked: values.get((k, s)) for asked, k, s in wanted})
                for run_id, value, values in runs]
-    return json_response(GroupsReply(by=by, runs=total, groups=group_rows(members, [a for a, _, _ in wanted])))
+    return json_response(GroupsReply(by=by, runs=total, groups=group_rows(by, members, [a for a, _, _ in wanted])))
 
 
 @router.get("/run-groups/series/{name:path}", summary="A series over several runs: its mean, min and max at each x",

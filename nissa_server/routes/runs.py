@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -13,6 +14,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from leyline import CommandRecord, Event, EventKind, RunStatus, query
 from leyline.events import MAX_INT
 from leyline.query import Clause, Field, SortKey
+from leyline.runs import RunDetail, RunSummary
+from leyline.runs_table import RunsTable, table_columns
 from leyline.summaries import RunPatch
 from nissa_server import retention
 from nissa_server.deps import (
@@ -28,10 +31,9 @@ from nissa_server.deps import (
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
-from nissa_server.schemas import DeletedRun, RunInfo
+from nissa_server.schemas import DeletedRun
 from nissa_server.state import Nissa
 from nissa_server.store import pages, queries, run_meta_sql, runs_page
-from nissa_server.store.runs_page import RunSummary
 
 router = APIRouter(tags=["runs"])
 READ = [Depends(require_read)]
@@ -44,7 +46,7 @@ UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server start
 NOT_FOUND: Responses = {404: error("No such run", "unknown run 'r-x'")}
 
 
-def _with_live_state(n: Nissa, info: RunInfo) -> RunInfo:
+def _with_live_state(n: Nissa, info: RunDetail) -> RunDetail:
     # The database knows other servers' connections by their hold; this server's, from memory (a
     # connection that just closed here is not connected, even before its hold is released).
     run = n.run(info.run_id)
@@ -95,50 +97,75 @@ def _sort_and_metrics(sort: str | None, metrics: str | None) -> tuple[list[SortK
     return keys, wanted
 
 
+@dataclass
+class RunsQuery:
+    """Which runs a page lists, in which order, with which summaries (``GET /runs``, ``GET /runs-table``)."""
+
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Most runs in this page")] = 100
+    offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Runs to skip")] = 0
+    q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description=_Q_DESCRIPTION)] = None
+    sort: Annotated[str | None, Query(max_length=1000, description="Fields separated by commas, `-` for descending: "
+                                      "`-val_loss.best`, `config.lr`, `name`, `started` (then newest first)")] = None
+    metrics: Annotated[str | None, Query(max_length=4000, description="Only these metrics' summaries, separated by "
+                                         "commas (`val_loss,val_acc`)")] = None
+    status: Annotated[str | None, Query(max_length=200, description="Only runs with this status, or one of "
+                                        "several separated by commas (as `q=status:…`)",
+                                        json_schema_extra={"pattern": _STATUS_LIST})] = None
+    name: Annotated[str | None, Query(max_length=200, description="Only runs whose name contains it "
+                                      "(any case; as `q=name~…`)")] = None
+
+    async def page(self, request: Request, n: Nissa) -> tuple[int, list[RunSummary]]:
+        """(runs that match, this page of them), read in ``request``'s turn (``n.reads``)."""
+        clauses = _clauses(self.q, self.status, self.name)
+        keys, wanted = _sort_and_metrics(self.sort, self.metrics)
+        async with n.reads.read(request):
+            total, page = await n.store.read(runs_page.page_runs, self.limit, self.offset, clauses, keys,
+                                             time.time(), n.server_id, wanted)
+        for summary in page:
+            run = n.run(summary.run_id)
+            summary.connected = summary.connected or (run is not None and run.connected)
+        return total, page
+
+
+PageQuery = Annotated[RunsQuery, Depends()]
+_PAGE_MISTAKES: Responses = {400: error("A mistake in q, sort or metrics", "q: position 9: 'x' is not a number"),
+                             **UNAUTHORIZED, **BUSY}
+
+
 @router.get("/runs", summary="Runs found by a query, sorted, a page at a time, each as a summary",
             response_class=Response, dependencies=READ, description="`limit` runs from `offset` (the `Link` header "
             "names the next and previous pages, `X-Total-Count` the runs that match), newest first unless `sort` says. "
-            "Each run is a summary: its config cut to `params` (64 entries at most, values cut to 80 characters; the "
-            "full config is on `GET /runs/{run_id}`), its project, group, tags and notes, and `metrics`: its series "
-            "summarised (the first 256 by key, its outcome's `run_finished.*` and those `q` and `sort` name, or those "
-            "of `metrics`).",
+            "Each run is a summary: its config cut (64 entries at most, values cut to 80 characters; the whole "
+            "config is on `GET /runs/{run_id}`), its project, group, tags and notes, and `metrics`: its series "
+            "summarised (the first 256 by key, its outcome's `run_finished.*` and those `q` and `sort` name, or "
+            "those of `metrics`).",
             responses={200: ok({"type": "array", "items": ref(RunSummary)}, EXAMPLES["run_summaries"]),
-                       400: error("A mistake in q, sort or metrics", "q: position 9: 'x' is not a number"),
-                       **UNAUTHORIZED, **BUSY})
-async def list_runs(
-    request: Request, n: NissaDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Most runs in this page")] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Runs to skip")] = 0,
-    q: Annotated[str | None, Query(max_length=query.MAX_QUERY_CHARS, description=_Q_DESCRIPTION)] = None,
-    sort: Annotated[str | None, Query(max_length=1000, description="Fields separated by commas, `-` for descending: "
-                                      "`-val_loss.best`, `config.lr`, `name`, `started` (then newest first)")] = None,
-    metrics: Annotated[str | None, Query(max_length=4000, description="Only these metrics' summaries, separated by "
-                                         "commas (`val_loss,val_acc`)")] = None,
-    status: Annotated[str | None, Query(max_length=200, description="Only runs with this status, or one of "
-                                        "several separated by commas (as `q=status:…`)",
-                                        json_schema_extra={"pattern": _STATUS_LIST})] = None,
-    name: Annotated[str | None, Query(max_length=200, description="Only runs whose name contains it "
-                                      "(any case; as `q=name~…`)")] = None,
-) -> Response:
-    clauses = _clauses(q, status, name)
-    keys, wanted = _sort_and_metrics(sort, metrics)
-    async with n.reads.read(request):
-        total, page = await n.store.read(runs_page.page_runs, limit, offset, clauses, keys, time.time(), n.server_id,
-                                         wanted)
-    for summary in page:
-        run = n.run(summary.run_id)
-        summary.connected = summary.connected or (run is not None and run.connected)
-    response = json_response(page)
+                       **_PAGE_MISTAKES})
+async def list_runs(request: Request, n: NissaDep, page: PageQuery) -> Response:
+    total, runs = await page.page(request, n)
+    response = json_response(runs)
     response.headers["X-Total-Count"] = str(total)
+    limit, offset = page.limit, page.offset
     links = [(rel, at) for rel, at in (("next", offset + limit), ("prev", max(0, offset - limit)))
              if (rel == "next" and at < total) or (rel == "prev" and offset > 0)]
     if links:
-        base = {k: v for k, v in (("q", q), ("sort", sort), ("metrics", metrics), ("status", status), ("name", name))
-                if v}
+        base = {k: v for k, v in (("q", page.q), ("sort", page.sort), ("metrics", page.metrics),
+                                  ("status", page.status), ("name", page.name)) if v}
         response.headers["Link"] = ", ".join(
             f'<{request.url.path}?{urlencode({**base, "limit": limit, "offset": at})}>; rel="{rel}"'
             for rel, at in links)
     return response
+
+
+@router.get("/runs-table", summary="A page of runs as `GET /runs` lists it, with the columns a runs table shows",
+            response_class=Response, dependencies=READ, description="The runs of `GET /runs` with the same "
+            "parameters, how many match, and `columns`: the metric columns every runs table shows of this page by "
+            "default (the series its runs share), the config keys that tell its runs apart, and each of its series' "
+            "name in the filter language (`leyline.runs_table`: the web page renders them, the console computes "
+            "the same).", responses={200: ok(ref(RunsTable), EXAMPLES["runs_table"]), **_PAGE_MISTAKES})
+async def runs_table(request: Request, n: NissaDep, page: PageQuery) -> Response:
+    total, runs = await page.page(request, n)
+    return json_response(RunsTable(runs=runs, total=total, columns=table_columns(runs)))
 
 
 _PATCH_BODY = {"requestBody": {"required": True, "content": {"application/json": {
@@ -151,7 +178,7 @@ Patch = Annotated[RunPatch, decoded(msgspec.json.Decoder(RunPatch), "invalid cha
               response_class=Response, dependencies=[Depends(require_write)], openapi_extra=_PATCH_BODY,
               description="The fields given replace the run's (`tags`: all of them). Needs the token when the server "
                           "has one. Answers the run as `GET /runs/{run_id}` does.",
-              responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND,
+              responses={200: ok(ref(RunDetail), EXAMPLES["run"]), **NOT_FOUND,
                          401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
                          413: error("Body too large", "body over 65536 bytes"),
                          422: error("Invalid change", "invalid change: Expected `str` matching regex ... - at "
@@ -167,7 +194,7 @@ async def patch_run(n: NissaDep, run: KnownRun, change: Patch) -> Response:
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",
             response_class=Response, dependencies=READ,
-            responses={200: ok(ref(RunInfo), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED, **BUSY})
+            responses={200: ok(ref(RunDetail), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED, **BUSY})
 async def get_run(request: Request, n: NissaDep, run_id: str) -> Response:
     async with n.reads.read(request, run_id):
         return await _run_reply(n, run_id)

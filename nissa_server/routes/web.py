@@ -12,7 +12,7 @@ import pathlib
 from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import RedirectResponse
 
-from leyline import EventKind, charts
+from leyline import charts
 from nissa_server.deps import require_read
 from nissa_server.openapi import Responses, error
 
@@ -71,18 +71,6 @@ async def favicon() -> Response:
 @router.get("/ui/", include_in_schema=False)
 async def page_slash() -> RedirectResponse:
     return RedirectResponse("/ui", status_code=308)
-
-
-@router.get("/ui/kinds.json", summary="The event kinds: a series named after one is a field of its events",
-            response_class=Response, dependencies=[Depends(require_read)],
-            responses={200: {"description": "The kinds", "content": {"application/json": {
-                "schema": {"type": "array", "items": {"type": "string"}}, "example": ["epoch_completed", "metrics"]}}},
-                **_READ_REFUSED})
-async def kinds() -> Response:
-    # One definition (leyline's): the page tells a loop's own metric (val_loss) from an event's field
-    # (run_finished.duration_s) as the console does, by the kinds of the contract.
-    return Response(json.dumps(sorted(k.value for k in EventKind)), media_type="application/json",
-                    headers={"Cache-Control": "no-cache"})
 
 
 _CHART_EXAMPLE = {"charts": [{"title": "accuracy", "names": ["epoch_completed.accuracy"], "higher_is_better": True,

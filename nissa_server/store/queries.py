@@ -9,8 +9,8 @@ import msgspec
 
 from leyline import Command, CommandRecord, HubHealth, RankCommandStatus, RunFinished, RunStarted, StatusChange
 from leyline.payloads import Scalar
-from nissa_server.schemas import RankInfo, RunInfo
-from nissa_server.store import ranks_sql, run_meta_sql, summaries_sql
+from leyline.runs import RankInfo, RunDetail
+from nissa_server.store import ranks_sql, runs_page, summaries_sql
 from nissa_server.store.blocks import Block, from_row
 from nissa_server.store.conn import Conn
 from nissa_server.store.sql import INDEXED_KIND_SET
@@ -38,8 +38,6 @@ def _next_fetch(rows: list[tuple], body: int) -> int:
     largest = max((len(row[body]) for row in rows), default=1)
     return max(1, min(BLOCK_PAGE, FETCH_BYTES // max(1, largest)))
 
-_RUN_COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step,"
-                " last_epoch, config, finish, hub_health, world_size, status_detail, project, run_group, notes")
 MAX_METRICS = 10_000
 """Series summaries one run's reply holds at most (the first by key; ``metrics_truncated`` says there were more:
 ``GET /runs/{run_id}/series`` lists every series a page at a time, ``GET /runs?metrics=…`` gives named ones)."""
@@ -58,48 +56,34 @@ def _ranks(conn: Conn, key: int, last_seq: dict[str, int], held: set[int]) -> li
     return out
 
 
-def _run_info(conn: Conn, row: tuple, now: float, here: str) -> RunInfo:
-    (key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, health, world, why,
-     project, group, notes) = row
-    start = _started.decode(config) if config else None
-    last_seq, held, stored = {}, False, 0
-    held_ranks: set[int] = set()
-    for rank, seq, session, until, nbytes in conn.execute(
-            "SELECT rank, last_seq, session, held_until, bytes FROM streams WHERE run_key = ? ORDER BY rank", (key,)):
-        last_seq[str(rank)] = seq
-        stored += nbytes
-        # Sessions of this server are known better from memory (see routes.runs); another's by its hold.
-        if until is not None and until >= now and session is not None and not session.startswith(here):
-            held = True
-            held_ranks.add(rank)
-    counts = dict(conn.execute("SELECT kind, n FROM kind_counts WHERE run_key = ? ORDER BY kind", (key,)))
-    stored += int(conn.execute("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE run_key = ?", (key,)).fetchone()[0])
+def _run_detail(conn: Conn, row: tuple, now: float, here: str) -> RunDetail:
+    """A ``runs`` row (``runs_page.COLUMNS``, then ``hub_health``) as ``GET /runs/{run_id}`` shows it: its
+    summary, whole, and what only its own page needs. Sessions of this server are known better from memory
+    (see ``routes.runs``); another's by its hold."""
+    key, config, finish, health = row[0], row[10], row[11], row[-1]
+    details = runs_page.PageDetails(conn, [key], now, here)
     metrics = summaries_sql.read(conn, [key], per_run=MAX_METRICS + 1)[key]  # one more: whether there are more
     truncated = len(metrics) > MAX_METRICS
     if truncated:
         metrics.pop(max(metrics))
-    return RunInfo(
-        run_id=run_id, name=name, status=status, connected=held, created_at=created, started_at=started,
-        ended_at=ended, last_seen_at=seen, last_step=step, last_epoch=epoch, last_seq=last_seq, counts=counts,
-        config=start.config if start else None, host=start.host if start else None,
-        device=start.device if start else None, finish=_finished.decode(finish) if finish else None,
-        hub_health=_health.decode(health) if health else None, stored_bytes=stored, world_size=world,
-        status_detail=why, ranks=_ranks(conn, key, last_seq, held_ranks),
-        commands=start.commands if start else [], project=project, group=group, notes=notes,
-        tags=run_meta_sql.tags_of(conn, [key])[key],
-        metrics=metrics, metrics_truncated=truncated,
-    )
+    fields = runs_page.summary_fields(row[:-1], details, metrics, whole=True)
+    start = _started.decode(config) if config else None
+    return RunDetail(**fields, finish=_finished.decode(finish) if finish else None,
+                     hub_health=_health.decode(health) if health else None,
+                     ranks=_ranks(conn, key, fields["last_seq"], details.held[key]),
+                     commands=start.commands if start else [], metrics_truncated=truncated)
 
 
-def list_runs(conn: Conn, now: float, here: str) -> list[RunInfo]:
+def list_runs(conn: Conn, now: float, here: str) -> list[RunDetail]:
     """Every run, newest first; ``connected`` says whether a server other than ``here`` holds a stream."""
-    rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at DESC, run_key DESC").fetchall()
-    return [_run_info(conn, row, now, here) for row in rows]
+    rows = conn.execute(f"SELECT {runs_page.COLUMNS}, hub_health FROM runs ORDER BY created_at DESC, run_key DESC"
+                        ).fetchall()
+    return [_run_detail(conn, row, now, here) for row in rows]
 
 
-def get_run(conn: Conn, run_id: str, now: float, here: str) -> RunInfo | None:
-    row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return None if row is None else _run_info(conn, row, now, here)
+def get_run(conn: Conn, run_id: str, now: float, here: str) -> RunDetail | None:
+    row = conn.execute(f"SELECT {runs_page.COLUMNS}, hub_health FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else _run_detail(conn, row, now, here)
 
 
 def count_runs(conn: Conn) -> int:

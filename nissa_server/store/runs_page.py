@@ -4,12 +4,15 @@ what a page's runs have in other tables is read a table at a time, not a run at 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from leyline import RunFinished, RunStarted
 from leyline.outcome import RunOutcome as Outcome
 from leyline.payloads import Scalar
 from leyline.query import Clause, SortKey
+from leyline.runs import RunSummary
 from leyline.summaries import MetricSummary
 from nissa_server.store import run_meta_sql, summaries_sql
 from nissa_server.store.conn import Conn
@@ -17,58 +20,24 @@ from nissa_server.store.runs_query import Compiled, compile_query, metric_keys
 from nissa_server.store.series_queries import in_snapshot
 
 MAX_PARAMS = 64
-"""Config entries a summary carries at most."""
+"""Config entries a run of a page carries at most."""
 MAX_METRICS = 256
 """Series summaries one run of a page carries at most (besides those its query and sort name)."""
 MAX_CHARS = 80
-"""Characters of a config key or string value (or host, device) in a summary; longer ones are cut."""
+"""Characters of a config key or string value (or host, device) in a run of a page; longer ones are cut."""
+COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
+           " config, finish, world_size, status_detail, project, run_group, notes")
+"""What ``summary_fields`` reads of a ``runs`` row, in its order."""
 
 _started = msgspec.json.Decoder(RunStarted)
 _finished = msgspec.json.Decoder(RunFinished)
-
-
-class RunSummary(msgspec.Struct, kw_only=True):
-    """A run as ``GET /runs`` lists it."""
-
-    run_id: str
-    name: str
-    status: str
-    connected: bool = False
-    created_at: float
-    started: float | None
-    """When its trainer started it (``started_at``, also given under that name)."""
-    ended: float | None
-    started_at: float | None
-    ended_at: float | None
-    last_seen_at: float
-    duration_s: float | None
-    """From start to end, or to the last time it was seen while it runs."""
-    ranks: int
-    last_step: int
-    last_epoch: int
-    last_seq: dict[str, int]
-    counts: dict[str, int]
-    stored_bytes: int
-    status_detail: str | None = None
-    host: str | None = None
-    device: str | None = None
-    summary: Outcome | None
-    params: dict[str, Scalar]
-    """The config, flattened to ``dotted.key → value`` (at most ``MAX_PARAMS`` entries, cut to ``MAX_CHARS``)."""
-    project: str = ""
-    group: str = ""
-    tags: list[str] = []
-    notes: str = ""
-    metrics: dict[str, MetricSummary] = {}
-    """Its series summarised, by series key (``val_loss{rank=0}``): the first ``MAX_METRICS`` by key and its
-    outcome's (``run_finished.*``) and those the query and the sort name, or those asked for (``metrics=``)."""
 
 
 def _cut(text: str | None) -> str | None:
     return text if text is None or len(text) <= MAX_CHARS else text[:MAX_CHARS - 1] + "…"
 
 
-def _params(config: dict[str, Scalar]) -> dict[str, Scalar]:
+def _config(config: dict[str, Scalar]) -> dict[str, Scalar]:
     out: dict[str, Scalar] = {}
     for key, value in config.items():
         if len(out) >= MAX_PARAMS:
@@ -97,12 +66,10 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     by key, its outcome's (``run_finished.*``) and those the query and the sort name. Its reads see one commit."""
     total, keys = _page_keys(conn, compile_query(clauses, sort, conn.ilike), limit, offset)
     found_rows = {int(row[0]): row for row in conn.execute(
-        "SELECT run_key, run_id, name, status, created_at, started_at, ended_at, last_seen_at, last_step, last_epoch,"
-        " config, finish, world_size, status_detail, project, run_group, notes FROM runs"
-        f" WHERE run_key IN ({','.join('?' * len(keys))})", keys).fetchall()} if keys else {}
+        f"SELECT {COLUMNS} FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys).fetchall()} if keys else {}
     rows = [found_rows[k] for k in keys if k in found_rows]
     keys = [int(row[0]) for row in rows]
-    extra = _PageDetails(conn, keys, now, here)
+    details = PageDetails(conn, keys, now, here)
     if metrics is None:
         found = summaries_sql.read(conn, keys, per_run=MAX_METRICS)
         if any(len(f) >= MAX_METRICS for f in found.values()):  # cut: what a table needs whatever the cut
@@ -112,7 +79,7 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
                     found[key].update(more[key])
     else:
         found = summaries_sql.read(conn, keys, metrics)
-    return total, [_summary(row, extra, found[int(row[0])]) for row in rows]
+    return total, [RunSummary(**summary_fields(row, details, found[int(row[0])])) for row in rows]
 
 
 def _page_keys(conn: Conn, q: Compiled, limit: int, offset: int) -> tuple[int, list[int]]:
@@ -134,13 +101,14 @@ def _page_keys(conn: Conn, q: Compiled, limit: int, offset: int) -> tuple[int, l
     return int(found[0][1]), [int(r[0]) for r in found]
 
 
-class _PageDetails:
+class PageDetails:
     """What a page's runs have in other tables, read in one query per table (not per run)."""
 
     def __init__(self, conn: Conn, keys: list[int], now: float, here: str) -> None:
         self.last_seq: dict[int, dict[str, int]] = {k: {} for k in keys}
         self.stored: dict[int, int] = dict.fromkeys(keys, 0)
-        self.held: dict[int, bool] = dict.fromkeys(keys, False)
+        self.held: dict[int, set[int]] = {k: set() for k in keys}
+        """The ranks of each run whose stream a server other than ``here`` holds."""
         self.counts: dict[int, dict[str, int]] = {k: {} for k in keys}
         self.tags = run_meta_sql.tags_of(conn, keys)
         if not keys:
@@ -151,8 +119,8 @@ class _PageDetails:
                 keys).fetchall():
             self.last_seq[key][str(rank)] = seq
             self.stored[key] += nbytes
-            self.held[key] = self.held[key] or (until is not None and until >= now and session is not None
-                                                and not session.startswith(here))
+            if until is not None and until >= now and session is not None and not session.startswith(here):
+                self.held[key].add(rank)
         for key, size in conn.execute(f"SELECT run_key, SUM(size) FROM artifacts WHERE {among} GROUP BY run_key",
                                       keys).fetchall():
             self.stored[key] += int(size)
@@ -161,18 +129,21 @@ class _PageDetails:
             self.counts[key][kind] = n
 
 
-def _summary(row: tuple, extra: _PageDetails, metrics: dict[str, MetricSummary]) -> RunSummary:
+def summary_fields(row: tuple, details: PageDetails, metrics: dict[str, MetricSummary],
+                   whole: bool = False) -> dict[str, Any]:
+    """A ``runs`` row (``COLUMNS``) as ``RunSummary``'s fields; ``whole``: the config and texts not cut."""
     (key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, world, why, project,
      group, notes) = row
     start = _started.decode(config) if config else None
     end = _finished.decode(finish) if finish else None
-    duration = None if started is None else max(0.0, (ended if ended is not None else seen) - started)
-    return RunSummary(
-        run_id=run_id, name=name, status=status, connected=extra.held[key], created_at=created, started=started,
-        ended=ended, started_at=started, ended_at=ended, last_seen_at=seen, duration_s=duration, ranks=world,
-        last_step=step, last_epoch=epoch, last_seq=extra.last_seq[key], counts=extra.counts[key],
-        stored_bytes=extra.stored[key], status_detail=_cut(why), host=_cut(start.host) if start else None,
-        device=_cut(start.device) if start else None, summary=_outcome(start, end),
-        params=_params(start.config) if start else {}, project=project, group=group, tags=extra.tags[key],
-        notes=notes, metrics=metrics,
-    )
+    cut = (lambda text: text) if whole else _cut
+    return {
+        "run_id": run_id, "name": name, "status": status, "connected": bool(details.held[key]), "created_at": created,
+        "started_at": started, "ended_at": ended, "last_seen_at": seen,
+        "duration_s": None if started is None else max(0.0, (ended if ended is not None else seen) - started),
+        "world_size": world, "last_step": step, "last_epoch": epoch, "last_seq": details.last_seq[key],
+        "counts": details.counts[key], "stored_bytes": details.stored[key], "status_detail": cut(why),
+        "host": cut(start.host) if start else None, "device": cut(start.device) if start else None,
+        "summary": _outcome(start, end), "config": (start.config if whole else _config(start.config)) if start else {},
+        "project": project, "group": group, "tags": details.tags[key], "notes": notes, "metrics": metrics,
+    }

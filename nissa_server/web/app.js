@@ -64,11 +64,6 @@ function nextPage(res) {
   return found ? found[1] : null;
 }
 
-async function apiPage(path) {  // a page of a list and how many items match in all (X-Total-Count)
-  const res = await request(path), items = await res.json();
-  return {items, total: Number(res.headers.get("X-Total-Count") ?? items.length)};
-}
-
 function showError(err) { $("error").textContent = err ? String(err.message || err) : ""; }
 
 function escapeHtml(text) {

@@ -94,7 +94,7 @@ function drawParcoords() {
   const key = pick.value, metric = key ? `${metricName(key)}.${f}` : "", runs = parcoordsRuns();
   const metricOf = (r) => key ? ((r.metrics || {})[key] || {})[f] ?? null : null;
   const keys = differingParams(runs);
-  const axes = [...keys.map((k) => axisOf("config." + k, runs.map((r) => (r.params || {})[k] ?? null))),
+  const axes = [...keys.map((k) => axisOf("config." + k, runs.map((r) => (r.config || {})[k] ?? null))),
                 ...(metric ? [axisOf(metric, runs.map(metricOf))] : [])];
   const canvas = $("parcoords"), ctx = canvas.getContext("2d");
   const width = canvas.width = Math.max(600, canvas.parentElement.clientWidth - 16), height = canvas.height = 320;
@@ -105,7 +105,7 @@ function drawParcoords() {
   ctx.font = "12px system-ui, sans-serif";
   const colourAxis = axes[axes.length - 1];
   const lines = runs.map((r) => {
-    const values = [...keys.map((k) => (r.params || {})[k] ?? null), ...(metric ? [metricOf(r)] : [])];
+    const values = [...keys.map((k) => (r.config || {})[k] ?? null), ...(metric ? [metricOf(r)] : [])];
     const pts = axes.map((a, i) => { const p = a.pos(values[i]); return p == null ? null : [xOf(i), yOf(p)]; });
     const p = metric ? colourAxis.pos(values[values.length - 1]) : null;
     return {run: r.run_id, name: r.name || r.run_id, values, points: pts, colour: p == null ? "#7d8590" : gradient(p)};

@@ -1,19 +1,16 @@
 // The runs table: a page of runs from the server in its order and filter (sort=, q=: never every run), with
 // the metrics they share (best or last), the config values that tell them apart, project, group and tags;
 // or rows of groups (GET /run-groups: count, mean ± SD of each metric) that open into their runs. What a
-// run wrote is always text (textContent or escapeHtml), never markup.
+// run wrote is always text (textContent or escapeHtml), never markup. Which metrics and config keys a page shows
+// by default, and what each series is called in the filter language, the server says with the page
+// (GET /runs-table: leyline.runs_table, the console's rule too); a group's runs are its row's filter away.
 "use strict";
 
 const PAGE = 100;
 const REFRESH_MS = 3000;  // the table asks again (a run's status, its summaries as the server's pass writes them)
 const GROUP_PAGE = 50;
-const MAX_METRICS = 6;
-const STATS = ["last", "min", "max", "best", "count", "step"];
-const OUTCOME_METRICS = ["run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
-                         "run_finished.rounds"];
-let eventKinds = new Set();  // the contract's event kinds (GET /ui/kinds.json), read once
 const table = {offset: 0, total: 0, q: "", sort: "", field: "best", metrics: null, groupBy: "", opened: new Set(),
-               runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: []};
+               runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: [], names: {}};
 
 function fmtTime(t) {
   // A ts is what the run sent: one past what a Date holds (8.64e12 s) shows "?" instead of stopping the table.
@@ -33,76 +30,44 @@ function differingParams(runs, limit = chartDefs.param_columns) {
   // leyline.charts.differing_params, by the rule the server serves (GET /ui/charts.json: which keys never tell
   // runs apart, how many at most): config values set differently in the runs that have them first, then those
   // some runs lack.
-  const keys = [...new Set(runs.flatMap((r) => Object.keys(r.params || {})))]
+  const keys = [...new Set(runs.flatMap((r) => Object.keys(r.config || {})))]
     .filter((k) => !chartDefs.hidden_params.some((h) => k.endsWith(h))).sort();
-  const has = (k) => runs.filter((r) => k in (r.params || {}));
-  const valued = keys.filter((k) => new Set(has(k).map((r) => JSON.stringify(r.params[k]))).size > 1);
+  const has = (k) => runs.filter((r) => k in (r.config || {}));
+  const valued = keys.filter((k) => new Set(has(k).map((r) => JSON.stringify(r.config[k]))).size > 1);
   const absent = keys.filter((k) => !valued.includes(k) && has(k).length < runs.length);
   const out = runs.length < 2 ? [] : [...valued, ...absent];
   return limit == null ? out : out.slice(0, limit);
 }
 
-function defaultRank(key) {
-  // 0: a loop's own metric of rank 0 (run.log), 1: an Esper outcome, 2: not shown by default (system.*, the
-  // fields of other events, other ranks: picked by hand under "metric columns").
-  const m = /^([^{]*)(?:\{(.*)\})?$/.exec(key), name = m ? m[1] : key, labels = m && m[2] ? m[2].split(",") : [];
-  if (labels.some((l) => l.startsWith("rank=") && l !== "rank=0") || chartDefs.hidden_metrics.some((h) => name.startsWith(h))) return 2;
-  const head = name.split(".")[0];
-  return head === name || !eventKinds.has(head) || head === "metrics" ? 0 : OUTCOME_METRICS.includes(name) ? 1 : 2;
-}
-
-function sharedMetrics(runs) {
-  // The metrics every run with any has: a loop's own (rank 0), else Esper's outcome; if none is shared,
-  // those most runs have.
-  const rank = {};
-  for (const r of runs) for (const k of Object.keys(r.metrics || {})) rank[k] = defaultRank(k);
-  const best = Math.min(...Object.values(rank).filter((v) => v < 2));
-  if (!Number.isFinite(best)) return [];
-  const having = runs.filter((r) => Object.keys(r.metrics || {}).some((k) => rank[k] === best));
-  const counts = {};
-  for (const r of having) for (const k of Object.keys(r.metrics)) if (rank[k] === best) counts[k] = (counts[k] || 0) + 1;
-  let keys = Object.keys(counts).filter((k) => counts[k] === having.length).sort();
-  if (!keys.length) keys = Object.keys(counts).sort((a, b) => counts[b] - counts[a] || (a < b ? -1 : 1));
-  return keys.slice(0, MAX_METRICS);
-}
-
 function shownMetrics() { return table.metrics || table.pageMetrics; }
 
-function groupTerm(by, value) {
-  // The filter term that picks a group's runs (null for runs without the key: no term names them).
-  if (value == null) return null;
-  const text = String(value);
-  const word = /^[^\s"\\]+$/.test(text) ? text : JSON.stringify(text);
-  return by.startsWith("config.") ? `${by}=${word}` : `${by}:${word}`;
-}
-
 async function runsPage(q, limit, offset) {
+  // {runs, total, columns: {metrics, params, names}}: a page of runs and what a table shows of it by default.
   const params = new URLSearchParams({limit: String(limit), offset: String(offset)});
   if (q) params.set("q", q);
   if (table.sort) params.set("sort", table.sort);
-  return apiPage("/runs?" + params);
+  return api("/runs-table?" + params);
 }
 
 function query() { return [$("filter").value.trim(), $("status-filter").value ? "status:" + $("status-filter").value : ""].filter(Boolean).join(" "); }
 
 async function loadRuns() {
-  if (!eventKinds.size) eventKinds = new Set(await api("/ui/kinds.json"));
   await definitions();  // app.js: the one definition (hidden metrics, the differing-config rule)
   const seq = ++table.seq, q = query();
   table.q = q;
   if (!table.groupBy) {
     const page = await runsPage(q, PAGE, table.offset);
     if (seq !== table.seq) return;
-    Object.assign(table, {runs: page.items, total: page.total, groups: null, members: {}, pageMetrics: sharedMetrics(page.items),
-                          knownMetrics: [...new Set(page.items.flatMap((r) => Object.keys(r.metrics || {})))].sort()});
+    const {metrics, params, names} = page.columns;
+    Object.assign(table, {runs: page.runs, total: page.total, groups: null, members: {}, pageMetrics: metrics, params,
+                          names, knownMetrics: Object.keys(names)});
   } else {
     const metrics = shownMetrics().map((k) => `${metricName(k)}.${table.field}`);
     const params = new URLSearchParams({by: table.groupBy, metrics: metrics.join(",")});
     if (q) params.set("q", q);
     const groups = await api("/run-groups?" + params), members = {};
     for (const g of groups.groups) {
-      const term = groupTerm(table.groupBy, g.value);
-      if (table.opened.has(valueId(g.value)) && term) members[valueId(g.value)] = (await runsPage([q, term].filter(Boolean).join(" "), GROUP_PAGE, 0)).items;
+      if (table.opened.has(valueId(g.value)) && g.filter) members[valueId(g.value)] = (await runsPage([q, g.filter].filter(Boolean).join(" "), GROUP_PAGE, 0)).runs;
     }
     if (seq !== table.seq) return;
     Object.assign(table, {groups, members, total: groups.runs, runs: Object.values(members).flat()});
@@ -112,12 +77,8 @@ async function loadRuns() {
 }
 
 function metricName(key) {
-  // A series key as the filter language names it: rank 0's without its rank (val_loss{rank=0} is val_loss).
-  const m = /^(.*)\{(.*)\}$/.exec(key);
-  if (!m) return key;
-  const labels = m[2].split(",").filter((l) => l !== "rank=0");
-  const name = labels.length ? `${m[1]}{${labels.join(",")}}` : m[1];
-  return !labels.length && STATS.includes(m[1].split(".").pop()) ? name + "{}" : name;
+  // A series key as the filter language names it (val_loss{rank=0} is val_loss), as the server named it.
+  return table.names[key] ?? key;
 }
 
 function runColumns() {
@@ -130,17 +91,16 @@ function runColumns() {
     ...shownMetrics().map((k) => ({title: `${metricName(k)}.${f}`, key: `${metricName(k)}.${f}`, num: true,
                                    cell: (r) => fmtNum(((r.metrics || {})[k] || {})[f]),
                                    group: (g) => fmtStats(g.metrics[`${metricName(k)}.${f}`])})),
-    ...table.params.map((k) => ({title: k, key: "config." + k, cell: (r) => fmtNum((r.params || {})[k])})),
+    ...table.params.map((k) => ({title: k, key: "config." + k, cell: (r) => fmtNum((r.config || {})[k])})),
     {title: "project", key: "project", cell: (r) => r.project || ""},
     {title: "group", key: "group", cell: (r) => r.group || ""},
     {title: "tags", key: "tag", cell: (r) => (r.tags || []).join(" ")},
-    {title: "started", key: "started", cell: (r) => fmtTime(r.started || r.created_at)},
+    {title: "started", key: "started", cell: (r) => fmtTime(r.started_at || r.created_at)},
     {title: "duration", key: "", cell: (r) => fmtDur(r.duration_s), num: true},
   ];
 }
 
 function renderRuns() {
-  if (!table.groups) table.params = differingParams(table.runs);
   const cols = runColumns();
   const arrow = (c) => !c.key ? "" : table.sort === c.key ? " ▲" : table.sort === "-" + c.key ? " ▼" : "";
   $("runs").tHead.innerHTML = "<tr><th></th>" + cols.map((c, i) => `<th data-col="${i}" data-key="${escapeHtml(c.key)}">` +

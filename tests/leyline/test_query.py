@@ -1,8 +1,10 @@
 """The run filter language, parsed: fields, operators, quoting, negation, sorts, and a mistake's position."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from leyline.query import Clause, Field, QueryError, field_of, parse, parse_sort, short_key
+from leyline.query import Clause, Field, QueryError, field_of, parse, parse_sort, quote, short_key, term
 
 
 def test_a_query_is_clauses_all_of_which_hold():
@@ -84,3 +86,26 @@ def test_a_list_of_fields_splits_between_fields_not_between_labels():
     assert split_fields(text) == [(0, "val_loss.best"), (15, "loss{env=0,split=val}.min"),
                                   (41, '"acc{a=1,b=2}.last"'), (62, "x")]
     assert split_fields("") == [] and split_fields(" , ") == []
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=_TEXT.filter(bool), value=st.one_of(_TEXT, st.booleans(), st.integers(), st.floats(allow_nan=False)))
+def test_a_quoted_value_reads_back_as_that_one_value(key, value):
+    """One quoting for every client (``term``, ``quote``): blanks, quotes, backslashes, braces, commas and a
+    leading ``-`` in a config key or its value read back as written, as one value."""
+    (clause,) = parse(term(f"config.{key}", value))
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    assert clause == Clause(Field("config", key), "=", (text,), False, 0)
+    (name,) = parse(f"project:{quote('a b,c')} {quote('-x')}")[:1]
+    assert name.values == ("a b,c",)
+
+
+def test_quote_writes_a_plain_word_bare_and_anything_else_in_quotes():
+    assert [quote(v) for v in ("lr-sweep", 0.01, True, 1e-05)] == ["lr-sweep", "0.01", "true", "1e-05"]
+    assert [quote(v) for v in ("a b", 'say "hi"', "a\\b", "", "x,y", "-x", "{")] == [
+        '"a b"', '"say \\"hi\\""', '"a\\\\b"', '""', '"x,y"', '"-x"', '"{"']
+    assert parse('config.opt="a,b" status:live,lost')[0].values == ("a,b",), "a quoted value is one value"
+    assert term("group", "lr sweep") == 'group:"lr sweep"' and term("config.lr", 0.01) == "config.lr=0.01"

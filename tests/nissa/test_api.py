@@ -13,6 +13,7 @@ import pytest
 
 import nissa
 import nissa.api
+from leyline import MetricSummary, RunDetail, RunSummary
 from tests.support import running_server
 from tests.support.waiting import wait_for
 
@@ -43,7 +44,7 @@ def sweep(tmp_path_factory):
             run.finish()
             ids[lr] = run.run_id
         api = nissa.Api(url)
-        wait_for(lambda: all("test_acc{rank=0}" in r.metrics and r.metrics["val_loss{rank=0}"]["count"] == STEPS
+        wait_for(lambda: all("test_acc{rank=0}" in r.metrics and r.metrics["val_loss{rank=0}"].count == STEPS
                              for r in api.runs(q="group:lr-sweep")) and len(api.runs()) == 3,
                  timeout=60, message="the sweep summarised")
         yield url, api, ids
@@ -53,23 +54,24 @@ def sweep(tmp_path_factory):
 def test_init_carries_project_group_tags_notes_and_directions(sweep):
     _, api, ids = sweep
     run = api.run(ids[0.01])
+    assert type(run) is RunDetail and {type(r) for r in api.runs()} == {RunSummary}, "the contract's own rows"
     assert (run.project, run.group, run.tags, run.notes) == ("cifar", "lr-sweep", ["sweep"], "lr 0.01")
     assert run.config == {"lr": 0.01, "opt": "sgd"}
-    assert run.metrics["score{rank=0}"]["best"] == 0, "declared max at init"
-    assert run.metrics["wobble{rank=0}"]["best"] == -3, "declared min before the first step"
-    assert run.metrics["lr_now{rank=0}"]["best"] == 0.01
-    assert run.metrics["test_acc{rank=0}"] == {"last": 0.99, "min": 0.99, "max": 0.99, "best": 0.99, "count": 1,
-                                               "step": STEPS}
-    assert run.metrics["val_loss{rank=0}"]["best"] == pytest.approx(_val_loss(0.01, STEPS - 1))
+    assert run.metrics["score{rank=0}"].best == 0, "declared max at init"
+    assert run.metrics["wobble{rank=0}"].best == -3, "declared min before the first step"
+    assert run.metrics["lr_now{rank=0}"].best == 0.01
+    assert run.metrics["test_acc{rank=0}"] == MetricSummary(last=0.99, min=0.99, max=0.99, best=0.99, count=1,
+                                                            step=STEPS)
+    assert run.metrics["val_loss{rank=0}"].best == pytest.approx(_val_loss(0.01, STEPS - 1))
 
 
 def test_runs_sorted_by_best_val_loss_and_paged(sweep, monkeypatch):
     _, api, ids = sweep
     best = api.runs(project="cifar", sort="val_loss.best")
-    assert [r.id for r in best] == [ids[0.1], ids[0.01], ids[0.001]]
+    assert [r.run_id for r in best] == [ids[0.1], ids[0.01], ids[0.001]]
     monkeypatch.setattr(nissa.api, "PAGE", 2)  # three runs in pages of two
-    assert [r.id for r in api.runs(q="tag:sweep", sort="-config.lr")] == [ids[0.1], ids[0.01], ids[0.001]]
-    assert [r.id for r in api.runs(sort="config.lr", limit=1)] == [ids[0.001]]
+    assert [r.run_id for r in api.runs(q="tag:sweep", sort="-config.lr")] == [ids[0.1], ids[0.01], ids[0.001]]
+    assert [r.run_id for r in api.runs(sort="config.lr", limit=1)] == [ids[0.001]]
     assert api.runs(q="config.lr>0.5") == []
     with pytest.raises(nissa.api.ApiError, match="position 9"):
         api.runs(q="val_loss<x")
@@ -82,6 +84,8 @@ def test_runs_frame(sweep):
     assert list(frame["config.lr"]) == [0.1, 0.01, 0.001]
     assert frame["val_loss.best"].is_monotonic_increasing and set(frame["tags"]) == {"sweep"}
     assert "test_acc.last" in frame.columns
+    with pytest.raises(ValueError, match="not median"):
+        api.runs_frame(stats=("best", "median"))
 
 
 def test_history_is_every_point_paged(sweep, monkeypatch):
@@ -109,7 +113,7 @@ def test_the_nissa_command_and_the_query_api_import_no_torch(sweep):
     url, _, ids = sweep
     code = ("import sys; import nissa; from nissa.cli import main; "
             f"rc = main(['runs', '--server', {url!r}, '--format', 'json']); "
-            f"api = nissa.Api({url!r}); found = [r.id for r in api.runs(q='project:cifar')]; "
+            f"api = nissa.Api({url!r}); found = [r.run_id for r in api.runs(q='project:cifar')]; "
             "print(rc, len(found), 'torch' in sys.modules, file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stderr.splitlines()[-1] == "0 3 False", done.stderr

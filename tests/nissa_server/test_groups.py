@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from leyline import query
 from nissa_server.groups import MAX_GROUP_RUNS, Member, band, config_diff, group_rows, stats
 
 pytestmark = pytest.mark.single_backend  # no database: the arithmetic itself
@@ -28,7 +29,7 @@ def test_rows_are_one_per_value_in_value_order_with_runs_without_the_key_last():
         Member("f", 1, {"val_loss.best": 2.0}),
         Member("g", True, {"val_loss.best": 3.0}),
     ]
-    rows = group_rows(members, ["val_loss.best", "acc.last"])
+    rows = group_rows("group", members, ["val_loss.best", "acc.last"])
     assert [r.value for r in rows] == [0.001, 0.01, 1, True, "adam", None]  # True is text-ordered, never 1
     lr = rows[1]
     assert (lr.count, lr.run_ids) == (2, ["a", "c"])
@@ -36,10 +37,20 @@ def test_rows_are_one_per_value_in_value_order_with_runs_without_the_key_last():
     assert lr.metrics["val_loss.best"].sd == pytest.approx(math.sqrt(0.02))  # ((0.1)^2 + (0.1)^2) / 1
     assert lr.metrics["acc.last"].mean == pytest.approx(0.85) and lr.metrics["acc.last"].n == 2
     assert rows[0].metrics["acc.last"].n == 0 and rows[-1].run_ids == ["d"]
+    assert [r.filter for r in rows] == ["group:0.001", "group:0.01", "group:1", "group:true", "group:adam", None]
+
+
+def test_a_group_s_filter_picks_its_value_whatever_it_holds():
+    odd = ["a b,c", 'say "hi"', "-x", "{", "a\\b"]
+    rows = group_rows("config.opt", [Member(v, v, {}) for v in odd], [])
+    for row in rows:
+        assert row.filter is not None
+        (clause,) = query.parse(row.filter)
+        assert (clause.field, clause.values) == (query.Field("config", "opt"), (row.value,)), row.filter
 
 
 def test_a_big_group_counts_every_run_and_names_the_first():
-    rows = group_rows([Member(f"r{i}", "g", {"m": float(i)}) for i in range(MAX_GROUP_RUNS + 5)], ["m"])
+    rows = group_rows("group", [Member(f"r{i}", "g", {"m": float(i)}) for i in range(MAX_GROUP_RUNS + 5)], ["m"])
     assert rows[0].count == MAX_GROUP_RUNS + 5 and len(rows[0].run_ids) == MAX_GROUP_RUNS
     assert rows[0].metrics["m"].n == MAX_GROUP_RUNS + 5
 

@@ -1,10 +1,13 @@
 """GET /runs: paged, filtered, each run a bounded summary whatever its config."""
 
 import httpx
+import msgspec
 import pytest
 
-from leyline import RunFinished, RunStarted, make_event
+from leyline import Metrics, RunDetail, RunFinished, RunStarted, RunSummary, make_event
+from leyline.runs_table import RunsTable, table_columns
 from tests.support import IngestClient
+from tests.support.waiting import async_wait_for
 
 
 def _run(run_id, name, config, finish=None):
@@ -45,9 +48,10 @@ async def test_runs_are_paged_filtered_and_summarized(server_url, http):
     run = esper[0]
     assert run["summary"] == {"final_accuracy": 0.61, "best_accuracy": 0.64, "fossilized": 2, "pruned": 1,
                               "rounds": 4, "policy": "ppo"}
-    assert run["params"] == {"policy": "ppo", "lr": 3e-4} and "config" not in run
-    assert run["status"] == "finished" and run["duration_s"] == 30.0 and run["ranks"] == 1
-    assert run["started"] == 1.7e9 and run["ended"] == 1.7e9 + 30 and len(run["host"]) == 80
+    assert run["config"] == {"policy": "ppo", "lr": 3e-4} and "params" not in run
+    assert run["status"] == "finished" and run["duration_s"] == 30.0 and run["world_size"] == 1
+    assert run["started_at"] == 1.7e9 and run["ended_at"] == 1.7e9 + 30 and len(run["host"]) == 80
+    assert not {"started", "ended"} & set(run), "one name for each time"
     plain = (await http.get("/runs", params={"status": "live,lost", "name": "plain"})).json()
     assert {r["summary"] is None for r in plain} == {True} and len(plain) == 4
     ended = RunFinished(status="completed", duration_s=2.0)
@@ -68,6 +72,45 @@ async def test_a_page_stays_small_whatever_the_configs(server_url, http):
     page = await http.get("/runs")
     assert len(page.json()) == 6
     assert len(page.content) < 6 * 16_000, len(page.content)
-    params = page.json()[0]["params"]
+    params = page.json()[0]["config"]
     assert len(params) == 64 and max(len(k) for k in params) <= 80 and max(len(v) for v in params.values()) <= 80
     assert len((await http.get("/runs/big-0")).json()["config"]) == 190
+
+
+async def test_the_row_and_the_detail_are_leyline_s_and_the_table_s_columns_come_with_the_page(server_url, http):
+    """One definition of the runs row: what ``GET /runs`` and ``GET /runs/{id}`` send is exactly
+    ``leyline.RunSummary`` and ``leyline.RunDetail`` (every field, nothing else, the OpenAPI schema theirs), and
+    ``GET /runs-table`` serves the page with the columns ``leyline.runs_table`` computes of it."""
+    for run_id, config, loss in (("t-a", {"lr": 0.1, "opt": "sgd"}, 0.5), ("t-b", {"lr": 0.2, "opt": "sgd"}, 0.4)):
+        events = _run(run_id, run_id, config)
+        events += [make_event(Metrics(values={"val_loss": loss, "acc": 1 - loss}), run_id=run_id, seq=2, ts=1.7e9 + 1,
+                              step=1),
+                   make_event(Metrics(values={"val_loss": loss / 2}, labels={"split": "val"}), run_id=run_id, seq=3,
+                              ts=1.7e9 + 2, step=2)]
+        await _store(server_url, run_id, events)
+
+    async def summarised() -> bool:
+        return all("val_loss{rank=0,split=val}" in r["metrics"] for r in (await http.get("/runs")).json())
+    await async_wait_for(summarised, timeout=30, message="both runs summarised")
+    listed = (await http.get("/runs")).json()
+    assert [set(r) for r in listed] == [set(RunSummary.__struct_fields__)] * 2
+    strict = msgspec.json.Decoder(list[RunSummary], strict=True)
+    assert strict.decode(msgspec.json.encode(listed)) == msgspec.json.decode((await http.get("/runs")).content,
+                                                                               type=list[RunSummary])
+    detail = (await http.get("/runs/t-a")).json()
+    assert set(detail) == set(RunDetail.__struct_fields__)
+    assert msgspec.convert(detail, RunDetail).config == {"lr": 0.1, "opt": "sgd"}
+    table = msgspec.json.decode((await http.get("/runs-table", params={"sort": "config.lr"})).content, type=RunsTable)
+    assert [r.run_id for r in table.runs] == ["t-a", "t-b"] and table.total == 2
+    assert table.columns == table_columns(table.runs)
+    assert table.columns.metrics == ["acc{rank=0}", "val_loss{rank=0,split=val}", "val_loss{rank=0}"]
+    assert table.columns.params == ["lr"] and table.columns.names["val_loss{rank=0,split=val}"] == "val_loss{split=val}"
+    assert (await http.get("/runs-table", params={"q": "config.lr>"})).status_code == 400
+    schema = (await http.get("/openapi.json")).json()
+    component = schema["components"]["schemas"]
+    assert set(component["RunSummary"]["properties"]) == set(RunSummary.__struct_fields__)
+    assert set(component["RunDetail"]["properties"]) == set(RunDetail.__struct_fields__)
+    ok = schema["paths"]["/runs"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok["items"]["$ref"].endswith("/RunSummary")
+    assert schema["paths"]["/runs-table"]["get"]["responses"]["200"]["content"]["application/json"]["schema"][
+        "$ref"].endswith("/RunsTable")

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from leyline import charts
+from leyline import RunSummary, charts, runs_table
 from tests.support.web import Feed, chart_titles, open_page
-from tui import runs_table
-from tui.client import RunSummary
 
 pytestmark = pytest.mark.single_backend
 
@@ -99,11 +97,11 @@ def test_the_page_and_the_console_agree_on_the_same_configs(browser, server_url)
     page.goto(server_url + "/ui")
     page.wait_for_selector("#runs thead th")  # the runs table drawn: the definition is read
     for configs in CONFIGS:
-        runs = [RunSummary(run_id=f"r{i}", params=c) for i, c in enumerate(configs)]
+        runs = [RunSummary(run_id=f"r{i}", config=c) for i, c in enumerate(configs)]
         console = runs_table.differing_params(runs)
-        web = page.evaluate("runs => differingParams(runs)", [{"params": c} for c in configs])
+        web = page.evaluate("runs => differingParams(runs)", [{"config": c} for c in configs])
         assert web == console == charts.differing_params(configs, charts.PARAM_COLUMNS), configs
-        assert page.evaluate("runs => differingParams(runs, null)", [{"params": c} for c in configs]) == \
+        assert page.evaluate("runs => differingParams(runs, null)", [{"config": c} for c in configs]) == \
             charts.differing_params(configs), configs
     for configs in RULED:
         web = page.evaluate("configs => { const r = ruledOut(chartDefs, configs); return [[...r.titles], r.whys]; }",

@@ -143,3 +143,36 @@ def test_diff_parallel_coordinates_and_editing_tags(browser, sweep):
     assert run["tags"] == ["best", "baseline"] and run["notes"] == "<b>not bold</b>"
     assert page.locator(f'tr[data-run-id="{target}"] b').count() == 0
     assert outside == [] and errors == []
+
+
+def _head_keys(page):
+    return page.locator("#runs thead th[data-col]").evaluate_all("els => els.map(e => e.dataset.key)")
+
+
+def test_the_page_shows_the_columns_the_server_serves_with_the_page(browser, sweep):
+    """The page computes no column of its own: it shows the metrics, config keys and names ``GET /runs-table``
+    serves (``leyline.runs_table``, the console's rule), and what it is served instead if that changes."""
+    url, _, _ = sweep
+    served = httpx.get(url + "/runs-table", params={"limit": 100, "offset": 0}).json()
+    columns = served["columns"]
+    assert columns["metrics"] and columns["params"], columns
+    frame = ["name", "status"], ["project", "group", "tag", "started", ""]
+    page, outside, errors = open_page(browser, url)
+    page.goto(url + "/ui")
+    _wait_table(page, 7)
+    assert _head_keys(page) == [*frame[0], *(f"{columns['names'][k]}.best" for k in columns["metrics"]),
+                                *(f"config.{k}" for k in columns["params"]), *frame[1]]
+
+    def other_columns(route):
+        reply = route.fetch()
+        body = reply.json()
+        body["columns"] = {"metrics": ["loss{rank=0}"], "params": ["optimizer"],
+                           "names": {**body["columns"]["names"], "loss{rank=0}": "served.name"}}
+        route.fulfill(response=reply, json=body)
+
+    other, outside_too, errors_too = open_page(browser, url)
+    other.route("**/runs-table?**", other_columns)
+    other.goto(url + "/ui")
+    _wait_table(other, 7)
+    assert _head_keys(other) == [*frame[0], "served.name.best", "config.optimizer", *frame[1]]
+    assert outside + outside_too == [] and errors + errors_too == []

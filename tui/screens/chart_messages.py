@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.message import Message
 
 from leyline import Event
+from leyline.runs import RunSummary
 from leyline.series import Marker
-from tui.client import RunSummary
 
 
 class SeriesEvents(Message):

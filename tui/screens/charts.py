@@ -13,11 +13,11 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from leyline import Event, RunFinished
+from leyline import Event, RunFinished, RunStatus
 from leyline.charts import DEFAULT_CHARTS, OWN_CHARTS, hidden_charts
+from leyline.runs import RunSummary
 from leyline.series import X_AXES, kind_of_name, x_of
 from tui.chart_data import LocalSeries, SeriesSet
-from tui.client import RunSummary
 from tui.safe_text import plain
 from tui.screens.chart_feed import ChartFeed
 from tui.screens.chart_messages import HistoryDue, HistoryLoaded, MarkersLoaded, RunKnown, SeriesEvents
@@ -163,7 +163,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         self.data.listed.add(run.run_id)
         if message.names is None:
             self.local[run.run_id] = LocalSeries(run.run_id, [])
-            self.local[run.run_id].config = None if run.config is None else dict(run.config)
+            self.local[run.run_id].config = dict(run.config)
             self.local[run.run_id].fill(self.data)
             self._chart_own_metrics()
         else:
@@ -187,7 +187,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         run = self.runs.get(message.run_id)
         ended = [e.payload.status for e in message.events if isinstance(e.payload, RunFinished)]
         if run is not None and ended:
-            run.status = "finished" if ended[-1] == "completed" else ended[-1]
+            run.status = RunStatus.after_finish(ended[-1])
 
     def on_history_loaded(self, message: HistoryLoaded) -> None:
         if message.axis == self.data.axis:  # not one read before the x axis changed

@@ -17,10 +17,11 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 from textual_plot import HiResMode, PlotWidget
 
+from leyline.charts import HIDDEN_METRICS
 from leyline.groups import Band
 from leyline.payloads import Scalar
 from tui.client import ApiError
-from tui.runs_table import HIDDEN_METRICS, fmt_value
+from tui.runs_table import fmt_value
 from tui.safe_text import plain, run_text
 from tui.screens.base import left
 from tui.widgets.chart import PALETTE

@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import SelectionList, Static
 
-from tui.runs_table import metric_name
+from leyline.query import short_key
 from tui.safe_text import run_text
 
 
@@ -29,7 +29,7 @@ class MetricPickerScreen(ModalScreen[list[str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("metric columns: space ticks, enter keeps (none ticked: those the runs share)")
-            choices = [(run_text(metric_name(k)), k, k in self.shown) for k in self.known]
+            choices = [(run_text(short_key(k)), k, k in self.shown) for k in self.known]
             yield SelectionList[str](*choices, id="metrics")
 
     def on_mount(self) -> None:

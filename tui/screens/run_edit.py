@@ -12,7 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from tui.client import ApiError, RunSummary
+from leyline.runs import RunSummary
+from tui.client import ApiError
 from tui.safe_text import plain, run_text
 
 if TYPE_CHECKING:

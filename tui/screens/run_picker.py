@@ -16,7 +16,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from leyline.groups import GroupRow
-from tui.client import ApiError, RunSummary
+from leyline.runs import RunSummary
+from leyline.runs_table import table_columns
+from tui.client import ApiError
 from tui.messages import ApiFailed, RunsLoaded
 from tui.runs_query import PAGE, TableData, TableQuery, fetch, value_id
 from tui.runs_table import (
@@ -24,10 +26,8 @@ from tui.runs_table import (
     RUNNING,
     Column,
     columns,
-    differing_params,
     group_keys,
     metric_column,
-    shared_metrics,
     sort_param,
 )
 from tui.safe_text import run_text
@@ -152,8 +152,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.runs = {r.run_id: r for r in message.data.runs}
         self.selected &= set(self.runs)
         if self.data.groups is None:  # grouped, the runs shown are those of the groups opened: not a page
-            self.page_metrics = shared_metrics(self.data.runs)
-            self.known_metrics = sorted({k for r in self.data.runs for k in r.metrics})
+            page = table_columns(self.data.runs)
+            self.page_metrics, self.param_keys, self.known_metrics = page.metrics, page.params, list(page.names)
         if self.data.groups is None and self._metric_columns() != self.query_state.metrics:
             self.requery()  # what a grouping would summarise follows the page's columns: asked from now on
         self.rebuild()
@@ -171,8 +171,6 @@ class RunPickerScreen(PickerActions, Screen[None]):
         """Redraw every row, keeping the cursor on the row it was on (not on the same row number)."""
         table = self.table
         current = self.current_key()
-        if self.data.groups is None:
-            self.param_keys = differing_params(self.data.runs)
         cols = columns(self.shown_metrics(), self.field, self.param_keys)
         if [c.key for c in cols] != [c.key for c in self._columns] or not table.columns:
             table.clear(columns=True)

@@ -1,0 +1,91 @@
+"""What a runs table shows of a page of runs by default, decided once for every table: the metric columns (the
+series every run of the page that has any has: a loop's own metrics of rank 0, else Esper's outcome), the config
+keys that tell the runs apart (``charts.differing_params``), and each series' name in the filter language (what a
+column is titled and sorted by). The server serves it with the page (``GET /runs-table``: the web page renders
+what it is given); the console calls ``table_columns`` on the page it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from leyline import charts
+from leyline.query import short_key
+from leyline.runs import RunSummary
+from leyline.series import internal, kind_of_name, parse_key
+
+MAX_METRIC_COLUMNS = 6
+"""Metric columns shown by default at most."""
+OUTCOME_METRICS = ("run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
+                   "run_finished.rounds")
+"""What an Esper run achieved, shown by default where no run logged metrics of its own."""
+OWN, OUTCOME, HIDDEN = 0, 1, 2
+"""How a series ranks for the default columns: a loop's own metric (``run.log``) of rank 0, an Esper outcome, or
+not shown by default (the run's machinery, ``leyline.series.internal``: ``system.*``, ``hub_health.*`` …; the
+measures of other kinds; other ranks: picked by hand)."""
+
+
+def default_rank(key: str) -> int:
+    """``OWN``, ``OUTCOME`` or ``HIDDEN``: how the series ``key`` ranks for the default columns."""
+    try:
+        name, labels = parse_key(key)
+    except ValueError:
+        return HIDDEN
+    if labels.get("rank", "0") != "0":
+        return HIDDEN
+    if internal(key):
+        return OUTCOME if name in OUTCOME_METRICS else HIDDEN
+    return OWN if kind_of_name(name) == "metrics" else HIDDEN
+
+
+def shared_metrics(runs: Sequence[RunSummary], limit: int | None = MAX_METRIC_COLUMNS) -> list[str]:
+    """The series keys every run of the page that has any of the best rank has (``default_rank``); if they share
+    none, those most runs have."""
+    ranks = {k: default_rank(k) for r in runs for k in r.metrics}
+    best = min((v for v in ranks.values() if v < HIDDEN), default=None)
+    if best is None:
+        return []
+    having = [r for r in runs if any(ranks[k] == best for k in r.metrics)]
+    counts: dict[str, int] = {}
+    for run in having:
+        for key in run.metrics:
+            if ranks[key] == best:
+                counts[key] = counts.get(key, 0) + 1
+    shared = sorted(k for k, n in counts.items() if n == len(having))
+    if not shared:
+        shared = sorted(counts, key=lambda k: (-counts[k], k))
+    return shared[:limit]
+
+
+def differing_params(runs: Sequence[RunSummary], limit: int | None = charts.PARAM_COLUMNS) -> list[str]:
+    """Config keys whose values are not the same in every run (``charts.differing_params``)."""
+    return charts.differing_params([r.config for r in runs], limit)
+
+
+class TableColumns(msgspec.Struct, kw_only=True):
+    """What a runs table shows of a page by default, and how it names the page's series."""
+
+    metrics: list[str]
+    """Series keys shown as metric columns, in order (``shared_metrics``)."""
+    params: list[str]
+    """Config keys shown as columns, in order (``differing_params``)."""
+    names: dict[str, str]
+    """Every series key of the page's runs, by key order, and its name in the filter language (``val_loss{rank=0}``
+    → ``val_loss``): what a column of it is titled and sorted by (``val_loss.best``)."""
+
+
+def table_columns(runs: Sequence[RunSummary]) -> TableColumns:
+    """The default columns of a page of runs."""
+    return TableColumns(metrics=shared_metrics(runs), params=differing_params(runs),
+                        names={k: short_key(k) for k in sorted({k for r in runs for k in r.metrics})})
+
+
+class RunsTable(msgspec.Struct, kw_only=True):
+    """``GET /runs-table``: a page of runs as ``GET /runs`` lists it, how many match in all, and its columns."""
+
+    runs: list[RunSummary]
+    total: int
+    """Runs matching the filter in all (the page holds at most ``limit`` of them)."""
+    columns: TableColumns
