@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from leyline.text import visible
 from nissa import env
 
 if TYPE_CHECKING:  # the importers (and torch, through nissa.run) load when an import runs, not with the parser
@@ -94,8 +95,10 @@ def run_import(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         _say(f"{prog}: {err}")
         return 2
+    read, runs = runs, [run for run in runs if run.points]  # a run of skipped values only is no run
     if not runs:
-        _say(f"{prog}: no event files under {args.logdir}")
+        _say(f"{prog}: no event files under {args.logdir}" if not read else f"{prog}: nothing to import: "
+             + summary(read, 0).split("; ", 1)[-1])
         return 1
 
     bar = _bar(len(runs), "uploading" if args.server else "writing")
@@ -103,8 +106,8 @@ def run_import(args: argparse.Namespace) -> int:
     def progress(run: ImportedRun, i: int, results: list[UploadResult] | None) -> None:
         held = "" if results is None else (
             f", server holds {results[0].stored}/{results[0].events}" + ("" if results[0].complete else " INCOMPLETE"))
-        n = len(run.points)
-        line = f"[{i}/{len(runs)}] {run.name} -> {run.run_id}: {n} point{'' if n == 1 else 's'}{held}"
+        n, name = len(run.points), visible(run.name, one_line=True)
+        line = f"[{i}/{len(runs)}] {name} -> {run.run_id}: {n} point{'' if n == 1 else 's'}{held}"
         if bar is None:
             _say(line)
         else:
@@ -125,11 +128,30 @@ def run_import(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    _say(summary(read, len(done)))
     return 0 if all(r is None or all(x.complete for x in r) for _, r in done) else 1
 
 
+def summary(runs: list[ImportedRun], imported: int) -> str:
+    """``imported 4 runs, 18,402 values; skipped 3: histogram edges not finite ×2 (first: exp_a weights at step
+    10), …``: what an import took and what it left out, each reason with where it was met first."""
+    values = sum(run.values for run in runs if run.points)
+    line = f"imported {imported} run{'' if imported == 1 else 's'}, {values:,} value{'' if values == 1 else 's'}"
+    skipped: dict[str, tuple[int, str]] = {}
+    for run in runs:
+        for why, n in run.skipped.items():
+            count, first = skipped.get(why, (0, f"{visible(run.name, one_line=True)} {run.first_skipped[why]}"))
+            skipped[why] = (count + n, first)
+    if skipped:
+        total = sum(n for n, _ in skipped.values())
+        line += f"; skipped {total:,}: " + "; ".join(f"{why} ×{n:,} (first: {first})"
+                                                     for why, (n, first) in sorted(skipped.items()))
+    return line
+
+
 def _say(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    """A line on stderr, its control characters visible (a name read from the source is text, never a sequence)."""
+    sys.stderr.write(visible(text) + "\n")
     sys.stderr.flush()
 
 

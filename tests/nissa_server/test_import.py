@@ -42,7 +42,8 @@ def test_tensorboard_logs_become_runs_once(tmp_path, server_url, capsys):
     argv = ["import", "tensorboard", str(tmp_path / "tb"), "--server", server_url, "--log-dir", str(tmp_path / "imp"),
             "--project", "vision"]
     assert main(argv) == 0
-    progress = capsys.readouterr().err.splitlines()
+    *progress, summary = capsys.readouterr().err.splitlines()
+    assert summary == "imported 3 runs, 35 values"  # 2 × (5 steps × 2 scalars and a histogram, a NaN, a text), 1
     assert [line.split(" -> ")[0] for line in progress] == ["[1/3] exp_a", "[2/3] exp_b", "[3/3] sweep/trial"]
     assert [line.rsplit(": ", 1)[1] for line in progress] == ["12 points, server holds 14/14"] * 2 + [
         "1 point, server holds 3/3"]
