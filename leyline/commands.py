@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, get_args
+from collections.abc import Mapping
+from typing import Annotated, ClassVar, TypeVar, get_args
 
 import msgspec
 
+from leyline import forms
 from leyline.calls import MAX_ARGS, CallValue, CommandName
 from leyline.enums import CommandAction, CommandStatus, ProfileTarget
 from leyline.events import RunId
+from leyline.forms import SET, Form
 from leyline.payloads import Scalar, Step
+
+R = TypeVar("R", bound="Escalation")
 
 MAX_DEBUG_EPOCHS = 1000
 MAX_PROFILE_BATCHES = 500
@@ -30,15 +35,25 @@ ProfileBatches = Annotated[int, msgspec.Meta(ge=1, le=MAX_PROFILE_BATCHES)]
 Reason = Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
 
 
-class _Escalation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, tag_field="action"):
-    """What every body of ``POST /escalate`` holds; ``action`` (the tag) says which command it is."""
+def _said(description: str) -> msgspec.Meta:
+    return msgspec.Meta(description=description)
+
+
+class Escalation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, frozen=True,
+                  tag_field="action"):
+    """What every body of ``POST /escalate`` holds; ``action`` (the tag) says which command it is.
+
+    ``FORMS`` are the ways to fill one (``leyline.forms``): checked here, and the component's rules in
+    ``/openapi.json``. A request made in code is checked as a body is with ``checked``."""
 
     run_id: RunId
-    reason: Reason | None = None
+    reason: Annotated[Reason | None, _said("Why, in a few words: shown with the command and in the run's "
+                                           "stream.")] = None
 
-    SCHEMA_RULES: ClassVar[dict[str, Any]] = {}
-    """The cross-field rules of ``__post_init__`` in JSON Schema, for the command's OpenAPI component (what
-    msgspec cannot say from the fields alone); a test holds the two to the same answer for every shape."""
+    FORMS: ClassVar[tuple[Form, ...]] = ()
+
+    def __post_init__(self) -> None:
+        forms.check(self, self.FORMS, f"action {self.action.value!r}")
 
     @property
     def action(self) -> CommandAction:
@@ -49,59 +64,36 @@ class _Escalation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit
         return self.action.value
 
 
-class DebugRequest(_Escalation, tag=CommandAction.DEBUG.value):
+class DebugRequest(Escalation, frozen=True, tag=CommandAction.DEBUG.value):
     """Telemetry at DEBUG for ``epochs`` epochs, and/or (``through_update``) through the next PPO update."""
 
-    epochs: DebugEpochs | None = None
-    through_update: bool = False
+    epochs: Annotated[DebugEpochs | None, _said("Epochs the DEBUG window lasts.")] = None
+    through_update: Annotated[bool, _said("Keep the window open through the next PPO update.")] = False
 
-    SCHEMA_RULES: ClassVar[dict[str, Any]] = {"anyOf": [
-        {"title": "N epochs", "required": ["epochs"], "properties": {"epochs": {"type": "integer"}}},
-        {"title": "Through the next PPO update", "required": ["through_update"],
-         "properties": {"through_update": {"const": True}}},
-    ]}
-
-    def __post_init__(self) -> None:
-        if self.epochs is None and not self.through_update:
-            raise ValueError(f"action 'debug' needs 'epochs' (1..{MAX_DEBUG_EPOCHS}) or 'through_update'")
+    FORMS: ClassVar[tuple[Form, ...]] = (Form("N epochs", {"epochs": SET}),
+                                         Form("Through the next PPO update", {"through_update": True}))
 
     def describe(self) -> str:
         return "debug window" + (" through the next PPO update" if self.through_update else "")
 
 
-class ProfileRequest(_Escalation, tag=CommandAction.PROFILE.value):
+class ProfileRequest(Escalation, frozen=True, tag=CommandAction.PROFILE.value):
     """A profiler window of ``batches`` batches, or (``"target": "update"``) over the next PPO update, or over
     the next run of a phase of the run's own (``phase``)."""
 
-    batches: ProfileBatches | None = None
-    target: ProfileTarget | None = None
-    phase: CommandName | None = None
-    """Target ``update``: the phase of the run's own to record (``with run.phase(name)``); None: the update
-    (Esper's PPO update, or a loop's phase named ``update``)."""
-    record_shapes: bool = False
-    """Record operator input shapes (costs a little per operator)."""
-    with_stack: bool = False
-    """Record the Python stack of every operator (costs much more)."""
-    profile_memory: bool = False
-    """Record tensor allocations and frees (memory timeline)."""
+    batches: Annotated[ProfileBatches | None, _said("Batches the profiler records.")] = None
+    target: Annotated[ProfileTarget | None, _said("'update': record the next PPO update (or the next run of "
+                                                  "'phase') instead of a number of batches.")] = None
+    phase: Annotated[CommandName | None, _said("Target 'update': the phase of the run's own to record "
+                                               "(with run.phase(name)); left out: the update.")] = None
+    record_shapes: Annotated[bool, _said("Record operator input shapes (costs a little per operator).")] = False
+    with_stack: Annotated[bool, _said("Record the Python stack of every operator (costs much more).")] = False
+    profile_memory: Annotated[bool, _said("Record tensor allocations and frees (memory timeline).")] = False
 
-    SCHEMA_RULES: ClassVar[dict[str, Any]] = {"anyOf": [
-        {"title": "N batches", "required": ["batches"],
-         "properties": {"batches": {"type": "integer"}, "target": {"enum": ["batches", None]},
-                        "phase": {"type": "null"}}},
-        {"title": "The next PPO update, or the next run of a phase", "required": ["target"],
-         "properties": {"target": {"const": "update"}, "batches": {"type": "null"}}},
-    ]}
-
-    def __post_init__(self) -> None:
-        if self.phase is not None and self.target != "update":
-            raise ValueError("'phase' belongs to action 'profile' with target 'update'")
-        if self.target == "update":
-            if self.batches is not None:
-                raise ValueError("a profile window of target 'update' records the next PPO update: "
-                                 "it takes no 'batches'")
-        elif self.batches is None:
-            raise ValueError(f"action 'profile' needs 'batches' (1..{MAX_PROFILE_BATCHES}) or 'target': 'update'")
+    FORMS: ClassVar[tuple[Form, ...]] = (
+        Form("N batches", {"batches": SET}, only={"target": (None, "batches"), "phase": (None,)}),
+        Form("The next PPO update, or the next run of a phase", {"target": "update"}, only={"batches": (None,)}),
+    )
 
     def describe(self) -> str:
         if self.target != "update":
@@ -109,23 +101,24 @@ class ProfileRequest(_Escalation, tag=CommandAction.PROFILE.value):
         return "profile window " + (f"over the next {self.phase!r} phase" if self.phase else "over the next update")
 
 
-class CheckpointRequest(_Escalation, tag=CommandAction.CHECKPOINT.value):
+class CheckpointRequest(Escalation, frozen=True, tag=CommandAction.CHECKPOINT.value):
     """A checkpoint at the next safe boundary."""
 
 
-class StopRequest(_Escalation, tag=CommandAction.STOP.value):
+class StopRequest(Escalation, frozen=True, tag=CommandAction.STOP.value):
     """A checkpoint at the next safe boundary, then the run ends ``stopped``."""
 
 
-class StacksRequest(_Escalation, tag=CommandAction.STACKS.value):
+class StacksRequest(Escalation, frozen=True, tag=CommandAction.STACKS.value):
     """Every thread's Python stack from every rank, answered at once by each rank's hub thread."""
 
 
-class CallRequest(_Escalation, tag=CommandAction.CALL.value):
+class CallRequest(Escalation, frozen=True, tag=CommandAction.CALL.value):
     """One of the run's own commands (the server checks ``name`` and ``args`` against the run's declaration)."""
 
-    name: CommandName
-    args: Annotated[dict[CommandName, CallValue], msgspec.Meta(max_length=MAX_ARGS)] = {}
+    name: Annotated[CommandName, _said("The command, as the run declared it (GET /runs/{run_id}: commands).")]
+    args: Annotated[dict[CommandName, CallValue], msgspec.Meta(
+        max_length=MAX_ARGS, description="Its arguments by name, as the run declared them.")] = {}
 
     def describe(self) -> str:
         return f"call {self.name}"
@@ -133,7 +126,31 @@ class CallRequest(_Escalation, tag=CommandAction.CALL.value):
 
 EscalateRequest = DebugRequest | ProfileRequest | CheckpointRequest | StopRequest | StacksRequest | CallRequest
 """Body of ``POST /escalate``: one struct per action, chosen by its ``action`` field."""
-ESCALATIONS: tuple[type[_Escalation], ...] = get_args(EscalateRequest)
+ESCALATIONS: tuple[type[Escalation], ...] = get_args(EscalateRequest)
+_request_of = msgspec.json.Decoder(EscalateRequest)
+
+
+REQUEST_TYPES: dict[str, type[Escalation]] = {str(tp.__struct_config__.tag): tp for tp in ESCALATIONS}
+"""Each action's request struct, by the action's name."""
+
+
+def checked(request: R) -> R:
+    """``request`` as a body of it would decode: its fields' bounds checked too (a struct made in code checks only
+    its forms); ``ValueError`` says what is wrong."""
+    try:
+        return _request_of.decode(msgspec.json.encode(request))  # type: ignore[return-value]
+    except msgspec.ValidationError as err:
+        raise ValueError(f"action {request.action.value!r}: {err}") from None
+
+
+def from_flat(fields: Mapping[str, object]) -> EscalateRequest:
+    """The request of a command in the flat form of protocol 1 (every action's fields beside each other, the
+    others' at their defaults): its own action's fields taken; a ``ValidationError`` where they make none."""
+    tp = REQUEST_TYPES.get(str(fields.get("action")))
+    if tp is None:
+        raise msgspec.ValidationError(f"no action of that name: {fields.get('action')!r:.80}")
+    own = {k: v for k, v in fields.items() if (k in tp.__struct_fields__ or k == "action") and v is not None}
+    return msgspec.convert(own, EscalateRequest)
 
 
 def misplaced(body: object) -> str | None:
@@ -141,7 +158,7 @@ def misplaced(body: object) -> str | None:
     debug request): which action takes it. None when that is not why."""
     if not isinstance(body, dict):
         return None
-    own = next((tp for tp in ESCALATIONS if tp.__struct_config__.tag == body.get("action")), None)
+    own = REQUEST_TYPES.get(str(body.get("action")))
     if own is None:
         return None
     for key in body:
@@ -151,33 +168,24 @@ def misplaced(body: object) -> str | None:
     return None
 
 
-class _Addressed(msgspec.Struct, kw_only=True):
-    """A command's id, run and action, and its action's fields as one flat struct (the request that made it was
-    one of the ``EscalateRequest`` structs, checked; unset fields keep their defaults): what the run reads."""
+class Command(msgspec.Struct, kw_only=True, frozen=True):
+    """A command as delivered to the run: its id, the request (which names the run), and when it was made."""
 
     command_id: str
-    run_id: str
-    action: CommandAction
-    epochs: int | None = None
-    batches: int | None = None
-    through_update: bool = False
-    target: ProfileTarget | None = None
-    """Profile windows: ``update`` records the next PPO update; None or ``batches``: ``batches`` batches."""
-    reason: str | None = None
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    phase: str | None = None
-    """Profile windows of target ``update``: the phase to record (None: the update)."""
-    name: str | None = None
-    """Action ``call``: the run's own command."""
-    args: dict[str, CallValue] = {}
-
-
-class Command(_Addressed, kw_only=True):
-    """A command as delivered to the trainer."""
-
+    request: EscalateRequest
     created_at: float = 0.0
+
+    @property
+    def run_id(self) -> str:
+        return self.request.run_id
+
+    @property
+    def action(self) -> CommandAction:
+        return self.request.action
+
+    @property
+    def reason(self) -> str | None:
+        return self.request.reason
 
 
 class StatusChange(msgspec.Struct, kw_only=True):
@@ -199,11 +207,18 @@ class RankCommandStatus(msgspec.Struct, kw_only=True):
     message: str = ""
 
 
-class CommandRecord(_Addressed, kw_only=True):
-    """A command as ``GET /commands/{id}`` shows it. In a run of several ranks, ``ranks`` has each rank's
-    status: the command is ``applied`` once a rank applied it, ``completed`` once every rank completed it,
-    and ``failed`` (or ``rejected``) as soon as one rank did, its message naming the rank."""
+class CommandRecord(msgspec.Struct, kw_only=True):
+    """A command as ``GET /commands/{id}`` shows it: its id, run and action, the request that made it, and what
+    became of it. In a run of several ranks, ``ranks`` has each rank's status: the command is ``applied`` once a
+    rank applied it, ``completed`` once every rank completed it, and ``failed`` (or ``rejected``) as soon as one
+    rank did, its message naming the rank."""
 
+    command_id: str
+    run_id: str
+    action: CommandAction
+    request: EscalateRequest | None = None
+    """The request, as the server took it (or as the run reported one it gave itself); None only for a command a
+    run gave itself that an earlier version recorded without it."""
     status: CommandStatus
     created_at: float
     updated_at: float

@@ -4,6 +4,10 @@ Ingest, trainer → server: ``hello`` once (with the run's stream secret), then 
 Ingest, server → trainer: ``welcome`` (the highest contiguous seq already stored), ``ack``
 (highest contiguous seq durably stored), ``command`` (an escalation to apply).
 Watch, server → watcher: ``events`` batches, each with the cursor of its last event.
+
+Both ends of an ingest connection say which ``PROTOCOL`` they speak (``hello.protocol``, ``welcome.protocol``;
+left out: 1) and each writes its frames for the other's: protocol 2's ``command`` frame carries the typed
+request; protocol 1's was flat (``leyline.frames_v1``), and is still written to and read from a peer of 1.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ CLOSE_UNSUPPORTED = 4415
 CLOSE_CONFLICT = 4422  # a seq already stored, sent again with other content: final, do not retry
 CLOSE_TOO_MANY = 4429  # the server has as many watchers as it takes; try again later
 
+PROTOCOL = 2
+"""The ingest protocol this side speaks: 2, a command frame carries the command's typed request."""
+
 STREAM_SECRET_HEADER = "X-Nissa-Stream-Secret"
 """HTTP header of an artifact upload that carries the run's stream secret (only its trainer may upload)."""
 
@@ -52,6 +59,8 @@ class Hello(msgspec.Struct, tag="hello", tag_field="type", kw_only=True):
     """The run's stream secret; the server refuses a hello without the one the run was created with."""
     upload: bool = False
     """A late upload of a log, not a live trainer: it gets no commands and does not make the run live."""
+    protocol: int = 1
+    """The ingest protocol the trainer speaks (``PROTOCOL``; left out: 1, a trainer from before it was said)."""
 
 
 class EventBatch(msgspec.Struct, tag="events", tag_field="type", kw_only=True):
@@ -66,6 +75,8 @@ class Welcome(msgspec.Struct, tag="welcome", tag_field="type", kw_only=True):
 
     last_seq: int
     server_version: str = ""
+    protocol: int = 1
+    """The ingest protocol the server speaks (``PROTOCOL``; left out: 1, a server from before it was said)."""
 
 
 class Ack(msgspec.Struct, tag="ack", tag_field="type", kw_only=True):

@@ -15,7 +15,7 @@ from typing import Any, get_type_hints
 
 import msgspec
 
-from leyline import CommandAction
+from leyline import CallRequest
 from leyline.calls import MAX_DECLARED, ArgSpec, ArgType, CallValue, CommandName, CommandSpec, check_call
 from nissa.control.commands import CommandContext, CommandRejected
 
@@ -63,7 +63,6 @@ def as_result(value: object) -> dict[str, CallValue]:
 class CallHandler:
     """The ``call`` action: dispatches to the run's declared functions."""
 
-    action = CommandAction.CALL
 
     def __init__(self) -> None:
         self._functions: dict[str, Callable[..., Any]] = {}
@@ -77,10 +76,10 @@ class CallHandler:
         self._functions[spec.name] = fn
         self.declared.append(spec)
 
-    def apply(self, ctx: CommandContext) -> None:
-        command = ctx.command
-        try:
-            args = check_call(self.declared, command.name or "", dict(command.args))
+    def apply(self, ctx: CommandContext[CallRequest]) -> None:
+        request = ctx.request
+        try:  # the run's own declaration binds the call (defaults filled in), whatever the server saw
+            args = check_call(self.declared, request.name, dict(request.args))
         except ValueError as err:
             raise CommandRejected(str(err)) from None
-        ctx.complete(as_result(self._functions[command.name or ""](**args)))
+        ctx.complete(as_result(self._functions[request.name](**args)))

@@ -5,7 +5,8 @@
   ``LoopHooks``), ``agree_on_run`` and ``checked_run_id`` (the run id every rank shares), ``run_metadata`` and
   ``flat_config`` (what ``run_started`` carries), ``check_servers`` (a ``--server`` flag's URLs), ``upload_run``.
 - Commands: a handler of a loop's own (``Run.handle``) takes a ``CommandContext`` and raises ``CommandRejected`` to
-  refuse; ``CommandHandler`` is its protocol, ``CommandProcessor`` applies them.
+  refuse; ``CommandHandler`` is its protocol, ``CommandProcessor`` applies them; ``Handles`` is ``Run.handle``'s
+  signature (by request type: ``CheckpointRequest``, ``StopRequest``).
 - What runs beside a loop: ``install_profiling``, ``open_start_windows``, ``install_rank_checks``,
   ``answer_stacks``, ``start_watchdog``, ``SystemConfig`` and ``start_system_metrics``.
 - Collectors' building blocks, one device read per collection: ``DeviceFigures``, ``StreamFence`` and ``read_all``;
@@ -18,7 +19,7 @@
 Importing it imports torch and the hub.
 """
 
-from nissa.control.commands import CommandContext, CommandHandler, CommandProcessor, CommandRejected
+from nissa.control.commands import CommandContext, CommandHandler, CommandProcessor, CommandRejected, Handles
 from nissa.diagnostics import answer_stacks, start_watchdog
 from nissa.histogram import PendingHistograms, SegmentCache, distribution, launch_histograms, segmented_histograms
 from nissa.hub import HubConfig, NissaHub
@@ -43,7 +44,7 @@ from nissa.telemetry.readback import DeviceFigures, StreamFence, read_all
 from nissa.telemetry.syncs import HostSyncCounter
 
 __all__ = [
-    "CommandContext", "CommandHandler", "CommandProcessor", "CommandRejected", "DEBUG_BINS", "DeviceFigures",
+    "CommandContext", "CommandHandler", "CommandProcessor", "CommandRejected", "DEBUG_BINS", "DeviceFigures", "Handles",
     "HostSyncCounter", "HubConfig", "LoopHooks", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
     "Runtime", "RuntimeConfig", "SegmentCache", "StreamFence", "SystemConfig", "agree_on_run", "answer_stacks",
     "build_runtime", "check_servers", "checked_run_id", "debug_distribution_names", "debug_histogram_payloads",

@@ -36,11 +36,14 @@ from typing import Any, Literal
 import torch
 
 from leyline import (
+    CallRequest,
+    CheckpointRequest,
     Histograms,
     Metrics,
     RunFinished,
     RunResumed,
     RunStarted,
+    StopRequest,
     SummaryUpdated,
     metric_value,
 )
@@ -78,8 +81,9 @@ class Run(RunCore):
         self.steps_per_epoch = settings.steps_per_epoch
         self.device = device
         self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
-        for handler in (self._calls, self._checkpoints, self._stops):
-            runtime.commands.register(handler.action, handler)
+        runtime.commands.register(CallRequest, self._calls)
+        runtime.commands.register(CheckpointRequest, self._checkpoints)
+        runtime.commands.register(StopRequest, self._stops)
         self.phases: tuple[str, ...] | None = None if settings.phases is None else tuple(settings.phases)
         """What a profile window of target ``update`` may record (``nissa.init(phases=…)``); None: not said."""
         self._profiles = install_profiling(runtime, device=device, phases=self.phases)

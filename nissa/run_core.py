@@ -9,8 +9,7 @@ import pathlib
 from collections.abc import Callable
 
 from leyline import TelemetryLevel
-from leyline.enums import CommandAction
-from nissa.control.commands import CommandHandler
+from nissa.control.commands import CommandHandler, R
 from nissa.hub import DeliveryReport
 from nissa.runtime import LoopHooks, Runtime
 from nissa.telemetry.install import open_start_windows
@@ -73,11 +72,12 @@ class RunCore:
         """The run's ranks (alone: rank 0 of 1)."""
         return self.runtime.ranks
 
-    def handle(self, action: CommandAction, handler: CommandHandler) -> None:
-        """Make ``handler`` the one that applies ``action`` (before the run's first step): a loop's own
-        ``checkpoint`` and ``stop``, in place of ``on_checkpoint`` and ``on_stop``."""
+    def handle(self, kind: type[R], handler: CommandHandler[R]) -> None:
+        """Make ``handler`` the one that applies requests of type ``kind`` (before the run's first step): a loop's
+        own ``checkpoint`` and ``stop`` (``CheckpointRequest``, ``StopRequest``), in place of ``on_checkpoint``
+        and ``on_stop``."""
         self._check_open("run.handle")
-        self.runtime.commands.register(action, handler)
+        self.runtime.commands.register(kind, handler)
 
     def control_state(self) -> dict[str, object]:
         """The telemetry level and the open debug windows, for a checkpoint (``resume`` takes them back)."""

@@ -2,7 +2,7 @@
 
 ``build_runtime`` wires a hub, a level controller and a command processor with the
 ``debug`` handler, and a ``profile`` handler that refuses until profiling is plugged in
-(``runtime.commands.register(CommandAction.PROFILE, handler)``).
+(``runtime.commands.register(ProfileRequest, handler)``).
 
 In a run of several ranks (``ranks.distributed``) commands wait for the ranks to agree on them
 (``nissa.control.agreement``): at the first step and at the end of every epoch the runtime takes
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from leyline import AnyPayload, Command, CommandAction, RunFinished, Severity, TelemetryLevel
+from leyline import AnyPayload, Command, DebugRequest, ProfileRequest, RunFinished, Severity, TelemetryLevel
 from nissa.control import PROFILE_UNAVAILABLE, CommandProcessor, DebugHandler, LevelController, UnavailableHandler
 from nissa.control.agreement import Agreement, ControlRound, DisagreedStep, StepTimer
 from nissa.hub import DeliveryReport, HubConfig, NissaHub
@@ -102,8 +102,8 @@ class Runtime:
         """This rank's mean time between step boundaries, sent in each exchange (the straggler check reads it)."""
         self._round_observers: list[Callable[[ControlRound], None]] = []
         self.commands = CommandProcessor(self.emit, hub.poll_commands, agreed=agreed)
-        self.commands.register(CommandAction.DEBUG, DebugHandler(self.levels))
-        self.commands.register(CommandAction.PROFILE, UnavailableHandler(PROFILE_UNAVAILABLE))
+        self.commands.register(DebugRequest, DebugHandler(self.levels))
+        self.commands.register(ProfileRequest, UnavailableHandler(PROFILE_UNAVAILABLE))
 
     @property
     def run_id(self) -> str:
@@ -199,9 +199,10 @@ class Runtime:
                               reason=f"resumed: window {window['key']}")
 
     def escalate(self, *, epochs: int | None = None, through_update: bool = False, reason: str = "auto") -> str:
-        """Open a DEBUG window from inside the run (auto-escalation), through the command path."""
-        return self.commands.escalate_debug(epochs=epochs, through_update=through_update, reason=reason,
-                                            run_id=self.run_id)
+        """Open a DEBUG window from inside the run (auto-escalation), through the command path: a
+        ``DebugRequest``, checked as the server checks one (``ValueError`` says why not)."""
+        return self.commands.issue(DebugRequest(run_id=self.run_id, epochs=epochs, through_update=through_update,
+                                                reason=reason))
 
     def finish(self, summary: RunFinished, timeout: float = 10.0) -> DeliveryReport:
         """End the run: close open windows, emit ``run_finished`` last, close the hub within ``timeout``."""

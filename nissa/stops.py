@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from leyline import CommandAction
+from leyline import CheckpointRequest, StopRequest
 from nissa.calls import as_result
 from nissa.control.commands import CommandContext, CommandRejected
 
@@ -20,26 +20,24 @@ Hook = Callable[[int], Any]
 
 
 class CheckpointHandler:
-    action = CommandAction.CHECKPOINT
 
     def __init__(self) -> None:
         self.fn: Hook | None = None
 
-    def apply(self, ctx: CommandContext) -> None:
+    def apply(self, ctx: CommandContext[CheckpointRequest]) -> None:
         if self.fn is None:
             raise CommandRejected("this run takes no checkpoints (it set no run.on_checkpoint function)")
         ctx.complete(as_result(self.fn(ctx.step)))
 
 
 class StopHandler:
-    action = CommandAction.STOP
 
     def __init__(self) -> None:
         self.fn: Hook | None = None
         self.asked: str | None = None
         """The ``stop`` command that stops the run, once one was applied."""
 
-    def apply(self, ctx: CommandContext) -> None:
+    def apply(self, ctx: CommandContext[StopRequest]) -> None:
         if self.asked is not None:
             raise CommandRejected(f"the run is already stopping ({self.asked})")
         self.asked = ctx.command_id

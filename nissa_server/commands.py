@@ -117,7 +117,7 @@ class CommandService:
             return refused
         now = time.time()
         command_id = uuid.uuid4().hex
-        record = CommandRecord(command_id=command_id, run_id=run.run_id, action=req.action,
+        record = CommandRecord(command_id=command_id, run_id=run.run_id, action=req.action, request=req,
                                status=CommandStatus.QUEUED, created_at=now, updated_at=now)
         sql.insert_command(conn, run.run_key, record, _encoder.encode(req), key)
         add_server_event(conn, write, CommandStatusChanged(command_id=command_id, action=req.action,

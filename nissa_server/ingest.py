@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from leyline import SERVER_RANK, AnyPayload, Command, encode
+from leyline import SERVER_RANK, AnyPayload, Command, encode, frames_v1
 from leyline.codec import BatchEvent, Unsupported, WireBatch, decode_frame_wire
 from leyline.frames import (
     CLOSE_BAD_FRAME,
@@ -30,6 +30,7 @@ from leyline.frames import (
     CLOSE_TOO_LARGE,
     CLOSE_UNAUTHORIZED,
     CLOSE_UNSUPPORTED,
+    PROTOCOL,
     Ack,
     CommandFrame,
     Hello,
@@ -123,6 +124,8 @@ class IngestSession:
         self.stream = Stream()
         self.live = True
         """A trainer streaming as it runs; False for a late upload (no commands, no revival)."""
+        self.protocol = 1
+        """The ingest protocol the trainer speaks (its hello's): its command frames are written for it."""
         self.session = f"{nissa.server_id}:{uuid.uuid4().hex}"
         """Names this connection in the database: the fence its writes check while it holds the stream."""
         self._outbox: deque[str] = deque()
@@ -141,7 +144,9 @@ class IngestSession:
             self._wake.set()
 
     def send_command(self, command: Command) -> None:
-        self._outbox.append(encode(CommandFrame(command=command)).decode())
+        old = self.protocol < PROTOCOL  # a trainer of protocol 1 reads its commands flat
+        frame = frames_v1.encode_command(command) if old else encode(CommandFrame(command=command))
+        self._outbox.append(frame.decode())
         self._wake.set()
 
     def supersede(self) -> None:
@@ -233,13 +238,14 @@ class IngestSession:
             raise FrameRejected(CLOSE_FORBIDDEN, str(err), err.label) from None
         assert stream is not None
         run = nissa.store.registry.remember(row.run_key, row.run_id, row.name, row.secret_hash)
-        self.rank, self.run, self.live = hello.rank, run, live
+        self.rank, self.run, self.live, self.protocol = hello.rank, run, live, hello.protocol
         if live or hello.rank not in run.connections:
             run.streams[hello.rank] = stream  # an upload beside a live trainer here shares its state
         self.stream = run.streams[hello.rank]
         if live:
             run.attach(self)
-        await self.ws.send_text(encode(Welcome(last_seq=self.stream.stored, server_version=__version__)).decode())
+        await self.ws.send_text(encode(Welcome(last_seq=self.stream.stored, server_version=__version__,
+                                                protocol=PROTOCOL)).decode())
         if live:
             nissa.spawn(nissa.commands.dispatch(run))
         return run

@@ -15,11 +15,13 @@ from leyline import (
     PAYLOAD_TYPES,
     CommandRecord,
     CommandStatus,
+    DebugRequest,
     EscalateRequest,
     ProfileCompleted,
     RunStatus,
     StatusChange,
     TopOp,
+    forms,
     to_builtins,
 )
 from leyline.codec import WireEvent
@@ -63,8 +65,8 @@ def _components() -> dict[str, Any]:
     event["properties"]["payload"] = {"anyOf": [ref(tp) for tp in PAYLOAD_TYPES.values()]}
     components["Event"] = event
     (escalate,), commands = msgspec.json.schema_components([EscalateRequest], ref_template=REF)
-    for tp in ESCALATIONS:  # the cross-field rules each command's __post_init__ checks
-        commands[tp.__name__].update(tp.SCHEMA_RULES)
+    for tp in ESCALATIONS:  # the forms each request is checked by, as rules of its component
+        commands[tp.__name__].update(forms.schema(tp, tp.FORMS))
     components.update(commands)
     components["EscalateRequest"] = {"title": "EscalateRequest", "description": "Body of `POST /escalate`: one "
                                      "form per action, chosen by `action`.", **escalate}
@@ -88,7 +90,8 @@ def _examples() -> dict[str, Any]:
     started = next(e for e in events if e["kind"] == "run_started")
     command = CommandRecord(
         command_id="4f1c2a", run_id="r-20250101-abc", action=CommandAction.DEBUG, status=CommandStatus.APPLIED,
-        created_at=1.7e9, updated_at=1.7e9 + 2, epochs=3, applied_step=120,
+        request=DebugRequest(run_id="r-20250101-abc", epochs=3, reason="loss spike"),
+        created_at=1.7e9, updated_at=1.7e9 + 2, applied_step=120,
         history=[StatusChange(status=CommandStatus.QUEUED, ts=1.7e9),
                  StatusChange(status=CommandStatus.DELIVERED, ts=1.7e9 + 1, step=118),
                  StatusChange(status=CommandStatus.APPLIED, ts=1.7e9 + 2, step=120)],

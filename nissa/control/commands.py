@@ -1,9 +1,11 @@
 """The command processor: applies commands at step boundaries and reports every status.
 
-Commands come from the hub's inbox (delivered by the server) or are submitted locally
-(auto-escalation by the anomaly detector); both take the same path. Each action has one
-handler in a small registry. A handler starts its command in ``apply`` (or refuses it
-by raising ``CommandRejected``) and finishes it through its ``CommandContext`` then or later.
+Commands come from the hub's inbox (delivered by the server) or are issued locally
+(auto-escalation by the anomaly detector, ``--profile``); both take the same path. Each request
+type (``leyline.DebugRequest``…) has one handler in a small registry, and the handler gets the
+request typed (``ctx.request``), checked already: by the server's decoder, or by ``issue``. A
+handler starts its command in ``apply`` (or refuses it by raising ``CommandRejected``) and finishes
+it through its ``CommandContext`` then or later.
 Status events: ``delivered`` (local commands; the hub reports the server's on receipt),
 ``applied`` with the step, then ``completed`` with a result, or ``failed`` / ``rejected``
 with a reason. Handlers may also observe the run (``step_boundary``, ``epoch_end``,
@@ -22,9 +24,10 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar, cast
 
-from leyline import AnyPayload, Command, CommandAction, CommandStatus, CommandStatusChanged
+from leyline import ESCALATIONS, AnyPayload, Command, CommandStatus, CommandStatusChanged, EscalateRequest
+from leyline.commands import Escalation, checked
 from leyline.payloads import Scalar
 from nissa.hub.ratelog import RateLimitedLog
 
@@ -38,14 +41,23 @@ class CommandRejected(Exception):
     """Raised by a handler's ``apply`` to refuse a command; the message is the reason."""
 
 
-class CommandHandler(Protocol):
+R = TypeVar("R", bound=Escalation)
+
+
+class CommandHandler(Protocol[R]):
     """Starts one kind of command; may also define any of the observer methods above."""
 
-    def apply(self, ctx: CommandContext) -> None: ...
+    def apply(self, ctx: CommandContext[R]) -> None: ...
 
 
-class CommandContext:
-    """One command being applied: where it was applied, and how its handler finishes it."""
+class Handles(Protocol):
+    """What makes a handler the one for a request type: ``CommandProcessor.register``, ``Run.handle``."""
+
+    def __call__(self, kind: type[R], handler: CommandHandler[R], /) -> None: ...
+
+
+class CommandContext(Generic[R]):
+    """One command being applied: its request, where it was applied, and how its handler finishes it."""
 
     def __init__(self, command: Command, step: int, epoch: int, report: Callable[..., None]) -> None:
         self.command = command
@@ -59,6 +71,11 @@ class CommandContext:
     @property
     def command_id(self) -> str:
         return self.command.command_id
+
+    @property
+    def request(self) -> R:
+        """The command's request, of the type its handler was registered for."""
+        return cast(R, self.command.request)
 
     def complete(self, result: Result | None = None, message: str = "") -> None:
         self._finish(CommandStatus.COMPLETED, result, message)
@@ -89,7 +106,7 @@ class UnavailableHandler:
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def apply(self, ctx: CommandContext) -> None:
+    def apply(self, ctx: CommandContext[Any]) -> None:
         raise CommandRejected(self.reason)
 
 
@@ -103,24 +120,26 @@ class CommandProcessor:
         self.agreed = agreed
         """Commands wait for the ranks to agree on them (``take_held`` / ``apply_agreed``)."""
         self._held: list[Command] = []
-        self._handlers: dict[CommandAction, CommandHandler] = {}
-        self._observers: dict[str, list[tuple[CommandAction, Callable[..., None]]]] = {m: [] for m in _OBSERVED}
+        self._handlers: dict[type[Escalation], CommandHandler[Any]] = {}
+        self._observers: dict[str, list[tuple[type[Escalation], Callable[..., None]]]] = {m: [] for m in _OBSERVED}
         self._local: deque[Command] = deque()
         self._seen: set[str] = set()
         self._active: dict[str, CommandContext] = {}
         self._ratelog = RateLimitedLog(logger)
 
-    def register(self, action: CommandAction, handler: CommandHandler) -> None:
-        """Make ``handler`` the one for ``action`` (replacing any earlier one)."""
-        self._handlers[action] = handler
+    def register(self, kind: type[R], handler: CommandHandler[R]) -> None:
+        """Make ``handler`` the one for requests of type ``kind`` (replacing any earlier one)."""
+        if kind not in ESCALATIONS:
+            raise TypeError(f"register takes a request type of leyline.EscalateRequest (DebugRequest…), got {kind!r}")
+        self._handlers[kind] = handler
         for method, observers in self._observers.items():
-            observers[:] = [(a, fn) for a, fn in observers if a is not action]
+            observers[:] = [(k, fn) for k, fn in observers if k is not kind]
             fn = getattr(handler, method, None)
             if callable(fn):
-                observers.append((action, fn))
+                observers.append((kind, fn))
 
-    def handler(self, action: CommandAction) -> CommandHandler | None:
-        return self._handlers.get(action)
+    def handler(self, kind: type[R]) -> CommandHandler[R] | None:
+        return self._handlers.get(kind)
 
     def submit(self, command: Command) -> None:
         """A locally generated command: reported delivered now (with its reason, which the server keeps
@@ -128,11 +147,11 @@ class CommandProcessor:
         self._local.append(command)
         self._report(command, CommandStatus.DELIVERED, message=command.reason or "")
 
-    def escalate_debug(self, *, epochs: int | None = None, through_update: bool = False, reason: str = "auto",
-                       run_id: str = "") -> str:
-        """Open a DEBUG window from inside the run (auto-escalation); returns the command id."""
-        command = Command(command_id=f"auto-{uuid.uuid4().hex[:12]}", run_id=run_id, action=CommandAction.DEBUG,
-                          epochs=epochs, through_update=through_update, reason=reason, created_at=time.time())
+    def issue(self, request: EscalateRequest, prefix: str = "auto") -> str:
+        """Ask this run for ``request`` from inside it (auto-escalation, ``--profile``): checked as a body of it
+        would be (``ValueError`` says why not), then submitted; returns the command id, ``{prefix}-…``."""
+        command = Command(command_id=f"{prefix}-{uuid.uuid4().hex[:12]}", request=checked(request),
+                          created_at=time.time())
         self.submit(command)
         return command.command_id
 
@@ -198,11 +217,11 @@ class CommandProcessor:
         if command.command_id in self._seen:
             return
         self._seen.add(command.command_id)
-        handler = self._handlers.get(command.action)
+        handler = self._handlers.get(type(command.request))
         if handler is None:
             self._report(command, CommandStatus.REJECTED, message=f"no handler for action {command.action.value!r}")
             return
-        ctx = CommandContext(command, step, epoch, self._report)
+        ctx: CommandContext[Any] = CommandContext(command, step, epoch, self._report)
         try:
             handler.apply(ctx)
         except CommandRejected as err:
@@ -216,12 +235,12 @@ class CommandProcessor:
         ctx._applied()
 
     def _notify(self, method: str, *args: object) -> None:
-        for action, fn in self._observers[method]:
+        for kind, fn in self._observers[method]:
             try:
                 fn(*args)
             except Exception as err:  # an observer's bug must not stop training; it is logged, rate-limited
-                self._ratelog.log(logging.ERROR, f"{action.value}.{method}", "%s handler: %s failed: %r",
-                                  action.value, method, err)
+                action = kind.__struct_config__.tag
+                self._ratelog.log(logging.ERROR, f"{action}.{method}", "%s handler: %s failed: %r", action, method, err)
 
     def _prune(self) -> None:
         for cid in [cid for cid, ctx in self._active.items() if ctx.finished]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from leyline import CommandAction
-from nissa.control.commands import CommandContext, CommandRejected
+from leyline import DebugRequest
+from nissa.control.commands import CommandContext
 from nissa.control.levels import LevelController
 
 PROFILE_UNAVAILABLE = "profiling not available"
@@ -12,20 +12,15 @@ PROFILE_UNAVAILABLE = "profiling not available"
 class DebugHandler:
     """Opens (or extends) a DEBUG window per command; completes each when its own part is done."""
 
-    action = CommandAction.DEBUG
 
     def __init__(self, levels: LevelController) -> None:
         self.levels = levels
 
-    def apply(self, ctx: CommandContext) -> None:
-        command = ctx.command
-        if command.epochs is None and not command.through_update:
-            raise CommandRejected("action 'debug' needs 'epochs' or 'through_update'")
-        if command.epochs is not None and command.epochs < 1:
-            raise CommandRejected(f"'epochs' must be >= 1, got {command.epochs}")
-        reason = f"command: {command.reason}" if command.reason else "command"
-        self.levels.open_window(ctx.command_id, step=ctx.step, epoch=ctx.epoch, epochs=command.epochs,
-                                through_update=command.through_update, done=ctx.complete, reason=reason)
+    def apply(self, ctx: CommandContext[DebugRequest]) -> None:
+        request = ctx.request
+        reason = f"command: {request.reason}" if request.reason else "command"
+        self.levels.open_window(ctx.command_id, step=ctx.step, epoch=ctx.epoch, epochs=request.epochs,
+                                through_update=request.through_update, done=ctx.complete, reason=reason)
 
     def step_boundary(self, step: int, epoch: int) -> None:
         self.levels.step(step)

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from leyline import AnyPayload, Command, CommandAction, CommandStatus, CommandStatusChanged
+from leyline import AnyPayload, Command, CommandStatus, CommandStatusChanged, StacksRequest
 from nissa.hub.traces import STACKS_DIR, stacks_name
 
 if TYPE_CHECKING:
@@ -102,5 +102,5 @@ def install_stacks(runtime: Runtime, upload: Upload | None = None) -> StacksResp
 
     responder = StacksResponder(run_dir=hub.config.run_dir, rank=hub.config.rank, emit=emit,
                                 step=lambda: runtime.step, upload=upload)
-    hub.answer_at_once(CommandAction.STACKS, responder)
+    hub.answer_at_once(StacksRequest, responder)
     return responder

@@ -23,9 +23,9 @@ from leyline import (
     PAYLOAD_TYPES,
     AnyPayload,
     Command,
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
+    EscalateRequest,
     EventsDropped,
     Heartbeat,
     HubHealth,
@@ -77,7 +77,7 @@ class NissaHub:
         self._ratelog = RateLimitedLog(logger)
         self._writer = EventWriter(config, self._log, self.stats, self._ratelog)
         self._inbox: deque[Command] = deque()
-        self._at_once: dict[CommandAction, Callable[[Command], None]] = {}
+        self._at_once: dict[type, Callable[[Command], None]] = {}
         self._seen_commands: set[str] = set()
         self._position = (0, 0)
         self._started_at = time.monotonic()
@@ -125,10 +125,10 @@ class NissaHub:
         """Where training is: stamps the events the hub authors itself (heartbeats, deliveries)."""
         self._position = (step, epoch)
 
-    def answer_at_once(self, action: CommandAction, answer: Callable[[Command], None]) -> None:
-        """Commands of ``action`` are answered by ``answer`` on the thread that receives them, never
+    def answer_at_once(self, kind: type[EscalateRequest], answer: Callable[[Command], None]) -> None:
+        """Commands of request type ``kind`` are answered by ``answer`` on the thread that receives them, never
         queued for the training thread (which may be the one that is stuck)."""
-        self._at_once[action] = answer
+        self._at_once[kind] = answer
 
     def poll_commands(self) -> list[Command]:
         """Commands received since the last poll, oldest first."""
@@ -204,12 +204,12 @@ class NissaHub:
         if command.command_id in self._seen_commands:
             return  # re-delivered after a reconnect: already in hand
         self._seen_commands.add(command.command_id)
-        if command.action not in self._at_once:
+        if type(command.request) not in self._at_once:
             self._inbox.append(command)
         step, epoch = self._position
         self.emit(CommandStatusChanged(command_id=command.command_id, action=command.action,
                                        status=CommandStatus.DELIVERED), step=step, epoch=epoch)
-        answer = self._at_once.get(command.action)
+        answer = self._at_once.get(type(command.request))
         if answer is not None:
             try:
                 answer(command)

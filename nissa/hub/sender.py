@@ -26,13 +26,14 @@ import msgspec
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from leyline import Command, decode_frame, encode
+from leyline import Command, decode_frame, encode, frames_v1
 from leyline.frames import (
     CLOSE_CONFLICT,
     CLOSE_DELETED,
     CLOSE_FORBIDDEN,
     CLOSE_UNAUTHORIZED,
     MAX_FRAME_BYTES,
+    PROTOCOL,
     Ack,
     CommandFrame,
     Hello,
@@ -158,6 +159,8 @@ class Sender:
         self._ratelog = RateLimitedLog(logger)
         self._thread = threading.Thread(target=self._run, name=f"nissa-hub-sender-r{config.rank}", daemon=True)
         self._sock: socket.socket | None = None  # held from the TCP connect on, so stop() can cut a handshake
+        self._decode: Callable[[bytes | str], object] = decode_frame
+        """Reads the server's frames: as its protocol writes them (its welcome says which)."""
         self._session_error: BaseException | None = None
         self._unacked_since = 0.0
         self._sent_upto = 0
@@ -277,11 +280,13 @@ class Sender:
     def _handshake(self, conn: ClientConnection) -> int:
         cfg = self._cfg
         hello = Hello(run_id=cfg.run_id, rank=cfg.rank, name=cfg.name, last_seq=self._source.committed[0],
-                      secret=self._secret, upload=self._upload)
+                      secret=self._secret, upload=self._upload, protocol=PROTOCOL)
         conn.send(encode(hello).decode())
         frame = decode_frame(conn.recv(timeout=cfg.connect_timeout_s))
         if not isinstance(frame, Welcome):
             raise ProtocolViolation(f"expected welcome, got {type(frame).__name__}")
+        # A server of protocol 1 writes its commands flat: read as it writes them.
+        self._decode = decode_frame if frame.protocol >= PROTOCOL else frames_v1.decode_server_frame
         return frame.last_seq
 
     def _session(self, reader: LogReader) -> None:
@@ -349,7 +354,7 @@ class Sender:
                 except TimeoutError:
                     self._check_ack_stall()
                     continue
-                self._handle(decode_frame(raw))
+                self._handle(self._decode(raw))
         except (OSError, WebSocketException, msgspec.DecodeError, ProtocolViolation) as err:
             self._session_error = err
             self._abort(conn)  # the sender may be stuck in a send to this very peer

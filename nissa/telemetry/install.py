@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from leyline import CommandAction
+from leyline import ProfileRequest
 from nissa.control.agreement import ControlRound
 from nissa.hub.secret import run_secret
 from nissa.telemetry.profile_handler import ArtifactUploader, ProfileHandler, UploadConfig, profile_at_start
@@ -37,7 +37,7 @@ def install_profiling(runtime: Runtime, *, profile_batches: int | None = None, p
     handler = ProfileHandler(log_dir=hub.log_dir, run_id=hub.run_id, emit=runtime.emit, uploader=uploader,
                              config=config, rank=runtime.ranks.rank if runtime.ranks.distributed else None,
                              device=device, quiesce=runtime.settle_collectives, phases=phases)
-    runtime.commands.register(CommandAction.PROFILE, handler)
+    runtime.commands.register(ProfileRequest, handler)
     open_start_windows(runtime, profile_batches=profile_batches, profile_update=profile_update)
     return handler
 

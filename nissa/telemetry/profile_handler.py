@@ -1,6 +1,6 @@
 """The ``profile`` command: one profile window at a time, its trace uploaded as a server artifact.
 
-Plugged into a run with ``processor.register(CommandAction.PROFILE, handler)``. The
+Plugged into a run with ``processor.register(ProfileRequest, handler)``. The
 processor calls ``apply`` at a step boundary and forwards ``step_boundary`` (once per
 training batch: it steps the window), ``update_begin`` / ``update_end`` and ``run_end``.
 A window of ``target`` ``update`` is armed when applied and records the next PPO update:
@@ -20,16 +20,14 @@ import dataclasses
 import logging
 import pathlib
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import httpx
 
-from leyline import AnyPayload, Command, CommandAction, ProfileCompleted, ProfileStarted
+from leyline import AnyPayload, ProfileCompleted, ProfileRequest, ProfileStarted
 from leyline.calls import unprofilable
-from leyline.commands import MAX_PROFILE_BATCHES
 from leyline.enums import ProfileTarget
 from nissa.control import CommandContext, CommandProcessor, CommandRejected
 from nissa.hub.rest import artifact_name, artifact_url, auth_headers
@@ -95,14 +93,14 @@ class ArtifactUploader:
 
 @dataclass
 class _Open:
-    ctx: CommandContext
+    ctx: CommandContext[ProfileRequest]
     window: ProfileWindow
     upload: concurrent.futures.Future[str] | None = None
     result: WindowResult | None = None
 
     @property
     def on_update(self) -> bool:
-        return self.ctx.command.target == "update"
+        return self.ctx.request.target == "update"
 
     @property
     def state(self) -> str:
@@ -115,8 +113,6 @@ class _Open:
 
 class ProfileHandler:
     """Opens profile windows on command; one at a time; see the module docstring."""
-
-    action = CommandAction.PROFILE
 
     def __init__(self, *, log_dir: pathlib.Path, run_id: str, emit: Callable[[AnyPayload], None],
                  uploader: ArtifactUploader | None = None, config: ProfileConfig | None = None,
@@ -142,22 +138,19 @@ class ProfileHandler:
     def busy(self) -> bool:
         return self._open is not None
 
-    def apply(self, ctx: CommandContext) -> None:
-        command = ctx.command
-        on_update = command.target == "update"
-        batches = 1 if on_update else command.batches
-        if batches is None or not 1 <= batches <= MAX_PROFILE_BATCHES:
-            raise CommandRejected(f"action 'profile' needs 'batches' in 1..{MAX_PROFILE_BATCHES} or target "
-                                  f"'update', got {command.batches}")
-        impossible = unprofilable(self.phases, command.phase) if on_update else None
+    def apply(self, ctx: CommandContext[ProfileRequest]) -> None:
+        request = ctx.request
+        on_update = request.target == "update"
+        batches = request.batches or 1  # None only with target "update" (its forms): the update, one step
+        impossible = unprofilable(self.phases, request.phase) if on_update else None
         if impossible is not None:
             raise CommandRejected(impossible)
         if self._open is not None:
             raise CommandRejected(f"profile window {self._open.window.name} is still {self._open.state} (command "
                                   f"{self._open.ctx.command_id}); one window at a time")
         self._count += 1
-        name = f"w{self._count}-{(command.phase or 'update') if on_update else 'step'}{ctx.step}"
-        window = ProfileWindow(name, batches, self.trace_root / name, window_config(self.config, command),
+        name = f"w{self._count}-{(request.phase or 'update') if on_update else 'step'}{ctx.step}"
+        window = ProfileWindow(name, batches, self.trace_root / name, window_config(self.config, request),
                                rank=self.rank, device=self.device, quiesce=self.quiesce)
         self._open = _Open(ctx=ctx, window=window)
         if not on_update:
@@ -213,7 +206,7 @@ class ProfileHandler:
 
     def _awaits(self, name: str) -> bool:
         current = self._open
-        return current is not None and current.on_update and (current.ctx.command.phase or "update") == name
+        return current is not None and current.on_update and (current.ctx.request.phase or "update") == name
 
     def run_end(self, reason: str) -> None:
         current = self._open
@@ -271,20 +264,18 @@ class ProfileHandler:
                              message=message)
 
 
-def window_config(base: ProfileConfig, command: Command) -> ProfileConfig:
+def window_config(base: ProfileConfig, request: ProfileRequest) -> ProfileConfig:
     """The run's profile settings with what this request asks for on top (a request only adds recording:
     shapes, Python stacks, memory; the cheap default records none of them)."""
-    return dataclasses.replace(base, record_shapes=base.record_shapes or command.record_shapes,
-                               with_stack=base.with_stack or command.with_stack,
-                               profile_memory=base.profile_memory or command.profile_memory)
+    return dataclasses.replace(base, record_shapes=base.record_shapes or request.record_shapes,
+                               with_stack=base.with_stack or request.with_stack,
+                               profile_memory=base.profile_memory or request.profile_memory)
 
 
 def profile_at_start(processor: CommandProcessor, run_id: str, batches: int | None,
                      reason: str = "--profile", target: ProfileTarget = "batches") -> str:
     """Ask for a profile window through the command path: over the first ``batches`` batches
     (``--profile``), or over the run's first PPO update (``target="update"``, ``--profile-update``)."""
-    command = Command(command_id=f"local-profile-{uuid.uuid4().hex[:12]}", run_id=run_id,
-                      action=CommandAction.PROFILE, batches=None if target == "update" else batches,
-                      target=target, reason=reason, created_at=time.time())
-    processor.submit(command)
-    return command.command_id
+    request = ProfileRequest(run_id=run_id, batches=None if target == "update" else batches, target=target,
+                             reason=reason)
+    return processor.issue(request, prefix="local-profile")

@@ -19,21 +19,15 @@ from nissa_server.store import queries
 router = APIRouter(tags=["commands"])
 # Lax: JSON Schema calls 3.0 an integer, and curl users write "3"; bounds and rules still apply.
 DECODER = msgspec.json.Decoder(EscalateRequest, strict=False)
-Escalation = Annotated[EscalateRequest, decoded(DECODER, "invalid escalation", misplaced)]
+EscalateBody = Annotated[EscalateRequest, decoded(DECODER, "invalid escalation", misplaced)]
 
 _ESCALATE_BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {
             "schema": {"$ref": REF.format(name="EscalateRequest")},
-            "examples": {"debug": {"value": EXAMPLES["escalate_debug"]},
-                         "profile": {"value": EXAMPLES["escalate_profile"]},
-                         "profile_update": {"value": EXAMPLES["escalate_profile_update"]},
-                         "profile_phase": {"value": EXAMPLES["escalate_profile_phase"]},
-                         "call": {"value": EXAMPLES["escalate_call"]},
-                         "checkpoint": {"value": EXAMPLES["escalate_checkpoint"]},
-                         "stop": {"value": EXAMPLES["escalate_stop"]},
-                         "stacks": {"value": EXAMPLES["escalate_stacks"]}},
+            "examples": {name.removeprefix("escalate_"): {"value": value} for name, value in EXAMPLES.items()
+                         if name.startswith("escalate_")},
         }},
     }
 }
@@ -60,7 +54,7 @@ _ESCALATE_BODY = {
     },
 )
 async def escalate(
-    n: NissaDep, req: Escalation,
+    n: NissaDep, req: EscalateBody,
     idempotency_key: Annotated[str | None, Header(max_length=200, description="Retries with the same key "
                                                   "return the same command")] = None,
 ) -> Response:

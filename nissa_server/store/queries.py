@@ -7,7 +7,19 @@ from itertools import takewhile
 
 import msgspec
 
-from leyline import Command, CommandRecord, HubHealth, RankCommandStatus, RunFinished, RunStarted, StatusChange
+from leyline import (
+    Command,
+    CommandAction,
+    CommandRecord,
+    CommandStatus,
+    EscalateRequest,
+    HubHealth,
+    RankCommandStatus,
+    RunFinished,
+    RunStarted,
+    StatusChange,
+)
+from leyline.commands import from_flat
 from leyline.payloads import Scalar
 from leyline.runs import RankInfo, RunDetail
 from nissa_server.store import ranks_sql, runs_page, summaries_sql
@@ -20,7 +32,8 @@ _finished = msgspec.json.Decoder(RunFinished)
 _health = msgspec.json.Decoder(HubHealth)
 _history = msgspec.json.Decoder(list[StatusChange])
 _result = msgspec.json.Decoder(dict[str, Scalar])
-_request = msgspec.json.Decoder(dict[str, Scalar | dict[str, Scalar]])  # a call's "args" is the one mapping
+_request = msgspec.json.Decoder(EscalateRequest)
+_flat_request = msgspec.json.Decoder(dict[str, Scalar | dict[str, Scalar]])  # a call's "args" is the one mapping
 
 MAX_RANK = 65535
 BLOCK_PAGE = 64
@@ -191,26 +204,31 @@ def seq_to_id(conn: Conn, run_key: int, seq: int, rank: int = 0) -> int:
     return row[0] + min(seq - row[1], row[2] - 1) if row else 0
 
 
-_COMMAND_COLUMNS = ("c.command_id, r.run_id, c.status, c.created_at, c.updated_at, c.request, c.applied_step,"
-                    " c.result, c.message, c.history")
+_COMMAND_COLUMNS = ("c.command_id, r.run_id, c.action, c.status, c.created_at, c.updated_at, c.request,"
+                    " c.applied_step, c.result, c.message, c.history")
 
 
-_ASKED = frozenset(CommandRecord.__struct_fields__) - {
-    "command_id", "run_id", "status", "created_at", "updated_at", "applied_step", "result", "message", "history",
-    "ranks"}
-"""The fields of a record that its stored request says (a request's other fields, and its nulls, left out)."""
+def stored_request(data: bytes) -> EscalateRequest | None:
+    """The request a command's row keeps, as the server encodes one; a row an earlier version wrote (the
+    request flat, every action's fields side by side) read as the request it was. None for a command a run
+    gave itself, recorded from its status events: the server never saw its request."""
+    try:
+        return _request.decode(data)
+    except msgspec.ValidationError:
+        pass
+    try:
+        return from_flat(_flat_request.decode(data))
+    except msgspec.ValidationError:
+        return None
 
 
 def _record(row: tuple) -> CommandRecord:
-    """The command as stored: the request's own fields (whichever the action takes), then what became of it."""
-    command_id, run_id, status, created, updated, request, step, result, message, history = row
-    asked = {k: v for k, v in _request.decode(request).items() if k in _ASKED and v is not None}
-    record = msgspec.convert({**asked, "command_id": command_id, "run_id": run_id, "status": status,
-                              "created_at": created, "updated_at": updated, "applied_step": step,
-                              "message": message}, CommandRecord)
-    record.result = _result.decode(result) if result else None
-    record.history = _history.decode(history)
-    return record
+    """The command as stored: its request, then what became of it."""
+    command_id, run_id, action, status, created, updated, request, step, result, message, history = row
+    return CommandRecord(command_id=command_id, run_id=run_id, action=CommandAction(action),
+                         request=stored_request(bytes(request)), status=CommandStatus(status), created_at=created,
+                         updated_at=updated, applied_step=step, result=_result.decode(result) if result else None,
+                         message=message, history=_history.decode(history))
 
 
 def _with_ranks(conn: Conn, record: CommandRecord) -> CommandRecord:
@@ -244,12 +262,9 @@ def queued_commands(conn: Conn, run_key: int) -> list[Command]:
         f"SELECT {_COMMAND_COLUMNS} FROM commands c JOIN runs r USING (run_key)"
         " WHERE c.run_key = ? AND c.status = 'queued' ORDER BY c.created_at, c.command_id", (run_key,),
     ).fetchall()
-    return [_command(_record(row)) for row in rows]
-
-
-def _command(rec: CommandRecord) -> Command:
-    """The record as it goes down to the trainer: the request's fields and the command's id and time."""
-    return msgspec.convert(msgspec.structs.asdict(rec), Command)
+    records = [_record(row) for row in rows]  # a run's own commands (no request kept) never go down to it
+    return [Command(command_id=rec.command_id, request=rec.request, created_at=rec.created_at)
+            for rec in records if rec.request is not None]
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:

@@ -52,7 +52,7 @@ def test_batch_round_trip_and_frames():
     batch = decode_frame(encode(EventBatch(events=events, cursor=7)))
     assert isinstance(batch, EventBatch) and batch.events == events and batch.cursor == 7
     for frame in (Hello(run_id="r", rank=2, last_seq=9), Welcome(last_seq=3), Ack(seq=4),
-                  CommandFrame(command=Command(command_id="c", run_id="r", action=CommandAction.DEBUG, epochs=2))):
+                  CommandFrame(command=Command(command_id="c", request=DebugRequest(run_id="r", epochs=2)))):
         assert decode_frame(encode(frame)) == frame
 
 

@@ -11,6 +11,7 @@ import torch  # noqa: E402
 
 import nissa  # noqa: E402
 from leyline import Command, CommandAction, EventKind  # noqa: E402
+from leyline.commands import REQUEST_TYPES  # noqa: E402
 from nissa.integrations.lightning import NissaCallback, metric_name  # noqa: E402
 from tests.e2e.api import trainer_events, wait_for  # noqa: E402
 from tests.support.server import running_server  # noqa: E402
@@ -50,8 +51,9 @@ def _fit(run: nissa.Run, **trainer_args) -> pl.Trainer:
 
 
 def _local(run: nissa.Run, action: CommandAction, **fields) -> None:
-    run.runtime.commands.submit(Command(command_id=f"local-{action.value}", run_id=run.run_id, action=action,
-                                        created_at=time.time(), **fields))
+    run.runtime.commands.submit(Command(command_id=f"local-{action.value}",
+                                        request=REQUEST_TYPES[action](run_id=run.run_id, **fields),
+                                        created_at=time.time()))
 
 
 def test_a_lightning_fit_is_a_run_with_metrics_and_a_debug_window(tmp_path):

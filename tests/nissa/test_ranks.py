@@ -13,7 +13,7 @@ import socket
 import pytest
 import torch
 
-from leyline import Command, CommandAction, RunFinished
+from leyline import Command, DebugRequest, RunFinished
 from nissa.control.agreement import Agreement, DisagreedStep, StepTimer
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
@@ -95,7 +95,7 @@ def _rank_main(rank: int, port: int, log_dir: pathlib.Path, out: multiprocessing
     ranks = Ranks.start("cpu")
     try:
         agreement = Agreement(ranks)
-        c1, c2 = (Command(command_id=c, run_id="r", action=CommandAction.DEBUG, epochs=1) for c in ("c1", "c2"))
+        c1, c2 = (Command(command_id=c, request=DebugRequest(run_id="r", epochs=1)) for c in ("c1", "c2"))
         held = [c1] if rank == 0 else [c2, c1]
         agreed = agreement.exchange(16, held, 0.01 * (rank + 1))  # the first: read at once
         posted = agreement.exchange(32 + rank, [], None)  # read at the next exchange

@@ -12,6 +12,7 @@ import torch
 import nissa
 import nissa.calls
 from leyline import Command, CommandAction, EventKind, decode_event
+from leyline.commands import REQUEST_TYPES
 from nissa.telemetry.syncs import HostSyncCounter
 
 
@@ -20,8 +21,8 @@ def _events(run: nissa.Run) -> list:
 
 
 def _submit(run: nissa.Run, action: CommandAction, **fields) -> str:
-    command = Command(command_id=f"local-{action.value}-{time.monotonic_ns()}", run_id=run.run_id, action=action,
-                      created_at=time.time(), **fields)
+    command = Command(command_id=f"local-{action.value}-{time.monotonic_ns()}",
+                      request=REQUEST_TYPES[action](run_id=run.run_id, **fields), created_at=time.time())
     run.runtime.commands.submit(command)
     return command.command_id
 

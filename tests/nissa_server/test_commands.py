@@ -48,7 +48,7 @@ async def test_queued_command_goes_down_when_the_trainer_reconnects(server_url):
         assert resp.status_code == 202
     async with IngestClient(server_url, "later") as client:
         command = await client.wait_command()
-        assert command.command_id == resp.json()["command_id"] and command.batches == 5
+        assert command.command_id == resp.json()["command_id"] and command.request.batches == 5
 
 
 async def test_a_profile_window_over_the_next_update_reaches_the_trainer_with_its_target(server_url):
@@ -58,9 +58,9 @@ async def test_a_profile_window_over_the_next_update_reaches_the_trainer_with_it
         resp = await http.post("/escalate", json={"run_id": "upd", "action": "profile", "target": "update"})
         assert resp.status_code == 202, resp.text
         command = await client.wait_command()
-        assert command.target == "update" and command.batches is None
+        assert command.request.target == "update" and command.request.batches is None
         record = (await http.get(f"/commands/{command.command_id}")).json()
-        assert record["target"] == "update" and record["batches"] is None
+        assert record["request"] == {"action": "profile", "run_id": "upd", "target": "update"}
 
 
 async def test_undelivered_command_expires_with_an_event(tmp_path):

@@ -40,13 +40,13 @@ def test_a_debug_windows_layers_are_distributions_over_steps(tmp_path, server_ur
     ``debug_layer_stats``: one chart a layer, read like any distribution."""
     import time
 
-    from leyline import Command, CommandAction
+    from leyline import Command, DebugRequest
 
     run = nissa.init(server=server_url, run_name="debug-hist", log_dir=tmp_path, system_metrics=False)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     run.watch(model, name="mlp")
-    run.runtime.commands.submit(Command(command_id="debug-1", run_id=run.run_id, action=CommandAction.DEBUG,
-                                        created_at=time.time(), epochs=3))
+    run.runtime.commands.submit(Command(command_id="debug-1", request=DebugRequest(run_id=run.run_id, epochs=3),
+                                        created_at=time.time()))
     x = torch.randn(16, 4)
     for _ in range(5):
         with run.step():

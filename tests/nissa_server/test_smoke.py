@@ -22,7 +22,7 @@ async def test_ingest_watch_rest_escalate(server_url):
             assert resp.status_code == 202, resp.text
             command_id = resp.json()["command_id"]
             command = await client.wait_command()
-            assert command.command_id == command_id and command.epochs == 2
+            assert command.command_id == command_id and command.request.epochs == 2
             report = make_event(CommandStatusChanged(command_id=command_id, action=command.action,
                                                      status=CommandStatus.APPLIED, applied_step=77),
                                 run_id="run-a", seq=51, ts=1.7e9, step=77)

@@ -9,9 +9,9 @@ from urllib.parse import urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from leyline import Command, Event, decode_frame, encode, make_event
+from leyline import Command, Event, decode_frame, encode, frames_v1, make_event
 from leyline.enums import EventKind
-from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
+from leyline.frames import PROTOCOL, Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.samples import SAMPLE_PAYLOADS
 
 _FILLER = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE)
@@ -41,12 +41,13 @@ def events_for(run_id: str, n: int, start_seq: int = 1, rank: int = 0, started: 
 
 
 class IngestClient:
-    """Speaks ``/ws/ingest`` like a trainer rank: hello, batches, acks; collects commands sent down."""
+    """Speaks ``/ws/ingest`` like a trainer rank: hello, batches, acks; collects commands sent down. A client
+    of ``protocol`` 1 is a trainer from before protocol 2: it reads its commands flat."""
 
     def __init__(self, base: str, run_id: str, rank: int = 0, token: str | None = None, name: str = "",
-                 secret: str | None = SECRET, upload: bool = False) -> None:
+                 secret: str | None = SECRET, upload: bool = False, protocol: int = PROTOCOL) -> None:
         self.base, self.run_id, self.rank, self.token, self.name = base, run_id, rank, token, name
-        self.secret, self.upload = secret, upload
+        self.secret, self.upload, self.protocol = secret, upload, protocol
         self.ws: ClientConnection | None = None
         self.welcome: Welcome | None = None
         self.acked = 0
@@ -56,7 +57,7 @@ class IngestClient:
         self.ws = await connect(ws_url(self.base, "/ws/ingest"), additional_headers=auth_headers(self.token),
                                 max_size=None, open_timeout=30)
         await self.ws.send(encode(Hello(run_id=self.run_id, rank=self.rank, name=self.name, secret=self.secret,
-                                        upload=self.upload)).decode())
+                                        upload=self.upload, protocol=self.protocol)).decode())
         frame = await self.recv()
         assert isinstance(frame, Welcome), frame
         self.welcome = frame
@@ -72,7 +73,8 @@ class IngestClient:
 
     async def recv(self, timeout: float = 30.0) -> object:
         assert self.ws is not None
-        frame = decode_frame(await asyncio.wait_for(self.ws.recv(), timeout))
+        raw = await asyncio.wait_for(self.ws.recv(), timeout)
+        frame = decode_frame(raw) if self.protocol >= PROTOCOL else frames_v1.decode_server_frame(raw)
         if isinstance(frame, Ack):
             self.acked = max(self.acked, frame.seq)
         elif isinstance(frame, CommandFrame):

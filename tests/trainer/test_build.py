@@ -138,7 +138,7 @@ def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_
     checkpointer, so ``checkpoint`` and ``stop`` are refused with a reason, and the loop runs the same."""
     import time
 
-    from leyline import Command, CommandAction, EventKind, RunFinished, decode_event
+    from leyline import CheckpointRequest, Command, EventKind, RunFinished, StopRequest, decode_event
     from trainer.build import build_run, open_run
     from trainer.checkpoint import CheckpointConfig, Checkpointer
     from trainer.checkpoint.null import UNAVAILABLE, NullCheckpointer
@@ -146,8 +146,8 @@ def test_build_run_wires_one_run_and_a_run_without_checkpoints_refuses_them(tmp_
     config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
     plain = build_run(config, open_run(config, run_id="plain", log_dir=tmp_path, system_metrics=False))
     assert isinstance(plain.checkpoints, NullCheckpointer)
-    for action in (CommandAction.STOP, CommandAction.CHECKPOINT):
-        plain.run.runtime.commands.submit(Command(command_id=f"local-{action.value}", run_id="plain", action=action,
+    for request in (StopRequest(run_id="plain"), CheckpointRequest(run_id="plain")):
+        plain.run.runtime.commands.submit(Command(command_id=f"local-{request.action.value}", request=request,
                                               created_at=time.time()))
     summary = plain.train(data=data)
     plain.run.end(summary)
@@ -170,14 +170,14 @@ def test_the_heuristic_has_no_update_to_profile_and_says_so(tmp_path, data):
     reason, not armed, opened around an empty update and completed with an empty trace."""
     import time
 
-    from leyline import Command, CommandAction, EventKind, decode_event
+    from leyline import Command, EventKind, ProfileRequest, decode_event
     from trainer.build import build_run, open_run
 
     assert TrainConfig(policy="ppo").phases == ("update",) and TrainConfig(policy="heuristic").phases == ()
     config = TrainConfig(**TINY, rounds=1, episode_length=2, n_envs=1, policy="heuristic", seed=1)
     run = build_run(config, open_run(config, run_id="heur", log_dir=tmp_path, system_metrics=False))
-    run.run.runtime.commands.submit(Command(command_id="local-update", run_id="heur", action=CommandAction.PROFILE,
-                                        target="update", created_at=time.time()))
+    update = ProfileRequest(run_id="heur", target="update")
+    run.run.runtime.commands.submit(Command(command_id="local-update", request=update, created_at=time.time()))
     run.run.end(run.train(data=data))
     events = [decode_event(line) for line in (tmp_path / "heur" / "events.jsonl").read_bytes().splitlines()]
     statuses = [e.payload for e in events if e.kind is EventKind.COMMAND_STATUS]

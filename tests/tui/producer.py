@@ -16,11 +16,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from leyline import (
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
+    DebugRequest,
     Event,
     Payload,
+    ProfileRequest,
+    StacksRequest,
     TelemetryLevel,
     TelemetryLevelChanged,
     decode_frame,
@@ -28,7 +30,7 @@ from leyline import (
     make_event,
 )
 from leyline.commands import Command
-from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
+from leyline.frames import PROTOCOL, Ack, CommandFrame, EventBatch, Hello, Welcome
 from tests.support import SECRET
 
 
@@ -89,19 +91,20 @@ class ScriptedTrainer:
 
         await self.emit(status(CommandStatus.DELIVERED))
         self.step += 10
-        if command.action is CommandAction.DEBUG:
+        request = command.request
+        if isinstance(request, DebugRequest):
             await self.emit(
                 status(CommandStatus.APPLIED, applied_step=self.step),
                 TelemetryLevelChanged(level=TelemetryLevel.DEBUG, previous=TelemetryLevel.NORMAL,
-                                      reason="command", until_epoch=self.epoch + (command.epochs or 1),
+                                      reason="command", until_epoch=self.epoch + (request.epochs or 1),
                                       command_id=command.command_id),
             )
             await self.emit(
                 TelemetryLevelChanged(level=TelemetryLevel.NORMAL, previous=TelemetryLevel.DEBUG,
                                       reason="window ended", command_id=command.command_id),
-                status(CommandStatus.COMPLETED, result={"epochs": command.epochs or 1}),
+                status(CommandStatus.COMPLETED, result={"epochs": request.epochs or 1}),
             )
-        elif command.action is CommandAction.STACKS:  # answered at once, the step where it is
+        elif isinstance(request, StacksRequest):  # answered at once, the step where it is
             self.step -= 10
             await self.emit(status(CommandStatus.APPLIED, applied_step=self.step))
             stacks = 'Thread 0x1 "MainThread" (most recent call last):\n  File "ranks.py", line 9, in _collective\n'
@@ -109,7 +112,8 @@ class ScriptedTrainer:
                                    result={"threads": 1, "rank": self.rank, "stacks": stacks}))
         else:
             await self.emit(status(CommandStatus.APPLIED, applied_step=self.step))
-            await self.emit(status(CommandStatus.COMPLETED, result={"batches": command.batches or 0}))
+            batches = request.batches if isinstance(request, ProfileRequest) else None
+            await self.emit(status(CommandStatus.COMPLETED, result={"batches": batches or 0}))
 
 
 @contextlib.asynccontextmanager
@@ -119,7 +123,8 @@ async def scripted_trainer(server_url: str, run_id: str, *, name: str = "scripte
     ws_url = server_url.replace("http://", "ws://", 1).rstrip("/") + "/ws/ingest"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with connect(ws_url, additional_headers=headers, max_size=None) as ws:
-        await ws.send(encode(Hello(run_id=run_id, rank=rank, name=name, last_seq=0, secret=SECRET)).decode())
+        hello = Hello(run_id=run_id, rank=rank, name=name, last_seq=0, secret=SECRET, protocol=PROTOCOL)
+        await ws.send(encode(hello).decode())
         welcome = decode_frame(await asyncio.wait_for(ws.recv(), 30))
         assert isinstance(welcome, Welcome), welcome
         trainer = ScriptedTrainer(ws, run_id, answer_commands, rank)

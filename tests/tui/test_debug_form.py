@@ -94,7 +94,8 @@ async def test_p_with_the_box_ticked_profiles_the_next_update(tmp_path):
             await until(pilot, lambda: view.state.commands, "command issued")
             await until(pilot, lambda: trainer.commands, "command delivered to the trainer")
         command = trainer.commands[0]
-        assert command.action is CommandAction.PROFILE and command.target == "update" and command.batches is None
+        request = command.request
+        assert isinstance(request, ProfileRequest) and request.target == "update" and request.batches is None
 
 
 @pytest.mark.parametrize(("typed", "epochs"), [("", None), ("2", 2)])
@@ -118,11 +119,12 @@ async def test_shift_d_with_the_box_ticked_records_through_update(tmp_path, type
         # What the server recorded, in its own words and as the console's client reads it.
         async with httpx.AsyncClient(base_url=url) as http:
             body = (await http.get(f"/commands/{command_id}")).json()
-        assert body["action"] == "debug" and body["through_update"] is True and body["epochs"] == epochs
+        asked = body["request"]
+        assert body["action"] == "debug" and asked["through_update"] is True and asked.get("epochs") == epochs
         client = NissaClient(ClientConfig(url))
         try:
             record = await client.command(command_id)
         finally:
             await client.aclose()
-        assert record.through_update is True and record.epochs == epochs
-        assert trainer.commands[0].through_update is True and trainer.commands[0].epochs == epochs
+        expected = DebugRequest(run_id="run-upd", epochs=epochs, through_update=True, reason="esper-watch")
+        assert record.request == expected and trainer.commands[0].request == expected

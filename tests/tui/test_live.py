@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from leyline import CommandStatus, Heartbeat, TelemetryLevel
+from leyline import CommandStatus, Heartbeat, ProfileRequest, TelemetryLevel
 from tests.support.clock import ManualClock
 from tests.support.server import running_server
 from tests.tui.live_console import SIZE, console, until
@@ -54,7 +54,7 @@ async def test_live_run_from_the_picker_with_a_debug_window(tmp_path):
                 await pilot.press("d")
                 await until(pilot, lambda: trainer.commands, "command delivered to the trainer")
                 command = trainer.commands[0]
-                assert command.action.value == "debug" and command.epochs == app.config.debug_epochs
+                assert command.action.value == "debug" and command.request.epochs == app.config.debug_epochs
                 await until(pilot, lambda: command.command_id in view.state.commands
                             and view.state.commands[command.command_id].status is CommandStatus.COMPLETED,
                             "command completed")
@@ -89,7 +89,7 @@ async def test_profile_form_and_refusals_are_shown(tmp_path):
                 await pilot.click("#ok")  # the mouse works in the form too
                 await until(pilot, lambda: not isinstance(app.screen, EscalateForm), "form closed")
                 await until(pilot, lambda: trainer.commands, "profile command delivered")
-                assert trainer.commands[0].action.value == "profile" and trainer.commands[0].batches == 7
+                assert trainer.commands[0].request == ProfileRequest(run_id="run-p", batches=7)
 
                 await pilot.press("d")  # the second open command: still accepted
                 await until(pilot, lambda: len(view.state.commands) == 2, "second command")

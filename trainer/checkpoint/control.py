@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from leyline import CommandAction
-from nissa.parts import CommandContext, CommandHandler, CommandRejected
+from leyline import CheckpointRequest, StopRequest
+from nissa.parts import CommandContext, CommandRejected, Handles
 from trainer.checkpoint.files import CheckpointError, CheckpointStore, Written, checkpoint_name
 from trainer.checkpoint.state import Totals, capture
 from trainer.simic.vectorized import VectorizedTrainer
@@ -79,7 +79,8 @@ class _Job:
     step: int
     epoch: int
     pause_s: float
-    waiting: list[CommandContext] = field(default_factory=list)
+    waiting: list[CommandContext[Any]] = field(default_factory=list)
+    """The ``checkpoint`` and ``stop`` commands this write completes."""
     outcome: Written | Exception | None = None
     thread: threading.Thread | None = None
 
@@ -97,17 +98,17 @@ class Checkpointer:
         self._run_config, self._manifest = run_config, manifest
         self._hub_seq, self._control_state = hub_seq, control_state
         self._prunes = prunes
-        self._asked: list[CommandContext] = []
-        self.stop_asked: CommandContext | None = None
+        self._asked: list[CommandContext[CheckpointRequest]] = []
+        self.stop_asked: CommandContext[StopRequest] | None = None
         self._job: _Job | None = None
         self._boundary: _Snapshot | None = None
         self.written: list[Written] = []
         """Every checkpoint this process wrote, oldest first."""
 
-    def register(self, handle: Callable[[CommandAction, CommandHandler], None]) -> None:
+    def register(self, handle: Handles) -> None:
         """Handle ``checkpoint`` and ``stop`` (``handle``: the run's ``Run.handle``)."""
-        handle(CommandAction.CHECKPOINT, _CheckpointCommand(self))
-        handle(CommandAction.STOP, _StopCommand(self))
+        handle(CheckpointRequest, _CheckpointCommand(self))
+        handle(StopRequest, _StopCommand(self))
 
     # --- the training thread ---------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class Checkpointer:
             self._start(snapshot, waiting)
         self.finish()
 
-    def _take_waiting(self) -> list[CommandContext]:
+    def _take_waiting(self) -> list[CommandContext[Any]]:
         waiting = self._asked + ([self.stop_asked] if self.stop_asked is not None else [])
         self._asked = []
         return waiting
@@ -185,7 +186,7 @@ class Checkpointer:
         pause = time.perf_counter() - begin
         return _Snapshot(checkpoint_name(totals.round), totals.round, trainer.step, trainer.epoch, pause, state)
 
-    def _start(self, snapshot: _Snapshot, waiting: list[CommandContext]) -> None:
+    def _start(self, snapshot: _Snapshot, waiting: list[CommandContext[Any]]) -> None:
         self.finish()  # one write at a time: the previous one must be on disk before the next begins
         job = _Job(snapshot.name, snapshot.round, snapshot.step, snapshot.epoch, snapshot.pause_s, waiting)
         manifest = {**self._manifest, "config": self._run_config, "round": job.round, "step": job.step,
@@ -235,7 +236,7 @@ class _CheckpointCommand:
     def __init__(self, owner: Checkpointer) -> None:
         self.owner = owner
 
-    def apply(self, ctx: CommandContext) -> None:
+    def apply(self, ctx: CommandContext[CheckpointRequest]) -> None:
         self.owner._asked.append(ctx)
 
     def step_boundary(self, step: int, epoch: int) -> None:
@@ -249,7 +250,7 @@ class _StopCommand:
     def __init__(self, owner: Checkpointer) -> None:
         self.owner = owner
 
-    def apply(self, ctx: CommandContext) -> None:
+    def apply(self, ctx: CommandContext[StopRequest]) -> None:
         if self.owner.stop_asked is not None:
             raise CommandRejected(f"the run is already stopping ({self.owner.stop_asked.command_id})")
         self.owner.stop_asked = ctx

@@ -5,18 +5,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from leyline import CommandAction
-from nissa.parts import CommandContext, CommandHandler, CommandRejected
+from leyline import CheckpointRequest, StopRequest
+from nissa.parts import CommandContext, CommandRejected, Handles
 from trainer.checkpoint.files import Written
 
 UNAVAILABLE = "this run takes no checkpoints: it has none to take, and none to stop at"
 
 
 class _Refused:
-    def apply(self, ctx: CommandContext) -> None:
+    def apply(self, ctx: CommandContext[Any]) -> None:
         raise CommandRejected(UNAVAILABLE)
 
 
@@ -26,11 +25,11 @@ class NullCheckpointer:
     written: list[Written] = []
 
     @staticmethod
-    def register(handle: Callable[[CommandAction, CommandHandler], None]) -> None:
+    def register(handle: Handles) -> None:
         """``checkpoint`` and ``stop`` rejected with the reason (``handle``: the run's ``Run.handle``, in place of its
         own handlers)."""
-        for action in (CommandAction.CHECKPOINT, CommandAction.STOP):
-            handle(action, _Refused())
+        handle(CheckpointRequest, _Refused())
+        handle(StopRequest, _Refused())
 
     def stopping(self) -> bool:
         return False

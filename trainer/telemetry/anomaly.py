@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from leyline import AnomalyDetected, LSTMHealth, PPOUpdate
+from leyline.commands import MAX_DEBUG_EPOCHS
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.ema import Drift
 from trainer.telemetry.epoch_checks import EpochCheckConfig, EpochChecks, Finding
@@ -85,6 +86,8 @@ class AnomalyConfig:
         if self.drift_min_updates < 1 or self.escalate_epochs < 1 or min(self.cooldown_updates,
                                                                          self.cooldown_epochs) < 0:
             raise ValueError("drift_min_updates and escalate_epochs must be >= 1, cooldowns >= 0")
+        if self.escalate_epochs > MAX_DEBUG_EPOCHS:  # the window is a debug request, and so bounded
+            raise ValueError(f"escalate_epochs must be <= {MAX_DEBUG_EPOCHS}, got {self.escalate_epochs}")
         if not self.escalate_on <= ANOMALIES:
             raise ValueError(f"escalate_on: unknown anomalies {sorted(self.escalate_on - ANOMALIES)}")
 

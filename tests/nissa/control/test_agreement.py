@@ -19,10 +19,10 @@ def agreed_harness() -> Harness:
 
 
 def _debug(h: Harness):
-    from leyline import CommandAction
+    from leyline import DebugRequest
     from nissa.control import DebugHandler
 
-    return CommandAction.DEBUG, DebugHandler(h.levels)
+    return DebugRequest, DebugHandler(h.levels)
 
 
 def test_commands_wait_for_the_agreement_and_apply_at_its_step():

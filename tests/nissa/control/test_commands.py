@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from collections import deque
 
+import msgspec
 import pytest
 
-from leyline import Command, CommandAction, CommandStatus, CommandStatusChanged, TelemetryLevel
+from leyline import (
+    Command,
+    CommandAction,
+    CommandStatus,
+    CommandStatusChanged,
+    DebugRequest,
+    ProfileRequest,
+    TelemetryLevel,
+    decode_frame,
+)
+from leyline.commands import MAX_DEBUG_EPOCHS, REQUEST_TYPES
 from nissa.control import (
     PROFILE_UNAVAILABLE,
     CommandContext,
@@ -24,8 +35,8 @@ class Harness:
         self.inbox: deque[Command] = deque()
         self.levels = LevelController(TelemetryLevel.NORMAL, self.emitted.append)
         self.proc = CommandProcessor(self.emitted.append, self._drain)
-        self.proc.register(CommandAction.DEBUG, DebugHandler(self.levels))
-        self.proc.register(CommandAction.PROFILE, UnavailableHandler(PROFILE_UNAVAILABLE))
+        self.proc.register(DebugRequest, DebugHandler(self.levels))
+        self.proc.register(ProfileRequest, UnavailableHandler(PROFILE_UNAVAILABLE))
 
     def _drain(self) -> list[Command]:
         out = list(self.inbox)
@@ -42,7 +53,7 @@ class Harness:
 
 
 def _cmd(cid: str, action=CommandAction.DEBUG, **kw) -> Command:
-    return Command(command_id=cid, run_id="r", action=action, **kw)
+    return Command(command_id=cid, request=REQUEST_TYPES[action](run_id="r", **kw))
 
 
 def test_debug_command_is_applied_at_the_step_and_completes_when_its_window_closes():
@@ -76,18 +87,18 @@ class CountingProfile:
     def apply(self, ctx: CommandContext) -> None:
         if self.ctx is not None and not self.ctx.finished:
             raise CommandRejected("a profile window is already open")
-        self.ctx, self.left = ctx, ctx.command.batches
+        self.ctx, self.left = ctx, ctx.request.batches
 
     def step_boundary(self, step: int, epoch: int) -> None:
         if self.ctx is not None and not self.ctx.finished and step > self.ctx.step:
             self.left -= 1
             if self.left == 0:
-                self.ctx.complete({"batches": self.ctx.command.batches, "last_step": step})
+                self.ctx.complete({"batches": self.ctx.request.batches, "last_step": step})
 
 
 def test_a_plugged_in_handler_observes_steps_and_a_second_request_is_rejected():
     h = Harness()
-    h.proc.register(CommandAction.PROFILE, CountingProfile())
+    h.proc.register(ProfileRequest, CountingProfile())
     h.inbox.extend([_cmd("p1", action=CommandAction.PROFILE, batches=2),
                     _cmd("p2", action=CommandAction.PROFILE, batches=1)])
     for step in (5, 6, 7):
@@ -112,11 +123,11 @@ class Broken:
 
 def test_applied_always_precedes_completion_and_handler_errors_fail_the_command_not_the_run():
     h = Harness()
-    h.proc.register(CommandAction.PROFILE, Immediate())
+    h.proc.register(ProfileRequest, Immediate())
     h.inbox.append(_cmd("i", action=CommandAction.PROFILE, batches=1))
     h.proc.step_boundary(3, 1)
     assert [s for s, _ in h.statuses("i")] == [CommandStatus.APPLIED, CommandStatus.COMPLETED]
-    h.proc.register(CommandAction.PROFILE, Broken())
+    h.proc.register(ProfileRequest, Broken())
     h.inbox.append(_cmd("b", action=CommandAction.PROFILE, batches=1))
     h.proc.step_boundary(4, 1)
     h.proc.epoch_end(1)  # the broken observer is logged, not raised
@@ -131,7 +142,7 @@ def test_duplicates_are_ignored_and_local_commands_take_the_same_path():
     h.inbox.append(_cmd("c", epochs=1))
     h.proc.step_boundary(2, 1)
     assert h.statuses("c") == [(CommandStatus.APPLIED, 1)]
-    cid = h.proc.escalate_debug(epochs=2, reason="anomaly: kl_spike", run_id="r")
+    cid = h.proc.issue(DebugRequest(run_id="r", epochs=2, reason="anomaly: kl_spike"))
     assert cid.startswith("auto-") and h.statuses(cid) == [(CommandStatus.DELIVERED, None)]
     h.proc.step_boundary(3, 1)
     assert h.statuses(cid)[-1] == (CommandStatus.APPLIED, 3)
@@ -147,10 +158,16 @@ def test_run_end_fails_what_is_still_open_and_reverts_the_level():
     assert h.levels.level is TelemetryLevel.NORMAL
 
 
-@pytest.mark.parametrize("cmd", [_cmd("x"), _cmd("y", epochs=0)])
-def test_malformed_debug_commands_are_rejected_with_a_reason(cmd):
+@pytest.mark.parametrize("fields", [{}, {"epochs": 0}, {"epochs": MAX_DEBUG_EPOCHS + 1}, {"through_update": False}])
+def test_a_malformed_debug_request_never_reaches_a_handler(fields):
+    """The request is checked where it is made: a frame that holds one does not decode, a run that issues one
+    itself (auto-escalation) is told why at once, and nothing is left for the handler to check again."""
+    frame = msgspec.json.encode({"type": "command", "command": {
+        "command_id": "x", "request": {"action": "debug", "run_id": "r", **fields}}})
+    with pytest.raises(msgspec.ValidationError):
+        decode_frame(frame)
     h = Harness()
-    h.inbox.append(cmd)
+    with pytest.raises(ValueError, match="epochs"):
+        h.proc.issue(DebugRequest(run_id="r", **fields))  # a bound: checked by ``issue``; a form: when made
     h.proc.step_boundary(1, 1)
-    assert h.statuses(cmd.command_id) == [(CommandStatus.REJECTED, None)]
-    assert "epochs" in h.status_event(cmd.command_id, CommandStatus.REJECTED).message
+    assert h.emitted == []

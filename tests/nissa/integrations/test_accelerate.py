@@ -11,7 +11,7 @@ pytest.importorskip("accelerate")
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
-from leyline import Command, CommandAction, EventKind  # noqa: E402
+from leyline import Command, EventKind, StopRequest  # noqa: E402
 from nissa.integrations.accelerate import NissaTracker  # noqa: E402
 from tests.e2e.api import trainer_events, wait_for  # noqa: E402
 from tests.support.server import running_server  # noqa: E402
@@ -37,8 +37,8 @@ def test_an_accelerate_loop_is_a_run(tmp_path):
             opt.zero_grad()
             accelerator.log({"loss": loss.detach(), "note": "text is left out"}, step=step)
             if step == 5:
-                tracker.run.runtime.commands.submit(Command(command_id="local-stop", run_id=tracker.run.run_id,
-                                                            action=CommandAction.STOP, created_at=time.time()))
+                tracker.run.runtime.commands.submit(Command(
+                    command_id="local-stop", request=StopRequest(run_id=tracker.run.run_id), created_at=time.time()))
             if tracker.run.should_stop:
                 stopped_at = step
                 break

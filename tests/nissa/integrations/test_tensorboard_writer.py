@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from leyline import Command, CommandAction, EventKind, decode_event
+from leyline import Command, EventKind, StopRequest, decode_event
 from nissa.integrations.tensorboard import SummaryWriter
 from tests.e2e.api import trainer_events, wait_for
 from tests.support.server import running_server
@@ -59,8 +59,8 @@ def test_the_same_loop_writes_event_files_or_a_run(tmp_path):
 def test_a_global_step_is_a_boundary_where_commands_apply(tmp_path):
     writer = SummaryWriter(nissa_log_dir=tmp_path, run_name="tb", system_metrics=False)
     writer.add_scalar("loss", 1.0, 100)
-    writer.run.runtime.commands.submit(Command(command_id="local-stop", run_id=writer.run.run_id,
-                                               action=CommandAction.STOP, created_at=time.time()))
+    writer.run.runtime.commands.submit(Command(command_id="local-stop", request=StopRequest(run_id=writer.run.run_id),
+                                               created_at=time.time()))
     assert not writer.run.should_stop
     writer.add_scalar("loss", 0.5, 200)
     assert writer.run.should_stop and writer.run.step_count == 200

@@ -12,6 +12,7 @@ import torch  # noqa: E402
 
 import nissa  # noqa: E402
 from leyline import Command, CommandAction, EventKind, decode_event  # noqa: E402
+from leyline.commands import REQUEST_TYPES  # noqa: E402
 from nissa.integrations.transformers import NissaCallback  # noqa: E402
 from tests.e2e.api import trainer_events, wait_for  # noqa: E402
 from tests.support.server import running_server  # noqa: E402
@@ -51,8 +52,8 @@ def _trainer(tmp_path, callback: NissaCallback, **args) -> transformers.Trainer:
 
 def _submit(run: nissa.Run, action: CommandAction, **fields) -> str:
     command_id = f"local-{action.value}-{time.monotonic_ns()}"
-    run.runtime.commands.submit(Command(command_id=command_id, run_id=run.run_id, action=action,
-                                        created_at=time.time(), **fields))
+    request = REQUEST_TYPES[action](run_id=run.run_id, **fields)
+    run.runtime.commands.submit(Command(command_id=command_id, request=request, created_at=time.time()))
     return command_id
 
 

@@ -13,10 +13,10 @@ import torch
 
 from leyline import (
     Command,
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
     ProfileCompleted,
+    ProfileRequest,
     ProfileStarted,
 )
 from nissa.control import CommandProcessor
@@ -65,7 +65,7 @@ class _Run:
         self.inbox: list[Command] = []
         self.processor = CommandProcessor(self.events.append, self._drain)
         self.handler = ProfileHandler(log_dir=tmp_path, run_id="run-1", emit=self.events.append, uploader=uploader)
-        self.processor.register(CommandAction.PROFILE, self.handler)
+        self.processor.register(ProfileRequest, self.handler)
         self.model = torch.nn.Linear(8, 2)
         self.step = 0
 
@@ -93,7 +93,7 @@ class _Run:
 
 
 def _profile(cid: str, batches: int) -> Command:
-    return Command(command_id=cid, run_id="run-1", action=CommandAction.PROFILE, batches=batches)
+    return Command(command_id=cid, request=ProfileRequest(run_id="run-1", batches=batches))
 
 
 def test_window_is_applied_recorded_uploaded_and_completed(tmp_path, sink):
@@ -182,8 +182,8 @@ def test_a_request_records_shapes_and_memory_when_it_asks_and_neither_by_default
     run.batch()
     run.inbox.append(_profile("plain", 1))
     plain = run.until_finished("plain")
-    asked = Command(command_id="rich", run_id="run-1", action=CommandAction.PROFILE, batches=1, record_shapes=True,
-                    profile_memory=True)
+    asked = Command(command_id="rich", request=ProfileRequest(run_id="run-1", batches=1, record_shapes=True,
+                                                              profile_memory=True))
     run.inbox.append(asked)
     rich = run.until_finished("rich")
     assert [(s.result["record_shapes"], s.result["with_stack"], s.result["profile_memory"]) for s in (plain, rich)] \
@@ -205,8 +205,7 @@ def test_a_request_records_shapes_and_memory_when_it_asks_and_neither_by_default
 def test_a_window_over_a_phase_the_run_does_not_have_is_rejected_with_the_reason(tmp_path, phases, phase, rejected):
     run = _Run(tmp_path, uploader=None)
     run.handler.phases = phases
-    run.inbox.append(Command(command_id="u", run_id="run-1", action=CommandAction.PROFILE, target="update",
-                             phase=phase))
+    run.inbox.append(Command(command_id="u", request=ProfileRequest(run_id="run-1", target="update", phase=phase)))
     run.batch()
     final = [s for s in run.statuses("u") if s.status.terminal]
     if rejected is None:

@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from leyline import (
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
+    DebugRequest,
     LSTMHealth,
     PPOUpdate,
     TelemetryLevel,
@@ -120,14 +120,14 @@ def _control() -> tuple[CommandProcessor, LevelController, list]:
     events: list = []
     levels = LevelController(TelemetryLevel.NORMAL, events.append)
     processor = CommandProcessor(events.append, lambda: [])
-    processor.register(CommandAction.DEBUG, DebugHandler(levels))
+    processor.register(DebugRequest, DebugHandler(levels))
     return processor, levels, events
 
 
 def test_auto_escalation_opens_a_debug_window_through_the_command_path():
     processor, levels, events = _control()
     detector = AnomalyDetector(AnomalyConfig(escalate_epochs=2), escalate=lambda reason, epochs: (
-        processor.escalate_debug(epochs=epochs, through_update=True, reason=reason, run_id="r")))
+        processor.issue(DebugRequest(run_id="r", epochs=epochs, through_update=True, reason=reason))))
     found = detector.check_all(_update(approx_kl=0.4), head_sizes=HEADS)
     assert found[0].auto_escalated and len(detector.escalations) == 1
     command_id = detector.escalations[0]
@@ -152,7 +152,7 @@ def test_escalation_cooldown_and_switch():
 
     def escalate(reason: str, epochs: int) -> str:
         calls.append(reason)
-        return processor.escalate_debug(epochs=epochs, through_update=True, reason=reason)
+        return processor.issue(DebugRequest(run_id="r", epochs=epochs, through_update=True, reason=reason))
 
     detector = AnomalyDetector(AnomalyConfig(cooldown_updates=2), escalate=escalate)
     flags = [detector.check_all(_update(approx_kl=0.4), head_sizes=HEADS)[0].auto_escalated

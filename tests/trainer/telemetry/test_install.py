@@ -7,10 +7,10 @@ import pathlib
 import torch
 
 from leyline import (
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
     ProfileCompleted,
+    ProfileRequest,
     ProfileStarted,
     RunFinished,
     TelemetryLevel,
@@ -26,7 +26,7 @@ def test_profile_at_start_on_a_real_runtime(tmp_path):
     runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id="prof-run", log_dir=tmp_path),
                                           level=TelemetryLevel.NORMAL))
     handler = install_profiling(runtime, profile_batches=2)
-    assert isinstance(runtime.commands.handler(CommandAction.PROFILE), ProfileHandler) and handler.busy is False
+    assert isinstance(runtime.commands.handler(ProfileRequest), ProfileHandler) and handler.busy is False
     model = torch.nn.Linear(16, 4)
     for step in range(1, 7):
         model(torch.randn(8, 16)).sum().backward()

@@ -11,10 +11,10 @@ import pytest
 
 from leyline import (
     Command,
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
     ProfileCompleted,
+    ProfileRequest,
     ProfileStarted,
     RunFinished,
     TelemetryLevel,
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _profile(cid: str, **kw) -> Command:
-    return Command(command_id=cid, run_id="r", action=CommandAction.PROFILE, **kw)
+    return Command(command_id=cid, request=ProfileRequest(run_id="r", **kw))
 
 
 def _run(tmp_path: pathlib.Path, name: str, plan: dict[int, Command], rounds: int = 1,

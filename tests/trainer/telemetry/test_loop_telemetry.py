@@ -14,10 +14,10 @@ import pytest
 
 from leyline import (
     Command,
-    CommandAction,
     CommandStatus,
     CommandStatusChanged,
     DebugLayerStats,
+    DebugRequest,
     Event,
     EventKind,
     GradientHealth,
@@ -129,8 +129,7 @@ def test_normal_run_health_events(tmp_path):
 
 
 def _debug(cid: str, *, epochs: int | None = None, through_update: bool = False) -> Command:
-    return Command(command_id=cid, run_id="r", action=CommandAction.DEBUG, epochs=epochs,
-                   through_update=through_update)
+    return Command(command_id=cid, request=DebugRequest(run_id="r", epochs=epochs, through_update=through_update))
 
 
 def _window(events: list[Event], cid: str) -> tuple[Event, Event]:
