@@ -10,8 +10,8 @@ import msgspec
 from leyline import forms
 from leyline.calls import MAX_ARGS, CallValue, CommandName
 from leyline.enums import CommandAction, CommandStatus, ProfileTarget
-from leyline.events import RunId
 from leyline.forms import SET, Form
+from leyline.ids import RunId
 from leyline.payloads import Scalar, Step
 
 R = TypeVar("R", bound="Escalation")

@@ -15,6 +15,10 @@ from typing import Annotated
 import msgspec
 
 from leyline.enums import EventKind, Severity
+from leyline.ids import MAX_RUN_ID as MAX_RUN_ID
+from leyline.ids import RUN_ID_PATTERN as RUN_ID_PATTERN
+from leyline.ids import RUN_ID_RULE as RUN_ID_RULE
+from leyline.ids import RunId as RunId
 from leyline.kinds import KINDS, AnyPayload
 from leyline.payloads import MAX_INT
 
@@ -35,17 +39,6 @@ METRIC_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if
 CRITICAL_KINDS: frozenset[EventKind] = frozenset(EventKind) - METRIC_KINDS
 DEFAULT_SEVERITY: dict[EventKind, Severity] = {kind: spec.severity for kind, spec in KINDS.items()}
 
-# ``$(?!\n)``: a plain ``$`` would also match before a final newline. A run id names a directory
-# (``<log-dir>/<run_id>/``): no separator, and not ``.``, ``..`` or any other name made of dots only. It lands
-# in CSV files and spreadsheets: it may not start with what one reads as a formula (of ``= + - @`` only ``-``
-# is in the alphabet at all).
-RUN_ID_PATTERN = r"^(?!\.+$)(?!-)[A-Za-z0-9._:-]+$(?!\n)"
-MAX_RUN_ID = 128
-RUN_ID_RULE = (f"1 to {MAX_RUN_ID} letters, digits, '.', '_', ':' or '-', not dots only, and not starting with '-' "
-               f"(a spreadsheet reads it as a formula)")
-"""The ``RunId`` rule in words, for the messages that refuse one."""
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_RUN_ID, pattern=RUN_ID_PATTERN,
-                                    description=f"A run id: {RUN_ID_RULE}.")]
 Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
 NonNeg = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import msgspec
 
+from leyline.commands import EscalateRequest
 from leyline.enums import CommandAction, CommandStatus, EventKind, ProfileTarget, TelemetryLevel
 from leyline.payloads import Payload, Scalar, Step
 
@@ -104,6 +105,9 @@ class CommandStatusChanged(Payload, kw_only=True, frozen=True):
     applied_step: Step | None = None
     result: dict[str, Scalar] | None = None
     message: str = ""
+    request: EscalateRequest | None = None
+    """The request, on the first report of a command the run gave itself (auto-escalation, ``--profile``): the
+    server never saw it otherwise, and keeps it as the command's."""
 
 
 class EventsDropped(Payload, kw_only=True, frozen=True):

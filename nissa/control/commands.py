@@ -145,7 +145,7 @@ class CommandProcessor:
         """A locally generated command: reported delivered now (with its reason, which the server keeps
         as the command's), applied at the next step boundary."""
         self._local.append(command)
-        self._report(command, CommandStatus.DELIVERED, message=command.reason or "")
+        self._report(command, CommandStatus.DELIVERED, message=command.reason or "", request=command.request)
 
     def issue(self, request: EscalateRequest, prefix: str = "auto") -> str:
         """Ask this run for ``request`` from inside it (auto-escalation, ``--profile``): checked as a body of it
@@ -247,6 +247,6 @@ class CommandProcessor:
             del self._active[cid]
 
     def _report(self, command: Command, status: CommandStatus, *, applied_step: int | None = None,
-                result: Result | None = None, message: str = "") -> None:
+                result: Result | None = None, message: str = "", request: EscalateRequest | None = None) -> None:
         self._emit(CommandStatusChanged(command_id=command.command_id, action=command.action, status=status,
-                                        applied_step=applied_step, result=result, message=message))
+                                        applied_step=applied_step, result=result, message=message, request=request))

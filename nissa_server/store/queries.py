@@ -19,7 +19,7 @@ from leyline import (
     RunStarted,
     StatusChange,
 )
-from leyline.commands import from_flat
+from leyline.commands import from_flat, is_trainer_command
 from leyline.payloads import Scalar
 from leyline.runs import RankInfo, RunDetail
 from nissa_server.store import ranks_sql, runs_page, summaries_sql
@@ -208,16 +208,17 @@ _COMMAND_COLUMNS = ("c.command_id, r.run_id, c.action, c.status, c.created_at, c
                     " c.applied_step, c.result, c.message, c.history")
 
 
-def stored_request(data: bytes) -> EscalateRequest | None:
+def stored_request(data: bytes, run_id: str) -> EscalateRequest | None:
     """The request a command's row keeps, as the server encodes one; a row an earlier version wrote (the
-    request flat, every action's fields side by side) read as the request it was. None for a command a run
-    gave itself, recorded from its status events: the server never saw its request."""
+    request flat, every action's fields side by side; or a command the run gave itself kept as its action and
+    reason) read as the request it was. None where the row does not say enough to make one (such a command's
+    debug or profile window: its length was never sent)."""
     try:
         return _request.decode(data)
     except msgspec.ValidationError:
         pass
     try:
-        return from_flat(_flat_request.decode(data))
+        return from_flat({"run_id": run_id, **_flat_request.decode(data)})
     except msgspec.ValidationError:
         return None
 
@@ -226,9 +227,10 @@ def _record(row: tuple) -> CommandRecord:
     """The command as stored: its request, then what became of it."""
     command_id, run_id, action, status, created, updated, request, step, result, message, history = row
     return CommandRecord(command_id=command_id, run_id=run_id, action=CommandAction(action),
-                         request=stored_request(bytes(request)), status=CommandStatus(status), created_at=created,
-                         updated_at=updated, applied_step=step, result=_result.decode(result) if result else None,
-                         message=message, history=_history.decode(history))
+                         request=stored_request(bytes(request), run_id), status=CommandStatus(status),
+                         created_at=created, updated_at=updated, applied_step=step,
+                         result=_result.decode(result) if result else None, message=message,
+                         history=_history.decode(history))
 
 
 def _with_ranks(conn: Conn, record: CommandRecord) -> CommandRecord:
@@ -262,9 +264,9 @@ def queued_commands(conn: Conn, run_key: int) -> list[Command]:
         f"SELECT {_COMMAND_COLUMNS} FROM commands c JOIN runs r USING (run_key)"
         " WHERE c.run_key = ? AND c.status = 'queued' ORDER BY c.created_at, c.command_id", (run_key,),
     ).fetchall()
-    records = [_record(row) for row in rows]  # a run's own commands (no request kept) never go down to it
+    records = [_record(row) for row in rows]  # a run's own commands never go down to it
     return [Command(command_id=rec.command_id, request=rec.request, created_at=rec.created_at)
-            for rec in records if rec.request is not None]
+            for rec in records if rec.request is not None and not is_trainer_command(rec.command_id)]
 
 
 def due_commands(conn: Conn, created_before: float) -> list[tuple[str, str, str]]:

@@ -352,9 +352,10 @@ def apply_command_status(conn: Conn, run_key: int, change: CommandStatusChanged,
 def _insert_trainer_command(conn: Conn, run_key: int, change: CommandStatusChanged, *, ts: float,
                             step: int | None) -> bool:
     """A command the trainer gave itself, recorded from its first status so ``GET /commands/{id}`` shows
-    it like any other; its first message is the trainer's reason. An id another run already holds stays
+    it like any other: its request as that status carries it (a trainer of an earlier version sent only its
+    action, and its reason as the first message). An id another run already holds stays
     that run's."""
-    request = {"action": change.action.value, "reason": change.message or None, "origin": "trainer"}
+    request = change.request or {"action": change.action.value, "reason": change.message or None, "origin": "trainer"}
     history = [StatusChange(status=change.status, ts=ts, step=step, message=change.message)]
     inserted = conn.execute(
         "INSERT INTO commands (command_id, run_key, action, status, created_at, updated_at, request,"

@@ -64,7 +64,7 @@ def test_upload_sends_the_profile_traces_of_an_offline_run(tmp_path, offline_run
         local = next(line for line in log_lines(run_dir / "events.jsonl") if b'"local-profile-' in line)
         command_id = local.split(b'"command_id":"')[1].split(b'"')[0].decode()
         record = command(server.url, command_id)
-        assert record["status"] == "completed" and record["reason"] == "--profile"
+        assert record["status"] == "completed" and record["request"]["reason"] == "--profile"
     finally:
         server.stop()
     server_log = (tmp_path / "nissa.db.log").read_text()

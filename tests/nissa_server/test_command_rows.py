@@ -26,6 +26,7 @@ _OLD_ROWS = {
                                 b'"through_update":false,"reason":"slow"}'),
     "tagged": ("profile", b'{"action":"profile","run_id":"rows","target":"update","phase":"eval"}'),
     "auto-1": ("debug", b'{"action":"debug","reason":"auto: kl_spike","origin":"trainer"}'),
+    "local-stop": ("stop", b'{"action":"stop","reason":"enough","origin":"trainer"}'),
 }
 
 
@@ -45,8 +46,9 @@ async def test_rows_of_earlier_versions_read_as_their_requests_and_go_down_typed
     assert records["flat"].request == DebugRequest(run_id="rows", epochs=3)
     assert records["flat-profile"].request == ProfileRequest(run_id="rows", batches=7, reason="slow")
     assert records["tagged"].request == ProfileRequest(run_id="rows", target="update", phase="eval")
-    assert records["auto-1"].request is None and records["auto-1"].action is CommandAction.DEBUG
-    # What the server never saw the request of never goes down: it came from the run itself.
+    assert records["auto-1"].request is None and records["auto-1"].action is CommandAction.DEBUG  # length unsaid
+    assert records["local-stop"].request == StopRequest(run_id="rows", reason="enough")
+    # A command the run gave itself never goes back down to it.
     assert {c.command_id: c.request for c in queued} == {k: records[k].request for k in ("flat", "flat-profile",
                                                                                          "tagged")}
 
