@@ -77,7 +77,13 @@ def schema(tp: type[msgspec.Struct], forms: tuple[Form, ...]) -> dict[str, Any]:
     for form in forms:
         properties: dict[str, Any] = {}
         for name, value in form.sets.items():
-            properties[name] = {"not": {"const": _default(tp, name)}} if value is SET else {"const": value}
+            default = _default(tp, name)
+            if value is not SET:
+                properties[name] = {"const": value}
+            elif isinstance(default, bool):  # a flag set is the other value
+                properties[name] = {"const": not default}
+            else:
+                properties[name] = {"not": {"const": default}}
         for name, values in form.only.items():
             properties[name] = {"enum": list(values)}
         out.append({"title": form.title, "required": list(form.sets), "properties": properties})

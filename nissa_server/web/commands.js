@@ -14,11 +14,13 @@ function commandSource(id) {
   return "sent";
 }
 
-// A command in a few words: its action and what it asked for.
+// A command in a few words: its action and what its request asked for (a record's `request`: null only for a
+// run's own command an earlier version recorded without it).
 function commandWords(c) {
-  if (c.action === "call") return `${c.name}(${Object.entries(c.args || {}).map(([k, v]) => `${k}=${v}`).join(", ")})`;
-  if (c.action === "debug") return "debug" + (c.epochs ? ` ${c.epochs} epochs` : "") + (c.through_update ? " through the update" : "");
-  if (c.action === "profile") return c.target === "update" ? `profile the next '${c.phase || "update"}'` : `profile ${c.batches} batches`;
+  const r = c.request || {};
+  if (c.action === "call") return `${r.name}(${Object.entries(r.args || {}).map(([k, v]) => `${k}=${v}`).join(", ")})`;
+  if (c.action === "debug") return "debug" + (r.epochs ? ` ${r.epochs} epochs` : "") + (r.through_update ? " through the update" : "");
+  if (c.action === "profile") return r.target === "update" ? `profile the next '${r.phase || "update"}'` : `profile ${r.batches || "?"} batches`;
   return c.action;
 }
 
@@ -81,7 +83,8 @@ class CommandHistory {
     tr.dataset.commandId = c.command_id;
     tr.dataset.status = c.status;
     tr.dataset.action = c.action;
-    const reason = c.reason ? el("span", {className: "note"}, ` (${c.reason})`) : "";
+    const asked = (c.request || {}).reason;
+    const reason = asked ? el("span", {className: "note"}, ` (${asked})`) : "";
     const detail = TERMINAL.has(c.status) && c.status !== "completed" ? c.message : resultWords(c);
     tr.append(el("td", {title: c.command_id}, commandWords(c), reason), el("td", {}, commandSource(c.command_id)),
       el("td", {className: "path"}, commandPath(c)), el("td", {className: "result"}, detail || ""),
