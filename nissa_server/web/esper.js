@@ -76,7 +76,7 @@ class EsperPanels {
     const rows = p.seed_log.map((r) => el("tr", {}, el("td", {className: "num"}, String(r.epoch)),
       el("td", {}, r.env == null ? "—" : String(r.env)), el("td", {}, r.slot), el("td", {}, r.seed_id), el("td", {}, r.what),
       el("td", {className: "num"}, r.contribution == null ? "" : pp(r.contribution))));
-    return el("div", {className: "panel"}, el("h4", {}, "seed lifecycle"),
+    return el("div", {className: "panel seed-log"}, el("h4", {}, "seed lifecycle"),
       rows.length ? el("table", {id: "seed-log"}, el("thead", {}, head), el("tbody", {}, ...rows)) : el("p", {className: "note"}, "no seed activity yet"));
   }
 }
