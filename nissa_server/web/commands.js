@@ -55,7 +55,8 @@ class CommandHistory {
 
   sent(commandId, body) {  // queued by this page: shown at once, followed by the next polls
     if (!this.records.has(commandId)) {
-      this.records.set(commandId, {...body, command_id: commandId, status: "queued", history: [{status: "queued"}]});
+      this.records.set(commandId, {command_id: commandId, action: body.action, request: body, status: "queued",
+        history: [{status: "queued"}]});
       this.render();
     }
   }
