@@ -23,6 +23,7 @@ function schemaRefusal(schema, value, where = "") {
 function ownRefusal(schema, value, where) {
   const at = where ? `'${where}' ` : "";
   if ("const" in schema && value !== schema.const) return `${at}must be ${JSON.stringify(schema.const)}`;
+  if (schema.not && schemaRefusal(schema.not, value, where) === null) return `${at}must not be ${JSON.stringify(value)}`;
   if (schema.enum && !schema.enum.includes(value)) return `${at}must be one of ${schema.enum.map((v) => JSON.stringify(v)).join(", ")}`;
   const type = schema.type;
   if (type === "null" && value !== null) return `${at}must be empty`;

@@ -7,12 +7,14 @@ console's."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 import sys
 import time
 
 import httpx
+import msgspec
 import pytest
 
 from leyline import (
@@ -276,3 +278,45 @@ def test_runs_in_trouble_are_flagged_and_their_alerts_shown(browser, tmp_path):
         assert "nothing to steer" in page.locator("#steer-note").text_content()
         assert not outside and not errors, (outside, errors)
         page.close()
+
+
+BODIES = [
+    {"action": "debug"}, {"action": "debug", "epochs": 3}, {"action": "debug", "epochs": 0},
+    {"action": "debug", "epochs": 1001}, {"action": "debug", "through_update": True},
+    {"action": "debug", "epochs": 2, "target": "update"},
+    {"action": "profile", "batches": 5}, {"action": "profile", "target": "update"},
+    {"action": "profile", "target": "update", "phase": "validate"},
+    {"action": "profile", "target": "update", "batches": 2},
+    {"action": "profile", "batches": 2, "phase": "validate"}, {"action": "profile", "batches": 501},
+    {"action": "profile", "batches": 1, "record_shapes": True, "with_stack": True},
+    {"action": "profile", "target": "update", "phase": "Validate"},
+    {"action": "checkpoint"}, {"action": "checkpoint", "epochs": 1}, {"action": "stop", "reason": "x" * 501},
+    {"action": "stop", "reason": "enough"}, {"action": "stacks"},
+    {"action": "call", "name": "set_lr", "args": {"value": 0.1}}, {"action": "call", "name": "Set-LR"},
+    {"action": "call"}, {"action": "debug", "epochs": 2, "run_id": "-x"},
+]
+
+
+def test_the_page_refuses_what_the_server_refuses(browser, server_url):
+    """The page's checks are the schema's: for every body, refused on the page exactly where the server's decoder
+    refuses it (the page sends nothing the schema refuses, and holds back nothing the server takes)."""
+    from nissa_server.routes.commands import DECODER
+
+    page, outside, errors = open_page(browser, server_url)
+    page.goto(f"{server_url}/ui")
+    page.wait_for_selector("#runs[data-ready]")
+    bodies = [{"run_id": "r-1", **b} for b in BODIES]
+    on_page = page.evaluate("""async (bodies) => {
+        await commandSchema();
+        return bodies.map((b) => schemaRefusal(componentOf(b.action), b));
+    }""", bodies)
+    for body, why in zip(bodies, on_page, strict=True):
+        try:
+            DECODER.decode(json.dumps(body))
+            server = None
+        except msgspec.ValidationError as err:
+            server = str(err)
+        assert (why is None) == (server is None), (body, why, server)
+    assert sum(why is not None for why in on_page) >= 10
+    assert not outside and not errors, (outside, errors)
+    page.close()
