@@ -122,15 +122,21 @@ def _where() -> list[Column]:
     ]
 
 
+def clip(text: str, width: int) -> str:
+    """``text`` in ``width`` characters: its start, an ellipsis where it was cut (a header's head tells
+    columns apart: ``best_val_loss_seen.b…``, never ``est_val_loss_seen.best``)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def metric_column(key: str, field: str) -> Column:
     """The summary ``field`` of the series ``key``, by the name the filter language gives it (``val_loss.best``)."""
     sort = f"{short_key(key)}.{field}"
-    return Column(sort[-22:], sort, lambda r: run_text(fmt_value(metric_value(r, key, field)), justify="right"),
+    return Column(clip(sort, 24), sort, lambda r: run_text(fmt_value(metric_value(r, key, field)), justify="right"),
                   lambda g: run_text(fmt_stats(g.metrics.get(sort)), justify="right"))
 
 
 def param_column(key: str) -> Column:
-    return Column(key.rsplit(".", 1)[-1][:14], f"config.{key}", lambda r: _text(r.config.get(key)))
+    return Column(clip(key.rsplit(".", 1)[-1], 14), f"config.{key}", lambda r: _text(r.config.get(key)))
 
 
 def columns(metric_keys: Sequence[str], field: str, param_keys: Sequence[str]) -> list[Column]:

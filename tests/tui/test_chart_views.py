@@ -68,7 +68,7 @@ async def test_no_ticks_of_the_old_x_axis_while_the_new_one_loads(tmp_path: Path
         acc = panel(screen, "accuracy")
         await until(pilot, lambda: len(acc.shown) == 4, "drawn")
         await pilot.pause()
-        assert any("4000" in line for line in drawn(acc.query_one(PlotWidget))), "the step axis's ticks"
+        assert any("4k" in line for line in drawn(acc.query_one(PlotWidget))), "the step axis's ticks"
         # What a person sees between ``x`` and the new axis's history: no points, and no ticks at all.
         screen.data.reset("epoch")
         screen.redraw(force=True)
@@ -138,3 +138,17 @@ def test_a_line_is_named_as_the_page_names_it():
     assert by_title["accuracy"]._short(Track("r", "k", "epoch_completed.accuracy", {"env": "2", **rank0})) == "env=2"
     cpu = by_title["System · CPU %"]  # two series: each by its full name, never both by the chart's title
     assert [cpu._short(Track("r", "k", n, rank0)) for n in cpu.spec.names] == list(cpu.spec.names)
+
+
+async def test_a_six_run_overlay_lists_every_run_in_its_legend(tmp_path: Path):
+    """A sweep's six runs at 160 columns: the legend wraps onto more lines rather than stopping after two."""
+    runs = {f"sweep-lr0.000{i}-seed{i}": scripted_run(f"sweep-lr0.000{i}-seed{i}", seed=i, envs=1) for i in range(6)}
+    app = build_app(WatchConfig(client=None, replay_file=write_run_log(tmp_path / "r" / "events.jsonl")))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await app.push_screen(ChartScreen(list(runs), runs))
+        screen = await until(pilot, lambda: isinstance(app.screen, ChartScreen) and app.screen, "charts")
+        acc = panel(screen, "accuracy")
+        await until(pilot, lambda: len(acc.shown) == 6, "six runs drawn")
+        await pilot.pause()
+        legend = " ".join(drawn(acc.query_one(".chart-title")))
+        assert all(run in legend for run in runs), legend

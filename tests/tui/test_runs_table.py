@@ -92,3 +92,12 @@ async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(
                     assert view.run_id == "run-first"
 
 
+
+
+def test_a_long_header_is_cut_at_its_end_never_its_start():
+    from tui.runs_table import metric_column, param_column
+
+    assert metric_column("best_val_loss_seen", "best").label == "best_val_loss_seen.best"
+    long = metric_column("validation/perplexity_of_the_held_out_set", "best").label
+    assert long.startswith("validation/perplexity") and long.endswith("…") and len(long) == 24
+    assert param_column("optimizer.learning_rate_schedule").label == "learning_rate…"

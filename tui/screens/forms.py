@@ -162,7 +162,7 @@ def _profiled(phases: list[str] | None, esper: bool) -> tuple[tuple[str | None, 
 
 HELP = (
     ("r", "run picker: choose a run (enter opens it; a finished run opens as a replay)"),
-    ("s", "run picker: sort by the next column, on the server (or click a column header)"),
+    ("s", "run picker: sort by a column chosen by name (again: reversed), on the server (or click a header)"),
     ("/", "run picker: filter with the server's language: project:P tag:T config.lr>=0.01 val_loss.best<0.4"),
     ("b m", "run picker: metric columns show the best or the last value; choose the metric columns"),
     ("u", "run picker: rows of groups (by group, project, a config key; mean ± SD); enter opens one, g charts it"),

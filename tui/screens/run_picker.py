@@ -32,6 +32,7 @@ from tui.runs_table import (
 )
 from tui.safe_text import run_text
 from tui.screens.run_picker_actions import PickerActions
+from tui.screens.sort_picker import SortPickerScreen
 
 if TYPE_CHECKING:
     from tui.app import EsperWatch
@@ -60,7 +61,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         Binding("space", "toggle_select", "select"),
         Binding("c", "compare", "compare", show=False),
         Binding("equals_sign", "diff", "diff configs"),
-        Binding("s", "cycle_sort", "sort"),
+        Binding("s", "pick_sort", "sort by…"),
         Binding("b", "best_last", "best/last", show=False),
         Binding("m", "pick_metrics", "metrics", show=False),
         Binding("u", "cycle_group", "group"),
@@ -268,10 +269,15 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self._columns = []  # the header's arrow moves
         self.requery(offset=0)
 
-    def action_cycle_sort(self) -> None:
+    def action_pick_sort(self) -> None:
+        """Sort by a column chosen by name (the one sorted by already: the other way)."""
         keys = [c.key for c in self._columns if c.sortable] or ["status"]
-        key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        self._sort_by(key, key == "started")  # newest first; anything else from its lowest (a loss's best)
+
+        def chosen(key: str | None) -> None:
+            if key is not None:  # newest first; anything else from its lowest (a loss's best)
+                self._sort_by(key, not self.sort_reverse if key == self.sort_key else key == "started")
+
+        self.app.push_screen(SortPickerScreen(keys, self.sort_key, self.sort_reverse), chosen)
 
     def action_best_last(self) -> None:
         self.field = FIELDS[(FIELDS.index(self.field) + 1) % len(FIELDS)]

@@ -130,7 +130,7 @@ class ChartPanel(Widget, can_focus=True):
     DEFAULT_CSS = """
     ChartPanel { height: 14; border: round $panel; padding: 0; }
     ChartPanel:focus { border: round $accent; }
-    ChartPanel > .chart-title { height: 1; }
+    ChartPanel > .chart-title { height: auto; max-height: 4; }
     ChartPanel > .chart-markers { height: 1; color: $text-muted; }
     ChartPanel > PlotWidget { height: 1fr; }
     """
