@@ -64,7 +64,8 @@ class Snapshot:
     ranks: list[RankRow]
     """Every rank of every running run."""
     runs: list[RunRow]
-    """Runs not live whose status changed lately (and every degraded one)."""
+    """Runs not live whose status changed lately (and every degraded one); a run lost only where a trainer
+    streamed it live."""
     anomalies: list[Anomaly]
     """Anomalies stored since the last snapshot."""
     firing: list[tuple]
@@ -85,9 +86,12 @@ def read_snapshot(conn: Conn, since: float, after_id: int | None, series: tuple[
         "SELECT r.run_key, r.run_id, r.name, k.rank, COALESCE(k.seen_at, 0), k.last_step FROM runs r"
         " JOIN ranks k USING (run_key) WHERE r.status IN ('live', 'degraded') AND k.rank >= 0"
         " AND k.status = 'live'").fetchall()]
+    # A run is lost when the trainer that streamed it live falls silent; one an upload made (no stream of it was
+    # ever a live session's) is lost from birth until its end arrives: history, not a run in trouble.
     runs = [RunRow(*row) for row in conn.execute(
         "SELECT run_key, run_id, name, status, status_detail FROM runs WHERE status = 'degraded'"
-        " OR (status <> 'live' AND last_seen_at >= ?)", (since,)).fetchall()]
+        " OR (status <> 'live' AND last_seen_at >= ? AND (status <> 'lost' OR EXISTS"
+        " (SELECT 1 FROM streams s WHERE s.run_key = runs.run_key AND s.session IS NOT NULL)))", (since,)).fetchall()]
     last_id = last_event_id(conn)
     anomalies = [] if after_id is None else _anomalies(conn, after_id, last_id)
     return Snapshot(ranks=ranks, runs=runs, anomalies=anomalies, firing=firing_alerts(conn), last_id=last_id,

@@ -67,8 +67,13 @@ def test_upload_sends_the_profile_traces_of_an_offline_run(tmp_path, offline_run
         assert record["status"] == "completed" and record["request"]["reason"] == "--profile"
     finally:
         server.stop()
+    # What the upload means: its trace arrived whole (above) and its command was one the server knew. Not the absence
+    # of every warning: under load a sweep saw the uploaded run lost before its end arrived and warned "run in
+    # trouble" (fixed at its cause, tests/nissa_server/test_upload_alerts.py); a warning of anything else is no
+    # failure of the upload.
     server_log = (tmp_path / "nissa.db.log").read_text()
-    assert "unknown command" not in server_log and "WARNING" not in server_log, server_log
+    assert "unknown command" not in server_log, server_log
+    assert f"on run {run_id}" not in server_log, "an alert fired at the uploaded run"
 
 
 class _OtherService(http.server.BaseHTTPRequestHandler):
