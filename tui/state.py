@@ -44,7 +44,7 @@ from leyline import (
     TelemetryLevel,
     TelemetryLevelChanged,
 )
-from leyline.esper.panels import seed_what
+from leyline.esper.panels import env_cell, seed_what, starting_level
 from tui.alerts import AlertTracker
 from tui.format import LogLine
 from tui.loop import LoopView
@@ -264,9 +264,8 @@ def _on_run_started(state: RunState, event: Event, p: RunStarted) -> None:
         state.loop.declared = list(p.commands)
         state.summary = list(p.summary)
         state.phases = None if p.phases is None else list(p.phases)
-    level = p.config.get("telemetry_level")
-    if state.level is None and isinstance(level, str) and level.upper() in TelemetryLevel.__members__:
-        state.level = TelemetryLevel[level.upper()]  # the starting level, until a change says otherwise
+    if state.level is None:
+        state.level = starting_level(p.config)  # until a change says otherwise
     state.dirty.add("header")
 
 
@@ -282,15 +281,17 @@ def _on_run_resumed(state: RunState, event: Event, p: RunResumed) -> None:
 
 def _on_epoch(state: RunState, event: Event, p: EpochCompleted) -> None:
     state.round = max(state.round, p.round)
-    env_id = event.env if event.env is not None else 0
-    view = state.envs.get(env_id)
+    cell = env_cell(event)  # what the page's env grid shows of it too
+    if cell is None:
+        return
+    view = state.envs.get(cell.env)
     if view is None:
         if len(state.envs) >= state.limits.envs:
             return
-        view = state.envs[env_id] = EnvView(accuracy=deque(maxlen=state.limits.history))
-    view.accuracy.append(p.accuracy)
-    view.val_loss, view.reward, view.action = p.val_loss, p.reward, p.action
-    view.epoch, view.seeds = event.epoch, tuple(p.seeds)
+        view = state.envs[cell.env] = EnvView(accuracy=deque(maxlen=state.limits.history))
+    view.accuracy.append(cell.accuracy)
+    view.val_loss, view.reward, view.action = cell.val_loss, cell.reward, cell.action
+    view.epoch, view.seeds = cell.epoch, tuple(cell.seeds)
     view.host_params, view.fossilized_params = p.host_params, p.fossilized_params
     state._epoch_ts.append(event.ts)
     span = state._epoch_ts[-1] - state._epoch_ts[0]

@@ -7,10 +7,11 @@ events into these as they come; the server folds a run's latest stored events th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
+from leyline.enums import TelemetryLevel
 from leyline.esper.policy import HEAD_NAMES, PPOUpdate
 from leyline.esper.seeds import (
     EpochCompleted,
@@ -138,6 +139,14 @@ class EsperPanels(msgspec.Struct, kw_only=True):
     """The epoch a temporary level (a debug window) ends at."""
     profiling: str | None = None
     """The profile window open now, in words."""
+
+
+def starting_level(config: Mapping[str, object]) -> TelemetryLevel | None:
+    """The telemetry level a run started at, as its ``run_started`` config says it (None: it did not say)."""
+    level = config.get("telemetry_level")
+    if isinstance(level, str) and level.upper() in TelemetryLevel.__members__:
+        return TelemetryLevel[level.upper()]
+    return None
 
 
 def fold(events: Iterable[Event], level: str | None = None) -> EsperPanels:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from leyline import Event, ProfileCompleted, RunStarted
 from leyline.codec import decode_event
 from leyline.enums import EventKind
-from leyline.esper.panels import SEED_LOG_ROWS, EsperPanels, fold
+from leyline.esper.panels import SEED_LOG_ROWS, EsperPanels, fold, starting_level
 from leyline.panels import ProfileWindow, profile_window
 from leyline.steering import SteerDefinitions
 from nissa_server.deps import KnownRun, StoreDep, require_read
@@ -72,9 +72,9 @@ def _esper(conn: Conn, run_key: int) -> EsperPanels:
     for kind in _LATEST_KINDS:
         bodies.extend(newest_of_kind(conn, run_key, kind, 1))
     started = [e.payload for e in _decoded(newest_of_kind(conn, run_key, EventKind.RUN_STARTED, 1))]
-    level = started[0].config.get("telemetry_level") if started and isinstance(started[0], RunStarted) else None
+    level = starting_level(started[0].config) if started and isinstance(started[0], RunStarted) else None
     events = sorted(_decoded(bodies), key=lambda e: (e.ts, e.rank, e.seq))
-    return fold(events, level=str(level).upper() if isinstance(level, str) else None)
+    return fold(events, level=level.value if level is not None else None)
 
 
 @router.get("/runs/{run_id}/profiles", summary="A run's closed profile windows, newest first, each with its top "

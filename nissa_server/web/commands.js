@@ -41,10 +41,10 @@ class CommandHistory {
     this.onChartClick = (e) => this.chartClicked(e);
   }
 
-  async start() {
+  async start(live) {  // a run that is over has its commands as they ended: read once
     $("charts").addEventListener("click", this.onChartClick);
     await this.poll();
-    this.timer = setInterval(() => this.poll().catch(showError), COMMANDS_EVERY_MS);
+    if (live) this.timer = setInterval(() => this.poll().catch(showError), COMMANDS_EVERY_MS);
   }
 
   stop() {

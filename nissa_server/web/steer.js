@@ -63,7 +63,7 @@ class Steering {
     this.root.hidden = false;
     this.root.dataset.ready = "1";
     if (this.esper) { this.panels = new EsperPanels(this.runId); await this.panels.start(); }  // esper.js
-    await this.history.start();
+    await this.history.start(live);
   }
 
   async declaredPhases() {  // the run's run_started says its phases (null: it did not say)

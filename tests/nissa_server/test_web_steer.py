@@ -144,6 +144,10 @@ def test_a_plain_loop_steered_from_its_page(browser, server_url, tmp_path):
         assert rank.locator("details.thread").count() >= 2
         assert any("File " in b for b in rank.locator("code.blocked").all_text_contents())
         assert "MainThread" in rank.text_content()
+        artifact = rank.locator("a.artifact").get_attribute("href")  # the file, as the server keeps it
+        assert artifact.startswith(f"/runs/{run_id}/artifacts/stacks")
+        wait_for(lambda: httpx.get(server_url + artifact).status_code == 200, 60, message="the stacks artifact")
+        assert "MainThread" in httpx.get(server_url + artifact).text
 
         # Stop asks first, saying what stopping does to this run; keeping it running sends nothing.
         page.click('form[data-action="stop"] button[type="submit"]')
