@@ -15,7 +15,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
-from nissa_server import __version__, openapi
+from nissa_server import __version__, access, openapi
 from nissa_server.nul_guard import RefuseNul
 from nissa_server.page_headers import DocsHeaders, HeadAsGet
 from nissa_server.request_metrics import RequestTimer
@@ -73,9 +73,13 @@ def create_app(settings: Settings) -> FastAPI:
                        assets=DOCS_ASSETS)
     app.add_middleware(RefuseNul)
     app.add_middleware(RequestTimer, histogram=nissa.metrics.http_request)
-    routers = (runs.router, series.router, histograms.router, commands.router, artifacts.router, ops.router, ws.router,
-               run_page.router, web.router, alerts.router, groups.router)  # /ui/steer.json before /ui/{file}
+    # Each router is of one class of access (``access``); the page's own files last (/ui/{file} matches any).
+    routers = (runs.router, runs.edits, runs.deletes, series.router, histograms.router, commands.router,
+               commands.escalations, artifacts.router, artifacts.uploads, ops.router, ops.reads, ws.ingest_router,
+               ws.watch_router, run_page.router, run_page.pages, web.reads, web.router, alerts.router, groups.router)
     served = [*app.router.routes, *(route for router in routers for route in router.routes)]
+    app.state.routes = served
+    """Every route the app serves, those of its routers one by one (FastAPI keeps an included router whole)."""
     for router in routers:
         app.include_router(router)
 
@@ -109,4 +113,5 @@ def create_app(settings: Settings) -> FastAPI:
         return PlainTextResponse("request body incomplete", status_code=408)
 
     openapi.install(app, served)
+    access.check_routes(served)
     return app

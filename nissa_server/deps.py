@@ -1,5 +1,5 @@
-"""The routes' typed dependencies (FastAPI's ``Depends``): the server's state, its store and settings, the
-bearer token a route needs, a run by its id, and a request body decoded by the contract's own msgspec
+"""The routes' typed dependencies (FastAPI's ``Depends``): the server's state, its store and settings, a run by
+its id, and a request body decoded by the contract's own msgspec
 type. A route names what it needs in its
 signature (``n: NissaDep``, ``run: KnownRun``) instead of looking it up on the app."""
 
@@ -13,7 +13,6 @@ from fastapi import Depends, HTTPException, Request
 from starlette.requests import HTTPConnection
 
 from leyline.codec import in_words
-from nissa_server.auth import bearer_ok
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
@@ -54,30 +53,6 @@ async def known_run(run_id: str, n: NissaDep) -> RunState:
 
 
 KnownRun = Annotated[RunState, Depends(known_run)]
-
-
-def _require(request: Request, token: str | None) -> None:
-    if not bearer_ok(request.headers.get("authorization"), token):
-        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
-
-
-def require_write(request: Request, settings: SettingsDep) -> None:
-    """Dependency of ingest-side and command routes: the token if one is configured."""
-    _require(request, settings.token)
-
-
-def require_read(request: Request, settings: SettingsDep) -> None:
-    """Dependency of read routes: the token only when reads are protected too."""
-    if settings.read_auth:
-        _require(request, settings.token)
-
-
-def require_destructive(request: Request, settings: SettingsDep) -> None:
-    """Dependency of calls that destroy data: the token; a server without one must be open on purpose."""
-    if settings.token is None and not settings.open:
-        raise HTTPException(403, "this server has no token, so it does not delete: start it with --token (or "
-                                 "NISSA_TOKEN), or with --open to let every local process delete")
-    _require(request, settings.token)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -28,7 +28,6 @@ from leyline.frames import (
     CLOSE_IDLE,
     CLOSE_SUPERSEDED,
     CLOSE_TOO_LARGE,
-    CLOSE_UNAUTHORIZED,
     CLOSE_UNSUPPORTED,
     PROTOCOL,
     Ack,
@@ -38,7 +37,6 @@ from leyline.frames import (
 )
 from leyline.text import has_control, scrub
 from nissa_server import __version__, batches, ownership
-from nissa_server.auth import bearer_ok
 from nissa_server.protocols import engage
 from nissa_server.runs import RunState, Stream
 from nissa_server.state import Nissa
@@ -345,11 +343,7 @@ class IngestSession:
 
 async def serve_ingest(ws: WebSocket, nissa: Nissa) -> None:
     """The whole life of one ingest connection."""
-    await ws.accept()
-    if not bearer_ok(ws.headers.get("authorization"), nissa.settings.token):
-        nissa.metrics.rejected.labels("unauthorized").inc()
-        await ws.close(CLOSE_UNAUTHORIZED, "missing or wrong bearer token")
-        return
+    await ws.accept()  # its token was checked by its route (``nissa_server.access``)
     session = IngestSession(ws, nissa)
     sender: asyncio.Task | None = None
     nissa.metrics.ingest_connections.inc()

@@ -16,8 +16,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from leyline import SERVER_RANK, EventKind, Severity
 from leyline.events import MAX_INT, MAX_RUN_ID, RUN_ID_PATTERN, RUN_ID_RULE
-from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY, CLOSE_UNAUTHORIZED
-from nissa_server.auth import BROWSER_PROTOCOL, bearer_from_protocols, bearer_ok
+from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY
+from nissa_server.auth import BROWSER_PROTOCOL
 from nissa_server.fanout import Lagging, Watcher, WatchFilter, frames
 from nissa_server.ingest import close_reason
 from nissa_server.pressure import WATCH_YIELD_S
@@ -152,11 +152,7 @@ async def serve_watch(ws: WebSocket, nissa: Nissa) -> None:
     engage(ws)  # a watcher says nothing after its query: what bounds watchers is their own cap
     offered = list(ws.scope.get("subprotocols") or ())
     await ws.accept(subprotocol=BROWSER_PROTOCOL if BROWSER_PROTOCOL in offered else None)
-    settings = nissa.settings
-    header = ws.headers.get("authorization") or bearer_from_protocols(offered)
-    if settings.read_auth and not bearer_ok(header, settings.token):
-        await ws.close(CLOSE_UNAUTHORIZED, "missing or wrong bearer token")
-        return
+    settings = nissa.settings  # its token was checked by its route (``nissa_server.access``)
     try:
         query = parse_query(ws.query_params)
     except ValueError as err:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import HTTPException, Query, Response
 
-from nissa_server.deps import NissaDep, SettingsDep, StoreDep, require_read, run_or_404
+from nissa_server.access import Access, guarded
+from nissa_server.deps import NissaDep, SettingsDep, StoreDep, run_or_404
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.schemas import AlertInfo
 from nissa_server.store import alerts_sql
 from nissa_server.store.conn import Conn
 
-router = APIRouter(tags=["alerts"])
-READ = [Depends(require_read)]
+router = guarded(Access.READ, tags=["alerts"])
 UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                            "missing or wrong bearer token")}
 _LIST: Responses = {200: ok({"type": "array", "items": ref(AlertInfo)}, EXAMPLES["alerts"]), **UNAUTHORIZED}
@@ -31,19 +31,19 @@ def _listed(run_key: int | None, status: str | None, limit: int):
 
 
 @router.get("/alerts", summary="Alerts of every run, newest first, with their deliveries", response_class=Response,
-            dependencies=READ, responses=_LIST)
+            responses=_LIST)
 async def list_alerts(store: StoreDep, status: Status = None, limit: Limit = 100) -> Response:
     return json_response(await store.read(_listed(None, status, limit)))
 
 
 @router.get("/alerts/rules", summary="The alert rules this server applies (--alerts FILE)", response_class=Response,
-            dependencies=READ, responses={200: ok({"type": "object"}, EXAMPLES["rules"]), **UNAUTHORIZED})
+            responses={200: ok({"type": "object"}, EXAMPLES["rules"]), **UNAUTHORIZED})
 async def rules(settings: SettingsDep) -> Response:
     return json_response(settings.alert_rules.describe())
 
 
 @router.get("/alerts/{alert_id}", summary="One alert, with its deliveries", response_class=Response,
-            dependencies=READ, responses={200: ok(ref(AlertInfo), EXAMPLES["alert"]),
+            responses={200: ok(ref(AlertInfo), EXAMPLES["alert"]),
                                           404: error("No such alert", "unknown alert '9e0d1b'"), **UNAUTHORIZED})
 async def get_alert(store: StoreDep, alert_id: str) -> Response:
     def read(conn: Conn) -> list[AlertInfo]:
@@ -57,7 +57,7 @@ async def get_alert(store: StoreDep, alert_id: str) -> Response:
 
 
 @router.get("/runs/{run_id}/alerts", summary="A run's alerts, newest first", response_class=Response,
-            dependencies=READ, responses={**_LIST, 404: error("No such run", "unknown run 'r-x'")})
+            responses={**_LIST, 404: error("No such run", "unknown run 'r-x'")})
 async def run_alerts(n: NissaDep, run_id: str, status: Status = None, limit: Limit = 100) -> Response:
     run = await run_or_404(n, run_id)
     return json_response(await n.store.read(_listed(run.run_key, status, limit)))

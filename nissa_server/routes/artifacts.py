@@ -11,13 +11,14 @@ import time
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
+from fastapi import HTTPException, Path, Request, Response
 from fastapi.responses import FileResponse
 
 from leyline.frames import STREAM_SECRET_HEADER
 from nissa_server import artifact_files, ownership
+from nissa_server.access import Access, guarded
 from nissa_server.artifact_files import Quota, Refused
-from nissa_server.deps import KnownRun, NissaDep, StoreDep, require_read, require_write, run_or_404
+from nissa_server.deps import KnownRun, NissaDep, StoreDep, run_or_404
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.runs import RunState
@@ -25,7 +26,8 @@ from nissa_server.schemas import ArtifactInfo
 from nissa_server.state import Nissa
 from nissa_server.store import queries
 
-router = APIRouter(tags=["artifacts"])
+router = guarded(Access.READ, tags=["artifacts"])
+uploads = guarded(Access.WRITE, tags=["artifacts"])
 NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9._-]{1,128}$"
 NAME = re.compile(NAME_PATTERN)
 # The pattern is for the schema; ``_path`` checks it (pydantic's regex engine has no look-ahead).
@@ -59,8 +61,8 @@ def _check_secret(request: Request, run: RunState) -> None:
         raise HTTPException(403, str(err)) from None
 
 
-@router.put("/runs/{run_id}/artifacts/{name}", status_code=201, summary="Upload an artifact (raw body)",
-            dependencies=[Depends(require_write)], response_class=Response,
+@uploads.put("/runs/{run_id}/artifacts/{name}", status_code=201, summary="Upload an artifact (raw body)",
+             response_class=Response,
             description=f"Only the run's own trainer may: the `{STREAM_SECRET_HEADER}` header carries the run's "
                         "stream secret. A run holds at most 200 artifacts and 2 GiB of them (server settings).",
             openapi_extra={"requestBody": {"required": True, "content": {
@@ -115,7 +117,7 @@ def _over(n: Nissa, limit: int) -> str:
     return f"artifact over {limit} bytes"
 
 
-@router.get("/runs/{run_id}/artifacts", summary="A run's artifacts", dependencies=[Depends(require_read)],
+@router.get("/runs/{run_id}/artifacts", summary="A run's artifacts",
             response_class=Response,
             responses={200: ok({"type": "array", "items": ref(ArtifactInfo)}, [EXAMPLES["artifact"]]),
                        404: error("No such run", "unknown run 'r-x'"), **UNAUTHORIZED})
@@ -126,7 +128,7 @@ async def list_artifacts(store: StoreDep, run: KnownRun) -> Response:
 
 
 @router.get("/runs/{run_id}/artifacts/{name}", summary="Download an artifact",
-            dependencies=[Depends(require_read)], response_class=Response,
+            response_class=Response,
             responses={200: {"description": "The file as uploaded",
                              "content": {"application/octet-stream": {"schema": {"type": "string",
                                                                                  "format": "binary"}}}},

@@ -5,18 +5,20 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Depends, Header, HTTPException, Response
+from fastapi import Header, HTTPException, Response
 
 from leyline import CommandRecord, EscalateRequest
 from leyline.commands import misplaced
+from nissa_server.access import Access, guarded
 from nissa_server.commands import CommandError
-from nissa_server.deps import NissaDep, StoreDep, decoded, require_read, require_write
+from nissa_server.deps import NissaDep, StoreDep, decoded
 from nissa_server.openapi import EXAMPLES, REF, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.schemas import EscalateAccepted
 from nissa_server.store import queries
 
-router = APIRouter(tags=["commands"])
+router = guarded(Access.READ, tags=["commands"])
+escalations = guarded(Access.WRITE, tags=["commands"])
 # Lax: JSON Schema calls 3.0 an integer, and curl users write "3"; bounds and rules still apply.
 DECODER = msgspec.json.Decoder(EscalateRequest, strict=False)
 EscalateBody = Annotated[EscalateRequest, decoded(DECODER, "invalid escalation", misplaced)]
@@ -33,9 +35,9 @@ _ESCALATE_BODY = {
 }
 
 
-@router.post(
+@escalations.post(
     "/escalate", status_code=202, summary="Ask a live run for a debug or profile window, a checkpoint, or to stop",
-    dependencies=[Depends(require_write)], response_class=Response, openapi_extra=_ESCALATE_BODY,
+    response_class=Response, openapi_extra=_ESCALATE_BODY,
     responses={
         202: ok(ref(EscalateAccepted), EXAMPLES["accepted"], "Queued (or, for a retried Idempotency-Key, "
                 "the command the first request created)"),
@@ -68,7 +70,7 @@ async def escalate(
 
 
 @router.get("/commands/{command_id}", summary="A command: status, applied step, result, history",
-            dependencies=[Depends(require_read)], response_class=Response,
+            response_class=Response,
             responses={200: ok(ref(CommandRecord), EXAMPLES["command"]),
                        401: error("Reads need the bearer token", "missing or wrong bearer token"),
                        404: error("No such command", "unknown command 'c-x'")})

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import HTTPException, Query, Request, Response
 
 from leyline import query
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.series import parse_key
-from nissa_server.deps import NissaDep, require_read, run_or_404
+from nissa_server.access import Access, guarded
+from nissa_server.deps import NissaDep, run_or_404
 from nissa_server.groups import Member, band, config_diff, group_rows
 from nissa_server.openapi import Responses, error, ok, ref
 from nissa_server.reads import BUSY
@@ -19,8 +20,7 @@ from nissa_server.routes.series import Axis, charted
 from nissa_server.series import shape
 from nissa_server.store import queries, run_groups_sql, series_queries
 
-router = APIRouter(tags=["runs"])
-READ = [Depends(require_read)]
+router = guarded(Access.READ, tags=["runs"])
 MAX_BAND_RUNS = 200
 """Runs one band is drawn over (a group row names at most as many)."""
 MAX_DIFF_RUNS = 50
@@ -70,7 +70,7 @@ def _metrics(text: str) -> list[tuple[str, str, str]]:
                         "`config.KEY`; runs without it in a row of their own, value null): how many runs, their ids "
                         "(the first 200, newest first), and for each metric of `metrics` (`val_loss.best,acc.last`) "
                         "the mean, sample standard deviation, min and max over the group's runs that have it.",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(GroupsReply), {"by": "config.lr", "runs": 6, "groups": [
                 {"value": 0.01, "count": 2, "run_ids": ["r-a", "r-b"], "metrics": {"val_loss.best": {
                     "n": 2, "mean": 0.41, "sd": 0.014, "min": 0.4, "max": 0.42}}}]}),
@@ -99,7 +99,7 @@ async def get_groups(
             description="The series `name` of each run in `runs` (a group's, as `GET /run-groups` names them), "
                         "each label set on its own: at each x (bucketed into at most `max_points`), the mean of the "
                         "runs' values, their min and max, and how many runs had a point there.",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(BandsReply), {"name": "val_loss", "x": "step", "runs": ["r-a", "r-b"], "bands": [
                 {"key": "val_loss", "labels": {}, "x": [0, 10], "mean": [0.9, 0.5], "min": [0.8, 0.4],
                  "max": [1.0, 0.6], "n": [2, 2]}]}), **ERRORS, **BUSY})
@@ -131,7 +131,7 @@ async def get_bands(
             description="The full configs of the runs in `runs` (in that order): every key whose "
                         "value is not the same in all of them, or that some lack, with each run's value as JSON "
                         "text (null: the run has no such key), and how many keys are the same.",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(ConfigDiff), {"runs": ["r-a", "r-b"], "names": ["lr 0.1", "lr 0.01"], "rows": [
                 {"key": "lr", "values": ["0.1", "0.01"]}], "same": 12}), **ERRORS})
 async def get_config_diff(

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import HTTPException, Query, Request, Response
 
 from leyline.payloads_histogram import HISTOGRAM_COUNTS, DistributionNames, HistogramsReply, distribution_order
-from nissa_server.deps import NissaDep, require_read, run_or_404
+from nissa_server.access import Access, guarded
+from nissa_server.deps import NissaDep, run_or_404
 from nissa_server.histograms import MAX_READ_EVENTS, TooMuchWork, read_histograms
 from nissa_server.openapi import error, ok, ref
 from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
 from nissa_server.store import series_queries
 
-router = APIRouter(tags=["series"])
-READ = [Depends(require_read)]
+router = guarded(Access.READ, tags=["series"])
 _EXAMPLE = {"name": "gradients/fc1.weight", "taken": 1,
             "quantiles": [0.0, 0.07, 0.16, 0.31, 0.5, 0.69, 0.84, 0.93, 1.0],
             "histograms": [{"rank": 0, "step": 100, "epoch": 1, "ts": 1.7e9, "min": -0.02, "max": 0.03, "count": 512,
@@ -32,7 +32,7 @@ MAX_NAMES = 100_000
                         "(`debug/…`) after them, each by name: the order the web page and the console show them "
                         "in. `q` keeps the names that hold it (any case); `offset` and `limit` pick a page; "
                         "`total` counts the names that match.",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(DistributionNames), {"names": ["acts", "debug/mlp/gradients/0.weight"],
                                                         "total": 2}),
                        401: error("Reads need the bearer token (server started with --read-auth)", "missing or "
@@ -60,7 +60,7 @@ async def list_distributions(
                         "`rank,step,ts,bin,low,high,count`. A read that would decode more than "
                         f"{MAX_READ_EVENTS} events, or more bytes of them than the server's `max_read_bytes` (64 MiB "
                         "unless told), is refused (422) with the `max_steps` (or `rank`) that fits.",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(HistogramsReply), _EXAMPLE),
                        401: error("Reads need the bearer token (server started with --read-auth)", "missing or "
                                   "wrong bearer token"), 404: error("No such run", "unknown run 'r-x'"),

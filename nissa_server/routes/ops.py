@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nissa_server import __version__
+from nissa_server.access import Access, guarded
 from nissa_server.auth import bearer_ok
-from nissa_server.deps import NissaDep, require_read
+from nissa_server.deps import NissaDep
 from nissa_server.openapi import EXAMPLES, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.schemas import Degraded, Health
 from nissa_server.store import queries
 
 router = APIRouter(tags=["operations"])
+"""Open to anyone (``access.OPEN_ROUTES``)."""
+reads = guarded(Access.READ, tags=["operations"])
 
 # What ``GET /`` points to: enough for someone who typed the server's address into a browser.
 INDEX = {"service": "nissa-server", "version": __version__, "ui": "/ui", "docs": "/docs", "openapi": "/openapi.json",
@@ -88,7 +91,7 @@ async def access(request: Request, n: NissaDep) -> Response:
     return json_response({"write": write, "read": write or not settings.read_auth})
 
 
-@router.get("/metrics", summary="Prometheus metrics", dependencies=[Depends(require_read)],
+@reads.get("/metrics", summary="Prometheus metrics",
             response_class=Response,
             responses={200: {"description": "Prometheus text format",
                              "content": {"text/plain": {"schema": {"type": "string"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from leyline import Event, ProfileCompleted, RunStarted
 from leyline.codec import decode_event
@@ -17,14 +17,16 @@ from leyline.enums import EventKind
 from leyline.esper.panels import SEED_LOG_ROWS, EsperPanels, fold, starting_level
 from leyline.panels import ProfileWindow, profile_window
 from leyline.steering import SteerDefinitions
-from nissa_server.deps import KnownRun, StoreDep, require_read
+from nissa_server.access import Access, guarded
+from nissa_server.deps import KnownRun, StoreDep
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
 from nissa_server.routes.common import json_response
 from nissa_server.store.conn import Conn
 from nissa_server.store.queries import stream_events
 
-router = APIRouter(tags=["runs"])
-READ = [Depends(require_read)]
+router = guarded(Access.READ, tags=["runs"])
+pages = APIRouter(tags=["web page"])
+"""Open to anyone (``access.OPEN_ROUTES``)."""
 _REFUSED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                                   "missing or wrong bearer token"),
                        404: error("No such run", "unknown run 'r-x'")}
@@ -78,7 +80,7 @@ def _esper(conn: Conn, run_key: int) -> EsperPanels:
 
 
 @router.get("/runs/{run_id}/profiles", summary="A run's closed profile windows, newest first, each with its top "
-            "operators (the console's table) and where its trace is", response_class=Response, dependencies=READ,
+            "operators (the console's table) and where its trace is", response_class=Response,
             responses={200: ok({"type": "array", "items": ref(ProfileWindow)}, EXAMPLES["profiles"]), **_REFUSED})
 async def list_profiles(store: StoreDep, run: KnownRun,
                         limit: Annotated[int, Query(ge=1, le=100, description="newest first, at most this many")] = 20,
@@ -86,8 +88,8 @@ async def list_profiles(store: StoreDep, run: KnownRun,
     return json_response(await store.read(_profiles, run.run_key, limit))
 
 
-@router.get("/ui/steer.json", summary="What the web page says before it steers a run (the console's texts), beside "
-            "the commands' schema", response_class=Response, tags=["web page"],
+@pages.get("/ui/steer.json", summary="What the web page says before it steers a run (the console's texts), beside "
+           "the commands' schema", response_class=Response,
             responses={200: ok(ref(SteerDefinitions), msgspec.to_builtins(SteerDefinitions()))})
 async def steer_definitions() -> Response:
     return json_response(SteerDefinitions())
@@ -95,7 +97,7 @@ async def steer_definitions() -> Response:
 
 @router.get("/runs/{run_id}/esper", summary="An Esper run's panels, as the console shows them: each env's latest "
             "accuracy and seeds, the seed lifecycle log, PPO health, the telemetry level and windows in force",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(EsperPanels), EXAMPLES["esper"]), **_REFUSED})
 async def esper_panels(store: StoreDep, run: KnownRun) -> Response:
     return json_response(await store.read(_esper, run.run_key))

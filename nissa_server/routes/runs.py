@@ -9,7 +9,7 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 import msgspec
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import Depends, HTTPException, Query, Request, Response
 
 from leyline import CommandRecord, Event, EventKind, RunStatus, query
 from leyline.events import MAX_INT
@@ -18,14 +18,12 @@ from leyline.runs import RunDetail, RunSummary
 from leyline.runs_table import RunsTable, table_columns
 from leyline.summaries import RunPatch
 from nissa_server import retention
+from nissa_server.access import Access, guarded
 from nissa_server.deps import (
     KnownRun,
     NissaDep,
     StoreDep,
     decoded,
-    require_destructive,
-    require_read,
-    require_write,
     run_or_404,
 )
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
@@ -35,8 +33,9 @@ from nissa_server.schemas import DeletedRun
 from nissa_server.state import Nissa
 from nissa_server.store import pages, queries, run_meta_sql, runs_page
 
-router = APIRouter(tags=["runs"])
-READ = [Depends(require_read)]
+router = guarded(Access.READ, tags=["runs"])
+edits = guarded(Access.WRITE, tags=["runs"])
+deletes = guarded(Access.DESTRUCTIVE, tags=["runs"])
 MAX_PAGE = 10_000
 MAX_RUNS_PAGE = 500
 _STATUSES = "|".join(s.value for s in RunStatus)
@@ -133,7 +132,7 @@ _PAGE_MISTAKES: Responses = {400: error("A mistake in q, sort or metrics", "q: p
 
 
 @router.get("/runs", summary="Runs found by a query, sorted, a page at a time, each as a summary",
-            response_class=Response, dependencies=READ, description="`limit` runs from `offset` (the `Link` header "
+            response_class=Response, description="`limit` runs from `offset` (the `Link` header "
             "names the next and previous pages, `X-Total-Count` the runs that match), newest first unless `sort` says. "
             "Each run is a summary: its config cut (64 entries at most, values cut to 80 characters; the whole "
             "config is on `GET /runs/{run_id}`), its project, group, tags and notes, and `metrics`: its series "
@@ -158,7 +157,7 @@ async def list_runs(request: Request, n: NissaDep, page: PageQuery) -> Response:
 
 
 @router.get("/runs-table", summary="A page of runs as `GET /runs` lists it, with the columns a runs table shows",
-            response_class=Response, dependencies=READ, description="The runs of `GET /runs` with the same "
+            response_class=Response, description="The runs of `GET /runs` with the same "
             "parameters, how many match, and `columns`: the metric columns every runs table shows of this page by "
             "default (the series its runs share), the config keys that tell its runs apart, and each of its series' "
             "name in the filter language (`leyline.runs_table`: the web page renders them, the console computes "
@@ -174,8 +173,8 @@ _PATCH_BODY = {"requestBody": {"required": True, "content": {"application/json":
 Patch = Annotated[RunPatch, decoded(msgspec.json.Decoder(RunPatch), "invalid change")]
 
 
-@router.patch("/runs/{run_id}", summary="Change a run's tags, notes, group or project",
-              response_class=Response, dependencies=[Depends(require_write)], openapi_extra=_PATCH_BODY,
+@edits.patch("/runs/{run_id}", summary="Change a run's tags, notes, group or project",
+             response_class=Response, openapi_extra=_PATCH_BODY,
               description="The fields given replace the run's (`tags`: all of them). Needs the token when the server "
                           "has one. Answers the run as `GET /runs/{run_id}` does.",
               responses={200: ok(ref(RunDetail), EXAMPLES["run"]), **NOT_FOUND,
@@ -193,7 +192,7 @@ async def patch_run(n: NissaDep, run: KnownRun, change: Patch) -> Response:
 
 
 @router.get("/runs/{run_id}", summary="One run: status, config, last seq per rank, counts per kind, bytes stored",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(RunDetail), EXAMPLES["run"]), **NOT_FOUND, **UNAUTHORIZED, **BUSY})
 async def get_run(request: Request, n: NissaDep, run_id: str) -> Response:
     async with n.reads.read(request, run_id):
@@ -208,8 +207,8 @@ async def _run_reply(n: Nissa, run_id: str) -> Response:
     return json_response(_with_live_state(n, info))
 
 
-@router.delete("/runs/{run_id}", summary="Delete a run that is not live: its events, commands and artifacts",
-               response_class=Response, dependencies=[Depends(require_destructive)],
+@deletes.delete("/runs/{run_id}", summary="Delete a run that is not live: its events, commands and artifacts",
+                response_class=Response,
                responses={200: ok(ref(DeletedRun), EXAMPLES["deleted"], "Deleted"), **NOT_FOUND,
                           401: error("Missing or wrong bearer token", "missing or wrong bearer token"),
                           403: error("The server has no token and was not started --open",
@@ -243,7 +242,7 @@ def _kinds(kind: str | None) -> list[str] | None:
 
 
 @router.get("/runs/{run_id}/events", summary="Stored events after a cursor, in (seq, rank) order",
-            dependencies=READ,
+            
             description="Page through a run with the (seq, rank) of the last event received: `after_seq=S"
                         "&after_rank=R` returns the events after it, so a run with several ranks (the "
                         "server's own events are rank -1) is read whole, each event once. `after_seq` alone "
@@ -280,7 +279,7 @@ async def list_events(
 
 
 @router.get("/runs/{run_id}/commands", summary="Every command sent to a run, oldest first",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok({"type": "array", "items": ref(CommandRecord)}, EXAMPLES["commands"]),
                        **NOT_FOUND, **UNAUTHORIZED})
 async def list_commands(store: StoreDep, run: KnownRun) -> Response:

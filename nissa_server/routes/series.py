@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import HTTPException, Query, Request, Response
 
 from leyline.series import Marker, kind_of_name, parse_key
-from nissa_server.deps import NissaDep, require_read, run_or_404
+from nissa_server.access import Access, guarded
+from nissa_server.deps import NissaDep, run_or_404
 from nissa_server.openapi import Responses, error, ok, ref
 from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
@@ -18,9 +19,8 @@ from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, 
 from nissa_server.state import Nissa
 from nissa_server.store import series_queries
 
-router = APIRouter(tags=["series"])
+router = guarded(Access.READ, tags=["series"])
 T = TypeVar("T")
-READ = [Depends(require_read)]
 MAX_OVERLAY = 16
 """Runs one call may overlay (the run in the path and ``runs``)."""
 MAX_SERIES = 1000
@@ -62,7 +62,7 @@ _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
 @router.get("/runs/{run_id}/series", summary="Every series of a run: each numeric field of its events, by label",
             description=f"By key, at most `limit` ({MAX_LISTED} unless told) a page; a full page has a "
                         "`Link: <…>; rel=\"next\"` header with the next page's URL (`after` the last key).",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok({"type": "array", "items": ref(SeriesInfo)}, _LIST_EXAMPLE), **ERRORS, **BUSY})
 async def list_series(
     request: Request, n: NissaDep,
@@ -92,7 +92,7 @@ async def list_series(
                         "(a page of events' bound; one series at least): one that stopped short has a "
                         "`Link: <…>; rel=\"next\"` header with the URL of the rest (`after_run` and `after_key`: the "
                         "run and the key of its last series).",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok(ref(SeriesReply), _SERIES_EXAMPLE), **ERRORS,
                        404: error("No such run, or an `after_run` that is not one of the runs asked for",
                                   "unknown run 'r-x'"),
@@ -160,7 +160,7 @@ def _reply(name: str, axis: str, fmt: str, parts: list[bytes]) -> Response:
 @router.get("/runs/{run_id}/markers", summary="What happened to a run, to mark on its charts",
             description="Commands applied, completed or failed; anomalies; seeds fossilized and pruned; resumes; "
                         "the end. `after` (on the axis `x`) gives only the later ones.",
-            response_class=Response, dependencies=READ,
+            response_class=Response,
             responses={200: ok({"type": "array", "items": ref(Marker)}, [
                 {"kind": "command", "label": "debug applied", "step": 120, "epoch": 6, "round": None,
                  "ts": 1.7e9, "env": None, "rank": 0}]), **ERRORS, **BUSY})

@@ -9,14 +9,16 @@ import importlib.resources
 import json
 import pathlib
 
-from fastapi import APIRouter, Depends, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import RedirectResponse
 
 from leyline import charts
-from nissa_server.deps import require_read
+from nissa_server.access import Access, guarded
 from nissa_server.openapi import Responses, error
 
 router = APIRouter(tags=["web page"])
+"""Open to anyone (``access.OPEN_ROUTES``): the page and its files."""
+reads = guarded(Access.READ, tags=["web page"])
 _READ_REFUSED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
                             "missing or wrong bearer token")}
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -78,10 +80,10 @@ _CHART_EXAMPLE = {"charts": [{"title": "accuracy", "names": ["epoch_completed.ac
                   "hidden_params": ["run_name"], "lower_is_better_words": ["loss"]}
 
 
-@router.get("/ui/charts.json", summary="What to chart, for the page: the default charts (titles, series patterns in "
+@reads.get("/ui/charts.json", summary="What to chart, for the page: the default charts (titles, series patterns in "
             "which * matches any characters, groups), how many of a loop's own metrics, the config keys that never "
             "tell runs apart; the console reads the same definition",
-            response_class=Response, dependencies=[Depends(require_read)],
+            response_class=Response,
             responses={200: {"description": "The definition", "content": {"application/json": {
                 "schema": {"type": "object"}, "example": _CHART_EXAMPLE}}}, **_READ_REFUSED})
 async def chart_definitions() -> Response:

@@ -1,16 +1,19 @@
-"""The two websocket endpoints; the work lives in ``nissa_server.ingest`` and ``nissa_server.watch``."""
+"""The two websocket endpoints (ingest writes, watch reads: ``nissa_server.access``); the work lives in
+``nissa_server.ingest`` and ``nissa_server.watch``."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, WebSocket
+from fastapi import WebSocket
 
+from nissa_server.access import Access, guarded
 from nissa_server.deps import NissaDep
 from nissa_server.ingest import serve_ingest
 from nissa_server.protocols import link_of
 from nissa_server.state import Nissa
 from nissa_server.watch import serve_watch
 
-router = APIRouter()
+ingest_router = guarded(Access.WRITE)
+watch_router = guarded(Access.READ)
 
 
 async def _settle(ws: WebSocket, n: Nissa) -> None:
@@ -21,7 +24,7 @@ async def _settle(ws: WebSocket, n: Nissa) -> None:
         await link.settle(n.settings.limits.close_grace_s)
 
 
-@router.websocket("/ws/ingest")
+@ingest_router.websocket("/ws/ingest")
 async def ingest(ws: WebSocket, n: NissaDep) -> None:
     try:
         await serve_ingest(ws, n)
@@ -29,7 +32,7 @@ async def ingest(ws: WebSocket, n: NissaDep) -> None:
         await _settle(ws, n)
 
 
-@router.websocket("/ws/watch")
+@watch_router.websocket("/ws/watch")
 async def watch(ws: WebSocket, n: NissaDep) -> None:
     try:
         await serve_watch(ws, n)
