@@ -74,7 +74,7 @@ def run(config: TrainConfig, name: str, log_dir: pathlib.Path, fault: Fault | No
             trainer.run_round(round_)
         status = "completed"
     finally:
-        runtime.finish(RunFinished(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch))
+        runtime.finish(RunFinished(status=status, duration_s=time.perf_counter() - start))
     if wrapped is not None and wrapped.applied_at is None:
         raise FaultNotApplicable(f"{name}: epoch {fault.epoch} never came")  # type: ignore[union-attr]
     events = [decode_event(line) for line in (log_dir / name / "events.jsonl").read_bytes().splitlines()]

@@ -60,18 +60,14 @@ class RunStarted(Payload, kw_only=True, frozen=True):
 
 
 class RunFinished(Payload, kw_only=True, frozen=True):
-    """A run ended, cleanly or not, with a summary of what it achieved."""
+    """A run ended, cleanly or not: how, after how long, and why where it failed. What it achieved is in its
+    summaries (``run.summary``). A ``run_finished`` stored before carried Esper's results too (``rounds``,
+    ``fossilized`` …): decoding leaves those fields out."""
 
     KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
     status: Literal["completed", "failed", "interrupted", "stopped"]
     """``stopped``: a ``stop`` command ended it after a checkpoint (``esper-train --resume`` continues it)."""
     duration_s: float
-    epochs: int = 0
-    rounds: int = 0
-    final_accuracy: float | None = None
-    best_accuracy: float | None = None
-    fossilized: int = 0
-    pruned: int = 0
     error: str | None = None
 
 

@@ -9,7 +9,6 @@ import msgspec
 
 from leyline.calls import CommandSpec
 from leyline.enums import RunStatus
-from leyline.outcome import RunOutcome
 from leyline.payloads import RunFinished, Scalar
 from leyline.payloads_ops import HubHealth
 from leyline.summaries import MetricSummary
@@ -45,7 +44,6 @@ class RunSummary(msgspec.Struct, kw_only=True):
     """Why the status is what it is, naming ranks: "rank 1 silent for over 15 s" (degraded)."""
     host: str | None = None
     device: str | None = None
-    summary: RunOutcome | None = None
     config: dict[str, Scalar] = {}
     """Its config, flattened to ``dotted.key → value``: in a list, the first entries with long keys and values cut
     (``GET /runs/{run_id}`` has the whole)."""

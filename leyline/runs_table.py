@@ -1,5 +1,5 @@
 """What a runs table shows of a page of runs by default, decided once for every table: the metric columns (the
-series every run of the page that has any has: a loop's own metrics of rank 0, else Esper's outcome), the config
+series every run of the page that has any has: a loop's own metrics of rank 0, its summaries among them), the config
 keys that tell the runs apart (``charts.differing_params``), and each series' name in the filter language (what a
 column is titled and sorted by). The server serves it with the page (``GET /runs-table``: the web page renders
 what it is given); the console calls ``table_columns`` on the page it reads.
@@ -18,26 +18,22 @@ from leyline.series import internal, kind_of_name, parse_key
 
 MAX_METRIC_COLUMNS = 6
 """Metric columns shown by default at most."""
-OUTCOME_METRICS = ("run_finished.final_accuracy", "run_finished.best_accuracy", "run_finished.fossilized",
-                   "run_finished.rounds")
-"""What an Esper run achieved, shown by default where no run logged metrics of its own."""
-OWN, OUTCOME, HIDDEN = 0, 1, 2
-"""How a series ranks for the default columns: a loop's own metric (``run.log``) of rank 0, an Esper outcome, or
-not shown by default (the run's machinery, ``leyline.series.internal``: ``system.*``, ``hub_health.*`` …; the
-measures of other kinds; other ranks: picked by hand)."""
+OWN, HIDDEN = 0, 1
+"""How a series ranks for the default columns: a loop's own metric of rank 0 (``run.log``, or set outright with
+``run.summary``: an Esper run's final accuracy, seeds fossilized …), or not shown by default (the run's machinery,
+``leyline.series.internal``: ``system.*``, ``hub_health.*`` …; the measures of other kinds; other ranks: picked by
+hand)."""
 
 
 def default_rank(key: str) -> int:
-    """``OWN``, ``OUTCOME`` or ``HIDDEN``: how the series ``key`` ranks for the default columns."""
+    """``OWN`` or ``HIDDEN``: how the series ``key`` ranks for the default columns."""
     try:
         name, labels = parse_key(key)
     except ValueError:
         return HIDDEN
     if labels.get("rank", "0") != "0":
         return HIDDEN
-    if internal(key):
-        return OUTCOME if name in OUTCOME_METRICS else HIDDEN
-    return OWN if kind_of_name(name) == "metrics" else HIDDEN
+    return OWN if kind_of_name(name) == "metrics" and not internal(key) else HIDDEN
 
 
 def shared_metrics(runs: Sequence[RunSummary], limit: int | None = MAX_METRIC_COLUMNS) -> list[str]:

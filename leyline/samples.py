@@ -64,7 +64,7 @@ SAMPLE_PAYLOADS: dict[EventKind, AnyPayload] = {
     for p in (
         RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}, project="cifar",
                    group="lr-sweep", tags=["baseline"], notes="first try", summary={"val_loss": "min"}),
-        RunFinished(status="completed", duration_s=12.5, epochs=40, rounds=4, final_accuracy=0.61),
+        RunFinished(status="completed", duration_s=12.5),
         EpochCompleted(round=1, accuracy=0.55, val_loss=1.31, train_loss=1.4, reward=0.02,
                        action="GERMINATE", seeds=_SLOTS, host_params=4174, fossilized_params=152),
         SeedGerminated(slot="r0c0", seed_id="s3", blueprint="attention", params=2210),

@@ -304,12 +304,12 @@ class Run(RunCore):
         if status not in (None, *_END_STATUSES):
             raise ValueError(f"run.finish: status must be one of {list(_END_STATUSES)}, got {status!r}")
         end = next((s for s in _END_STATUSES if s == status), "stopped" if self.should_stop else "completed")
-        return self.end(RunFinished(status=end, duration_s=time.monotonic() - self._started_at, epochs=self._epoch,
-                                    error=error), timeout=timeout)
+        return self.end(RunFinished(status=end, duration_s=time.monotonic() - self._started_at, error=error),
+                        timeout=timeout)
 
     def end(self, summary: RunFinished, *, timeout: float = 10.0) -> DeliveryReport:
-        """``finish`` with the loop's own ``run_finished``, for a loop that reports more of how it ended than its
-        status (Esper: the rounds done, the accuracy reached, the seeds fossilized and pruned). The watchdog and
+        """``finish`` with the loop's own ``run_finished`` (its own duration; what it achieved goes in its summaries,
+        ``run.summary``, before). The watchdog and
         the machine's sampling stop, open windows close, and what is left is delivered within ``timeout``."""
         if self._report is not None:
             return self._report

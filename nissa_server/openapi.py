@@ -28,7 +28,6 @@ from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.esper.panels import EsperPanels, fold
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
-from leyline.outcome import RunOutcome
 from leyline.panels import ProfileWindow, profile_window
 from leyline.payloads_histogram import DistributionNames, HistogramsReply
 from leyline.runs import RunDetail, RunSummary
@@ -107,12 +106,9 @@ def _examples() -> dict[str, Any]:
         run_id="r-20250101-abc", name="demo", status=RunStatus.FINISHED, created_at=1.7e9, started_at=1.7e9,
         ended_at=1.7e9 + 30, last_seen_at=1.7e9 + 30, duration_s=30.0, last_step=120, last_epoch=6,
         last_seq={"0": 140}, counts={"epoch_completed": 12}, stored_bytes=61_440, host="trainer-1", device="cpu",
-        summary=RunOutcome(final_accuracy=0.61, best_accuracy=0.64, fossilized=2, pruned=1, rounds=4,
-                           policy="ppo"),
         config=started["payload"]["config"], project="cifar", group="lr-sweep", tags=["baseline"],
         notes="first try", metrics={
-            "run_finished.final_accuracy{rank=0}": MetricSummary(last=0.61, min=0.61, max=0.61, best=0.61,
-                                                                 count=1, step=960),
+            "final_accuracy{rank=0}": MetricSummary(last=0.61, min=0.61, max=0.61, best=0.61, count=1, step=960),
             "val_loss{rank=0}": MetricSummary(last=0.41, min=0.38, max=2.3, best=0.38, count=300, step=299)})
     return {
         "events": events,

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 import torch
 
-from leyline import RunFinished
-from nissa import Run, Settings, init
+from leyline.esper import EsperOutcome
+from nissa import DeliveryReport, Run, Settings, init
 from nissa.parts import LoopHooks
 from ranks import Ranks
 from trainer.checkpoint.control import CheckpointConfig, Checkpointer
@@ -92,8 +92,8 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
 def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
                  data: TaskData | None = None, ranks: Ranks | None = None,
                  checkpoints: Checkpointer | NullCheckpointer | None = None,
-                 resume: dict[str, Any] | None = None) -> RunFinished:
-    """Train up to ``config.rounds`` rounds; returns the summary.
+                 resume: dict[str, Any] | None = None) -> EsperOutcome:
+    """Train up to ``config.rounds`` rounds; returns how it ended and what it achieved.
 
     Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
     (it names the run and knows how it ended). Progress goes to stderr unless ``log_every`` is 0.
@@ -136,9 +136,9 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
         checkpoints.finish()
         torch.set_num_threads(threads)
     final = None if last is None else sum(last.final_accuracy) / len(last.final_accuracy)
-    return RunFinished(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch,
-                       rounds=totals.round, final_accuracy=final, best_accuracy=trainer.best_accuracy,
-                       fossilized=totals.fossilized, pruned=totals.pruned)
+    return EsperOutcome(status=status, duration_s=time.perf_counter() - start, epochs=trainer.epoch,
+                        rounds=totals.round, final_accuracy=final, best_accuracy=trainer.best_accuracy,
+                        fossilized=totals.fossilized, pruned=totals.pruned)
 
 
 def _stateful(sites: LoopSites) -> Stateful | None:
@@ -174,9 +174,15 @@ class EsperRun:
         return self.run.hooks
 
     def train(self, *, data: TaskData | None = None, sites: LoopSites | None = None,
-              resume: dict[str, Any] | None = None) -> RunFinished:
+              resume: dict[str, Any] | None = None) -> EsperOutcome:
         return run_training(self.config, self.hooks, sites=sites, data=data, ranks=self.run.ranks,
                             checkpoints=self.checkpoints, resume=resume)
+
+    def end(self, outcome: EsperOutcome, *, timeout: float = 10.0) -> DeliveryReport:
+        """End the run: Esper's results as its summaries, then the ``run_finished`` every run sends."""
+        for name, value in outcome.summaries().items():
+            self.run.summary[name] = value
+        return self.run.end(outcome.finished(), timeout=timeout)
 
 
 def build_run(config: TrainConfig, run: Run, checkpoints: CheckpointConfig | None = None) -> EsperRun:

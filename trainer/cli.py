@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from leyline import RunFinished
+from leyline.esper import EsperOutcome
 from nissa import LogCorrupt, SecretError, ServerUnavailable, Settings, StragglerConfig, UploadResult
 from nissa.parts import upload_run
 from ranks import RankError, Ranks
@@ -210,14 +210,14 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, config: Trai
     return {"completed": 0, "stopped": 0, "interrupted": 130}.get(summary.status, 1)
 
 
-def _train_and_end(args: argparse.Namespace, esper: EsperRun, point: ResumePoint | None) -> tuple[RunFinished,
-                                                                                                 DeliveryReport]:
+def _train_and_end(args: argparse.Namespace, esper: EsperRun,
+                   point: ResumePoint | None) -> tuple[EsperOutcome, DeliveryReport]:
     """Start (or resume) the run, train it, and end it however training ended: ``run_finished`` always goes
     last, with the status and the error."""
     from trainer.data import DataError
 
     start = time.monotonic()
-    summary = RunFinished(status="failed", duration_s=0.0, error="did not start")
+    summary = EsperOutcome(status="failed", duration_s=0.0, error="did not start")
     try:
         if point is None:
             esper.run.start()
@@ -237,13 +237,13 @@ def _train_and_end(args: argparse.Namespace, esper: EsperRun, point: ResumePoint
         summary = _cut_short(esper, start, "failed", f"{type(err).__name__}: {err}")
     finally:
         _finish_through_sigterm()
-        report = esper.run.end(summary, timeout=args.close_timeout)
+        report = esper.end(summary, timeout=args.close_timeout)
     return summary, report
 
 
 def _cut_short(esper: EsperRun, start: float, status: Literal["failed", "interrupted"],
-               error: str | None = None) -> RunFinished:
-    return RunFinished(status=status, duration_s=time.monotonic() - start, epochs=esper.hooks.epoch,
+               error: str | None = None) -> EsperOutcome:
+    return EsperOutcome(status=status, duration_s=time.monotonic() - start, epochs=esper.hooks.epoch,
                        error=None if error is None else error[:2000])
 
 

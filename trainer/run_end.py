@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pathlib
 
-from leyline import RunFinished
+from leyline.esper import EsperOutcome
 from nissa import DeliveryReport
 
 
-def end_lines(run_id: str, rank: int | None, summary: RunFinished, report: DeliveryReport, run_dir: pathlib.Path,
+def end_lines(run_id: str, rank: int | None, summary: EsperOutcome, report: DeliveryReport, run_dir: pathlib.Path,
               last_checkpoint: pathlib.Path | None) -> list[tuple[str, bool]]:
     """The lines, each with whether it goes to stderr; ``rank`` None: a run of one process."""
     who = f"run {run_id}" + ("" if rank is None else f" rank {rank}")

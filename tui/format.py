@@ -117,7 +117,7 @@ def _run_started(p: RunStarted) -> str:
 
 
 def _run_finished(p: RunFinished) -> str:
-    return f"run {p.status} after {p.duration_s:.1f}s, {p.epochs} epochs, acc {pct(p.final_accuracy)}"
+    return f"run {p.status} after {p.duration_s:.1f}s"
 
 
 def _run_resumed(p: RunResumed) -> str:

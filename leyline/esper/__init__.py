@@ -1,8 +1,10 @@
-"""Esper's own kinds: seeds in slots, the epoch report over them, the PPO update and the policy's LSTM.
+"""Esper's own kinds: seeds in slots, the epoch report over them, the PPO update and the policy's LSTM; and how
+an Esper run ends (its results as the run's summaries).
 
 The core contract (``leyline``) is what every run speaks; these stay fully typed beside it.
 """
 
+from leyline.esper.outcome import SUMMARY_NAMES, EsperOutcome
 from leyline.esper.policy import HEAD_NAMES, LSTMHealth, PPOUpdate
 from leyline.esper.seeds import (
     EpochCompleted,
@@ -16,6 +18,6 @@ from leyline.esper.seeds import (
 )
 
 __all__ = [
-    "HEAD_NAMES", "EpochCompleted", "LSTMHealth", "PPOUpdate", "SeedFossilized", "SeedGateEvaluated",
-    "SeedGerminated", "SeedPruned", "SeedStage", "SeedStageChanged", "SlotSnapshot",
+    "HEAD_NAMES", "SUMMARY_NAMES", "EpochCompleted", "EsperOutcome", "LSTMHealth", "PPOUpdate", "SeedFossilized",
+    "SeedGateEvaluated", "SeedGerminated", "SeedPruned", "SeedStage", "SeedStageChanged", "SlotSnapshot",
 ]

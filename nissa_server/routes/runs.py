@@ -136,7 +136,7 @@ _PAGE_MISTAKES: Responses = {400: error("A mistake in q, sort or metrics", "q: p
             "names the next and previous pages, `X-Total-Count` the runs that match), newest first unless `sort` says. "
             "Each run is a summary: its config cut (64 entries at most, values cut to 80 characters; the whole "
             "config is on `GET /runs/{run_id}`), its project, group, tags and notes, and `metrics`: its series "
-            "summarised (the first 256 by key, its outcome's `run_finished.*` and those `q` and `sort` name, or "
+            "summarised (the first 256 by key, those set outright by `run.summary` and those `q` and `sort` name, or "
             "those of `metrics`).",
             responses={200: ok({"type": "array", "items": ref(RunSummary)}, EXAMPLES["run_summaries"]),
                        **_PAGE_MISTAKES})

@@ -8,8 +8,7 @@ from typing import Any
 
 import msgspec
 
-from leyline import RunFinished, RunStarted
-from leyline.outcome import RunOutcome as Outcome
+from leyline import RunStarted
 from leyline.payloads import Scalar
 from leyline.query import Clause, SortKey
 from leyline.runs import RunSummary
@@ -30,7 +29,6 @@ COLUMNS = ("run_key, run_id, name, status, created_at, started_at, ended_at, las
 """What ``summary_fields`` reads of a ``runs`` row, in its order."""
 
 _started = msgspec.json.Decoder(RunStarted)
-_finished = msgspec.json.Decoder(RunFinished)
 
 
 def _cut(text: str | None) -> str | None:
@@ -46,24 +44,14 @@ def _config(config: dict[str, Scalar]) -> dict[str, Scalar]:
     return out
 
 
-def _outcome(start: RunStarted | None, finish: RunFinished | None) -> Outcome | None:
-    policy = start.config.get("policy") if start else None
-    if policy is None and (finish is None or (not finish.rounds and finish.final_accuracy is None)):
-        return None  # not an Esper run: a plain loop's end says nothing of rounds, accuracy or seeds
-    out = Outcome(policy=_cut(str(policy)) if policy is not None else None)
-    if finish is not None:
-        out.final_accuracy, out.best_accuracy = finish.final_accuracy, finish.best_accuracy
-        out.fossilized, out.pruned, out.rounds = finish.fossilized, finish.pruned, finish.rounds
-    return out
-
-
 @in_snapshot
 def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: list[SortKey], now: float,
               here: str, metrics: list[str] | None = None) -> tuple[int, list[RunSummary]]:
     """(runs matching ``clauses``, the page of them from ``offset`` in ``sort`` order, then newest first);
     ``connected`` says whether a server other than ``here`` holds one of a run's streams (the caller knows its
     own). Each run carries the summaries of ``metrics`` (series keys), or of its first ``MAX_METRICS`` series
-    by key, its outcome's (``run_finished.*``) and those the query and the sort name. Its reads see one commit."""
+    by key, its values set outright (``run.summary``) and those the query and the sort name. Its reads see one
+    commit."""
     total, keys = _page_keys(conn, compile_query(clauses, sort, conn.ilike), limit, offset)
     found_rows = {int(row[0]): row for row in conn.execute(
         f"SELECT {COLUMNS} FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys).fetchall()} if keys else {}
@@ -73,7 +61,7 @@ def page_runs(conn: Conn, limit: int, offset: int, clauses: list[Clause], sort: 
     if metrics is None:
         found = summaries_sql.read(conn, keys, per_run=MAX_METRICS)
         if any(len(f) >= MAX_METRICS for f in found.values()):  # cut: what a table needs whatever the cut
-            for more in (summaries_sql.read(conn, keys, outcome=True),
+            for more in (summaries_sql.read(conn, keys, pinned=True),
                          summaries_sql.read(conn, keys, metric_keys(clauses, sort))):
                 for key in keys:
                     found[key].update(more[key])
@@ -135,7 +123,6 @@ def summary_fields(row: tuple, details: PageDetails, metrics: dict[str, MetricSu
     (key, run_id, name, status, created, started, ended, seen, step, epoch, config, finish, world, why, project,
      group, notes) = row
     start = _started.decode(config) if config else None
-    end = _finished.decode(finish) if finish else None
     cut = (lambda text: text) if whole else _cut
     return {
         "run_id": run_id, "name": name, "status": status, "connected": bool(details.held[key]), "created_at": created,
@@ -144,6 +131,6 @@ def summary_fields(row: tuple, details: PageDetails, metrics: dict[str, MetricSu
         "world_size": world, "last_step": step, "last_epoch": epoch, "last_seq": details.last_seq[key],
         "counts": details.counts[key], "stored_bytes": details.stored[key], "status_detail": cut(why),
         "host": cut(start.host) if start else None, "device": cut(start.device) if start else None,
-        "summary": _outcome(start, end), "config": (start.config if whole else _config(start.config)) if start else {},
+        "config": (start.config if whole else _config(start.config)) if start else {},
         "project": project, "group": group, "tags": details.tags[key], "notes": notes, "metrics": metrics,
     }

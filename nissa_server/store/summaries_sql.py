@@ -202,14 +202,10 @@ def backfill_once(conn: Conn) -> None:
     conn.execute("INSERT INTO counters (name, value) VALUES (?, 1)", (BACKFILLED,))
 
 
-OUTCOME_PREFIX = "run_finished."
-"""The series of what a run achieved (its end's figures: an Esper run's final and best accuracy, seeds, rounds)."""
-
-
 def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None, per_run: int | None = None,
-         outcome: bool = False) -> dict[int, dict[str, MetricSummary]]:
-    """The summaries of runs, by series key (all of them, or ``keys``, or with ``outcome`` those of
-    ``OUTCOME_PREFIX``; at most ``per_run`` each, by key)."""
+         pinned: bool = False) -> dict[int, dict[str, MetricSummary]]:
+    """The summaries of runs, by series key (all of them, or ``keys``, or with ``pinned`` those of the values set
+    outright: what the run said it achieved, ``run.summary``; at most ``per_run`` each, by key)."""
     out: dict[int, dict[str, MetricSummary]] = {k: {} for k in run_keys}
     if not run_keys:
         return out
@@ -220,9 +216,8 @@ def read(conn: Conn, run_keys: list[int], keys: list[str] | None = None, per_run
             return out
         where += f" AND key IN ({','.join('?' * len(keys))})"
         args += keys
-    if outcome:
-        where += " AND key >= ? AND key < ?"  # a range of the index, where LIKE would not be one on PostgreSQL
-        args += [OUTCOME_PREFIX, OUTCOME_PREFIX[:-1] + chr(ord(OUTCOME_PREFIX[-1]) + 1)]
+    if pinned:
+        where += " AND pinned = 1"
     limit = ""
     if per_run is not None and len(run_keys) == 1:  # a run's rows only as far as they are kept
         limit, args = " LIMIT ?", [*args, per_run]

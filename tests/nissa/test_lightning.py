@@ -132,4 +132,4 @@ def test_an_epoch_is_a_lightning_epoch_and_a_step_an_optimizer_step(tmp_path):
     events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]
     debug = sorted({e.step for e in events if e.kind is EventKind.DEBUG_LAYER_STATS})
     assert debug and max(debug) <= 5 and len(debug) >= 3  # one Lightning epoch (4 steps) of statistics, not one step
-    assert events[-1].payload.epochs == 3
+    assert run.epoch_count == 3 and events[-1].kind is EventKind.RUN_FINISHED

@@ -92,7 +92,7 @@ async def test_a_run_of_one_rank_ends_its_rank_too(tmp_path):
             rank = Rank(client)
             await rank.send(RunStarted(name="one", config={}, host="node", pid=100, world_size=1))
             await rank.beat(5)
-            await rank.send(RunFinished(status="completed", duration_s=1.0, epochs=1), step=6, epoch=1)
+            await rank.send(RunFinished(status="completed", duration_s=1.0), step=6, epoch=1)
             run = await _run(http, "one-1")
             assert run["status"] == "finished"
             assert [(r["rank"], r["status"], r["last_step"]) for r in run["ranks"]] == [(0, "finished", 6)]
@@ -285,7 +285,7 @@ async def test_a_run_of_two_ranks_stopped_then_resumed(tmp_path):
     with running_server(tmp_path, **FAST) as url:
         async with two_ranks(url, "two-stop") as ranks, httpx.AsyncClient(base_url=url, timeout=10) as http:
             for rank in ranks:
-                await rank.send(RunFinished(status="stopped", duration_s=1.0, rounds=2), step=8, epoch=4)
+                await rank.send(RunFinished(status="stopped", duration_s=1.0), step=8, epoch=4)
             run = await _until(http, "two-stop", lambda r: r["status"] == "stopped", "stopped")
             assert run["status_detail"] is None
             for rank in ranks:

@@ -4,16 +4,17 @@ import httpx
 import msgspec
 import pytest
 
-from leyline import Metrics, RunDetail, RunFinished, RunStarted, RunSummary, make_event
+from leyline import Metrics, RunDetail, RunFinished, RunStarted, RunSummary, SummaryUpdated, make_event
+from leyline.esper import EsperOutcome
 from leyline.runs_table import RunsTable, table_columns
-from tests.support import IngestClient
-from tests.support.waiting import async_wait_for
+from leyline.series import internal
+from tests.support import IngestClient, async_wait_for
 
 
-def _run(run_id, name, config, finish=None):
+def _run(run_id, name, config, finish=None, summary=None):
     events = [make_event(RunStarted(name=name, config=config, host="h" * 500), run_id=run_id, seq=1, ts=1.7e9)]
-    if finish is not None:
-        events.append(make_event(finish, run_id=run_id, seq=2, ts=1.7e9 + 30))
+    for payload in ([SummaryUpdated(values=summary)] if summary else []) + ([finish] if finish else []):
+        events.append(make_event(payload, run_id=run_id, seq=len(events) + 1, ts=1.7e9 + 30))
     return events
 
 
@@ -23,6 +24,12 @@ async def _store(server_url, run_id, events):
         await client.wait_ack(events[-1].seq)
 
 
+async def _summarised(http, run_id, key):
+    async def done():
+        return key in (await http.get(f"/runs/{run_id}")).json()["metrics"]
+    await async_wait_for(done, timeout=30, message=f"{run_id}'s {key} summarised")
+
+
 @pytest.fixture
 async def http(server_url):
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as client:
@@ -30,9 +37,10 @@ async def http(server_url):
 
 
 async def test_runs_are_paged_filtered_and_summarized(server_url, http):
-    done = RunFinished(status="completed", duration_s=30.0, rounds=4, final_accuracy=0.61, best_accuracy=0.64,
-                       fossilized=2, pruned=1)
-    await _store(server_url, "esper-1", _run("esper-1", "sweep lr", {"policy": "ppo", "lr": 3e-4}, done))
+    done = EsperOutcome(status="completed", duration_s=30.0, rounds=4, final_accuracy=0.61, best_accuracy=0.64,
+                        fossilized=2, pruned=1)
+    await _store(server_url, "esper-1", _run("esper-1", "sweep lr", {"policy": "ppo", "lr": 3e-4}, done.finished(),
+                                             done.summaries()))
     for i in range(4):
         await _store(server_url, f"other-{i}", _run(f"other-{i}", f"plain {i}", {"batch": i}))
     page = await http.get("/runs", params={"limit": 2})
@@ -43,21 +51,28 @@ async def test_runs_are_paged_filtered_and_summarized(server_url, http):
     assert [r["run_id"] for r in middle.json()] == ["other-1", "other-0"]
     link = middle.headers["link"]
     assert 'rel="next"' in link and '<' + '/runs?limit=2&offset=0>; rel="prev"' in link
+    await _summarised(http, "esper-1", "rounds{rank=0}")
     esper = (await http.get("/runs", params={"name": "SWEEP"})).json()
     assert [r["run_id"] for r in esper] == ["esper-1"]
     run = esper[0]
-    assert run["summary"] == {"final_accuracy": 0.61, "best_accuracy": 0.64, "fossilized": 2, "pruned": 1,
-                              "rounds": 4, "policy": "ppo"}
+    # Esper's results are its summaries, as any loop's; nothing of them in the generic end, no outcome of its own.
+    assert {k: v["best"] for k, v in run["metrics"].items() if not internal(k)} == {
+        "final_accuracy{rank=0}": 0.61, "best_accuracy{rank=0}": 0.64, "fossilized{rank=0}": 2, "pruned{rank=0}": 1,
+        "rounds{rank=0}": 4}
+    assert "summary" not in run
     assert run["config"] == {"policy": "ppo", "lr": 3e-4} and "params" not in run
     assert run["status"] == "finished" and run["duration_s"] == 30.0 and run["world_size"] == 1
     assert run["started_at"] == 1.7e9 and run["ended_at"] == 1.7e9 + 30 and len(run["host"]) == 80
     assert not {"started", "ended"} & set(run), "one name for each time"
     plain = (await http.get("/runs", params={"status": "live,lost", "name": "plain"})).json()
-    assert {r["summary"] is None for r in plain} == {True} and len(plain) == 4
+    assert len(plain) == 4
     ended = RunFinished(status="completed", duration_s=2.0)
     await _store(server_url, "loop-1", _run("loop-1", "a loop", {"lr": 0.1}, ended))
+    await _summarised(http, "loop-1", "run_finished.duration_s{rank=0}")
     loop = (await http.get("/runs", params={"name": "a loop"})).json()[0]
-    assert loop["status"] == "finished" and loop["summary"] is None, "a plain loop's end is no Esper outcome"
+    ended_with = [k for k in loop["metrics"] if k.startswith("run_finished.")]
+    assert loop["status"] == "finished" and ended_with == ["run_finished.duration_s{rank=0}"], \
+        "a plain loop's end says nothing of rounds, accuracy or seeds"
     assert (await http.get("/runs", params={"name": "%"})).json() == []
     assert (await http.get("/runs", params={"status": "gone"})).status_code == 422
     assert (await http.get("/runs", params={"limit": 501})).status_code == 422

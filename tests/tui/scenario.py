@@ -27,7 +27,6 @@ from leyline import (
     PPOUpdate,
     ProfileCompleted,
     ProfileStarted,
-    RunFinished,
     RunStarted,
     SeedFossilized,
     SeedGateEvaluated,
@@ -36,11 +35,13 @@ from leyline import (
     SeedStage,
     SeedStageChanged,
     SlotSnapshot,
+    SummaryUpdated,
     TelemetryLevel,
     TelemetryLevelChanged,
     TopOp,
     make_event,
 )
+from leyline.esper import EsperOutcome
 
 SLOTS = ("r0c0", "r0c1", "r1c0")
 HOST_PARAMS = 52_480
@@ -187,6 +188,8 @@ def scripted_run(run_id: str = "demo-run", *, epochs: int = 24, envs: int = 4, s
         _commands(run, epoch)
         run.emit(Heartbeat(uptime_s=round(epoch * 0.5, 1)), epoch)
     if finish:
-        run.emit(RunFinished(status="completed", duration_s=round(epochs * 0.5, 1), epochs=epochs,
-                             rounds=epochs // 4, final_accuracy=round(max(acc), 4)), epochs)
+        end = EsperOutcome(status="completed", duration_s=round(epochs * 0.5, 1), epochs=epochs, rounds=epochs // 4,
+                           final_accuracy=round(max(acc), 4))
+        run.emit(SummaryUpdated(values=end.summaries()), epochs)
+        run.emit(end.finished(), epochs)
     return run.events

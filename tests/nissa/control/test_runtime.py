@@ -27,7 +27,7 @@ def test_runtime_is_the_hooks_the_loop_calls_and_logs_a_whole_escalation(tmp_pat
             assert runtime.level is TelemetryLevel.DEBUG
         runtime.epoch_end(epoch)
     assert runtime.level is TelemetryLevel.MINIMAL
-    report = runtime.finish(RunFinished(status="completed", duration_s=1.0, epochs=2), timeout=10)
+    report = runtime.finish(RunFinished(status="completed", duration_s=1.0), timeout=10)
     events = read_log(runtime.hub.log_path)
     assert report.logged == len(events) and report.complete
     assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].step == 6

@@ -49,7 +49,11 @@ def test_resume_goes_on_with_the_same_log(capsys, finished_run, tmp_path):
     resumed = [e for e in lines if e["kind"] == "run_resumed"]
     assert len(resumed) == 1 and resumed[0]["payload"]["round"] == 2
     assert resumed[0]["payload"]["checkpoint_seq"] <= len(before)
-    assert lines[-1]["kind"] == "run_finished" and lines[-1]["payload"]["rounds"] == 3
+    # Esper's results are the run's summaries, set just before the generic end (status, duration, error).
+    assert lines[-1]["kind"] == "run_finished" and set(lines[-1]["payload"]) == {"status", "duration_s", "error"}
+    summary = {k: v for e in lines[len(before):] if e["kind"] == "summary" for k, v in e["payload"]["values"].items()}
+    assert summary["rounds"] == 3 and set(summary) == {"final_accuracy", "best_accuracy", "fossilized", "pruned",
+                                                       "rounds"}
 
 
 def test_resume_of_the_current_directory_is_that_run(capsys, finished_run, monkeypatch):
