@@ -112,6 +112,11 @@ class Run(RunCore):
         return self._step
 
     @property
+    def epoch_count(self) -> int:
+        """Epochs ended (``run.epoch_end()``, or every ``steps_per_epoch`` steps)."""
+        return self._epoch
+
+    @property
     def should_stop(self) -> bool:
         """A ``stop`` command was applied: end the loop; ``finish`` reports the run ``stopped``."""
         return self._stops.asked is not None
