@@ -18,16 +18,16 @@ class RunSummary(msgspec.Struct, kw_only=True):
     """A run as ``GET /runs`` lists it."""
 
     run_id: str
-    name: str = ""
-    status: RunStatus = RunStatus.LIVE
+    name: str
+    status: RunStatus
     connected: bool = False
     """A trainer connection streams one of its ranks now (to any server of the database)."""
-    created_at: float = 0.0
+    created_at: float
     """When the server first heard of it (unix seconds)."""
     started_at: float | None = None
     """When its trainer started it (the query language's ``started``)."""
     ended_at: float | None = None
-    last_seen_at: float = 0.0
+    last_seen_at: float
     duration_s: float | None = None
     """From start to end, or to the last time it was seen while it runs."""
     world_size: int = 1

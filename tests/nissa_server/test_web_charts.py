@@ -8,7 +8,7 @@ import importlib.resources
 import httpx
 import pytest
 
-from leyline import RunSummary, charts, runs_table
+from leyline import RunStatus, RunSummary, charts, runs_table
 from tests.support.web import Feed, chart_titles, open_page
 from tui.screens import charts as chart_screen
 from tui.widgets import chart as chart_widget
@@ -25,7 +25,8 @@ def test_the_page_and_the_console_read_one_definition(server_url):
     assert chart_widget.ChartSpec is charts.ChartDef and chart_screen.DEFAULT_CHARTS is charts.DEFAULT_CHARTS
     assert chart_screen.OWN_CHARTS == served["own_charts"]
     assert charts.HIDDEN_METRICS == tuple(served["hidden_metrics"])
-    runs = [RunSummary(run_id=r, name=r, status="finished", config=p) for r, p in
+    runs = [RunSummary(run_id=r, name=r, status=RunStatus.FINISHED, created_at=1.7e9, last_seen_at=1.7e9, config=p)
+            for r, p in
             (("a", {"lr": 0.1, "run_name": "a", "seed": 1}), ("b", {"lr": 0.2, "run_name": "b", "seed": 1, "x": 2}))]
     assert runs_table.differing_params(runs) == charts.differing_params([r.config for r in runs]) == ["lr", "x"]
     # The page keeps no list of its own: no series the definition names is spelled in its script.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from leyline import RunSummary, charts, runs_table
+from leyline import RunStatus, RunSummary, charts, runs_table
 from tests.support.web import Feed, chart_titles, open_page
 
 pytestmark = pytest.mark.single_backend
@@ -97,7 +97,8 @@ def test_the_page_and_the_console_agree_on_the_same_configs(browser, server_url)
     page.goto(server_url + "/ui")
     page.wait_for_selector("#runs thead th")  # the runs table drawn: the definition is read
     for configs in CONFIGS:
-        runs = [RunSummary(run_id=f"r{i}", config=c) for i, c in enumerate(configs)]
+        runs = [RunSummary(run_id=f"r{i}", name=f"r{i}", status=RunStatus.FINISHED, created_at=1.7e9,
+                           last_seen_at=1.7e9, config=c) for i, c in enumerate(configs)]
         console = runs_table.differing_params(runs)
         web = page.evaluate("runs => differingParams(runs)", [{"config": c} for c in configs])
         assert web == console == charts.differing_params(configs, charts.PARAM_COLUMNS), configs

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from leyline import MetricSummary, RunStarted, RunSummary
+from leyline import MetricSummary, RunStarted, RunStatus, RunSummary
 from leyline.groups import GroupRow, MetricStats
 from leyline.query import short_key
-from leyline.runs_table import differing_params, shared_metrics
+from leyline.runs_table import differing_params, shared_metrics, table_columns
 from tests.support.server import running_server
 from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
@@ -21,9 +21,13 @@ from tui.screens.run_edit import parse_tags
 from tui.screens.run_picker import RunPickerScreen
 from tui.screens.run_view import RunViewScreen
 
+WHO = {"name": "r", "status": RunStatus.FINISHED, "created_at": 1.7e9, "last_seen_at": 1.7e9}
+"""What every row says of its run."""
+
 
 def _run(name: str, lr: float, metrics: dict[str, float] | None = None, **extra) -> RunSummary:
-    return RunSummary(run_id=f"{name}-id", name=name, status="finished", started_at=1000.0, duration_s=60.0,
+    return RunSummary(run_id=f"{name}-id", name=name, status=RunStatus.FINISHED, created_at=1000.0,
+                      last_seen_at=1060.0, started_at=1000.0, duration_s=60.0,
                       config={"lr": lr, "policy": "ppo", "n_envs": 4},
                       metrics={f"{k}{{rank=0}}": MetricSummary(last=v, min=v / 2, max=v, best=v / 2, count=3, step=3)
                                for k, v in (metrics or {}).items()}, **extra)
@@ -35,7 +39,8 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
             _run("c", 1e-3)]
     assert shared_metrics(runs) == ["loss{rank=0}", "val_loss{rank=0}"], "acc: one run only; system.*: the machine's"
     assert shared_metrics([runs[0]]) == ["loss{rank=0}", "val_loss{rank=0}"] and shared_metrics([runs[2]]) == []
-    ranks = RunSummary(run_id="r", metrics={k: runs[0].metrics["loss{rank=0}"] for k in ("loss{rank=1}", "x{rank=0}")})
+    ranks = RunSummary(run_id="r", **WHO, metrics={k: runs[0].metrics["loss{rank=0}"]
+                                                   for k in ("loss{rank=1}", "x{rank=0}")})
     assert shared_metrics([ranks]) == ["x{rank=0}"], "rank 0's series by default"
     assert short_key("acc{env=2,rank=0}") == "acc{env=2}" and short_key("x.min{rank=0}") == "x.min{}"
     assert short_key("loss{rank=1}") == "loss{rank=1}" and series_name("acc{env=2}.best") == "acc"
@@ -49,10 +54,21 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     assert by_key["tag"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"
     last = {c.key: c for c in columns(["val_loss{rank=0}"], "last", [])}
     assert last["val_loss.last"].text(runs[1]).plain == "0.4"
-    old = RunSummary(run_id="x", started_at=5.0, ended_at=65.0, config={"lr": 1.0})
+    old = RunSummary(run_id="x", **WHO, started_at=5.0, ended_at=65.0, config={"lr": 1.0})
     assert differing_params([old, runs[0]]) == ["lr", "n_envs", "policy"]
-    loop = RunSummary(run_id="loop", config={"a_steps": 9, "lr": 0.1})  # a plain loop's run beside Esper's
+    loop = RunSummary(run_id="loop", **WHO, config={"a_steps": 9, "lr": 0.1})  # a plain loop's run beside Esper's
     assert differing_params([*runs, loop]) == ["lr", "a_steps", "n_envs", "policy"], "set differently first"
+
+
+def test_the_default_columns_keep_the_run_s_machinery_out():
+    summary = MetricSummary(last=1.0, min=1.0, max=1.0, best=1.0, count=1, step=1)
+    keys = ("run_finished.final_accuracy{rank=0}", "hub_health.queue_depth{rank=0}", "system.cpu.percent{rank=0}",
+            "epoch_completed.accuracy{env=0,rank=0}", "run_started.world_size{rank=0}")
+    esper = RunSummary(run_id="e", **WHO, metrics=dict.fromkeys(keys, summary))
+    assert table_columns([esper]).metrics == ["run_finished.final_accuracy{rank=0}"], "an Esper run's outcome"
+    both = [esper, RunSummary(run_id="l", **WHO, metrics={"loss{rank=0}": summary, **esper.metrics})]
+    assert table_columns(both).metrics == ["loss{rank=0}"], "a loop's own first"
+    assert table_columns(both).names["loss{rank=0}"] == "loss" and table_columns(both).params == []
 
 
 def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filter_term_away():
