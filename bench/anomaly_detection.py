@@ -166,9 +166,14 @@ def table(outcomes: list[Outcome], harmful: float) -> None:
               f"{next((o.first for o in group if o.caught), '')[:70]}")
 
 
-def main() -> None:
+DEFAULTS = TrainConfig(device="cpu", log_every=0)
+"""The runs this benchmark injects faults into unless told otherwise: on the CPU, quiet."""
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults (``DEFAULTS``), checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_training_args(parser)
+    add_training_args(parser, DEFAULTS)
     parser.add_argument("--split", choices=tuple(SEEDS), default="test",
                         help="seeds to measure on: dev (thresholds were chosen on them) or test (never seen)")
     parser.add_argument("--seeds", type=int, default=3, help="healthy PPO runs at the default settings")
@@ -180,12 +185,17 @@ def main() -> None:
     parser.add_argument("--catch-window", type=int, default=6, help="epochs after the injection a catch counts in")
     parser.add_argument("--harmful-pp", type=float, default=2.0, help="accuracy cost from which a dose is harmful")
     parser.add_argument("--faults", default="all", help="comma-separated fault names, or all")
-    ns = parser.parse_args()
-    base = dataclasses.replace(TrainConfig.from_args(ns), device="cpu", log_every=0)
-    if not 1 <= ns.inject_at < base.episode_length - 1:
-        parser.error(f"--inject-at must be in 1..{base.episode_length - 2} (an epoch of the second round)")
+    ns = parser.parse_args(argv)
+    if not 1 <= ns.inject_at < ns.episode_length - 1:
+        parser.error(f"--inject-at must be in 1..{ns.episode_length - 2} (an epoch of the second round)")
     if ns.fault_seeds < 1 or ns.catch_window < 1:
         parser.error("--fault-seeds and --catch-window must be >= 1")
+    return ns
+
+
+def main(argv: list[str] | None = None) -> None:
+    ns = options(argv)
+    base = TrainConfig.from_args(ns)
     faults = [f for f in dosed_faults(base.episode_length + ns.inject_at)
               if ns.faults == "all" or f.name in ns.faults.split(",")]
     first = SEEDS[ns.split]

@@ -45,14 +45,19 @@ def measure(config: TrainConfig, root: pathlib.Path) -> dict[str, float]:
             "round_s": round_s, "ratio": pause / round_s}
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--episode-length", type=int, default=4)
     parser.add_argument("--train-size", type=int, default=512)
     parser.add_argument("--lstm-hidden", type=int, default=512, help="the CIFAR shape's policy width")
     parser.add_argument("--device", default="cpu")
-    ns = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = options(argv)
     default = TrainConfig(rounds=ns.rounds, episode_length=ns.episode_length, train_size=ns.train_size,
                           device=ns.device, log_every=0)
     cifar = dataclasses.replace(default, base_channels=32, host_blocks=3, lstm_hidden=ns.lstm_hidden)

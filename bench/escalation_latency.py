@@ -124,10 +124,15 @@ def measure(url: str, run_id: str, samples: int) -> tuple[list[float], float]:
     return latencies, batch_ms
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples", type=int, default=40)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     env = {k: v for k, v in os.environ.items() if k not in ("NISSA_TOKEN", "NISSA_SERVER")}
     with tempfile.TemporaryDirectory(prefix="escalation-bench-") as tmp:
         port = _free_port()

@@ -101,12 +101,17 @@ def _each(items: list, step: Callable[[object], object]) -> None:
         step(item)
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frame", type=int, default=20, help="events per frame (the lab's at 1,000 events/s)")
     parser.add_argument("--events", type=int, default=32_000)
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     frames = _frames(args.events, args.frame)
     n = sum(len(_decode_any_frame(f).events) for _, f in frames)
     steps = _steps(frames)

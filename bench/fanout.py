@@ -177,17 +177,22 @@ async def _run(args: argparse.Namespace) -> list[dict]:
             server.wait(timeout=60)
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--_watch":
-        url, run_id, count, expected = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-        asyncio.run(_watchers(url, run_id, count, expected, timeout=300))
-        return
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rate", type=float, default=20_000, help="events per second offered by the ingest")
     p.add_argument("--seconds", type=float, default=4.0, help="length of each phase")
     p.add_argument("--batch", type=int, default=200, help="events per ingest frame")
     p.add_argument("--watchers", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 10, 50])
-    args = p.parse_args()
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_watch":
+        url, run_id, count, expected = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+        asyncio.run(_watchers(url, run_id, count, expected, timeout=300))
+        return
+    args = options(argv)
     results = asyncio.run(_run(args))
     base = results[0]["rate"] if results[0]["watchers"] == 0 else float("nan")
     fields = []

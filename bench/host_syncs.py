@@ -30,25 +30,30 @@ from trainer.simic.config import TrainConfig, add_training_args
 from trainer.simic.diagnostics import RoundSyncs, count_host_syncs
 from trainer.simic.runtime import resolve_device
 
+DEFAULTS = TrainConfig(rounds=2)
+"""The runs this benchmark counts unless told otherwise: two rounds, the first warming up."""
 
-def measure(config: TrainConfig, level: TelemetryLevel, live_seeds: int, rounds: int, cuda: bool = False) -> RoundSyncs:
+
+def measure(config: TrainConfig, level: TelemetryLevel, live_seeds: int, cuda: bool = False) -> RoundSyncs:
     return count_host_syncs(lambda hooks: build_trainer(config, hooks), NullHooks(level), resolve_device(config.device),
-                            live_seeds=live_seeds, rounds=rounds, counter=CudaSyncCounter() if cuda else None)
+                            live_seeds=live_seeds, rounds=config.rounds, counter=CudaSyncCounter() if cuda else None)
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults (``DEFAULTS``), checked."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_training_args(parser, DEFAULTS)
+    parser.add_argument("--live-seeds", type=int, default=2, help="seeds germinated at each episode start")
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_training_args(parser)
-    parser.add_argument("--live-seeds", type=int, default=2, help="seeds germinated at each episode start")
-    parser.add_argument("--count-rounds", type=int, default=2, help="rounds run; the last is counted")
-    ns = parser.parse_args(argv)
-    if ns.rounds is None:
-        ns.rounds = ns.count_rounds
+    ns = options(argv)
     config = TrainConfig.from_args(ns)
     torch.set_num_threads(max(config.cpu_threads, 1))
     fields: dict[str, object] = {}
     for level in (TelemetryLevel.NORMAL, TelemetryLevel.DEBUG):
-        r = measure(config, level, ns.live_seeds, ns.count_rounds)
+        r = measure(config, level, ns.live_seeds)
         key = level.value.lower()
         print(f"{level.value:6s}: per epoch {r.epochs} (collections {r.collections}), setup {r.setup}, "
               f"update {r.update}; by call {r.by_call}", file=sys.stderr)
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         fields[f"syncs_per_update_{key}"] = r.update
         fields[f"syncs_setup_{key}"] = r.setup
         if resolve_device(config.device).type == "cuda":
-            cuda = measure(config, level, ns.live_seeds, ns.count_rounds, cuda=True)
+            cuda = measure(config, level, ns.live_seeds, cuda=True)
             fields[f"cuda_syncs_per_epoch_{key}"] = f"{cuda.per_epoch:.2f}"
             fields[f"cuda_syncs_per_update_{key}"] = cuda.update
     first = ["syncs_per_epoch_normal", "syncs_per_epoch_debug"]

@@ -220,11 +220,13 @@ def host_variants(config: TrainConfig, batches: int) -> dict[str, tuple[float, f
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n-envs", type=int, default=4, help="envs of the throughput and CPU-time figures")
     p.add_argument("--op-envs", default="4,8", help="env counts of the op figures, comma-separated")
-    p.add_argument("--live-seeds", type=int, default=2, help="seeds germinated in every env (default 2, both slots)")
+    p.add_argument("--live-seeds", type=int, default=2,
+                   help="seeds germinated in every env (default %(default)s: both slots)")
     p.add_argument("--repeats", type=int, default=5, help="rounds (and CPU-time runs) of each mode, alternating")
     p.add_argument("--episode-length", type=int, default=12)
     p.add_argument("--op-batches", type=int, default=10)
@@ -234,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--diff-steps", type=int, default=5)
     p.add_argument("--train-size", type=int, default=None, help="training images (default: the config's)")
     p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     torch.set_num_threads(args.threads)
     over = {} if args.train_size is None else {"train_size": args.train_size}
     base = TrainConfig(device="cpu", n_envs=args.n_envs, policy="heuristic", log_every=0,

@@ -297,14 +297,20 @@ def hub_through_server(root: pathlib.Path, events: int) -> tuple[float, float, i
         return events / stored_s, events / watched_s, resumes, hub.log_path
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--raw-sink", type=int, nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--watch", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.events < BATCH:
         parser.error(f"--events must be at least {BATCH}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     if args.raw_sink:
         _raw_sink(*args.raw_sink)
         return 0

@@ -274,7 +274,8 @@ def run_backend(backend: str, args: argparse.Namespace, root: pathlib.Path) -> d
             "stored": stored, "threads": {name: t / max(1, stored) * 1e6 for name, t in threads.items() if t > 0.05}}
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=32)
     parser.add_argument("--rate", type=int, default=1000, help="events/s per run")
@@ -288,7 +289,11 @@ def main() -> int:
     parser.add_argument("--produce-child", nargs=7, help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", nargs=1, help=argparse.SUPPRESS)
     parser.add_argument("--watch-child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     if args.produce_child:
         url, runs, rate, t0, seconds, batch_ms, drain = args.produce_child
         produce_main(url, runs.split(","), int(rate), float(seconds), float(batch_ms), float(t0), drain == "1")

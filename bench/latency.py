@@ -37,11 +37,16 @@ def paced_emit(hub: NissaHub, n: int, rate: float) -> None:
         hub.emit(payload, step=i, epoch=0)
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=1000.0)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     n = int(args.seconds * args.rate)
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, Server(pathlib.Path(tmp) / "nissa.db") as server:

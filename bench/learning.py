@@ -221,9 +221,14 @@ def load(paths: list[pathlib.Path]) -> dict[str, dict[Key, Episode]]:
     return runs
 
 
-def main() -> None:
+DEFAULTS = TrainConfig(rounds=12, device="cpu", log_every=0)
+"""The runs this benchmark compares unless told otherwise: twelve rounds, on the CPU, quiet."""
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults (``DEFAULTS``), checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_training_args(parser)
+    add_training_args(parser, DEFAULTS)
     parser.add_argument("--seeds", type=int, default=3, help="seeds (task data, hosts, policies), each measured apart")
     parser.add_argument("--first-seed", type=int, default=0, help="the first of the --seeds seeds")
     parser.add_argument("--window", type=int, default=3, help="rounds at each end of the run that are compared")
@@ -231,12 +236,15 @@ def main() -> None:
     parser.add_argument("--save", type=pathlib.Path, help="also write every episode to this JSON file")
     parser.add_argument("--load", type=pathlib.Path, nargs="+",
                         help="report on episodes saved by earlier invocations (seeds run apart) instead of running")
-    ns = parser.parse_args()
-    if ns.rounds is None:
-        ns.rounds = 12
-    base = dataclasses.replace(TrainConfig.from_args(ns), device="cpu", log_every=0)
-    if ns.seeds < 1 or ns.window < 1 or base.rounds < 2 * ns.window or ns.test_size < 1:
+    ns = parser.parse_args(argv)
+    if ns.seeds < 1 or ns.window < 1 or ns.rounds < 2 * ns.window or ns.test_size < 1:
         parser.error(f"need --seeds, --window, --test-size >= 1 and --rounds >= 2 × --window ({2 * ns.window})")
+    return ns
+
+
+def main(argv: list[str] | None = None) -> None:
+    ns = options(argv)
+    base = TrainConfig.from_args(ns)
     if ns.load:
         runs = load(ns.load)
         report(runs, base, len({k[0] for k in runs["heuristic"]}), ns.window, 0.0)

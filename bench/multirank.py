@@ -185,17 +185,22 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=6, help="rounds of each timed run (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each variant (default %(default)s)")
+    p.add_argument("--samples", type=int, default=20, help="escalations per live run (default %(default)s)")
+    p.add_argument("--train-size", type=int, default=int(TRAIN[SIZE]),
+                   help="training images an epoch (default %(default)s; 32 a step)")
+    return p.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
         return worker(argv[1:])
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=6, help="rounds of each timed run (default 6)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs of each variant (default 3)")
-    p.add_argument("--samples", type=int, default=20, help="escalations per live run (default 20)")
-    p.add_argument("--train-size", type=int, default=int(TRAIN[SIZE]),
-                   help=f"training images an epoch (default {TRAIN[SIZE]}; 32 a step)")
-    args = p.parse_args(argv)
+    args = options(argv)
     TRAIN[SIZE] = str(args.train_size)
     with tempfile.TemporaryDirectory(prefix="multirank-bench-") as tmp_name:
         tmp = Path(tmp_name)

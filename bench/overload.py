@@ -101,7 +101,8 @@ def run(args: argparse.Namespace, root: pathlib.Path) -> dict:
         "server_us_per_event": cpu / max(1, stored) * 1e6}
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trainers", type=int, default=300)
     parser.add_argument("--rate", type=int, default=20, help="events/s per trainer")
@@ -110,7 +111,11 @@ def main() -> int:
     parser.add_argument("--procs", type=int, default=3, help="processes the trainers' connections share")
     parser.add_argument("--trainers-child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--watch-child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     if args.trainers_child:
         url, runs, rate, seconds, t0 = args.trainers_child
         trainers_main(url, runs.split(","), int(rate), float(seconds), float(t0))

@@ -46,12 +46,17 @@ async def _store(url: str, n: int, config_kb: int) -> None:
             pass
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=600)
     p.add_argument("--config-kb", type=int, default=250)
     p.add_argument("--reads", type=int, default=3)
-    args = p.parse_args()
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="nissa-pages-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -107,12 +107,17 @@ async def _flood(url: str, n: int, codes: collections.Counter) -> tuple[float, b
     return took, welcomed
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--burst", type=int, default=2000)
-    p.add_argument("--silent", type=int, default=1100, help="websockets that never say hello (default 1100)")
-    args = p.parse_args()
+    p.add_argument("--silent", type=int, default=1100, help="websockets that never say hello (default %(default)s)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="nissa-reliability-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -227,7 +227,8 @@ def web_paints(backend: str, db: str, args: argparse.Namespace) -> list[float]:
     return paints
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--points", type=int, default=50, help="points per series folded into each summary")
@@ -238,7 +239,11 @@ def main() -> int:
     parser.add_argument("--web", action=argparse.BooleanOptionalAction, default=True,
                         help="time the web page's first paint over each backend's database (default: on)")
     parser.add_argument("--web-repeats", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     results: dict[str, dict[str, float]] = {}
     paints: dict[str, list[float]] = {}
     for backend, db in each_database(args.backends):

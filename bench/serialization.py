@@ -10,8 +10,10 @@ Ends with one line: key=value pairs, ratio = msgspec time / best other candidate
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import enum
+import functools
 import statistics
 import sys
 import time
@@ -21,9 +23,6 @@ import orjson
 import pydantic
 
 from leyline import EpochCompleted, SeedStage, SlotSnapshot, decode_event, encode_event, make_event
-
-ROUNDS = 7
-N = 20_000
 
 
 def _leyline_event():
@@ -59,6 +58,8 @@ class PPayload(pydantic.BaseModel):
     reward: float | None = None
     action: str | None = None
     seeds: list[PSlot] = []
+    host_params: int | None = None
+    fossilized_params: int = 0
 
 
 class PEvent(pydantic.BaseModel):
@@ -94,6 +95,8 @@ class DPayload:
     reward: float | None = None
     action: str | None = None
     seeds: list[DSlot] = dataclasses.field(default_factory=list)
+    host_params: int | None = None
+    fossilized_params: int = 0
 
 
 @dataclasses.dataclass
@@ -118,28 +121,40 @@ def _dc_decode(data: bytes) -> DEvent:
     return DEvent(payload=DPayload(seeds=seeds, **p), **raw)
 
 
-def _time(fn, arg) -> float:
-    """Median over rounds of the mean ns per call."""
+def _time(fn, arg, rounds: int, calls: int) -> float:
+    """Median over ``rounds`` of the mean ns per call of ``calls`` calls."""
     samples = []
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         t0 = time.perf_counter_ns()
-        for _ in range(N):
+        for _ in range(calls):
             fn(arg)
-        samples.append((time.perf_counter_ns() - t0) / N)
+        samples.append((time.perf_counter_ns() - t0) / calls)
     return statistics.median(samples)
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds of each call (their median is kept)")
+    parser.add_argument("--calls", type=int, default=20_000, help="calls a round")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.calls < 1:
+        parser.error("--rounds and --calls must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
+    timed = functools.partial(_time, rounds=args.rounds, calls=args.calls)
     ev = _leyline_event()
     data = encode_event(ev)
     pev = PEvent.model_validate_json(data)
     dev = _dc_decode(data)
     assert decode_event(data) == ev and pev.payload.seeds[0].alpha == 0.6 and dev.payload.seeds[0].alpha == 0.6
     rows = {
-        "msgspec": (_time(encode_event, ev), _time(decode_event, data)),
-        "pydantic": (_time(lambda m: m.model_dump_json(), pev), _time(PEvent.model_validate_json, data)),
-        "dataclasses_orjson": (
-            _time(orjson.dumps, dev), _time(_dc_decode, data)),
+        "msgspec": (timed(encode_event, ev), timed(decode_event, data)),
+        "pydantic": (timed(lambda m: m.model_dump_json(), pev), timed(PEvent.model_validate_json, data)),
+        "dataclasses_orjson": (timed(orjson.dumps, dev), timed(_dc_decode, data)),
     }
     print(f"{'library':<20}{'encode ns':>12}{'validate ns':>14}", file=sys.stderr)
     for name, (enc, val) in rows.items():

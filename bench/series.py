@@ -118,13 +118,18 @@ async def run_backend(db: str, args: argparse.Namespace) -> dict[str, float]:
             "series_bytes": stored_series / args.events, "event_bytes": raw_bytes / args.events}
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--points", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backends", default="sqlite,postgresql")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     results: dict[str, dict[str, float]] = {}
     for backend, db in each_database(args.backends):
         results[backend] = r = asyncio.run(run_backend(db, args))

@@ -50,12 +50,17 @@ def _once(add, blocks) -> float:
     return time.perf_counter() - began
 
 
-def main() -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=32_000)
     parser.add_argument("--frame", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     stored, decoded = _frames(args.events, args.frame)
     n = sum(len(events) for _, _, events in decoded)
     best = {"stored": float("inf"), "decoded": float("inf")}

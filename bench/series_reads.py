@@ -262,10 +262,8 @@ def before_code(args: argparse.Namespace) -> Iterator[pathlib.Path]:
         yield pathlib.Path(tmp)
 
 
-def main() -> int:
-    if sys.argv[1:2] == ["--read"]:  # the readers' process (``readers``)
-        asyncio.run(_read_at_once(sys.argv[2], sys.argv[3], int(sys.argv[4])))
-        return 0
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--before", help="a checkout of the code before")
@@ -277,7 +275,14 @@ def main() -> int:
     parser.add_argument("--overlay-sets", type=int, default=1000)
     parser.add_argument("--overlay-points", type=int, default=100)
     parser.add_argument("--at-once", type=int, default=8)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    if sys.argv[1:2] == ["--read"]:  # the readers' process (``readers``)
+        asyncio.run(_read_at_once(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        return 0
+    args = options(argv)
     figures = {}
     with before_code(args) as before, tempfile.TemporaryDirectory(prefix="nissa-series-reads-") as tmp:
         for label, code in (("before", before), ("after", ROOT)):

@@ -104,7 +104,8 @@ def _mean_sd(variant: list[float], off: list[float]) -> tuple[float, float]:
     return statistics.mean(ratios), statistics.stdev(ratios) if len(ratios) > 1 else 0.0
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--rounds", type=int, default=2)
@@ -115,10 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env-exec", default="batched", help="env executions measured, comma-separated "
                                                          "(batched, per-env; default batched)")
     p.add_argument("--system-interval", type=float, default=0.5,
-                   help="seconds between system samples in the SYSTEM variant (default 0.5)")
+                   help="seconds between system samples in the SYSTEM variant (default %(default)s)")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads (default 1: steadier figures on a shared machine)")
-    args = p.parse_args(argv)
+                   help="torch intra-op threads (default %(default)s: steadier figures on a shared machine)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     execs = [e.strip() for e in args.env_exec.split(",") if e.strip()]

@@ -32,11 +32,16 @@ def _ns_per_call(header: str, calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls
 
 
-def main() -> None:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200_000, help="calls per case and round")
     parser.add_argument("--rounds", type=int, default=9)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = options(argv)
     samples: dict[str, list[float]] = {name: [] for name in CASES}
     for _ in range(args.rounds):
         for name, header in CASES.items():

@@ -101,12 +101,17 @@ def count_syncs(config: TrainConfig, live_seeds: int, level: TelemetryLevel, cud
                             live_seeds=live_seeds, counter=CudaSyncCounter() if cuda else None)
 
 
-def main() -> None:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults (``TrainConfig``'s), checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_training_args(parser)
     parser.add_argument("--repeats", type=int, default=5, help="rounds of each loop, interleaved")
-    parser.add_argument("--live-seeds", type=int, default=2, help="seeds germinated at each episode start (default 2)")
-    ns = parser.parse_args()
+    parser.add_argument("--live-seeds", type=int, default=2, help="seeds germinated at each episode start")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ns = options(argv)
     config = TrainConfig.from_args(ns)
     if config.cpu_threads > 0:
         torch.set_num_threads(config.cpu_threads)

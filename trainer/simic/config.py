@@ -233,9 +233,10 @@ def parse_slots(text: str | tuple[str, ...], host_blocks: int) -> tuple[str, ...
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
 
-def add_training_args(parser: argparse.ArgumentParser) -> None:
-    """A flag for every ``TrainConfig`` and ``PPOConfig`` field, made from the dataclasses (``trainer.flags``)."""
-    defaults = TrainConfig()
+def add_training_args(parser: argparse.ArgumentParser, defaults: TrainConfig | None = None) -> None:
+    """A flag for every ``TrainConfig`` and ``PPOConfig`` field, made from the dataclasses (``trainer.flags``);
+    ``defaults``: the flags' defaults (a benchmark's own; none: ``TrainConfig()``'s)."""
+    defaults = TrainConfig() if defaults is None else defaults
     flags.add_fields(parser.add_argument_group("training"), TrainConfig, default=defaults, skip=NOT_FLAGS,
                      aliases={"episode_length": ["--epochs"]}, metavars={"log_every": "ROUNDS"})
     flags.add_fields(parser.add_argument_group("PPO (the policy update; --policy ppo)"), PPOConfig,
