@@ -16,39 +16,87 @@
   ``debug_distribution_names``, ``DEBUG_BINS``); phase timing (``PhaseTimer``) and host-sync counting
   (``HostSyncCounter``).
 
-Importing it imports torch and the hub.
+Each name is loaded on first use (``nissa.parts.NissaHub`` imports the hub, the collectors' parts torch), so a
+CLI that checks its flags with ``check_servers`` starts without them.
 """
 
-from nissa.control.commands import CommandContext, CommandHandler, CommandProcessor, CommandRejected, Handles
-from nissa.diagnostics import answer_stacks, start_watchdog
-from nissa.histogram import PendingHistograms, SegmentCache, distribution, launch_histograms, segmented_histograms
-from nissa.hub import HubConfig, NissaHub
-from nissa.hub.config import check_servers
-from nissa.hub.upload import upload_run
-from nissa.join import agree_on_run, checked_run_id
-from nissa.metadata import flat_config, run_metadata
-from nissa.runtime import LoopHooks, Runtime, RuntimeConfig, build_runtime
-from nissa.system import SystemConfig, start_system_metrics
-from nissa.telemetry.debug_stats import (
-    DEBUG_BINS,
-    PendingLayers,
-    debug_distribution_names,
-    debug_histogram_payloads,
-    launch_layer_stats,
-    layer_histograms,
-    layer_rows,
-)
-from nissa.telemetry.install import install_profiling, install_rank_checks, open_start_windows
-from nissa.telemetry.phases import PhaseTimer
-from nissa.telemetry.readback import DeviceFigures, StreamFence, read_all
-from nissa.telemetry.syncs import HostSyncCounter
+from __future__ import annotations
 
-__all__ = [
-    "CommandContext", "CommandHandler", "CommandProcessor", "CommandRejected", "DEBUG_BINS", "DeviceFigures", "Handles",
-    "HostSyncCounter", "HubConfig", "LoopHooks", "NissaHub", "PendingHistograms", "PendingLayers", "PhaseTimer",
-    "Runtime", "RuntimeConfig", "SegmentCache", "StreamFence", "SystemConfig", "agree_on_run", "answer_stacks",
-    "build_runtime", "check_servers", "checked_run_id", "debug_distribution_names", "debug_histogram_payloads",
-    "distribution", "flat_config", "install_profiling", "install_rank_checks", "launch_histograms",
-    "launch_layer_stats", "layer_histograms", "layer_rows", "open_start_windows", "read_all", "run_metadata",
-    "segmented_histograms", "start_system_metrics", "start_watchdog", "upload_run",
-]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the type checker sees of ``_PARTS`` (tests/test_public_api.py keeps the two equal)
+    from nissa.control.commands import CommandContext as CommandContext
+    from nissa.control.commands import CommandHandler as CommandHandler
+    from nissa.control.commands import CommandProcessor as CommandProcessor
+    from nissa.control.commands import CommandRejected as CommandRejected
+    from nissa.control.commands import Handles as Handles
+    from nissa.diagnostics import answer_stacks as answer_stacks
+    from nissa.diagnostics import start_watchdog as start_watchdog
+    from nissa.histogram import PendingHistograms as PendingHistograms
+    from nissa.histogram import SegmentCache as SegmentCache
+    from nissa.histogram import distribution as distribution
+    from nissa.histogram import launch_histograms as launch_histograms
+    from nissa.histogram import segmented_histograms as segmented_histograms
+    from nissa.hub import HubConfig as HubConfig
+    from nissa.hub import NissaHub as NissaHub
+    from nissa.hub.config import check_servers as check_servers
+    from nissa.hub.upload import upload_run as upload_run
+    from nissa.join import agree_on_run as agree_on_run
+    from nissa.join import checked_run_id as checked_run_id
+    from nissa.metadata import flat_config as flat_config
+    from nissa.metadata import run_metadata as run_metadata
+    from nissa.runtime import LoopHooks as LoopHooks
+    from nissa.runtime import Runtime as Runtime
+    from nissa.runtime import RuntimeConfig as RuntimeConfig
+    from nissa.runtime import build_runtime as build_runtime
+    from nissa.system import SystemConfig as SystemConfig
+    from nissa.system import start_system_metrics as start_system_metrics
+    from nissa.telemetry.debug_stats import DEBUG_BINS as DEBUG_BINS
+    from nissa.telemetry.debug_stats import PendingLayers as PendingLayers
+    from nissa.telemetry.debug_stats import debug_distribution_names as debug_distribution_names
+    from nissa.telemetry.debug_stats import debug_histogram_payloads as debug_histogram_payloads
+    from nissa.telemetry.debug_stats import launch_layer_stats as launch_layer_stats
+    from nissa.telemetry.debug_stats import layer_histograms as layer_histograms
+    from nissa.telemetry.debug_stats import layer_rows as layer_rows
+    from nissa.telemetry.install import install_profiling as install_profiling
+    from nissa.telemetry.install import install_rank_checks as install_rank_checks
+    from nissa.telemetry.install import open_start_windows as open_start_windows
+    from nissa.telemetry.phases import PhaseTimer as PhaseTimer
+    from nissa.telemetry.readback import DeviceFigures as DeviceFigures
+    from nissa.telemetry.readback import StreamFence as StreamFence
+    from nissa.telemetry.readback import read_all as read_all
+    from nissa.telemetry.syncs import HostSyncCounter as HostSyncCounter
+
+_PARTS: dict[str, str] = {
+    "agree_on_run": "nissa.join", "answer_stacks": "nissa.diagnostics", "build_runtime": "nissa.runtime",
+    "check_servers": "nissa.hub.config", "checked_run_id": "nissa.join", "CommandContext": "nissa.control.commands",
+    "CommandHandler": "nissa.control.commands", "CommandProcessor": "nissa.control.commands",
+    "CommandRejected": "nissa.control.commands", "DEBUG_BINS": "nissa.telemetry.debug_stats",
+    "debug_distribution_names": "nissa.telemetry.debug_stats",
+    "debug_histogram_payloads": "nissa.telemetry.debug_stats", "DeviceFigures": "nissa.telemetry.readback",
+    "distribution": "nissa.histogram", "flat_config": "nissa.metadata", "Handles": "nissa.control.commands",
+    "HostSyncCounter": "nissa.telemetry.syncs",
+    "HubConfig": "nissa.hub", "install_profiling": "nissa.telemetry.install",
+    "install_rank_checks": "nissa.telemetry.install", "launch_histograms": "nissa.histogram",
+    "launch_layer_stats": "nissa.telemetry.debug_stats", "layer_histograms": "nissa.telemetry.debug_stats",
+    "layer_rows": "nissa.telemetry.debug_stats", "LoopHooks": "nissa.runtime", "NissaHub": "nissa.hub",
+    "open_start_windows": "nissa.telemetry.install", "PendingHistograms": "nissa.histogram",
+    "PendingLayers": "nissa.telemetry.debug_stats", "PhaseTimer": "nissa.telemetry.phases",
+    "read_all": "nissa.telemetry.readback", "run_metadata": "nissa.metadata", "Runtime": "nissa.runtime",
+    "RuntimeConfig": "nissa.runtime", "SegmentCache": "nissa.histogram", "segmented_histograms": "nissa.histogram",
+    "start_system_metrics": "nissa.system", "start_watchdog": "nissa.diagnostics",
+    "StreamFence": "nissa.telemetry.readback", "SystemConfig": "nissa.system", "upload_run": "nissa.hub.upload",
+}
+"""Each part and the module it is loaded from on first use."""
+
+__all__ = list(_PARTS)
+
+
+def __getattr__(name: str) -> Any:
+    """The parts (``_PARTS``) are loaded on first use."""
+    module = _PARTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nissa.parts' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

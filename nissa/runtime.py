@@ -48,7 +48,8 @@ class LoopHooks(Protocol):
     """What a loop that counts its own steps and epochs reports to its run (``Run.hooks``), instead of calling
     ``run.step()``: Esper's rounds of environments. Every method is cheap and never raises, but for one case: in a
     run of several ranks the ranks meet at the first step boundary and at every ``epoch_end``, and a rank that
-    died makes that meeting raise (``ranks.RankError``)."""
+    died makes that meeting raise (``ranks.RankError``). A run's hooks also open a debug window from inside the
+    run (``escalate``, auto-escalation); a loop's null hooks need not."""
 
     @property
     def level(self) -> TelemetryLevel:
@@ -78,10 +79,6 @@ class LoopHooks(Protocol):
 
     def update_end(self, round_: int) -> None:
         """That update ended."""
-        ...
-
-    def escalate(self, *, epochs: int | None = None, through_update: bool = False, reason: str = "auto") -> str:
-        """Open a DEBUG window from inside the run (auto-escalation), through the command path; its command id."""
         ...
 
 

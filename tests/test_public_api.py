@@ -36,22 +36,29 @@ def test_nissa_exports_a_few_documented_names_listed_once():
         doc = getattr(nissa, name).__doc__
         assert doc and doc.strip(), f"nissa.{name} has no docstring"
         assert f"``{name}``" in (nissa.__doc__ or ""), f"nissa's docstring does not say what {name} is for"
-    # What the type checker sees is the table, name for name.
-    tree = ast.parse((ROOT / "nissa" / "__init__.py").read_text())
-    typed = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.If)
-             for stmt in node.body if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("nissa")
-             for alias in stmt.names}
-    assert typed == set(nissa._EXPORTS)
+    assert _typed(ROOT / "nissa" / "__init__.py") == set(nissa._EXPORTS)
 
 
-def test_the_exported_names_are_loaded_on_first_use():
+def _typed(path: pathlib.Path) -> set[str]:
+    """The names a module's ``if TYPE_CHECKING:`` block imports from ``nissa``: what the type checker sees of
+    its table of lazily loaded names."""
+    tree = ast.parse(path.read_text())
+    return {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.If)
+            for stmt in node.body if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("nissa")
+            for alias in stmt.names}
+
+
+def test_the_exported_names_and_the_parts_are_loaded_on_first_use():
     assert nissa.Run.__module__ == "nissa.run" and nissa.integrations.__name__ == "nissa.integrations"
-    code = "import sys, nissa; print('torch' in sys.modules, 'nissa.hub' in sys.modules)"
+    code = ("import sys, nissa, nissa.parts; nissa.parts.check_servers('http://h:1'); "
+            "print('torch' in sys.modules, 'nissa.runtime' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
 
 def test_the_parts_are_there_and_documented():
+    assert nissa.parts.__all__ == list(nissa.parts._PARTS) and _typed(ROOT / "nissa" / "parts.py") == set(
+        nissa.parts._PARTS)
     doc = nissa.parts.__doc__ or ""
     for name in nissa.parts.__all__:
         assert getattr(nissa.parts, name) is not None, name

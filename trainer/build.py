@@ -186,7 +186,7 @@ class EsperRun:
 
 
 def build_run(config: TrainConfig, run: Run, checkpoints: CheckpointConfig | None = None) -> EsperRun:
-    """The one place an Esper run is wired, on a ``nissa.Run`` (``open_run``; it holds the hub, the command runtime,
+    """The one place an Esper run is wired, on a ``nissa.Run`` (``open_run``; it holds the run's stream, its commands,
     profiling, the ranks' straggler check and stacks on demand): the loop's device this rank's, and the
     checkpointer (None: a null one; ``checkpoint`` and ``stop`` are then rejected with the reason)."""
     ranks = run.ranks

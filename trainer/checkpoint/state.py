@@ -78,7 +78,7 @@ def capture(trainer: VectorizedTrainer, totals: Totals, *, config: dict[str, Any
 
 def restore(trainer: VectorizedTrainer, state: dict[str, Any], telemetry: Stateful | None) -> Totals:
     """Put ``state`` back into a freshly built ``trainer`` (and its telemetry collectors); returns the
-    totals so far. The control state (level, windows) is the runtime's to restore."""
+    totals so far. The control state (level, windows) is the run's to restore (``Run.resume``)."""
     progress = state["progress"]
     trainer.step, trainer.epoch = int(progress["step"]), int(progress["epoch"])
     trainer.best_accuracy = float(progress["best_accuracy"])
