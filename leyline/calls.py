@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from leyline.enums import CommandAction
+
 CallValue = str | int | float | bool | None
 """What an argument may hold (flat, JSON-safe)."""
 MAX_ARGS = 16
@@ -24,7 +26,7 @@ CommandName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r
 """``set_lr``, ``dump_batch``: lower case, digits and ``_``, a letter first."""
 ArgType = Literal["float", "int", "str", "bool"]
 Help = Annotated[str, msgspec.Meta(max_length=MAX_HELP_CHARS)]
-RESERVED = frozenset({"debug", "profile", "checkpoint", "stop", "call"})
+RESERVED = frozenset(action.value for action in CommandAction)
 """Names of the built-in actions: no command of a run's own takes one."""
 
 

@@ -16,6 +16,7 @@ import jsonschema_rs
 import msgspec
 import pytest
 
+from leyline.commands import REQUEST_TYPES
 from nissa_server.routes.commands import DECODER
 from tests.support import events_for, ingest_events
 
@@ -35,7 +36,7 @@ _VALUES: dict[str, tuple[Any, ...]] = {
     "profile_memory": (_ABSENT, True, False),
     "reason": (_ABSENT, "why"),
 }
-_ACTIONS = ("debug", "profile", "checkpoint", "stop", "stacks", "call")
+_ACTIONS = tuple(REQUEST_TYPES)  # every action of the contract
 
 
 def _validator(doc: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
