@@ -57,6 +57,7 @@ from leyline.events import (
 from leyline.kinds import INDEXED_KINDS, KINDS, AnyPayload, KindSpec
 from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
 from leyline.payloads import (
+    ConfigUpdated,
     Payload,
     RunFinished,
     RunResumed,
@@ -106,7 +107,7 @@ __all__ = [
     "ProfileStarted", "RankCommandStatus", "RankInfo", "RunDetail", "RunFinished", "RunResumed", "RunStarted",
     "RunStatus", "RunSummary", "SCHEMA_VERSION",
     "SERVER_RANK", "SeedFossilized", "SeedGateEvaluated", "SeedGerminated", "SeedPruned", "SeedStage",
-    "SeedStageChanged", "Severity", "SlotSnapshot", "StatusChange", "SummaryUpdated", "SystemMetrics",
+    "ConfigUpdated", "SeedStageChanged", "Severity", "SlotSnapshot", "StatusChange", "SummaryUpdated", "SystemMetrics",
     "TelemetryLevel", "TelemetryLevelChanged", "TextLogged", "TopOp", "decode_event", "decode_events", "decode_frame",
     "direction_of", "encode", "encode_event", "make_event", "metric_value", "to_builtins",
 ]

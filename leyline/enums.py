@@ -34,6 +34,7 @@ class EventKind(enum.StrEnum):
     ALERT = "alert"
     METRICS = "metrics"
     SUMMARY = "summary"
+    CONFIG = "config"
     SYSTEM = "system"
     TEXT = "text"
     HISTOGRAM = "histogram"

@@ -40,7 +40,7 @@ from leyline.esper import (
     SeedStageChanged,
 )
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
-from leyline.payloads import RunFinished, RunResumed, RunStarted
+from leyline.payloads import ConfigUpdated, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
 from leyline.payloads_health import AnomalyDetected, DebugLayerStats, GradientHealth
 from leyline.payloads_histogram import Histograms
@@ -59,7 +59,7 @@ from leyline.payloads_system import SystemMetrics
 AnyPayload: TypeAlias = (
     RunStarted | RunFinished | RunResumed | Metrics | SystemMetrics | TextLogged | Histograms | AnomalyDetected
     | TelemetryLevelChanged | DebugLayerStats | GradientHealth | ProfileStarted | ProfileCompleted | PhaseTiming
-    | CommandStatusChanged | EventsDropped | HubHealth | Heartbeat | AlertChanged | SummaryUpdated
+    | CommandStatusChanged | EventsDropped | HubHealth | Heartbeat | AlertChanged | SummaryUpdated | ConfigUpdated
     | EpochCompleted | SeedGerminated | SeedStageChanged | SeedGateEvaluated | SeedFossilized | SeedPruned
     | PPOUpdate | LSTMHealth
 )
@@ -106,6 +106,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
     KindSpec(Heartbeat, critical=False, severity=_D),
     KindSpec(AlertChanged, critical=True, severity=_W, server_only=True),
     KindSpec(SummaryUpdated, critical=True, indexed=True, internal=False),
+    KindSpec(ConfigUpdated, critical=True, indexed=True, internal=False),
 )
 """What every run speaks."""
 

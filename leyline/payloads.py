@@ -30,6 +30,14 @@ class Payload(msgspec.Struct, kw_only=True, frozen=True):
 # --- run -------------------------------------------------------------------------------------
 
 
+class ConfigUpdated(Payload, kw_only=True, frozen=True):
+    """The run's config grew or changed after its start (``run.config.update(...)``, TensorBoard's
+    ``add_hparams``): these entries over those ``run_started`` (and the updates before) carried."""
+
+    KIND: ClassVar[EventKind] = EventKind.CONFIG
+    config: Annotated[dict[str, Scalar], msgspec.Meta(min_length=1, max_length=4096)]
+
+
 class RunStarted(Payload, kw_only=True, frozen=True):
     """A run began: its name, full configuration and where it runs."""
 

@@ -19,6 +19,7 @@ from leyline.events import PAYLOAD_TYPES, Event, make_event
 from leyline.kinds import AnyPayload
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import (
+    ConfigUpdated,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -102,6 +103,7 @@ SAMPLE_PAYLOADS: dict[EventKind, AnyPayload] = {
         Heartbeat(uptime_s=30.0),
         Metrics(values={"loss": 0.42, "lr": 0.001, "grad/max": "inf"}, labels={"split": "train"}),
         SummaryUpdated(values={"test_acc": 0.91}, directions={"val_loss": "min"}),
+        ConfigUpdated(config={"lr": 0.001, "warmup": 100}),
         Histograms(histograms=[Distribution(name="weights/fc1", min=-0.5, max=0.5, count=10, bins=[1, 2, 4, 2, 1]),
                                Distribution(name="gradients/fc1", min=None, max=None, count=0, nonfinite=3,
                                             bins=[0, 0])]),

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from leyline.metrics import SummaryUpdated, metric_value
+from leyline.payloads import Scalar
 from leyline.summaries import DIRECTIONS, Direction, Directions, Notes, Project, Tags
 
 
@@ -55,6 +56,46 @@ def check_direction(name: object, summary: object) -> Direction:
         if summary == direction:
             return direction
     raise ValueError(f"run.define_metric: summary must be one of {list(DIRECTIONS)}, got {summary!r}")
+
+
+class RunConfig(MutableMapping[str, Scalar]):
+    """``run.config``: the run's config, flat (``opt.lr``). Before the run starts it is what ``run_started``
+    carries; after, what changes in it (``run.config.update(lr=…)``, ``run.config["lr"] = …``, TensorBoard's
+    ``add_hparams``) is sent at once (a ``config`` event) and the server's copy of the run's config grows with
+    it: a later entry is filterable like the first ones (``config.lr>=0.01``). Nested mappings are flattened."""
+
+    def __init__(self, values: Mapping[str, Any], send: Callable[[dict[str, Scalar]], None]) -> None:
+        self._values = flat_config(values)
+        self._send = send
+
+    def update(self, other: Any = (), /, **more: Any) -> None:  # dict.update's forms, one event for all
+        given = dict(other.items() if isinstance(other, Mapping) else other)
+        flat = flat_config({**given, **more})
+        changed = {k: v for k, v in flat.items() if k not in self._values or self._values[k] != v}
+        self._values.update(flat)
+        if changed:
+            self._send(changed)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.update({name: value})
+
+    def __delitem__(self, name: str) -> None:
+        del self._values[name]  # before the start only: the server keeps what it was sent
+
+    def __getitem__(self, name: str) -> Scalar:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return repr(self._values)
+
+    def as_dict(self) -> dict[str, Scalar]:
+        return dict(self._values)
 
 
 class Summary(MutableMapping[str, float]):

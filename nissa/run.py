@@ -38,6 +38,7 @@ import torch
 from leyline import (
     CallRequest,
     CheckpointRequest,
+    ConfigUpdated,
     Histograms,
     Metrics,
     RunFinished,
@@ -47,13 +48,14 @@ from leyline import (
     SummaryUpdated,
     metric_value,
 )
+from leyline.payloads import Scalar
 from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import answer_stacks, start_watchdog
 from nissa.histogram import Histogram, distributions
 from nissa.hub import DeliveryReport
-from nissa.metadata import Summary, check_direction, flat_config
+from nissa.metadata import RunConfig, Summary, check_direction
 from nissa.run_core import RunCore
 from nissa.runtime import Runtime
 from nissa.settings import Settings
@@ -77,7 +79,7 @@ class Run(RunCore):
         self.settings = settings
         """What the run was started with (``nissa.init``'s arguments, checked)."""
         self.name = settings.run_name
-        self.config = flat_config(settings.config or {})
+        self._config = RunConfig(settings.config or {}, self._send_config)
         self.steps_per_epoch = settings.steps_per_epoch
         self.device = device
         self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
@@ -115,6 +117,23 @@ class Run(RunCore):
     def epoch_count(self) -> int:
         """Epochs ended (``run.epoch_end()``, or every ``steps_per_epoch`` steps)."""
         return self._epoch
+
+    @property
+    def config(self) -> RunConfig:
+        """The run's config (flat ``a.b`` keys): ``run_started``'s, and once the run has started what
+        ``run.config.update(...)`` adds, each change sent at once (see ``nissa.metadata.RunConfig``)."""
+        return self._config
+
+    @config.setter
+    def config(self, values: Mapping[str, Any]) -> None:
+        if self._started:
+            self._config.update(values)
+        else:
+            self._config = RunConfig(values, self._send_config)
+
+    def _send_config(self, changed: dict[str, Scalar]) -> None:
+        if self._started and not self.finished:  # before the start, run_started carries it
+            self.runtime.emit(ConfigUpdated(config=changed))
 
     @property
     def should_stop(self) -> bool:
@@ -173,7 +192,8 @@ class Run(RunCore):
             self._started = True
             ranks = self.runtime.ranks
             self.runtime.emit(RunStarted(
-                name=self.name, config=self.config, host=platform.node(), pid=os.getpid(), device=self.device,
+                name=self.name, config=self._config.as_dict(), host=platform.node(), pid=os.getpid(),
+                device=self.device,
                 torch_version=str(torch.__version__), log_dir=str(self.runtime.hub.config.log_dir.resolve()),
                 world_size=ranks.world_size, commands=list(self._calls.declared), project=self.metadata.project,
                 group=self.metadata.group, tags=list(self.metadata.tags), notes=self.metadata.notes,

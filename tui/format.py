@@ -12,6 +12,7 @@ from leyline import (
     AlertChanged,
     AnomalyDetected,
     CommandStatusChanged,
+    ConfigUpdated,
     DebugLayerStats,
     EpochCompleted,
     Event,
@@ -58,7 +59,7 @@ SHORT_KIND: dict[EventKind, str] = {
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
     EventKind.HEARTBEAT: "beat", EventKind.RUN_RESUMED: "run", EventKind.ALERT: "ALERT", EventKind.METRICS: "metrics",
-    EventKind.SUMMARY: "summary", EventKind.SYSTEM: "system", EventKind.TEXT: "text",
+    EventKind.SUMMARY: "summary", EventKind.CONFIG: "config", EventKind.SYSTEM: "system", EventKind.TEXT: "text",
     EventKind.HISTOGRAM: "hist",
 }
 
@@ -199,6 +200,7 @@ _DESCRIBE: dict[type[Payload], Callable[[Payload], str]] = dict([
     _entry(TextLogged, lambda p: f"{p.tag}: {''.join(c if c.isprintable() else ' ' for c in p.text[:200])}"),
     _entry(Metrics, lambda p: " ".join(f"{k}={v if isinstance(v, str) else num(v, 4)}"
                                        for k, v in list(p.values.items())[:8])),
+    _entry(ConfigUpdated, lambda p: " ".join(f"{k}={v}" for k, v in list(p.config.items())[:8])),
     _entry(SummaryUpdated, lambda p: " ".join([
         *(f"{k}={v if isinstance(v, str) else num(v, 4)}" for k, v in p.values.items()),
         *(f"{k} best at its {d}" for k, d in p.directions.items())][:8]) or "summary"),

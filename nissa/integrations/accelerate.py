@@ -29,7 +29,6 @@ from accelerate.tracking import GeneralTracker
 
 from nissa.integrations.names import scalars
 from nissa.integrations.uncaught import finish_on_uncaught
-from nissa.metadata import flat_config
 from nissa.run import Run
 
 logger = logging.getLogger(__name__)
@@ -72,11 +71,7 @@ class NissaTracker(GeneralTracker):
             finish_on_uncaught(self._run)  # a loop that raises never reaches end_training: the run ends as failed
 
     def store_init_configuration(self, values: dict[str, Any]) -> None:
-        run = self.run
-        if run.started:
-            logger.warning("NissaTracker: run %s has started already; its config stays as sent", run.run_id)
-            return
-        run.config = {**run.config, **flat_config(values)}
+        self.run.config.update(values)  # after the start too: the run's config grows (a config event)
 
     def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
         run = self.run

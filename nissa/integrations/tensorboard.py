@@ -26,7 +26,6 @@ from typing import Any
 
 from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.integrations.names import metric_name, scalars
-from nissa.metadata import flat_config
 from nissa.run import Run
 
 logger = logging.getLogger(__name__)
@@ -79,10 +78,7 @@ class SummaryWriter:
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Any],
                     hparam_domain_discrete: Mapping[str, list] | None = None, run_name: str | None = None,
                     global_step: int | None = None) -> None:
-        if self.run.started:
-            logger.warning("SummaryWriter.add_hparams: run %s has started; its config stays as sent", self.run.run_id)
-        else:
-            self.run.config = {**self.run.config, **flat_config(hparam_dict)}
+        self.run.config.update(hparam_dict)  # after the start too: the run's config grows (a config event)
         self._log(dict(metric_dict), global_step)
 
     def add_text(self, tag: str, text_string: str, global_step: int | None = None,

@@ -8,7 +8,7 @@ import math
 
 import msgspec
 
-from leyline.payloads import RunStarted
+from leyline.payloads import ConfigUpdated, RunStarted
 from nissa_server.store.conn import Conn
 
 SCHEMA = """
@@ -38,6 +38,7 @@ SCHEMA = """
 """The migration that brings them (the same on both stores)."""
 
 _started = msgspec.json.Decoder(RunStarted)
+_encoder = msgspec.json.Encoder()
 
 MAX_PARAM_CHARS = 256
 """Characters of a config key or text value that filters and sorts see. An index entry has a size limit
@@ -65,6 +66,21 @@ def started(conn: Conn, run_key: int, payload: RunStarted) -> None:
     conn.execute("DELETE FROM run_params WHERE run_key = ?", (run_key,))
     rows = [param_row(run_key, k, v) for k, v in payload.config.items()
             if v is not None and len(k) <= MAX_PARAM_CHARS]
+    if rows:
+        conn.executemany("INSERT INTO run_params (run_key, key, num, text) VALUES (?,?,?,?)", rows)
+
+
+def config_updated(conn: Conn, run_key: int, payload: ConfigUpdated) -> None:
+    """Rank 0's ``config`` event: its entries over the run's config (``GET /runs/{id}``) and its filterable
+    entries (``config.lr>=…``), a run's config that grows as it goes."""
+    row = conn.execute("SELECT config FROM runs WHERE run_key = ?", (run_key,)).fetchone()
+    if row is not None and row[0]:
+        start = _started.decode(row[0])
+        grown = msgspec.structs.replace(start, config={**start.config, **payload.config})
+        conn.execute("UPDATE runs SET config = ? WHERE run_key = ?", (_encoder.encode(grown), run_key))
+    keys = [k for k in payload.config if len(k) <= MAX_PARAM_CHARS]
+    conn.executemany("DELETE FROM run_params WHERE run_key = ? AND key = ?", [(run_key, k) for k in keys])
+    rows = [param_row(run_key, k, v) for k in keys if (v := payload.config[k]) is not None]
     if rows:
         conn.executemany("INSERT INTO run_params (run_key, key, num, text) VALUES (?,?,?,?)", rows)
 

@@ -16,6 +16,7 @@ from leyline import (
     CommandRecord,
     CommandStatus,
     CommandStatusChanged,
+    ConfigUpdated,
     Event,
     EventKind,
     Heartbeat,
@@ -244,7 +245,7 @@ def next_server_seq(conn: Conn, run_key: int, rank: int) -> int:
 # Kinds whose arrival changes a row other than ``events`` (heartbeats: their rank's, every few seconds).
 EFFECT_KINDS = frozenset(
     {EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.RUN_RESUMED, EventKind.HUB_HEALTH,
-     EventKind.COMMAND_STATUS, EventKind.HEARTBEAT}
+     EventKind.COMMAND_STATUS, EventKind.HEARTBEAT, EventKind.CONFIG}
 )
 
 
@@ -265,6 +266,9 @@ def apply_effect(conn: Conn, run_key: int, event: Event) -> None:
         conn.execute("UPDATE runs SET status = ?, status_detail = NULL, ended_at = NULL, finish = NULL,"
                      " last_seen_at = ? WHERE run_key = ?", (RunStatus.LIVE.value, now, run_key))
         ranks_sql.rank_resumed(conn, run_key, event, now)
+    elif isinstance(payload, ConfigUpdated):
+        if event.rank == 0:  # as run_started's: the run's config is rank 0's
+            run_meta_sql.config_updated(conn, run_key, payload)
     elif isinstance(payload, HubHealth):
         health = _enc.encode(payload)
         conn.execute("UPDATE runs SET hub_health = ? WHERE run_key = ?", (health, run_key))
