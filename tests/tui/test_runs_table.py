@@ -62,13 +62,13 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
 
 def test_the_default_columns_keep_the_run_s_machinery_out():
     summary = MetricSummary(last=1.0, min=1.0, max=1.0, best=1.0, count=1, step=1)
-    keys = ("run_finished.final_accuracy{rank=0}", "hub_health.queue_depth{rank=0}", "system.cpu.percent{rank=0}",
-            "epoch_completed.accuracy{env=0,rank=0}", "run_started.world_size{rank=0}")
-    esper = RunSummary(run_id="e", **WHO, metrics=dict.fromkeys(keys, summary))
-    assert table_columns([esper]).metrics == ["run_finished.final_accuracy{rank=0}"], "an Esper run's outcome"
-    both = [esper, RunSummary(run_id="l", **WHO, metrics={"loss{rank=0}": summary, **esper.metrics})]
-    assert table_columns(both).metrics == ["loss{rank=0}"], "a loop's own first"
-    assert table_columns(both).names["loss{rank=0}"] == "loss" and table_columns(both).params == []
+    keys = ("run_finished.duration_s{rank=0}", "hub_health.queue_depth{rank=0}", "system.cpu.percent{rank=0}",
+            "epoch_completed.accuracy{env=0,rank=0}", "run_started.world_size{rank=0}", "final_accuracy{rank=1}")
+    machinery = RunSummary(run_id="e", **WHO, metrics=dict.fromkeys(keys, summary))
+    assert table_columns([machinery]).metrics == [], "the run's machinery, other kinds' measures, other ranks"
+    both = [machinery, RunSummary(run_id="l", **WHO, metrics={"final_accuracy{rank=0}": summary, **machinery.metrics})]
+    assert table_columns(both).metrics == ["final_accuracy{rank=0}"], "a loop's own (logged or set outright)"
+    assert table_columns(both).names["final_accuracy{rank=0}"] == "final_accuracy" and table_columns(both).params == []
 
 
 def test_a_group_row_shows_its_value_count_and_mean_sd_and_its_runs_are_one_filter_term_away():
