@@ -25,11 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import pathlib
 import re
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,77 +35,25 @@ import time
 from collections.abc import Iterator
 
 import httpx
-import msgspec
-from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.processes import stop_process  # noqa: E402
-from leyline import Metrics, encode, make_event  # noqa: E402
-from leyline.frames import EventBatch, Hello  # noqa: E402
+from bench.load_probes import Probes, acked, cpu_seconds, ingest, metric_batch, p99, rss_mb, server  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SECRET = "series-reads-bench-secret-" + "0" * 20
 BEFORE_REV = "3315592923486f4cb756f57f7ae9ea4e2d8236e9"
 """The last commit before series reads were bounded (label index, a page per reply, a read at a time)."""
 FRAME = 2000
-_ack = msgspec.json.Decoder(dict)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-@contextlib.contextmanager
-def server(code: pathlib.Path, db: pathlib.Path) -> Iterator[tuple[str, int]]:
-    """``nissa-server`` of the checkout ``code`` on a free port: (URL, pid)."""
-    port_file = db.with_suffix(".port")
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from nissa_server.cli import main; sys.exit(main())",
-                             "--host", "127.0.0.1", "--port", "0", "--db", str(db), "--log-level", "warning"],
-                            cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    found = re.search(r"(http://\S+)", line)
-    if found is None:
-        proc.kill()
-        raise RuntimeError(f"the server at {code} did not start: {line!r}")
-    port_file.write_text(found.group(1))
-    try:
-        yield found.group(1), proc.pid
-    finally:
-        stop_process(proc, 30)
-
-
-def _events(run_id: str, labels: list[int], steps: list[int], start: int) -> str:
-    return encode(EventBatch(events=[
-        make_event(Metrics(values={"loss": (i * 7919 % 1000) / 997 + step / 1e4}, labels={"i": str(i)}), run_id=run_id,
-                   seq=start + k, ts=1.7e9 + start + k, step=step, epoch=0)
-        for k, (i, step) in enumerate(zip(labels, steps, strict=True))])).decode()
 
 
 async def fill(url: str, run_id: str, sets: int, points: int) -> None:
     """``sets`` label sets of ``loss`` with ``points`` points each, streamed and acknowledged."""
     total = sets * points
-    async with connect(url.replace("http", "ws") + "/ws/ingest", max_size=None, open_timeout=60) as ws:
-        await ws.send(encode(Hello(run_id=run_id, name=run_id, secret=SECRET)).decode())
-        await ws.recv()
+    async with ingest(url, run_id) as ws:
         for first in range(0, total, FRAME):
             ks = range(first, min(total, first + FRAME))
-            await ws.send(_events(run_id, [k % sets for k in ks], [k // sets for k in ks], first + 1))
-        acked = 0
-        while acked < total:
-            frame = _ack.decode(await ws.recv())
-            if frame.get("type") == "ack":
-                acked = max(acked, frame["seq"])
+            await ws.send(metric_batch(run_id, [k % sets for k in ks], [k // sets for k in ks], first + 1))
+        await acked(ws, total)
 
 
 async def charted(db: pathlib.Path) -> None:
@@ -123,57 +69,6 @@ async def charted(db: pathlib.Path) -> None:
         if mark >= top:
             return
         await asyncio.sleep(0.5)
-
-
-class Probes:
-    """``/healthz`` and a trainer's ack, each every 50 ms, for as long as it runs: their latencies."""
-
-    def __init__(self, url: str, http: httpx.AsyncClient, run_id: str) -> None:
-        self.url, self.http, self.run_id = url, http, run_id
-        self.healthz: list[float] = []
-        self.acks: list[float] = []
-        self._stop = asyncio.Event()
-
-    async def _health(self) -> None:
-        while not self._stop.is_set():
-            began = time.perf_counter()
-            await self.http.get("/healthz")
-            self.healthz.append(time.perf_counter() - began)
-            await asyncio.sleep(0.05)
-
-    async def _ingest(self) -> None:
-        async with connect(self.url.replace("http", "ws") + "/ws/ingest", max_size=None, open_timeout=60) as ws:
-            await ws.send(encode(Hello(run_id=self.run_id, name=self.run_id, secret=SECRET)).decode())
-            await ws.recv()
-            seq = 0
-            while not self._stop.is_set():
-                seq += 1
-                began = time.perf_counter()
-                await ws.send(_events(self.run_id, [0], [seq], seq))
-                while True:
-                    frame = _ack.decode(await ws.recv())
-                    if frame.get("type") == "ack" and frame["seq"] >= seq:
-                        break
-                self.acks.append(time.perf_counter() - began)
-                await asyncio.sleep(0.05)
-
-    @contextlib.asynccontextmanager
-    async def running(self):
-        tasks = [asyncio.create_task(self._health()), asyncio.create_task(self._ingest())]
-        await asyncio.sleep(0.5)
-        self.healthz.clear()
-        self.acks.clear()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            await asyncio.gather(*tasks)
-
-
-def p99(values: list[float]) -> float:
-    if len(values) < 2:
-        return values[0] if values else 0.0
-    return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 async def readers(url: str, path: str, n: int) -> tuple[int, int, int]:
@@ -209,13 +104,13 @@ async def read_all(http: httpx.AsyncClient, path: str) -> tuple[int, int, int]:
 async def measure(code: pathlib.Path, db: pathlib.Path, args: argparse.Namespace) -> dict[str, float]:
     out: dict[str, float] = {}
     runs = [f"overlay-{i}" for i in range(args.overlay_runs)]
-    with server(code, db) as (url, _):
+    with server(str(db), code) as (url, _):
         began = time.perf_counter()
         await asyncio.gather(fill(url, "many", args.label_sets, 1),
                              *(fill(url, run, args.overlay_sets, args.overlay_points) for run in runs))
         await charted(db)
         print(f"  {code}: filled in {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    with server(code, db) as (url, pid):  # afresh on the data: its memory is the reads', not what ingest left
+    with server(str(db), code) as (url, pid):  # afresh on the data: its memory is the reads', not what ingest left
         async with httpx.AsyncClient(base_url=url, timeout=600) as http:
             out.update(await _reads(http, url, pid, runs, args))
     return out

@@ -8,6 +8,8 @@ values, or ``run.watch(model, histograms=…)``'s every layer): compact, ``len(b
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from typing import Annotated, ClassVar
 
@@ -99,15 +101,16 @@ def quantiles(d: Distribution, qs: tuple[float, ...] = QUANTILES) -> list[float]
     if d.min is None or d.max is None or d.count <= 0:
         return None
     width = (d.max - d.min) / len(d.bins)
+    cumulative = list(itertools.accumulate(d.bins))
     out = []
     for q in qs:
-        target, seen = q * d.count, 0.0
+        target = q * d.count
+        # The first bin that holds values and reaches the target (a bisection: a read returns hundreds of these).
+        i = bisect.bisect_left(cumulative, target) if target > 0 else bisect.bisect_right(cumulative, 0)
         value = d.max
-        for i, n in enumerate(d.bins):
-            if n and seen + n >= target:
-                value = d.min + width * (i + (target - seen) / n)
-                break
-            seen += n
+        if i < len(cumulative):
+            n = d.bins[i]
+            value = d.min + width * (i + (target - (cumulative[i] - n)) / n)
         out.append(min(max(value, d.min), d.max))
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Iterator
 
 import msgspec
 
@@ -25,6 +26,8 @@ from nissa_server.store.series_queries import in_snapshot
 MAX_READ_EVENTS = 20_000
 """``histogram`` events one request decodes at most."""
 _MIB = 1024 * 1024
+FETCH = 16
+"""Events read back in one query (a few MiB at most: a model's every layer is a few hundred KiB an event)."""
 
 
 class TooMuchWork(ValueError):
@@ -44,31 +47,63 @@ class _Payload(msgspec.Struct):
     histograms: list[_Dist]
 
 
-class _Event(msgspec.Struct):
-    payload: _Payload
+class _Head(msgspec.Struct):
     rank: int = 0
     step: int = 0
     epoch: int = 0
     ts: float = 0.0
 
 
+class _Event(_Head):
+    payload: _Payload | None = None
+
+
 _event = msgspec.json.Decoder(_Event).decode
+_head = msgspec.json.Decoder(_Head).decode
+_dist = msgspec.json.Decoder(_Dist).decode
 _bins = msgspec.json.Decoder(list[int]).decode
 _encode = msgspec.json.Encoder().encode
+_PAYLOAD = b',"payload":'
+
+
+def _at(head: _Head, d: _Dist) -> HistogramAt:
+    bins = _bins(d.bins)
+    dist = Distribution(name=d.name, min=d.min, max=d.max, count=d.count, nonfinite=d.nonfinite, bins=bins)
+    return HistogramAt(rank=head.rank, step=head.step, epoch=head.epoch, ts=head.ts, min=d.min, max=d.max,
+                       count=d.count, nonfinite=d.nonfinite, bins=bins, quantiles=quantiles(dist))
+
+
+def _found(body: bytes, name: str) -> list[HistogramAt] | None:
+    """The distributions called ``name`` found in the event's JSON as the server stores it (the envelope's fields
+    before its payload, each distribution's ``bins`` last), without parsing the others; None where the JSON is not
+    laid out so (``pick`` then decodes the event)."""
+    end = body.find(_PAYLOAD)
+    key = b'{"name":' + _encode(name) + b","
+    start = body.find(key, end)
+    if end < 0 or start < 0:
+        return None
+    try:
+        head = _head(body[:end] + b"}")
+        out = []
+        while start >= 0:
+            bins = body.find(b'"bins":[', start)
+            close = body.find(b"]", bins)
+            if bins < 0 or body[close + 1:close + 2] != b"}":
+                return None
+            out.append(_at(head, _dist(body[start:close + 2])))
+            start = body.find(key, close)
+    except msgspec.DecodeError:  # a label called "name", say: decoded whole
+        return None
+    return out
 
 
 def pick(body: bytes, name: str) -> list[HistogramAt]:
     """The distributions called ``name`` in one ``histogram`` event's JSON (only their bins decoded)."""
+    found = _found(body, name)
+    if found is not None:
+        return found
     event = _event(body)
-    out = []
-    for d in event.payload.histograms:
-        if d.name == name:
-            bins = _bins(d.bins)
-            dist = Distribution(name=d.name, min=d.min, max=d.max, count=d.count, nonfinite=d.nonfinite, bins=bins)
-            out.append(HistogramAt(rank=event.rank, step=event.step, epoch=event.epoch, ts=event.ts, min=d.min,
-                                   max=d.max, count=d.count, nonfinite=d.nonfinite, bins=bins,
-                                   quantiles=quantiles(dist)))
-    return out
+    return [_at(event, d) for d in (event.payload.histograms if event.payload else ()) if d.name == name]
 
 
 def offsets(n: int, max_steps: int) -> list[int] | None:
@@ -103,18 +138,29 @@ def read_histograms(conn: Conn, run_key: int, name: str, rank: int | None, max_s
     """The reply of ``GET /runs/{id}/histograms/{name}``, encoded (JSON or CSV)."""
     plan, taken = _plan(conn, run_key, name, rank, max_steps, max_bytes)
     found: list[HistogramAt] = []
-    block: Block | None = None
-    bodies: list[bytes] = []
     for r, chosen in plan.items():
-        for _, event_id, _ in histograms_sql.chosen(conn, run_key, name, r, chosen):
-            if block is None or not block.first_id <= event_id <= block.last_id:
-                block = histograms_sql.block_of(conn, event_id)
-                if block is None:  # deleted since the index was read: nothing to show
-                    continue
-                bodies = block.events()
-            found.extend(pick(bodies[event_id - block.first_id], name))
+        ids = [event_id for _, event_id, _ in histograms_sql.chosen(conn, run_key, name, r, chosen)]
+        for body in _bodies(conn, ids):
+            found.extend(pick(body, name))
     reply = HistogramsReply(name=name, quantiles=list(QUANTILES), histograms=found, taken=taken)
     return to_csv(reply).encode() if fmt == "csv" else _encode(reply)
+
+
+def _bodies(conn: Conn, ids: list[int]) -> Iterator[bytes]:
+    """The JSON of the events ``ids`` (those still stored), a few blocks read at a time: each its own block (as
+    ``blocks.pack`` stores them), or in one with others where an older server stored it so."""
+    block: Block | None = None
+    for at in range(0, len(ids), FETCH):
+        chunk = ids[at:at + FETCH]
+        alone = histograms_sql.blocks_at(conn, chunk)
+        for event_id in chunk:
+            if event_id in alone:
+                yield alone[event_id].body
+                continue
+            if block is None or not block.first_id <= event_id <= block.last_id:
+                block = histograms_sql.block_of(conn, event_id)
+            if block is not None:  # else deleted since the index was read: nothing to show
+                yield block.events()[event_id - block.first_id]
 
 
 def to_csv(reply: HistogramsReply) -> str:

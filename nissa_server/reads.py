@@ -4,7 +4,8 @@ each client's share bounded.
 Such a read is CPU work on a reader thread (decoding, downsampling, encoding) that holds the interpreter's lock
 in turns with the event loop and the store's writer: many at once would slow every ack, watcher and request.
 So at most ``slots`` run at once server-wide, and the reads of one run take one slot between them (a wide run
-read by many clients waits for itself, not the reads of other runs: those take the other slots). A client (an
+read by many clients waits for itself, not the reads of other runs: those take the other slots), as do those of no
+run in particular (pages of the runs table) between them. A client (an
 address) with ``per_client`` reads in progress or waiting already is answered 429 with ``Retry-After``: it asks
 faster than the server serves everyone. Ingest, watchers and ``/healthz`` never pass here.
 """
@@ -24,7 +25,7 @@ from nissa_server.openapi import Responses, error
 RETRY_AFTER_S = 1
 """What a 429 tells the client to wait before it asks again (a read takes a fraction of a second)."""
 BUSY: Responses = {429: error("This client has as many reads in progress or waiting as one may (`Retry-After` "
-                              "says when to ask again)", "this client has 8 reads in progress or waiting, the most "
+                              "says when to ask again)", "this client has 16 reads in progress or waiting, the most "
                               "one may: wait for their replies, or ask again in 1 s")}
 
 
@@ -40,6 +41,9 @@ class ReadGate:
     def __init__(self, slots: int, per_client: int) -> None:
         self.per_client = per_client
         self._slots = asyncio.Semaphore(slots)
+        self._keyless = asyncio.Semaphore(max(1, slots // 2))
+        """Reads of no run in particular (the runs table) take half the slots at most: a page of runs is the
+        costliest read there is, and a table polled by many leaves the reads of runs' charts their share."""
         self._clients: Counter[str] = Counter()
         self._keys: dict[object, _Key] = {}
         self.refused = 0
@@ -66,7 +70,7 @@ class ReadGate:
     async def slot(self, key: object = None) -> AsyncIterator[None]:
         """A slot of the server's, the reads of ``key`` (a run) one at a time (None: no such turn)."""
         if key is None:
-            async with self._slots:
+            async with self._keyless, self._slots:
                 yield
             return
         turn = self._keys.setdefault(key, _Key())

@@ -145,7 +145,7 @@ class Settings:
     read_slots: int = 2
     """Costly reads (``GET /runs``, a run, its series and distributions) served at once; the reads of one run
     take one of them at a time (``nissa_server.reads``)."""
-    reads_per_client: int = 8
+    reads_per_client: int = 16
     """Costly reads one client (an address) may have in progress or waiting; one more is answered 429 with
     ``Retry-After`` (a browser opens 6 connections to a server: its page is never refused)."""
     watcher_max_pending: int = 100_000

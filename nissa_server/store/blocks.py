@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from leyline import Severity
+from leyline import EventKind, Severity
 
 # (seq, kind, severity rank, body): one event of a write, before it is stored in blocks.
 Row = tuple[int, str, int, bytes]
@@ -92,14 +92,22 @@ class BlockSpan:
         return self.blocks[-1].last_id
 
 
+ALONE = frozenset({EventKind.HISTOGRAM.value})
+"""Kinds whose events are each a block of their own: a read of one (a model's every layer, hundreds of KiB) takes
+the event as its block is, never splitting the other events of its write out of the way."""
+
+
 def pack(rows: Sequence[Row], first_id: int) -> list[Block]:
-    """``rows`` (seqs increasing) numbered from ``first_id``, as blocks: a new block wherever seqs skip."""
-    if rows and rows[-1][0] - rows[0][0] == len(rows) - 1:  # the usual write: one run of seqs
+    """``rows`` (seqs increasing) numbered from ``first_id``, as blocks: a new block wherever seqs skip, and one
+    for each event of the ``ALONE`` kinds."""
+    alone = [i for i, row in enumerate(rows) if row[1] in ALONE]
+    if not alone and rows and rows[-1][0] - rows[0][0] == len(rows) - 1:  # the usual write: one run of seqs
         return [Block(first_id, rows[0][0], len(rows), b",".join([row[3] for row in rows]))]
+    cuts = set(alone) | {i + 1 for i in alone}
     out: list[Block] = []
     start = 0
     for i in range(1, len(rows) + 1):
-        if i == len(rows) or rows[i][0] != rows[i - 1][0] + 1:
+        if i == len(rows) or rows[i][0] != rows[i - 1][0] + 1 or i in cuts:
             out.append(Block(first_id + start, rows[start][0], i - start, b",".join([r[3] for r in rows[start:i]])))
             start = i
     return out

@@ -126,6 +126,14 @@ def chosen(conn: Conn, run_key: int, name: str, rank: int, offsets: list[int] | 
     return [(int(s), int(e), int(b)) for s, e, b in conn.execute(query, params)]
 
 
+def blocks_at(conn: Conn, event_ids: list[int]) -> dict[int, Block]:
+    """The blocks of one event each among ``event_ids``, by id (events stored with others are not here)."""
+    execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: the blob not hex-encoded on the way
+    rows = execute(f"SELECT id, seq, n, body FROM event_blocks WHERE id IN ({','.join('?' * len(event_ids))}) "
+                   "AND n = 1", event_ids).fetchall()
+    return {int(r[0]): Block(int(r[0]), int(r[1]), 1, bytes(r[3])) for r in rows}
+
+
 def block_of(conn: Conn, event_id: int) -> Block | None:
     """The block that holds the event ``event_id`` (None if it is gone)."""
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: the blob not hex-encoded on the way

@@ -24,6 +24,8 @@ from leyline.series import MAX_POINTS_PER_EVENT, found_in, key_of, own_labels, w
 from leyline.series_columns import Envelope, KindPlan, Shape, envelopes, plan_of
 
 logger = logging.getLogger(__name__)
+STEP_SERIES = 1000
+"""Series ``Gathered.series_steps`` makes arrays of in one step at most."""
 NAN = float("nan")
 Arrays = list[np.ndarray]
 """ordinal, step, epoch, round, ts, value (float64)."""
@@ -173,9 +175,17 @@ class Gathered:
             if layout.rows:
                 _layout_parts(layout, parts)
                 yield
-        for key, (name, cols) in self._walked.items():
+        # A step every STEP_SERIES series too: a run that logs a hundred thousand names is as many arrays.
+        for i, (key, (name, cols)) in enumerate(self._walked.items(), 1):
             parts.setdefault(key, (name, []))[1].append([np.array(c, dtype=np.float64) for c in cols])
-        self.result = {key: (name, _in_order(arrays)) for key, (name, arrays) in parts.items()}
+            if not i % STEP_SERIES:
+                yield
+        result = {}
+        for i, (key, (name, arrays)) in enumerate(parts.items(), 1):
+            result[key] = (name, _in_order(arrays))
+            if not i % STEP_SERIES:
+                yield
+        self.result = result
 
 
 @dataclass

@@ -51,24 +51,25 @@ def in_snapshot(fn: Callable[Concatenate[Conn, P], T]) -> Callable[Concatenate[C
     return wrapper
 
 
-TAIL_EVENTS = 20_000
-"""Events past the watermark one read charts for itself at most (about two seconds of a fast trainer's): a run
-with more waits for the series pass to chart them (``TailTooLong``), rather than each of its reads doing it."""
+TAIL_BYTES = 1024 * 1024
+"""Bytes of events past the watermark one read charts for itself at most (a fraction of a second of a fast
+trainer's; a run that logs a hundred thousand names charts as many series out of a few MiB): a run with more waits
+for the series pass to chart them (``TailTooLong``), rather than each of its reads doing it."""
 
 
 class TailTooLong(RuntimeError):
-    """More of the run's events are past the watermark than one read charts (``TAIL_EVENTS``)."""
+    """More of the run's events are past the watermark than one read charts (``TAIL_BYTES``)."""
 
 
 def _tail(conn: Conn, run_key: int) -> Charted:
     """The points and markers of the run's events past the watermark (not charted yet); ``TailTooLong`` where they
-    are more than ``TAIL_EVENTS``."""
+    are more than ``TAIL_BYTES``."""
     mark = watermark(conn)
-    waiting = int(conn.execute("SELECT COALESCE(SUM(n), 0) FROM event_blocks WHERE run_key = ? AND id > ?",
+    waiting = int(conn.execute("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM event_blocks WHERE run_key = ? AND id > ?",
                                (run_key, mark)).fetchone()[0])
-    if waiting > TAIL_EVENTS:
-        raise TailTooLong(f"{waiting} of the run's newest events are not charted yet, more than one read charts "
-                          f"({TAIL_EVENTS}): ask again in a second")
+    if waiting > TAIL_BYTES:
+        raise TailTooLong(f"{waiting >> 10} KiB of the run's newest events are not charted yet, more than one read "
+                          f"charts ({TAIL_BYTES >> 10} KiB): ask again in a second")
     rows = conn.execute("SELECT id, body FROM event_blocks WHERE run_key = ? AND id > ? ORDER BY id",
                         (run_key, mark)).fetchall()
     return chart((run_key, int(first_id), bytes(body)) for first_id, body in rows)

@@ -201,3 +201,14 @@ def test_runs_table_benchmark_pages_against_a_full_scan():
             if web:
                 assert 0 < figures[f"web_first_paint_ms_p50_{backend}"] <= figures[f"web_first_paint_ms_max_{backend}"]
     assert figures["ratio"] == pytest.approx(figures["page_ms_p95_sqlite"] / figures["full_scan_ms_sqlite"], rel=0.01)
+
+
+@pytest.mark.timeout(300)
+def test_read_isolation_benchmark_measures_each_case():
+    figures = _run_bench("bench/read_isolation.py", "--backends", "sqlite", "--hist-events", "6", "--layers", "4",
+                         "--bins", "16", "--wide-names", "600", "--runs", "40", "--seconds", "1")
+    assert figures["hist_reads_sqlite"] > 0 and figures["hist_refused_sqlite"] == 0
+    assert 0 < figures["hist_read_ms_p50_sqlite"] <= figures["hist_read_ms_max_sqlite"]
+    assert figures["wide_reads_sqlite"] > 0 and 0 < figures["other_series_ms_p50_sqlite"]
+    assert figures["ingest_alone_per_s_sqlite"] > 0 and figures["ingest_loaded_per_s_sqlite"] > 0
+    assert figures["runs_reads_sqlite"] > 0 and figures["runs_healthz_p99_ms_sqlite"] > 0

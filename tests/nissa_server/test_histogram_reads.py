@@ -5,16 +5,17 @@ than the server's ``max_read_bytes`` is refused with the ``max_steps`` that fits
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 
-import httpx
+import msgspec
 import pytest
 
 from leyline import make_event
 from leyline.payloads_histogram import Distribution, Histograms
 from nissa_server import histograms
 from tests.support import running_server
-from tests.support.clients import IngestClient
+from tests.support.clients import IngestClient, http_get
 
 LAYERS = 6
 STEPS = 12
@@ -41,21 +42,21 @@ async def _send(url: str) -> None:
 
 def test_a_read_decodes_only_the_steps_it_returns_of_the_name_it_asks(tmp_path, monkeypatch):
     decoded: list[bytes] = []
-    event = histograms._event
-    monkeypatch.setattr(histograms, "_event", lambda body: decoded.append(body) or event(body))
+    pick = histograms.pick
+    monkeypatch.setattr(histograms, "pick", lambda body, name: decoded.append(body) or pick(body, name))
     with running_server(tmp_path) as url:
         asyncio.run(_send(url))
         base = f"{url}/runs/wide-hist/histograms"
-        few = httpx.get(f"{base}/layer2", params={"max_steps": 3}).json()
+        few = http_get(f"{base}/layer2", params={"max_steps": 3}).json()
         assert [h["step"] for h in few["histograms"]] == [10, 70, 120] and few["taken"] == STEPS
         assert len(decoded) == 3  # not the run's 24 histogram events
         assert few["histograms"][1]["quantiles"] is not None and len(few["histograms"][1]["bins"]) == 64
         decoded.clear()
-        other = httpx.get(f"{base}/other").json()
+        other = http_get(f"{base}/other").json()
         assert [h["step"] for h in other["histograms"]] == [(STEPS + s) * 10 for s in range(1, STEPS + 1)]
         assert len(decoded) == STEPS  # only the events holding "other"
         decoded.clear()
-        assert httpx.get(f"{base}/nothing").json() == {"name": "nothing", "quantiles": list(histograms.QUANTILES),
+        assert http_get(f"{base}/nothing").json() == {"name": "nothing", "quantiles": list(histograms.QUANTILES),
                                                       "histograms": [], "taken": 0}
         assert decoded == []
 
@@ -64,18 +65,18 @@ def test_a_read_that_would_decode_too_much_says_how_to_narrow_it(tmp_path):
     with running_server(tmp_path, max_read_bytes=5_000) as url:  # about four events of six layers
         asyncio.run(_send(url))
         base = f"{url}/runs/wide-hist/histograms/layer0"
-        refused = httpx.get(base)
+        refused = http_get(base)
         assert refused.status_code == 422
         detail = refused.json()["detail"]
         assert "would decode 12 events" in detail and "max_steps=" in detail
         fits = int(detail.rsplit("max_steps=", 1)[1].rstrip(")"))
         assert 1 <= fits < STEPS
-        narrowed = httpx.get(base, params={"max_steps": fits})
+        narrowed = http_get(base, params={"max_steps": fits})
         assert narrowed.status_code == 200 and len(narrowed.json()["histograms"]) == fits
-        assert httpx.get(f"{base}", params={"max_steps": fits, "format": "csv"}).status_code == 200
+        assert http_get(f"{base}", params={"max_steps": fits, "format": "csv"}).status_code == 200
         # The server serves on: another name's read and /healthz are answered.
-        assert httpx.get(f"{url}/runs/wide-hist/histograms/other", params={"max_steps": 2}).status_code == 200
-        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert http_get(f"{url}/runs/wide-hist/histograms/other", params={"max_steps": 2}).status_code == 200
+        assert http_get(f"{url}/healthz").status_code == 200
 
 
 @pytest.mark.single_backend
@@ -87,5 +88,27 @@ def test_the_events_stored_before_the_index_are_indexed_at_the_next_start(tmp_pa
         conn.execute("DROP TABLE histogram_index")
         conn.execute("DELETE FROM series_progress WHERE id = 3")
     with running_server(tmp_path, db_path=db) as url:
-        reply = httpx.get(f"{url}/runs/wide-hist/histograms/layer5", params={"max_steps": 2}).json()
+        reply = http_get(f"{url}/runs/wide-hist/histograms/layer5", params={"max_steps": 2}).json()
         assert [h["step"] for h in reply["histograms"]] == [10, 120] and reply["taken"] == STEPS
+
+
+def test_a_distribution_is_found_however_its_event_is_laid_out():
+    """The JSON as the server stores it is searched for the name; any other layout is decoded whole."""
+    event = make_event(Histograms(histograms=[Distribution(name="a", min=0.0, max=2.0, count=3, bins=[1, 2]),
+                                              Distribution(name="b", min=0.0, max=1.0, count=1, bins=[1])],
+                                  labels={"name": "a"}), run_id="r", seq=1, ts=1.7e9, step=7)
+    stored = msgspec.json.encode(event)
+    spaced = json.dumps(json.loads(stored), indent=1).encode()  # another writer's layout
+    for body in (stored, spaced):
+        [found] = histograms.pick(body, "a")
+        assert (found.step, found.bins, found.count) == (7, [1, 2], 3)
+        assert found.quantiles is not None and (found.quantiles[0], found.quantiles[-1]) == (0.0, 2.0)
+        assert [h.bins for h in histograms.pick(body, "b")] == [[1]] and histograms.pick(body, "c") == []
+
+
+def test_an_event_is_read_back_alone_or_out_of_a_block_an_older_server_stored():
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE event_blocks (id INTEGER PRIMARY KEY, run_key INT, rank INT, seq INT, n INT, body BLOB)")
+    conn.execute("INSERT INTO event_blocks VALUES (1, 1, 0, 1, 3, ?)", (b'{"a":1},{"b":2},{"c":3}',))  # as before
+    conn.execute("INSERT INTO event_blocks VALUES (4, 1, 0, 4, 1, ?)", (b'{"d":4}',))  # as blocks.pack stores them
+    assert list(histograms._bodies(conn, [2, 4, 3, 9])) == [b'{"b":2}', b'{"d":4}', b'{"c":3}']

@@ -18,7 +18,7 @@ from nissa_server.store import queries, series_queries
 from nissa_server.store.series_sql import SeriesWriter
 from tests.e2e.api import wait_for
 from tests.support import running_server
-from tests.support.clients import IngestClient
+from tests.support.clients import IngestClient, http_get
 
 
 def _metrics(run_id: str, n: int, names: int = 1, start: int = 1) -> list:
@@ -33,7 +33,7 @@ async def _ingest(url: str, run_id: str, n: int, names: int = 1) -> None:
 
 
 def _waiting(url: str) -> float:
-    found = re.search(r"^nissa_series_waiting_events (\S+)$", httpx.get(f"{url}/metrics").text, re.M)
+    found = re.search(r"^nissa_series_waiting_events (\S+)$", http_get(f"{url}/metrics").text, re.M)
     assert found is not None
     return float(found.group(1))
 
@@ -62,9 +62,9 @@ def test_a_runs_read_in_progress_leaves_other_runs_reads_to_go_on(tmp_path, monk
         try:
             held = [pool.submit(httpx.get, f"{url}/runs/wide/series/loss", timeout=60) for _ in range(2)]
             assert entered.wait(30)
-            other = httpx.get(f"{url}/runs/other/series/loss", timeout=20)  # not behind the wide run's reads
+            other = http_get(f"{url}/runs/other/series/loss", timeout=20)  # not behind the wide run's reads
             assert other.status_code == 200 and other.json()["series"][0]["y"] == [0.1]
-            assert httpx.get(f"{url}/runs/other", timeout=20).status_code == 200
+            assert http_get(f"{url}/runs/other", timeout=20).status_code == 200
         finally:
             release.set()
         assert [len(r.result().json()["series"][0]["y"]) for r in held] == [20, 20]
@@ -77,17 +77,17 @@ def test_a_client_asking_more_than_its_share_at_once_is_answered_429(tmp_path, m
         try:
             held = [pool.submit(httpx.get, f"{url}/runs/busy/series/loss", timeout=60) for _ in range(2)]
             assert entered.wait(30)
-            wait_for(lambda: httpx.get(f"{url}/runs").status_code == 429, 30, "the client's share taken")
-            refused = httpx.get(f"{url}/runs/busy/series/loss")
+            wait_for(lambda: http_get(f"{url}/runs").status_code == 429, 30, "the client's share taken")
+            refused = http_get(f"{url}/runs/busy/series/loss")
             assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
             assert "reads in progress or waiting" in refused.json()["detail"]
-            assert httpx.get(f"{url}/healthz").status_code == 200  # never limited: health, ingest, watchers
+            assert http_get(f"{url}/healthz").status_code == 200  # never limited: health, ingest, watchers
             asyncio.run(_ingest(url, "trainer", 10))
-            assert httpx.get(f"{url}/runs/trainer/events", params={"limit": 100}).status_code == 200
+            assert http_get(f"{url}/runs/trainer/events", params={"limit": 100}).status_code == 200
         finally:
             release.set()
         assert [r.result().status_code for r in held] == [200, 200]
-        assert httpx.get(f"{url}/runs").status_code == 200  # its share back once its reads are answered
+        assert http_get(f"{url}/runs").status_code == 200  # its share back once its reads are answered
 
 
 def test_the_waiting_events_are_counted_while_a_pass_writes_them(tmp_path, monkeypatch):
@@ -111,14 +111,14 @@ def test_the_waiting_events_are_counted_while_a_pass_writes_them(tmp_path, monke
 
 
 def test_a_long_uncharted_tail_is_charted_by_the_pass_not_by_each_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(series_queries, "TAIL_EVENTS", 10, raising=False)  # old code: none
+    monkeypatch.setattr(series_queries, "TAIL_BYTES", 1000, raising=False)  # old code: none
     with running_server(tmp_path, series_interval_s=3600) as url:  # no pass of its own meanwhile
         asyncio.run(_ingest(url, "long", 50))
         assert _waiting(url) == 50
-        reply = httpx.get(f"{url}/runs/long/series/loss").json()
+        reply = http_get(f"{url}/runs/long/series/loss").json()
         assert len(reply["series"][0]["y"]) == 50
         assert _waiting(url) == 0  # charted once, by the pass; the next reads read rows
-        listed = httpx.get(f"{url}/runs/long/series").json()
+        listed = http_get(f"{url}/runs/long/series").json()
         assert [s["points"] for s in listed] == [50]
 
 
@@ -127,8 +127,8 @@ def test_a_runs_reply_says_it_cut_its_summaries(tmp_path, monkeypatch):
     with running_server(tmp_path) as url:
         asyncio.run(_ingest(url, "wide", 2, names=8))
         asyncio.run(_ingest(url, "narrow", 2, names=3))
-        wide = wait_for(lambda: (r := httpx.get(f"{url}/runs/wide").json())["metrics"] and r, 30, "the summaries")
+        wide = wait_for(lambda: (r := http_get(f"{url}/runs/wide").json())["metrics"] and r, 30, "the summaries")
         assert [k.split("{")[0] for k in sorted(wide["metrics"])] == [f"m{j}" for j in range(5)]
         assert wide["metrics_truncated"] is True
-        narrow = wait_for(lambda: (r := httpx.get(f"{url}/runs/narrow").json())["metrics"] and r, 30, "summaries")
+        narrow = wait_for(lambda: (r := http_get(f"{url}/runs/narrow").json())["metrics"] and r, 30, "summaries")
         assert len(narrow["metrics"]) == 3 and narrow["metrics_truncated"] is False

@@ -7,6 +7,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 from leyline import Command, Event, decode_frame, encode, frames_v1, make_event
@@ -22,6 +23,11 @@ SECRET = "test-stream-secret-" + "0" * 24
 def ws_url(base: str, path: str, **params: Any) -> str:
     query = urlencode({k: v for k, v in params.items() if v is not None})
     return "ws" + base[len("http"):] + path + (f"?{query}" if query else "")
+
+
+def http_get(url: str, **kwargs: Any) -> httpx.Response:
+    """A GET with a deadline a busy machine meets (httpx's own is 5 s)."""
+    return httpx.get(url, **{"timeout": 60, **kwargs})
 
 
 def auth_headers(token: str | None) -> dict[str, str]:
