@@ -185,14 +185,8 @@ async def measure(backend: str, db: str, args: argparse.Namespace) -> dict[str, 
     return {f"{k}_{backend}": v for k, v in out.items()}
 
 
-def main() -> int:
-    if sys.argv[1:2] == ["--read-loop"]:
-        url, seconds, clients, *paths = sys.argv[2:]
-        asyncio.run(_read_loop(url, float(seconds), int(clients), paths))
-        return 0
-    if sys.argv[1:2] == ["--trainers"]:
-        asyncio.run(_trainers(sys.argv[2], float(sys.argv[3])))
-        return 0
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's settings from ``argv``: its own defaults (the issue's shapes)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default="histograms,wide,runs")
     parser.add_argument("--backends", default="sqlite,postgresql")
@@ -204,8 +198,23 @@ def main() -> int:
     parser.add_argument("--at-once", type=int, default=3)
     parser.add_argument("--readers", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=10.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.cases = [c for c in args.cases.split(",") if c]
+    unknown = set(args.cases) - {"histograms", "wide", "runs"}
+    if unknown:
+        parser.error(f"--cases: unknown {', '.join(sorted(unknown))} (histograms, wide, runs)")
+    return args
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--read-loop"]:
+        url, seconds, clients, *paths = sys.argv[2:]
+        asyncio.run(_read_loop(url, float(seconds), int(clients), paths))
+        return 0
+    if sys.argv[1:2] == ["--trainers"]:
+        asyncio.run(_trainers(sys.argv[2], float(sys.argv[3])))
+        return 0
+    args = options(sys.argv[1:])
     figures: dict[str, float] = {}
     for backend, db in each_database(args.backends):
         figures.update(asyncio.run(measure(backend, db, args)))
