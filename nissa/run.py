@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
+import msgspec
 import torch
 
 from leyline import (
@@ -100,8 +101,9 @@ class Run(RunCore):
         self._step = self._epoch = 0
         self._started_at = time.monotonic()
         self._started = False
-        self.metadata = settings.metadata
-        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
+        self.metadata = msgspec.structs.replace(settings.metadata, summary=dict(settings.metadata.summary))
+        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them (the settings'
+        own, copied: ``define_metric`` adds to them)."""
         self.summary = Summary(self._send_summary)
         """Values of the run's summary set outright: ``run.summary["test_acc"] = 0.91`` (sent at once)."""
         self._system = settings.system(device)

@@ -9,6 +9,7 @@ process group exists; a CLI builds its ``Settings`` from its flags and has them 
 
 from __future__ import annotations
 
+import functools
 import pathlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class Settings:
                    device=self.device, stack_watchdog_s=self.stack_watchdog_s, rank_timeout_s=self.rank_timeout_s,
                    phases=self.phases, envs_per_rank=self.envs_per_rank, stragglers=self.stragglers,
                    agree=self.agree)
-        _ = self.metadata  # checked now; built again for each run (a run's summary directions grow)
+        self.metadata  # noqa: B018 - checked now, kept (a cached property)
         if self.server is None:  # resolved once: a copy (dataclasses.replace) keeps what was chosen
             object.__setattr__(self, "server", env.server() or "")
             if self.server:
@@ -130,9 +131,10 @@ class Settings:
     def log_root(self) -> pathlib.Path:
         return pathlib.Path(self.log_dir)
 
-    @property
+    @functools.cached_property
     def metadata(self) -> RunMetadata:
-        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them."""
+        """Project, group, tags, notes and the metrics' directions, as ``run_started`` carries them (a run takes a
+        copy: its directions grow with ``Run.define_metric``)."""
         return run_metadata(project=self.project, group=self.group, tags=self.tags, notes=self.notes,
                             summary=dict(self.summary) if isinstance(self.summary, Mapping) else self.summary)
 

@@ -77,7 +77,7 @@ class NissaTracker(GeneralTracker):
         run = self.run
         if run.finished:
             return
-        if step is not None and step > run.step_count and not run.runtime.ranks.distributed:
+        if step is not None and step > run.step_count and not run.ranks.distributed:
             run.step(at=step)  # a new step of a one-process run: a boundary, where commands apply
         numbers = scalars(values)
         if numbers:

@@ -119,7 +119,7 @@ class SummaryWriter:
 
     def _boundary(self, global_step: int | None) -> None:
         run = self.run
-        if global_step is not None and int(global_step) > run.step_count and not run.runtime.ranks.distributed:
+        if global_step is not None and int(global_step) > run.step_count and not run.ranks.distributed:
             run.step(at=int(global_step))
 
     def _log(self, values: Mapping[str, Any], global_step: int | None, labels: dict[str, str] | None = None) -> None:
