@@ -16,10 +16,10 @@ class EsperPanels {
     this.el = el("section", {id: "esper"});
   }
 
-  async start() {
+  async start(live) {  // a run that is over: its panels as it ended, read once
     $("steer").after(this.el);
     await this.load();
-    this.timer = setInterval(() => this.load().catch(showError), ESPER_EVERY_MS);
+    if (live) this.timer = setInterval(() => this.load().catch(showError), ESPER_EVERY_MS);
   }
 
   stop() { if (this.timer) clearInterval(this.timer); this.el.remove(); }

@@ -5,6 +5,7 @@
 "use strict";
 
 const ALERTS_EVERY_MS = 5000;
+const PROFILES_EVERY_MS = 3000;
 
 function runPath(runId, rest) { return `/runs/${encodeURIComponent(runId)}/${rest}`; }
 
@@ -39,7 +40,7 @@ function threadsOf(text) {
 
 class Results {
   constructor(steering) {
-    this.steering = steering; this.profiles = new Map(); this.open = null;
+    this.steering = steering; this.profiles = new Map(); this.open = null; this.profilesRead = 0;
     this.el = el("div", {id: "results"});
     this.alerts = el("div", {id: "run-alerts"});
     this.alertTimer = setInterval(() => this.loadAlerts().catch(showError), ALERTS_EVERY_MS);
@@ -65,7 +66,8 @@ class Results {
 
   async refresh(records) {  // profile windows closed since the last look: their tables
     const wanted = records.filter((c) => c.action === "profile" && c.status === "completed" && !this.profiles.has(c.command_id));
-    if (wanted.length) {
+    if (wanted.length && Date.now() - this.profilesRead > PROFILES_EVERY_MS) {  // a window may close after its command
+      this.profilesRead = Date.now();
       for (const w of await api(runPath(this.steering.runId, "profiles"))) {
         if (w.command_id && !this.profiles.has(w.command_id)) this.profiles.set(w.command_id, w);
       }

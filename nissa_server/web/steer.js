@@ -62,7 +62,7 @@ class Steering {
     this.root.replaceChildren(el("h3", {}, "steer"), note, forms, this.history.el);
     this.root.hidden = false;
     this.root.dataset.ready = "1";
-    if (this.esper) { this.panels = new EsperPanels(this.runId); await this.panels.start(); }  // esper.js
+    if (this.esper) { this.panels = new EsperPanels(this.runId); await this.panels.start(live); }  // esper.js
     await this.history.start(live);
   }
 
