@@ -258,6 +258,19 @@ class RunState:
         """Esper's own kinds arrived (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
         return bool(self.envs or self.timeline or self.ppo or self.lstm)
 
+    @property
+    def has_epochs(self) -> bool:
+        """The run counts epochs of its own (Esper's, or a loop's ``steps_per_epoch``, ``run.epoch_end()``); a loop
+        whose every step ends an epoch (``nissa.init``'s default) has none: it is spoken of in steps, its debug
+        window's length too (an epoch is then a step: its number is the step's before it, ``epoch 2812`` at step
+        2813, which the header used to show as an epoch of the loop's)."""
+        return self.esper or 0 < self.epoch < self.step - 1
+
+    @property
+    def window_unit(self) -> str:
+        """What a debug window's length counts on this run: ``epochs``, or ``steps`` where it has no epochs."""
+        return "epochs" if self.has_epochs else "steps"
+
 def _on_run_started(state: RunState, event: Event, p: RunStarted) -> None:
     state.name, state.config, state.status = p.name, dict(p.config), state.status or "live"
     if event.rank == 0:

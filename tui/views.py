@@ -127,7 +127,7 @@ def header_view(state: RunState, connection: str, stale: Staleness, watch_reconn
         hub_reconnects=hub.reconnects if hub else None, hub_connected=hub.connected if hub else None,
         connection=connection, staleness=stale, events=state.events_total, gaps=state.gaps,
         watch_reconnects=watch_reconnects, growth=growth(state), token_refused=token_refused,
-        plain=not state.esper, has_epochs=0 < state.epoch != state.step,
+        plain=not state.esper, has_epochs=state.has_epochs,
         steps_per_s=None if state.steps_per_s is None else round(state.steps_per_s, 1), headline=headline(state),
     )
 

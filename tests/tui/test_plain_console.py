@@ -95,3 +95,34 @@ async def test_a_plain_runs_profile_form_lists_its_phases_and_the_stop_dialog_fi
                 await pilot.press("escape")
         finally:
             run.finish()
+
+
+async def test_a_loop_without_epochs_is_spoken_of_in_steps_its_debug_window_too(tmp_path):
+    # Every step ends an epoch (nissa.init's default): the header said "epoch 2812" and `d` "3 epochs", 3 steps.
+    with running_server(tmp_path) as url:
+        run = nissa.init(server=url, run_name="steps", log_dir=tmp_path / "runs", system_metrics=False)
+        try:
+            for i in range(6):
+                run.step()
+                run.log({"loss": 1.0 / (i + 1)})
+            run.runtime.hub.flush(10)
+            app = console(url)
+            async with app.run_test(size=(100, 30)) as pilot:
+                view = await open_run(pilot, app, run.run_id)
+                header = view.query_one(RunHeader)
+                await until(pilot, lambda: "step 6   " in str(header.render()), "its last step")
+                assert "epoch" not in str(header.render()), str(header.render())
+                notes: list[str] = []
+                app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
+                await pilot.press("d")
+                await until(pilot, lambda: any("requested" in n for n in notes), "the window requested")
+                assert "debug window of 3 steps requested" in notes[0] and "epoch" not in notes[0], notes
+                for _ in range(3):  # the run reaches the boundaries where the window opens
+                    run.step()
+                    run.log({"loss": 0.1})
+                run.runtime.hub.flush(10)
+                await until(pilot, lambda: "DEBUG until" in str(header.render()), "the window open")
+                text = str(header.render())
+                assert "DEBUG until step " in text and "epoch" not in text, text
+        finally:
+            run.finish()

@@ -198,7 +198,8 @@ class RunViewScreen(DashboardScreen):
     # --- escalation -----------------------------------------------------------------------------
 
     def action_debug(self) -> None:
-        self.escalate(DebugRequest(run_id=self.run_id, epochs=self.watch_app.config.debug_epochs))
+        n = self.watch_app.config.debug_epochs  # of the run's epochs: steps where every step ends one
+        self.escalate(DebugRequest(run_id=self.run_id, epochs=n), f"debug window of {n} {self.state.window_unit}")
 
     def action_debug_form(self) -> None:
         self._ask(CommandAction.DEBUG, self.watch_app.config.debug_epochs)
@@ -238,12 +239,12 @@ class RunViewScreen(DashboardScreen):
             self.escalate(request)
 
     @work(group="escalate")
-    async def escalate(self, request: EscalateRequest) -> None:
+    async def escalate(self, request: EscalateRequest, what: str | None = None) -> None:
         """POST the command (the contract's own struct), then follow it at ``GET /commands/{id}`` until it
-        ends."""
+        ends; ``what`` it is called in notifications (the request's own description by default)."""
         client = self.watch_app.require_client()
         request = msgspec.structs.replace(request, reason=REASON)
-        what = request.describe()
+        what = what or request.describe()
         try:
             command_id = await client.escalate(request)
         except ApiError as err:

@@ -98,7 +98,7 @@ def _telemetry(v: HeaderView) -> Text:
     second = Text("   telemetry " if v.plain else "telemetry ")
     second.append(v.level, style=LEVEL_STYLE.get(v.level, ""))
     if v.level_until is not None and v.level == "DEBUG":
-        second.append(f" until epoch {v.level_until}")
+        second.append(f" until {'epoch' if v.has_epochs else 'step'} {v.level_until}")
     if v.growth is not None:
         g = v.growth
         second.append("   growth ")
