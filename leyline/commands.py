@@ -13,6 +13,7 @@ from leyline.enums import CommandAction, CommandStatus, ProfileTarget
 from leyline.forms import SET, Form
 from leyline.ids import RunId
 from leyline.payloads import Scalar, Step
+from leyline.text import has_control, scrub
 
 R = TypeVar("R", bound="Escalation")
 
@@ -54,6 +55,8 @@ class Escalation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_
 
     def __post_init__(self) -> None:
         forms.check(self, self.FORMS, f"action {self.action.value!r}")
+        if self.reason is not None and has_control(self.reason):  # shown to every viewer, as a run's texts are
+            msgspec.structs.force_setattr(self, "reason", scrub(self.reason))
 
     @property
     def action(self) -> CommandAction:
@@ -119,6 +122,12 @@ class CallRequest(Escalation, frozen=True, tag=CommandAction.CALL.value):
     name: Annotated[CommandName, _said("The command, as the run declared it (GET /runs/{run_id}: commands).")]
     args: Annotated[dict[CommandName, CallValue], msgspec.Meta(
         max_length=MAX_ARGS, description="Its arguments by name, as the run declared them.")] = {}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if any(isinstance(v, str) and has_control(v) for v in self.args.values()):  # shown as the reason is
+            msgspec.structs.force_setattr(self, "args", {k: scrub(v) if isinstance(v, str) else v
+                                                         for k, v in self.args.items()})
 
     def describe(self) -> str:
         return f"call {self.name}"

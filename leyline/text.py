@@ -7,7 +7,7 @@ are data. Control characters are every C0 one except tab, newline and carriage r
 (U+202A to U+202E, U+2066 to U+2069: text that reads otherwise than it is stored). Two places handle them:
 
 - every door stores each of them as U+FFFD (``scrub``; ``scrub_json`` for encoded JSON, the same rule): ingest,
-  ``PATCH /runs/{id}``, the importers and the alert rules;
+  ``PATCH /runs/{id}``, a command's reason, the importers and the alert rules;
 - at display every viewer makes whatever control character still reaches it visible (``visible``): a local
   run log replayed, events stored before the rule, a reason from the server. The console also never reads a
   run's text as markup (``tui.safe_text``), the web page sets text, never HTML, and a notification goes out

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from leyline import RunStarted, make_event
+from leyline.calls import ArgSpec, CommandSpec
 from nissa_server.alerts.rules import parse_rules
 from tests.support import IngestClient, running_server
 
@@ -52,3 +53,22 @@ def test_alert_rules_are_scrubbed_as_they_are_read():
     assert list(rules.destinations) == [f"ops{SCRUBBED}"] and rules.targets(stuck)[0].name == f"ops{SCRUBBED}"
     assert nan.series == f"loss{SCRUBBED.strip()}"
     assert stuck.matches("x", f"prod-{SCRUBBED}-7")  # a glob matches the names as they are stored
+
+
+async def test_an_escalation_reason_and_a_calls_text_are_stored_as_ingest_stores_a_runs_texts(tmp_path):
+    # Shown with the command and in the run's stream; they were kept as sent (a NUL on PostgreSQL too).
+    declared = [CommandSpec(name="note", help="h", args=[ArgSpec(name="text", type="str", help="h")])]
+    started = RunStarted(name="r", config={}, commands=declared)
+    with running_server(tmp_path) as url:
+        async with IngestClient(url, "r-live") as trainer:  # live: it takes commands
+            await trainer.send([make_event(started, run_id="r-live", seq=1, ts=1.7e9)])
+            await trainer.wait_ack(1)
+            async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                records = []
+                for body in ({"action": "debug", "epochs": 1, "reason": HOSTILE},
+                             {"action": "call", "name": "note", "args": {"text": HOSTILE}}):
+                    reply = await http.post("/escalate", json={"run_id": "r-live", **body})
+                    assert reply.status_code == 202, reply.text
+                    records.append((await http.get(f"/commands/{reply.json()['command_id']}")).json())
+    assert records[0]["request"]["reason"] == SCRUBBED
+    assert records[1]["request"]["args"] == {"text": SCRUBBED}
