@@ -51,6 +51,7 @@ from leyline import (
 )
 from leyline.payloads import Scalar
 from leyline.payloads_histogram import DEFAULT_BINS
+from nissa.announce import announce
 from nissa.calls import CallHandler, spec_of
 from nissa.checks import as_floats, check_log
 from nissa.diagnostics import answer_stacks, start_watchdog
@@ -201,6 +202,8 @@ class Run(RunCore):
                 group=self.metadata.group, tags=list(self.metadata.tags), notes=self.metadata.notes,
                 summary=dict(self.metadata.summary),
                 phases=None if self.phases is None else list(self.phases)))
+            if ranks.rank == 0:
+                announce(self.run_id, self.settings.stream_to, self.log_path)
             self._start_beside()
         return self
 

@@ -67,12 +67,35 @@ def read_runs(logdir: pathlib.Path, project: str | None = None,
     empty event file a writer leaves where it only made another directory) is no run. ``walk`` goes over the
     directories (a progress bar)."""
     root = logdir.resolve()
+    held: tuple[pathlib.Path, ImportedRun] | None = None  # the last run: its add_hparams directories follow it
     for directory in walk(event_dirs(logdir)):
         rel = directory.relative_to(logdir)
         name = str(rel) if str(rel) != "." else root.name
         run = read_run(directory, name, project, root)
+        if held is not None and held[0] in directory.parents and _hparams_of(run):
+            _fold_hparams(held[1], run)  # torch's add_hparams writes into a directory of its own, under the run's
+            continue
         if run.points or run.skipped:
-            yield run
+            if held is not None:
+                yield held[1]
+            held = (directory, run)
+    if held is not None:
+        yield held[1]
+
+
+def _hparams_of(run: ImportedRun) -> dict[str, object]:
+    return {k: v for k, v in run.config.items() if k != "imported_from"}
+
+
+def _fold_hparams(into: ImportedRun, child: ImportedRun) -> None:
+    """A run's hyperparameters on the run itself (filterable as ``config.lr``), with the values logged beside
+    them (``add_hparams``' metrics), not a run of their own."""
+    into.config.update(_hparams_of(child))
+    into.points.extend(child.points)
+    into.values += child.values
+    into.skipped.update(child.skipped)
+    for why, where in child.first_skipped.items():
+        into.first_skipped.setdefault(why, where)
 
 
 def read_run(directory: pathlib.Path, name: str, project: str | None = None,

@@ -2,7 +2,7 @@
 
     from nissa.integrations.accelerate import NissaTracker
     accelerator = Accelerator(log_with=NissaTracker("my-run", server=URL))
-    accelerator.init_trackers("my-project", config={"lr": 3e-4})
+    accelerator.init_trackers("my-project", config={"lr": 3e-4})  # the run's project (unless project= given)
     ...
     accelerator.log({"loss": loss}, step=step)
     accelerator.end_training()
@@ -22,6 +22,7 @@ A ``GeneralTracker`` by Accelerate's public tracker interface (pinned in constra
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any
 
@@ -32,6 +33,22 @@ from nissa.integrations.uncaught import finish_on_uncaught
 from nissa.run import Run
 
 logger = logging.getLogger(__name__)
+
+
+def _project_of_init_trackers() -> str | None:
+    """The ``project_name`` of the ``Accelerator.init_trackers`` call starting this tracker. Accelerate hands
+    it only to the trackers it builds from a name, never to one the loop built (``log_with=NissaTracker(…)``):
+    read from that call's arguments (the pinned version's; a test holds it)."""
+    from accelerate import Accelerator
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code.co_name == "init_trackers" and isinstance(frame.f_locals.get("self"), Accelerator):
+            name = frame.f_locals.get("project_name")
+            return name if isinstance(name, str) and name else None
+        frame = frame.f_back
+    logger.debug("NissaTracker: started outside Accelerator.init_trackers; no project from it")
+    return None
 
 
 class NissaTracker(GeneralTracker):
@@ -67,7 +84,8 @@ class NissaTracker(GeneralTracker):
         if self._run is None:
             import nissa
 
-            self._run = nissa.init(run_name=self.run_name, **self._init_args)
+            project = self._init_args.get("project") or _project_of_init_trackers()
+            self._run = nissa.init(run_name=self.run_name, **{**self._init_args, "project": project})
             finish_on_uncaught(self._run)  # a loop that raises never reaches end_training: the run ends as failed
 
     def store_init_configuration(self, values: dict[str, Any]) -> None:

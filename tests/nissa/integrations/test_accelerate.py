@@ -21,7 +21,7 @@ def test_an_accelerate_loop_is_a_run(tmp_path):
     with running_server(tmp_path) as url:
         tracker = NissaTracker("acc", server=url, log_dir=tmp_path / "runs", system_metrics=False)
         accelerator = Accelerator(cpu=True, log_with=tracker)
-        accelerator.init_trackers("proj", config={"lr": 0.05, "opt": {"name": "sgd"}})
+        accelerator.init_trackers("nc5-accel", config={"lr": 0.05, "opt": {"name": "sgd"}})
         assert accelerator.get_tracker("nissa", unwrap=True) is tracker.run
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 1)
@@ -48,6 +48,7 @@ def test_an_accelerate_loop_is_a_run(tmp_path):
                           and ev, 30, "the run's events")
     assert stopped_at == 6  # applied at the next step's boundary, the log of step 6
     assert events[0].payload.config == {"lr": 0.05, "opt.name": "sgd"}
+    assert events[0].payload.project == "nc5-accel"  # init_trackers' project name, not lost
     metrics = [e for e in events if e.kind is EventKind.METRICS]
     assert [e.step for e in metrics] == list(range(1, 7)) and set(metrics[0].payload.values) == {"loss"}
     assert events[-1].payload.status == "stopped"
