@@ -24,6 +24,7 @@ import msgspec
 from leyline import Event, RunDetail, RunSummary, decode_events
 from leyline.query import short_key, term
 from leyline.series import format_key, kind_of_name, parse_key, points_of, x_of
+from leyline.series import internal as is_internal
 from leyline.summaries import STATS
 
 PAGE = 500
@@ -114,10 +115,12 @@ class Api:
 
     def runs_frame(self, q: str | None = None, *, project: str | None = None, group: str | None = None,
                    sort: str | None = None, limit: int | None = None, stats: Sequence[str] = ("best", "last"),
-                   metrics: Sequence[str] | None = None) -> Any:
+                   metrics: Sequence[str] | None = None, internal: bool = False) -> Any:
         """``runs`` as a pandas DataFrame: a row per run, columns ``id``, ``name``, ``status``, ``project``,
         ``group``, ``tags`` (joined by commas), ``notes``, ``config.<key>`` and ``<series key>.<stat>`` for each
-        of ``stats``, the key as a query writes it (``val_loss.best`` for ``val_loss{rank=0}``)."""
+        of ``stats``, the key as a query writes it (``val_loss.best`` for ``val_loss{rank=0}``). The series of the
+        runs' machinery (``leyline.series.internal``: ``hub_health.*``, ``run_started.*``, ``system.*`` …) only
+        with ``internal``, or named in ``metrics``."""
         unknown = sorted(set(stats) - set(STATS))
         if unknown:
             raise ValueError(f"nissa.Api.runs_frame: stats are among {', '.join(STATS)}, not {', '.join(unknown)}")
@@ -128,7 +131,8 @@ class Api:
                                    "group": run.group, "tags": ",".join(run.tags), "notes": run.notes}
             row.update({f"config.{k}": v for k, v in run.config.items()})
             for key, summary in run.metrics.items():
-                row.update({f"{short_key(key)}.{stat}": getattr(summary, stat) for stat in stats})
+                if internal or metrics is not None or not is_internal(key):
+                    row.update({f"{short_key(key)}.{stat}": getattr(summary, stat) for stat in stats})
             rows.append(row)
         return pandas.DataFrame(rows)
 

@@ -84,6 +84,11 @@ def test_runs_frame(sweep):
     assert list(frame["config.lr"]) == [0.1, 0.01, 0.001]
     assert frame["val_loss.best"].is_monotonic_increasing and set(frame["tags"]) == {"sweep"}
     assert "test_acc.last" in frame.columns
+    # The loop's own series, as it named them; the runs' machinery only when asked.
+    own = {c.rsplit(".", 1)[0] for c in frame.columns if c.endswith(".best")}
+    assert own == {"val_loss", "score", "wobble", "lr_now", "test_acc"}, own
+    everything = api.runs_frame(group="lr-sweep", internal=True)
+    assert {"run_started.world_size.best", "run_finished.duration_s.best"} <= set(everything.columns)
     with pytest.raises(ValueError, match="not median"):
         api.runs_frame(stats=("best", "median"))
 
