@@ -107,6 +107,10 @@ class ProfileRequest(Escalation, frozen=True, tag=CommandAction.PROFILE.value):
 class CheckpointRequest(Escalation, frozen=True, tag=CommandAction.CHECKPOINT.value):
     """A checkpoint at the next safe boundary."""
 
+    share: bool = False
+    """Upload the checkpoint's file as an artifact of the run, for another run to restore (a sweep's exploit):
+    the result names the artifact."""
+
 
 class StopRequest(Escalation, frozen=True, tag=CommandAction.STOP.value):
     """A checkpoint at the next safe boundary, then the run ends ``stopped``."""
@@ -133,7 +137,36 @@ class CallRequest(Escalation, frozen=True, tag=CommandAction.CALL.value):
         return f"call {self.name}"
 
 
-EscalateRequest = DebugRequest | ProfileRequest | CheckpointRequest | StopRequest | StacksRequest | CallRequest
+HparamName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$(?!\n)")]
+HparamValue = Annotated[str, msgspec.Meta(max_length=256)] | int | float | bool
+Hparams = Annotated[dict[HparamName, HparamValue], msgspec.Meta(max_length=64)]
+ArtifactName = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!\.+$)[A-Za-z0-9._-]+$(?!\n)")]
+
+
+class HparamsRequest(Escalation, frozen=True, tag=CommandAction.HPARAMS.value):
+    """New values for the run's hyperparameters (its ``run.config``), handed to its ``on_hparams`` function at a
+    step boundary; the result holds the values it took."""
+
+    values: Annotated[dict[HparamName, HparamValue], msgspec.Meta(min_length=1, max_length=64)]
+
+    def describe(self) -> str:
+        return "hyperparameters " + ", ".join(sorted(self.values))
+
+
+class RestoreRequest(Escalation, frozen=True, tag=CommandAction.RESTORE.value):
+    """Load ``artifact``, a checkpoint that run ``source_run_id`` shared, through the run's ``on_restore``
+    function at a step boundary, then take ``values`` as ``hparams`` would (a sweep's exploit)."""
+
+    source_run_id: RunId
+    artifact: ArtifactName
+    values: Hparams = {}
+
+    def describe(self) -> str:
+        return f"restore from {self.source_run_id}"
+
+
+EscalateRequest = (DebugRequest | ProfileRequest | CheckpointRequest | StopRequest | StacksRequest | CallRequest
+                   | HparamsRequest | RestoreRequest)
 """Body of ``POST /escalate``: one struct per action, chosen by its ``action`` field."""
 ESCALATIONS: tuple[type[Escalation], ...] = get_args(EscalateRequest)
 _request_of = msgspec.json.Decoder(EscalateRequest)

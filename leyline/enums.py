@@ -83,6 +83,10 @@ class CommandAction(enum.StrEnum):
     STACKS = "stacks"
     CALL = "call"
     """A command the run declared itself (``name`` and ``args``; see ``leyline.calls``)."""
+    HPARAMS = "hparams"
+    """New values of the run's hyperparameters, given to its ``on_hparams`` function (a sweep's explore)."""
+    RESTORE = "restore"
+    """Another run's shared checkpoint loaded through the run's ``on_restore`` function (a sweep's exploit)."""
 
 
 class CommandStatus(enum.StrEnum):

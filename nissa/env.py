@@ -23,3 +23,26 @@ def server() -> str | None:
 def token() -> str | None:
     """``$NISSA_TOKEN`` as set (None when unset)."""
     return os.environ.get(TOKEN)
+
+
+SWEEP_TRIAL = "NISSA_SWEEP_TRIAL"
+"""Set by ``nissa sweep agent`` in a trial's process: the trial as JSON (sweep, trial, run id, values, the
+sweep's project, group and method). ``nissa.init`` takes its run id, config, project, group and tags from it."""
+
+
+def trial_environment(*, server: str, token: str | None, sweep_id: str, trial_id: int, run_id: str, params: str,
+                      project: str, group: str, method: str) -> dict[str, str]:
+    """The variables an agent sets for a trial's process (the inverse of ``sweep_trial``)."""
+    import json
+
+    out = {SERVER: server, SWEEP_TRIAL: json.dumps({
+        "sweep_id": sweep_id, "trial_id": trial_id, "run_id": run_id, "params": json.loads(params),
+        "project": project, "group": group, "method": method})}
+    if token:
+        out[TOKEN] = token
+    return out
+
+
+def sweep_trial() -> str | None:
+    """``$NISSA_SWEEP_TRIAL`` as set (None when unset): this process is a sweep's trial."""
+    return os.environ.get(SWEEP_TRIAL) or None

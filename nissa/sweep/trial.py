@@ -1,0 +1,42 @@
+"""This process as a sweep's trial: what its agent put in ``$NISSA_SWEEP_TRIAL`` (``nissa.env``), and what
+``nissa.init`` takes from it: the run id the server leased, the trial's values over the loop's own config,
+the sweep's project and group, and the sweep's id as a tag."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from leyline.sweeps import Method, Value
+from nissa import env
+
+
+class TrialSettings(msgspec.Struct, forbid_unknown_fields=True):
+    sweep_id: str
+    trial_id: int
+    run_id: str
+    params: dict[str, Value]
+    project: str = ""
+    group: str = ""
+    method: Method = "random"
+
+
+def current() -> TrialSettings | None:
+    """The trial this process runs (None: it is no sweep's trial). A malformed variable is a ``ValueError``."""
+    text = env.sweep_trial()
+    if text is None:
+        return None
+    try:
+        return msgspec.json.decode(text, type=TrialSettings)
+    except msgspec.DecodeError as err:
+        raise ValueError(f"${env.SWEEP_TRIAL} is not a sweep trial's settings: {err}") from None
+
+
+def overrides(trial: TrialSettings, *, config: Mapping[str, Any] | None, tags: Sequence[str] | None) -> dict[str, Any]:
+    """What ``nissa.init``'s arguments become in a trial: its run id, name, project and group, the sweep's tag,
+    and its config with the trial's values over the loop's defaults."""
+    return {"run_id": trial.run_id, "run_name": f"{trial.group or trial.sweep_id}-t{trial.trial_id}",
+            "config": {**dict(config or {}), **trial.params}, "project": trial.project, "group": trial.group,
+            "tags": [*(tags or ()), trial.sweep_id]}

@@ -1,0 +1,1 @@
+"""Sweeps on the server: search (Optuna's samplers and pruners), population-based training, trial leases."""
