@@ -13,14 +13,14 @@ from leyline.commands import (
     ESCALATIONS,
     CallRequest,
     CheckpointRequest,
-    HparamsRequest,
-    RestoreRequest,
     Command,
     CommandRecord,
     DebugRequest,
     EscalateRequest,
+    HparamsRequest,
     ProfileRequest,
     RankCommandStatus,
+    RestoreRequest,
     StacksRequest,
     StatusChange,
     StopRequest,
@@ -98,7 +98,8 @@ from leyline.runs import RankInfo, RunDetail, RunSummary
 from leyline.summaries import MetricSummary, direction_of
 
 __all__ = [
-    "ESCALATIONS", "CallRequest", "CheckpointRequest", "HparamsRequest", "RestoreRequest", "DebugRequest", "ProfileRequest", "StacksRequest", "StopRequest",
+    "ESCALATIONS", "CallRequest", "CheckpointRequest", "HparamsRequest", "RestoreRequest", "DebugRequest",
+    "ProfileRequest", "StacksRequest", "StopRequest",
     "AlertChanged", "AnomalyDetected", "AnyPayload", "CRITICAL_KINDS", "Command", "CommandAction", "CommandRecord",
     "CommandStatus",
     "CommandStatusChanged", "CompileStats", "CpuStats", "DEFAULT_SEVERITY", "DebugLayerStats", "DecodeError",

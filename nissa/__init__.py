@@ -71,9 +71,11 @@ def init(settings: Settings | None = None, /, **given: Any) -> Run:
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
     from nissa.settings import Settings
+    from nissa.sweep import trial as sweep_trial
     from ranks import RanksConfig, join_ranks
 
     s = Settings(**given) if settings is None else dataclasses.replace(settings, **given)
+    s = sweep_trial.applied(s)  # a sweep's trial: its agent's run id, values, project, group and tag
     joined_here = not (dist.is_available() and dist.is_initialized())
     ranks = join_ranks(s.device, RanksConfig(timeout_s=s.rank_timeout_s))
     runtime = None

@@ -37,6 +37,7 @@ CELL_CHARS = 40
 
 def parser() -> argparse.ArgumentParser:
     from nissa.cli_import import add_import
+    from nissa.sweep.cli import add_sweep
 
     p = argparse.ArgumentParser(prog="nissa", description="A lab's runs on a nissa-server, from a shell.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -44,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
                                    "finds, sorted, as a table, CSV or JSON."))
     runs.set_defaults(func=_runs)
     add_import(sub)
+    add_sweep(sub)
     return p
 
 

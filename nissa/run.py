@@ -41,7 +41,9 @@ from leyline import (
     CheckpointRequest,
     ConfigUpdated,
     Histograms,
+    HparamsRequest,
     Metrics,
+    RestoreRequest,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -62,6 +64,7 @@ from nissa.run_core import RunCore
 from nissa.runtime import Runtime
 from nissa.settings import Settings
 from nissa.stops import CheckpointHandler, Hook, StopHandler
+from nissa.sweep.handlers import HparamsHandler, HparamsHook, RestoreHandler, RestoreHook, Sharing
 from nissa.system import start_system_metrics
 from nissa.telemetry.install import install_profiling, install_rank_checks
 from nissa.watch import ModelWatch
@@ -84,10 +87,15 @@ class Run(RunCore):
         self._config = RunConfig(settings.config or {}, self._send_config)
         self.steps_per_epoch = settings.steps_per_epoch
         self.device = device
-        self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(), StopHandler()
+        sharing = Sharing(runtime.hub.config)
+        self._calls, self._checkpoints, self._stops = CallHandler(), CheckpointHandler(sharing.share), StopHandler()
+        self._hparams = HparamsHandler(self.config)
+        self._restores = RestoreHandler(runtime.hub.config, self._hparams)
         runtime.commands.register(CallRequest, self._calls)
         runtime.commands.register(CheckpointRequest, self._checkpoints)
         runtime.commands.register(StopRequest, self._stops)
+        runtime.commands.register(HparamsRequest, self._hparams)
+        runtime.commands.register(RestoreRequest, self._restores)
         self.phases: tuple[str, ...] | None = None if settings.phases is None else tuple(settings.phases)
         """What a profile window of target ``update`` may record (``nissa.init(phases=…)``); None: not said."""
         self._profiles = install_profiling(runtime, device=device, phases=self.phases)
@@ -178,6 +186,24 @@ class Run(RunCore):
         """``fn(step)`` runs when a ``stop`` command arrives (save what resuming needs); then ``should_stop``."""
         _check_hook("on_stop", fn)
         self._stops.fn = fn
+        return fn
+
+    def on_hparams(self, fn: HparamsHook) -> HparamsHook:
+        """``fn(values)`` applies new values of the run's hyperparameters (an ``hparams`` command, a sweep's
+        explore) at a step boundary; ``run.config`` takes them, and what ``fn`` returns joins the command's result.
+        For a torch optimizer one line does: ``run.on_hparams(lambda v: nissa.sweep.apply_hparams(opt, v))``."""
+        if not callable(fn):
+            raise TypeError(f"run.on_hparams: expected a function of the values, got {type(fn).__name__}")
+        self._hparams.fn = fn
+        return fn
+
+    def on_restore(self, fn: RestoreHook) -> RestoreHook:
+        """``fn(path)`` loads a checkpoint another run shared (a ``restore`` command: a sweep's exploit) at a step
+        boundary: the file ``on_checkpoint`` saved there, downloaded under the run's directory. The run goes on in
+        the same process; the values that came with it reach ``on_hparams`` next."""
+        if not callable(fn):
+            raise TypeError(f"run.on_restore: expected a function of a path, got {type(fn).__name__}")
+        self._restores.fn = fn
         return fn
 
     def watch(self, model: torch.nn.Module, name: str | None = None, every: int = 1,

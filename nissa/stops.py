@@ -19,15 +19,27 @@ Hook = Callable[[int], Any]
 """Called with the step it runs at."""
 
 
+Share = Callable[[CommandContext[CheckpointRequest], Any], None]
+"""Uploads the file a checkpoint saved for other runs to restore, then finishes the command."""
+
+
 class CheckpointHandler:
 
-    def __init__(self) -> None:
+    def __init__(self, share: Share | None = None) -> None:
         self.fn: Hook | None = None
+        self._share = share
 
     def apply(self, ctx: CommandContext[CheckpointRequest]) -> None:
         if self.fn is None:
             raise CommandRejected("this run takes no checkpoints (it set no run.on_checkpoint function)")
-        ctx.complete(as_result(self.fn(ctx.step)))
+        share = ctx.request.share
+        if share and self._share is None:
+            raise CommandRejected("this run cannot share its checkpoints")
+        returned = self.fn(ctx.step)
+        if share and self._share is not None:
+            self._share(ctx, returned)
+        else:
+            ctx.complete(as_result(returned))
 
 
 class StopHandler:

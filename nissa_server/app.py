@@ -19,7 +19,20 @@ from nissa_server import __version__, access, openapi
 from nissa_server.nul_guard import RefuseNul
 from nissa_server.page_headers import DocsHeaders, HeadAsGet
 from nissa_server.request_metrics import RequestTimer
-from nissa_server.routes import alerts, artifacts, commands, groups, histograms, ops, run_page, runs, series, web, ws
+from nissa_server.routes import (
+    alerts,
+    artifacts,
+    commands,
+    groups,
+    histograms,
+    ops,
+    run_page,
+    runs,
+    series,
+    sweeps,
+    web,
+    ws,
+)
 from nissa_server.settings import Settings
 from nissa_server.state import Nissa
 
@@ -76,7 +89,8 @@ def create_app(settings: Settings) -> FastAPI:
     # Each router is of one class of access (``access``); the page's own files last (/ui/{file} matches any).
     routers = (runs.router, runs.edits, runs.deletes, series.router, histograms.router, commands.router,
                commands.escalations, artifacts.router, artifacts.uploads, ops.router, ops.reads, ws.ingest_router,
-               ws.watch_router, run_page.router, run_page.pages, web.reads, web.router, alerts.router, groups.router)
+               ws.watch_router, run_page.router, run_page.pages, web.reads, web.router, alerts.router, groups.router,
+               sweeps.reads, sweeps.writes)
     served = [*app.router.routes, *(route for router in routers for route in router.routes)]
     app.state.routes = served
     """Every route the app serves, those of its routers one by one (FastAPI keeps an included router whole)."""

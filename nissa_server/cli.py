@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where uploaded artifacts go (default: next to the database)")
     p.add_argument("--lost-after", type=seconds, default=60.0, metavar="SECONDS",
                    help="mark a run lost after this long with no connection and no event (default 60)")
+    p.add_argument("--sweep-lease", type=seconds, default=30.0, metavar="SECONDS",
+                   help="a sweep's trial whose agent has not renewed its lease for this long is lost and queued "
+                        "again (default 30)")
     p.add_argument("--rank-silent-after", type=seconds, default=15.0, metavar="SECONDS",
                    help="a rank of a multi-rank run silent this long marks its run degraded while others run, "
                         "failed once they have ended (default 15)")
@@ -115,7 +118,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(alert_rules=rules if args.no_default_alerts else with_builtin(rules),
         host=args.host, port=args.port, **database_settings(args.db),
         token=args.token or token_from_env(), read_auth=args.read_auth, open=args.open, artifact_dir=args.artifact_dir,
-        lost_after_s=args.lost_after, rank_silent_after_s=args.rank_silent_after, command_ttl_s=args.command_ttl,
+        lost_after_s=args.lost_after, sweep_lease_s=args.sweep_lease, rank_silent_after_s=args.rank_silent_after,
+        command_ttl_s=args.command_ttl,
         stacks_answer_s=args.stacks_answer, max_open_commands=args.max_open_commands,
         **limit_settings(args),
     )

@@ -21,6 +21,7 @@ from nissa_server.reads import ReadGate
 from nissa_server.runs import RunState
 from nissa_server.settings import Settings
 from nissa_server.store import Published, Store, alerts_sql, create_store, queries, ranks_sql, sql
+from nissa_server.sweeps.service import SweepService
 
 logger = logging.getLogger(__name__)
 _COMMAND_STATUS = EventKind.COMMAND_STATUS.value
@@ -36,6 +37,7 @@ class Nissa:
     metrics: Metrics = field(default_factory=Metrics)
     commands: CommandService = field(init=False)
     alerts: AlertService = field(init=False)
+    sweeps: SweepService = field(init=False)
     pressure: Pressure = field(init=False)
     health: Health = field(init=False)
     """Which parts work now (the database, each background task): ``/healthz``, ``nissa_degraded``."""
@@ -61,6 +63,7 @@ class Nissa:
         self.alerts = AlertService(self.settings.alert_rules, self.store, self.commands, self.metrics,
                                    silent_after_s=self.settings.rank_silent_after_s,
                                    lost_after_s=self.settings.lost_after_s)
+        self.sweeps = SweepService(self.store, self.commands, lease_s=self.settings.sweep_lease_s)
         self.pressure = Pressure(lambda: self.store.queue_depth, self.settings.writer_queue_batches,
                                  self.metrics.loop_lag)
         self.store.on_publish = self._published
@@ -131,6 +134,7 @@ class Nissa:
         if self.alerts.active:
             self._supervise("alert-sweep", lambda: self.alerts.sweep_step(interval))
             self._supervise("alert-delivery", lambda: self.alerts.delivery_step(interval))
+        self._supervise("sweeps", lambda: self.sweeps.loop(interval))
         self._supervise("loop-lag", self.pressure.watch_loop)
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from leyline import CommandAction
+from leyline import CheckpointRequest, HparamsRequest, RestoreRequest
 from nissa.calls import as_result
 from nissa.control.commands import CommandContext, CommandRejected
 from nissa.hub.config import HubConfig
@@ -51,8 +51,6 @@ def apply_hparams(optimizer: Any, values: Mapping[str, Any]) -> dict[str, Any]:
 class HparamsHandler:
     """``hparams``: the run's config takes the values, its ``on_hparams`` function applies them."""
 
-    action = CommandAction.HPARAMS
-
     def __init__(self, config: dict[str, Any]) -> None:
         self.fn: HparamsHook | None = None
         self._config = config
@@ -65,29 +63,27 @@ class HparamsHandler:
         self._config.update(changed)
         return {**changed, **(as_result(result) if isinstance(result, dict) else {})}
 
-    def apply(self, ctx: CommandContext) -> None:
-        ctx.complete(as_result(self.take(ctx.command.values)))
+    def apply(self, ctx: CommandContext[HparamsRequest]) -> None:
+        ctx.complete(as_result(self.take(ctx.request.values)))
 
 
 class RestoreHandler:
     """``restore``: the shared checkpoint downloaded under the run's directory, handed to ``on_restore``, and
     its values taken (``hparams``)."""
 
-    action = CommandAction.RESTORE
-
     def __init__(self, hub: HubConfig, hparams: HparamsHandler) -> None:
         self.fn: RestoreHook | None = None
         self._hub = hub
         self._hparams = hparams
 
-    def apply(self, ctx: CommandContext) -> None:
-        command = ctx.command
+    def apply(self, ctx: CommandContext[RestoreRequest]) -> None:
+        command = ctx.request
         if self.fn is None:
             raise CommandRejected("this run sets no run.on_restore function: it cannot load another run's weights")
         if command.values and self._hparams.fn is None:
             raise CommandRejected("this run sets no run.on_hparams function: it cannot take the copied values")
-        if not self._hub.server or not command.source_run_id or not command.artifact:
-            raise CommandRejected("a restore needs a server, a source run and an artifact")
+        if not self._hub.server:
+            raise CommandRejected("this run has no server to download the checkpoint from")
         began = time.monotonic()
         path = self._download(command.source_run_id, command.artifact)
         self.fn(path)
@@ -133,7 +129,7 @@ class Sharing:
         self._hub = hub
         self._uploader: ArtifactUploader | None = None
 
-    def share(self, ctx: CommandContext, returned: object) -> None:
+    def share(self, ctx: CommandContext[CheckpointRequest], returned: object) -> None:
         path = checkpoint_path(returned)
         if path is None:
             raise CommandRejected("a shared checkpoint needs on_checkpoint to return the saved file's path")

@@ -4,13 +4,16 @@ the sweep's project and group, and the sweep's id as a tag."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from leyline.sweeps import Method, Value
 from nissa import env
+
+if TYPE_CHECKING:
+    from nissa.settings import Settings
 
 
 class TrialSettings(msgspec.Struct, forbid_unknown_fields=True):
@@ -34,9 +37,14 @@ def current() -> TrialSettings | None:
         raise ValueError(f"${env.SWEEP_TRIAL} is not a sweep trial's settings: {err}") from None
 
 
-def overrides(trial: TrialSettings, *, config: Mapping[str, Any] | None, tags: Sequence[str] | None) -> dict[str, Any]:
-    """What ``nissa.init``'s arguments become in a trial: its run id, name, project and group, the sweep's tag,
-    and its config with the trial's values over the loop's defaults."""
-    return {"run_id": trial.run_id, "run_name": f"{trial.group or trial.sweep_id}-t{trial.trial_id}",
-            "config": {**dict(config or {}), **trial.params}, "project": trial.project, "group": trial.group,
-            "tags": [*(tags or ()), trial.sweep_id]}
+def applied(settings: Settings) -> Settings:
+    """``settings`` as a trial runs them: the run id its agent leased, its name, the sweep's project and group,
+    the sweep's id among its tags, its config with the trial's values over the loop's defaults (unchanged
+    outside a sweep)."""
+    trial = current()
+    if trial is None:
+        return settings
+    return dataclasses.replace(
+        settings, run_id=trial.run_id, run_name=f"{trial.group or trial.sweep_id}-t{trial.trial_id}",
+        config={**dict(settings.config or {}), **trial.params}, project=trial.project, group=trial.group,
+        tags=[*(settings.tags or ()), trial.sweep_id])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from nissa_server.store import run_meta_sql, summaries_sql
+from nissa_server.store import run_meta_sql, summaries_sql, sweeps_sql
 from nissa_server.store.alerts_sql import ALERTS_SCHEMA
 from nissa_server.store.blocks import regroup
 from nissa_server.store.conn import Executor
@@ -235,6 +235,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # store.run_meta_sql and store.summaries_sql; what was stored before is copied there at the next open).
     Migration(run_meta_sql.SCHEMA + ";" + summaries_sql.SCHEMA),
     Migration(_COVERING, only="postgresql"),  # 11
+    # 12: sweeps, their trials, the metric each trial reported, PBT's exploits (see store.sweeps_sql).
+    Migration(sweeps_sql.SCHEMA),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -166,8 +166,8 @@ def new_trial(conn: Conn, sweep_id: str, params: dict[str, Value], now: float, *
                                 "RETURNING next_trial", (sweep_id,)).fetchone()[0])
     conn.execute("INSERT INTO sweep_trials (sweep_id, trial_id, run_id, status, params, origin, next_check, "
                  "created_at) VALUES (?,?,?,?,?,?,?,?)",
-                 (sweep_id, trial_id, trial_run_id(sweep_id, trial_id), status, _enc.encode(params).decode(), origin, next_check,
-                  now))
+                 (sweep_id, trial_id, trial_run_id(sweep_id, trial_id), status, _enc.encode(params).decode(), origin,
+                  next_check, now))
     return trial_id
 
 

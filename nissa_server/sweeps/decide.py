@@ -197,7 +197,8 @@ def _advance(conn: Conn, sweep: SweepRow, e: ExploitRow, by_id: dict[int, TrialR
     return None
 
 
-def _fail(conn: Conn, sweep: SweepRow, e: ExploitRow, message: str) -> None:
+def _fail(conn: Conn, sweep: SweepRow, e: ExploitRow, message: str) -> Ask | None:
+    """The exploit failed (it asks for nothing more)."""
     e.exploit.status, e.exploit.message = "failed", message[:500]
     q.update_exploit(conn, sweep.sweep_id, e)
     return None

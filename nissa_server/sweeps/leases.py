@@ -4,7 +4,7 @@ never take one trial."""
 
 from __future__ import annotations
 
-from leyline.sweeps import LeasedTrial, Lease, LeaseGranted
+from leyline.sweeps import Lease, LeasedTrial, LeaseGranted
 from nissa_server.store import sweeps_sql as q
 from nissa_server.store.conn import Conn
 from nissa_server.store.sweeps_sql import SweepRow, TrialRow

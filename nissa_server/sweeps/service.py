@@ -60,7 +60,7 @@ class SweepService:
         logger.info("sweep %s created: %s, %d trials", sweep_id, spec.method, spec.budget)
         return sweep_id
 
-    async def list(self, limit: int = MAX_LISTED) -> list[SweepInfo]:
+    async def listed(self, limit: int = MAX_LISTED) -> list[SweepInfo]:
         return await self._store.read(_listed, limit)
 
     async def get(self, sweep_id: str) -> SweepInfo | None:
@@ -97,8 +97,11 @@ class SweepService:
     async def tick(self) -> None:
         """Every running sweep's decisions, and the commands they need."""
         for sweep_id in await self._store.read(q.running_sweeps):
-            for ask in await self._store.call(lambda conn, s=sweep_id: decide(conn, s)):
+            for ask in await self._decide(sweep_id):
                 await self._send(ask)
+
+    async def _decide(self, sweep_id: str) -> list[Ask]:
+        return await self._store.call(lambda conn: decide(conn, sweep_id))
 
     async def loop(self, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
@@ -109,9 +112,10 @@ class SweepService:
         try:
             command_id, _, _ = await self._commands.escalate(req, ask.key)
         except CommandError as err:
-            logger.info("sweep: %s of run %s not sent: %s", ask.kind, ask.run_id, err.detail)
+            why = err.detail
+            logger.info("sweep: %s of run %s not sent: %s", ask.kind, ask.run_id, why)
             if ask.kind != "stop":
-                await self._store.call(lambda conn: _exploit_failed(conn, ask, err.detail))
+                await self._store.call(lambda conn: _exploit_failed(conn, ask, why))
             return
         if ask.kind != "stop":
             await self._store.call(lambda conn: _exploit_sent(conn, ask, command_id))
