@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     run = nissa.init(run_name="sweep-loop", config={"lr": 0.01, "momentum": 0.0, "hidden": 16},
                      log_dir=args.log_dir, system_metrics=False)
-    torch.manual_seed(int(time.time_ns() % 2**31))
+    torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, int(run.config["hidden"])), torch.nn.Tanh(),
                                 torch.nn.Linear(int(run.config["hidden"]), 1))
     opt = torch.optim.SGD(model.parameters(), lr=float(run.config["lr"]), momentum=float(run.config["momentum"]))
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     x, y = make_data(512, 1)
     vx, vy = make_data(256, 2)
     with run:
-        for step in range(args.steps):
+        for _ in range(args.steps):
             with run.step():
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 opt.zero_grad()

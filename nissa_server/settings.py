@@ -113,6 +113,8 @@ class Settings:
     """A run with no connection and no event for this long is marked ``lost``."""
     sweep_lease_s: float = 30.0
     """A sweep's trial whose agent has not renewed its lease for this long is ``lost`` (and queued again)."""
+    sweep_interval_s: float = 0.5
+    """How often running sweeps' decisions are taken (metrics followed, pruning, PBT's exploits moved on)."""
     rank_silent_after_s: float = 15.0
     """A rank of a run of several with no heartbeat for this long is silent: its run is ``degraded`` while
     another rank runs, and ``failed`` once the others have ended and no connection holds it (three trainer
@@ -195,8 +197,8 @@ class Settings:
             raise ValueError("--open means serving without a token: drop --open or the token")
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
-        for name in ("lost_after_s", "sweep_lease_s", "rank_silent_after_s", "command_ttl_s", "stacks_answer_s",
-                     "hello_timeout_s", "maintenance_interval_s", "series_interval_s", "retry_max_s"):
+        for name in ("lost_after_s", "sweep_lease_s", "sweep_interval_s", "rank_silent_after_s", "command_ttl_s",
+                     "stacks_answer_s", "hello_timeout_s", "maintenance_interval_s", "series_interval_s", "retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= self.commit_interval_s <= 1:

@@ -134,7 +134,7 @@ class Nissa:
         if self.alerts.active:
             self._supervise("alert-sweep", lambda: self.alerts.sweep_step(interval))
             self._supervise("alert-delivery", lambda: self.alerts.delivery_step(interval))
-        self._supervise("sweeps", lambda: self.sweeps.loop(interval))
+        self._supervise("sweeps", lambda: self.sweeps.loop(self.settings.sweep_interval_s))
         self._supervise("loop-lag", self.pressure.watch_loop)
         logger.info("store %s (%s)", self.store.describe(), self.store.backend)
 

@@ -42,7 +42,7 @@ class Ask:
 
 
 def _ended(conn: Conn, sweep: SweepRow, row: TrialRow, status: str, now: float) -> None:
-    q.update_trial(conn, sweep.sweep_id, row.trial_id, status=status, agent=None, lease_until=None)
+    q.update_trial(conn, sweep.sweep_id, row.trial_id, status=status, lease_until=None)
     if status == "lost" and sweep.status == "running":  # its values get another go, as a new trial
         q.new_trial(conn, sweep.sweep_id, row.params, now, origin=row.trial_id,
                     next_check=row.next_check and sweep.spec.pbt_settings.interval)
