@@ -198,7 +198,8 @@ class Settings:
         if self.read_auth and not self.token:
             raise ValueError("read_auth needs a token")
         for name in ("lost_after_s", "sweep_lease_s", "sweep_interval_s", "rank_silent_after_s", "command_ttl_s",
-                     "stacks_answer_s", "hello_timeout_s", "maintenance_interval_s", "series_interval_s", "retry_max_s"):
+                     "stacks_answer_s", "hello_timeout_s", "maintenance_interval_s", "series_interval_s",
+                     "retry_max_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if not 0 <= self.commit_interval_s <= 1:
