@@ -46,8 +46,8 @@ class Parameter(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """One searched value: a range (``min``, ``max``, ``log``; ``type = "int"`` for whole numbers) or a list of
     ``values``."""
 
-    min: float | None = None
-    max: float | None = None
+    min: int | float | None = None
+    max: int | float | None = None
     log: bool = False
     values: Annotated[list[Choice], msgspec.Meta(min_length=1, max_length=MAX_VALUES)] | None = None
     type: Literal["float", "int"] | None = None
@@ -180,7 +180,21 @@ def decode_spec(data: object) -> SweepSpec:
     try:
         return msgspec.convert(data, SweepSpec, strict=True)
     except msgspec.ValidationError as err:
-        raise ValueError(str(err)) from None
+        raise ValueError(_named(str(err), data)) from None
+
+
+def _named(message: str, data: object) -> str:
+    """msgspec's message with ``$.parameters[...]`` made ``$.parameters.<the parameter at fault>``."""
+    where = "`$.parameters[...]"
+    params = data.get("parameters") if isinstance(data, dict) else None
+    if where not in message or not isinstance(params, dict):
+        return message
+    for name, value in params.items():
+        try:
+            msgspec.convert(value, Parameter, strict=True)
+        except msgspec.ValidationError:
+            return message.replace(where, f"`$.parameters.{name}")
+    return message
 
 
 class Exploit(msgspec.Struct, kw_only=True, omit_defaults=True):

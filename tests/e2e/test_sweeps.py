@@ -1,0 +1,203 @@
+"""Sweeps with real processes: a server, ``nissa sweep create``, agents, and trials that are plain loops
+(``examples/sweep_loop.py``). PBT copies weights in the live process; grid runs each point once; two agents
+share a sweep; a killed agent's trial is lost and queued again; a restarted server carries on."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.procs import ServerProcess, _env, script
+from tests.support.server import stop_process
+
+pytestmark = pytest.mark.timeout(600)  # trials are processes that import torch: slow on a busy machine
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LOOP = str(ROOT / "examples" / "sweep_loop.py")
+
+
+def _write_spec(tmp_path: pathlib.Path, text: str, name: str = "spec.toml") -> pathlib.Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _spec(method: str, steps: int, step_s: float, trials: int, parallel: int, params: str, log_dir: pathlib.Path,
+          extra: str = "") -> str:
+    command = json.dumps([sys.executable, LOOP, "--steps", str(steps), "--step-s", str(step_s),
+                          "--log-dir", str(log_dir)])
+    return (f'name = "{method}-e2e"\nproject = "e2e"\nmethod = "{method}"\ncommand = {command}\n'
+            f"trials = {trials}\nparallel = {parallel}\n[metric]\nname = \"val_loss\"\n{params}\n{extra}")
+
+
+def _create(server: ServerProcess, spec: pathlib.Path) -> str:
+    done = subprocess.run([script("nissa"), "sweep", "create", str(spec), "--server", server.url],
+                          capture_output=True, text=True, timeout=60, env=_env())
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _agent(server: ServerProcess, sweep_id: str, tmp_path: pathlib.Path, slots: int, name: str) -> subprocess.Popen:
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - the process writes it until it ends
+    return subprocess.Popen([script("nissa"), "sweep", "agent", sweep_id, "--server", server.url, "--slots",
+                             str(slots), "--log-dir", str(tmp_path / "sweep-logs")],
+                            stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=tmp_path)
+
+
+def _sweep(server: ServerProcess, sweep_id: str) -> dict:
+    reply = httpx.get(f"{server.url}/sweeps/{sweep_id}", timeout=30)
+    reply.raise_for_status()
+    return reply.json()
+
+
+def _wait(what: str, check: Callable[[], object], timeout: float = 240.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def server(tmp_path: pathlib.Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path / "db" / "nissa.db", extra_args=("--sweep-lease", "4", "--lost-after", "6")).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _finish(agent: subprocess.Popen, timeout: float = 240.0) -> int:
+    try:
+        return agent.wait(timeout)
+    finally:
+        if agent.poll() is None:
+            stop_process(agent)
+
+
+PBT = """[parameters.lr]\nmin = 0.002\nmax = 0.3\nlog = true\n[parameters.momentum]\nvalues = [0.0, 0.9]"""
+
+
+def test_pbt_copies_the_top_trials_weights_into_the_bottom_trial_without_a_restart(server, tmp_path):
+    spec = _spec("pbt", 240, 0.02, 4, 4, PBT, tmp_path / "runs", "[pbt]\ninterval = 10\nquantile = 0.25\n")
+    sweep_id = _create(server, _write_spec(tmp_path, spec))
+    agent = _agent(server, sweep_id, tmp_path, 4, "agent")
+    assert _finish(agent) == 0, (tmp_path / "agent.log").read_text()
+    sweep = _sweep(server, sweep_id)
+    assert sweep["status"] == "finished" and len(sweep["trials"]) == 4
+    assert all(t["status"] == "finished" for t in sweep["trials"])
+    applied = [(t, e) for t in sweep["trials"] for e in t.get("lineage", []) if e["status"] == "applied"]
+    assert applied, sweep
+    log = (tmp_path / "agent.log").read_text()
+    assert log.count("started as run") == 4, log  # four processes in all: none restarted
+    for trial, exploit in applied:
+        restores = [c for c in _commands(server, trial["run_id"]) if c["action"] == "restore"
+                    and c["status"] == "completed"]
+        shared = {c["result"]["artifact"]: c["result"]["fingerprint"] for c in _commands(server, exploit["source_run_id"])
+                  if c["action"] == "checkpoint" and c["status"] == "completed"}
+        loaded = _metric(server, trial["run_id"], "restored_fingerprint")
+        for restore in restores:
+            assert restore["result"]["artifact"] in shared
+        assert any(abs(v - shared[r["result"]["artifact"]]) < 1e-6 * max(1.0, abs(v)) for r in restores
+                   for v in loaded), (restores, shared, loaded)
+        assert exploit["after"] != exploit["before"] or exploit["source_trial"] != trial["trial_id"]
+
+
+def _commands(server: ServerProcess, run_id: str) -> list[dict]:
+    return httpx.get(f"{server.url}/runs/{run_id}/commands", timeout=30).json()
+
+
+def _metric(server: ServerProcess, run_id: str, name: str) -> list[float]:
+    events = httpx.get(f"{server.url}/runs/{run_id}/events", params={"kind": "metrics", "limit": 10000},
+                       timeout=30).json()
+    return [e["payload"]["values"][name] for e in events if name in e["payload"]["values"]]
+
+
+def test_grid_runs_each_point_once(server, tmp_path):
+    params = "[parameters.lr]\nvalues = [0.01, 0.05, 0.1]\n[parameters.hidden]\nvalues = [8, 16]"
+    sweep_id = _create(server, _write_spec(tmp_path, _spec("grid", 5, 0.0, 50, 2, params, tmp_path / "runs")))
+    agent = _agent(server, sweep_id, tmp_path, 2, "agent")
+    assert _finish(agent) == 0, (tmp_path / "agent.log").read_text()
+    sweep = _sweep(server, sweep_id)
+    assert sweep["status"] == "finished"
+    points = sorted((t["params"]["lr"], t["params"]["hidden"]) for t in sweep["trials"])
+    assert points == sorted(itertools.product([0.01, 0.05, 0.1], [8, 16]))
+    runs = httpx.get(f"{server.url}/runs", params={"q": f"tag:{sweep_id}"}, timeout=30).json()
+    rows = runs["runs"] if isinstance(runs, dict) else runs
+    assert len(rows) == 6 and {r["group"] for r in rows} == {"grid-e2e"} and {r["project"] for r in rows} == {"e2e"}
+
+
+def test_two_agents_share_one_sweep(server, tmp_path):
+    params = "[parameters.lr]\nmin = 0.001\nmax = 0.1"
+    sweep_id = _create(server, _write_spec(tmp_path, _spec("random", 40, 0.02, 4, 2, params, tmp_path / "runs")))
+    agents = [_agent(server, sweep_id, tmp_path, 1, f"agent{i}") for i in range(2)]
+    assert [_finish(a) for a in agents] == [0, 0]
+    sweep = _sweep(server, sweep_id)
+    assert sweep["status"] == "finished" and [t["status"] for t in sweep["trials"]] == ["finished"] * 4
+    assert len({t["agent"] for t in sweep["trials"]}) == 2
+
+
+def test_a_killed_agent_leaves_no_trial_running_and_the_sweep_finishes(server, tmp_path):
+    params = "[parameters.lr]\nmin = 0.001\nmax = 0.1"
+    sweep_id = _create(server, _write_spec(tmp_path, _spec("random", 60, 0.1, 2, 1, params, tmp_path / "runs")))
+    first = _agent(server, sweep_id, tmp_path, 1, "first")
+    _wait("a trial's run to stream", lambda: any(t.get("step") for t in _sweep(server, sweep_id)["trials"]))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(30)
+    lost = _wait("the trial lost", lambda: [t for t in _sweep(server, sweep_id)["trials"] if t["status"] == "lost"])
+    run_id = lost[0]["run_id"]  # type: ignore[index]
+    before = httpx.get(f"{server.url}/runs/{run_id}", timeout=30).json()["last_step"]
+    time.sleep(2.0)  # its process died with its agent: the run does not go on
+    assert httpx.get(f"{server.url}/runs/{run_id}", timeout=30).json()["last_step"] == before
+    second = _agent(server, sweep_id, tmp_path, 1, "second")
+    assert _finish(second) == 0, (tmp_path / "second.log").read_text()
+    sweep = _sweep(server, sweep_id)
+    assert sweep["status"] == "finished"
+    statuses = sorted(t["status"] for t in sweep["trials"])
+    assert statuses == ["finished", "finished", "lost"], sweep
+    assert not [t for t in sweep["trials"] if t["status"] == "running"]
+
+
+def test_a_restarted_server_carries_the_sweep_on(server, tmp_path):
+    params = "[parameters.lr]\nmin = 0.001\nmax = 0.1"
+    sweep_id = _create(server, _write_spec(tmp_path, _spec("random", 30, 0.05, 3, 1, params, tmp_path / "runs")))
+    agent = _agent(server, sweep_id, tmp_path, 1, "agent")
+    _wait("the second trial", lambda: len(_sweep(server, sweep_id)["trials"]) >= 2)
+    server.kill()
+    time.sleep(1.0)
+    server.start()
+    assert _finish(agent) == 0, (tmp_path / "agent.log").read_text()
+    sweep = _sweep(server, sweep_id)
+    assert sweep["status"] == "finished"
+    assert sum(t["status"] == "finished" for t in sweep["trials"]) == 3, sweep
+
+
+def test_a_hostile_spec_is_refused_by_the_server_and_the_command(server, tmp_path):
+    for body, words in (({"name": "x", "method": "random", "metric": {"name": "m"}, "command": "rm -rf /",
+                          "parameters": {"a": {"values": [1]}}}, "$.command"),
+                        ({"name": "x", "method": "random", "metric": {"name": "m"}, "command": ["x"], "trials": 10**7,
+                          "parameters": {"a": {"values": [1]}}}, "$.trials"),
+                        ({"name": "x", "method": "random", "metric": {"name": "m"}, "command": ["x"], "rogue": 1,
+                          "parameters": {"a": {"values": [1]}}}, "rogue")):
+        reply = httpx.post(f"{server.url}/sweeps", json=body, timeout=30)
+        assert reply.status_code == 422 and words in reply.json()["detail"], reply.text
+    reply = httpx.post(f"{server.url}/sweeps", content=b'{"name": "x", "parameters": {"a": {"min": NaN}}}',
+                       timeout=30)
+    assert reply.status_code == 422
+    bad = _write_spec(tmp_path, 'name = "x"\nmethod = "random"\ncommand = ["x"]\n[metric]\nname = "m"\n'
+                      "[parameters.lr]\nmin = nan\nmax = 1.0\n")
+    done = subprocess.run([script("nissa"), "sweep", "create", str(bad), "--server", server.url],
+                          capture_output=True, text=True, timeout=60, env=_env())
+    assert done.returncode != 0 and "finite" in done.stderr and "Traceback" not in done.stderr
+    assert httpx.get(f"{server.url}/sweeps", timeout=30).json() == []
