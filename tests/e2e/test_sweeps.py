@@ -104,7 +104,8 @@ def test_pbt_copies_the_top_trials_weights_into_the_bottom_trial_without_a_resta
     for trial, exploit in applied:
         restores = [c for c in _commands(server, trial["run_id"]) if c["action"] == "restore"
                     and c["status"] == "completed"]
-        shared = {c["result"]["artifact"]: c["result"]["fingerprint"] for c in _commands(server, exploit["source_run_id"])
+        shared = {c["result"]["artifact"]: c["result"]["fingerprint"]
+                  for c in _commands(server, exploit["source_run_id"])
                   if c["action"] == "checkpoint" and c["status"] == "completed"}
         loaded = _metric(server, trial["run_id"], "restored_fingerprint")
         for restore in restores:
