@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--step-s", type=float, default=0.0, help="sleep per step (a slower loop, for demos)")
     p.add_argument("--log-dir", default="nissa-runs")
+    p.add_argument("--no-restore", action="store_true",
+                   help="set no on_restore: a loop for grid, random and tpe sweeps only (a pbt sweep refuses it)")
     args = p.parse_args(argv)
     run = nissa.init(run_name="sweep-loop", config={"lr": 0.01, "momentum": 0.0, "hidden": 16},
                      log_dir=args.log_dir, system_metrics=False)
@@ -55,12 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, path)
         return {"path": str(path), "fingerprint": fingerprint(model)}
 
-    @run.on_restore
     def load(path: pathlib.Path) -> None:
         state = torch.load(path, weights_only=True)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         run.log({"restored_fingerprint": fingerprint(model)})
+
+    if not args.no_restore:
+        run.on_restore(load)
 
     x, y = make_data(512, 1)
     vx, vy = make_data(256, 2)

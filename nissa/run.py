@@ -64,6 +64,7 @@ from nissa.run_core import RunCore
 from nissa.runtime import Runtime
 from nissa.settings import Settings
 from nissa.stops import CheckpointHandler, Hook, StopHandler
+from nissa.sweep import trial as sweep_trial
 from nissa.sweep.handlers import HparamsHandler, HparamsHook, RestoreHandler, RestoreHook, Sharing
 from nissa.system import start_system_metrics
 from nissa.telemetry.install import install_profiling, install_rank_checks
@@ -231,6 +232,11 @@ class Run(RunCore):
             if ranks.rank == 0:
                 announce(self.run_id, self.settings.stream_to, self.log_path)
             self._start_beside()
+            missing = sweep_trial.missing_hooks(checkpoint=self.takes_checkpoints,
+                                                restore=self._restores.fn is not None)
+            if missing is not None:
+                self.fail(RuntimeError(missing))
+                raise RuntimeError(missing)
         return self
 
     def resume(self, resumed: RunResumed, control: Mapping[str, object]) -> Run:

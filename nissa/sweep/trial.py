@@ -48,3 +48,14 @@ def applied(settings: Settings) -> Settings:
         settings, run_id=trial.run_id, run_name=f"{trial.group or trial.sweep_id}-t{trial.trial_id}",
         config={**dict(settings.config or {}), **trial.params}, project=trial.project, group=trial.group,
         tags=[*(settings.tags or ()), trial.sweep_id])
+
+
+def missing_hooks(*, checkpoint: bool, restore: bool) -> str | None:
+    """Why this process cannot be its sweep's trial (None: it can): a ``pbt`` trial shares its weights
+    (``on_checkpoint``) and loads another's (``on_restore``); other methods need neither."""
+    trial = current()
+    if trial is None or trial.method != "pbt" or (checkpoint and restore):
+        return None
+    absent = [name for name, has in (("run.on_checkpoint", checkpoint), ("run.on_restore", restore)) if not has]
+    return (f"this loop is a trial of pbt sweep {trial.sweep_id}, which copies weights between trials: it needs "
+            f"{' and '.join(absent)} (grid, random and tpe sweeps need neither)")

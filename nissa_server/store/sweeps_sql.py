@@ -227,6 +227,18 @@ def update_exploit(conn: Conn, sweep_id: str, row: ExploitRow) -> None:
                   row.n))
 
 
+def run_error(conn: Conn, run_id: str) -> str:
+    """What a run's ``run_finished`` said went wrong ("" when it said nothing)."""
+    row = conn.execute("SELECT finish FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if row is None or not row[0]:
+        return ""
+    try:
+        error = msgspec.json.decode(bytes(row[0])).get("error")
+    except (msgspec.DecodeError, AttributeError):
+        return ""
+    return error if isinstance(error, str) else ""
+
+
 def run_states(conn: Conn, run_ids: list[str], metric: str) -> dict[str, tuple[str, float | None, float | None,
                                                                              int | None]]:
     """Each run's status and its metric's last value, best and step (rank 0's series when the run has ranks)."""

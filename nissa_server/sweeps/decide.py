@@ -61,6 +61,9 @@ def _follow(conn: Conn, sweep: SweepRow, row: TrialRow, now: float,
             report = (row.trial_id, step, last)
         ended = _ENDED.get(RunStatus(status))
         if ended is not None:
+            if ended == "failed":
+                row.message = q.run_error(conn, row.run_id)[:500] or "its run failed"
+                q.update_trial(conn, sweep.sweep_id, row.trial_id, message=row.message)
             _ended(conn, sweep, row, ended if row.status == "running" else row.status, now)
             row.status = ended
             return report
@@ -92,7 +95,41 @@ def decide(conn: Conn, sweep_id: str, now: float | None = None) -> list[Ask]:
     asks = _prune(conn, sweep, rows, [rep[0] for rep in fresh])
     if sweep.method == "pbt":
         asks += _exploit(conn, sweep, rows, now)
+    broken = _broken(sweep, rows)
+    if broken is not None:
+        return asks + _stop_all(conn, sweep, rows, broken, now)
     _maybe_finish(conn, sweep, q.trials(conn, sweep_id), now)
+    return asks
+
+
+BROKEN_AFTER = 3
+"""Trials that failed before their first step, and none reached one, after which a sweep stops: its command
+is broken (a PBT sweep stops at the first, its population being incomplete without it)."""
+
+
+def _broken(sweep: SweepRow, rows: list[TrialRow]) -> str | None:
+    early = [r for r in rows if r.status == "failed" and r.step is None]
+    if not early or any(r.step is not None for r in rows):
+        return None if sweep.method != "pbt" or not early else f"trial {early[0].trial_id} failed: {early[0].message}"
+    if sweep.method == "pbt" or len(early) >= BROKEN_AFTER:
+        return f"{len(early)} trial(s) failed before their first step: {early[0].message}"
+    return None
+
+
+def stop_trials(conn: Conn, sweep: SweepRow, rows: list[TrialRow], reason: str) -> list[Ask]:
+    """Queued trials end ``stopped``; running ones are asked to stop through their runs."""
+    asks = []
+    for row in rows:
+        if row.status == "queued":
+            q.update_trial(conn, sweep.sweep_id, row.trial_id, status="stopped", message=reason[:500])
+        elif row.status == "running":
+            asks.append(Ask("stop", row.run_id, f"sweep:{sweep.sweep_id}:{row.trial_id}:stop", reason[:500]))
+    return asks
+
+
+def _stop_all(conn: Conn, sweep: SweepRow, rows: list[TrialRow], reason: str, now: float) -> list[Ask]:
+    asks = stop_trials(conn, sweep, rows, reason)
+    q.end_sweep(conn, sweep.sweep_id, "stopped", reason[:500], now)
     return asks
 
 

@@ -16,7 +16,7 @@ from nissa_server.store import Store
 from nissa_server.store import sweeps_sql as q
 from nissa_server.store.conn import Conn
 from nissa_server.sweeps import leases
-from nissa_server.sweeps.decide import Ask, best_trial, decide
+from nissa_server.sweeps.decide import Ask, best_trial, decide, stop_trials
 
 logger = logging.getLogger(__name__)
 MAX_LISTED = 200
@@ -78,12 +78,7 @@ class SweepService:
             sweep = q.get_sweep(conn, sweep_id, lock=True)
             if sweep is None:
                 return None
-            asks = []
-            for row in q.trials(conn, sweep_id):
-                if row.status == "queued":
-                    q.update_trial(conn, sweep_id, row.trial_id, status="stopped", message=reason)
-                elif row.status == "running":
-                    asks.append(Ask("stop", row.run_id, f"sweep:{sweep_id}:{row.trial_id}:stop", reason))
+            asks = stop_trials(conn, sweep, q.trials(conn, sweep_id), reason)
             q.end_sweep(conn, sweep_id, "stopped", reason, now)
             return asks
 
