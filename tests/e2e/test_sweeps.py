@@ -78,7 +78,7 @@ def server(tmp_path: pathlib.Path) -> Iterator[ServerProcess]:
         proc.stop()
 
 
-def _finish(agent: subprocess.Popen, timeout: float = 240.0) -> int:
+def _finish(agent: subprocess.Popen, timeout: float = 420.0) -> int:
     try:
         return agent.wait(timeout)
     finally:
