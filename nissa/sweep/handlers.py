@@ -11,7 +11,7 @@ import logging
 import os
 import pathlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import httpx
@@ -49,9 +49,10 @@ def apply_hparams(optimizer: Any, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class HparamsHandler:
-    """``hparams``: the run's config takes the values, its ``on_hparams`` function applies them."""
+    """``hparams``: its ``on_hparams`` function applies the values, then the run's config takes them (and sends
+    them: the server's copy of the config, what filters read, follows the run)."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: MutableMapping[str, Any]) -> None:
         self.fn: HparamsHook | None = None
         self._config = config
 
