@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # what the type checker sees of ``_EXPORTS`` (tests/test_public_api.py keeps the two equal)
+from nissa.lazy import attach
+
+if TYPE_CHECKING:  # the exported names, listed once: the type checker reads them, ``nissa.lazy`` loads them
     import pathlib
     from collections.abc import Callable
 
@@ -40,17 +42,8 @@ if TYPE_CHECKING:  # what the type checker sees of ``_EXPORTS`` (tests/test_publ
     from nissa.settings import Settings as Settings
     from nissa.telemetry.stragglers import StragglerConfig as StragglerConfig
 
-_EXPORTS: dict[str, str] = {
-    "Settings": "nissa.settings", "Run": "nissa.run", "Histogram": "nissa.histogram",
-    "StragglerConfig": "nissa.telemetry.stragglers", "DeliveryReport": "nissa.hub.stats",
-    "Api": "nissa.api", "ApiError": "nissa.api", "UploadResult": "nissa.hub.upload",
-    "LogCorrupt": "nissa.hub.runlog", "SecretError": "nissa.hub.secret", "ServerUnavailable": "nissa.hub.rest",
-    "integrations": "nissa.integrations",
-}
-"""Each exported name and the module it is loaded from on first use (importing ``nissa`` loads none of them); a
-name that is its module's last part is the module itself."""
-
-__all__ = ["init", "upload", *_EXPORTS]
+__getattr__, _LAZY = attach(__name__, __file__)
+__all__ = ["init", "upload", *_LAZY]
 
 
 def init(settings: Settings | None = None, /, **given: Any) -> Run:
@@ -114,14 +107,3 @@ def upload(run_dir: str | pathlib.Path, server: str, token: str | None = None, t
         return upload_run(pathlib.Path(run_dir), server, token, timeout=timeout, wait_s=wait_s, on_wait=on_wait)
     except ServerUnavailable as err:
         raise ServerUnavailable(f"nissa.upload: no nissa-server answers at {server}: {err}") from None
-
-
-def __getattr__(name: str) -> Any:
-    """The exported names (``_EXPORTS``) are loaded on first use: ``nissa.Run``, ``nissa.Api``, …"""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nissa' has no attribute {name!r}")
-    import importlib
-
-    loaded = importlib.import_module(module)
-    return loaded if module == f"nissa.{name}" else getattr(loaded, name)

@@ -22,9 +22,11 @@ CLI that checks its flags with ``check_servers`` starts without them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # what the type checker sees of ``_PARTS`` (tests/test_public_api.py keeps the two equal)
+from nissa.lazy import attach
+
+if TYPE_CHECKING:  # the parts, listed once: the type checker reads them, ``nissa.lazy`` loads them
     from nissa.control.commands import CommandContext as CommandContext
     from nissa.control.commands import CommandHandler as CommandHandler
     from nissa.control.commands import CommandProcessor as CommandProcessor
@@ -67,36 +69,4 @@ if TYPE_CHECKING:  # what the type checker sees of ``_PARTS`` (tests/test_public
     from nissa.telemetry.readback import read_all as read_all
     from nissa.telemetry.syncs import HostSyncCounter as HostSyncCounter
 
-_PARTS: dict[str, str] = {
-    "agree_on_run": "nissa.join", "answer_stacks": "nissa.diagnostics", "build_runtime": "nissa.runtime",
-    "check_servers": "nissa.hub.config", "checked_run_id": "nissa.join", "CommandContext": "nissa.control.commands",
-    "CommandHandler": "nissa.control.commands", "CommandProcessor": "nissa.control.commands",
-    "CommandRejected": "nissa.control.commands", "DEBUG_BINS": "nissa.telemetry.debug_stats",
-    "debug_distribution_names": "nissa.telemetry.debug_stats",
-    "debug_histogram_payloads": "nissa.telemetry.debug_stats", "DeviceFigures": "nissa.telemetry.readback",
-    "distribution": "nissa.histogram", "flat_config": "nissa.metadata", "Handles": "nissa.control.commands",
-    "HostSyncCounter": "nissa.telemetry.syncs",
-    "HubConfig": "nissa.hub", "install_profiling": "nissa.telemetry.install",
-    "install_rank_checks": "nissa.telemetry.install", "launch_histograms": "nissa.histogram",
-    "launch_layer_stats": "nissa.telemetry.debug_stats", "layer_histograms": "nissa.telemetry.debug_stats",
-    "layer_rows": "nissa.telemetry.debug_stats", "LoopHooks": "nissa.runtime", "NissaHub": "nissa.hub",
-    "open_start_windows": "nissa.telemetry.install", "PendingHistograms": "nissa.histogram",
-    "PendingLayers": "nissa.telemetry.debug_stats", "PhaseTimer": "nissa.telemetry.phases",
-    "read_all": "nissa.telemetry.readback", "run_metadata": "nissa.metadata", "Runtime": "nissa.runtime",
-    "RuntimeConfig": "nissa.runtime", "SegmentCache": "nissa.histogram", "segmented_histograms": "nissa.histogram",
-    "start_system_metrics": "nissa.system", "start_watchdog": "nissa.diagnostics",
-    "StreamFence": "nissa.telemetry.readback", "SystemConfig": "nissa.system", "upload_run": "nissa.hub.upload",
-}
-"""Each part and the module it is loaded from on first use."""
-
-__all__ = list(_PARTS)
-
-
-def __getattr__(name: str) -> Any:
-    """The parts (``_PARTS``) are loaded on first use."""
-    module = _PARTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nissa.parts' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, __all__ = attach(__name__, __file__)

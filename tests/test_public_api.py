@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import nissa
 import nissa.parts
 
@@ -31,25 +33,27 @@ def _trainer_files() -> list[pathlib.Path]:
 
 def test_nissa_exports_a_few_documented_names_listed_once():
     assert len(nissa.__all__) <= 15, nissa.__all__
-    assert nissa.__all__ == ["init", "upload", *nissa._EXPORTS]
+    assert nissa.__all__ == ["init", "upload", *_typed(ROOT / "nissa" / "__init__.py")]
     for name in nissa.__all__:
         doc = getattr(nissa, name).__doc__
         assert doc and doc.strip(), f"nissa.{name} has no docstring"
         assert f"``{name}``" in (nissa.__doc__ or ""), f"nissa's docstring does not say what {name} is for"
-    assert _typed(ROOT / "nissa" / "__init__.py") == set(nissa._EXPORTS)
 
 
-def _typed(path: pathlib.Path) -> set[str]:
-    """The names a module's ``if TYPE_CHECKING:`` block imports from ``nissa``: what the type checker sees of
-    its table of lazily loaded names."""
+def _typed(path: pathlib.Path) -> list[str]:
+    """The names a module's ``if TYPE_CHECKING:`` block imports from ``nissa``, in order: what the type checker
+    sees, and the one list its lazily loaded names come from."""
     tree = ast.parse(path.read_text())
-    return {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.If)
+    return [alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.If)
             for stmt in node.body if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("nissa")
-            for alias in stmt.names}
+            for alias in stmt.names]
 
 
 def test_the_exported_names_and_the_parts_are_loaded_on_first_use():
     assert nissa.Run.__module__ == "nissa.run" and nissa.integrations.__name__ == "nissa.integrations"
+    for module, part in ((nissa, "HubConfig"), (nissa.parts, "Run")):  # each name in its one place
+        with pytest.raises(AttributeError, match=f"has no attribute '{part}'"):
+            getattr(module, part)
     code = ("import sys, nissa, nissa.parts; nissa.parts.check_servers('http://h:1'); "
             "print('torch' in sys.modules, 'nissa.runtime' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -57,8 +61,7 @@ def test_the_exported_names_and_the_parts_are_loaded_on_first_use():
 
 
 def test_the_parts_are_there_and_documented():
-    assert nissa.parts.__all__ == list(nissa.parts._PARTS) and _typed(ROOT / "nissa" / "parts.py") == set(
-        nissa.parts._PARTS)
+    assert nissa.parts.__all__ == _typed(ROOT / "nissa" / "parts.py")
     doc = nissa.parts.__doc__ or ""
     for name in nissa.parts.__all__:
         assert getattr(nissa.parts, name) is not None, name
