@@ -89,7 +89,7 @@ async def test_profile_form_and_refusals_are_shown(tmp_path):
                 await pilot.click("#ok")  # the mouse works in the form too
                 await until(pilot, lambda: not isinstance(app.screen, EscalateForm), "form closed")
                 await until(pilot, lambda: trainer.commands, "profile command delivered")
-                assert trainer.commands[0].request == ProfileRequest(run_id="run-p", batches=7)
+                assert trainer.commands[0].request == ProfileRequest(run_id="run-p", batches=7, reason="esper-watch")
 
                 await pilot.press("d")  # the second open command: still accepted
                 await until(pilot, lambda: len(view.state.commands) == 2, "second command")
