@@ -135,7 +135,7 @@ class ChartsView {
     return extents.length ? [Math.min(...extents.map((e) => e[0])), Math.max(...extents.map((e) => e[1]))] : null;
   }
 
-  zoom(range) { this.zoomed = range; this.charts.forEach((c) => c.applyRange?.()); }
+  zoom(range) { this.zoomed = range; this.charts.forEach((c) => c.applyRange?.()); writeUrl(); }
 
   redraw() { this.charts.forEach((c) => c.render()); this.charts.forEach((c) => c.applyRange?.()); }
 
@@ -280,6 +280,7 @@ function writeUrl() {
   if (view.smoothing > 0) hash.set("smooth", String(view.smoothing));
   if (view.removed.size) hash.set("hide", [...view.removed].join(","));
   if (view.extra.length) hash.set("add", view.extra.join(","));
+  if (view.zoomed) hash.set("zoom", view.zoomed.map((v) => Number(v.toPrecision(8))).join(","));
   history.replaceState(null, "", "#" + hash.toString());
 }
 
@@ -300,7 +301,7 @@ async function route() {
       await showGroup(group, (hash.get("runs") || "").split(",").filter(Boolean), (hash.get("metrics") || "").split(",").filter(Boolean));
       return;
     }
-    if (!run) { $("where").textContent = "runs"; await loadRuns(); return; }
+    if (!run) { $("where").textContent = "runs"; readTableUrl(hash); await loadRuns(); return; }
     const runs = [run, ...(hash.get("overlay") || "").split(",").filter((r) => r && r !== run)];
     $("where").textContent = runs.join(" vs ");
     const axis = ["step", "epoch", "round", "ts"].includes(hash.get("x")) ? hash.get("x") : "step";
@@ -311,6 +312,7 @@ async function route() {
     $("smoothing-value").textContent = smoothing.toFixed(2);
     const list = (key) => (hash.get(key) || "").split(",").filter(Boolean);
     state.view = new ChartsView(runs, {axis, smoothing, hide: list("hide"), add: list("add")});
+    state.view.zoomed = zoomOfUrl(hash);  // links.js
     openSteering(runs, state.view);  // steer.js: a live run's commands, beside its charts
     await state.view.open();
   } catch (err) { showError(err); }
@@ -325,6 +327,7 @@ function main() {
   $("axis").addEventListener("change", () => {
     if (!state.view) return;
     state.view.axis = $("axis").value;  // the URL says it, and the page opens again on it
+    state.view.zoomed = null;  // a range of the other axis
     writeUrl();
     route();
   });

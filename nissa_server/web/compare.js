@@ -87,10 +87,13 @@ function axisOf(key, values) {
 
 function drawParcoords() {
   $("parcoords-view").hidden = !state.showParcoords;
-  if (!state.showParcoords) return;
+  if (!state.showParcoords) { writeTableUrl(); return; }
   const f = table.field, pick = $("parcoords-metric");
   const options = shownMetrics().map((k) => `<option value="${escapeHtml(k)}">${escapeHtml(metricName(k) + "." + f)}</option>`).join("");
-  if (pick.innerHTML !== options) { const was = pick.value; pick.innerHTML = options; pick.value = shownMetrics().includes(was) ? was : shownMetrics()[0] || ""; }
+  // Coloured by the metric the user picked, else the one the table is sorted by, else the first.
+  const sortedBy = shownMetrics().find((k) => `${metricName(k)}.${f}` === table.sort.replace(/^-/, ""));
+  if (pick.innerHTML !== options) pick.innerHTML = options;
+  pick.value = [state.parcoordsMetric, sortedBy, shownMetrics()[0]].find((k) => k && shownMetrics().includes(k)) || "";
   const key = pick.value, metric = key ? `${metricName(key)}.${f}` : "", runs = parcoordsRuns();
   const metricOf = (r) => key ? ((r.metrics || {})[key] || {})[f] ?? null : null;
   const keys = differingParams(runs);
@@ -135,8 +138,10 @@ function drawParcoords() {
   state.parcoords = {axes: axes.map(({key, kind, ticks}) => ({key, kind, ticks})), lines};
   canvas.dataset.axes = axes.map((a) => a.key).join(",");
   canvas.dataset.lines = String(lines.length);
+  canvas.dataset.colour = metric;
   $("parcoords-note").textContent = `${lines.length} runs${runs === table.runs ? " of this page (select two or more to narrow)" : " selected"}; ` +
     (metric ? `colour: ${metric}, low blue, high yellow` : "no metric to colour by");
+  writeTableUrl();
 }
 
 function gradient(p) {  // blue (low) to yellow (high) through green: readable on the dark page

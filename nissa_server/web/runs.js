@@ -184,6 +184,7 @@ function groupRow(g, cols) {
 function updateButtons() {
   $("overlay").disabled = state.selected.size < 2;
   $("diff").disabled = state.selected.size < 2;
+  writeTableUrl();  // links.js: the table's view in the URL
 }
 
 function openEditor(r) {
@@ -240,7 +241,7 @@ function setupRuns() {
   });
   $("diff").addEventListener("click", () => { location.hash = "diff=" + [...state.selected].map(encodeURIComponent).join(","); });
   $("show-parcoords").addEventListener("click", () => { state.showParcoords = !state.showParcoords; drawParcoords(); });
-  $("parcoords-metric").addEventListener("change", drawParcoords);
+  $("parcoords-metric").addEventListener("change", () => { state.parcoordsMetric = $("parcoords-metric").value; drawParcoords(); });
   $("editor-form").addEventListener("submit", (e) => { e.preventDefault(); saveEditor(); });
   $("editor-cancel").addEventListener("click", () => $("editor").close());
 }
