@@ -26,8 +26,6 @@ DEFAULT_BINS = 64
 importer)."""
 MAX_DISTRIBUTIONS = 1024
 """Distributions one event may hold (a model's every layer)."""
-MAX_EVENT_BINS = 1 << 18
-"""Bins one event may hold, its distributions' together (a model's every layer at 256 bins)."""
 
 
 class Distribution(msgspec.Struct, kw_only=True, frozen=True):
@@ -47,22 +45,17 @@ class Distribution(msgspec.Struct, kw_only=True, frozen=True):
 
 class Histograms(Payload, kw_only=True, frozen=True):
     """Distributions of the run at the envelope's ``step``, with optional labels like ``metrics``'. Each one is a
-    distribution (``distribution_problem``), and they hold ``MAX_EVENT_BINS`` bins at most together."""
+    distribution (``distribution_problem``)."""
 
     KIND: ClassVar[EventKind] = EventKind.HISTOGRAM
     histograms: Annotated[list[Distribution], msgspec.Meta(min_length=1, max_length=MAX_DISTRIBUTIONS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
 
     def __post_init__(self) -> None:
-        total = 0
         for i, d in enumerate(self.histograms):
-            total += len(d.bins)
             why = distribution_problem(d)
             if why is not None:
                 raise ValueError(f"histograms[{i}] ({d.name!r}): {why}")
-        if total > MAX_EVENT_BINS:
-            raise ValueError(f"{total} bins in one event, over the limit of {MAX_EVENT_BINS}: send fewer "
-                             "distributions an event, or fewer bins each")
 
 
 def distribution_problem(d: Distribution) -> str | None:
