@@ -298,7 +298,7 @@ async function route() {
     if (diff) { $("where").textContent = "config diff"; await showDiff(diff.split(",").filter(Boolean)); return; }
     if (group != null) {
       $("where").textContent = "group " + group;
-      await showGroup(group, (hash.get("runs") || "").split(",").filter(Boolean), (hash.get("metrics") || "").split(",").filter(Boolean));
+      await showGroup(group, (hash.get("runs") || "").split(",").filter(Boolean), (hash.get("metrics") || "").split(",").filter(Boolean), hash);
       return;
     }
     if (!run) { $("where").textContent = "runs"; readTableUrl(hash); await loadRuns(); return; }

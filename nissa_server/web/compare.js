@@ -18,13 +18,44 @@ async function showDiff(runs) {
   $("diff-view").dataset.ready = "1";
 }
 
-// --- a group's charts: #group=LABEL&runs=a,b&metrics=m1,m2 ----------------------------------------------
+// --- a group's charts: #group=LABEL&runs=a,b&metrics=m1,m2&x=step&smooth=0.6 -----------------------------
+// As a run's charts are: on the x axis picked, the mean smoothed as a run's line is (its raw line dim), and a
+// legend with the mean, min, max and runs under the cursor (the last ones while it is elsewhere).
 
-async function showGroup(label, runs, metrics) {
+function groupControls() {  // the x axis and smoothing of the group's charts, in its toolbar (made once)
+  if ($("group-axis")) return;
+  const axis = el("select", {id: "group-axis"}, ...["step", "epoch", "round", "ts"].map((a) => el("option", {value: a}, a)));
+  const smoothing = el("input", {id: "group-smoothing", type: "range", min: "0", max: "0.99", step: "0.01", value: "0"});
+  const shown = el("output", {id: "group-smoothing-value"}, "0.00");
+  $("group-runs").before(el("label", {}, "x ", axis), " ", el("label", {}, "smoothing ", smoothing, " ", shown), " ");
+  const rewrite = (key, value, keep) => {
+    const hash = new URLSearchParams(location.hash.slice(1));
+    if (value === keep) hash.delete(key); else hash.set(key, value);
+    history.replaceState(null, "", "#" + hash.toString());
+  };
+  axis.addEventListener("change", () => { rewrite("x", axis.value, "step"); route(); });
+  smoothing.addEventListener("input", () => {
+    shown.textContent = Number(smoothing.value).toFixed(2);
+    rewrite("smooth", smoothing.value, "0");
+    for (const chart of groupCharts) chart.draw(Number(smoothing.value));
+  });
+}
+
+let groupCharts = [];
+
+async function showGroup(label, runs, metrics, hash = new URLSearchParams()) {
+  groupControls();
+  const axis = ["step", "epoch", "round", "ts"].includes(hash.get("x")) ? hash.get("x") : "step";
+  const asked = Number(hash.get("smooth")), smoothing = asked > 0 && asked < 1 ? asked : 0;
+  $("group-axis").value = axis;
+  $("group-smoothing").value = String(smoothing);
+  $("group-smoothing-value").textContent = smoothing.toFixed(2);
   $("group-title").textContent = `${label}: ${runs.length} runs, each metric's mean (line) and min–max (band)`;
   const expand = runs.slice(0, OVERLAY_MAX);
   $("group-runs").href = `#run=${encodeURIComponent(expand[0])}&overlay=${expand.slice(1).map(encodeURIComponent).join(",")}`;
   const box = $("group-charts");
+  groupCharts.forEach((c) => c.plot && c.plot.destroy());
+  groupCharts = [];
   box.innerHTML = "";
   delete box.dataset.ready;
   if (!metrics.length) {
@@ -33,32 +64,55 @@ async function showGroup(label, runs, metrics) {
   }
   for (const name of metrics) {
     const reply = await api(`/run-groups/series/${encodeURIComponent(name)}?` +
-      new URLSearchParams({runs: runs.join(","), x: "step", max_points: String(BAND_POINTS)}));
-    reply.bands.filter((b) => b.x.length).forEach((b, i) => box.appendChild(bandChart(name, b, i)));
+      new URLSearchParams({runs: runs.join(","), x: axis, max_points: String(BAND_POINTS)}));
+    reply.bands.filter((b) => b.x.length).forEach((b, i) => {
+      const chart = new BandChart(name, b, i, axis);
+      groupCharts.push(chart);
+      box.appendChild(chart.el);
+      requestAnimationFrame(() => chart.draw(smoothing));
+    });
   }
   box.dataset.ready = "1";
 }
 
-function bandChart(name, band, i) {
-  const el = document.createElement("div");
-  const labels = Object.entries(band.labels).filter(([k, v]) => !(k === "rank" && v === "0")).map(([k, v]) => `${k}=${v}`).join(" ");
-  el.className = "chart";
-  el.dataset.title = name;
-  el.dataset.points = String(band.x.length);
-  el.dataset.runs = String(Math.max(...band.n));
-  el.innerHTML = `<h3><span>${escapeHtml(name)} <small>${escapeHtml(labels)}</small></span></h3><div class="plot"></div>`;
-  const colour = PALETTE[i % PALETTE.length];
-  const opts = {
-    width: 560, height: 240, scales: {x: {time: false}},
-    series: [{label: "step"},
-             {label: "min", stroke: colour + "55", width: 1, points: {show: false}},
-             {label: "max", stroke: colour + "55", width: 1, points: {show: false}},
-             {label: "mean", stroke: colour, width: 2, points: {show: false}}],
-    bands: [{series: [2, 1], fill: colour + "33"}],
-    axes: chartAxes(),
-  };
-  requestAnimationFrame(() => { opts.width = Math.max(300, el.clientWidth - 16); new uPlot(opts, [band.x, band.min, band.max, band.mean], el.querySelector(".plot")); });
-  return el;
+class BandChart {
+  constructor(name, band, i, axis) {
+    this.band = band; this.axis = axis; this.colour = PALETTE[i % PALETTE.length]; this.plot = null;
+    const labels = Object.entries(band.labels).filter(([k, v]) => !(k === "rank" && v === "0")).map(([k, v]) => `${k}=${v}`).join(" ");
+    this.el = el("div", {className: "chart"}, el("h3", {}, el("span", {}, name, " ", el("small", {}, labels))),
+                 el("div", {className: "plot"}), el("div", {className: "legend"}));
+    Object.assign(this.el.dataset, {title: name, points: String(band.x.length), runs: String(Math.max(...band.n))});
+  }
+
+  draw(weight) {
+    this.weight = weight;
+    const b = this.band, c = this.colour, time = this.axis === "ts";
+    const series = [{label: this.axis},
+      {label: "min", stroke: c + "55", width: 1, points: {show: false}},
+      {label: "max", stroke: c + "55", width: 1, points: {show: false}},
+      {label: "mean", stroke: c + (weight > 0 ? "55" : ""), width: weight > 0 ? 1 : 2, points: {show: false}},
+      {label: "smoothed", stroke: c, width: 2, points: {show: false}, show: weight > 0}];
+    const data = [b.x, b.min, b.max, b.mean, smooth(b.mean, weight)];
+    if (this.plot) this.plot.destroy();
+    this.plot = new uPlot({
+      width: Math.max(300, this.el.clientWidth - 16), height: 240, scales: {x: {time}}, series, legend: {show: false},
+      bands: [{series: [2, 1], fill: c + "33"}], axes: chartAxes(time),
+      cursor: {y: false, sync: {key: "nissa-group", setSeries: false}},
+      hooks: {setCursor: [(u) => this.legend(u.cursor.idx)]},
+    }, data, this.el.querySelector(".plot"));
+    this.legend(null);
+  }
+
+  legend(idx) {  // the values under the cursor, else the last ones
+    const b = this.band, at = idx ?? b.x.length - 1, box = this.el.querySelector(".legend");
+    const x = b.x[at], mean = (this.weight > 0 ? this.plot.data[4] : b.mean)[at];
+    box.dataset.at = idx == null ? "last" : "cursor";
+    const xText = this.axis === "ts" ? new Date(x * 1000).toLocaleTimeString() : fmt(x);
+    box.replaceChildren(el("span", {className: "x"}, `${this.axis} ${xText}`),
+      ...[["mean", mean], ["min", b.min[at]], ["max", b.max[at]]].map(([k, v]) =>
+        el("span", {className: "entry"}, `${k} `, el("b", {className: "value"}, fmt(v)))),
+      el("span", {className: "entry"}, `runs ${b.n[at]}`));
+  }
 }
 
 // --- parallel coordinates of the selected runs (or the page's) ---------------------------------------

@@ -93,3 +93,24 @@ def test_a_run_pages_zoom_is_in_its_link(browser, server_url, tmp_path):
     assert scale == [10, 20]
     assert fresh.locator("#smoothing").input_value() == "0.5"
     assert not outside + outside2 and not errors + errors2
+
+
+def test_a_groups_charts_smooth_pick_their_x_axis_and_name_values_under_the_cursor(browser, sweep):
+    url, specs, ids = sweep
+    runs = [ids[s.name] for s in specs if s.lr == 0.01]
+    page, outside, errors = open_page(browser, url)
+    page.goto(url + "/ui#" + httpx.QueryParams({"group": "config.lr=0.01", "runs": ",".join(runs),
+                                                 "metrics": "val_loss", "smooth": "0.5"}).__str__())
+    chart = '#group-charts[data-ready="1"] .chart[data-title="val_loss"]'
+    page.wait_for_selector(f"{chart} .legend[data-at='last']")
+    assert page.locator("#group-smoothing").input_value() == "0.5"
+    legend = page.locator(f"{chart} .legend")
+    assert legend.inner_text().startswith("step ") and "mean " in legend.inner_text() and "--" not in legend.inner_text()
+    box = page.locator(f"{chart} .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector(f"{chart} .legend[data-at='cursor']")
+    assert "runs 2" in legend.inner_text() and "min " in legend.inner_text()
+    page.select_option("#group-axis", "ts")
+    page.wait_for_selector(f"{chart} .legend")
+    assert "x=ts" in page.url and "smooth=0.5" in page.url
+    assert not outside and not errors
