@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from leyline import Event, ProfileCompleted, RunStarted
 from leyline.codec import decode_event
@@ -18,8 +18,9 @@ from leyline.esper.panels import SEED_LOG_ROWS, EsperPanels, fold, starting_leve
 from leyline.panels import ProfileWindow, profile_window
 from leyline.steering import SteerDefinitions
 from nissa_server.access import Access, guarded
-from nissa_server.deps import KnownRun, StoreDep
+from nissa_server.deps import KnownRun, NissaDep, StoreDep
 from nissa_server.openapi import EXAMPLES, Responses, error, ok, ref
+from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
 from nissa_server.store.conn import Conn
 from nissa_server.store.queries import stream_events
@@ -54,9 +55,12 @@ def _profiles(conn: Conn, run_key: int, limit: int) -> list[ProfileWindow]:
     return [profile_window(e.payload, e.rank) for e in events if isinstance(e.payload, ProfileCompleted)]
 
 
-TAIL_EVENTS = 2000
-"""Events of each rank's stream an Esper panels read looks back over for the latest epoch of each env and the
-latest update (a bounded read: what is older than that is not the latest)."""
+TAIL_EVENTS = 4000
+"""Events an Esper panels read looks back over, its ranks' streams together, for the latest epoch of each env and
+the latest update (a bounded read: what is older than that is not the latest)."""
+MIN_RANK_TAIL = 256
+MAX_TAIL_RANKS = 16
+"""Ranks whose envs a grid shows (``TAIL_EVENTS // MAX_TAIL_RANKS`` events of each at the least)."""
 _TAIL_KINDS = frozenset({EventKind.EPOCH_COMPLETED.value, EventKind.PPO_UPDATE.value})
 _SEED_KINDS = (EventKind.SEED_GERMINATED, EventKind.SEED_STAGE_CHANGED, EventKind.SEED_GATE_EVALUATED,
                EventKind.SEED_FOSSILIZED, EventKind.SEED_PRUNED)
@@ -65,10 +69,11 @@ _LATEST_KINDS = (EventKind.TELEMETRY_LEVEL_CHANGED, EventKind.PROFILE_STARTED, E
 
 def _esper(conn: Conn, run_key: int) -> EsperPanels:
     bodies: list[bytes] = []
-    for rank, last in conn.execute("SELECT rank, last_seq FROM streams WHERE run_key = ? AND rank >= 0",
-                                   (run_key,)).fetchall():
-        bodies.extend(body for _, body in stream_events(conn, run_key, rank, max(1, last - TAIL_EVENTS + 1),
-                                                        _TAIL_KINDS))
+    streams = conn.execute("SELECT rank, last_seq FROM streams WHERE run_key = ? AND rank >= 0",
+                           (run_key,)).fetchall()
+    tail = max(TAIL_EVENTS // max(len(streams), 1), MIN_RANK_TAIL)  # a run of many ranks: a share each
+    for rank, last in streams[:MAX_TAIL_RANKS]:
+        bodies.extend(body for _, body in stream_events(conn, run_key, rank, max(1, last - tail + 1), _TAIL_KINDS))
     for kind in _SEED_KINDS:
         bodies.extend(newest_of_kind(conn, run_key, kind, SEED_LOG_ROWS))
     for kind in _LATEST_KINDS:
@@ -98,6 +103,7 @@ async def steer_definitions() -> Response:
 @router.get("/runs/{run_id}/esper", summary="An Esper run's panels, as the console shows them: each env's latest "
             "accuracy and seeds, the seed lifecycle log, PPO health, the telemetry level and windows in force",
             response_class=Response,
-            responses={200: ok(ref(EsperPanels), EXAMPLES["esper"]), **_REFUSED})
-async def esper_panels(store: StoreDep, run: KnownRun) -> Response:
-    return json_response(await store.read(_esper, run.run_key))
+            responses={200: ok(ref(EsperPanels), EXAMPLES["esper"]), **_REFUSED, **BUSY})
+async def esper_panels(request: Request, n: NissaDep, run: KnownRun) -> Response:
+    async with n.reads.client(request), n.reads.slot(run.run_id):  # a costly read: one of a client's few
+        return json_response(await n.store.read(_esper, run.run_key))
