@@ -1,6 +1,7 @@
 """What each event kind is, said once: its payload type, whether the hub may drop it, whether the
 server indexes it, and its default severity. The hub's drop policy and the store's index both read
-this table; nothing else lists kinds.
+this table; nothing else lists kinds. Its rows are the core's (``CORE_KINDS``, below: what every run speaks)
+and Esper's, declared beside Esper's payloads (``leyline.esper.kinds``) and read from there.
 
 - ``critical``: never dropped. The hub blocks nothing for it, but it never sheds it under overload
   either; every other kind is a *metric*, droppable when the hub's queue is full, each drop counted
@@ -25,20 +26,11 @@ of its own through ``metrics`` (named scalars) rather than a kind of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypeAlias
 
 from leyline.enums import EventKind, Severity
-from leyline.esper import (
-    EpochCompleted,
-    LSTMHealth,
-    PPOUpdate,
-    SeedFossilized,
-    SeedGateEvaluated,
-    SeedGerminated,
-    SeedPruned,
-    SeedStageChanged,
-)
+from leyline.esper.kinds import ESPER_KINDS, EsperPayload
+from leyline.kind_spec import KindSpec
 from leyline.metrics import Metrics, SummaryUpdated, TextLogged
 from leyline.payloads import ConfigUpdated, RunFinished, RunResumed, RunStarted
 from leyline.payloads_alerts import AlertChanged
@@ -60,27 +52,9 @@ AnyPayload: TypeAlias = (
     RunStarted | RunFinished | RunResumed | Metrics | SystemMetrics | TextLogged | Histograms | AnomalyDetected
     | TelemetryLevelChanged | DebugLayerStats | GradientHealth | ProfileStarted | ProfileCompleted | PhaseTiming
     | CommandStatusChanged | EventsDropped | HubHealth | Heartbeat | AlertChanged | SummaryUpdated | ConfigUpdated
-    | EpochCompleted | SeedGerminated | SeedStageChanged | SeedGateEvaluated | SeedFossilized | SeedPruned
-    | PPOUpdate | LSTMHealth
+    | EsperPayload
 )
 """Every payload type, written out so that the checker sees each (a test holds it equal to the table below)."""
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """One row of the table: how the hub and the store treat a kind."""
-
-    payload: type[AnyPayload]
-    critical: bool
-    """Never dropped by the hub (False: a metric, dropped under overload and counted)."""
-    indexed: bool = False
-    """The store indexes it by kind (rare kinds only)."""
-    severity: Severity = Severity.INFO
-    """The severity an event of the kind gets unless its sender says otherwise."""
-    server_only: bool = False
-    """Only the server writes it; a trainer that sends one is refused at ingest."""
-    internal: bool = True
-    """Its series are of the run's machinery, kept apart from the loop's own measures (False: a measure)."""
 
 
 _D, _W = Severity.DEBUG, Severity.WARNING
@@ -110,17 +84,7 @@ CORE_KINDS: tuple[KindSpec, ...] = (
 )
 """What every run speaks."""
 
-ESPER_KINDS: tuple[KindSpec, ...] = (
-    KindSpec(EpochCompleted, critical=False, internal=False),
-    KindSpec(SeedGerminated, critical=True, indexed=True, internal=False),
-    KindSpec(SeedStageChanged, critical=True, indexed=True, internal=False),
-    KindSpec(SeedGateEvaluated, critical=True, indexed=True, internal=False),
-    KindSpec(SeedFossilized, critical=True, indexed=True, internal=False),
-    KindSpec(SeedPruned, critical=True, indexed=True, internal=False),
-    KindSpec(PPOUpdate, critical=False, internal=False),
-    KindSpec(LSTMHealth, critical=False, severity=_D, internal=False),
-)
-"""Esper's own kinds (``leyline.esper``)."""
+
 
 KINDS: dict[EventKind, KindSpec] = {spec.payload.KIND: spec for spec in CORE_KINDS + ESPER_KINDS}
 assert set(KINDS) == set(EventKind), "every kind needs exactly one row"
