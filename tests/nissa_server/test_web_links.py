@@ -99,13 +99,14 @@ def test_a_groups_charts_smooth_pick_their_x_axis_and_name_values_under_the_curs
     url, specs, ids = sweep
     runs = [ids[s.name] for s in specs if s.lr == 0.01]
     page, outside, errors = open_page(browser, url)
-    page.goto(url + "/ui#" + httpx.QueryParams({"group": "config.lr=0.01", "runs": ",".join(runs),
-                                                 "metrics": "val_loss", "smooth": "0.5"}).__str__())
+    page.goto(url + "/ui#" + str(httpx.QueryParams({"group": "config.lr=0.01", "runs": ",".join(runs),
+                                                     "metrics": "val_loss", "smooth": "0.5"})))
     chart = '#group-charts[data-ready="1"] .chart[data-title="val_loss"]'
     page.wait_for_selector(f"{chart} .legend[data-at='last']")
     assert page.locator("#group-smoothing").input_value() == "0.5"
     legend = page.locator(f"{chart} .legend")
-    assert legend.inner_text().startswith("step ") and "mean " in legend.inner_text() and "--" not in legend.inner_text()
+    text = legend.inner_text()
+    assert text.startswith("step ") and "mean " in text and "--" not in text
     box = page.locator(f"{chart} .u-over").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_selector(f"{chart} .legend[data-at='cursor']")
