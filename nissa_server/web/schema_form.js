@@ -40,18 +40,22 @@ function ownRefusal(schema, value, where) {
     if (schema.maxLength != null && value.length > schema.maxLength) return `${at}must be at most ${schema.maxLength} characters`;
     if (schema.pattern && !new RegExp(schema.pattern.replace(/\(\?!\\n\)$/, ""), "u").test(value)) return `${at}is not of the form this field takes`;
   }
-  if (type === "object" || schema.properties || schema.required) return objectRefusal(schema, value);
+  if (type === "object" || schema.properties || schema.required) return objectRefusal(schema, value, at);
   return null;
 }
 
-function objectRefusal(schema, body) {
-  if (body === null || typeof body !== "object") return "must be an object";
-  for (const key of schema.required || []) if (!(key in body)) return `needs '${key}'`;
+function objectRefusal(schema, body, at = "") {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return `${at}must be an object`;
+  const keys = Object.keys(body);
+  if (schema.minProperties != null && keys.length < schema.minProperties) return `${at}needs at least ${schema.minProperties} entr${schema.minProperties > 1 ? "ies" : "y"}`;
+  if (schema.maxProperties != null && keys.length > schema.maxProperties) return `${at}takes at most ${schema.maxProperties} entries`;
+  for (const key of schema.required || []) if (!(key in body)) return `${at}needs '${key}'`;
   for (const [key, value] of Object.entries(body)) {
-    const prop = (schema.properties || {})[key];
-    if (!prop) { if (schema.additionalProperties === false) return `takes no '${key}'`; continue; }
+    if (schema.propertyNames && schemaRefusal(schema.propertyNames, key)) return `${at}'${key}' is not a name it takes`;
+    const prop = (schema.properties || {})[key] || (typeof schema.additionalProperties === "object" ? schema.additionalProperties : null);
+    if (!prop) { if (schema.additionalProperties === false) return `${at}takes no '${key}'`; continue; }
     const why = schemaRefusal(prop, value, key);
-    if (why) return why;
+    if (why) return at + why;
   }
   return null;
 }
@@ -71,6 +75,8 @@ function schemaField(name, prop, {choices = null, help = ""} = {}) {
     if (schema.minimum != null) input.min = String(schema.minimum);
     if (schema.maximum != null) input.max = String(schema.maximum);
     input.placeholder = schema.minimum != null && schema.maximum != null ? `${schema.minimum}–${schema.maximum}` : "";
+  } else if (schema.type === "object") {  // a map of names to values, written as the console takes it: lr=0.01 wd=0
+    input = el("input", {type: "text", name, size: 28, placeholder: "name=value name=value"});
   } else {
     input = el("input", {type: "text", name, size: 18});
     if (schema.maxLength != null) input.maxLength = schema.maxLength;
@@ -88,5 +94,19 @@ function fieldValue(input) {
   const raw = input.value.trim();
   if (raw === "") return undefined;
   if (input.dataset.kind === "integer" || input.dataset.kind === "number") return Number(raw);
+  if (input.dataset.kind === "object") return namedValues(raw);
   return raw;
+}
+
+// "lr=0.01 name=big warm=true" as {lr: 0.01, name: "big", warm: true}: a number where it reads as one, true and
+// false as such, else the text; a word without "=" is kept as the text it is (the schema then says why not).
+function namedValues(raw) {
+  const out = {};
+  for (const word of raw.split(/\s+/).filter(Boolean)) {
+    const at = word.indexOf("=");
+    if (at < 1) return raw;
+    const key = word.slice(0, at), text = word.slice(at + 1);
+    out[key] = text === "true" ? true : text === "false" ? false : text !== "" && Number.isFinite(Number(text)) ? Number(text) : text;
+  }
+  return out;
 }

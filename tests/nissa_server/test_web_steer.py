@@ -298,6 +298,11 @@ BODIES = [
     {"action": "stop", "reason": "enough"}, {"action": "stacks"},
     {"action": "call", "name": "set_lr", "args": {"value": 0.1}}, {"action": "call", "name": "Set-LR"},
     {"action": "call"}, {"action": "debug", "epochs": 2, "run_id": "-x"},
+    {"action": "hparams", "values": {"lr": 0.01, "opt.name": "adam"}}, {"action": "hparams", "values": {}},
+    {"action": "hparams", "values": {"9lr": 1}}, {"action": "hparams", "values": {"lr": [1]}},
+    {"action": "hparams", "values": {f"k{i}": i for i in range(65)}}, {"action": "hparams"},
+    {"action": "restore", "source_run_id": "r-0", "artifact": "ckpt.pt"}, {"action": "restore", "source_run_id": "r-0"},
+    {"action": "restore", "source_run_id": "r-0", "artifact": "../ckpt.pt", "values": {"lr": 1}},
 ]
 
 
@@ -322,5 +327,8 @@ def test_the_page_refuses_what_the_server_refuses(browser, server_url):
             server = str(err)
         assert (why is None) == (server is None), (body, why, server)
     assert sum(why is not None for why in on_page) >= 10
+    # A map's field (hparams' values) is written as the console takes it.
+    assert page.evaluate("namedValues('lr=0.01 opt.name=adam warm=true')") == {"lr": 0.01, "opt.name": "adam",
+                                                                                "warm": True}
     assert not outside and not errors, (outside, errors)
     page.close()
