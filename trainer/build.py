@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from trainer.simic.reward import RewardConfig
 from trainer.simic.runtime import DeviceRuntime, resolve_device
 from trainer.simic.sites import LoopSites
 from trainer.simic.vectorized import RoundResult, RoundStopped, VectorizedTrainer
+from trainer.sweepable import LiveValues, with_values
 from trainer.tamiyo.heuristic import HeuristicConfig, HeuristicPolicy
 from trainer.telemetry.install import telemetry_for_training
 
@@ -92,7 +93,8 @@ def build_trainer(config: TrainConfig, hooks: RunHooks, sites: LoopSites | None 
 def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | None = None,
                  data: TaskData | None = None, ranks: Ranks | None = None,
                  checkpoints: Checkpointer | NullCheckpointer | None = None,
-                 resume: dict[str, Any] | None = None) -> EsperOutcome:
+                 resume: dict[str, Any] | None = None,
+                 on_agent: Callable[[Agent], None] | None = None) -> EsperOutcome:
     """Train up to ``config.rounds`` rounds; returns how it ended and what it achieved.
 
     Emits every event between ``run_started`` and ``run_finished``; the caller emits those two
@@ -111,6 +113,8 @@ def run_training(config: TrainConfig, hooks: RunHooks, *, sites: LoopSites | Non
         progress = (Progress(config.rounds, config.log_every, episode_length=config.episode_length)
                     if config.log_every > 0 and (ranks is None or ranks.is_main) else None)
         trainer = build_trainer(config, hooks, sites, data, progress, ranks)
+        if on_agent is not None:
+            on_agent(trainer.agent)
         totals = Totals() if resume is None else restore(trainer, resume, _stateful(trainer.sites))
         last: RoundResult | None = None
         trainer.should_stop = checkpoints.stopping
@@ -167,6 +171,8 @@ class EsperRun:
     config: TrainConfig
     run: Run
     checkpoints: Checkpointer | NullCheckpointer
+    live: LiveValues = dataclasses.field(default_factory=LiveValues)
+    """Where live values (``hparams``: a sweep's explore, or a person's) reach the run's agent."""
 
     @property
     def hooks(self) -> LoopHooks:
@@ -176,7 +182,7 @@ class EsperRun:
     def train(self, *, data: TaskData | None = None, sites: LoopSites | None = None,
               resume: dict[str, Any] | None = None) -> EsperOutcome:
         return run_training(self.config, self.hooks, sites=sites, data=data, ranks=self.run.ranks,
-                            checkpoints=self.checkpoints, resume=resume)
+                            checkpoints=self.checkpoints, resume=resume, on_agent=self.live.bind)
 
     def end(self, outcome: EsperOutcome, *, timeout: float = 10.0) -> DeliveryReport:
         """End the run: Esper's results as its summaries, then the ``run_finished`` every run sends."""
@@ -190,15 +196,17 @@ def build_run(config: TrainConfig, run: Run, checkpoints: CheckpointConfig | Non
     profiling, the ranks' straggler check and stacks on demand): the loop's device this rank's, and the
     checkpointer (None: a null one; ``checkpoint`` and ``stop`` are then rejected with the reason)."""
     ranks = run.ranks
-    config = dataclasses.replace(config, device=ranks.device_name(config.device))
+    config = with_values(dataclasses.replace(config, device=ranks.device_name(config.device)), run.config)
     if "device" in run.config:  # run_started records this rank's device, as its checkpoints do
         run.config["device"] = config.device
+    live = LiveValues(run.config)  # a sweep's values (run.config) at the start, hparams commands after
+    run.on_hparams(live.apply)
     if checkpoints is None:
         NullCheckpointer.register(run.handle)
-        return EsperRun(config=config, run=run, checkpoints=NullCheckpointer())
+        return EsperRun(config=config, run=run, checkpoints=NullCheckpointer(), live=live)
     checkpointer = Checkpointer(checkpoints, store_of(run.run_dir, ranks.rank), run_config=config.as_flat_dict(),
                                 manifest={"run_id": run.run_id, "name": run.name, "world_size": ranks.world_size},
                                 hub_seq=lambda: run.delivery().logged, control_state=run.control_state,
                                 prunes=ranks.is_main)
     checkpointer.register(run.handle)
-    return EsperRun(config=config, run=run, checkpoints=checkpointer)
+    return EsperRun(config=config, run=run, checkpoints=checkpointer, live=live)

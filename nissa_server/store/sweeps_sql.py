@@ -43,6 +43,7 @@ SCHEMA = """
         attrs TEXT NOT NULL DEFAULT '{{}}',
         message TEXT NOT NULL DEFAULT '',
         created_at {real} NOT NULL,
+        ended_at {real},
         PRIMARY KEY (sweep_id, trial_id)
     ){rowid};
     CREATE INDEX sweep_trials_status ON sweep_trials (status, sweep_id);
@@ -71,7 +72,7 @@ _params = msgspec.json.Decoder(dict[str, Value])
 _enc = msgspec.json.Encoder()
 
 TRIAL_COLUMNS = ("trial_id, run_id, status, params, origin, agent, lease_until, exit_code, metric, best, step, "
-                 "next_check, attrs, message")
+                 "next_check, attrs, message, ended_at")
 
 
 class TrialRow(msgspec.Struct, kw_only=True):
@@ -91,6 +92,7 @@ class TrialRow(msgspec.Struct, kw_only=True):
     next_check: int
     attrs: str
     message: str
+    ended_at: float | None = None
 
     def public(self, lineage: list[Exploit]) -> Trial:
         return Trial(trial_id=self.trial_id, status=self.status, params=self.params,  # type: ignore[arg-type]
@@ -124,7 +126,7 @@ _SWEEP_COLUMNS = "sweep_id, name, project, method, spec, status, message, create
 def _trial(row: tuple) -> TrialRow:
     return TrialRow(trial_id=row[0], run_id=row[1], status=row[2], params=_params.decode(row[3]), origin=row[4],
                     agent=row[5], lease_until=row[6], exit_code=row[7], metric=row[8], best=row[9], step=row[10],
-                    next_check=row[11], attrs=row[12], message=row[13])
+                    next_check=row[11], attrs=row[12], message=row[13], ended_at=row[14])
 
 
 def insert_sweep(conn: Conn, sweep_id: str, spec: SweepSpec, now: float) -> None:

@@ -17,6 +17,9 @@ from nissa_server.store.conn import Conn
 from nissa_server.store.sweeps_sql import ExploitRow, SweepRow, TrialRow
 from nissa_server.sweeps import pbt, search
 
+SETTLE_S = 3.0
+"""How long after a trial's run ended its metric is still followed (its last values are charted a little after),
+and so how long the last trial's end comes before its sweep's."""
 GRACE_S = 15.0
 """How long a trial whose process exited may take for its run's end to arrive before it is failed."""
 
@@ -42,7 +45,8 @@ class Ask:
 
 
 def _ended(conn: Conn, sweep: SweepRow, row: TrialRow, status: str, now: float) -> None:
-    q.update_trial(conn, sweep.sweep_id, row.trial_id, status=status, lease_until=None)
+    q.update_trial(conn, sweep.sweep_id, row.trial_id, status=status, lease_until=None, ended_at=now)
+    row.ended_at = now
     if status == "lost" and sweep.status == "running":  # its values get another go, as a new trial
         q.new_trial(conn, sweep.sweep_id, row.params, now, origin=row.trial_id,
                     next_check=row.next_check and sweep.spec.pbt_settings.interval)
@@ -59,6 +63,9 @@ def _follow(conn: Conn, sweep: SweepRow, row: TrialRow, now: float,
             q.update_trial(conn, sweep.sweep_id, row.trial_id, metric=last, best=best, step=step)
             row.metric, row.best, row.step = last, best, step
             report = (row.trial_id, step, last)
+        elif step is None and last is not None and last != row.metric:  # a summary set outright (at the end)
+            q.update_trial(conn, sweep.sweep_id, row.trial_id, metric=last, best=best)
+            row.metric, row.best = last, best
         ended = _ENDED.get(RunStatus(status))
         if ended is not None:
             if ended == "failed":
@@ -81,6 +88,16 @@ def _follow(conn: Conn, sweep: SweepRow, row: TrialRow, now: float,
     return report
 
 
+def _settle(conn: Conn, sweep: SweepRow, row: TrialRow,
+            states: dict[str, tuple[str, float | None, float | None, int | None]]) -> None:
+    """An ended trial's last values, charted after its end."""
+    state = states.get(row.run_id)
+    if state is not None and state[1] is not None and (state[1], state[2], state[3]) != (row.metric, row.best,
+                                                                                           row.step):
+        q.update_trial(conn, sweep.sweep_id, row.trial_id, metric=state[1], best=state[2], step=state[3])
+        row.metric, row.best, row.step = state[1], state[2], state[3]
+
+
 def decide(conn: Conn, sweep_id: str, now: float | None = None) -> list[Ask]:
     """Every decision due for the sweep ``sweep_id`` (see the module docstring)."""
     now = time.time() if now is None else now
@@ -89,7 +106,10 @@ def decide(conn: Conn, sweep_id: str, now: float | None = None) -> list[Ask]:
         return []
     rows = q.trials(conn, sweep_id)
     running = [r for r in rows if r.status == "running"]
-    states = q.run_states(conn, [r.run_id for r in running], sweep.spec.metric.name)
+    settling = [r for r in rows if r.status != "lost" and r.ended_at is not None and now - r.ended_at < SETTLE_S]
+    states = q.run_states(conn, [r.run_id for r in running + settling], sweep.spec.metric.name)
+    for row in settling:
+        _settle(conn, sweep, row, states)
     fresh = [rep for r in running if (rep := _follow(conn, sweep, r, now, states)) is not None]
     q.add_reports(conn, sweep_id, fresh)
     asks = _prune(conn, sweep, rows, [rep[0] for rep in fresh])
@@ -153,7 +173,8 @@ def _prune(conn: Conn, sweep: SweepRow, rows: list[TrialRow], candidates: list[i
 
 
 def _maybe_finish(conn: Conn, sweep: SweepRow, rows: list[TrialRow], now: float) -> None:
-    open_ = [r for r in rows if r.status not in FINISHED_TRIALS]
+    open_ = [r for r in rows if r.status not in FINISHED_TRIALS
+             or (r.status != "lost" and r.ended_at is not None and now - r.ended_at < SETTLE_S)]
     made = sum(1 for r in rows if r.origin is None)
     if not open_ and made >= sweep.spec.budget:
         best = best_trial(sweep, rows)

@@ -77,3 +77,12 @@ def test_grid_runs_at_most_its_points():
     spec = decode_spec(_spec(method="grid", trials=100, parameters={"a": {"values": [1, 2, 3]},
                                                                     "b": {"values": ["x", "y"]}}))
     assert spec.grid_size == 6 and spec.budget == 6
+
+
+def test_the_example_specs_decode():
+    import pathlib
+
+    found = sorted((pathlib.Path(__file__).resolve().parents[2] / "examples" / "sweeps").glob("*.toml"))
+    assert len(found) >= 3
+    for path in found:
+        assert decode_spec(tomllib.loads(path.read_text())).budget >= 1, path
