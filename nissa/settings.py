@@ -19,6 +19,7 @@ from leyline import TelemetryLevel
 from nissa import env
 from nissa.checks import check_init, check_server
 from nissa.hub.config import HubConfig, check_stream
+from nissa.join import checked_run_id
 from nissa.metadata import RunMetadata, run_metadata
 from nissa.system.sampler import SystemConfig, check_interval
 from nissa.telemetry.stragglers import StragglerConfig
@@ -90,6 +91,8 @@ class Settings:
                    phases=self.phases, envs_per_rank=self.envs_per_rank, stragglers=self.stragglers,
                    agree=self.agree)
         self.metadata  # noqa: B018 - checked now, kept (a cached property)
+        if self.run_id is not None:
+            checked_run_id(self.run_id, "nissa.init: run_id")
         if self.server is None:  # resolved once: a copy (dataclasses.replace) keeps what was chosen
             object.__setattr__(self, "server", env.server() or "")
             if self.server:

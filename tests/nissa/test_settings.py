@@ -21,6 +21,7 @@ def test_settings_are_checked_when_made_and_frozen(tmp_path, monkeypatch):
     for given, match in [({"queue_size": 0}, "queue_size must be an int >= 1"),
                          ({"token": "two words"}, "nissa.init: token .* printable ASCII"),
                          ({"project": "a b"}, "nissa.init: project"), ({"run_name": "x" * 300}, "run name"),
+                         ({"run_id": "a/b"}, "^nissa.init: run_id: 'a/b' must be"),
                          ({"system_metrics_s": 0}, "system_metrics_s: system metrics interval")]:
         with pytest.raises(ValueError, match=match):
             nissa.Settings(log_dir=tmp_path, **given)
