@@ -227,6 +227,10 @@ def test_an_esper_runs_panels_are_the_consoles(browser, server_url):
         page, outside, errors = open_page(browser, server_url)
         page.goto(f"{server_url}/ui#run=esper-page")
         page.wait_for_selector('#esper[data-ready="1"]')
+        # Esper's update is there to debug through and to profile; it declared no phases of its own.
+        assert page.locator('form[data-action="debug"] [name="through_update"]').count() == 1
+        assert page.locator('form[data-action="profile"] [name="target"]').count() == 1
+        assert page.locator('form[data-action="profile"] [name="phase"]').count() == 0
         # The env grid: each env's accuracy, and the seed in each slot with its stage.
         page.wait_for_selector('#env-grid tr[data-env="1"] td[data-stage="BLENDING"]')
         assert "61.0%" in page.locator('#env-grid tr[data-env="1"]').text_content()
