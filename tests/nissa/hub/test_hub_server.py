@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from leyline import CommandAction, CommandStatus, EventKind, SeedGerminated, decode_events
+from leyline import CommandStatus, DebugRequest, EventKind, SeedGerminated, decode_events
 from nissa.hub import HubConfig, NissaHub
 from tests.support.server import running_server
 from tests.support.waiting import wait_for
@@ -46,7 +46,7 @@ def test_a_command_reaches_the_inbox_once_and_is_reported_delivered(tmp_path):
         command_id = resp.json()["command_id"]
         got: list = []
         wait_for(lambda: got.extend(hub.poll_commands()) or got, timeout=30, message="the command in the inbox")
-        assert [(c.command_id, c.action, c.epochs) for c in got] == [(command_id, CommandAction.DEBUG, 2)]
+        assert [(c.command_id, c.request) for c in got] == [(command_id, DebugRequest(run_id="cmd", epochs=2))]
         hub.flush(timeout=30)
         delivered = [e for e in _stored(url, "cmd") if e.kind is EventKind.COMMAND_STATUS]
         assert [(e.payload.status, e.step, e.epoch) for e in delivered] == [(CommandStatus.DELIVERED, 42, 3)]
