@@ -11,7 +11,7 @@ import msgspec
 import numpy as np
 from tsdownsample import MinMaxDownsampler, NaNMinMaxDownsampler
 
-from leyline.series import parse_key, parse_label_pairs
+from leyline.series import kind_of_name, parse_key, parse_label_pairs
 from leyline.text import csv_row
 from nissa_server.store import series_queries
 from nissa_server.store.conn import Conn
@@ -145,6 +145,15 @@ def read_page(conn: Conn, run_id: str, run_key: int, name: str, axis: str, after
     shaped = shape(run_id, page.series, max_points)
     parts = [_encoder.encode(s) for s in shaped] if fmt == "json" else [csv_rows(shaped).encode()]
     return Page(parts, page.more, shaped[-1].key if shaped else after_key, page.spent)
+
+
+def listing(conn: Conn, run_key: int, after: str | None, limit: int) -> tuple[bytes, str | None, bool]:
+    """On a reader thread: a page of the run's series listed (``GET /runs/{id}/series``), encoded; the last key, and
+    whether the page is full (more may follow)."""
+    rows = series_queries.list_series(conn, run_key, after, limit)
+    body = _encoder.encode([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
+                                       kind=kind_of_name(name)) for key, name, points in rows])
+    return body, rows[-1][0] if rows else None, len(rows) == limit
 
 
 def json_body(name: str, axis: str, parts: list[bytes]) -> bytes:

@@ -9,13 +9,13 @@ from urllib.parse import urlencode
 
 from fastapi import HTTPException, Query, Request, Response
 
-from leyline.series import Marker, kind_of_name, parse_key
+from leyline.series import Marker
 from nissa_server.access import Access, guarded
 from nissa_server.deps import NissaDep, run_or_404
 from nissa_server.openapi import Responses, error, ok, ref
 from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
-from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, parse_labels, read_page
+from nissa_server.series import CSV_HEADER, SeriesInfo, SeriesReply, json_body, listing, parse_labels, read_page
 from nissa_server.state import Nissa
 from nissa_server.store import series_queries
 
@@ -73,11 +73,10 @@ async def list_series(
 ) -> Response:
     run = await run_or_404(n, run_id)
     async with n.reads.read(request, run.run_id):
-        rows = await charted(n, series_queries.list_series, run.run_key, after, limit)
-    response = json_response([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
-                                          kind=kind_of_name(name)) for key, name, points in rows])
-    if len(rows) == limit:  # maybe more: where the next page starts
-        query = urlencode({"limit": limit, "after": rows[-1][0]})
+        body, last, full = await charted(n, listing, run.run_key, after, limit)
+    response = Response(body, media_type="application/json")
+    if full:  # maybe more: where the next page starts
+        query = urlencode({"limit": limit, "after": last})
         response.headers["Link"] = f'<{request.url.path}?{query}>; rel="next"'
     return response
 

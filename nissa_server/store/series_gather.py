@@ -209,18 +209,23 @@ def chart(blocks: Iterable[tuple[int, int, bytes]]) -> Charted:
     return Charted(gathered.series(), gathered.markers, gathered.events, gathered.declared)
 
 
-def joined(parts: list[Charted]) -> Charted:
-    """Charted blocks that follow one another, as one."""
+def joined_steps(parts: list[Charted], out: Charted) -> Iterator[None]:
+    """Charted blocks that follow one another, as one, into ``out``: a step every ``STEP_SERIES`` series (for the
+    event loop, as ``Gathered.series_steps``)."""
     if len(parts) == 1:
-        return parts[0]
-    series: dict[tuple[int, str], tuple[str, list[Arrays]]] = {}
-    for part in parts:
-        for key, (name, arrays) in part.series.items():
-            series.setdefault(key, (name, []))[1].append(arrays)
-    return Charted({key: (name, [np.concatenate(cols) for cols in zip(*arrays, strict=True)])
-                    for key, (name, arrays) in series.items()},
-                   [m for part in parts for m in part.markers], sum(part.events for part in parts),
-                   [d for part in parts for d in part.declared])
+        out.series = parts[0].series
+    else:
+        series: dict[tuple[int, str], tuple[str, list[Arrays]]] = {}
+        for part in parts:
+            for key, (name, arrays) in part.series.items():
+                series.setdefault(key, (name, []))[1].append(arrays)
+        for i, (key, (name, pieces)) in enumerate(series.items(), 1):
+            out.series[key] = (name, [np.concatenate(cols) for cols in zip(*pieces, strict=True)])
+            if not i % STEP_SERIES:
+                yield
+    out.markers = [m for part in parts for m in part.markers]
+    out.events = sum(part.events for part in parts)
+    out.declared = [d for part in parts for d in part.declared]
 
 
 def add_block(gathered: Gathered, run_key: int, first_id: int, body: bytes) -> None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from nissa_server.health import supervise
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
-from nissa_server.store.series_gather import Charted, Gathered, add_block, joined
+from nissa_server.store.series_gather import Charted, Gathered, add_block, joined_steps
 
 if TYPE_CHECKING:
     from nissa_server.store.base import Store
@@ -224,7 +224,9 @@ class SeriesPass:
         if own:
             heads = await store.read(_heads, mark, upto, len(own) + 1)
             if [h[0] for h in heads] == own:  # all of them gathered as they committed
-                charted = joined([await self._charted(seg.gathered) for seg in taken.segments])
+                charted = Charted()
+                await self._in_slices(joined_steps([await self._charted(seg.gathered) for seg in taken.segments],
+                                                   charted))
                 # Another server's pass may have been first: the next one reads them back.
                 return False, (upto if await self._write(mark, upto, charted) else mark)
         heads = await store.read(_heads, mark, upto, PASS_EVENTS)
