@@ -36,6 +36,7 @@ from leyline.samples import sample_events
 from leyline.series import Marker
 from leyline.steering import SteerDefinitions
 from leyline.summaries import MetricSummary, RunPatch
+from leyline.sweep_view import SweepView
 from leyline.sweeps import Lease, LeaseGranted, SweepCreated, SweepInfo, SweepSpec
 from nissa_server.schemas import (
     AlertDelivery,
@@ -53,7 +54,7 @@ REF = "#/components/schemas/{name}"
 TYPES = (RunDetail, RunSummary, RunsTable, SeriesInfo, SeriesReply, Marker, DeletedRun, CommandRecord, AlertInfo,
          HistogramsReply, DistributionNames, EscalateAccepted, ArtifactInfo, Health, ErrorBody,
          BandsReply, ConfigDiff, GroupsReply, RunPatch, ProfileWindow, SteerDefinitions, EsperPanels, WireEvent,
-         SweepSpec, SweepInfo, SweepCreated, Lease, LeaseGranted, *PAYLOAD_TYPES.values())
+         SweepSpec, SweepInfo, SweepView, SweepCreated, Lease, LeaseGranted, *PAYLOAD_TYPES.values())
 
 
 def _components() -> dict[str, Any]:

@@ -26,6 +26,8 @@ from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.runs import RunDetail, RunSummary
 from leyline.series import Marker
+from leyline.sweep_view import SweepView
+from leyline.sweeps import SweepInfo
 from tui.client_histograms import HistogramReads
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,8 @@ class RunsPage(msgspec.Struct):
 _runs_decoder = msgspec.json.Decoder(list[RunSummary])
 _run_decoder = msgspec.json.Decoder(RunDetail)
 _command_decoder = msgspec.json.Decoder(CommandRecord)
+_sweeps_decoder = msgspec.json.Decoder(list[SweepInfo])
+_sweep_view_decoder = msgspec.json.Decoder(SweepView)
 _markers_decoder = msgspec.json.Decoder(list[Marker])
 _groups_decoder = msgspec.json.Decoder(GroupsReply)
 _bands_decoder = msgspec.json.Decoder(BandsReply)
@@ -218,6 +222,17 @@ class NissaClient(HistogramReads):
         response = await self._request("POST", "/escalate", content=msgspec.json.encode(request),
                                        headers={"content-type": "application/json"})
         return str(response.json()["command_id"])
+
+    async def sweeps(self) -> list[SweepInfo]:
+        return _sweeps_decoder.decode((await self._request("GET", "/sweeps")).content)
+
+    async def sweep_view(self, sweep_id: str) -> SweepView:
+        """``GET /sweeps/{id}/view``: the sweep as the page shows it too."""
+        reply = await self._request("GET", f"/sweeps/{quote(sweep_id, safe='')}/view")
+        return _sweep_view_decoder.decode(reply.content)
+
+    async def stop_sweep(self, sweep_id: str) -> None:
+        await self._request("POST", f"/sweeps/{quote(sweep_id, safe='')}/stop")
 
     async def command(self, command_id: str) -> CommandRecord:
         return _command_decoder.decode((await self._request("GET", f"/commands/{command_id}")).content)

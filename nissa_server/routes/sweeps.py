@@ -8,6 +8,7 @@ import msgspec
 from fastapi import HTTPException, Path, Response
 
 from leyline import to_builtins
+from leyline.sweep_view import SweepView, sweep_view
 from leyline.sweeps import (
     Exploit,
     Lease,
@@ -83,6 +84,17 @@ async def get_sweep(n: NissaDep, sweep_id: SweepIdPath) -> Response:
     if found is None:
         raise HTTPException(404, f"unknown sweep {sweep_id!r}")
     return json_response(found)
+
+
+@reads.get("/sweeps/{sweep_id}/view", summary="A sweep as its page and the console show it: the trials' rows, the "
+           "lineage's rows, the exploit marks of each trial's curve", response_class=Response,
+           responses={200: ok(ref(SweepView), to_builtins(sweep_view(msgspec.convert(SWEEP, SweepInfo))), "The view"),
+                      **UNAUTHORIZED, **NOT_FOUND})
+async def view_sweep(n: NissaDep, sweep_id: SweepIdPath) -> Response:
+    found = await n.sweeps.get(sweep_id)
+    if found is None:
+        raise HTTPException(404, f"unknown sweep {sweep_id!r}")
+    return json_response(sweep_view(found))
 
 
 @writes.post("/sweeps/{sweep_id}/stop", summary="Stop a sweep: its queued trials, and its running ones through "

@@ -284,17 +284,22 @@ function writeUrl() {
   history.replaceState(null, "", "#" + hash.toString());
 }
 
-// --- routing: #run=A&overlay=B,C, #diff=A,B,C, #group=LABEL&runs=A,B, or the runs table ---------------
+// --- routing: #run=A&overlay=B,C, #diff=A,B,C, #group=LABEL&runs=A,B, #sweeps, #sweep=ID, or the runs table ---
 
 async function route() {
   showError(null);
   if (state.view) { state.view.close(); state.view = null; }
+  if (state.sweepPage) { state.sweepPage.close(); state.sweepPage = null; }
   closeSteering();  // steer.js
   const hash = new URLSearchParams(location.hash.slice(1));
   const run = hash.get("run"), diff = hash.get("diff"), group = hash.get("group");
-  const view = run ? "charts-view" : diff ? "diff-view" : group != null ? "group-view" : "runs-view";
-  for (const id of ["runs-view", "charts-view", "diff-view", "group-view"]) $(id).hidden = id !== view;
+  const sweep = hash.get("sweep"), sweeps = hash.has("sweeps");
+  const view = run ? "charts-view" : diff ? "diff-view" : group != null ? "group-view" : sweep ? "sweep-view"
+    : sweeps ? "sweeps-view" : "runs-view";
+  for (const id of ["runs-view", "charts-view", "diff-view", "group-view", "sweeps-view", "sweep-view"]) $(id).hidden = id !== view;
   try {
+    if (sweeps) { $("where").textContent = "sweeps"; await showSweeps(); return; }  // sweeps.js
+    if (sweep) { state.sweepPage = new SweepPage(sweep); await state.sweepPage.open(); return; }
     if (diff) { $("where").textContent = "config diff"; await showDiff(diff.split(",").filter(Boolean)); return; }
     if (group != null) {
       $("where").textContent = "group " + group;

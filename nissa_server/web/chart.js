@@ -9,7 +9,7 @@
 const PALETTE = ["#4fb3ff", "#f78166", "#3fb950", "#d2a8ff", "#e3b341", "#56d4dd", "#ff9bce", "#a5d6ff"];
 const DASHES = [undefined, [8, 4], [2, 3], [10, 3, 2, 3], [4, 4], [1, 5]];
 const MARK_COLORS = {command: "#e3b341", anomaly: "#ff7b72", fossilized: "#3fb950", pruned: "#d2a8ff",
-                     resumed: "#56d4dd", end: "#7d8590"};
+                     resumed: "#56d4dd", end: "#7d8590", exploit: "#ff9bce"};
 const SYNC_KEY = "nissa-page";
 
 // TensorBoard's debiased exponential moving average (tui/chart_data.py's smooth): null (NaN, inf) skipped.

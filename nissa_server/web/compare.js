@@ -151,9 +151,19 @@ function drawParcoords() {
   const key = pick.value, metric = key ? `${metricName(key)}.${f}` : "", runs = parcoordsRuns();
   const metricOf = (r) => key ? ((r.metrics || {})[key] || {})[f] ?? null : null;
   const keys = differingParams(runs);
+  const {axes, lines} = paintParcoords($("parcoords"), keys, runs, metric, metricOf);
+  state.parcoords = {axes: axes.map(({key, kind, ticks}) => ({key, kind, ticks})), lines};
+  $("parcoords-note").textContent = `${lines.length} runs${runs === table.runs ? " of this page (select two or more to narrow)" : " selected"}; ` +
+    (metric ? `colour: ${metric}, low blue, high yellow` : "no metric to colour by");
+  writeTableUrl();
+}
+
+// The parallel coordinates of runs ({run_id, name, config}) on a canvas: an axis per config key, then the metric
+// (metricOf(run)); the runs' lines coloured by the metric. The runs table's and a sweep's page's.
+function paintParcoords(canvas, keys, runs, metric, metricOf) {
   const axes = [...keys.map((k) => axisOf("config." + k, runs.map((r) => (r.config || {})[k] ?? null))),
                 ...(metric ? [axisOf(metric, runs.map(metricOf))] : [])];
-  const canvas = $("parcoords"), ctx = canvas.getContext("2d");
+  const ctx = canvas.getContext("2d");
   const width = canvas.width = Math.max(600, canvas.parentElement.clientWidth - 16), height = canvas.height = 320;
   const top = 40, bottom = height - 40, left = 70, right = width - 150;
   const xOf = (i) => axes.length > 1 ? left + (right - left) * i / (axes.length - 1) : (left + right) / 2;
@@ -189,13 +199,10 @@ function drawParcoords() {
     const ticks = a.kind === "category" ? a.ticks.map((t) => [t, a.pos(t)]) : [[a.ticks[0], 0], [a.ticks[1], 1]];
     for (const [t, p] of ticks.slice(0, 12)) ctx.fillText(String(t).slice(0, 16), x, yOf(p) + (p === 0 ? 16 : p === 1 ? -4 : 4));
   });
-  state.parcoords = {axes: axes.map(({key, kind, ticks}) => ({key, kind, ticks})), lines};
   canvas.dataset.axes = axes.map((a) => a.key).join(",");
   canvas.dataset.lines = String(lines.length);
   canvas.dataset.colour = metric;
-  $("parcoords-note").textContent = `${lines.length} runs${runs === table.runs ? " of this page (select two or more to narrow)" : " selected"}; ` +
-    (metric ? `colour: ${metric}, low blue, high yellow` : "no metric to colour by");
-  writeTableUrl();
+  return {axes, lines};
 }
 
 function gradient(p) {  // blue (low) to yellow (high) through green: readable on the dark page

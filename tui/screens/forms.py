@@ -168,6 +168,8 @@ HELP = (
     ("u", "run picker: rows of groups (by group, project, a config key; mean ± SD); enter opens one, g charts it"),
     ("space c =", "run picker: select runs; overlay the selected runs' charts; diff the selected runs' configs"),
     ("e [ ]", "run picker: edit the run's group, tags and notes; previous / next page of runs"),
+    ("S", "run picker: the sweeps; enter opens one: its trials and lineage, g its curves, x stops the trial under "
+          "the cursor, X the sweep (each asking first)"),
     ("g", "charts: +/- zoom, ← → pan, 0 whole run, s smooth, b best-so-far, x x axis, l label, a add a series"),
     ("d", "debug window: telemetry goes to DEBUG for a few epochs, then back by itself"),
     ("D", "debug window of a length you choose (an Esper run: or through the next PPO update)"),
@@ -195,18 +197,21 @@ class ConfirmStop(ModalScreen[bool]):
     DEFAULT_CSS = _FORM_CSS
     BINDINGS = [Binding("escape,n", "answer(False)", "no"), Binding("y", "answer(True)", "yes")]
 
-    def __init__(self, run_id: str, *, esper: bool = True) -> None:
-        """``esper``: an Esper run (it checkpoints and resumes); else a loop of its own, which stops its own way."""
+    def __init__(self, run_id: str, *, esper: bool = True, what: str = "", effect: str = "") -> None:
+        """``esper``: an Esper run (it checkpoints and resumes); else a loop of its own, which stops its own way.
+        ``what``: something else to stop (``sweep lr-3f2a1c``), ``effect`` then its consequence."""
         super().__init__()
         self.run_id = run_id
         self.esper = esper
+        self.what = what or f"run {run_id}"
+        self.effect = effect or stop_effect(esper)
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"[b]Stop run {self.run_id}?[/b]")
-            yield Label(stop_effect(self.esper))
+            yield Label(run_text(f"Stop {self.what}?", style="bold"))
+            yield Label(run_text(self.effect, one_line=False))
             with Horizontal():
-                yield Button("Stop the run (y)", variant="error", id="yes")
+                yield Button(run_text(f"Stop the {self.what.split()[0]} (y)"), variant="error", id="yes")
                 yield Button("Keep it running (n)", id="no")
 
     @on(Button.Pressed)

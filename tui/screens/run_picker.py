@@ -66,6 +66,7 @@ class RunPickerScreen(PickerActions, Screen[None]):
         Binding("m", "pick_metrics", "metrics", show=False),
         Binding("u", "cycle_group", "group"),
         Binding("e", "edit", "edit"),
+        Binding("S", "sweeps", "sweeps"),
         Binding("slash", "filter", "filter"),
         Binding("right_square_bracket", "page(1)", "next page", show=False),
         Binding("left_square_bracket", "page(-1)", "previous page", show=False),

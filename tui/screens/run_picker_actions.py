@@ -63,6 +63,11 @@ class PickerActions:
         if run is not None:
             picker.watch_app.open_run(run.run_id, run.status, replay=True)
 
+    def action_sweeps(self) -> None:
+        from tui.screens.sweeps import SweepsScreen
+
+        self._picker.app.push_screen(SweepsScreen())
+
     def action_escalate(self, action: str) -> None:
         """Open the selected run live and ask there, so the command's status is in view."""
         picker = self._picker
