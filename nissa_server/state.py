@@ -92,8 +92,11 @@ class Nissa:
     def _published(self, batches: Sequence[Published]) -> None:
         self.fanout.publish(batches)
         for batch in batches:  # a command's status moved: its trainer, if connected here, may be owed it
+            if _COMMAND_STATUS not in batch.kinds:
+                continue
+            self.sweeps.wake()  # an exploit's checkpoint or restore may have finished: its next step is due
             run = self.store.registry.get(batch.run_id)
-            if run is not None and run.connected and _COMMAND_STATUS in batch.kinds:
+            if run is not None and run.connected:
                 self.spawn(self.commands.dispatch(run))
 
     def _stream_taken(self, run_key: int, rank: int, session: str) -> None:

@@ -5,6 +5,7 @@ is sent afterwards as a command, with an Idempotency-Key so that a decision sent
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -20,6 +21,8 @@ from nissa_server.sweeps.decide import Ask, best_trial, decide, stop_trials
 
 logger = logging.getLogger(__name__)
 MAX_LISTED = 200
+MIN_GAP_S = 0.1
+"""Least time between two rounds of decisions."""
 
 
 def new_sweep_id(name: str) -> str:
@@ -52,6 +55,7 @@ class SweepService:
         self._commands = commands
         self.lease_s = lease_s
         """How long a trial's lease lasts unless its agent renews it (agents renew three times as often)."""
+        self._woken: asyncio.Event | None = None
 
     async def create(self, spec: SweepSpec) -> str:
         sweep_id = new_sweep_id(spec.name)
@@ -98,8 +102,20 @@ class SweepService:
     async def _decide(self, sweep_id: str) -> list[Ask]:
         return await self._store.call(lambda conn: decide(conn, sweep_id))
 
+    def wake(self) -> None:
+        """A command's status moved: take the decisions now rather than at the next interval (an exploit goes
+        from checkpoint to restore as soon as the checkpoint is shared)."""
+        if self._woken is not None:
+            self._woken.set()
+
     async def loop(self, interval_s: float) -> None:
-        await asyncio.sleep(interval_s)
+        """One round of decisions, ``interval_s`` after the last or sooner when woken."""
+        if self._woken is None:
+            self._woken = asyncio.Event()
+        await asyncio.sleep(MIN_GAP_S)  # a burst of status changes makes one round, not one each
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), interval_s)
+        self._woken.clear()
         await self.tick()
 
     async def _send(self, ask: Ask) -> None:
