@@ -54,8 +54,6 @@ TABLE = {
     ("PATCH", "/runs/{run_id}"): "write", ("POST", "/escalate"): "write",
     ("PUT", "/runs/{run_id}/artifacts/{name}"): "write",
     ("DELETE", "/runs/{run_id}"): "destructive",
-    ("GET", "/sweeps"): "read", ("GET", "/sweeps/{sweep_id}"): "read", ("POST", "/sweeps"): "write",
-    ("POST", "/sweeps/{sweep_id}/lease"): "write", ("POST", "/sweeps/{sweep_id}/stop"): "write",
     (WS, "/ws/ingest"): "write", (WS, "/ws/watch"): "read",
 }
 
