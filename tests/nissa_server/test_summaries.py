@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import sqlite3
 
 import httpx
@@ -157,6 +158,7 @@ def test_an_old_database_gets_summaries_and_config_rows_at_its_next_open(tmp_pat
 
 
 def _downgrade(settings_, backend: str) -> None:
+    from nissa_server.store import migrations
     from tests.support.databases import side_connection
 
     side = side_connection(settings_)
@@ -165,6 +167,9 @@ def _downgrade(settings_, backend: str) -> None:
     for index in ("runs_created", "runs_project", "runs_group"):
         side.execute(f"DROP INDEX {index}")
     side.execute("DELETE FROM counters WHERE name = 'lab_backfilled'")
+    for later in migrations.MIGRATIONS[10:]:  # what the migrations after v10 made, made again once it is v9
+        for table in re.findall(r"CREATE TABLE (\w+)", later.sql):
+            side.execute(f"DROP TABLE {table}")
     if backend == "sqlite":
         for column in ("project", "run_group", "notes"):
             side.execute(f"ALTER TABLE runs DROP COLUMN {column}")
