@@ -1,15 +1,16 @@
 """The line a run's start prints (rank 0's), as W&B's ``View run at …``: the run's id and where to watch it.
 
-Library code logs: the line goes to the ``nissa`` logger at INFO. Where the program configured no logging at
-all (a plain script), the ``nissa`` logger gets a handler of its own on stderr, once, so the line is seen;
-a program that configured logging decides itself (its handlers, its levels)."""
+Library code logs: the line goes to the ``nissa.announce`` logger at INFO. Where the program configured no
+logging at all (a plain script), that logger (and only it: the library's other loggers stay quiet) gets a
+handler of its own on stderr, once, so the line is seen; a program that configured logging decides itself
+(its handlers, its levels)."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
-logger = logging.getLogger("nissa")
+logger = logging.getLogger(__name__)
 
 
 class _Line(logging.Formatter):
@@ -18,8 +19,8 @@ class _Line(logging.Formatter):
 
 
 def _seen() -> None:
-    """A stderr handler on the ``nissa`` logger where no logging is configured anywhere."""
-    if logger.handlers or logging.getLogger().handlers:
+    """A stderr handler on this logger where no logging is configured anywhere above it."""
+    if logger.hasHandlers():
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Line())
