@@ -2,7 +2,7 @@
 an agent, exploits every 10 steps), then the web page's sweep page (``web-sweep.png``: trials, curves with the
 exploits marked, parallel coordinates, lineage) and the console's sweep view (``sweep-view.svg``).
 
-    python scripts/sweep_page_screenshots.py [--steps 300] [--out docs/screenshots]
+    python scripts/sweep_page_screenshots.py --steps 120 [--out docs/screenshots]
 """
 
 from __future__ import annotations

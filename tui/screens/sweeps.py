@@ -91,7 +91,7 @@ class SweepScreen(Screen[None]):
         Binding("X", "stop_sweep", "stop sweep"),
     ]
     DEFAULT_CSS = """
-    SweepScreen #sweep-trials { height: 1fr; }
+    SweepScreen #sweep-trials { height: auto; max-height: 50%; }
     SweepScreen #sweep-lineage { height: 1fr; }
     SweepScreen Static { height: auto; padding: 0 1; }
     """
