@@ -81,7 +81,7 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
                                                          "args": {"value": 0.01}})["command_id"])
         for record in (debug, steps, phase, set_lr):
             assert record["status"] == "completed", record
-        assert set_lr["result"] == {"lr": 0.01} and set_lr["name"] == "set_lr"
+        assert set_lr["result"] == {"lr": 0.01} and set_lr["request"]["name"] == "set_lr"
         assert phase["result"]["window"].endswith(f"validate{phase['applied_step']}")
         stop = escalate(server.url, {"run_id": run_id, "action": "stop"})
         assert loop.proc.wait(timeout=120) == 0
