@@ -2,11 +2,13 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Two stamps: what the demo runs (the runtime dependencies), then what the tests add (the dev and bench extras).
+# Three stamps: what the demo runs (the runtime dependencies), what the tests add (the dev extra), and what only
+# the benchmarks measure against (the bench extra: Ray Tune, for bench/sweeps.py).
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: install install-dev demo test lint bench clean chromium promtool
+.PHONY: install install-dev demo test lint bench bench-sweeps clean chromium promtool
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "== [1/4] $(VENV): a virtual environment"
@@ -20,8 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	@echo "== the test and benchmark extras (pytest, playwright, transformers, tensorboard, …)"
-	$(BIN)/pip install -c constraints.txt -e '.[dev,bench]'
+	@echo "== the test extras (pytest, playwright, transformers, tensorboard, …)"
+	$(BIN)/pip install -c constraints.txt -e '.[dev]'
 	@$(MAKE) -s chromium
 	touch $(DEV_STAMP)
 
@@ -76,8 +78,17 @@ promtool:
 	  { tail -n 5 $$log; echo "promtool: the prometheus package could not be installed: apt-get's output is in" \
 	         "$$log; its test will be skipped"; }; }
 
-bench: $(DEV_STAMP)
-	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+$(BENCH_STAMP): $(DEV_STAMP)
+	@echo "== the benchmarks' anchors (Ray Tune)"
+	$(BIN)/pip install -c constraints.txt -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	for f in bench/*.py; do case $$f in */sweeps_*.py) continue;; esac; echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+# Nissa's PBT against Ray Tune's and random search (README, "Measured against Ray Tune's PBT").
+bench-sweeps: $(BENCH_STAMP)
+	$(BIN)/python bench/sweeps.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

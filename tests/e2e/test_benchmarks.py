@@ -212,3 +212,24 @@ def test_read_isolation_benchmark_measures_each_case():
     assert figures["wide_reads_sqlite"] > 0 and 0 < figures["other_series_ms_p50_sqlite"]
     assert figures["ingest_alone_per_s_sqlite"] > 0 and figures["ingest_loaded_per_s_sqlite"] > 0
     assert figures["runs_reads_sqlite"] > 0 and figures["runs_healthz_p99_ms_sqlite"] > 0
+
+
+@pytest.mark.timeout(900)
+def test_sweeps_benchmark_runs_every_arm_on_both_tasks():
+    # Tiny populations and budgets; the trials are bench/sweeps_trial.py run by a real agent. Ray's arm runs where
+    # ray[tune] is installed (`make bench-sweeps`) and says it is skipped where not (`make test` installs no Ray).
+    done = subprocess.run([sys.executable, "bench/sweeps.py", "--quick"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=840)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = {k: float(v) for k, v in (pair.split("=") for pair in done.stdout.strip().splitlines()[-1].split())}
+    assert figures["seeds"] == 1 and figures["nissa_restarts"] == 0
+    for task in ("toy", "cnn"):
+        for arm in ("nissa_pbt", "random"):
+            assert figures[f"{task}_{arm}_best"] >= 0 and figures[f"{task}_{arm}_wall_s"] > 0, (task, arm)
+    assert figures["nissa_pbt_best"] == figures["toy_nissa_pbt_best"] and figures["random_best"] >= 0
+    if importlib.util.find_spec("ray") is None:
+        assert "ray_pbt: skipped (ray[tune] is not installed" in done.stdout
+        assert figures["ray_pbt_best"] != figures["ray_pbt_best"]  # nan: not measured
+    else:
+        assert figures["ray_pbt_best"] >= 0 and figures["cnn_ray_pbt_wall_s"] > 0
+        assert figures["ratio"] == pytest.approx(figures["nissa_pbt_wall_s"] / figures["ray_pbt_wall_s"], rel=1e-3)
