@@ -52,7 +52,7 @@ async function request(path, init = {}) {
     $("auth").hidden = false;
     throw Object.assign(new Error("this server needs its token (above)"), {status: 401});
   }
-  if (!res.ok) throw new Error(`${path.split("?")[0]}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`);
+  if (!res.ok) throw Object.assign(new Error(`${path.split("?")[0]}: ${res.status} ${(await res.json().catch(() => ({}))).detail || ""}`), {status: res.status});
   return res;
 }
 

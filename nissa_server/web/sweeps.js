@@ -49,9 +49,11 @@ class SweepCurves {
       if (this.chart && this.chart.plot) this.chart.plot.destroy();
       this.chart = new Chart(this, v.metric.name, [v.metric.name]);
       $("sweep-curves").replaceChildren(this.chart.el);
-      for (const run of this.runs) await this.chart.load(run, null);
-    } else {
-      for (const run of this.runs) await this.chart.load(run, this.chart.lastX(run));
+    }
+    for (const run of this.runs) {
+      try { await this.chart.load(run, this.chart.lastX(run)); } catch (err) {
+        if (err.status !== 404) throw err;  // a trial leased whose process has not started its run yet
+      }
     }
     this.chart.loaded = true;
     this.chart.render();

@@ -1,7 +1,7 @@
 """A sweep watched from the web page in Chromium: a real PBT sweep (an agent, trials of examples/sweep_loop.py)
 listed at #sweeps and shown at #sweep=ID as the server's view says (trials, the curves with the exploits marked,
 the parallel coordinates, the lineage), a trial and then the sweep stopped, each after a confirmation; and a
-server with a token: the page asks for it, then stops the sweep with it."""
+server with a token: the page asks for it, then stops the sweep with it (values the spec wrote shown as text)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.support.web import open_page
 pytestmark = [pytest.mark.single_backend, pytest.mark.timeout(600)]
 LOOP = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sweep_loop.py"
 TOKEN = "s3cret-sweep"
+HOSTILE = '<img src=x onerror="document.title=1"><b>bold</b>'
 
 
 def _spec(tmp_path: pathlib.Path, trials: int = 2) -> dict:
@@ -93,7 +94,11 @@ def test_a_real_pbt_sweep_watched_and_stopped_from_its_page(browser, server_url,
 
 def test_a_server_with_a_token_shows_and_stops_a_sweep_only_with_it(browser, tmp_path):
     with running_server(tmp_path, token=TOKEN, read_auth=True) as url:
-        sweep_id = _create(url, _spec(tmp_path, trials=2), token=TOKEN)
+        spec = {**_spec(tmp_path, trials=2), "method": "grid", "parameters": {"opt": {"values": [HOSTILE, "sgd"]}}}
+        del spec["pbt"]
+        sweep_id = _create(url, spec, token=TOKEN)
+        httpx.post(f"{url}/sweeps/{sweep_id}/lease", json={"agent": "host-1", "slots": 2}, headers={
+            "Authorization": f"Bearer {TOKEN}"}, timeout=30).raise_for_status()
         page, outside, errors = open_page(browser, url)
         page.goto(f"{url}/ui#sweep={sweep_id}")
         page.wait_for_selector("#auth:not([hidden])")
@@ -101,7 +106,9 @@ def test_a_server_with_a_token_shows_and_stops_a_sweep_only_with_it(browser, tmp
         page.fill("#token", TOKEN)
         page.click("#auth button")
         page.wait_for_selector('#sweep-view[data-ready="1"]')
-        assert page.locator("#sweep-trials tbody tr").count() == 0  # no agent yet: nothing leased
+        values = page.locator("#sweep-trials tbody td:nth-child(3)").all_text_contents()
+        assert HOSTILE in values, values  # a value the spec wrote, shown as text, never as markup
+        assert page.locator("#sweep-view img, #sweep-view b").count() == 0 and page.title() != "1"
         _answer(page, "stop-sweep", "yes")
         page.wait_for_selector('#sweep-view[data-status="stopped"]')
         reply = httpx.get(f"{url}/sweeps/{sweep_id}", headers={"Authorization": f"Bearer {TOKEN}"}).json()

@@ -18,9 +18,9 @@ from tui.screens.sweeps import SweepScreen, SweepsScreen
 
 TOKEN = "sweep-view-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SPEC = {"name": "console-pbt", "method": "pbt", "trials": 2, "parallel": 2, "command": ["python", "loop.py"],
-        "metric": {"name": "val_loss"}, "parameters": {"lr": {"min": 0.001, "max": 0.1, "log": True},
-                                                       "momentum": {"values": [0.0, 0.9]}}}
+SPEC = {"name": "console-grid", "method": "grid", "trials": 2, "parallel": 2, "command": ["python", "loop.py"],
+        "metric": {"name": "val_loss"}, "parameters": {"lr": {"values": [0.001, 0.01]}, "momentum": {"values": [0.9]},
+                                                       "opt": {"values": ["[b]bold[/b]\x1b[31m"]}}}
 
 
 def _stops(url: str, run_id: str) -> list[dict]:
@@ -46,7 +46,9 @@ async def test_sweeps_listed_opened_and_stopped_from_the_console(tmp_path):
                 await pilot.press("enter")
                 screen = await until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.view
                                      and app.screen, "sweep view")
-                assert screen.view.columns == ["lr", "momentum"]
+                assert screen.view.columns == ["lr", "momentum", "opt"]
+                cells = [str(table_cell) for table_cell in screen.query_one("#sweep-trials").get_column_at(4)]
+                assert any("[b]bold[/b]" in c and "\x1b" not in c for c in cells), cells  # as text, no markup
                 assert [(t.trial_id, t.status) for t in screen.view.trials] == [(1, "running"), (2, "running")]
                 table = screen.query_one("#sweep-trials")
                 heads = [str(c.label) for c in table.columns.values()]
