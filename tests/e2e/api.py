@@ -62,3 +62,12 @@ def command(url: str, command_id: str) -> dict:
     resp = httpx.get(f"{url}/commands/{command_id}", timeout=10)
     resp.raise_for_status()
     return resp.json()
+
+
+def summary_of(url: str, run_id: str, key: str, value: float, timeout: float = 30) -> dict:
+    """The run's summary of series ``key`` (``rounds{rank=0}``) once its last value is ``value``: the server
+    summarises a run's series a little after it stores them."""
+    def reached() -> dict | None:
+        found = httpx.get(f"{url}/runs/{run_id}", timeout=10).json()["metrics"].get(key)
+        return found if found is not None and found["last"] == value else None
+    return wait_for(reached, timeout, f"{run_id}'s {key} to be {value}")  # type: ignore[return-value]

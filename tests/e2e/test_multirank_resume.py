@@ -10,7 +10,7 @@ import subprocess
 import httpx
 import pytest
 
-from .api import command, escalate, run_known, server_events, wait_for
+from .api import command, escalate, run_known, server_events, summary_of, wait_for
 from .procs import ServerProcess, _env, script
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +60,8 @@ def test_two_ranks_checkpoint_one_round_stop_together_and_resume(tmp_path):
         assert resumed.wait(timeout=120) == 0, out.seek(0) or out.read()[-3000:]
         run = wait_for(lambda: (r := httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json())["status"]
                        == "finished" and r, 30, "the resumed run finished")
-        assert run["finish"]["rounds"] == rounds + 1
+        assert run["finish"]["status"] == "completed"
+        summary_of(server.url, run_id, "rounds{rank=0}", rounds + 1)
         last_digest = {}
         for rank in (0, 1):
             name = "events.jsonl" if rank == 0 else f"events.rank{rank}.jsonl"
