@@ -18,10 +18,11 @@ from leyline.payloads import RunName
 
 MAX_TRIALS = 1000
 MAX_PARALLEL = 64
-MAX_PARAMETERS = 64
-MAX_VALUES = 256
-MAX_ARGV = 256
-MAX_ARG_CHARS = 4096
+MAX_PARAMETERS = 32
+MAX_VALUES = 64
+MAX_ARGV = 64
+MAX_ARG_CHARS = 512
+MAX_CHOICE_CHARS = 128
 MAX_STEPS = 2**53
 
 Method = Literal["grid", "random", "tpe", "pbt"]
@@ -30,7 +31,7 @@ TrialStatus = Literal["queued", "running", "finished", "stopped", "pruned", "los
 SweepStatus = Literal["running", "finished", "stopped"]
 ParamName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$(?!\n)")]
 Arg = Annotated[str, msgspec.Meta(max_length=MAX_ARG_CHARS)]
-Choice = float | int | str | bool
+Choice = float | int | Annotated[str, msgspec.Meta(max_length=MAX_CHOICE_CHARS)] | bool
 Value = float | int | str | bool
 """A trial's value of one parameter."""
 SweepId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$(?!\n)")]
@@ -261,7 +262,8 @@ class Lease(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     slots: Annotated[int, msgspec.Meta(ge=0, le=MAX_PARALLEL)] = 0
     running: Annotated[list[int], msgspec.Meta(max_length=MAX_PARALLEL)] = []
     """Trials this agent's processes still run: their leases are renewed."""
-    exited: Annotated[dict[str, int], msgspec.Meta(max_length=MAX_PARALLEL)] = {}
+    exited: Annotated[dict[Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,9}$")], int],
+                      msgspec.Meta(max_length=MAX_PARALLEL)] = {}
     """Trials whose process ended since the last lease, with the exit code (keys: trial ids)."""
 
 

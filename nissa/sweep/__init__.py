@@ -2,6 +2,6 @@
 on this machine, and what a trial's loop gets (its values in ``run.config``, ``run.on_hparams``,
 ``run.on_restore``, ``apply_hparams``)."""
 
-from nissa.sweep.handlers import apply_hparams
+from nissa.sweep.hparams import apply_hparams
 
 __all__ = ["apply_hparams"]

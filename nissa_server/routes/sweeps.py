@@ -28,11 +28,13 @@ from nissa_server.routes.common import json_response
 
 reads = guarded(Access.READ, tags=["sweeps"])
 writes = guarded(Access.WRITE, tags=["sweeps"])
-SPEC = Annotated[SweepSpec, decoded(msgspec.json.Decoder(SweepSpec), "invalid sweep spec")]
-LEASE = Annotated[Lease, decoded(msgspec.json.Decoder(Lease), "invalid lease request")]
+# Lax, as /escalate: JSON Schema calls 3.0 an integer; bounds and rules still apply.
+SPEC = Annotated[SweepSpec, decoded(msgspec.json.Decoder(SweepSpec, strict=False), "invalid sweep spec")]
+LEASE = Annotated[Lease, decoded(msgspec.json.Decoder(Lease, strict=False), "invalid lease request")]
 SweepIdPath = Annotated[str, Path(max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")]
 UNAUTHORIZED: Responses = {401: error("Missing or wrong bearer token", "missing or wrong bearer token")}
 NOT_FOUND: Responses = {404: error("No such sweep", "unknown sweep 'lr-3f2a1c'")}
+TOO_LARGE: Responses = {413: error("Body too large", "body over 65536 bytes")}
 
 
 def _example_sweep() -> dict:
@@ -61,7 +63,7 @@ def _body(tp: type) -> dict:
 @writes.post("/sweeps", status_code=201, summary="Create a sweep from its spec (the TOML file's content as JSON)",
              response_class=Response, openapi_extra=_body(SweepSpec),
              responses={201: ok(ref(SweepCreated), {"sweep_id": "lr-3f2a1c", "status": "running"}, "Created"),
-                        **UNAUTHORIZED,
+                        **UNAUTHORIZED, **TOO_LARGE,
                         422: error("Not a sweep spec: the key and the rule", "invalid sweep spec: Expected `int` "
                                    "<= 1000 - at `$.trials`")})
 async def create_sweep(n: NissaDep, spec: SPEC) -> Response:
@@ -112,6 +114,7 @@ async def stop_sweep(n: NissaDep, sweep_id: SweepIdPath) -> Response:
              "exited, take new trials", response_class=Response,
              openapi_extra=_body(Lease),
              responses={200: ok(ref(LeaseGranted), GRANTED, "What the agent runs now"), **UNAUTHORIZED, **NOT_FOUND,
+                        **TOO_LARGE,
                         422: error("Not a lease request", "invalid lease request: Expected `int` <= 64 - at "
                                    "`$.slots`")})
 async def lease(n: NissaDep, sweep_id: SweepIdPath, req: LEASE) -> Response:
