@@ -200,3 +200,30 @@ def test_a_hostile_spec_is_refused_by_the_server_and_the_command(server, tmp_pat
                           capture_output=True, text=True, timeout=60, env=_env())
     assert done.returncode != 0 and "finite" in done.stderr and "Traceback" not in done.stderr
     assert httpx.get(f"{server.url}/sweeps", timeout=30).json() == []
+
+
+def test_two_servers_on_one_postgresql_serve_one_sweep(tmp_path):
+    """Agents on two servers sharing a PostgreSQL database take the trials of one sweep, each once, and both
+    servers take its decisions (in the database's transactions) without taking one twice."""
+    from tests.support.databases import new_database, postgres_unavailable
+
+    why = postgres_unavailable()
+    if why is not None:
+        pytest.skip(why)
+    url = new_database()
+    shared = ("--artifact-dir", str(tmp_path / "artifacts"), "--sweep-lease", "4")
+    a, b = (ServerProcess(tmp_path / f"{name}.db", db_url=url, extra_args=shared).start() for name in "ab")
+    try:
+        params = "[parameters.lr]\nvalues = [0.01, 0.1]\n[parameters.hidden]\nvalues = [8, 16]"
+        sweep_id = _create(a, _write_spec(tmp_path, _spec("grid", 20, 0.02, 4, 2, params, tmp_path / "runs")))
+        agents = [_agent(server, sweep_id, tmp_path, 1, f"agent-{i}") for i, server in enumerate((a, b))]
+        assert [_finish(agent) for agent in agents] == [0, 0], (tmp_path / "agent-1.log").read_text()
+        seen = [_sweep(server, sweep_id) for server in (a, b)]
+        assert seen[0] == seen[1] and seen[0]["status"] == "finished"
+        trials = seen[0]["trials"]
+        assert [t["status"] for t in trials] == ["finished"] * 4 and len({t["agent"] for t in trials}) == 2
+        assert sorted((t["params"]["lr"], t["params"]["hidden"]) for t in trials) == sorted(
+            itertools.product([0.01, 0.1], [8, 16]))
+    finally:
+        for server in (a, b):
+            server.stop()
