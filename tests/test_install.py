@@ -1,6 +1,6 @@
 """The README's two set-up commands install what each needs: ``make demo`` the runtime dependencies only (no
-pytest, JupyterLab or transformers for a demo), ``make test`` the dev and bench extras on top; CI runs
-``make test``."""
+pytest, JupyterLab or transformers for a demo), ``make test`` the dev extra on top, and only ``make bench`` the
+bench extra (Ray Tune, the anchor bench/sweeps.py measures against); CI runs ``make test``."""
 
 from __future__ import annotations
 
@@ -27,5 +27,8 @@ def test_make_demo_installs_the_runtime_and_make_test_adds_the_extras(tmp_path):
     demo = _installs("demo", tmp_path / "venv")
     assert demo[-1] == "-c constraints.txt -e ." and not any("[" in line for line in demo), demo
     test = _installs("test", tmp_path / "venv")
-    assert test[:len(demo)] == demo and test[-1] == "-c constraints.txt -e '.[dev,bench]'", test
+    assert test[:len(demo)] == demo and test[-1] == "-c constraints.txt -e '.[dev]'", test
+    assert not any("bench" in line for line in test), test
+    bench = _installs("bench", tmp_path / "venv")
+    assert bench[:len(test)] == test and bench[-1] == "-c constraints.txt -e '.[dev,bench]'", bench
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")
