@@ -56,6 +56,21 @@ class CurveMark(msgspec.Struct, kw_only=True):
     label: str
 
 
+class Axis(msgspec.Struct, kw_only=True):
+    """An axis of the parallel coordinates: a parameter, or the metric (the last); what its ends stand for."""
+
+    name: str
+    low: str
+    high: str
+
+
+class Line(msgspec.Struct, kw_only=True):
+    """A trial across the axes: its place on each, 0 (``low``) to 1 (``high``); None where it has no value."""
+
+    trial_id: int
+    points: list[float | None]
+
+
 class SweepView(msgspec.Struct, kw_only=True):
     """A sweep as both viewers show it."""
 
@@ -76,6 +91,51 @@ class SweepView(msgspec.Struct, kw_only=True):
     """The trials' run ids in trial order: a curve's colour is its place here."""
     live: bool
     """Anything left to happen (the sweep runs): viewers ask again."""
+    axes: list[Axis] = []
+    """The parallel coordinates' axes: the parameters, then the metric (its best)."""
+    lines: list[Line] = []
+    """A line per trial across ``axes`` (values → metric)."""
+
+
+def _number(v: Value | float | None) -> float | None:
+    """A finite number's value (None for anything else: text, a flag, none, NaN)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _places(values: list[Value | float | None]) -> tuple[list[float | None], str, str]:
+    """Where each value sits on its axis, 0 to 1 (numbers by their range, on a log scale where all are positive
+    and span over a decade; anything else by its order among the others); the ends' labels."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return [None] * len(values), "—", "—"
+    nums = [_number(v) for v in values]
+    if all(n is not None for n, v in zip(nums, values, strict=True) if v is not None):
+        present = [n for n in nums if n is not None]
+        lo, hi = min(present), max(present)
+        log = lo > 0 and hi / lo > 10
+        at = [None if n is None else (math.log(n) if log else n) for n in nums]
+        low, high = (math.log(lo), math.log(hi)) if log else (lo, hi)
+        return [None if a is None else (a - low) / (high - low) if high > low else 0.5 for a in at], \
+            value_text(lo), value_text(hi)
+    order = sorted({str(v) for v in known})
+    step = 1 / (len(order) - 1) if len(order) > 1 else 0.0
+    return [None if v is None else order.index(str(v)) * step if step else 0.5 for v in values], order[0], order[-1]
+
+
+def parallel(trials: list[TrialRow], columns: list[str], metric: str) -> tuple[list[Axis], list[Line]]:
+    """The parallel coordinates of ``trials``: an axis per parameter, then the metric's (each trial's best)."""
+    axes: list[Axis] = []
+    columns_of_places: list[list[float | None]] = []
+    for name in [*columns, metric]:
+        values = [t.best_value if name == metric and name not in columns else t.params.get(name) for t in trials]
+        places, low, high = _places(values)
+        axes.append(Axis(name=name, low=low, high=high))
+        columns_of_places.append(places)
+    lines = [Line(trial_id=t.trial_id, points=[column[i] for column in columns_of_places])
+             for i, t in enumerate(trials)]
+    return axes, lines
 
 
 def value_text(value: Value | float | None) -> str:
@@ -120,8 +180,10 @@ def sweep_view(info: SweepInfo) -> SweepView:
             if t.run_id is not None:
                 marks.append(CurveMark(run_id=t.run_id, step=e.step, label=f"← t{e.source_trial}"))
     lineage.sort(key=lambda r: (r.step, r.trial_id))
+    trials = [_row(t, columns, info.best_trial) for t in info.trials]
+    axes, lines = parallel(trials, columns, info.metric.name)
     return SweepView(sweep_id=info.sweep_id, name=info.name, project=info.project, status=info.status,
                      method=info.method, metric=info.metric, message=info.message, best_trial=info.best_trial,
-                     columns=columns, trials=[_row(t, columns, info.best_trial) for t in info.trials],
-                     lineage=lineage, marks=marks, runs=[t.run_id for t in info.trials if t.run_id],
-                     live=info.status == "running")
+                     columns=columns, trials=trials, lineage=lineage, marks=marks,
+                     runs=[t.run_id for t in info.trials if t.run_id], live=info.status == "running", axes=axes,
+                     lines=lines)

@@ -43,3 +43,21 @@ def test_rows_lineage_and_marks_come_from_the_sweep():
 def test_value_text():
     assert [value_text(v) for v in (None, True, "adam", 3, 0.000123456, float("nan"))] == [
         "—", "True", "adam", "3", "0.0001235", "nan"]
+
+
+def test_parallel_coordinates_place_each_trial_on_every_axis():
+    from leyline.sweep_view import TrialRow, parallel
+
+    def row(trial_id, params, best):
+        return TrialRow(trial_id=trial_id, run_id=None, status="finished", params=params, values=[], metric="",
+                        best="", best_value=best, step="", exploits=0, agent="", message="", is_best=False,
+                        stoppable=False)
+
+    trials = [row(1, {"lr": 0.001, "opt": "sgd"}, 0.5), row(2, {"lr": 0.1, "opt": "adam"}, 0.25),
+              row(3, {"lr": 0.01, "opt": "sgd"}, None)]
+    axes, lines = parallel(trials, ["lr", "opt"], "val_loss")
+    assert [(a.name, a.low, a.high) for a in axes] == [("lr", "0.001", "0.1"), ("opt", "adam", "sgd"),
+                                                       ("val_loss", "0.25", "0.5")]
+    points = {line.trial_id: line.points for line in lines}
+    assert points[1] == [0.0, 1.0, 1.0] and points[2] == [1.0, 0.0, 0.0]
+    assert abs(points[3][0] - 0.5) < 1e-9 and points[3][2] is None  # lr on a log scale; no metric yet

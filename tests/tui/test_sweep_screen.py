@@ -14,6 +14,7 @@ from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
 from tui.screens.forms import ConfirmStop
+from tui.screens.sweep_parallel import SweepParallelScreen
 from tui.screens.sweeps import SweepScreen, SweepsScreen
 
 TOKEN = "sweep-view-token"
@@ -53,6 +54,15 @@ async def test_sweeps_listed_opened_and_stopped_from_the_console(tmp_path):
                 table = screen.query_one("#sweep-trials")
                 heads = [str(c.label) for c in table.columns.values()]
                 assert table.row_count == 2 and heads[2:4] == ["lr", "momentum"], heads
+
+                await pilot.press("p")
+                parallel = await until(pilot, lambda: isinstance(app.screen, SweepParallelScreen) and app.screen,
+                                       "parallel coordinates")
+                axes = str(parallel.query_one("#parallel-axes").render())
+                assert [a.name for a in parallel.view.axes] == ["lr", "momentum", "opt", "val_loss"], axes
+                assert "lr [" in axes and len(parallel.view.lines) == 2
+                await pilot.press("escape")
+                await until(pilot, lambda: app.screen is screen, "back to the sweep")
 
                 await pilot.press("x")
                 await until(pilot, lambda: isinstance(app.screen, ConfirmStop), "asked first")

@@ -1,8 +1,9 @@
 """Sweeps in the console: the list (``S`` from the runs table) and a sweep's view, the web page's one definition
 (``GET /sweeps/{id}/view``, ``leyline.sweep_view``): its trials (status, values, metric, best), its lineage (which
 trial copied which, at which step, with what values); ``g`` charts the population's curves (a colour per trial,
-each exploit a mark on its run), ``x`` stops the trial under the cursor, ``X`` the whole sweep, each after a
-confirmation. Everything a run or a spec wrote is drawn as text."""
+each exploit a mark on its run), ``p`` draws its parallel coordinates (values → metric), ``x`` stops the trial
+under the cursor, ``X`` the whole sweep, each after a confirmation. Everything a run or a spec wrote is drawn as
+text."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ class SweepScreen(Screen[None]):
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "back"),
         Binding("g", "curves", "curves"),
+        Binding("p", "parallel", "parallel coordinates"),
         Binding("x", "stop_trial", "stop trial"),
         Binding("X", "stop_sweep", "stop sweep"),
     ]
@@ -133,7 +135,8 @@ class SweepScreen(Screen[None]):
         best = "" if v.best_trial is None else f"; best: t{v.best_trial}"
         self.query_one("#sweep-title", Static).update(run_text(
             f"{v.name} · {v.sweep_id} · {v.method}, {v.metric.goal} {v.metric.name} · {v.status}{best}"
-            + (f" · {v.message}" if v.message else "") + "   (g curves, x stop trial, X stop sweep)"))
+            + (f" · {v.message}" if v.message else "")
+            + "   (g curves, p parallel coordinates, x stop trial, X stop sweep)"))
         trials = self.query_one("#sweep-trials", DataTable)
         cursor = trials.cursor_row
         trials.clear(columns=True)
@@ -167,6 +170,12 @@ class SweepScreen(Screen[None]):
 
         if self.view is not None and self.view.runs:
             self.app.push_screen(ChartScreen(self.view.runs))
+
+    def action_parallel(self) -> None:
+        from tui.screens.sweep_parallel import SweepParallelScreen
+
+        if self.view is not None and self.view.lines:
+            self.app.push_screen(SweepParallelScreen(self.view))
 
     def action_stop_trial(self) -> None:
         trial = self.current_trial()
