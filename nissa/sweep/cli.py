@@ -14,6 +14,7 @@ import pathlib
 import signal
 import sys
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -112,19 +113,23 @@ def _agent(args: argparse.Namespace) -> int:
             return 130
 
 
-def _status(args: argparse.Namespace) -> int:
+def _asked(args: argparse.Namespace, ask: Callable[[Any], SweepInfo]) -> SweepInfo | None:
+    """``ask`` of the server's sweeps; None (said on stderr) where the server refused or did not answer."""
     from nissa.api import ApiError
 
     with _client(args) as client:
         try:
-            info = client.get(args.sweep_id)
+            return ask(client)
         except ApiError as err:
-            print(f"nissa sweep status: {err}", file=sys.stderr)
-            return 1
-    if args.format == "json":
-        sys.stdout.write(msgspec.json.encode(info).decode() + "\n")
-        return 0
-    sys.stdout.write(status_table(info))
+            print(f"nissa sweep {args.verb}: {err}", file=sys.stderr)
+            return None
+
+
+def _status(args: argparse.Namespace) -> int:
+    info = _asked(args, lambda client: client.get(args.sweep_id))
+    if info is None:
+        return 1
+    sys.stdout.write(msgspec.json.encode(info).decode() + "\n" if args.format == "json" else status_table(info))
     return 0
 
 
@@ -144,13 +149,8 @@ def status_table(info: SweepInfo) -> str:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from nissa.api import ApiError
-
-    with _client(args) as client:
-        try:
-            info = client.stop(args.sweep_id)
-        except ApiError as err:
-            print(f"nissa sweep stop: {err}", file=sys.stderr)
-            return 1
+    info = _asked(args, lambda client: client.stop(args.sweep_id))
+    if info is None:
+        return 1
     print(f"sweep {info.sweep_id}: {info.status}")
     return 0

@@ -227,3 +227,21 @@ def test_two_servers_on_one_postgresql_serve_one_sweep(tmp_path):
     finally:
         for server in (a, b):
             server.stop()
+
+
+def test_status_and_stop_from_the_shell(server, tmp_path):
+    params = "[parameters.lr]\nmin = 0.001\nmax = 0.1"
+    sweep_id = _create(server, _write_spec(tmp_path, _spec("random", 5, 0.0, 3, 1, params, tmp_path / "runs")))
+
+    def nissa(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([script("nissa"), "sweep", *args, "--server", server.url], capture_output=True,
+                              text=True, timeout=60, env=_env())
+
+    shown = nissa("status", sweep_id)
+    assert shown.returncode == 0 and f"sweep {sweep_id} (random-e2e): running, random" in shown.stdout, shown
+    stopped = nissa("stop", sweep_id)
+    assert stopped.returncode == 0 and stopped.stdout.strip() == f"sweep {sweep_id}: stopped", stopped
+    as_json = json.loads(nissa("status", sweep_id, "--format", "json").stdout)
+    assert as_json["status"] == "stopped" and as_json["message"] == "the sweep was stopped"
+    unknown = nissa("status", "no-such-sweep")
+    assert unknown.returncode == 1 and "404 unknown sweep 'no-such-sweep'" in unknown.stderr, unknown
