@@ -53,6 +53,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cnn-steps", type=int, default=400)
     p.add_argument("--cnn-interval", type=int, default=25)
     p.add_argument("--shipped-runs", type=int, default=1, help="runs of Ray's example as shipped (failures)")
+    p.add_argument("--shipped-budget-s", type=float, default=300.0, help="a shipped run ends by then")
     p.add_argument("--ray", choices=("auto", "off"), default="auto", help="off: skip Ray's arms")
     p.add_argument("--quick", action="store_true", help="a smoke run: one seed, tiny populations and budgets")
     args = p.parse_args(argv)
@@ -179,16 +180,22 @@ def run_task(task: str, args: argparse.Namespace, server: Server, ray_ok: bool,
                                      tmp=tmp, step_ms=args.toy_step_ms if toy else 0.0)
             runs["ray_pbt"].append(Outcome(best=got.best, wall_s=got.wall_s, reached=got.reached,
                                            restarts=got.restores, exploit_ms=got.restore_ms, errors=got.errors))
+        for name, got_runs in runs.items():
+            if got_runs:
+                r = got_runs[-1]
+                print(f"  {task} seed {seed} {name}: best {r.best:.4g}, wall {r.wall_s:.1f} s, reached {r.reached}, "
+                      f"restarts {r.restarts}, exploit p50 {_p50(r.exploit_ms):.0f} ms", flush=True)
     print(f"{task}: population {population}, perturbation every {interval} steps, budget {steps} steps"
           + (f", {args.toy_step_ms:g} ms sleep a step in every arm, target accuracy {tasks.TARGET:g}" if toy
              else ", val_acc on 512 held-out images") + f", {args.seeds} seed(s)")
     rows = {name: summarize(name, got) for name, got in runs.items() if got}
     if toy and ray_ok and args.shipped_runs:
         shipped = [sweeps_ray.run_pbt("toy", population=8, interval=5, steps=1000, seed=100 + i, tmp=tmp,
-                                      shipped=True) for i in range(args.shipped_runs)]
+                                      shipped=True, budget_s=args.shipped_budget_s) for i in range(args.shipped_runs)]
         failed = [s for s in shipped if s.errors]
         print(f"  ray_shipped  Ray's example as shipped (2 checkpoints kept, fail_fast): {len(failed)}/"
-              f"{len(shipped)} runs failed" + "".join(f"; after {s.wall_s:.0f} s: {s.error}" for s in failed))
+              f"{len(shipped)} runs failed" + "".join(f"; after {s.wall_s:.0f} s: {s.error}" for s in failed)
+              + "".join(f"; one ran {s.wall_s:.0f} s, best {s.best:.4g}" for s in shipped if not s.errors))
         rows["ray_shipped"] = {"failures": len(failed), "runs": len(shipped)}
     return rows
 

@@ -135,7 +135,8 @@ class RayResult:
 
 
 def run_pbt(task: str, *, population: int, interval: int, steps: int, seed: int, tmp: pathlib.Path,
-            step_ms: float = 0.0, eval_every: int = 5, shipped: bool = False) -> RayResult:
+            step_ms: float = 0.0, eval_every: int = 5, shipped: bool = False,
+            budget_s: float | None = None) -> RayResult:
     """One PBT run of ``task``. ``shipped``: the toy with Ray's example settings as shipped (lr 0.0001 for all,
     one CPU a trial, 2 checkpoints kept, ``fail_fast``); else every checkpoint kept, ``fail_fast`` off and the
     population side by side (``2/population`` CPU a trial), its values drawn as Nissa's are."""
@@ -171,7 +172,7 @@ def run_pbt(task: str, *, population: int, interval: int, steps: int, seed: int,
             checkpoint_config=tune.CheckpointConfig(checkpoint_score_attribute=metric,
                                                     num_to_keep=2 if shipped else None)),
         tune_config=tune.TuneConfig(scheduler=pbt, metric=metric, mode="max", num_samples=population,
-                                    reuse_actors=True),
+                                    reuse_actors=True, time_budget_s=budget_s),
         param_space=space)
     out = RayResult()
     began = time.perf_counter()
