@@ -147,7 +147,10 @@ def list_sweeps(conn: Conn, limit: int) -> list[SweepRow]:
 
 
 def running_sweeps(conn: Conn) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT sweep_id FROM sweeps WHERE status = 'running'").fetchall()]
+    """Sweeps running, and those ended with trials still running (followed until their runs end)."""
+    return [r[0] for r in conn.execute(
+        "SELECT sweep_id FROM sweeps WHERE status = 'running' UNION "
+        "SELECT DISTINCT sweep_id FROM sweep_trials WHERE status = 'running'").fetchall()]
 
 
 def end_sweep(conn: Conn, sweep_id: str, status: str, message: str, now: float) -> None:

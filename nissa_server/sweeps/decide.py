@@ -102,10 +102,15 @@ def decide(conn: Conn, sweep_id: str, now: float | None = None) -> list[Ask]:
     """Every decision due for the sweep ``sweep_id`` (see the module docstring)."""
     now = time.time() if now is None else now
     sweep = q.get_sweep(conn, sweep_id, lock=True)
-    if sweep is None or sweep.status != "running":
+    if sweep is None:
         return []
     rows = q.trials(conn, sweep_id)
     running = [r for r in rows if r.status == "running"]
+    if sweep.status != "running":  # an ended sweep's trials still running are followed to their ends, no further
+        states = q.run_states(conn, [r.run_id for r in running], sweep.spec.metric.name)
+        for row in running:
+            _follow(conn, sweep, row, now, states)
+        return []
     settling = [r for r in rows if r.status != "lost" and r.ended_at is not None and now - r.ended_at < SETTLE_S]
     states = q.run_states(conn, [r.run_id for r in running + settling], sweep.spec.metric.name)
     for row in settling:

@@ -129,7 +129,10 @@ def test_a_pbt_sweep_over_a_loop_that_cannot_restore_stops_with_the_reason(serve
     assert _finish(agent) == 0, (tmp_path / "agent.log").read_text()
     sweep = _sweep(server, sweep_id)
     assert sweep["status"] == "stopped" and "needs run.on_restore" in sweep["message"], sweep
-    assert not [t for t in sweep["trials"] if t["status"] in ("running", "queued")]
+    # A trial still running when the sweep stopped is followed to its end (its run fails as the other's did).
+    ended = _wait("the stopped sweep's trials to end", lambda: (s := _sweep(server, sweep_id)) and not [
+        t for t in s["trials"] if t["status"] in ("running", "queued")] and s, timeout=60)
+    assert [t["status"] for t in ended["trials"]] == ["failed", "failed"], ended
 
 
 def test_grid_runs_each_point_once_over_two_agents(server, tmp_path):
