@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from leyline import AlertChanged, CommandAction, Heartbeat, make_event
+from leyline.commands import ProfileRequest
 from nissa_server.alerts.rules import parse_rules
 from tests.tui.live_console import live_run, run_view, until
 from tui.screens.diagnostics import AlertsScreen, StacksScreen
@@ -45,7 +46,8 @@ async def test_a_hang_alert_shows_a_banner_and_the_stacks_of_the_run(tmp_path):
         await pilot.click("#profile_memory")
         await pilot.click("#ok")
         await until(pilot, lambda: any(c.action is CommandAction.PROFILE for c in trainer.commands), "sent")
-        profile = next(c for c in trainer.commands if c.action is CommandAction.PROFILE)
+        profile = next(c.request for c in trainer.commands if c.action is CommandAction.PROFILE)
+        assert isinstance(profile, ProfileRequest)
         assert (profile.record_shapes, profile.with_stack, profile.profile_memory) == (True, False, True)
         assert form.is_attached is False
 
