@@ -12,6 +12,13 @@ from tests.support.web import chart_titles, open_page
 pytestmark = pytest.mark.single_backend
 
 
+def _series_names(server_url: str, run_id: str) -> set[str]:
+    """The run's series listed so far; none while the server asks to come back later (a 503 while its series
+    pass catches up, a 429 on a busy machine): the wait goes on."""
+    reply = httpx.get(f"{server_url}/runs/{run_id}/series", timeout=30)
+    return {s["name"] for s in reply.json()} if reply.status_code == 200 else set()
+
+
 def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_path):
     import nissa
 
@@ -20,8 +27,8 @@ def test_a_run_with_system_metrics_has_a_system_group(browser, server_url, tmp_p
         for i in range(4):
             run.step()
             run.log({"loss": 1.0 / (i + 1)})
-        wait_for(lambda: any(s["name"] == "system.memory.process_rss_bytes" for s in
-                             httpx.get(f"{server_url}/runs/{run.run_id}/series").json()), 30, "the system series")
+        wait_for(lambda: "system.memory.process_rss_bytes" in _series_names(server_url, run.run_id), 30,
+                 "the system series")
         page, outside, errors = open_page(browser, server_url)
         page.goto(server_url + f"/ui#run={run.run_id}")
         page.wait_for_selector('#charts[data-ready="1"] .chart[data-title="System · process RSS bytes"]')
