@@ -34,6 +34,16 @@ _runs = msgspec.json.Decoder(list[RunSummary])
 _run = msgspec.json.Decoder(RunDetail)
 
 
+def refusal(reply: httpx.Response) -> str:
+    """Why the server refused a request: its reply's ``detail``, else the reply's text."""
+    try:
+        body = reply.json()
+    except ValueError:
+        return reply.text
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) else reply.text
+
+
 class ApiError(Exception):
     """The server refused a request (a mistake in a query names its position) or could not be reached."""
 
@@ -76,11 +86,8 @@ class Api:
         except httpx.HTTPError as err:
             raise ApiError(f"nissa.Api: no answer from {self.server}: {err}") from None
         if reply.status_code >= 400:
-            try:
-                detail = reply.json().get("detail", reply.text)
-            except ValueError:
-                detail = reply.text
-            raise ApiError(f"nissa.Api: {reply.request.method} {reply.request.url.path}: {reply.status_code} {detail}")
+            raise ApiError(f"nissa.Api: {reply.request.method} {reply.request.url.path}: {reply.status_code} "
+                           f"{refusal(reply)}")
         return reply
 
     def runs(self, q: str | None = None, *, project: str | None = None, group: str | None = None,

@@ -8,7 +8,7 @@ import httpx
 import msgspec
 
 from leyline.sweeps import Lease, LeaseGranted, SweepCreated, SweepInfo, SweepSpec
-from nissa.api import ApiError
+from nissa.api import ApiError, refusal
 
 T = TypeVar("T")
 
@@ -49,11 +49,7 @@ class SweepClient:
         except httpx.HTTPError as err:
             raise SweepError(f"no answer from {self.server}: {err}") from None
         if reply.status_code >= 400:
-            try:
-                detail = reply.json().get("detail", reply.text)
-            except ValueError:
-                detail = reply.text
-            raise SweepError(f"{method} {path}: {reply.status_code} {detail}", reply.status_code)
+            raise SweepError(f"{method} {path}: {reply.status_code} {refusal(reply)}", reply.status_code)
         try:
             return msgspec.json.decode(reply.content, type=into)
         except msgspec.ValidationError as err:
