@@ -42,6 +42,8 @@ class Ask:
     source_run_id: str = ""
     artifact: str = ""
     values: dict | None = None
+    sweep_id: str = ""
+    """The sweep whose exploit this serves (checkpoint, restore)."""
 
 
 def _ended(conn: Conn, sweep: SweepRow, row: TrialRow, status: str, now: float) -> None:
@@ -237,7 +239,7 @@ def _advance(conn: Conn, sweep: SweepRow, e: ExploitRow, by_id: dict[int, TrialR
     if target.status != "running" or source is None:
         return _fail(conn, sweep, e, "the trial ended before its exploit was applied")
     if e.checkpoint_id is None:
-        return Ask("checkpoint", source.run_id, key + ":checkpoint", why, e.trial_id, e.n)
+        return Ask("checkpoint", source.run_id, key + ":checkpoint", why, e.trial_id, e.n, sweep_id=sweep.sweep_id)
     checkpoint = _record(conn, e.checkpoint_id)
     if checkpoint is None or not checkpoint.status.terminal:
         return None
@@ -246,7 +248,8 @@ def _advance(conn: Conn, sweep: SweepRow, e: ExploitRow, by_id: dict[int, TrialR
         return _fail(conn, sweep, e, f"trial {e.exploit.source_trial}'s checkpoint was not shared "
                                      f"({checkpoint.status.value}: {checkpoint.message or 'no artifact'})")
     if e.restore_id is None:
-        return Ask("restore", target.run_id, key + ":restore", why, e.trial_id, e.n, source_run_id=source.run_id,
+        return Ask("restore", target.run_id, key + ":restore", why, e.trial_id, e.n, sweep_id=sweep.sweep_id,
+                   source_run_id=source.run_id,
                    artifact=artifact, values=e.exploit.after)
     restore = _record(conn, e.restore_id)
     if restore is None or not restore.status.terminal:

@@ -143,7 +143,7 @@ def _request(ask: Ask) -> EscalateRequest:
 
 
 def _exploit_row(conn: Conn, ask: Ask) -> tuple[str, q.ExploitRow] | None:
-    sweep_id = ask.key.split(":")[1]
+    sweep_id = ask.sweep_id
     row = next((e for e in q.exploits(conn, sweep_id) if e.trial_id == ask.trial_id and e.n == ask.n), None)
     return None if row is None else (sweep_id, row)
 
