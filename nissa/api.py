@@ -16,7 +16,7 @@ as the server does (``leyline.series``): not downsampled, nothing left out. No t
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import msgspec
@@ -57,15 +57,18 @@ def _pandas() -> Any:
     return pandas
 
 
-class Api:
-    """A nissa-server's runs (``token``: default ``$NISSA_TOKEN``, needed where the server protects reads)."""
+class ServerClient:
+    """One nissa-server's HTTP API (``token``: default ``$NISSA_TOKEN``, needed where the server protects what is
+    asked); ``_who`` names the caller in its refusals. A context manager that closes its connections."""
+
+    _who = "nissa.Api"
 
     def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
         from nissa import env
         from nissa.checks import check_server
         from nissa.hub.rest import http_url
 
-        check_server(server, "server", "nissa.Api")
+        check_server(server, "server", self._who)
         token = token if token is not None else env.token() or None
         self.server = http_url(server, "")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -74,11 +77,15 @@ class Api:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> Api:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Api(ServerClient):
+    """A nissa-server's runs (``token``: default ``$NISSA_TOKEN``, needed where the server protects reads)."""
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
         try:

@@ -59,7 +59,7 @@ def _client(args: argparse.Namespace) -> Any:
     if not args.server:
         raise SystemExit(f"nissa sweep {args.verb}: --server is needed (or $NISSA_SERVER)")
     try:
-        return SweepClient(args.server, token=args.token or env.token())
+        return SweepClient(args.server, token=args.token or None)
     except ValueError as err:
         raise SystemExit(f"nissa sweep {args.verb}: {err}") from None
 

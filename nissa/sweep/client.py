@@ -8,7 +8,7 @@ import httpx
 import msgspec
 
 from leyline.sweeps import Lease, LeaseGranted, SweepCreated, SweepInfo, SweepSpec
-from nissa.api import ApiError, refusal
+from nissa.api import ApiError, ServerClient, refusal
 
 T = TypeVar("T")
 
@@ -21,26 +21,10 @@ class SweepError(ApiError):
         self.status = status
 
 
-class SweepClient:
-    """``/sweeps`` of one server (``token`` when it wants one)."""
+class SweepClient(ServerClient):
+    """``/sweeps`` of one server (``token``: default ``$NISSA_TOKEN``, when it wants one)."""
 
-    def __init__(self, server: str, token: str | None = None, timeout: float = 30.0) -> None:
-        from nissa.checks import check_server
-        from nissa.hub.rest import http_url
-
-        check_server(server, "server", "nissa sweep")
-        self.server = http_url(server, "")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> SweepClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    _who = "nissa sweep"
 
     def _call(self, method: str, path: str, into: type[T], body: Any = None) -> T:
         try:
