@@ -140,6 +140,8 @@ def parse_label_pairs(text: str) -> dict[str, str]:
 
 def parse_key(key: str) -> tuple[str, dict[str, str]]:
     """``"a.b{env=2}"`` → ``("a.b", {"env": "2"})``; the inverse of ``format_key``. Raises ``ValueError``."""
+    if "\\" not in key:  # nothing escaped (most keys): the same split, by the string's own methods
+        return _parse_plain(key)
     brace = _split_unescaped(key, "{")
     if len(brace) == 1:
         return _unescape(key), {}
@@ -153,6 +155,22 @@ def parse_key(key: str) -> tuple[str, dict[str, str]]:
             raise ValueError(f"series key {key!r}: label {pair!r} is not k=v")
         labels[_unescape(kv[0])] = _unescape(kv[1])
     return _unescape(name), labels
+
+
+def _parse_plain(key: str) -> tuple[str, dict[str, str]]:
+    """``parse_key`` of a key without ``\\``."""
+    name, brace, rest = key.partition("{")
+    if not brace:
+        return key, {}
+    if not rest.endswith("}"):
+        raise ValueError(f"series key {key!r}: labels must end with '}}'")
+    labels: dict[str, str] = {}
+    for pair in rest[:-1].split(","):
+        kv = pair.split("=")
+        if len(kv) != 2 or not kv[0]:
+            raise ValueError(f"series key {key!r}: label {pair!r} is not k=v")
+        labels[kv[0]] = kv[1]
+    return name, labels
 
 
 # --- points ----------------------------------------------------------------------------------------

@@ -8,12 +8,18 @@ values. A layout is created once per pass (``Gathered``) and with it the keys of
 formatted and no point is an object. Numbers in dicts and lists of numbers are walked as ``points_of``
 walks them. At the end each layout's rows become columns (a ``None`` is no point). Every point carries
 the event's place in the pass, so a series that two layouts both feed keeps its points in order.
+
+What a pass keeps between its events is a few flat lists of numbers, never an object per series or point (a
+run that logs a hundred thousand names would be millions of them, and each full collection of the interpreter's
+garbage collector walks every one, holding up the whole server): the points found by walking a payload go to
+one list per column with their series' index beside them, the arrays made of them are numpy's and tuples of
+them (neither is tracked by the collector).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +33,9 @@ logger = logging.getLogger(__name__)
 STEP_SERIES = 1000
 """Series ``Gathered.series_steps`` makes arrays of in one step at most."""
 NAN = float("nan")
-Arrays = list[np.ndarray]
-"""ordinal, step, epoch, round, ts, value (float64)."""
-_Parts = dict[tuple[int, str], tuple[str, list[Arrays]]]
+Arrays = Sequence[np.ndarray]
+"""step, epoch, round, ts, value (float64; a tuple, with the ordinal first while gathering)."""
+_Parts = dict[tuple[int, str], tuple[str, tuple[Arrays, ...]]]
 
 
 class _Layout:
@@ -57,7 +63,11 @@ class Gathered:
 
     def __init__(self) -> None:
         self._layouts: dict[tuple, _Layout] = {}
-        self._walked: dict[tuple[int, str], tuple[str, tuple[list[float], ...]]] = {}
+        self._walked: dict[tuple[int, str], int] = {}
+        """(run key, series key) → its index in ``_names`` (the series of the points walked)."""
+        self._names: list[str] = []
+        self._points: tuple[list[float], ...] = ([], [], [], [], [], [], [])
+        """The points walked, a column each: series index, ordinal, step, epoch, round, ts, value."""
         self._n = 0
         self.markers: list[tuple] = []
         """(run key, event id, marker) of the events that are a marker."""
@@ -152,13 +162,22 @@ class Gathered:
         return found
 
     def _walk(self, run_key: int, x: tuple, found: list) -> None:
+        walked, names = self._walked, self._names
+        index, ordinal, step, epoch, rnd, ts, values = self._points
+        n, s, e, r, t = x
         for name, labels, value in found:
             key = (run_key, key_of(name, labels))
-            entry = self._walked.get(key)
-            if entry is None:
-                entry = self._walked[key] = (name, ([], [], [], [], [], []))
-            for col, v in zip(entry[1], (*x, value), strict=True):
-                col.append(v)
+            at = walked.get(key)
+            if at is None:
+                at = walked[key] = len(names)
+                names.append(name)
+            index.append(at)
+            ordinal.append(n)
+            step.append(s)
+            epoch.append(e)
+            rnd.append(r)
+            ts.append(t)
+            values.append(value)
 
     def series(self) -> dict[tuple[int, str], tuple[str, Arrays]]:
         """(run key, series key) → (name, arrays in ``COLUMNS`` order), points in the order of their events."""
@@ -176,8 +195,14 @@ class Gathered:
                 _layout_parts(layout, parts)
                 yield
         # A step every STEP_SERIES series too: a run that logs a hundred thousand names is as many arrays.
-        for i, (key, (name, cols)) in enumerate(self._walked.items(), 1):
-            parts.setdefault(key, (name, []))[1].append([np.array(c, dtype=np.float64) for c in cols])
+        index = np.array(self._points[0], dtype=np.int64)
+        order = np.argsort(index, kind="stable")  # each series' points together, in the order of their events
+        columns = np.array(self._points[1:], dtype=np.float64)[:, order]
+        ends = np.cumsum(np.bincount(index, minlength=len(self._names))).tolist()
+        begin = 0
+        for i, (key, at) in enumerate(self._walked.items(), 1):
+            _add_part(parts, key, self._names[at], tuple(columns[:, begin:ends[at]]))
+            begin = ends[at]
             if not i % STEP_SERIES:
                 yield
         result = {}
@@ -215,12 +240,13 @@ def joined_steps(parts: list[Charted], out: Charted) -> Iterator[None]:
     if len(parts) == 1:
         out.series = parts[0].series
     else:
-        series: dict[tuple[int, str], tuple[str, list[Arrays]]] = {}
+        series: _Parts = {}
         for part in parts:
             for key, (name, arrays) in part.series.items():
-                series.setdefault(key, (name, []))[1].append(arrays)
+                _add_part(series, key, name, arrays)
         for i, (key, (name, pieces)) in enumerate(series.items(), 1):
-            out.series[key] = (name, [np.concatenate(cols) for cols in zip(*pieces, strict=True)])
+            out.series[key] = (name, pieces[0] if len(pieces) == 1 else
+                               tuple(np.concatenate(cols) for cols in zip(*pieces, strict=True)))
             if not i % STEP_SERIES:
                 yield
     out.markers = [m for part in parts for m in part.markers]
@@ -236,6 +262,12 @@ def add_block(gathered: Gathered, run_key: int, first_id: int, body: bytes) -> N
         logger.warning("events not charted from the first one that does not decode: %s", err)
 
 
+def _add_part(parts: _Parts, key: tuple[int, str], name: str, arrays: Arrays) -> None:
+    """One more part of a series (a tuple each: a series' parts are seldom more than one or two)."""
+    had = parts.get(key)
+    parts[key] = (name, (arrays,)) if had is None else (name, (*had[1], arrays))
+
+
 def _layout_parts(layout: _Layout, parts: _Parts) -> None:
     if not layout.rows:
         return
@@ -244,24 +276,24 @@ def _layout_parts(layout: _Layout, parts: _Parts) -> None:
     for (name, key), column in zip(layout.columns, columns[5:], strict=True):
         arrays = _column(xs, column)
         if arrays is not None:
-            parts.setdefault((layout.run_key, key), (name, []))[1].append(arrays)
+            _add_part(parts, (layout.run_key, key), name, arrays)
 
 
 def _column(xs: np.ndarray, column: tuple) -> Arrays | None:
     """The arrays of one flat field's column (None where no event had a value)."""
     nones = column.count(None)
     if not nones:
-        return [*xs, np.array(column, dtype=np.float64)]
+        return (*xs, np.array(column, dtype=np.float64))
     if nones == len(column):
         return None
     keep = [i for i, v in enumerate(column) if v is not None]
-    return [*xs[:, keep], np.array([column[i] for i in keep], dtype=np.float64)]
+    return (*xs[:, keep], np.array([column[i] for i in keep], dtype=np.float64))
 
 
-def _in_order(parts: list[Arrays]) -> Arrays:
+def _in_order(parts: tuple[Arrays, ...]) -> Arrays:
     """One series' parts as one, in the order of their events, without the ordinal."""
     if len(parts) == 1:
-        return parts[0][1:]
+        return tuple(parts[0][1:])
     joined = [np.concatenate(cols) for cols in zip(*parts, strict=True)]
     order = np.argsort(joined[0], kind="stable")
-    return [a[order] for a in joined[1:]]
+    return tuple(a[order] for a in joined[1:])

@@ -29,6 +29,7 @@ from nissa_server.health import supervise
 from nissa_server.store import series_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted, Gathered, add_block, joined_steps
+from nissa_server.store.series_sql import PassRows
 
 if TYPE_CHECKING:
     from nissa_server.store.base import Store
@@ -245,9 +246,12 @@ class SeriesPass:
         return more, end
 
     async def _write(self, mark: int, end: int, charted: Charted) -> bool:
-        """``charted`` written, the watermark moved from ``mark`` to ``end``; False if it was no longer ``mark``."""
+        """``charted`` written, the watermark moved from ``mark`` to ``end``; False if it was no longer ``mark``. Its
+        rows are made first, on the event loop in slices: the transaction holds the writer only to store them."""
         store = self._store
-        wrote = await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, charted=charted))
+        rows = PassRows()
+        await self._in_slices(store.series.rows_steps(charted, rows))
+        wrote = await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, rows=rows))
         self.passes += wrote
         return wrote
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import collections
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
@@ -38,6 +39,8 @@ SUMMARY_BLOCK = 16
 SUMMARY_MIN = 4096
 """Points from which a row keeps a summary (a pass's rows seldom have as many: summaries are for merged rows,
 which hold most of a long run's points)."""
+STEP_ROWS = 1000
+"""Series ``SeriesWriter.rows_steps`` makes the rows of in one step at most."""
 MAX_INDEXED = 1_000_000
 """Series whose labels a writer remembers having written, at most."""
 COLUMNS = ("step", "epoch", "round", "ts", "value")
@@ -140,7 +143,7 @@ def delete_run(conn: Conn, run_key: int) -> None:
     conn.execute("DELETE FROM series_labels WHERE run_key = ?", (run_key,))
 
 
-def summarize(arrays: list[np.ndarray]) -> list[np.ndarray]:
+def summarize(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The points that are the minimum or maximum of their block of ``SUMMARY_BLOCK`` (in order)."""
     y = arrays[4]
     n = len(y) - len(y) % SUMMARY_BLOCK
@@ -156,10 +159,15 @@ _STORED_ORDER = (4, 0, 3, 1, 2)
 """The arrays (in ``COLUMNS`` order) in the order the table keeps them: value, step, ts, epoch, round."""
 
 
-def _row_values(arrays: list[np.ndarray]) -> tuple:
+def _row_values(arrays: Sequence[np.ndarray]) -> tuple:
     """The ``_COLS`` values of a chunk of ``arrays`` (float64, in ``COLUMNS`` order). A commit of a lab's
-    load writes hundreds of short rows: a few numpy calls each, no copies."""
+    load writes hundreds of short rows: a few numpy calls each, no copies; a row of one point (a run that logs
+    a hundred thousand names once each) none."""
     step, epoch, rounds, ts = arrays[:4]
+    if len(step) == 1:
+        round_one = float(rounds[0])
+        return (1, float(step[0]), float(epoch[0]), None if round_one != round_one else round_one, float(ts[0]),
+                *(None,) * 6, *(arrays[i].tobytes() for i in _STORED_ORDER))
     round_max = float(np.fmax.reduce(rounds))  # NaN only where no point has a round
     summary: tuple = (None,) * 6
     if len(step) >= SUMMARY_MIN:
@@ -191,15 +199,41 @@ _MARKER = ("INSERT INTO series_markers (run_key, event_id, step, epoch, round, t
            "ON CONFLICT DO NOTHING")
 
 
+@dataclass
+class PassRows:
+    """What a pass writes, made before its transaction (``SeriesWriter.rows_steps``, on the event loop a slice at a
+    time): the transaction only hands them to the database."""
+
+    chunks: list[tuple] = field(default_factory=list)
+    """``series_chunks`` rows (run key first)."""
+    labels: list[tuple] = field(default_factory=list)
+    """``series_labels`` rows of the series the writer had not indexed."""
+    indexed: list[tuple[int, str]] = field(default_factory=list)
+    """(run key, series key) of those series."""
+    stats: list[tuple] = field(default_factory=list)
+    """``summaries_sql.stat_rows`` of the series."""
+    markers: list[tuple] = field(default_factory=list)
+    """``series_markers`` rows."""
+    declared: list[tuple] = field(default_factory=list)
+    """``Charted.declared``."""
+    runs: set[int] = field(default_factory=set)
+    """The runs the rows are of."""
+
+
+def _of_runs(alive: set[int], *parts: list) -> list[list]:
+    """Each of ``parts`` with only the rows of runs in ``alive`` (a row's first value is its run key)."""
+    return [[r for r in part if r[0] in alive] for part in parts]
+
+
 class SeriesWriter:
     """Writes what a pass charted, and the merges that fall due; runs where ``Store.series_call`` runs it (the
     writer's thread, or PostgreSQL's series connection's)."""
 
     def __init__(self) -> None:
-        self._rows: dict[tuple[int, str], list[int]] = {}
+        self._rows: dict[tuple[int, str], tuple[int, ...]] = {}
         """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback, or
         where another server's pass wrote too: a merge then finds fewer rows, or happens later, and the data
-        stays right)."""
+        stays right). Tuples of numbers: the collector does not walk them."""
         self.due: collections.deque[tuple[int, str, str, int]] = collections.deque()
         """Merges to do: (run key, name, series key, level)."""
         self._indexed: set[tuple[int, str]] = set()
@@ -215,43 +249,60 @@ class SeriesWriter:
         self.due.clear()
         self._indexed.clear()
 
-    def write_pass(self, conn: Conn, mark: int, end: int, charted: Charted) -> bool:
-        """Rows and markers of the events after id ``mark`` up to ``end``, and the watermark moved to ``end``,
-        in the writer's transaction; False (nothing written) where the watermark is no longer ``mark``:
-        another server's pass on a shared database charted them first."""
+    def rows_steps(self, charted: Charted, out: PassRows) -> Iterator[None]:
+        """The rows of ``charted`` into ``out``, a step every ``STEP_ROWS`` series (for the event loop, as
+        ``Gathered.series_steps``); each series' row counted towards its merges (a hint: a pass that fails
+        counts it too)."""
+        indexed = self._indexed
+        for i, ((run_key, key), (name, arrays)) in enumerate(charted.series.items(), 1):
+            out.chunks.append((run_key, name, key, 0, *_row_values(arrays)))
+            self._count(run_key, name, key, 0)
+            if (run_key, key) not in indexed:
+                out.indexed.append((run_key, key))
+                out.labels += label_rows(((run_key, name, key),))
+            if not i % STEP_ROWS:
+                yield
+        out.stats = summaries_sql.stat_rows(charted.series)
+        out.markers = [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
+                       for run_key, event_id, m in charted.markers]
+        out.declared = charted.declared
+        out.runs = ({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers}
+                    | {d[0] for d in charted.declared})
+
+    def rows_of(self, charted: Charted) -> PassRows:
+        """``rows_steps`` at once."""
+        out = PassRows()
+        for _ in self.rows_steps(charted, out):
+            pass
+        return out
+
+    def write_pass(self, conn: Conn, mark: int, end: int, rows: PassRows) -> bool:
+        """``rows`` of the events after id ``mark`` up to ``end``, and the watermark moved to ``end``, in the
+        writer's transaction; False (nothing written) where the watermark is no longer ``mark``: another
+        server's pass on a shared database charted them first."""
         began = time.thread_time()
         if watermark(conn, lock=True) != mark:
             return False
-        keys = sorted({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers}
-                      | {d[0] for d in charted.declared})
+        keys = sorted(rows.runs)
         alive = {r[0] for r in conn.execute(
             f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()
-        series = {k: v for k, v in charted.series.items() if k[0] in alive}  # a run deleted meanwhile stays so
-        conn.executemany(_INSERT, [(run_key, name, key, 0, *_row_values(arrays))
-                                   for (run_key, key), (name, arrays) in series.items()])
-        for (run_key, key), (name, _) in series.items():
-            self._count(run_key, name, key, 0)
-        self._index(conn, [(run_key, name, key) for (run_key, key), (name, _) in series.items()
-                           if (run_key, key) not in self._indexed])
-        markers = [m for m in charted.markers if m[0] in alive]
-        if markers:
-            conn.executemany(_MARKER, [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
-                                       for run_key, event_id, m in markers])
-        summaries_sql.write(conn, series, charted.declared, alive)
+        if alive != rows.runs:  # a run deleted meanwhile stays so
+            chunks, labels, indexed, stats, markers, declared = _of_runs(
+                alive, rows.chunks, rows.labels, rows.indexed, rows.stats, rows.markers, rows.declared)
+            rows = PassRows(chunks, labels, indexed, stats, markers, declared, alive)
+        if rows.chunks:
+            conn.executemany(_INSERT, rows.chunks)
+        if rows.labels:
+            conn.executemany(_LABEL, rows.labels)
+        if len(self._indexed) + len(rows.indexed) > MAX_INDEXED:
+            self._indexed.clear()  # a flood of label sets: they are written again, and found there
+        self._indexed.update(rows.indexed)
+        if rows.markers:
+            conn.executemany(_MARKER, rows.markers)
+        summaries_sql.write_rows(conn, rows.stats, rows.declared, alive)
         conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,))
         self.seconds += time.thread_time() - began
         return True
-
-    def _index(self, conn: Conn, new: list[tuple[int, str, str]]) -> None:
-        """The labels of series this writer has not indexed yet (a row each; already there is fine)."""
-        if not new:
-            return
-        rows = label_rows(new)
-        if rows:
-            conn.executemany(_LABEL, rows)
-        if len(self._indexed) + len(new) > MAX_INDEXED:
-            self._indexed.clear()  # a flood of label sets: they are written again, and found there
-        self._indexed.update((run_key, key) for run_key, _, key in new)
 
     def _count(self, run_key: int, name: str, key: str, level: int) -> None:
         """One more row of ``level``; a merge is due at every ``MERGE_AT``."""
@@ -259,13 +310,14 @@ class SeriesWriter:
         if levels is None:
             # A pass writes a row to every series it touched: counted alike, a lab's hundreds of series would
             # all merge at once. Each starts at its own place (runs' series have the same keys: the run too).
-            levels = self._rows[(run_key, key)] = [zlib.crc32(f"{run_key} {key}".encode()) % MERGE_AT]
-        while len(levels) <= level:
-            levels.append(0)
-        levels[level] += 1
-        if levels[level] >= MERGE_AT:
-            levels[level] = 0
+            levels = (zlib.crc32(f"{run_key} {key}".encode()) % MERGE_AT,)
+        if len(levels) <= level:
+            levels += (0,) * (level + 1 - len(levels))
+        count = levels[level] + 1
+        if count >= MERGE_AT:
+            count = 0
             self.due.append((run_key, name, key, level))
+        self._rows[(run_key, key)] = (*levels[:level], count, *levels[level + 1:])
 
     def merge_next(self, conn: Conn) -> None:
         """The next due merge, in the writer's transaction (a few milliseconds: merges are spread out, not

@@ -11,7 +11,7 @@ its series' last and best (``pinned``). NaN is no min, max or best; a NaN last i
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -94,6 +94,9 @@ def _number(value: float) -> float | None:
 
 def _stats(values: np.ndarray) -> tuple[int, float | None, float | None, float | None]:
     """(count, min, max, last) of a series' points (NaN: no min or max; a NaN last is None)."""
+    if len(values) == 1:
+        one = _number(float(values[0]))
+        return 1, one, one, one
     finite = values[~np.isnan(values)]
     low = float(finite.min()) if len(finite) else None
     high = float(finite.max()) if len(finite) else None
@@ -126,11 +129,32 @@ def _declare(conn: Conn, run_key: int, directions: dict[str, str], known: dict[s
                      (direction, direction, run_key, name))
 
 
+def stat_rows(series: Mapping[tuple[int, str], tuple[str, Sequence[np.ndarray]]]) -> list[tuple]:
+    """The summaries' rows of a pass's points (``series``: arrays in ``series_sql.COLUMNS`` order, points in event
+    order), each series' direction read from its name (``write_rows`` applies what its run declared): made before
+    the pass's transaction."""
+    rows = []
+    for (run_key, key), (name, arrays) in sorted(series.items()):
+        if not len(arrays[4]):
+            continue
+        count, low, high, last = _stats(arrays[4])
+        direction = direction_of(name)
+        best = best_of(direction, min=low, max=high, last=last)
+        rows.append((run_key, key, name, direction, count, low, high, last, int(arrays[0][-1]), best, 0))
+    return rows
+
+
 def write(conn: Conn, series: dict[tuple[int, str], tuple[str, list[np.ndarray]]], declared: list[tuple],
           alive: set[int]) -> None:
-    """Fold a pass's points (``series``: arrays in ``series_sql.COLUMNS`` order, points in event order) and its
-    declarations (``Charted.declared``, in id order) into the summaries of the runs in ``alive``."""
-    runs = {k for k, _ in series if k in alive} | {d[0] for d in declared if d[0] in alive}
+    """Fold a pass's points and its declarations into the summaries of the runs in ``alive`` (``stat_rows``, then
+    ``write_rows``)."""
+    write_rows(conn, [r for r in stat_rows(series) if r[0] in alive], declared, alive)
+
+
+def write_rows(conn: Conn, stats: list[tuple], declared: list[tuple], alive: set[int]) -> None:
+    """Fold ``stat_rows`` (of runs in ``alive``) and a pass's declarations (``Charted.declared``, in id order) into
+    the summaries of the runs in ``alive``."""
+    runs = {r[0] for r in stats} | {d[0] for d in declared if d[0] in alive}
     if not runs:
         return
     known = directions_of(conn, runs)
@@ -147,19 +171,22 @@ def write(conn: Conn, series: dict[tuple[int, str], tuple[str, list[np.ndarray]]
                 v = _number(as_float(value))
                 direction = direction_of(name, known.get(run_key))
                 pins.append((run_key, format_key(name, {"rank": str(rank)}), name, direction, 1, v, v, v, step, v, 1))
-    rows = []
-    for (run_key, key), (name, arrays) in sorted(series.items()):
-        if run_key not in alive or not len(arrays[4]):
-            continue
-        count, low, high, last = _stats(arrays[4])
-        direction = direction_of(name, known.get(run_key))
-        best = best_of(direction, min=low, max=high, last=last)
-        rows.append((run_key, key, name, direction, count, low, high, last, int(arrays[0][-1]), best, 0))
+    if known:  # what runs declared overrides their names
+        stats = [_declared(row, known[row[0]]) if row[0] in known and row[2] in known[row[0]] else row
+                 for row in stats]
     upsert = _upsert(conn)
-    if rows:
-        conn.executemany(upsert, rows)
+    if stats:
+        conn.executemany(upsert, stats)
     for pin in pins:  # one at a time: a later value of the same series wins
         conn.execute(upsert, pin)
+
+
+def _declared(row: tuple, declared: dict[str, str]) -> tuple:
+    """A ``stat_rows`` row with the direction its run declared for its name."""
+    run_key, key, name, _, count, low, high, last, step, _, pinned = row
+    direction = declared[name]
+    return (run_key, key, name, direction, count, low, high, last, step,
+            best_of(direction, min=low, max=high, last=last), pinned)
 
 
 def delete_run(conn: Conn, run_key: int) -> None:

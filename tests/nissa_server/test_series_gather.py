@@ -1,18 +1,21 @@
-"""The writer's compiled, column-wise gathering of series points says exactly what ``points_of`` says."""
+"""The writer's compiled, column-wise gathering of series points says exactly what ``points_of`` says, and leaves the
+garbage collector a few objects whatever the number of series."""
 
+import gc
 import random
 
 import msgspec
 import numpy as np
 import pytest
 
-from leyline import EpochCompleted, SlotSnapshot, encode, encode_event, make_event
+from leyline import EpochCompleted, Metrics, SlotSnapshot, encode, encode_event, make_event
 from leyline.codec import decode_events, decode_frame_wire
 from leyline.frames import EventBatch
 from leyline.payloads_ops import EventsDropped
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
 from leyline.series import MAX_POINTS_PER_EVENT, marker_of, points_of
-from nissa_server.store.series_gather import Gathered
+from nissa_server.store.series_gather import Charted, Gathered
+from nissa_server.store.series_sql import SeriesWriter
 
 pytestmark = pytest.mark.single_backend  # no database: the gathering itself
 
@@ -103,3 +106,40 @@ def test_events_as_ingest_decoded_them_give_what_their_stored_json_gives():
         for a, b in zip(arrays, got[key][1], strict=True):
             np.testing.assert_array_equal(a, b, err_msg=str(key))
     assert decoded.markers == from_json.markers and decoded.markers
+
+
+def _tracked_after(make) -> tuple[int, object]:
+    """Objects the garbage collector tracks, more after ``make()`` than before (its result kept alive)."""
+    gc.collect()
+    before = len(gc.get_objects())
+    kept = make()
+    gc.collect()
+    gc.collect()  # a collection untracks a tuple of untracked items: the items of a tuple in a tuple first
+    return len(gc.get_objects()) - before, kept
+
+
+def test_a_pass_over_thousands_of_names_leaves_the_collector_a_few_objects_not_one_per_series():
+    # A run that logs 100,000 names made millions of tracked objects of a pass (a list per series and column):
+    # each full collection walked them all, for seconds, and every ack and read waited.
+    names = 6000
+    events = [make_event(Metrics(values={f"w.{i:05d}": float(k) for i in range(at, at + 200)}), run_id="w",
+                         seq=k + 1, ts=1.7e9 + k, step=k) for k, at in enumerate(range(0, names, 200))]
+    body = _body(events + [msgspec.structs.replace(e, seq=e.seq + 30, step=e.step + 30) for e in events])
+
+    def gathered() -> Gathered:
+        out = Gathered()
+        out.add(1, 1, body)
+        return out
+
+    SeriesWriter().rows_of(Charted(series=gathered().series()))  # what a first pass loads and caches
+    few = names // 50  # one object per series: 50 times as many
+    grown, kept = _tracked_after(gathered)
+    assert grown < few, "gathered: a few flat columns"
+    grown, series = _tracked_after(kept.series)
+    assert len(series) == names and all(len(arrays[4]) == 2 for _, arrays in series.values())
+    assert grown < few, "charted: numpy's arrays in tuples"
+    writer = SeriesWriter()
+    grown, rows = _tracked_after(lambda: writer.rows_of(Charted(series=series)))
+    assert len(rows.chunks) == len(rows.stats) == names
+    assert grown < few, "rows to write, and the writer's hints of when to merge"
+    assert not any(gc.is_tracked(v) for v in (*rows.chunks[:10], *rows.stats[:10], *rows.labels[:10]))

@@ -158,10 +158,10 @@ async def test_a_database_from_before_the_pass_keeps_its_charts_once(tmp_path):
 async def test_a_pass_whose_watermark_moved_or_whose_run_is_gone_writes_nothing(tmp_path):
     store, (run,) = await started(tmp_path, "moved", series_interval_s=NEVER)
     await _submit(store, run, events_for(run.run_id, 5, kinds=KINDS))
-    stale = Charted(series={(run.run_key, "x"): ("x", [np.zeros(1)] * 5)})
-    assert await store.call(lambda conn: store.series.write_pass(conn, mark=3, end=5, charted=stale)) is False
-    gone = Charted(series={(run.run_key + 1000, "x"): ("x", [np.zeros(1)] * 5)})
-    assert await store.call(lambda conn: store.series.write_pass(conn, mark=0, end=5, charted=gone)) is True
+    stale = store.series.rows_of(Charted(series={(run.run_key, "x"): ("x", [np.zeros(1)] * 5)}))
+    assert await store.call(lambda conn: store.series.write_pass(conn, mark=3, end=5, rows=stale)) is False
+    gone = store.series.rows_of(Charted(series={(run.run_key + 1000, "x"): ("x", [np.zeros(1)] * 5)}))
+    assert await store.call(lambda conn: store.series.write_pass(conn, mark=0, end=5, rows=gone)) is True
     rows = await store.read(lambda conn: conn.execute("SELECT COUNT(*) FROM series_chunks").fetchone()[0])
     await store.close()
     assert rows == 0
