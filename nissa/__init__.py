@@ -64,11 +64,14 @@ def init(settings: Settings | None = None, /, **given: Any) -> Run:
     from nissa.run import Run
     from nissa.runtime import RuntimeConfig, build_runtime
     from nissa.settings import Settings
+    from nissa.sweep import probed
     from nissa.sweep import trial as sweep_trial
     from ranks import RanksConfig, join_ranks
 
     s = Settings(**given) if settings is None else dataclasses.replace(settings, **given)
     s = sweep_trial.applied(s)  # a sweep's trial: its agent's run id, values, project, group and tag
+    probe = probed.current()  # ``nissa sweep create``'s probe: no server, reports the hooks at the first step
+    s = s if probe is None else probed.applied(s, probe)
     joined_here = not (dist.is_available() and dist.is_initialized())
     ranks = join_ranks(s.device, RanksConfig(timeout_s=s.rank_timeout_s))
     runtime = None
@@ -77,7 +80,10 @@ def init(settings: Settings | None = None, /, **given: Any) -> Run:
         runtime = build_runtime(RuntimeConfig(hub=s.hub(run_id, ranks.rank), level=s.telemetry_level, ranks=ranks,
                                               agree=s.agree, env_base=ranks.rank * s.envs_per_rank))
         device = ranks.device_name(resolved_device(s.device))  # a CUDA rank's own GPU, which it samples too
-        return Run(runtime, s, device=device, close_ranks=joined_here and ranks.distributed)
+        run = Run(runtime, s, device=device, close_ranks=joined_here and ranks.distributed)
+        if probe is not None:
+            probed.watch(run, probe)
+        return run
     except BaseException as err:
         if isinstance(err, OSError):
             err.add_note(f"nissa.init: log_dir {str(s.log_root)!r}: cannot write the run's directory or log")

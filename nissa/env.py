@@ -46,3 +46,13 @@ def trial_environment(*, server: str, token: str | None, sweep_id: str, trial_id
 def sweep_trial() -> str | None:
     """``$NISSA_SWEEP_TRIAL`` as set (None when unset): this process is a sweep's trial."""
     return os.environ.get(SWEEP_TRIAL) or None
+
+
+SWEEP_PROBE = "NISSA_SWEEP_PROBE"
+"""Set by ``nissa sweep create`` in the process it probes a ``pbt`` sweep's command with: JSON naming the file to
+write the loop's hooks to, the directory to log in and the values to start with (``nissa.sweep.probed``)."""
+
+
+def sweep_probe() -> str | None:
+    """``$NISSA_SWEEP_PROBE`` as set (None when unset): this process is a sweep's probe."""
+    return os.environ.get(SWEEP_PROBE) or None

@@ -162,6 +162,12 @@ class Run(RunCore):
         """An ``on_checkpoint`` function is set (without one a ``checkpoint`` command is rejected)."""
         return self._checkpoints.fn is not None
 
+    @property
+    def steering(self) -> sweep_trial.Steering:
+        """Which of a sweep's hooks the loop set: ``on_checkpoint``, ``on_restore``, ``on_hparams``."""
+        return sweep_trial.Steering(on_checkpoint=self.takes_checkpoints, on_restore=self._restores.fn is not None,
+                                    on_hparams=self._hparams.fn is not None)
+
     # --- before the first step ----------------------------------------------------------------
 
     def command(self, name: str | None = None, *,
@@ -232,8 +238,7 @@ class Run(RunCore):
             if ranks.rank == 0:
                 announce(self.run_id, self.settings.stream_to, self.log_path)
             self._start_beside()
-            missing = sweep_trial.missing_hooks(checkpoint=self.takes_checkpoints,
-                                                restore=self._restores.fn is not None)
+            missing = sweep_trial.missing_hooks(self.steering)
             if missing is not None:
                 self.fail(RuntimeError(missing))
                 raise RuntimeError(missing)

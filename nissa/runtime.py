@@ -98,6 +98,7 @@ class Runtime:
         self.step_timer = StepTimer()
         """This rank's mean time between step boundaries, sent in each exchange (the straggler check reads it)."""
         self._round_observers: list[Callable[[ControlRound], None]] = []
+        self._first_step: list[Callable[[], None]] = []
         self.commands = CommandProcessor(self.emit, hub.poll_commands, agreed=agreed)
         self.commands.register(DebugRequest, DebugHandler(self.levels))
         self.commands.register(ProfileRequest, UnavailableHandler(PROFILE_UNAVAILABLE))
@@ -124,6 +125,10 @@ class Runtime:
         self.hub.emit(payload, step=self._step, epoch=self._epoch, env=env, severity=severity)
 
     def step_boundary(self, step: int, epoch: int) -> None:
+        if self._first_step:
+            observers, self._first_step = self._first_step, []
+            for observer in observers:
+                observer()
         self._step = step
         self._epoch = epoch
         self.step_timer.tick()
@@ -137,6 +142,11 @@ class Runtime:
         self.commands.epoch_end(epoch)
         if self.agreement is not None:
             self._agree(self._step, epoch + 1)  # applied as of the next epoch: a debug window counts it first
+
+    def on_first_step(self, observer: Callable[[], None]) -> None:
+        """Call ``observer`` at the run's first step boundary, before anything of that step (by then a loop has set
+        its hooks: a sweep's probe reads them there)."""
+        self._first_step.append(observer)
 
     def on_round(self, observer: Callable[[ControlRound], None]) -> None:
         """Call ``observer`` with every round the ranks agree on (never, alone)."""

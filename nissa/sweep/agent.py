@@ -42,7 +42,7 @@ def agent_name() -> str:
     return f"{host}-{os.getpid()}"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child, before exec: end with the agent (Linux; elsewhere a child outlives a killed agent)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -129,7 +129,7 @@ class Agent:
             method=grant.method)}
         with log.open("ab") as out:
             process = subprocess.Popen(grant.command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       env=environ, preexec_fn=_die_with_parent)  # noqa: PLW1509 - prctl only
+                                       env=environ, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only
         self._running[trial.trial_id] = _Running(trial, process, log)
         self.say(f"trial {trial.trial_id}: started as run {trial.run_id} with {json.dumps(trial.params)} "
                  f"(log: {log})")

@@ -22,6 +22,7 @@ import msgspec
 from leyline.sweeps import MAX_PARALLEL, SweepInfo, decode_spec
 from leyline.text import visible
 from nissa import env
+from nissa.sweep.probe import MAX_PROBE_TIMEOUT_S, PROBE_TIMEOUT_S
 
 MAX_SPEC_BYTES = 1 << 20
 
@@ -30,8 +31,20 @@ def add_sweep(sub: Any) -> None:
     p = sub.add_parser("sweep", help="create, run, watch and stop sweeps",
                        description="Sweeps: trials leased by the server, run by agents, steered live.")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
-    create = _common(verbs.add_parser("create", help="create a sweep from its TOML spec; prints its id last"))
+    create = _common(verbs.add_parser(
+        "create", help="create a sweep from its TOML spec; prints its id last",
+        description="Create a sweep from its TOML spec; prints its id last. A pbt spec's command is first run once "
+                    "as a probe, up to its loop's first step boundary (its run talks to no server, logs in a "
+                    "temporary directory, and the process ends there), and the sweep is refused if the loop sets "
+                    "no run.on_checkpoint, run.on_restore or run.on_hparams, or the probe cannot tell. Grid, random "
+                    "and tpe specs are not probed."))
     create.add_argument("spec", type=pathlib.Path, help="the spec (TOML)")
+    create.add_argument("--probe-timeout", type=float, default=PROBE_TIMEOUT_S, metavar="SECONDS",
+                        help="pbt: how long the probed command may take to reach its first step boundary before it "
+                             f"is killed and the sweep refused (default {PROBE_TIMEOUT_S:g})")
+    create.add_argument("--no-probe", action="store_true",
+                        help="pbt: create the sweep without probing its command (a loop that lacks a hook then "
+                             "stops the sweep at its first trial, with the reason)")
     create.set_defaults(func=_create)
     agent = _common(verbs.add_parser("agent", help="run a sweep's trials here until it needs no more"))
     agent.add_argument("sweep_id")
@@ -79,8 +92,14 @@ def read_spec(path: pathlib.Path) -> Any:
 def _create(args: argparse.Namespace) -> int:
     from nissa.api import ApiError
 
+    if not 0 < args.probe_timeout <= MAX_PROBE_TIMEOUT_S:
+        raise SystemExit(f"nissa sweep create: --probe-timeout must be seconds in (0, {MAX_PROBE_TIMEOUT_S:g}], "
+                         f"got {args.probe_timeout:g}")
     spec = read_spec(args.spec)
     with _client(args) as client:
+        if spec.method == "pbt" and not args.no_probe and (why := _probed(spec, args.probe_timeout)) is not None:
+            print(f"nissa sweep create: {why}\nnissa sweep create: nothing was created", file=sys.stderr)
+            return 1
         try:
             created = client.create(spec)
         except ApiError as err:
@@ -90,6 +109,14 @@ def _create(args: argparse.Namespace) -> int:
           f"run it with: nissa sweep agent {created.sweep_id} --server {args.server}", file=sys.stderr)
     print(created.sweep_id)
     return 0
+
+
+def _probed(spec: Any, timeout_s: float) -> str | None:
+    from nissa.sweep.probe import refusal
+
+    print(f"nissa sweep create: probing the command up to its loop's first step (at most {timeout_s:g} s; "
+          "--no-probe skips it)", file=sys.stderr, flush=True)
+    return refusal(spec, timeout_s)
 
 
 def _agent(args: argparse.Namespace) -> int:

@@ -50,12 +50,35 @@ def applied(settings: Settings) -> Settings:
         tags=[*(settings.tags or ()), trial.sweep_id])
 
 
-def missing_hooks(*, checkpoint: bool, restore: bool) -> str | None:
-    """Why this process cannot be its sweep's trial (None: it can): a ``pbt`` trial shares its weights
-    (``on_checkpoint``) and loads another's (``on_restore``); other methods need neither."""
-    trial = current()
-    if trial is None or trial.method != "pbt" or (checkpoint and restore):
+class Steering(msgspec.Struct, forbid_unknown_fields=True):
+    """Which of a sweep's hooks a loop set (``Run.steering``): what a ``pbt`` sweep needs of it. ``nissa sweep
+    create``'s probe reads it back from the probed process as JSON."""
+
+    on_checkpoint: bool
+    on_restore: bool
+    on_hparams: bool
+
+
+PBT_HOOKS = (("on_checkpoint", "saves a top trial's weights to share them"),
+             ("on_restore", "loads them into a bottom trial"),
+             ("on_hparams", "takes the values copied with them, perturbed"))
+"""The hooks a ``pbt`` sweep's trial needs, and what each does for it."""
+
+
+def pbt_lacks(steering: Steering) -> str | None:
+    """Why a loop that set ``steering`` cannot be a ``pbt`` sweep's trial, in words (None: it can): the one rule
+    of ``nissa sweep create``'s probe and of a trial's own start."""
+    absent = [f"run.{name}" for name, _ in PBT_HOOKS if not getattr(steering, name)]
+    if not absent:
         return None
-    absent = [name for name, has in (("run.on_checkpoint", checkpoint), ("run.on_restore", restore)) if not has]
-    return (f"this loop is a trial of pbt sweep {trial.sweep_id}, which copies weights between trials: it needs "
-            f"{' and '.join(absent)} (grid, random and tpe sweeps need neither)")
+    return (f"it sets no {' and no '.join(absent)}, which a pbt sweep needs: it copies weights between its trials "
+            f"in their live processes ({'; '.join(f'run.{name} {does}' for name, does in PBT_HOOKS)}); grid, "
+            "random and tpe sweeps, early stopping included, need none of them")
+
+
+def missing_hooks(steering: Steering) -> str | None:
+    """Why this process cannot be its sweep's trial (None: it can, or it is no ``pbt`` sweep's trial)."""
+    trial = current()
+    if trial is None or trial.method != "pbt" or (why := pbt_lacks(steering)) is None:
+        return None
+    return f"this loop is a trial of pbt sweep {trial.sweep_id}: {why}"
