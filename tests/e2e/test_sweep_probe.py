@@ -111,6 +111,15 @@ def test_a_pbt_spec_over_a_loop_with_every_hook_is_created(server, tmp_path):
     assert not log_dir.exists() and not tiny_log_dir.exists() and not marker.exists()
 
 
+def test_esper_train_as_a_pbt_sweeps_command_is_refused_naming_the_hooks_it_lacks(server, tmp_path):
+    # esper-train counts its own steps (run.hooks.step_boundary) and sets on_hparams, not on_checkpoint/on_restore.
+    esper = [script("esper-train"), "--rounds", "6", "--log-every", "0", "--log-dir", str(tmp_path / "runs")]
+    refused = _create(server, _spec(tmp_path, "pbt", esper))
+    assert refused.returncode == 1, refused.stderr
+    assert "it sets no run.on_checkpoint and no run.on_restore, which a pbt sweep needs" in refused.stderr
+    assert _listed(server, "sweeps") == [] and _listed(server, "runs") == [] and not (tmp_path / "runs").exists()
+
+
 def test_a_command_that_crashes_before_its_first_step_is_refused_with_its_status_and_stderr(server, tmp_path):
     crash = [sys.executable, "-c", "import sys; sys.stderr.write('loading data\\nno such file: \\x1b[31mdata.bin\\n');"
                                    " sys.exit(3)"]
