@@ -14,7 +14,7 @@ import msgspec
 
 from leyline.sweeps import Value
 from nissa import env
-from nissa.sweep.trial import Steering
+from nissa.sweep.trial import Steering, from_variable
 
 if TYPE_CHECKING:
     from nissa.run import Run
@@ -32,13 +32,7 @@ class ProbeSettings(msgspec.Struct, forbid_unknown_fields=True):
 
 def current() -> ProbeSettings | None:
     """The probe this process runs for (None: it is no probe). A malformed variable is a ``ValueError``."""
-    text = env.sweep_probe()
-    if text is None:
-        return None
-    try:
-        return msgspec.json.decode(text, type=ProbeSettings)
-    except msgspec.DecodeError as err:
-        raise ValueError(f"${env.SWEEP_PROBE} is not a sweep probe's settings: {err}") from None
+    return from_variable(env.sweep_probe(), ProbeSettings, env.SWEEP_PROBE)
 
 
 def applied(settings: Settings, probe: ProbeSettings) -> Settings:

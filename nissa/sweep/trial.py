@@ -5,7 +5,7 @@ the sweep's project and group, and the sweep's id as a tag."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
@@ -26,15 +26,23 @@ class TrialSettings(msgspec.Struct, forbid_unknown_fields=True):
     method: Method = "random"
 
 
-def current() -> TrialSettings | None:
-    """The trial this process runs (None: it is no sweep's trial). A malformed variable is a ``ValueError``."""
-    text = env.sweep_trial()
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def from_variable(text: str | None, kind: type[S], variable: str) -> S | None:
+    """What an agent or a probe put in ``variable`` (its value ``text``; None: unset). Malformed: a ``ValueError``
+    naming the variable."""
     if text is None:
         return None
     try:
-        return msgspec.json.decode(text, type=TrialSettings)
+        return msgspec.json.decode(text, type=kind)
     except msgspec.DecodeError as err:
-        raise ValueError(f"${env.SWEEP_TRIAL} is not a sweep trial's settings: {err}") from None
+        raise ValueError(f"${variable} is not what nissa sets there: {err}") from None
+
+
+def current() -> TrialSettings | None:
+    """The trial this process runs (None: it is no sweep's trial). A malformed variable is a ``ValueError``."""
+    return from_variable(env.sweep_trial(), TrialSettings, env.SWEEP_TRIAL)
 
 
 def applied(settings: Settings) -> Settings:

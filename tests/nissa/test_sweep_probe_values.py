@@ -4,11 +4,12 @@ and a run that talks to no server and logs in the probe's directory."""
 import math
 
 import msgspec
+import pytest
 
 from leyline.sweeps import Parameter
 from nissa.settings import Settings
 from nissa.sweep.probe import first_values
-from nissa.sweep.probed import ProbeSettings, applied
+from nissa.sweep.probed import ProbeSettings, applied, current
 
 
 def test_each_list_gives_its_first_value_and_each_range_its_middle():
@@ -30,3 +31,11 @@ def test_a_probed_run_streams_nowhere_and_logs_in_the_probes_directory(tmp_path)
     assert s.stream_to is None and s.hub("r-1", 0).server is None
     assert s.log_root == tmp_path / "runs" and not s.system_metrics
     assert dict(s.config or {}) == {"lr": 0.01, "hidden": 16}
+
+
+def test_a_malformed_probe_variable_is_refused_naming_it(monkeypatch):
+    monkeypatch.setenv("NISSA_SWEEP_PROBE", '{"report": "x"}')
+    with pytest.raises(ValueError, match=r"\$NISSA_SWEEP_PROBE is not what nissa sets there"):
+        current()
+    monkeypatch.delenv("NISSA_SWEEP_PROBE")
+    assert current() is None
