@@ -1,6 +1,7 @@
 """``nissa sweep``: create a sweep from its TOML spec, run an agent, see where it stands, stop it.
 
     nissa sweep create sweep.toml --server http://127.0.0.1:8765      # prints the sweep id last
+        (a pbt spec's command is probed first, up to its loop's first step: ``nissa.sweep.probe``)
     nissa sweep agent SWEEP_ID --server http://127.0.0.1:8765 --slots 4
     nissa sweep status SWEEP_ID --server http://127.0.0.1:8765
     nissa sweep stop SWEEP_ID --server http://127.0.0.1:8765
