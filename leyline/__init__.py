@@ -29,6 +29,7 @@ from leyline.enums import (
     CommandAction,
     CommandStatus,
     EventKind,
+    Kind,
     RunStatus,
     Severity,
     TelemetryLevel,
@@ -56,7 +57,7 @@ from leyline.events import (
     Event,
     make_event,
 )
-from leyline.kinds import INDEXED_KINDS, KINDS, AnyPayload, KindSpec
+from leyline.kinds import INDEXED_KINDS, KIND_NAMES, KINDS, AnyPayload, KindSpec
 from leyline.metrics import MAX_METRICS, Metrics, SummaryUpdated, TextLogged, metric_value
 from leyline.payloads import (
     ConfigUpdated,
@@ -104,7 +105,8 @@ __all__ = [
     "CommandStatus",
     "CommandStatusChanged", "CompileStats", "CpuStats", "DEFAULT_SEVERITY", "DebugLayerStats", "DecodeError",
     "DiskStats", "Distribution", "EpochCompleted", "EscalateRequest", "Event", "EventKind", "EventsDropped",
-    "GpuStats", "GradientHealth", "HEAD_NAMES", "Heartbeat", "Histograms", "HubHealth", "INDEXED_KINDS", "KINDS",
+    "GpuStats", "GradientHealth", "HEAD_NAMES", "Heartbeat", "Histograms", "HubHealth", "INDEXED_KINDS",
+    "KIND_NAMES", "KINDS", "Kind",
     "KindSpec", "LSTMHealth", "LayerStat", "MAX_METRICS", "METRIC_KINDS", "MemoryStats", "MetricSummary", "Metrics",
     "NetworkStats", "PAYLOAD_TYPES", "PPOUpdate", "Payload", "PhaseTime", "PhaseTiming", "ProfileCompleted",
     "ProfileStarted", "RankCommandStatus", "RankInfo", "RunDetail", "RunFinished", "RunResumed", "RunStarted",

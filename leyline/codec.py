@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from leyline.enums import EventKind, Severity
+from leyline.enums import Kind, Severity
 from leyline.events import (
     MAX_INT,
     PAYLOAD_TYPES,
@@ -21,12 +21,12 @@ from leyline.events import (
     RunId,
     _WireEvent,
 )
-from leyline.kinds import AnyPayload
+from leyline.kinds import KIND_NAMES, AnyPayload
 
 _encoder = msgspec.json.Encoder()
 _wire_decoder = msgspec.json.Decoder(_WireEvent)
 _wire_list_decoder = msgspec.json.Decoder(list[_WireEvent])
-_payload_decoders = {kind: msgspec.json.Decoder(cls) for kind, cls in PAYLOAD_TYPES.items()}
+_payload_decoders = {kind.value: msgspec.json.Decoder(cls) for kind, cls in PAYLOAD_TYPES.items()}
 _run_id_decoder = msgspec.json.Decoder(RunId)
 _rank_decoder = msgspec.json.Decoder(Rank)
 
@@ -57,7 +57,7 @@ def _newer(data: bytes | str) -> bool:
         frame = _kinds_only.decode(data)
     except msgspec.DecodeError:
         return False
-    return any(e.v > SCHEMA_VERSION or e.kind not in EventKind._value2member_map_ for e in frame.events)
+    return any(e.v > SCHEMA_VERSION or e.kind not in KIND_NAMES for e in frame.events)
 
 
 def encode_event(event: Event) -> bytes:
@@ -81,7 +81,7 @@ def payload_of(wire: _WireEvent | _BatchEvent) -> AnyPayload:
         where = str(err).replace("at `$", "at `$.payload")
         if "at `$" not in where:
             where = f"{where} - at `$.payload`"
-        raise msgspec.ValidationError(f"{wire.kind.value}: {where}") from None
+        raise msgspec.ValidationError(f"{wire.kind}: {where}") from None
     return payload
 
 
@@ -89,7 +89,7 @@ def _finish(wire: _WireEvent | _BatchEvent) -> Event:
     payload = payload_of(wire)
     return Event(
         run_id=wire.run_id, rank=wire.rank, seq=wire.seq, ts=wire.ts, step=wire.step,
-        epoch=wire.epoch, env=wire.env, kind=wire.kind, severity=wire.severity,
+        epoch=wire.epoch, env=wire.env, kind=KIND_NAMES[wire.kind], severity=wire.severity,
         payload=payload, v=wire.v,
     )
 
@@ -113,7 +113,7 @@ class _LineEvent(msgspec.Struct, kw_only=True, gc=False):
     step: int
     epoch: int
     env: int | None
-    kind: EventKind
+    kind: Kind
     severity: Severity
     payload: msgspec.Raw
     v: int = SCHEMA_VERSION

@@ -1,4 +1,4 @@
-"""Enumerations shared by every package: event kinds, severities, stages, levels, commands."""
+"""Enumerations shared by every package: the core's event kinds, severities, levels, commands, run statuses."""
 
 from __future__ import annotations
 
@@ -6,20 +6,18 @@ import enum
 from typing import Literal
 
 
-class EventKind(enum.StrEnum):
-    """What an event reports; each kind has exactly one payload type (see ``payloads``)."""
+class Kind(enum.StrEnum):
+    """What an event reports (``Event.kind``): a member of one family of kinds, each family an enum of its own
+    registered in the kinds table (``leyline.kinds``): the core's ``EventKind``, what every run speaks, and each
+    client's own, declared beside its payloads. Each kind has exactly one payload type."""
+
+
+class EventKind(Kind):
+    """The core's kinds: what every run speaks, whichever loop it is (a client's own are its family's)."""
 
     RUN_STARTED = "run_started"
     RUN_FINISHED = "run_finished"
-    EPOCH_COMPLETED = "epoch_completed"
-    SEED_GERMINATED = "seed_germinated"
-    SEED_STAGE_CHANGED = "seed_stage_changed"
-    SEED_GATE_EVALUATED = "seed_gate_evaluated"
-    SEED_FOSSILIZED = "seed_fossilized"
-    SEED_PRUNED = "seed_pruned"
-    PPO_UPDATE = "ppo_update"
     GRADIENT_HEALTH = "gradient_health"
-    LSTM_HEALTH = "lstm_health"
     ANOMALY_DETECTED = "anomaly_detected"
     TELEMETRY_LEVEL_CHANGED = "telemetry_level_changed"
     DEBUG_LAYER_STATS = "debug_layer_stats"

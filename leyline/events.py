@@ -14,12 +14,12 @@ from typing import Annotated, cast
 
 import msgspec
 
-from leyline.enums import EventKind, Severity
+from leyline.enums import Kind, Severity
 from leyline.ids import MAX_RUN_ID as MAX_RUN_ID
 from leyline.ids import RUN_ID_PATTERN as RUN_ID_PATTERN
 from leyline.ids import RUN_ID_RULE as RUN_ID_RULE
 from leyline.ids import RunId as RunId
-from leyline.kinds import KINDS, AnyPayload
+from leyline.kinds import KINDS, AnyPayload, KindName
 from leyline.payloads import MAX_INT
 
 SCHEMA_VERSION = 1
@@ -30,16 +30,16 @@ MIN_TS = 946_684_800.0
 MAX_TS_AHEAD_S = 86_400.0
 """How far past the server's own clock an event's ``ts`` may be (a day), else it is refused likewise."""
 
-PAYLOAD_TYPES: dict[EventKind, type[AnyPayload]] = {kind: cast("type[AnyPayload]", spec.payload)
-                                                    for kind, spec in KINDS.items()}
+PAYLOAD_TYPES: dict[Kind, type[AnyPayload]] = {kind: cast("type[AnyPayload]", spec.payload)
+                                               for kind, spec in KINDS.items()}
 """Each kind's payload type (``AnyPayload`` names every one, a test holds it equal to the table)."""
 
 
 # Read from the kind table (``leyline.kinds``), never listed again.
-METRIC_KINDS: frozenset[EventKind] = frozenset(k for k, spec in KINDS.items() if not spec.critical)
+METRIC_KINDS: frozenset[Kind] = frozenset(k for k, spec in KINDS.items() if not spec.critical)
 """Kinds the hub may drop under overload (each drop counted); every other kind is critical."""
-CRITICAL_KINDS: frozenset[EventKind] = frozenset(EventKind) - METRIC_KINDS
-DEFAULT_SEVERITY: dict[EventKind, Severity] = {kind: spec.severity for kind, spec in KINDS.items()}
+CRITICAL_KINDS: frozenset[Kind] = frozenset(KINDS) - METRIC_KINDS
+DEFAULT_SEVERITY: dict[Kind, Severity] = {kind: spec.severity for kind, spec in KINDS.items()}
 
 Seq = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Rank = Annotated[int, msgspec.Meta(ge=SERVER_RANK, le=65535)]
@@ -56,7 +56,8 @@ class Event(msgspec.Struct, kw_only=True):
     step: NonNeg = 0
     epoch: NonNeg = 0
     env: NonNeg | None = None
-    kind: EventKind
+    kind: Kind
+    """A member of its family's enum (``EventKind``, or a client's own: ``leyline.kinds``)."""
     severity: Severity = Severity.INFO
     payload: AnyPayload
     v: int = SCHEMA_VERSION
@@ -72,7 +73,8 @@ class _WireEvent(msgspec.Struct, kw_only=True):
     step: NonNeg = 0
     epoch: NonNeg = 0
     env: NonNeg | None = None
-    kind: EventKind
+    kind: KindName
+    """The kind's name (``KIND_NAMES`` turns it into the kind)."""
     severity: Severity = Severity.INFO
     payload: msgspec.Raw
     v: int = SCHEMA_VERSION

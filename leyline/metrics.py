@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.payloads import Payload
 from leyline.summaries import MAX_DECLARED, Directions
 
@@ -31,7 +31,7 @@ LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_METRIC_NAME_CHARS)]
 class Metrics(Payload, kw_only=True, frozen=True):
     """Named scalars of the run at the envelope's ``step``, with optional labels (``{"split": "val"}``)."""
 
-    KIND: ClassVar[EventKind] = EventKind.METRICS
+    KIND: ClassVar[Kind] = EventKind.METRICS
     values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(min_length=1, max_length=MAX_METRICS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
 
@@ -40,7 +40,7 @@ class SummaryUpdated(Payload, kw_only=True, frozen=True):
     """The loop said something of its results: a metric's direction (``run.define_metric``) or a value of
     its summary set outright (``run.summary[name] = value``); neither is a point of a series."""
 
-    KIND: ClassVar[EventKind] = EventKind.SUMMARY
+    KIND: ClassVar[Kind] = EventKind.SUMMARY
     values: Annotated[dict[MetricName, MetricValue], msgspec.Meta(max_length=MAX_DECLARED)] = {}
     """Values set outright (``"nan"``, ``"inf"``, ``"-inf"`` as in ``Metrics``)."""
     directions: Directions = {}
@@ -54,7 +54,7 @@ class TextLogged(Payload, kw_only=True, frozen=True):
     """A loop's own text at the envelope's ``step`` under a tag (TensorBoard's ``add_text``): data to show as
     written, never markup."""
 
-    KIND: ClassVar[EventKind] = EventKind.TEXT
+    KIND: ClassVar[Kind] = EventKind.TEXT
     tag: MetricName
     text: Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 

@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 import msgspec
 
 from leyline.calls import Declared, Phases
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.summaries import Directions, Notes, Project, Tags
 
 # Flat, JSON-safe values: what a config entry or a command result may hold.
@@ -24,7 +24,7 @@ RunName = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
 class Payload(msgspec.Struct, kw_only=True, frozen=True):
     """Base of every payload; ``KIND`` ties a payload type to its event kind."""
 
-    KIND: ClassVar[EventKind]
+    KIND: ClassVar[Kind]
 
 
 # --- run -------------------------------------------------------------------------------------
@@ -34,14 +34,14 @@ class ConfigUpdated(Payload, kw_only=True, frozen=True):
     """The run's config grew or changed after its start (``run.config.update(...)``, TensorBoard's
     ``add_hparams``): these entries over those ``run_started`` (and the updates before) carried."""
 
-    KIND: ClassVar[EventKind] = EventKind.CONFIG
+    KIND: ClassVar[Kind] = EventKind.CONFIG
     config: Annotated[dict[str, Scalar], msgspec.Meta(min_length=1, max_length=4096)]
 
 
 class RunStarted(Payload, kw_only=True, frozen=True):
     """A run began: its name, full configuration and where it runs."""
 
-    KIND: ClassVar[EventKind] = EventKind.RUN_STARTED
+    KIND: ClassVar[Kind] = EventKind.RUN_STARTED
     name: RunName
     config: dict[str, Scalar]
     host: str = ""
@@ -72,7 +72,7 @@ class RunFinished(Payload, kw_only=True, frozen=True):
     summaries (``run.summary``). A ``run_finished`` stored before carried Esper's results too (``rounds``,
     ``fossilized`` …): decoding leaves those fields out."""
 
-    KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
+    KIND: ClassVar[Kind] = EventKind.RUN_FINISHED
     status: Literal["completed", "failed", "interrupted", "stopped"]
     """``stopped``: a ``stop`` command ended it after a checkpoint (``esper-train --resume`` continues it)."""
     duration_s: float
@@ -84,7 +84,7 @@ class RunResumed(Payload, kw_only=True, frozen=True):
     rank's ``seq`` continuing its log; the events after ``checkpoint_seq`` and before this one were of
     training the checkpoint does not hold, and are done again from its position."""
 
-    KIND: ClassVar[EventKind] = EventKind.RUN_RESUMED
+    KIND: ClassVar[Kind] = EventKind.RUN_RESUMED
     checkpoint: str
     """The checkpoint's name (its directory under the run's ``checkpoints/``)."""
     path: str

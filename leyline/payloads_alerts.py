@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.payloads import Payload
 
 AlertState = Literal["firing", "resolved"]
@@ -15,7 +15,7 @@ class AlertChanged(Payload, kw_only=True, frozen=True):
     """An alert rule fired on the run, or its condition ended (``resolved``); ``rank`` names the rank a
     hang or a straggler is about, ``command_id`` the ``stacks`` command the server asked for it."""
 
-    KIND: ClassVar[EventKind] = EventKind.ALERT
+    KIND: ClassVar[Kind] = EventKind.ALERT
     alert_id: str
     rule: str
     condition: AlertCondition

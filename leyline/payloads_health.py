@@ -6,14 +6,14 @@ from typing import ClassVar
 
 import msgspec
 
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.payloads import Payload
 
 
 class GradientHealth(Payload, kw_only=True, frozen=True):
     """Gradient norms of one scope (the host, a seed slot, or the policy) at one collection."""
 
-    KIND: ClassVar[EventKind] = EventKind.GRADIENT_HEALTH
+    KIND: ClassVar[Kind] = EventKind.GRADIENT_HEALTH
     scope: str
     global_norm: float | None
     max_tensor_norm: float | None = None
@@ -29,7 +29,7 @@ class GradientHealth(Payload, kw_only=True, frozen=True):
 class AnomalyDetected(Payload, kw_only=True, frozen=True):
     """A detector fired; ``evidence`` holds the numbers it saw."""
 
-    KIND: ClassVar[EventKind] = EventKind.ANOMALY_DETECTED
+    KIND: ClassVar[Kind] = EventKind.ANOMALY_DETECTED
     anomaly: str
     detail: str
     evidence: dict[str, float] = {}
@@ -53,6 +53,6 @@ class LayerStat(msgspec.Struct, kw_only=True, frozen=True):
 class DebugLayerStats(Payload, kw_only=True, frozen=True):
     """Per-layer gradient statistics of one model, collected only at DEBUG."""
 
-    KIND: ClassVar[EventKind] = EventKind.DEBUG_LAYER_STATS
+    KIND: ClassVar[Kind] = EventKind.DEBUG_LAYER_STATS
     model: str
     layers: list[LayerStat]

@@ -15,7 +15,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.metrics import MAX_LABELS, LabelValue, MetricName
 from leyline.payloads import MAX_INT, Payload
 
@@ -47,7 +47,7 @@ class Histograms(Payload, kw_only=True, frozen=True):
     """Distributions of the run at the envelope's ``step``, with optional labels like ``metrics``'. Each one is a
     distribution (``distribution_problem``)."""
 
-    KIND: ClassVar[EventKind] = EventKind.HISTOGRAM
+    KIND: ClassVar[Kind] = EventKind.HISTOGRAM
     histograms: Annotated[list[Distribution], msgspec.Meta(min_length=1, max_length=MAX_DISTRIBUTIONS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
 

@@ -7,14 +7,14 @@ from typing import ClassVar
 import msgspec
 
 from leyline.commands import EscalateRequest
-from leyline.enums import CommandAction, CommandStatus, EventKind, ProfileTarget, TelemetryLevel
+from leyline.enums import CommandAction, CommandStatus, EventKind, Kind, ProfileTarget, TelemetryLevel
 from leyline.payloads import Payload, Scalar, Step
 
 
 class TelemetryLevelChanged(Payload, kw_only=True, frozen=True):
     """The effective telemetry level changed; ``until_epoch`` is set for a temporary window."""
 
-    KIND: ClassVar[EventKind] = EventKind.TELEMETRY_LEVEL_CHANGED
+    KIND: ClassVar[Kind] = EventKind.TELEMETRY_LEVEL_CHANGED
     level: TelemetryLevel
     previous: TelemetryLevel
     reason: str = ""
@@ -26,7 +26,7 @@ class ProfileStarted(Payload, kw_only=True, frozen=True):
     """A torch.profiler window opened for ``batches`` training batches, or (``target`` ``update``,
     ``batches`` 0) over the next PPO update."""
 
-    KIND: ClassVar[EventKind] = EventKind.PROFILE_STARTED
+    KIND: ClassVar[Kind] = EventKind.PROFILE_STARTED
     window: str
     batches: int
     trace_dir: str
@@ -48,7 +48,7 @@ class TopOp(msgspec.Struct, kw_only=True, frozen=True):
 class ProfileCompleted(Payload, kw_only=True, frozen=True):
     """A profiler window closed: where its trace is and the operators that cost most."""
 
-    KIND: ClassVar[EventKind] = EventKind.PROFILE_COMPLETED
+    KIND: ClassVar[Kind] = EventKind.PROFILE_COMPLETED
     window: str
     batches: int
     trace_path: str
@@ -88,7 +88,7 @@ class CompileStats(msgspec.Struct, kw_only=True, frozen=True):
 class PhaseTiming(Payload, kw_only=True, frozen=True):
     """Where one epoch's time went, phase by phase (and, when the run compiles, how compile fares)."""
 
-    KIND: ClassVar[EventKind] = EventKind.PHASE_TIMING
+    KIND: ClassVar[Kind] = EventKind.PHASE_TIMING
     round: int
     phases: list[PhaseTime]
     env_epochs_per_s: float | None = None
@@ -98,7 +98,7 @@ class PhaseTiming(Payload, kw_only=True, frozen=True):
 class CommandStatusChanged(Payload, kw_only=True, frozen=True):
     """A command moved along its lifecycle; ``applied_step`` and ``result`` once known."""
 
-    KIND: ClassVar[EventKind] = EventKind.COMMAND_STATUS
+    KIND: ClassVar[Kind] = EventKind.COMMAND_STATUS
     command_id: str
     action: CommandAction
     status: CommandStatus
@@ -113,7 +113,7 @@ class CommandStatusChanged(Payload, kw_only=True, frozen=True):
 class EventsDropped(Payload, kw_only=True, frozen=True):
     """Metric events the hub dropped under overload since the last report, per kind."""
 
-    KIND: ClassVar[EventKind] = EventKind.EVENTS_DROPPED
+    KIND: ClassVar[Kind] = EventKind.EVENTS_DROPPED
     counts: dict[str, int]
     total: int
 
@@ -121,7 +121,7 @@ class EventsDropped(Payload, kw_only=True, frozen=True):
 class HubHealth(Payload, kw_only=True, frozen=True):
     """The trainer's hub: queue depth, delivery counters, drops, reconnects, last error."""
 
-    KIND: ClassVar[EventKind] = EventKind.HUB_HEALTH
+    KIND: ClassVar[Kind] = EventKind.HUB_HEALTH
     queue_depth: int
     logged: int
     sent: int
@@ -135,5 +135,5 @@ class HubHealth(Payload, kw_only=True, frozen=True):
 class Heartbeat(Payload, kw_only=True, frozen=True):
     """The run is alive."""
 
-    KIND: ClassVar[EventKind] = EventKind.HEARTBEAT
+    KIND: ClassVar[Kind] = EventKind.HEARTBEAT
     uptime_s: float

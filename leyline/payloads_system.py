@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.payloads import Payload
 
 MAX_GPUS = 64
@@ -83,7 +83,7 @@ class GpuStats(msgspec.Struct, kw_only=True, frozen=True):
 class SystemMetrics(Payload, kw_only=True, frozen=True):
     """The machine under the run at the envelope's time: CPU, memory, disk and network I/O, each GPU."""
 
-    KIND: ClassVar[EventKind] = EventKind.SYSTEM
+    KIND: ClassVar[Kind] = EventKind.SYSTEM
     cpu: CpuStats | None = None
     memory: MemoryStats | None = None
     disk: DiskStats | None = None

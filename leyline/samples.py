@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leyline.enums import CommandAction, CommandStatus, EventKind, TelemetryLevel
+from leyline.enums import CommandAction, CommandStatus, Kind, TelemetryLevel
 from leyline.esper import (
     EpochCompleted,
     LSTMHealth,
@@ -60,7 +60,7 @@ _SLOTS = [
     SlotSnapshot(slot="r0c1"),
 ]
 
-SAMPLE_PAYLOADS: dict[EventKind, AnyPayload] = {
+SAMPLE_PAYLOADS: dict[Kind, AnyPayload] = {
     p.KIND: p
     for p in (
         RunStarted(name="demo", config={"policy": "ppo", "n_envs": 2, "lr": 3e-4, "amp": None}, project="cifar",

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from leyline.enums import EventKind
+from leyline.enums import Kind
 from leyline.events import Event
-from leyline.kinds import KINDS
+from leyline.kinds import KIND_NAMES, KINDS
 from leyline.metrics import Metrics
 from leyline.payloads_ops import CommandStatusChanged
 
@@ -250,7 +250,7 @@ def _value(value: object, name: str, field: str, labels: dict[str, str], out: _F
 
 def _kind_name(event: Event) -> str:
     kind = event.kind
-    return kind.value if isinstance(kind, EventKind) else str(kind)
+    return kind.value if isinstance(kind, Kind) else str(kind)
 
 
 def points_of(event: Event) -> list[SeriesPoint]:
@@ -290,14 +290,13 @@ def found_in(payload: Any, kind: str, rank: int, env: int | None) -> _Found:
     return found
 
 
-_KINDS: frozenset[str] = frozenset(k.value for k in EventKind)
 
 
 def kind_of_name(name: str) -> str:
     """The event kind a series of this name comes from: its first dotted part where that is a kind of
     the contract, else ``metrics`` (a loop's own value, named as ``run.log`` was given it)."""
     head = name.split(".", 1)[0]
-    return head if head != name and head in _KINDS else "metrics"
+    return head if head != name and head in KIND_NAMES else "metrics"
 
 
 def internal(key: str) -> bool:
@@ -310,7 +309,7 @@ def internal(key: str) -> bool:
     except ValueError:
         name = key
     kind = kind_of_name(name)
-    return kind != "metrics" and KINDS[EventKind(kind)].internal
+    return kind != "metrics" and KINDS[KIND_NAMES[kind]].internal
 
 
 def key_of(name: str, labels: dict[str, str]) -> str:
@@ -358,31 +357,9 @@ def x_of(point: SeriesPoint | Marker, axis: str) -> float | None:
 
 # --- markers ---------------------------------------------------------------------------------------
 
-_COMMAND_MARKED = frozenset({"applied", "completed", "failed"})
-
-
-def _command_label(p: CommandStatusChanged) -> str | None:
-    status = getattr(p.status, "value", p.status)
-    if status not in _COMMAND_MARKED:
-        return None
-    action = getattr(p.action, "value", p.action)
-    result = p.result if action == "call" and status == "completed" else None
-    if result:  # a loop's own command: what it did (``set_lr`` → ``lr=0.01``) says which it was
-        said = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items())
-        return f"{action} {status} {said[:40]}"
-    return f"{action} {status}"
-
-
-_MARKERS = {
-    EventKind.COMMAND_STATUS: ("command", _command_label),
-    EventKind.ANOMALY_DETECTED: ("anomaly", lambda p: p.anomaly),
-    EventKind.SEED_FOSSILIZED: ("fossilized", lambda p: f"{p.slot} {p.blueprint}"),
-    EventKind.SEED_PRUNED: ("pruned", lambda p: f"{p.slot} {p.blueprint}"),
-    EventKind.RUN_RESUMED: ("resumed", lambda p: f"from {p.checkpoint}"),
-    EventKind.RUN_FINISHED: ("end", lambda p: p.status),
-}
-MARKER_KINDS: frozenset[EventKind] = frozenset(_MARKERS)
-"""Event kinds that may be a marker."""
+_MARKERS = {kind: spec.marker for kind, spec in KINDS.items() if spec.marker is not None}
+MARKER_KINDS: frozenset[Kind] = frozenset(_MARKERS)
+"""Event kinds that may be a marker (``KindSpec.marker``)."""
 
 
 def marker_of(event: Event) -> Marker | None:
@@ -393,7 +370,7 @@ def marker_of(event: Event) -> Marker | None:
     return make(event.payload, event.step, event.epoch, _round_of(event), event.ts, event.env, event.rank)
 
 
-def marker_maker(kind: EventKind) -> Callable[..., Marker | None] | None:
+def marker_maker(kind: Kind) -> Callable[..., Marker | None] | None:
     """For a kind that may be a marker: ``(payload, step, epoch, round, ts, env, rank)`` → its marker or None."""
     entry = _MARKERS.get(kind)
     if entry is None:

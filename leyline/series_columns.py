@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
 from leyline.events import PAYLOAD_TYPES
 from leyline.series import COORDINATE_FIELDS, IGNORED_FIELDS, LABEL_FIELDS, NO_POINTS_KINDS, Marker, marker_maker
 
@@ -149,7 +149,7 @@ class KindPlan:
 
     __slots__ = ("kind", "decode", "root", "has_round", "marker", "rows", "usual", "declares")
 
-    def __init__(self, kind: EventKind, cls: type[msgspec.Struct]) -> None:
+    def __init__(self, kind: Kind, cls: type[msgspec.Struct]) -> None:
         self.kind = kind.value
         self.marker: Callable[..., Marker | None] | None = marker_maker(kind)
         self.root = root = Shape(cls, self.kind)

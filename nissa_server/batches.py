@@ -71,7 +71,7 @@ _SERVERS_WORD = SERVER_ONLY_KINDS | {EventKind.COMMAND_STATUS}
 
 def _check_authored(event: BatchEvent, payload: AnyPayload | None) -> None:
     if event.kind in SERVER_ONLY_KINDS:
-        raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind.value} events")
+        raise BatchRejected(f"seq {event.seq}: only the server writes {event.kind} events")
     if isinstance(payload, CommandStatusChanged) and payload.status.by_server:
         raise BatchRejected(f"seq {event.seq}: only the server says a command is {payload.status.value}")
 
@@ -111,7 +111,7 @@ def build_write(run: RunState, rank: int, stream: Stream, events: list[BatchEven
     contiguous = stream.contiguous
     if events and not stream.ahead and events[0].seq == contiguous + 1 and events[-1].seq == contiguous + len(events):
         # The usual frame: every event the next of its stream (seqs increase within a batch: one run of them).
-        rows: list[Row] = [(e.seq, e.kind._value_, _SEVERITY[e.severity._value_], body)
+        rows: list[Row] = [(e.seq, e.kind, _SEVERITY[e.severity._value_], body)
                            for e, body in zip(events, bodies, strict=True)]
         stream.contiguous = contiguous = events[-1].seq
         stream.last_seq = last = max(stream.last_seq, contiguous)
@@ -136,7 +136,7 @@ def _accepted(stream: Stream, events: list[BatchEvent], bodies: list[bytes]) -> 
     rows: list[Row] = []
     for event, body in zip(events, bodies, strict=True):
         if stream.accept(event.seq):
-            rows.append((event.seq, event.kind._value_, _SEVERITY[event.severity._value_], body))
+            rows.append((event.seq, event.kind, _SEVERITY[event.severity._value_], body))
     return rows
 
 
@@ -151,7 +151,7 @@ def add_server_event(conn: Conn, write: EventWrite, payload: AnyPayload, severit
                        epoch=epoch, severity=severity)
     wire = _wire.decode(_encoder.encode(event))
     body = body_of(wire)
-    kind = wire.kind._value_
+    kind = wire.kind
     write.rows.append((seq, kind, _SEVERITY[wire.severity._value_], body))
     write.kinds[kind] = write.kinds.get(kind, 0) + 1
     if kind in _EFFECT_KINDS:

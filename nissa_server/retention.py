@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from leyline import CRITICAL_KINDS, EventKind, RunStatus
+from leyline import CRITICAL_KINDS, KIND_NAMES, KINDS, RunStatus
 from nissa_server.runs import RunState
 from nissa_server.schemas import DeletedRun
 from nissa_server.state import Nissa
@@ -39,10 +39,10 @@ def kinds_to_delete(keep: Iterable[str]) -> list[str]:
     """The kinds thinning deletes: metric kinds not in ``keep`` (lifecycle, anomalies and commands,
     every critical kind, are always kept). Raises ValueError for a name that is not a kind."""
     keep = set(keep)
-    unknown = sorted(keep - set(EventKind._value2member_map_))
+    unknown = sorted(keep - set(KIND_NAMES))
     if unknown:
         raise ValueError(f"unknown kind {unknown[0]!r}")
-    return sorted(k.value for k in EventKind if k not in CRITICAL_KINDS and k.value not in keep)
+    return sorted(k.value for k in KINDS if k not in CRITICAL_KINDS and k.value not in keep)
 
 
 async def delete_run(n: Nissa, run: RunState) -> DeletedRun | None:

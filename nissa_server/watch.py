@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from leyline import SERVER_RANK, EventKind, Severity
+from leyline import KIND_NAMES, SERVER_RANK, Severity
 from leyline.events import MAX_INT, MAX_RUN_ID, RUN_ID_PATTERN, RUN_ID_RULE
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING, CLOSE_TOO_MANY
 from nissa_server.auth import BROWSER_PROTOCOL
@@ -63,7 +63,7 @@ def parse_query(params) -> WatchQuery:
     kinds = None
     if params.get("kind"):
         names = [k.strip() for k in params["kind"].split(",") if k.strip()]
-        unknown = [k for k in names if k not in EventKind._value2member_map_]
+        unknown = [k for k in names if k not in KIND_NAMES]
         if unknown:
             raise ValueError(f"unknown kind {unknown[0]!r}")
         kinds = frozenset(names)

@@ -1,10 +1,13 @@
 """trainer, nissa_server and tui never import each other; leyline imports none of them; tui never imports torch;
-the nissa client stands on leyline only, and of the others only trainer may use it."""
+the nissa client stands on leyline only, and of the others only trainer may use it. The core contract names no
+client's kinds: it reads them from the kinds table, where each family is registered."""
 
 import ast
 import pathlib
 
 import pytest
+
+from leyline.esper import EsperKind
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = {
@@ -63,3 +66,45 @@ def test_trainer_subpackages_form_no_circle():
 
     circles = sorted(p for p in graph if reaches(p, p, {p}))
     assert not circles, f"trainer packages in an import circle: {circles}"
+
+
+CORE = ("leyline", "nissa", "nissa_server")
+"""What every run stands on, whichever loop it is: it speaks of a client's kinds only through the kinds table."""
+CLIENT_KINDS = {"leyline.esper.enums": "EsperKind", "leyline.esper.kinds": "ESPER_KINDS"}
+"""Where a client declares its family of kinds (the enum, its rows), and the names it declares them by."""
+REGISTRY = {"leyline/kinds.py": {"leyline.esper.kinds"}}
+"""The kinds table registers each family: the one place of the core that imports a family's rows."""
+
+
+def _client_kind_names(path: pathlib.Path, allowed: set[str]) -> list[str]:
+    """Where ``path`` imports a module that declares a client's kinds (other than ``allowed``), names the enum or
+    the rows of one (``from leyline.esper import EsperKind``) or one of its kinds (``….SEED_PRUNED``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = {name for module, name in CLIENT_KINDS.items() if module not in allowed}
+    members = set(EsperKind.__members__)
+    found = []
+    for node in ast.walk(tree):
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        found += [f"imports {m}" for m in modules if m in CLIENT_KINDS and m not in allowed]
+        if isinstance(node, ast.ImportFrom):
+            found += [f"imports {a.name}" for a in node.names if a.name in names]
+        elif isinstance(node, ast.Name) and node.id in names or isinstance(node, ast.Attribute) and node.attr in names:
+            found.append(f"names {node.id if isinstance(node, ast.Name) else node.attr} (line {node.lineno})")
+        elif isinstance(node, ast.Attribute) and node.attr in members:
+            found.append(f"names the kind {node.attr} (line {node.lineno})")
+    return found
+
+
+def test_the_core_names_no_client_kind():
+    """Esper's kinds are its own family (``leyline.esper``): the core's enum holds none of them, and leyline (its
+    ``esper`` package aside), nissa and nissa_server reach them only through the kinds table (``KINDS``,
+    ``KIND_NAMES``), so that a second client registers its kinds as Esper does, with no edit of the core's code."""
+    offenders = []
+    for package in CORE:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("leyline/esper/"):
+                continue
+            offenders += [f"{rel} {what}" for what in _client_kind_names(path, REGISTRY.get(rel, set()))]
+    assert not offenders, "\n".join(offenders)

@@ -43,6 +43,8 @@ from leyline import (
     TelemetryLevelChanged,
     TextLogged,
 )
+from leyline.enums import Kind
+from leyline.esper import EsperKind
 from leyline.esper.panels import SeedPayload, seed_what
 
 SPARK_CHARS = "▁▂▃▄▅▆▇"
@@ -50,11 +52,11 @@ SPARK_CHARS = "▁▂▃▄▅▆▇"
 full blocks touch and merge into one shape; the top eighth of every cell stays clear."""
 
 # Seven characters of log prefix per kind: the text after it is what an operator reads.
-SHORT_KIND: dict[EventKind, str] = {
-    EventKind.RUN_STARTED: "run", EventKind.RUN_FINISHED: "run", EventKind.EPOCH_COMPLETED: "epoch",
-    EventKind.SEED_GERMINATED: "seed", EventKind.SEED_STAGE_CHANGED: "seed", EventKind.SEED_GATE_EVALUATED: "gate",
-    EventKind.SEED_FOSSILIZED: "seed", EventKind.SEED_PRUNED: "seed", EventKind.PPO_UPDATE: "ppo",
-    EventKind.GRADIENT_HEALTH: "grad", EventKind.LSTM_HEALTH: "lstm", EventKind.ANOMALY_DETECTED: "ANOMALY",
+SHORT_KIND: dict[Kind, str] = {
+    EventKind.RUN_STARTED: "run", EventKind.RUN_FINISHED: "run", EsperKind.EPOCH_COMPLETED: "epoch",
+    EsperKind.SEED_GERMINATED: "seed", EsperKind.SEED_STAGE_CHANGED: "seed", EsperKind.SEED_GATE_EVALUATED: "gate",
+    EsperKind.SEED_FOSSILIZED: "seed", EsperKind.SEED_PRUNED: "seed", EsperKind.PPO_UPDATE: "ppo",
+    EventKind.GRADIENT_HEALTH: "grad", EsperKind.LSTM_HEALTH: "lstm", EventKind.ANOMALY_DETECTED: "ANOMALY",
     EventKind.TELEMETRY_LEVEL_CHANGED: "level", EventKind.DEBUG_LAYER_STATS: "layers",
     EventKind.PROFILE_STARTED: "profile", EventKind.PROFILE_COMPLETED: "profile", EventKind.PHASE_TIMING: "timing",
     EventKind.COMMAND_STATUS: "command", EventKind.EVENTS_DROPPED: "DROPPED", EventKind.HUB_HEALTH: "hub",
@@ -221,7 +223,7 @@ class LogLine:
     seq: int
     epoch: int
     env: int | None
-    kind: EventKind
+    kind: Kind
     severity: Severity
     text: str
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from typing import get_args
 
 import msgspec
 
-from leyline.enums import TelemetryLevel
+from leyline.enums import Kind, TelemetryLevel
 from leyline.esper.policy import HEAD_NAMES, PPOUpdate
 from leyline.esper.seeds import (
     EpochCompleted,
@@ -26,6 +27,11 @@ from leyline.events import Event
 from leyline.payloads_ops import ProfileCompleted, ProfileStarted, TelemetryLevelChanged
 
 SeedPayload = SeedGerminated | SeedStageChanged | SeedGateEvaluated | SeedFossilized | SeedPruned
+SEED_KINDS: tuple[Kind, ...] = tuple(tp.KIND for tp in get_args(SeedPayload))
+"""The seed log's kinds (a store reads the newest ``SEED_LOG_ROWS`` of each)."""
+TAIL_KINDS: frozenset[Kind] = frozenset({EpochCompleted.KIND, PPOUpdate.KIND})
+"""The kinds the env grid and PPO health read from a run's latest events (the latest epoch of each env, the
+latest update)."""
 SEED_LOG_ROWS = 50
 """Seed decisions the page's log shows, newest first."""
 MAX_ENVS = 64

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from leyline.enums import EventKind
+from leyline.enums import Kind
+from leyline.esper.enums import EsperKind
 from leyline.payloads import Payload
 
 # Static order of the policy's factored action heads; every tensor of heads follows it.
@@ -23,7 +24,7 @@ HEAD_NAMES: tuple[str, ...] = (
 class PPOUpdate(Payload, kw_only=True, frozen=True):
     """One PPO update of the policy: losses, KL, clipping, entropy per head, value fit."""
 
-    KIND: ClassVar[EventKind] = EventKind.PPO_UPDATE
+    KIND: ClassVar[Kind] = EsperKind.PPO_UPDATE
     round: int
     policy_loss: float
     value_loss: float
@@ -50,7 +51,7 @@ class PPOUpdate(Payload, kw_only=True, frozen=True):
 class LSTMHealth(Payload, kw_only=True, frozen=True):
     """Norms of the policy LSTM's hidden and cell states, and whether they are finite."""
 
-    KIND: ClassVar[EventKind] = EventKind.LSTM_HEALTH
+    KIND: ClassVar[Kind] = EsperKind.LSTM_HEALTH
     h_norm: float
     c_norm: float
     h_max: float

@@ -7,7 +7,8 @@ from typing import ClassVar, Literal
 
 import msgspec
 
-from leyline.enums import EventKind
+from leyline.enums import Kind
+from leyline.esper.enums import EsperKind
 from leyline.payloads import Payload
 
 
@@ -41,7 +42,7 @@ class SlotSnapshot(msgspec.Struct, kw_only=True, frozen=True):
 class EpochCompleted(Payload, kw_only=True, frozen=True):
     """One env finished one epoch: its validation accuracy and loss, and each slot's seed."""
 
-    KIND: ClassVar[EventKind] = EventKind.EPOCH_COMPLETED
+    KIND: ClassVar[Kind] = EsperKind.EPOCH_COMPLETED
     round: int = 0
     accuracy: float
     val_loss: float | None
@@ -62,7 +63,7 @@ class EpochCompleted(Payload, kw_only=True, frozen=True):
 class SeedGerminated(Payload, kw_only=True, frozen=True):
     """A seed module was created in an empty slot."""
 
-    KIND: ClassVar[EventKind] = EventKind.SEED_GERMINATED
+    KIND: ClassVar[Kind] = EsperKind.SEED_GERMINATED
     slot: str
     seed_id: str
     blueprint: str
@@ -72,7 +73,7 @@ class SeedGerminated(Payload, kw_only=True, frozen=True):
 class SeedStageChanged(Payload, kw_only=True, frozen=True):
     """A seed moved along a legal lifecycle transition."""
 
-    KIND: ClassVar[EventKind] = EventKind.SEED_STAGE_CHANGED
+    KIND: ClassVar[Kind] = EsperKind.SEED_STAGE_CHANGED
     slot: str
     seed_id: str
     from_stage: SeedStage
@@ -83,7 +84,7 @@ class SeedStageChanged(Payload, kw_only=True, frozen=True):
 class SeedGateEvaluated(Payload, kw_only=True, frozen=True):
     """A lifecycle gate (G1, G2, G3, G5) was checked for a seed."""
 
-    KIND: ClassVar[EventKind] = EventKind.SEED_GATE_EVALUATED
+    KIND: ClassVar[Kind] = EsperKind.SEED_GATE_EVALUATED
     slot: str
     seed_id: str
     gate: Literal["G1", "G2", "G3", "G5"]
@@ -94,7 +95,7 @@ class SeedGateEvaluated(Payload, kw_only=True, frozen=True):
 class SeedFossilized(Payload, kw_only=True, frozen=True):
     """A seed was kept for good."""
 
-    KIND: ClassVar[EventKind] = EventKind.SEED_FOSSILIZED
+    KIND: ClassVar[Kind] = EsperKind.SEED_FOSSILIZED
     slot: str
     seed_id: str
     blueprint: str
@@ -108,7 +109,7 @@ class SeedFossilized(Payload, kw_only=True, frozen=True):
 class SeedPruned(Payload, kw_only=True, frozen=True):
     """A seed was removed; its slot goes through embargo before it can be used again."""
 
-    KIND: ClassVar[EventKind] = EventKind.SEED_PRUNED
+    KIND: ClassVar[Kind] = EsperKind.SEED_PRUNED
     slot: str
     seed_id: str
     blueprint: str

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Query, Request, Response
 
 from leyline import Event, ProfileCompleted, RunStarted
 from leyline.codec import decode_event
-from leyline.enums import EventKind
-from leyline.esper.panels import SEED_LOG_ROWS, EsperPanels, fold, starting_level
+from leyline.enums import EventKind, Kind
+from leyline.esper.panels import SEED_KINDS, SEED_LOG_ROWS, TAIL_KINDS, EsperPanels, fold, starting_level
 from leyline.panels import ProfileWindow, profile_window
 from leyline.steering import SteerDefinitions
 from nissa_server.access import Access, guarded
@@ -33,7 +33,7 @@ _REFUSED: Responses = {401: error("Reads need the bearer token (server started w
                        404: error("No such run", "unknown run 'r-x'")}
 
 
-def newest_of_kind(conn: Conn, run_key: int, kind: EventKind, limit: int) -> list[bytes]:
+def newest_of_kind(conn: Conn, run_key: int, kind: Kind, limit: int) -> list[bytes]:
     """The newest ``limit`` stored events of an indexed kind of a run, newest first (an index read: bounded)."""
     rows = conn.execute("SELECT body FROM rare_events WHERE run_key = ? AND kind = ? ORDER BY seq DESC, rank DESC "
                         "LIMIT ?", (run_key, kind.value, limit)).fetchall()
@@ -61,9 +61,7 @@ the latest update (a bounded read: what is older than that is not the latest).""
 MIN_RANK_TAIL = 256
 MAX_TAIL_RANKS = 16
 """Ranks whose envs a grid shows (``TAIL_EVENTS // MAX_TAIL_RANKS`` events of each at the least)."""
-_TAIL_KINDS = frozenset({EventKind.EPOCH_COMPLETED.value, EventKind.PPO_UPDATE.value})
-_SEED_KINDS = (EventKind.SEED_GERMINATED, EventKind.SEED_STAGE_CHANGED, EventKind.SEED_GATE_EVALUATED,
-               EventKind.SEED_FOSSILIZED, EventKind.SEED_PRUNED)
+_TAIL_KINDS = frozenset(k.value for k in TAIL_KINDS)
 _LATEST_KINDS = (EventKind.TELEMETRY_LEVEL_CHANGED, EventKind.PROFILE_STARTED, EventKind.PROFILE_COMPLETED)
 
 
@@ -74,7 +72,7 @@ def _esper(conn: Conn, run_key: int) -> EsperPanels:
     tail = max(TAIL_EVENTS // max(len(streams), 1), MIN_RANK_TAIL)  # a run of many ranks: a share each
     for rank, last in streams[:MAX_TAIL_RANKS]:
         bodies.extend(body for _, body in stream_events(conn, run_key, rank, max(1, last - tail + 1), _TAIL_KINDS))
-    for kind in _SEED_KINDS:
+    for kind in SEED_KINDS:
         bodies.extend(newest_of_kind(conn, run_key, kind, SEED_LOG_ROWS))
     for kind in _LATEST_KINDS:
         bodies.extend(newest_of_kind(conn, run_key, kind, 1))

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import msgspec
 from fastapi import Depends, HTTPException, Query, Request, Response
 
-from leyline import CommandRecord, Event, EventKind, RunStatus, query
+from leyline import KIND_NAMES, CommandRecord, Event, RunStatus, query
 from leyline.events import MAX_INT
 from leyline.query import Clause, Field, SortKey
 from leyline.runs import RunDetail, RunSummary
@@ -225,7 +225,7 @@ async def delete_run(n: NissaDep, run: KnownRun) -> Response:
     return json_response(deleted)
 
 
-_KIND_NAMES = "|".join(sorted(k.value for k in EventKind))
+_KIND_NAMES = "|".join(sorted(KIND_NAMES))
 _KIND_LIST = rf"^\s*({_KIND_NAMES})?(\s*,\s*({_KIND_NAMES})?)*\s*$"
 """One kind or several separated by commas, spelled out for the schema (``_kinds`` checks, with a
 shorter message than the pattern's)."""
@@ -236,7 +236,7 @@ def _kinds(kind: str | None) -> list[str] | None:
         return None
     names = [k.strip() for k in kind.split(",") if k.strip()]
     for name in names:
-        if name not in EventKind._value2member_map_:
+        if name not in KIND_NAMES:
             raise HTTPException(422, f"unknown kind {name!r}")
     return names or None
 

@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from leyline import EventKind
+from leyline.esper import EsperKind
 
 from .api import run_known, trainer_events, wait_for
 from .procs import ServerProcess, TrainerProcess, free_port, log_lines, script
@@ -140,9 +141,9 @@ def test_event_storm_keeps_every_critical_event_and_counts_every_drop(tmp_path):
         server.stop()
     assert [e.seq for e in stored] == list(range(1, emitted["logged"] + 1))
     kinds = [e.kind for e in stored]
-    critical = [k for k in kinds if k in (EventKind.RUN_STARTED, EventKind.SEED_GERMINATED, EventKind.RUN_FINISHED)]
+    critical = [k for k in kinds if k in (EventKind.RUN_STARTED, EsperKind.SEED_GERMINATED, EventKind.RUN_FINISHED)]
     assert len(critical) == emitted["critical"]
-    missing = emitted["metrics"] - kinds.count(EventKind.EPOCH_COMPLETED)
+    missing = emitted["metrics"] - kinds.count(EsperKind.EPOCH_COMPLETED)
     assert missing > 0, "40,000 events into a 50-event queue should overflow it"
     reported = sum(e.payload.counts.get("epoch_completed", 0) for e in stored if e.kind is EventKind.EVENTS_DROPPED)
     assert reported == missing

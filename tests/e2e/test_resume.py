@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from leyline import EventKind
+from leyline.esper import EsperKind
 
 from .api import command, escalate, run_known, summary_of, trainer_events, wait_for
 from .procs import ServerProcess, TrainerProcess, log_lines
@@ -57,7 +58,7 @@ def test_trainer_killed_mid_round_resumes_as_the_same_run(tmp_path):
         back = [e for e in stored if e.kind is EventKind.RUN_RESUMED]
         assert len(back) == 1 and back[0].payload.round >= 1
         after = stored[stored.index(back[0]):]
-        assert [e.payload.round for e in after if e.kind is EventKind.PPO_UPDATE] == \
+        assert [e.payload.round for e in after if e.kind is EsperKind.PPO_UPDATE] == \
             list(range(back[0].payload.round + 1, 4))
         assert back[0].step == back[0].payload.checkpoint_step
     finally:
@@ -92,7 +93,7 @@ def test_checkpoint_and_stop_commands_then_resume(tmp_path):
         stored = assert_stream_is_the_log(server.url, trainer, run_id)
         applied = [e for e in stored if e.kind is EventKind.COMMAND_STATUS and e.payload.status == "applied"
                    and e.payload.command_id == stop["command_id"]]
-        epochs = [e.epoch for e in stored if e.kind is EventKind.EPOCH_COMPLETED]
+        epochs = [e.epoch for e in stored if e.kind is EsperKind.EPOCH_COMPLETED]
         assert len(applied) == 1 and epochs[-1] == applied[0].epoch  # it finished that epoch, no other
         info = run_info(server.url, run_id)
         assert info["status"] == "stopped" and info["finish"]["status"] == "stopped"

@@ -2,10 +2,10 @@ import msgspec
 import pytest
 
 from leyline import (
+    KINDS,
     CommandAction,
     DecodeError,
     EscalateRequest,
-    EventKind,
     decode_event,
     decode_events,
     decode_frame,
@@ -23,6 +23,7 @@ from leyline.commands import (
     StopRequest,
     misplaced,
 )
+from leyline.esper import EsperKind
 from leyline.frames import Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
 
@@ -37,11 +38,11 @@ def test_every_kind_round_trips(event):
 
 
 def test_sample_covers_every_kind():
-    assert set(SAMPLE_PAYLOADS) == set(EventKind)
+    assert set(SAMPLE_PAYLOADS) == set(KINDS)
 
 
 def test_none_means_not_measured_and_survives():
-    ev = [e for e in sample_events() if e.kind is EventKind.PPO_UPDATE][0]
+    ev = [e for e in sample_events() if e.kind is EsperKind.PPO_UPDATE][0]
     back = decode_event(encode_event(ev))
     assert back.payload.explained_variance is None
 

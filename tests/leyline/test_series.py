@@ -15,6 +15,7 @@ from leyline import (
     SummaryUpdated,
     make_event,
 )
+from leyline.esper import EsperKind
 from leyline.events import Event
 from leyline.payloads import Payload
 from leyline.samples import SAMPLE_PAYLOADS, sample_events
@@ -65,13 +66,13 @@ def test_every_numeric_field_of_every_kind_is_a_point(event):
 
 
 def test_names_and_labels_follow_fields_and_identity():
-    epoch = make_event(SAMPLE_PAYLOADS[EventKind.EPOCH_COMPLETED], run_id="r", seq=1, ts=5.0, step=40, epoch=3, env=2)
+    epoch = make_event(SAMPLE_PAYLOADS[EsperKind.EPOCH_COMPLETED], run_id="r", seq=1, ts=5.0, step=40, epoch=3, env=2)
     keys = {p.key: p for p in points_of(epoch)}
     acc = keys["epoch_completed.accuracy{env=2,rank=0}"]
     assert (acc.value, acc.round, acc.step, acc.epoch) == (0.55, 1, 40, 3)
     assert "epoch_completed.seeds.alpha{blueprint=attention,env=2,rank=0,seed_id=s3,slot=r0c0}" in keys
     assert not any(".action" in k or ".round" in k for k in keys), "strings and coordinates are no series"
-    ppo = next(e for e in sample_events() if e.kind is EventKind.PPO_UPDATE)
+    ppo = next(e for e in sample_events() if e.kind is EsperKind.PPO_UPDATE)
     names = {p.key for p in points_of(ppo)}
     assert {"ppo_update.approx_kl{rank=0}", "ppo_update.entropy.op{rank=0}"} <= names
     assert "ppo_update.explained_variance{rank=0}" not in names, "None means not measured: no point"
@@ -99,9 +100,9 @@ class _Synthetic(Payload, kw_only=True, frozen=True):
 
 
 def test_a_new_numeric_field_is_a_series_with_no_other_change():
-    base = SAMPLE_PAYLOADS[EventKind.EPOCH_COMPLETED]
+    base = SAMPLE_PAYLOADS[EsperKind.EPOCH_COMPLETED]
     payload = _Extended(**msgspec.structs.asdict(base))
-    event = Event(run_id="r", seq=1, ts=1.0, kind=EventKind.EPOCH_COMPLETED, payload=payload)
+    event = Event(run_id="r", seq=1, ts=1.0, kind=EsperKind.EPOCH_COMPLETED, payload=payload)
     keys = {p.key: p.value for p in points_of(event)}
     assert keys["epoch_completed.novelty{rank=0}"] == 3.5
     assert keys["epoch_completed.inner.depth{rank=0,scope=head}"] == 7.0
@@ -132,7 +133,7 @@ def test_markers_say_what_happened_to_the_run():
     marked = {kind for kind, m in by_kind.items() if m is not None}
     assert marked == set(MARKER_KINDS)
     assert by_kind[EventKind.COMMAND_STATUS].label == "debug applied"
-    assert by_kind[EventKind.SEED_FOSSILIZED].kind == "fossilized"
+    assert by_kind[EsperKind.SEED_FOSSILIZED].kind == "fossilized"
     assert by_kind[EventKind.RUN_RESUMED].round == 2
     queued = CommandStatusChanged(command_id="c", action=CommandAction.STOP, status=CommandStatus.QUEUED)
     assert marker_of(make_event(queued, run_id="r", seq=1, ts=1.0)) is None

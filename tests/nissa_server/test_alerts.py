@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from leyline import AnomalyDetected, Heartbeat, RunFinished, Severity, make_event
+from leyline.esper import EsperKind
 from nissa_server.alerts.rules import parse_rules
 from tests.support import IngestClient, async_wait_for, events_for, ingest_events, running_server
 from tests.support.webhook import webhook_receiver
@@ -125,7 +126,7 @@ async def test_series_rules_fire_on_a_threshold_a_nan_and_a_series_that_went_qui
     from leyline import EventKind, GradientHealth, PPOUpdate
     from leyline.samples import SAMPLE_PAYLOADS
 
-    epoch, ppo = SAMPLE_PAYLOADS[EventKind.EPOCH_COMPLETED], SAMPLE_PAYLOADS[EventKind.PPO_UPDATE]
+    epoch, ppo = SAMPLE_PAYLOADS[EsperKind.EPOCH_COMPLETED], SAMPLE_PAYLOADS[EsperKind.PPO_UPDATE]
     grads = SAMPLE_PAYLOADS[EventKind.GRADIENT_HEALTH]
     assert isinstance(ppo, PPOUpdate) and isinstance(grads, GradientHealth)
     with webhook_receiver() as hook, _fast(tmp_path, _rules(

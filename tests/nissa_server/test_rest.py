@@ -5,9 +5,10 @@ import pytest
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, HubHealth, RunStarted, make_event
+from leyline.esper import EsperKind
 from tests.support import IngestClient, close_of, events_for, ingest_events, running_server, ws_url
 
-MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED)
+MIXED = (EventKind.HEARTBEAT, EsperKind.EPOCH_COMPLETED)
 
 
 @pytest.fixture

@@ -10,13 +10,14 @@ import pytest
 from websockets.asyncio.client import connect
 
 from leyline import EventKind, RunFinished, encode, make_event
+from leyline.esper import EsperKind
 from leyline.frames import CLOSE_DELETED, STREAM_SECRET_HEADER, Hello
 from nissa_server import cli
 from tests.support import SECRET, IngestClient, close_of, events_for, ingest_events, running_server, wait_status, ws_url
 
 TOKEN = "retention-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.ANOMALY_DETECTED, EventKind.SEED_GERMINATED)
+MIXED = (EventKind.HEARTBEAT, EsperKind.EPOCH_COMPLETED, EventKind.ANOMALY_DETECTED, EsperKind.SEED_GERMINATED)
 
 
 def _finished(run_id: str, n: int) -> list:

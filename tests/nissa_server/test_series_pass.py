@@ -11,6 +11,7 @@ import pytest
 
 from leyline import EventKind, Metrics, encode, make_event
 from leyline.codec import decode_frame_wire
+from leyline.esper import EsperKind
 from leyline.frames import EventBatch
 from leyline.series import points_of
 from nissa_server import cli
@@ -25,7 +26,7 @@ from tests.support.databases import database_for, side_connection
 from tests.support.stores import settled, started
 from tests.support.waiting import async_wait_for
 
-KINDS = (EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE, EventKind.SEED_FOSSILIZED, EventKind.METRICS,
+KINDS = (EsperKind.EPOCH_COMPLETED, EsperKind.PPO_UPDATE, EsperKind.SEED_FOSSILIZED, EventKind.METRICS,
          EventKind.DEBUG_LAYER_STATS, EventKind.HEARTBEAT)
 NEVER = 3600.0
 """A pass interval no test reaches: passes run when the test says."""

@@ -10,6 +10,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from leyline import EventKind, RunStarted, make_event
+from leyline.esper import EsperKind
 from leyline.frames import CLOSE_BAD_FRAME, CLOSE_LAGGING
 from nissa_server.settings import ConnectionLimits
 from tests.support import (
@@ -23,7 +24,7 @@ from tests.support import (
     ws_url,
 )
 
-MIXED = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.ANOMALY_DETECTED)
+MIXED = (EventKind.HEARTBEAT, EsperKind.EPOCH_COMPLETED, EventKind.ANOMALY_DETECTED)
 
 
 async def test_replay_then_live_with_cursors(server_url):

@@ -11,11 +11,12 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 from leyline import Command, Event, decode_frame, encode, frames_v1, make_event
-from leyline.enums import EventKind
+from leyline.enums import EventKind, Kind
+from leyline.esper import EsperKind
 from leyline.frames import PROTOCOL, Ack, CommandFrame, EventBatch, Hello, Welcome
 from leyline.samples import SAMPLE_PAYLOADS
 
-_FILLER = (EventKind.HEARTBEAT, EventKind.EPOCH_COMPLETED, EventKind.PPO_UPDATE)
+_FILLER = (EventKind.HEARTBEAT, EsperKind.EPOCH_COMPLETED, EsperKind.PPO_UPDATE)
 SECRET = "test-stream-secret-" + "0" * 24
 """The stream secret test clients present unless told otherwise (a trainer draws a random one)."""
 
@@ -35,7 +36,7 @@ def auth_headers(token: str | None) -> dict[str, str]:
 
 
 def events_for(run_id: str, n: int, start_seq: int = 1, rank: int = 0, started: bool = False,
-               kinds: tuple[EventKind, ...] = _FILLER) -> list[Event]:
+               kinds: tuple[Kind, ...] = _FILLER) -> list[Event]:
     """``n`` valid events with contiguous seqs; ``started`` makes the first one ``run_started``."""
     out = []
     for i in range(n):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from leyline import CommandStatus, EpochCompleted, EventKind, RunFinished, TelemetryLevel, decode_event
+from leyline.esper import EsperKind
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.hooks import RunHooks
@@ -35,5 +36,5 @@ def test_runtime_is_the_hooks_the_loop_calls_and_logs_a_whole_escalation(tmp_pat
     assert statuses == [(CommandStatus.DELIVERED, None), (CommandStatus.APPLIED, 1), (CommandStatus.COMPLETED, 1)]
     levels = [(e.payload.level, e.step) for e in events if e.kind is EventKind.TELEMETRY_LEVEL_CHANGED]
     assert levels == [(TelemetryLevel.DEBUG, 1), (TelemetryLevel.MINIMAL, 3)]
-    epochs = [(e.step, e.epoch) for e in events if e.kind is EventKind.EPOCH_COMPLETED]
+    epochs = [(e.step, e.epoch) for e in events if e.kind is EsperKind.EPOCH_COMPLETED]
     assert epochs == [(3, 1), (6, 2)]

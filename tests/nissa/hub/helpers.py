@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pathlib
 
-from leyline import Event, EventKind, decode_event
+from leyline import Event, EventKind, Kind, decode_event
 
 
 def read_log(path: pathlib.Path) -> list[Event]:
     return [decode_event(line) for line in pathlib.Path(path).read_bytes().splitlines()]
 
 
-def kinds(events: list[Event]) -> list[EventKind]:
+def kinds(events: list[Event]) -> list[Kind]:
     return [e.kind for e in events]
 
 

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from leyline import EpochCompleted, EventKind, Heartbeat, RunFinished, RunStarted, SeedGerminated
+from leyline.esper import EsperKind
 from nissa.hub import HubConfig, NissaHub
 
 from .helpers import dropped_reported, kinds, read_log
@@ -50,8 +51,8 @@ def test_full_queue_drops_metrics_only_and_every_drop_is_reported(tmp_path):
     hub.start()
     report = hub.close(timeout=10)
     events = read_log(hub.log_path)
-    assert kinds(events).count(EventKind.SEED_GERMINATED) == 20
-    logged_metrics = kinds(events).count(EventKind.EPOCH_COMPLETED)
+    assert kinds(events).count(EsperKind.SEED_GERMINATED) == 20
+    logged_metrics = kinds(events).count(EsperKind.EPOCH_COMPLETED)
     assert logged_metrics == 18  # the queue held 20: 18 metrics and 2 critical events filled it
     assert dropped_reported(events) == {"epoch_completed": 200 - logged_metrics} == report.dropped
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -66,9 +67,9 @@ def test_storm_from_a_busy_thread_loses_no_critical_event(tmp_path):
             hub.emit(_critical(i), step=i, epoch=0)
     hub.close(timeout=20)
     events = read_log(hub.log_path)
-    seeds = [e.payload.seed_id for e in events if e.kind is EventKind.SEED_GERMINATED]
+    seeds = [e.payload.seed_id for e in events if e.kind is EsperKind.SEED_GERMINATED]
     assert seeds == [f"s{i}" for i in range(0, n, 100)]
-    missing = n - kinds(events).count(EventKind.EPOCH_COMPLETED)
+    missing = n - kinds(events).count(EsperKind.EPOCH_COMPLETED)
     assert missing > 0, "the storm should have overrun a 50-event queue"
     assert dropped_reported(events) == {"epoch_completed": missing}
 
@@ -91,13 +92,13 @@ def test_flush_close_and_late_emit_never_raise(tmp_path):
     hub.emit(_critical(1), step=1, epoch=0)
     flushed = hub.flush(timeout=10)
     events = read_log(hub.log_path)
-    assert kinds(events) == [EventKind.SEED_GERMINATED, EventKind.HUB_HEALTH]  # a flush snapshots health
+    assert kinds(events) == [EsperKind.SEED_GERMINATED, EventKind.HUB_HEALTH]  # a flush snapshots health
     assert flushed.logged == 2 and events[1].payload.logged == 1
     first = hub.close(timeout=10)
     hub.emit(_critical(2), step=2, epoch=0)
     assert hub.close(timeout=1) is first
     assert hub.flush(timeout=1).logged == first.logged
-    assert [e.payload.seed_id for e in read_log(hub.log_path) if e.kind is EventKind.SEED_GERMINATED] == ["s1"]
+    assert [e.payload.seed_id for e in read_log(hub.log_path) if e.kind is EsperKind.SEED_GERMINATED] == ["s1"]
 
 
 def test_heartbeat_and_health_are_emitted_periodically(tmp_path):
@@ -153,7 +154,7 @@ def test_hub_survives_fork_and_the_child_never_writes_the_parents_log(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     hub.emit(_critical(2), step=3, epoch=0)
     hub.close(timeout=10)
-    seeds = [e.payload.seed_id for e in read_log(hub.log_path) if e.kind is EventKind.SEED_GERMINATED]
+    seeds = [e.payload.seed_id for e in read_log(hub.log_path) if e.kind is EsperKind.SEED_GERMINATED]
     assert seeds == ["s1", "s2"]
 
 
@@ -177,4 +178,4 @@ def test_flush_and_close_cut_the_workers_linger_short(tmp_path):
     hub.emit(_metric(2), step=3, epoch=1)
     report = hub.close(timeout=0.5)
     assert report.logged >= 4 and report.complete
-    assert [e.step for e in read_log(hub.log_path) if e.kind is EventKind.EPOCH_COMPLETED] == [1, 2, 3]
+    assert [e.step for e in read_log(hub.log_path) if e.kind is EsperKind.EPOCH_COMPLETED] == [1, 2, 3]

@@ -29,6 +29,7 @@ from leyline import (
     TelemetryLevelChanged,
     decode_event,
 )
+from leyline.esper import EsperKind
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.build import build_trainer, run_training
@@ -107,7 +108,7 @@ def test_every_detector_is_fed_by_the_loop(tmp_path):
     events = _run(tmp_path, "quiet", config, telemetry=_sensitive(collapse, LSTMThresholds(max_norm=1e9, min_norm=1e8),
                                                                   config))
     assert {"ratio_collapse", "lstm_vanishing"} <= _anomalies(events)
-    ppo = [e for e in events if e.kind is EventKind.PPO_UPDATE]
+    ppo = [e for e in events if e.kind is EsperKind.PPO_UPDATE]
     lstm = _payloads(events, LSTMHealth)
     assert len(ppo) == len(lstm) == config.rounds and all(h.h_norm > 0 for h in lstm)
 
