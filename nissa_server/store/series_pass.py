@@ -4,7 +4,8 @@ Writing series in the transaction that stores their events cost ingest a row per
 a lab's load, hundreds of short rows and their merges many times a second) and the gathering on the
 writer thread. Instead, about once an ``interval_s``, a pass takes the blocks committed after the
 watermark (``series_sql.watermark``) up to ``published_upto`` (every id up to it is committed, on either
-store) and writes one row per series and the new watermark in one transaction (``Store.series_call``). A
+store) and writes one row per series and the new watermark in one transaction (``Store.series_call``; a pass of
+many series in several, ``series_split``). A
 read adds the points of the few events past the watermark (``series_queries``), so a chart is exact the
 moment its events are committed, on every server of a shared database. A restart continues from the
 watermark; on a shared database the passes of several servers take turns (the watermark row is locked,
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from nissa_server.health import supervise
-from nissa_server.store import series_sql
+from nissa_server.store import series_split, series_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted, Gathered, add_block, joined_steps
 from nissa_server.store.series_sql import PassRows
@@ -54,6 +55,11 @@ def _heads(conn: Conn, mark: int, upto: int, limit: int) -> list[tuple[int, int,
     return [(int(r[0]), int(r[1]), int(r[2])) for r in conn.execute(
         "SELECT id, run_key, n FROM event_blocks WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
         (mark, upto, limit)).fetchall()]
+
+
+def _progress(conn: Conn) -> tuple[int, int]:
+    """The watermark, and up to which event a pass in parts in progress charts (``series_split``; 0: none)."""
+    return series_sql.watermark(conn), series_split.pending_end(conn)
 
 
 def _bodies(conn: Conn, ids: list[int]) -> dict[int, bytes]:
@@ -217,8 +223,13 @@ class SeriesPass:
         """Charts the events after the watermark, up to the newest committed; (more wait, charted up to)."""
         store = self._store
         upto = max(store.published_upto, taken.last_id)  # ids are committed in order, up to our newest too
-        mark = await store.read(series_sql.watermark)
+        mark, pending = await store.read(_progress)
         self.mark = max(self.mark or 0, mark)
+        if pending > mark:  # a pass in parts that stopped halfway: its events charted again, and it finished
+            heads = await store.read(_heads, mark, pending, KEPT_EVENTS)
+            charted = await self._chart(await self._bodies(heads))
+            self.gathered_again += charted.events
+            return True, (pending if await self._write(mark, pending, charted) else mark)
         if mark >= upto:
             return False, mark
         own = taken.first_ids if taken.whole else []
@@ -249,11 +260,14 @@ class SeriesPass:
         """``charted`` written, the watermark moved from ``mark`` to ``end``; False if it was no longer ``mark``. Its
         rows are made first, on the event loop in slices: the transaction holds the writer only to store them."""
         store = self._store
-        rows = PassRows()
-        await self._in_slices(store.series.rows_steps(charted, rows))
-        wrote = await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, rows=rows))
-        self.passes += wrote
-        return wrote
+        parts: list[PassRows] = []
+        await self._in_slices(store.series.rows_steps(charted, parts))
+        for i, rows in enumerate(parts, 1):  # a part a transaction (``series_split``): ingest's go on between them
+            if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, rows=rows,
+                                                             last=i == len(parts))):
+                return False
+        self.passes += 1
+        return True
 
     async def _bodies(self, heads: list[tuple[int, int, int]]) -> list[tuple[int, int, bytes]]:
         """The blocks of ``heads``, read back (those deleted meanwhile left out)."""

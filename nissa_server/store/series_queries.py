@@ -15,8 +15,9 @@ import msgspec
 import numpy as np
 
 from leyline.series import X_AXES, Marker, parse_key
+from nissa_server.store import series_split
 from nissa_server.store.conn import Conn
-from nissa_server.store.series_gather import Charted, chart
+from nissa_server.store.series_gather import Charted
 from nissa_server.store.series_sql import unpacked, watermark
 
 AXIS_COLUMNS = {"step": "step", "epoch": "epoch", "round": "round", "ts": "ts"}
@@ -72,7 +73,7 @@ def _tail(conn: Conn, run_key: int) -> Charted:
                           f"charts ({TAIL_BYTES >> 10} KiB): ask again in a second")
     rows = conn.execute("SELECT id, body FROM event_blocks WHERE run_key = ? AND id > ? ORDER BY id",
                         (run_key, mark)).fetchall()
-    return chart((run_key, int(first_id), bytes(body)) for first_id, body in rows)
+    return series_split.tail(conn, run_key, mark, [(int(first_id), bytes(body)) for first_id, body in rows])
 
 
 @in_snapshot

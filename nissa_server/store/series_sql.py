@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from leyline.series import X_AXES, parse_key
-from nissa_server.store import summaries_sql
+from nissa_server.store import series_split, summaries_sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted
 
@@ -90,6 +90,7 @@ def schema_sql(blob: str, key: str) -> str:
             id INTEGER PRIMARY KEY,
             upto BIGINT NOT NULL
         );
+        {series_split.SCHEMA}
         CREATE TABLE IF NOT EXISTS series_labels (
             run_key BIGINT NOT NULL,
             name TEXT NOT NULL,
@@ -219,10 +220,22 @@ class PassRows:
     runs: set[int] = field(default_factory=set)
     """The runs the rows are of."""
 
+    def of_runs(self, alive: set[int]) -> PassRows:
+        """Only the rows of the runs in ``alive``."""
+        def kept(rows: list) -> list:
+            return [r for r in rows if r[0] in alive]
 
-def _of_runs(alive: set[int], *parts: list) -> list[list]:
-    """Each of ``parts`` with only the rows of runs in ``alive`` (a row's first value is its run key)."""
-    return [[r for r in part if r[0] in alive] for part in parts]
+        return PassRows(kept(self.chunks), kept(self.labels), kept(self.indexed), kept(self.stats), kept(self.markers),
+                        kept(self.declared), self.runs & alive)
+
+    def without(self, done: set[tuple[int, str]]) -> PassRows:
+        """Only the rows of the series not in ``done`` (run key, key): a part that another one wrote already."""
+        if not done:
+            return self
+        return PassRows([r for r in self.chunks if (r[0], r[2]) not in done],
+                        [r for r in self.labels if (r[0], r[4]) not in done],
+                        [r for r in self.indexed if r not in done], [r for r in self.stats if (r[0], r[1]) not in done],
+                        self.markers, self.declared, self.runs)
 
 
 class SeriesWriter:
@@ -249,47 +262,63 @@ class SeriesWriter:
         self.due.clear()
         self._indexed.clear()
 
-    def rows_steps(self, charted: Charted, out: PassRows) -> Iterator[None]:
-        """The rows of ``charted`` into ``out``, a step every ``STEP_ROWS`` series (for the event loop, as
-        ``Gathered.series_steps``); each series' row counted towards its merges (a hint: a pass that fails
-        counts it too)."""
-        indexed = self._indexed
+    def rows_steps(self, charted: Charted, parts: list[PassRows], per_part: int | None = None) -> Iterator[None]:
+        """The rows of ``charted`` into ``parts``, ``per_part`` series a part (``series_split.SERIES_PER_PART``; one
+        part at least, the last holds the markers and the declarations), a step every ``STEP_ROWS`` series (for the
+        event loop, as ``Gathered.series_steps``); each series' row counted towards its merges (a hint: a pass that
+        fails counts it too)."""
+        indexed, per_part = self._indexed, per_part or series_split.SERIES_PER_PART
+        out = PassRows()
+        parts.append(out)
         for i, ((run_key, key), (name, arrays)) in enumerate(charted.series.items(), 1):
             out.chunks.append((run_key, name, key, 0, *_row_values(arrays)))
+            stat = summaries_sql.stat_row(run_key, key, name, arrays[4], arrays[0])
+            if stat is not None:
+                out.stats.append(stat)
             self._count(run_key, name, key, 0)
             if (run_key, key) not in indexed:
                 out.indexed.append((run_key, key))
                 out.labels += label_rows(((run_key, name, key),))
+            if not i % per_part and i < len(charted.series):
+                out = PassRows()
+                parts.append(out)
             if not i % STEP_ROWS:
                 yield
-        out.stats = summaries_sql.stat_rows(charted.series)
         out.markers = [(run_key, event_id, m.step, m.epoch or 0, m.round, m.ts, _marker_enc.encode(m))
                        for run_key, event_id, m in charted.markers]
         out.declared = charted.declared
-        out.runs = ({run_key for run_key, _ in charted.series} | {m[0] for m in charted.markers}
-                    | {d[0] for d in charted.declared})
+        for part in parts:
+            part.runs = {r[0] for r in part.chunks}
+        out.runs |= {m[0] for m in charted.markers} | {d[0] for d in charted.declared}
 
     def rows_of(self, charted: Charted) -> PassRows:
-        """``rows_steps`` at once."""
-        out = PassRows()
-        for _ in self.rows_steps(charted, out):
+        """``rows_steps`` at once, in one part."""
+        parts: list[PassRows] = []
+        for _ in self.rows_steps(charted, parts, per_part=len(charted.series) + 1):
             pass
-        return out
+        return parts[0]
 
-    def write_pass(self, conn: Conn, mark: int, end: int, rows: PassRows) -> bool:
-        """``rows`` of the events after id ``mark`` up to ``end``, and the watermark moved to ``end``, in the
-        writer's transaction; False (nothing written) where the watermark is no longer ``mark``: another
-        server's pass on a shared database charted them first."""
+    def write_pass(self, conn: Conn, mark: int, end: int, rows: PassRows, last: bool = True) -> bool:
+        """``rows`` of the events after id ``mark`` up to ``end`` in the writer's transaction; with the ``last`` part
+        of a pass, the watermark moved to ``end``; a part before it noted as written (``series_split``). False
+        (nothing written) where the watermark is no longer ``mark`` (another server's pass on a shared database
+        charted them first) or another pass in parts is in progress."""
         began = time.thread_time()
         if watermark(conn, lock=True) != mark:
             return False
+        pending = series_split.pending_end(conn)
+        if pending and pending != end:
+            return False  # the next pass finishes that one first
+        if pending:
+            done = series_split.written(conn, [(r[0], r[2]) for r in rows.chunks])
+            rows = rows.without(done)
+        elif not last:
+            series_split.begin(conn, end)
         keys = sorted(rows.runs)
         alive = {r[0] for r in conn.execute(
             f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()
         if alive != rows.runs:  # a run deleted meanwhile stays so
-            chunks, labels, indexed, stats, markers, declared = _of_runs(
-                alive, rows.chunks, rows.labels, rows.indexed, rows.stats, rows.markers, rows.declared)
-            rows = PassRows(chunks, labels, indexed, stats, markers, declared, alive)
+            rows = rows.of_runs(alive)
         if rows.chunks:
             conn.executemany(_INSERT, rows.chunks)
         if rows.labels:
@@ -297,10 +326,15 @@ class SeriesWriter:
         if len(self._indexed) + len(rows.indexed) > MAX_INDEXED:
             self._indexed.clear()  # a flood of label sets: they are written again, and found there
         self._indexed.update(rows.indexed)
-        if rows.markers:
-            conn.executemany(_MARKER, rows.markers)
-        summaries_sql.write_rows(conn, rows.stats, rows.declared, alive)
-        conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,))
+        summaries_sql.write_rows(conn, rows.stats, rows.declared if last else [], alive)
+        if not last:
+            series_split.note(conn, [(r[0], r[2]) for r in rows.chunks])
+        else:
+            if rows.markers:
+                conn.executemany(_MARKER, rows.markers)
+            if pending:
+                series_split.end(conn)
+            conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,))
         self.seconds += time.thread_time() - began
         return True
 

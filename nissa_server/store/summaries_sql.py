@@ -133,15 +133,19 @@ def stat_rows(series: Mapping[tuple[int, str], tuple[str, Sequence[np.ndarray]]]
     """The summaries' rows of a pass's points (``series``: arrays in ``series_sql.COLUMNS`` order, points in event
     order), each series' direction read from its name (``write_rows`` applies what its run declared): made before
     the pass's transaction."""
-    rows = []
-    for (run_key, key), (name, arrays) in sorted(series.items()):
-        if not len(arrays[4]):
-            continue
-        count, low, high, last = _stats(arrays[4])
-        direction = direction_of(name)
-        best = best_of(direction, min=low, max=high, last=last)
-        rows.append((run_key, key, name, direction, count, low, high, last, int(arrays[0][-1]), best, 0))
-    return rows
+    rows = [stat_row(run_key, key, name, arrays[4], arrays[0])
+            for (run_key, key), (name, arrays) in sorted(series.items())]
+    return [row for row in rows if row is not None]
+
+
+def stat_row(run_key: int, key: str, name: str, values: np.ndarray, steps: np.ndarray) -> tuple | None:
+    """``stat_rows``' row of one series (None where it has no point)."""
+    if not len(values):
+        return None
+    count, low, high, last = _stats(values)
+    direction = direction_of(name)
+    best = best_of(direction, min=low, max=high, last=last)
+    return (run_key, key, name, direction, count, low, high, last, int(steps[-1]), best, 0)
 
 
 def write(conn: Conn, series: dict[tuple[int, str], tuple[str, list[np.ndarray]]], declared: list[tuple],

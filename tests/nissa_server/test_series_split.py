@@ -1,0 +1,110 @@
+"""A pass of many series, written a part a transaction (``series_split``), on both backends: other runs' events are
+stored and charted between its parts, a read in the middle is exact, and a pass stopped halfway (as by kill -9) is
+finished by the next start, each series written once."""
+
+from __future__ import annotations
+
+from leyline import Metrics, make_event
+from nissa_server.store import series_queries, series_split, series_sql, summaries_sql
+from tests.nissa_server.test_series_pass import NEVER, _charts, _expected, _submit, _write
+from tests.support.stores import settled, started
+
+NAMES = 45
+PER_PART = 10
+
+
+def _wide(run_id: str, rounds: int = 2) -> list:
+    """Events of ``NAMES`` metric names, 15 a event, each name logged ``rounds`` times."""
+    return [make_event(Metrics(values={f"w.{i:03d}": float(r * 100 + i) for i in range(at, at + 15)}),
+                       run_id=run_id, seq=1 + r * 3 + k, ts=1.7e9 + r, step=r)
+            for r in range(rounds) for k, at in enumerate(range(0, NAMES, 15))]
+
+
+async def _summaries(store, run) -> dict:
+    found = await store.read(summaries_sql.read, [run.run_key])
+    return {key: (s.count, s.last) for key, s in found[run.run_key].items()}
+
+
+async def _points(store) -> int:
+    return await store.read(lambda conn: int(conn.execute("SELECT SUM(n) FROM series_chunks").fetchone()[0] or 0))
+
+
+async def test_a_wide_pass_is_written_in_parts_with_another_runs_events_stored_and_charted_between(tmp_path,
+                                                                                               monkeypatch):
+    monkeypatch.setattr(series_split, "SERIES_PER_PART", PER_PART)
+    store, (wide, other) = await started(tmp_path, "wide", "other", series_interval_s=NEVER)
+    events = _wide(wide.run_id)
+    await _submit(store, wide, events)
+    real, parts, seen = store.series_call, [], []
+
+    async def series_call(fn):
+        result = await real(fn)
+        rows = getattr(fn, "keywords", {}).get("rows")
+        if rows is not None:
+            parts.append(len(rows.chunks))
+            if not fn.keywords["last"]:  # the writer is free: another run's events go in, and are charted
+                logged = make_event(Metrics(values={"loss": float(len(parts))}), run_id=other.run_id,
+                                    seq=len(parts), ts=1.7e9, step=len(parts))
+                await store.submit_built(lambda: _write(other, [logged]))
+                await settled(store)
+                seen.append((await _charts(store, other))[0]["loss{rank=0}"][1])
+                assert (await _charts(store, wide))[0] == _expected(events), "the wide run, read halfway"
+                assert await store.read(series_sql.watermark) < store.published_upto
+        return result
+
+    monkeypatch.setattr(store, "series_call", series_call)
+    assert await store.series_pass.once() is False
+    monkeypatch.setattr(store, "series_call", real)
+    assert parts == [PER_PART] * 4 + [NAMES - 4 * PER_PART], "a transaction a part"
+    assert seen == [[1.0], [1.0, 2.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]]
+    assert (await _charts(store, wide))[0] == _expected(events)
+    assert await store.read(series_split.pending_end) == 0
+    assert await store.read(lambda conn: conn.execute("SELECT COUNT(*) FROM series_pending").fetchone()[0]) == 0
+    summaries = await _summaries(store, wide)
+    await store.close()
+    assert summaries == {f"w.{i:03d}{{rank=0}}": (2, float(100 + i)) for i in range(NAMES)}
+
+
+async def test_a_pass_stopped_between_its_parts_is_finished_by_the_next_start_each_series_once(tmp_path,
+                                                                                              monkeypatch):
+    monkeypatch.setattr(series_split, "SERIES_PER_PART", PER_PART)
+    store, (wide,) = await started(tmp_path, "wide", series_interval_s=NEVER)
+    events = _wide(wide.run_id)
+    await _submit(store, wide, events[:3])
+    await store.series_pass.once()  # a first round charted: the halfway pass adds to rows and summaries
+    await _submit(store, wide, events[3:])
+    real, written = store.series_call, []
+
+    async def dies(fn):
+        if len(written) == 2:
+            raise SystemExit("killed")  # as kill -9: nothing more is written, and no pass runs at shutdown
+        written.append(fn)
+        return await real(fn)
+
+    monkeypatch.setattr(store, "series_call", dies)
+    try:
+        await store.series_pass.once()
+    except SystemExit:
+        pass
+    halfway = await _charts(store, wide)
+    assert halfway[0] == _expected(events), "read with two parts written"
+
+    async def killed() -> bool:
+        return False
+
+    monkeypatch.setattr(store.series_pass, "once", killed)
+    await store.close()
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    state = again.registry.remember(wide.run_key, wide.run_id, wide.name, wide.secret_hash)
+    assert await again.read(series_split.pending_end) > await again.read(series_sql.watermark)
+    assert (await _charts(again, state))[0] == _expected(events), "read after the restart, the pass unfinished"
+    while await again.series_pass.once():
+        pass
+    assert await again.read(series_split.pending_end) == 0
+    assert (await _charts(again, state))[0] == _expected(events)
+    points, summaries = await _points(again), await _summaries(again, state)
+    listing = await again.read(series_queries.list_series, state.run_key, None, 1000)
+    await again.close()
+    assert points == 2 * NAMES, "each point stored once"
+    assert summaries == {f"w.{i:03d}{{rank=0}}": (2, float(100 + i)) for i in range(NAMES)}
+    assert sorted(n for _, _, n in listing) == [2] * NAMES
