@@ -10,7 +10,8 @@ class EsperKind(Kind):
     """What Esper's loop reports of its seeds, its epochs over them and its policy."""
 
     EPOCH_COMPLETED = "epoch_completed"
-    """One env finished one epoch of a round: its accuracy and losses, and each slot's seed."""
+    """Esper's epoch report: one env of a round finished an epoch, with each slot's seed. A plain loop's epochs are
+    the envelope's ``epoch`` (``run.epoch_end()``), its measures ``metrics``."""
     SEED_GERMINATED = "seed_germinated"
     SEED_STAGE_CHANGED = "seed_stage_changed"
     SEED_GATE_EVALUATED = "seed_gate_evaluated"
