@@ -34,7 +34,8 @@ import time
 import torch
 from faults import Fault, FaultNotApplicable, FaultSites, dosed_faults  # a sibling script module
 
-from leyline import EpochCompleted, EventKind, RunFinished, TelemetryLevel, TelemetryLevelChanged, decode_event
+from leyline import EventKind, RunFinished, TelemetryLevel, TelemetryLevelChanged, decode_event
+from leyline.esper import EpochCompleted
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
 from trainer.build import build_trainer

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.alpha import ALPHA_CURVES, AlphaController
 from trainer.kasmina.blueprints import BLUEPRINT_NAMES, param_count
 from trainer.kasmina.host import CNNHost, HostConfig

@@ -25,7 +25,8 @@ import time
 
 import torch
 
-from leyline import DEFAULT_SEVERITY, EpochCompleted, Event, encode_event
+from leyline import DEFAULT_SEVERITY, Event, encode_event
+from leyline.esper import EpochCompleted
 from nissa.hub import HubConfig, NissaHub
 
 EVENTS_PER_STEP = 4

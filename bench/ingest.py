@@ -38,7 +38,8 @@ from processes import stop_process  # bench/ is the script's directory
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from leyline import EpochCompleted, RunStarted, SlotSnapshot
+from leyline import RunStarted
+from leyline.esper import EpochCompleted, SlotSnapshot
 from leyline.frames import CLOSE_LAGGING
 from nissa.hub import HubConfig, NissaHub
 

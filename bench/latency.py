@@ -17,7 +17,8 @@ import time
 
 from ingest import Server, Watcher
 
-from leyline import EpochCompleted, RunStarted
+from leyline import RunStarted
+from leyline.esper import EpochCompleted
 from nissa.hub import HubConfig, NissaHub
 
 

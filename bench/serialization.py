@@ -22,7 +22,8 @@ from typing import Literal
 import orjson
 import pydantic
 
-from leyline import EpochCompleted, SeedStage, SlotSnapshot, decode_event, encode_event, make_event
+from leyline import decode_event, encode_event, make_event
+from leyline.esper import EpochCompleted, SeedStage, SlotSnapshot
 
 
 def _leyline_event():

@@ -27,8 +27,9 @@ import msgspec
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.backends import each_database  # noqa: E402
-from leyline import EpochCompleted, encode, make_event  # noqa: E402
+from leyline import encode, make_event
 from leyline.codec import decode_frame_wire  # noqa: E402
+from leyline.esper import EpochCompleted
 from leyline.frames import EventBatch  # noqa: E402
 from nissa_server.batches import build_write  # noqa: E402
 from nissa_server.routes.common import json_response  # noqa: E402

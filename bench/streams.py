@@ -13,7 +13,8 @@ import time
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from leyline import EpochCompleted, SlotSnapshot, encode, make_event
+from leyline import encode, make_event
+from leyline.esper import EpochCompleted, SlotSnapshot
 from leyline.frames import Hello
 from nissa.hub.config import HubConfig
 from nissa.hub.sender import Gathering

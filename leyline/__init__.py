@@ -1,4 +1,7 @@
-"""leyline: the contract between esper-train, nissa-server and esper-watch."""
+"""leyline: the contract between esper-train, nissa-server and esper-watch.
+
+The names here are what every run speaks, whichever loop it is. Esper's own (its kinds, payloads and panels) are
+imported from ``leyline.esper``; none is exported here (``tests/test_boundaries.py`` holds it)."""
 
 from leyline.codec import (
     DecodeError,
@@ -33,19 +36,6 @@ from leyline.enums import (
     RunStatus,
     Severity,
     TelemetryLevel,
-)
-from leyline.esper import (
-    HEAD_NAMES,
-    EpochCompleted,
-    LSTMHealth,
-    PPOUpdate,
-    SeedFossilized,
-    SeedGateEvaluated,
-    SeedGerminated,
-    SeedPruned,
-    SeedStage,
-    SeedStageChanged,
-    SlotSnapshot,
 )
 from leyline.events import (
     CRITICAL_KINDS,
@@ -99,20 +89,16 @@ from leyline.runs import RankInfo, RunDetail, RunSummary
 from leyline.summaries import MetricSummary, direction_of
 
 __all__ = [
-    "ESCALATIONS", "CallRequest", "CheckpointRequest", "HparamsRequest", "RestoreRequest", "DebugRequest",
-    "ProfileRequest", "StacksRequest", "StopRequest",
-    "AlertChanged", "AnomalyDetected", "AnyPayload", "CRITICAL_KINDS", "Command", "CommandAction", "CommandRecord",
-    "CommandStatus",
-    "CommandStatusChanged", "CompileStats", "CpuStats", "DEFAULT_SEVERITY", "DebugLayerStats", "DecodeError",
-    "DiskStats", "Distribution", "EpochCompleted", "EscalateRequest", "Event", "EventKind", "EventsDropped",
-    "GpuStats", "GradientHealth", "HEAD_NAMES", "Heartbeat", "Histograms", "HubHealth", "INDEXED_KINDS",
-    "KIND_NAMES", "KINDS", "Kind",
-    "KindSpec", "LSTMHealth", "LayerStat", "MAX_METRICS", "METRIC_KINDS", "MemoryStats", "MetricSummary", "Metrics",
-    "NetworkStats", "PAYLOAD_TYPES", "PPOUpdate", "Payload", "PhaseTime", "PhaseTiming", "ProfileCompleted",
-    "ProfileStarted", "RankCommandStatus", "RankInfo", "RunDetail", "RunFinished", "RunResumed", "RunStarted",
-    "RunStatus", "RunSummary", "SCHEMA_VERSION",
-    "SERVER_RANK", "SeedFossilized", "SeedGateEvaluated", "SeedGerminated", "SeedPruned", "SeedStage",
-    "ConfigUpdated", "SeedStageChanged", "Severity", "SlotSnapshot", "StatusChange", "SummaryUpdated", "SystemMetrics",
-    "TelemetryLevel", "TelemetryLevelChanged", "TextLogged", "TopOp", "decode_event", "decode_events", "decode_frame",
-    "direction_of", "encode", "encode_event", "make_event", "metric_value", "to_builtins",
+    "CRITICAL_KINDS", "DEFAULT_SEVERITY", "ESCALATIONS", "INDEXED_KINDS", "KINDS", "KIND_NAMES", "MAX_METRICS",
+    "METRIC_KINDS", "PAYLOAD_TYPES", "SCHEMA_VERSION", "SERVER_RANK", "decode_event", "decode_events",
+    "decode_frame", "direction_of", "encode", "encode_event", "make_event", "metric_value", "to_builtins",
+    "AlertChanged", "AnomalyDetected", "AnyPayload", "CallRequest", "CheckpointRequest", "Command", "CommandAction",
+    "CommandRecord", "CommandStatus", "CommandStatusChanged", "CompileStats", "ConfigUpdated", "CpuStats",
+    "DebugLayerStats", "DebugRequest", "DecodeError", "DiskStats", "Distribution", "EscalateRequest", "Event",
+    "EventKind", "EventsDropped", "GpuStats", "GradientHealth", "Heartbeat", "Histograms", "HparamsRequest",
+    "HubHealth", "Kind", "KindSpec", "LayerStat", "MemoryStats", "MetricSummary", "Metrics", "NetworkStats",
+    "Payload", "PhaseTime", "PhaseTiming", "ProfileCompleted", "ProfileRequest", "ProfileStarted",
+    "RankCommandStatus", "RankInfo", "RestoreRequest", "RunDetail", "RunFinished", "RunResumed", "RunStarted",
+    "RunStatus", "RunSummary", "Severity", "StacksRequest", "StatusChange", "StopRequest", "SummaryUpdated",
+    "SystemMetrics", "TelemetryLevel", "TelemetryLevelChanged", "TextLogged", "TopOp",
 ]

@@ -108,3 +108,15 @@ def test_the_core_names_no_client_kind():
                 continue
             offenders += [f"{rel} {what}" for what in _client_kind_names(path, REGISTRY.get(rel, set()))]
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_core_contract_exports_no_esper_name():
+    """``leyline``'s public names are what every run speaks: an Esper payload, row or constant is imported from
+    ``leyline.esper``, never reached through the core (``from leyline import PPOUpdate`` fails)."""
+    import leyline
+    import leyline.esper as esper
+
+    theirs = {id(getattr(esper, name)) for name in esper.__all__}
+    exported = {name for name, value in vars(leyline).items() if not name.startswith("_") and (
+        id(value) in theirs or getattr(value, "__module__", "").startswith("leyline.esper"))}
+    assert not exported | (set(leyline.__all__) & set(esper.__all__)), sorted(exported)

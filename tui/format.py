@@ -14,7 +14,6 @@ from leyline import (
     CommandStatusChanged,
     ConfigUpdated,
     DebugLayerStats,
-    EpochCompleted,
     Event,
     EventKind,
     EventsDropped,
@@ -22,21 +21,14 @@ from leyline import (
     Heartbeat,
     Histograms,
     HubHealth,
-    LSTMHealth,
     Metrics,
     Payload,
     PhaseTiming,
-    PPOUpdate,
     ProfileCompleted,
     ProfileStarted,
     RunFinished,
     RunResumed,
     RunStarted,
-    SeedFossilized,
-    SeedGateEvaluated,
-    SeedGerminated,
-    SeedPruned,
-    SeedStageChanged,
     Severity,
     SummaryUpdated,
     SystemMetrics,
@@ -44,7 +36,17 @@ from leyline import (
     TextLogged,
 )
 from leyline.enums import Kind
-from leyline.esper import EsperKind
+from leyline.esper import (
+    EpochCompleted,
+    EsperKind,
+    LSTMHealth,
+    PPOUpdate,
+    SeedFossilized,
+    SeedGateEvaluated,
+    SeedGerminated,
+    SeedPruned,
+    SeedStageChanged,
+)
 from leyline.esper.panels import SeedPayload, seed_what
 
 SPARK_CHARS = "▁▂▃▄▅▆▇"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leyline import CommandStatus, RunStatus, SeedStage, SlotSnapshot, TopOp
+from leyline import CommandStatus, RunStatus, TopOp
+from leyline.esper import SeedStage, SlotSnapshot
 from leyline.esper.panels import PPO_FIGURES, ppo_health
 from tui.loop import fmt_value
 from tui.state import RunState

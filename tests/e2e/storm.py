@@ -12,7 +12,8 @@ import json
 import pathlib
 import sys
 
-from leyline import EpochCompleted, RunFinished, RunStarted, SeedGerminated
+from leyline import RunFinished, RunStarted
+from leyline.esper import EpochCompleted, SeedGerminated
 from nissa.hub import HubConfig, NissaHub
 
 

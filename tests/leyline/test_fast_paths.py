@@ -3,8 +3,9 @@
 import msgspec
 import pytest
 
-from leyline import DecodeError, EpochCompleted, Severity, decode_event, encode, encode_event, make_event
+from leyline import DecodeError, Severity, decode_event, encode, encode_event, make_event
 from leyline.codec import check_rank, check_run_id, decode_frame, decode_frame_wire, encode_checked
+from leyline.esper import EpochCompleted
 from leyline.frames import EventBatch
 from leyline.samples import sample_events
 

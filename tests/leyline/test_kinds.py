@@ -18,7 +18,6 @@ from leyline import (
     Kind,
     Metrics,
     Payload,
-    SeedPruned,
     Severity,
     decode_event,
     decode_frame,
@@ -28,7 +27,7 @@ from leyline import (
     metric_value,
 )
 from leyline.codec import encode_checked
-from leyline.esper import EsperKind
+from leyline.esper import EsperKind, SeedPruned
 from leyline.esper.kinds import ESPER_KINDS
 from leyline.events import AnyPayload, Event
 from leyline.frames import EventBatch

@@ -145,7 +145,8 @@ def test_a_field_of_another_action_is_named_with_its_action(body, hint):
 
 def test_a_non_finite_validation_loss_still_travels():
     # JSON has no NaN: the encoder writes null, which the contract reads back as "not finite".
-    from leyline import EpochCompleted, make_event
+    from leyline import make_event
+    from leyline.esper import EpochCompleted
 
     event = make_event(EpochCompleted(accuracy=0.1, val_loss=float("nan"), train_loss=float("inf")), run_id="r", seq=1,
                        ts=0.0)

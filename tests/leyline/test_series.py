@@ -6,16 +6,8 @@ from typing import ClassVar
 import msgspec
 import pytest
 
-from leyline import (
-    CommandAction,
-    CommandStatus,
-    CommandStatusChanged,
-    EpochCompleted,
-    EventKind,
-    SummaryUpdated,
-    make_event,
-)
-from leyline.esper import EsperKind
+from leyline import CommandAction, CommandStatus, CommandStatusChanged, EventKind, SummaryUpdated, make_event
+from leyline.esper import EpochCompleted, EsperKind
 from leyline.events import Event
 from leyline.payloads import Payload
 from leyline.samples import SAMPLE_PAYLOADS, sample_events

@@ -123,7 +123,8 @@ def test_a_bad_rules_file_is_one_line_naming_the_rule_and_field(spec, message):
 async def test_series_rules_fire_on_a_threshold_a_nan_and_a_series_that_went_quiet(tmp_path):
     import msgspec
 
-    from leyline import EventKind, GradientHealth, PPOUpdate
+    from leyline import EventKind, GradientHealth
+    from leyline.esper import PPOUpdate
     from leyline.samples import SAMPLE_PAYLOADS
 
     epoch, ppo = SAMPLE_PAYLOADS[EsperKind.EPOCH_COMPLETED], SAMPLE_PAYLOADS[EsperKind.PPO_UPDATE]

@@ -9,15 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
-from leyline import (
-    CommandAction,
-    CommandStatus,
-    CommandStatusChanged,
-    EpochCompleted,
-    SeedFossilized,
-    decode_event,
-    make_event,
-)
+from leyline import CommandAction, CommandStatus, CommandStatusChanged, decode_event, make_event
+from leyline.esper import EpochCompleted, SeedFossilized
 from leyline.series import points_of
 from nissa_server.series import downsample
 from nissa_server.store.series_sql import MERGE_AT

@@ -8,8 +8,9 @@ import msgspec
 import numpy as np
 import pytest
 
-from leyline import EpochCompleted, Metrics, SlotSnapshot, encode, encode_event, make_event
+from leyline import Metrics, encode, encode_event, make_event
 from leyline.codec import decode_events, decode_frame_wire
+from leyline.esper import EpochCompleted, SlotSnapshot
 from leyline.frames import EventBatch
 from leyline.payloads_ops import EventsDropped
 from leyline.samples import SAMPLE_PAYLOADS, sample_events

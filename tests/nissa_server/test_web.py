@@ -8,7 +8,8 @@ import threading
 import httpx
 import pytest
 
-from leyline import EpochCompleted, RunStarted, make_event
+from leyline import RunStarted, make_event
+from leyline.esper import EpochCompleted
 from tests.e2e.api import wait_for
 from tests.support.web import Feed, chart_titles, open_page
 

@@ -21,16 +21,13 @@ from leyline import (
     CommandAction,
     CommandStatus,
     CommandStatusChanged,
-    EpochCompleted,
     ProfileCompleted,
     RunFinished,
-    SeedGerminated,
-    SeedStage,
-    SlotSnapshot,
     TelemetryLevel,
     TelemetryLevelChanged,
     decode_events,
 )
+from leyline.esper import EpochCompleted, SeedGerminated, SeedStage, SlotSnapshot
 from leyline.esper.panels import PPO_FIGURES
 from leyline.panels import ops_table
 from leyline.steering import STOP_LOOP

@@ -16,7 +16,6 @@ import msgspec
 from leyline import (
     SERVER_RANK,
     AnomalyDetected,
-    EpochCompleted,
     Event,
     EventKind,
     Metrics,
@@ -27,6 +26,7 @@ from leyline import (
     make_event,
 )
 from leyline.calls import ArgSpec, CommandSpec
+from leyline.esper import EpochCompleted
 from leyline.kinds import SERVER_ONLY_KINDS
 from leyline.payloads_ops import TopOp
 from leyline.samples import SAMPLE_PAYLOADS

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from leyline import EpochCompleted, PPOUpdate, RunStarted, SeedFossilized, make_event
+from leyline import RunStarted, make_event
+from leyline.esper import EpochCompleted, PPOUpdate, SeedFossilized
 from tests.support.clients import IngestClient
 
 CHROMIUM = os.environ.get("NISSA_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

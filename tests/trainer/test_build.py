@@ -4,16 +4,8 @@ from collections import Counter
 
 import pytest
 
-from leyline import (
-    EpochCompleted,
-    PPOUpdate,
-    SeedFossilized,
-    SeedStage,
-    SeedStageChanged,
-    TelemetryLevel,
-    encode_event,
-    make_event,
-)
+from leyline import TelemetryLevel, encode_event, make_event
+from leyline.esper import EpochCompleted, PPOUpdate, SeedFossilized, SeedStage, SeedStageChanged
 from trainer.build import run_training
 from trainer.data import make_synthetic
 from trainer.hooks import NullHooks

@@ -10,24 +10,32 @@ from __future__ import annotations
 import random
 
 from leyline import (
-    HEAD_NAMES,
     AnomalyDetected,
     CommandAction,
     CommandStatus,
     CommandStatusChanged,
-    EpochCompleted,
     Event,
     GradientHealth,
     Heartbeat,
     HubHealth,
-    LSTMHealth,
     Payload,
     PhaseTime,
     PhaseTiming,
-    PPOUpdate,
     ProfileCompleted,
     ProfileStarted,
     RunStarted,
+    SummaryUpdated,
+    TelemetryLevel,
+    TelemetryLevelChanged,
+    TopOp,
+    make_event,
+)
+from leyline.esper import (
+    HEAD_NAMES,
+    EpochCompleted,
+    EsperOutcome,
+    LSTMHealth,
+    PPOUpdate,
     SeedFossilized,
     SeedGateEvaluated,
     SeedGerminated,
@@ -35,13 +43,7 @@ from leyline import (
     SeedStage,
     SeedStageChanged,
     SlotSnapshot,
-    SummaryUpdated,
-    TelemetryLevel,
-    TelemetryLevelChanged,
-    TopOp,
-    make_event,
 )
-from leyline.esper import EsperOutcome
 
 SLOTS = ("r0c0", "r0c1", "r1c0")
 HOST_PARAMS = 52_480

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from leyline import EpochCompleted, make_event
+from leyline import make_event
+from leyline.esper import EpochCompleted
 from leyline.series import points_of
 from tui.chart_data import SeriesSet, running_best, smooth, window
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from leyline import EpochCompleted, SeedFossilized
+from leyline.esper import EpochCompleted, SeedFossilized
 from leyline.series import points_of
 from tests.support.server import running_server
 from tests.tui.conftest import write_run_log

@@ -5,16 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from leyline import (
-    AnomalyDetected,
-    EpochCompleted,
-    Heartbeat,
-    HubHealth,
-    ProfileCompleted,
-    RunStarted,
-    encode_event,
-    make_event,
-)
+from leyline import AnomalyDetected, Heartbeat, HubHealth, ProfileCompleted, RunStarted, encode_event, make_event
+from leyline.esper import EpochCompleted
 from tui.app import build_app
 from tui.config import WatchConfig
 from tui.ranks import RankTracker

@@ -6,12 +6,12 @@ from leyline import (
     CommandAction,
     CommandStatus,
     CommandStatusChanged,
-    EpochCompleted,
     Heartbeat,
     RunFinished,
     TelemetryLevel,
     make_event,
 )
+from leyline.esper import EpochCompleted
 from tests.tui.scenario import scripted_run
 from tui.state import Limits, RunState
 from tui.views import StaleThresholds, command_rows, env_rows, header_view, ppo_view, staleness

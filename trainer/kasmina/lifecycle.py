@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 
 S = SeedStage
 

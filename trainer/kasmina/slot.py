@@ -10,7 +10,8 @@ import math
 import torch
 from torch import nn
 
-from leyline import AnyPayload, SeedGateEvaluated, SeedGerminated, SeedStage, SeedStageChanged
+from leyline import AnyPayload
+from leyline.esper import SeedGateEvaluated, SeedGerminated, SeedStage, SeedStageChanged
 from trainer.kasmina.alpha import AlphaController
 from trainer.kasmina.blueprints import build_blueprint, param_count
 from trainer.kasmina.lifecycle import (

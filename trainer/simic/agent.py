@@ -14,7 +14,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from leyline import HEAD_NAMES
+from leyline.esper import HEAD_NAMES
 from ranks import Ranks, tensor_bytes
 from trainer.kasmina.host import inductor_mode
 from trainer.simic.ppo import PPOConfig, PPOMetrics, ppo_update

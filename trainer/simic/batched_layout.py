@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.lifecycle import BLENDED_STAGES
 from trainer.kasmina.slot import SeedModule, SeedSlot
 

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from leyline import AnyPayload, SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
+from leyline import AnyPayload
+from leyline.esper import SeedFossilized, SeedPruned, SeedStage, SeedStageChanged, SlotSnapshot
 from trainer.kasmina.blueprints import param_count
 from trainer.kasmina.host import CNNHost, HostConfig, slot_index
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_POTENTIAL, LifecycleConfig

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from leyline import HEAD_NAMES
+from leyline.esper import HEAD_NAMES
 from ranks import Ranks
 from trainer.flags import FieldError
 from trainer.simic.rollout import RolloutBatch

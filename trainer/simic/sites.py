@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import nn
 
-from leyline import PPOUpdate
+from leyline.esper import PPOUpdate
 
 if TYPE_CHECKING:
     from trainer.simic.batched import FlatGradients

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import AnyPayload, EpochCompleted, PPOUpdate, SeedGerminated, SeedStage, TelemetryLevel
+from leyline import AnyPayload, TelemetryLevel
+from leyline.esper import EpochCompleted, PPOUpdate, SeedGerminated, SeedStage
 from trainer.data import TaskData
 from trainer.hooks import RunHooks
 from trainer.kasmina.lifecycle import BLENDED_STAGES, STAGE_CODE

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import HEAD_NAMES
+from leyline.esper import HEAD_NAMES
 from trainer.kasmina.alpha import ALPHA_CURVES
 from trainer.kasmina.blueprints import BLUEPRINT_NAMES
 from trainer.kasmina.slot import BLEND_STYLES

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import torch
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.alpha import AlphaMode
 from trainer.kasmina.lifecycle import STAGE_CODE, STAGES
 from trainer.kasmina.slot import BLEND_STYLES, SeedSlot

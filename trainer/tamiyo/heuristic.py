@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.kasmina.slot import SeedSlot
 from trainer.tamiyo.actions import TEMPOS, Action, Op

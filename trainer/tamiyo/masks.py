@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.lifecycle import INCUBATING_STAGES, LIVE_STAGES, STAGE_CODE
 from trainer.tamiyo.actions import N_OPS, Op
 

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from leyline import AnomalyDetected, LSTMHealth, PPOUpdate
+from leyline import AnomalyDetected
 from leyline.commands import MAX_DEBUG_EPOCHS
+from leyline.esper import LSTMHealth, PPOUpdate
 from trainer.simic.sites import EpochSignals
 from trainer.telemetry.ema import Drift
 from trainer.telemetry.epoch_checks import EpochCheckConfig, EpochChecks, Finding

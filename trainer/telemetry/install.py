@@ -5,7 +5,7 @@ loop has (profiling, the ranks' straggler check) are the run's own (``nissa.init
 
 from __future__ import annotations
 
-from leyline import HEAD_NAMES
+from leyline.esper import HEAD_NAMES
 from trainer.hooks import RunHooks
 from trainer.simic.config import TrainConfig
 from trainer.tamiyo.actions import head_sizes

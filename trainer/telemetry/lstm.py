@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from leyline import LSTMHealth
+from leyline.esper import LSTMHealth
 
 
 @dataclass(frozen=True)

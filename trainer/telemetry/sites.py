@@ -36,7 +36,8 @@ import msgspec
 import torch
 from torch import nn
 
-from leyline import AnomalyDetected, CompileStats, GradientHealth, PPOUpdate, Severity, TelemetryLevel
+from leyline import AnomalyDetected, CompileStats, GradientHealth, Severity, TelemetryLevel
+from leyline.esper import PPOUpdate
 from nissa.parts import (
     PendingHistograms,
     PendingLayers,

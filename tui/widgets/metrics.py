@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from leyline import SeedStage, SlotSnapshot
+from leyline.esper import SeedStage, SlotSnapshot
 from tui.format import num, pct, sparkline
 from tui.safe_text import plain, run_text
 from tui.views import EnvRow, HealthView, PPOView, Series

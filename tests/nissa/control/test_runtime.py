@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from leyline import CommandStatus, EpochCompleted, EventKind, RunFinished, TelemetryLevel, decode_event
-from leyline.esper import EsperKind
+from leyline import CommandStatus, EventKind, RunFinished, TelemetryLevel, decode_event
+from leyline.esper import EpochCompleted, EsperKind
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.hooks import RunHooks

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from leyline import EpochCompleted, EventKind, Heartbeat, RunFinished, RunStarted, SeedGerminated
-from leyline.esper import EsperKind
+from leyline import EventKind, Heartbeat, RunFinished, RunStarted
+from leyline.esper import EpochCompleted, EsperKind, SeedGerminated
 from nissa.hub import HubConfig, NissaHub
 
 from .helpers import dropped_reported, kinds, read_log

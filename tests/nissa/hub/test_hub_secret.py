@@ -9,7 +9,7 @@ import threading
 import httpx
 import pytest
 
-from leyline import SeedGerminated
+from leyline.esper import SeedGerminated
 from leyline.frames import CLOSE_DELETED, CLOSE_FORBIDDEN
 from nissa.hub import HubConfig, NissaHub
 from nissa.hub.secret import SECRET_FILE, SecretError, run_secret

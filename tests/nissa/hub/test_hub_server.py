@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from leyline import CommandStatus, DebugRequest, EventKind, SeedGerminated, decode_events
+from leyline import CommandStatus, DebugRequest, EventKind, decode_events
+from leyline.esper import SeedGerminated
 from nissa.hub import HubConfig, NissaHub
 from tests.support.server import running_server
 from tests.support.waiting import wait_for

@@ -9,7 +9,8 @@ import time
 import pytest
 from websockets.sync.server import serve
 
-from leyline import EpochCompleted, SeedGerminated, encode
+from leyline import encode
+from leyline.esper import EpochCompleted, SeedGerminated
 from leyline.frames import Welcome
 from nissa.hub import BackoffConfig, HubConfig, NissaHub
 

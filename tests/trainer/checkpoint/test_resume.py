@@ -8,7 +8,8 @@ import msgspec
 import pytest
 import torch
 
-from leyline import PhaseTiming, PPOUpdate, TelemetryLevel, encode_event, make_event
+from leyline import PhaseTiming, TelemetryLevel, encode_event, make_event
+from leyline.esper import PPOUpdate
 from tests.trainer.test_build import TINY, RecordingHooks
 from trainer.build import build_trainer, run_training
 from trainer.checkpoint import CheckpointConfig, Checkpointer, CheckpointStore

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.lifecycle import (
     LEGAL_TRANSITIONS,
     GradStats,

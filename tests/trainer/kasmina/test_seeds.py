@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.alpha import ALPHA_CURVES, AlphaController, curve_value
 from trainer.kasmina.blueprints import BLUEPRINT_NAMES, build_blueprint
 from trainer.kasmina.host import CNNHost, HostConfig

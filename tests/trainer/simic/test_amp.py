@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from leyline import EpochCompleted, PPOUpdate, TelemetryLevel
+from leyline import TelemetryLevel
+from leyline.esper import EpochCompleted, PPOUpdate
 from tests.trainer.test_build import RecordingHooks
 from trainer.build import build_trainer
 from trainer.simic.config import TrainConfig

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leyline import DebugLayerStats, EpochCompleted, GradientHealth, Histograms, SeedStage, TelemetryLevel
+from leyline import DebugLayerStats, GradientHealth, Histograms, TelemetryLevel
+from leyline.esper import EpochCompleted, SeedStage
 from nissa.telemetry.syncs import HostSyncCounter
 from tests.trainer.test_build import RecordingHooks
 from trainer.build import build_trainer

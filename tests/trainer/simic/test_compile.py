@@ -13,7 +13,8 @@ import math
 import pytest
 import torch
 
-from leyline import CompileStats, EpochCompleted, PhaseTiming, PPOUpdate, TelemetryLevel
+from leyline import CompileStats, PhaseTiming, TelemetryLevel
+from leyline.esper import EpochCompleted, PPOUpdate
 from tests.trainer.test_build import RecordingHooks
 from trainer.build import run_training
 from trainer.simic.config import TrainConfig

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 import torch
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.host import HostConfig
 from trainer.kasmina.lifecycle import LifecycleConfig
 from trainer.simic.env import Env, EnvConfig

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from leyline import SeedStage
+from leyline.esper import SeedStage
 from trainer.kasmina.lifecycle import STAGE_CODE, LifecycleConfig
 from trainer.kasmina.slot import SeedSlot
 from trainer.tamiyo.actions import Action, Op

@@ -2,7 +2,7 @@
 
 import torch
 
-from leyline import HEAD_NAMES, SeedStage
+from leyline.esper import HEAD_NAMES, SeedStage
 from trainer.kasmina.lifecycle import STAGE_CODE, LifecycleConfig
 from trainer.kasmina.slot import SeedSlot
 from trainer.tamiyo.actions import CAUSAL_HEADS, Op, head_sizes

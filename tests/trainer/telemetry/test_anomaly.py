@@ -11,14 +11,13 @@ from leyline import (
     CommandStatus,
     CommandStatusChanged,
     DebugRequest,
-    LSTMHealth,
-    PPOUpdate,
     TelemetryLevel,
     TelemetryLevelChanged,
     decode_event,
     encode_event,
     make_event,
 )
+from leyline.esper import LSTMHealth, PPOUpdate
 from nissa.control import CommandProcessor, DebugHandler, LevelController
 from trainer.telemetry.anomaly import AnomalyConfig, AnomalyDetector
 from trainer.telemetry.ema import Drift

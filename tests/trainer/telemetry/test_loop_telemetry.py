@@ -22,14 +22,13 @@ from leyline import (
     EventKind,
     GradientHealth,
     Histograms,
-    LSTMHealth,
     PhaseTiming,
     RunFinished,
     TelemetryLevel,
     TelemetryLevelChanged,
     decode_event,
 )
-from leyline.esper import EsperKind
+from leyline.esper import EsperKind, LSTMHealth
 from nissa.hub import HubConfig
 from nissa.runtime import Runtime, RuntimeConfig, build_runtime
 from trainer.build import build_trainer, run_training

@@ -8,17 +8,8 @@ import msgspec
 import pytest
 import torch
 
-from leyline import (
-    AnomalyDetected,
-    DebugLayerStats,
-    GradientHealth,
-    Histograms,
-    LSTMHealth,
-    PhaseTiming,
-    PPOUpdate,
-    Severity,
-    TelemetryLevel,
-)
+from leyline import AnomalyDetected, DebugLayerStats, GradientHealth, Histograms, PhaseTiming, Severity, TelemetryLevel
+from leyline.esper import LSTMHealth, PPOUpdate
 from nissa.telemetry.syncs import HostSyncCounter
 from trainer.telemetry.sites import SimicTelemetry, TelemetryConfig
 
