@@ -4,50 +4,27 @@ by default, which charts a run's config rules out (a heuristic run has no PPO up
 tell runs apart. The console imports it; the server serves it to the web
 page as JSON (``GET /ui/charts.json``), so the two cannot drift.
 
-A chart's series names are patterns in which ``*`` matches any characters (``ppo_update.entropy.*``: one line
-per head) and nothing else is special, so that the page's matching (a few lines of JavaScript) is this one.
+It is the registry of the chart list as ``leyline.kinds`` is of the kinds: the machine's charts are the core's
+(``SYSTEM_CHARTS``, what any run may have), and each client declares its own charts and rules beside its payloads
+(Esper's: ``leyline.esper.charts``), registered here (``CLIENT_CHARTS``, ``UNAVAILABLE``); the core names none of
+their series (a test holds it). A chart's rows are ``leyline.chart_spec``'s.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from functools import cache
+from dataclasses import asdict
 from typing import Any
 
-LOWER_IS_BETTER_WORDS = ("loss", "kl", "_ms", "norm", "dropped", "depth")
-"""A series whose name holds one of these is better lower (``val.loss``, ``grad_norm``)."""
+from leyline.chart_spec import LOWER_IS_BETTER_WORDS, ChartDef, Unavailable, name_matches
+from leyline.esper.charts import ESPER_CHARTS, ESPER_UNAVAILABLE
 
-
-@cache
-def _pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
-
-
-def name_matches(pattern: str, name: str) -> bool:
-    """Whether a series name is one a chart's pattern names (``*``: any characters, nothing else special)."""
-    return _pattern(pattern).fullmatch(name) is not None
-
-
-@dataclass(frozen=True)
-class ChartDef:
-    """A chart: its title, the series names it draws (``*`` patterns), which way is better, its group."""
-
-    title: str
-    names: tuple[str, ...]
-    higher_is_better: bool = True
-    group: str | None = None
-    """A group of charts shown only where the run has their series (``System``); None: a run's own."""
-
-    def matches(self, name: str) -> bool:
-        return any(name_matches(pattern, name) for pattern in self.names)
-
-    @classmethod
-    def of_name(cls, name: str) -> ChartDef:
-        """The chart of one series, titled by its full name (``val.loss``, never ``loss``)."""
-        return cls(name, (name,), higher_is_better=not any(word in name for word in LOWER_IS_BETTER_WORDS))
+__all__ = [
+    "CLIENT_CHARTS", "DEFAULT_CHARTS", "HIDDEN_METRICS", "HIDDEN_PARAMS", "LOWER_IS_BETTER_WORDS", "OWN_CHARTS",
+    "PARAM_COLUMNS", "SYSTEM_CHARTS", "SYSTEM_GROUP", "UNAVAILABLE", "ChartDef", "Unavailable", "definition",
+    "differing_params", "hidden_charts", "name_matches",
+]
 
 
 SYSTEM_GROUP = "System"
@@ -66,21 +43,15 @@ SYSTEM_CHARTS: tuple[ChartDef, ...] = tuple(
     ))
 """The machine under a run (``system.*`` series, sampled by the client library): shown where a run has them."""
 
-ESPER_CHARTS: tuple[ChartDef, ...] = (
-    ChartDef("accuracy", ("epoch_completed.accuracy",)),
-    ChartDef("return", ("ppo_update.episode_return",)),
-    ChartDef("policy loss", ("ppo_update.policy_loss",), higher_is_better=False),
-    ChartDef("value loss", ("ppo_update.value_loss",), higher_is_better=False),
-    ChartDef("KL", ("ppo_update.approx_kl",), higher_is_better=False),
-    ChartDef("entropy", ("ppo_update.entropy.*",)),
-    ChartDef("explained variance", ("ppo_update.explained_variance",)),
-    ChartDef("env-epochs/s", ("phase_timing.env_epochs_per_s",)),
-)
-"""What an Esper run is watched by."""
+CLIENT_CHARTS: tuple[tuple[ChartDef, ...], ...] = (ESPER_CHARTS,)
+"""Each client's charts, declared beside its payloads (``leyline.esper.charts``): shown where a run has their
+series, so a run of another loop shows none of them."""
+UNAVAILABLE: tuple[Unavailable, ...] = (*ESPER_UNAVAILABLE,)
+"""What a run's config rules out, each client's rules (Esper's: a heuristic policy makes no PPO update)."""
 
-DEFAULT_CHARTS: tuple[ChartDef, ...] = (*ESPER_CHARTS, *SYSTEM_CHARTS)
-"""After a loop's own metrics (a chart each, first): Esper's charts, then the machine's; any other series is
-a chart away (the picker)."""
+DEFAULT_CHARTS: tuple[ChartDef, ...] = (*(chart for family in CLIENT_CHARTS for chart in family), *SYSTEM_CHARTS)
+"""After a loop's own metrics (a chart each, first): the clients' charts (Esper's), then the machine's; any
+other series is a chart away (the picker)."""
 
 OWN_CHARTS = 12
 """A loop's own metrics (``run.log``) charted by themselves at most, first, in name order."""
@@ -94,27 +65,6 @@ HIDDEN_PARAMS = ("run_name", "log_dir", "server", "token", "seed_base", "resume"
 PARAM_COLUMNS = 6
 """Differing config keys shown beside runs at most (the runs table, the parallel coordinates)."""
 
-
-@dataclass(frozen=True)
-class Unavailable:
-    """Series a run's config rules out: a run whose config key ``key`` is ``value`` never has a series whose
-    name starts with ``prefix``, so the charts of such series are hidden on it and ``why`` says so in one line
-    (short enough for a console 100 columns wide)."""
-
-    key: str
-    value: str
-    prefix: str
-    why: str
-
-    def rules_out(self, config: Mapping[str, object]) -> bool:
-        return config.get(self.key) == self.value
-
-
-UNAVAILABLE: tuple[Unavailable, ...] = (
-    Unavailable("policy", "heuristic", "ppo_update.",
-                "a heuristic policy makes no PPO update: no return, losses, KL, entropy or explained variance"),
-)
-"""What an Esper run's policy cannot have."""
 
 
 def hidden_charts(configs: Sequence[Mapping[str, object]],

@@ -73,7 +73,8 @@ CORE = ("leyline", "nissa", "nissa_server")
 CLIENT_KINDS = {"leyline.esper.enums": "EsperKind", "leyline.esper.kinds": "ESPER_KINDS"}
 """Where a client declares its family of kinds (the enum, its rows), and the names it declares them by."""
 REGISTRY = {"leyline/kinds.py": {"leyline.esper.kinds"}}
-"""The kinds table registers each family: the one place of the core that imports a family's rows."""
+"""The kinds table registers each family: the one place of the core that imports a family's rows (its charts are
+registered in ``leyline/charts.py`` the same way, from ``leyline.esper.charts``)."""
 
 
 def _client_kind_names(path: pathlib.Path, allowed: set[str]) -> list[str]:
@@ -120,3 +121,28 @@ def test_the_core_contract_exports_no_esper_name():
     exported = {name for name, value in vars(leyline).items() if not name.startswith("_") and (
         id(value) in theirs or getattr(value, "__module__", "").startswith("leyline.esper"))}
     assert not exported | (set(leyline.__all__) & set(esper.__all__)), sorted(exported)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The string statements of a module, class or function (docstrings, attribute docstrings): words, not names."""
+    bodies = [node.body for node in ast.walk(tree) if isinstance(getattr(node, "body", None), list)]
+    return {id(s.value) for body in bodies for s in body
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)}
+
+
+def test_the_core_contract_names_no_series_of_a_client_kind():
+    """The chart list (``leyline/charts.py``) reads Esper's charts from where Esper declares them
+    (``leyline.esper.charts``), as the kinds table reads its kinds: no string of the core contract's code names a
+    series of a client's kind (``ppo_update.``, ``epoch_completed.accuracy``)."""
+    kinds = {kind.value for kind in EsperKind}
+    offenders = []
+    for path in sorted((ROOT / "leyline").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("leyline/esper/"):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        words = _docstrings(tree)
+        offenders += [f"{rel}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in words
+                      and node.value.split(".")[0].split("{")[0] in kinds]
+    assert not offenders, "\n".join(offenders)

@@ -27,3 +27,27 @@ def test_values_differ_as_json_holds_them():
     assert charts.differing_params([{"a": "x", "log_dir": "/1"}, {"a": "x", "log_dir": "/2"}]) == []
     assert charts.differing_params([{f"k{i}": i for i in range(9)}, {}], charts.PARAM_COLUMNS) == [
         f"k{i}" for i in range(6)]
+
+
+def test_esper_charts_are_its_own_rows_each_drawing_a_series_its_events_make():
+    """Esper declares its charts beside its payloads (``leyline.esper.charts``), registered in the chart list as
+    its kinds are in the kinds table; each names a field of a kind's payload, and a field a payload lacks is refused
+    where the chart is declared."""
+    import pytest
+
+    from leyline.chart_spec import series_of
+    from leyline.esper import PPOUpdate
+    from leyline.esper.charts import ESPER_CHARTS, ESPER_UNAVAILABLE
+    from leyline.kinds import KIND_NAMES, KINDS
+    from leyline.samples import sample_events
+    from leyline.series import points_of
+
+    assert ESPER_CHARTS in charts.CLIENT_CHARTS and set(ESPER_UNAVAILABLE) <= set(charts.UNAVAILABLE)
+    assert charts.DEFAULT_CHARTS[:len(ESPER_CHARTS)] == ESPER_CHARTS
+    for pattern in (pattern for chart in ESPER_CHARTS for pattern in chart.names):
+        kind, field = pattern.split(".")[:2]
+        assert field in KINDS[KIND_NAMES[kind]].payload.__struct_fields__, pattern
+    made = {p.name for e in sample_events() for p in points_of(e)}
+    assert all(any(name.startswith(rule.prefix) for name in made) for rule in ESPER_UNAVAILABLE)
+    with pytest.raises(ValueError, match="PPOUpdate has no field 'loss'"):
+        series_of(PPOUpdate, "loss")
