@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from nissa_server.health import Health, supervise
 from nissa_server.runs import RunRegistry, RunState
-from nissa_server.store import sql
+from nissa_server.store import series_split, sql
 from nissa_server.store.conn import Conn
 from nissa_server.store.model import (
     CallWrite,
@@ -118,6 +118,8 @@ class Store(abc.ABC):
         self.series = SeriesWriter()
         """Series points and chart markers of the stored events, written by the series pass."""
         self.series_pass = SeriesPass(self, series_interval_s)
+        self.series_per_part = series_split.SERIES_PER_PART
+        """Series one transaction of a pass writes at most (``series_split``)."""
 
     # --- what a backend provides -------------------------------------------------------------
 

@@ -25,7 +25,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from nissa_server.health import retry_delay, supervise
-from nissa_server.store import histograms_sql, queries, series_sql, sql
+from nissa_server.store import histograms_sql, queries, series_split, series_sql, sql
 from nissa_server.store import postgres_schema as schema
 from nissa_server.store.base import DATABASE, Store
 from nissa_server.store.blocks import from_row
@@ -102,6 +102,7 @@ class PostgresStore(Store):
     def __init__(self, url: str, **kwargs: Any) -> None:
         kwargs.pop("exclusive", None)  # several servers share a database by design
         super().__init__(**kwargs)
+        self.series_per_part = series_split.PG_SERIES_PER_PART
         self.url = url
         self._conn: PgConn | None = None
         self._pool: ConnectionPool | None = None

@@ -57,9 +57,9 @@ def _heads(conn: Conn, mark: int, upto: int, limit: int) -> list[tuple[int, int,
         (mark, upto, limit)).fetchall()]
 
 
-def _progress(conn: Conn) -> tuple[int, int]:
-    """The watermark, and up to which event a pass in parts in progress charts (``series_split``; 0: none)."""
-    return series_sql.watermark(conn), series_split.pending_end(conn)
+def _progress(conn: Conn) -> tuple[int, tuple[int, int, float]]:
+    """The watermark, and the pass in parts in progress (``series_split.state``)."""
+    return series_sql.watermark(conn), series_split.state(conn)
 
 
 def _bodies(conn: Conn, ids: list[int]) -> dict[int, bytes]:
@@ -223,13 +223,15 @@ class SeriesPass:
         """Charts the events after the watermark, up to the newest committed; (more wait, charted up to)."""
         store = self._store
         upto = max(store.published_upto, taken.last_id)  # ids are committed in order, up to our newest too
-        mark, pending = await store.read(_progress)
+        mark, (pending, owner, touched) = await store.read(_progress)
         self.mark = max(self.mark or 0, mark)
-        if pending > mark:  # a pass in parts that stopped halfway: its events charted again, and it finished
+        if pending > mark:  # a pass in parts in progress (another server's), or stopped halfway
+            if owner != store.series.token and store.series.clock() - touched < series_split.STALE_S:
+                return False, mark  # its writer goes on with it
             heads = await store.read(_heads, mark, pending, KEPT_EVENTS)
             charted = await self._chart(await self._bodies(heads))
             self.gathered_again += charted.events
-            return True, (pending if await self._write(mark, pending, charted) else mark)
+            return True, (pending if await self._write(mark, pending, charted, again=True) else mark)
         if mark >= upto:
             return False, mark
         own = taken.first_ids if taken.whole else []
@@ -256,15 +258,15 @@ class SeriesPass:
             return True, mark
         return more, end
 
-    async def _write(self, mark: int, end: int, charted: Charted) -> bool:
+    async def _write(self, mark: int, end: int, charted: Charted, again: bool = False) -> bool:
         """``charted`` written, the watermark moved from ``mark`` to ``end``; False if it was no longer ``mark``. Its
         rows are made first, on the event loop in slices: the transaction holds the writer only to store them."""
         store = self._store
         parts: list[PassRows] = []
-        await self._in_slices(store.series.rows_steps(charted, parts))
+        await self._in_slices(store.series.rows_steps(charted, parts, store.series_per_part))
         for i, rows in enumerate(parts, 1):  # a part a transaction (``series_split``): ingest's go on between them
             if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, rows=rows,
-                                                             last=i == len(parts))):
+                                                             last=i == len(parts), again=again)):
                 return False
         self.passes += 1
         return True

@@ -9,9 +9,10 @@ While it is in progress ``series_progress`` says up to which event the pass char
 anything: a written series' rows hold its points up to that end, so a read leaves those points out of what it
 charts itself from the events past the watermark (``tail``); a series not written yet is charted from the events as
 before; a run's summaries are each exact up to the watermark or up to that end. A pass that stops halfway
-(kill -9, an error, another server) is finished by the next pass, on any server: it charts the same events again,
-writes only the series not listed, and ends it. Two servers finishing one pass on a shared database take turns
-(each part locks the watermark's row) and each series is written once.
+(kill -9, an error, a server gone) is finished by the next pass: its own writer's at once, another's (on a shared
+database, or after a restart) once no part was written for ``STALE_S``. That pass charts the same events again,
+writes only the series not listed, and ends it; a part of the writer it took over from is refused from then on
+(``OWNER``; each part locks the watermark's row), so each series is written once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from nissa_server.store.conn import Conn
 from nissa_server.store.series_gather import Charted, chart, joined_steps
 
 SERIES_PER_PART = 5000
-"""Series one transaction of a pass writes at most."""
+"""Series one transaction of a pass writes at most, on SQLite (``Store.series_per_part``)."""
+PG_SERIES_PER_PART = 50_000
+"""On PostgreSQL, where the pass writes on a connection of its own beside ingest's transactions (parts bound how long
+it holds the watermark's row, which merges on other servers wait for)."""
 PENDING = 4
 """The ``series_progress`` row that says up to which event id a pass in parts charts (0: none in progress; row 1 is
 the watermark, 2 and 3 say what was indexed once, ``series_sql.LABELS_INDEXED``, ``histograms_sql.INDEXED``)."""
@@ -33,33 +37,43 @@ SCHEMA = """
         PRIMARY KEY (run_key, key)
     );
 """
-_IN = 500
+
+
+OWNER = 5
+"""The ``series_progress`` row of the writer writing the pass in parts (its ``SeriesWriter.token``)."""
+TOUCHED = 6
+"""The ``series_progress`` row of when its last part was written (unix milliseconds)."""
+STALE_S = 10.0
+"""A pass in parts with no part written for this long is finished by another pass (its writer died or is stuck): before,
+only its own writer writes its parts, which need not look for series written already."""
 
 
 def pending_end(conn: Conn) -> int:
     """Up to which event id a pass in parts charts (0: none in progress)."""
-    row = conn.execute("SELECT upto FROM series_progress WHERE id = ?", (PENDING,)).fetchone()
-    return 0 if row is None else int(row[0])
+    return state(conn)[0]
 
 
-def begin(conn: Conn, end: int) -> None:
-    """A pass in parts up to ``end`` begins (in its first part's transaction)."""
-    conn.execute("INSERT INTO series_progress (id, upto) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET upto = "
-                 "excluded.upto", (PENDING, end))
+def state(conn: Conn) -> tuple[int, int, float]:
+    """(up to which event id a pass in parts charts (0: none in progress), its writer's token, when its last part was
+    written (unix seconds))."""
+    found = {int(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT id, upto FROM series_progress WHERE id IN (?, ?, ?)", (PENDING, OWNER, TOUCHED))}
+    return found.get(PENDING, 0), found.get(OWNER, 0), found.get(TOUCHED, 0) / 1000
 
 
-def written(conn: Conn, series: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
-    """Of ``series`` (run key, key), those a part of the pass in progress has written."""
-    by_run: dict[int, list[str]] = {}
-    for run_key, key in series:
-        by_run.setdefault(run_key, []).append(key)
+def claim(conn: Conn, end: int, token: int, now: float) -> None:
+    """A pass in parts up to ``end`` is written by the writer ``token`` (in each part's transaction: begun, taken
+    over, or going on)."""
+    conn.executemany("INSERT INTO series_progress (id, upto) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET upto = "
+                     "excluded.upto", [(PENDING, end), (OWNER, token), (TOUCHED, int(now * 1000))])
+
+
+def written(conn: Conn, runs: Iterable[int]) -> set[tuple[int, str]]:
+    """Of the series of ``runs``, those a part of the pass in progress has written (run key, key)."""
     found: set[tuple[int, str]] = set()
-    for run_key, keys in by_run.items():
-        for at in range(0, len(keys), _IN):
-            chunk = keys[at:at + _IN]
-            found.update((run_key, r[0]) for r in conn.execute(
-                f"SELECT key FROM series_pending WHERE run_key = ? AND key IN ({','.join('?' * len(chunk))})",
-                (run_key, *chunk)))
+    for run_key in runs:
+        found.update((run_key, r[0]) for r in conn.execute("SELECT key FROM series_pending WHERE run_key = ?",
+                                                            (run_key,)))
     return found
 
 

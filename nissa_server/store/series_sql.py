@@ -20,9 +20,10 @@ their keys there, never scanning every label set of the name.
 from __future__ import annotations
 
 import collections
+import random
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -242,7 +243,10 @@ class SeriesWriter:
     """Writes what a pass charted, and the merges that fall due; runs where ``Store.series_call`` runs it (the
     writer's thread, or PostgreSQL's series connection's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.token = random.getrandbits(62) + 1
+        """Says which writer writes a pass in parts (``series_split.OWNER``)."""
         self._rows: dict[tuple[int, str], tuple[int, ...]] = {}
         """(run key, series key) → rows per level: a hint of when to merge (wrong after a rollback, or
         where another server's pass wrote too: a merge then finds fewer rows, or happens later, and the data
@@ -262,12 +266,12 @@ class SeriesWriter:
         self.due.clear()
         self._indexed.clear()
 
-    def rows_steps(self, charted: Charted, parts: list[PassRows], per_part: int | None = None) -> Iterator[None]:
-        """The rows of ``charted`` into ``parts``, ``per_part`` series a part (``series_split.SERIES_PER_PART``; one
-        part at least, the last holds the markers and the declarations), a step every ``STEP_ROWS`` series (for the
-        event loop, as ``Gathered.series_steps``); each series' row counted towards its merges (a hint: a pass that
-        fails counts it too)."""
-        indexed, per_part = self._indexed, per_part or series_split.SERIES_PER_PART
+    def rows_steps(self, charted: Charted, parts: list[PassRows], per_part: int) -> Iterator[None]:
+        """The rows of ``charted`` into ``parts``, ``per_part`` series a part (one part at least, the last holds the
+        markers and the declarations), a step every ``STEP_ROWS`` series (for the event loop, as
+        ``Gathered.series_steps``); each series' row counted towards its merges (a hint: a pass that fails counts it
+        too)."""
+        indexed = self._indexed
         out = PassRows()
         parts.append(out)
         for i, ((run_key, key), (name, arrays)) in enumerate(charted.series.items(), 1):
@@ -298,22 +302,23 @@ class SeriesWriter:
             pass
         return parts[0]
 
-    def write_pass(self, conn: Conn, mark: int, end: int, rows: PassRows, last: bool = True) -> bool:
+    def write_pass(self, conn: Conn, mark: int, end: int, rows: PassRows, last: bool = True,
+                   again: bool = False) -> bool:
         """``rows`` of the events after id ``mark`` up to ``end`` in the writer's transaction; with the ``last`` part
-        of a pass, the watermark moved to ``end``; a part before it noted as written (``series_split``). False
-        (nothing written) where the watermark is no longer ``mark`` (another server's pass on a shared database
-        charted them first) or another pass in parts is in progress."""
+        of a pass, the watermark moved to ``end``; a part before it noted as written (``series_split``); ``again``: a
+        part of a pass in parts that stopped halfway, its series written already left out. False (nothing written)
+        where the watermark is no longer ``mark`` (another server's pass on a shared database charted them first),
+        or a pass in parts other than this one is in progress, or another writer took this one over."""
         began = time.thread_time()
         if watermark(conn, lock=True) != mark:
             return False
-        pending = series_split.pending_end(conn)
-        if pending and pending != end:
-            return False  # the next pass finishes that one first
-        if pending:
-            done = series_split.written(conn, [(r[0], r[2]) for r in rows.chunks])
-            rows = rows.without(done)
-        elif not last:
-            series_split.begin(conn, end)
+        pending, owner, _ = series_split.state(conn)
+        if (again or pending) and pending != end or pending and not again and owner != self.token:
+            return False
+        if again:
+            rows = rows.without(series_split.written(conn, rows.runs))
+        if pending or not last:
+            series_split.claim(conn, end, self.token, self.clock())
         keys = sorted(rows.runs)
         alive = {r[0] for r in conn.execute(
             f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()

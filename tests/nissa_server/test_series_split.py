@@ -4,8 +4,12 @@ finished by the next start, each series written once."""
 
 from __future__ import annotations
 
+import time
+
 from leyline import Metrics, make_event
 from nissa_server.store import series_queries, series_split, series_sql, summaries_sql
+from nissa_server.store.series_gather import chart
+from nissa_server.store.series_sql import SeriesWriter
 from tests.nissa_server.test_series_pass import NEVER, _charts, _expected, _submit, _write
 from tests.support.stores import settled, started
 
@@ -31,8 +35,8 @@ async def _points(store) -> int:
 
 async def test_a_wide_pass_is_written_in_parts_with_another_runs_events_stored_and_charted_between(tmp_path,
                                                                                                monkeypatch):
-    monkeypatch.setattr(series_split, "SERIES_PER_PART", PER_PART)
     store, (wide, other) = await started(tmp_path, "wide", "other", series_interval_s=NEVER)
+    store.series_per_part = PER_PART
     events = _wide(wide.run_id)
     await _submit(store, wide, events)
     real, parts, seen = store.series_call, [], []
@@ -67,8 +71,8 @@ async def test_a_wide_pass_is_written_in_parts_with_another_runs_events_stored_a
 
 async def test_a_pass_stopped_between_its_parts_is_finished_by_the_next_start_each_series_once(tmp_path,
                                                                                               monkeypatch):
-    monkeypatch.setattr(series_split, "SERIES_PER_PART", PER_PART)
     store, (wide,) = await started(tmp_path, "wide", series_interval_s=NEVER)
+    store.series_per_part = PER_PART
     events = _wide(wide.run_id)
     await _submit(store, wide, events[:3])
     await store.series_pass.once()  # a first round charted: the halfway pass adds to rows and summaries
@@ -95,9 +99,13 @@ async def test_a_pass_stopped_between_its_parts_is_finished_by_the_next_start_ea
     monkeypatch.setattr(store.series_pass, "once", killed)
     await store.close()
     again, _ = await started(tmp_path, series_interval_s=NEVER)
+    again.series_per_part = PER_PART
     state = again.registry.remember(wide.run_key, wide.run_id, wide.name, wide.secret_hash)
     assert await again.read(series_split.pending_end) > await again.read(series_sql.watermark)
     assert (await _charts(again, state))[0] == _expected(events), "read after the restart, the pass unfinished"
+    assert await again.series_pass.once() is False, "left to the writer that began it, while it may go on"
+    assert await again.read(series_split.pending_end) > 0
+    again.series.clock = lambda: time.time() + series_split.STALE_S  # no part written since for that long
     while await again.series_pass.once():
         pass
     assert await again.read(series_split.pending_end) == 0
@@ -108,3 +116,32 @@ async def test_a_pass_stopped_between_its_parts_is_finished_by_the_next_start_ea
     assert points == 2 * NAMES, "each point stored once"
     assert summaries == {f"w.{i:03d}{{rank=0}}": (2, float(100 + i)) for i in range(NAMES)}
     assert sorted(n for _, _, n in listing) == [2] * NAMES
+
+
+async def test_a_writer_whose_pass_was_taken_over_writes_no_more_of_it(tmp_path):
+    store, (run,) = await started(tmp_path, "taken", series_interval_s=NEVER)
+    await _submit(store, run, _wide(run.run_id, rounds=1))
+    blocks = await store.read(lambda conn: conn.execute("SELECT id, body FROM event_blocks WHERE run_key = ?",
+                                                        (run.run_key,)).fetchall())
+    charted = chart((run.run_key, int(first_id), bytes(body)) for first_id, body in blocks)
+    first, second = SeriesWriter(), SeriesWriter()  # two servers' writers on one database
+    parts: dict = {first: [], second: []}
+    for writer, out in parts.items():
+        for _ in writer.rows_steps(charted, out, per_part=PER_PART):
+            pass
+    mark, end = await store.read(series_sql.watermark), store.published_upto
+
+    def part(writer, i, again=False):
+        rows = parts[writer][i]
+        return store.call(lambda conn: writer.write_pass(conn, mark, end, rows, last=i == len(parts[writer]) - 1,
+                                                         again=again))
+
+    assert await part(first, 0) and await part(first, 1)
+    assert await part(second, 0, again=True), "taken over (its series written already: left out)"
+    assert not await part(first, 2), "the first writer's next part is refused"
+    for i in range(1, len(parts[second])):
+        assert await part(second, i, again=True)
+    points, summaries = await _points(store), await _summaries(store, run)
+    await store.close()
+    assert points == NAMES
+    assert summaries == {f"w.{i:03d}{{rank=0}}": (1, float(i)) for i in range(NAMES)}
