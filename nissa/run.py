@@ -109,6 +109,8 @@ class Run(RunCore):
         ``run_started`` into it."""
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
         self._step = self._epoch = 0
+        self._stepped = False
+        """A step has begun (``run.step()``, or ``resume``): ``_step`` is the step in progress, not the 0 before one."""
         self._started_at = time.monotonic()
         self._started = False
         self.metadata = msgspec.structs.replace(settings.metadata, summary=dict(settings.metadata.summary))
@@ -121,9 +123,10 @@ class Run(RunCore):
     # --- what the run is ----------------------------------------------------------------------
 
     @property
-    def step_count(self) -> int:
-        """Step boundaries passed (``run.step()`` calls)."""
-        return self._step
+    def current_step(self) -> int | None:
+        """The step in progress, in the loop's own count: 0 at the first ``run.step()``, one more at each after it
+        (or what its ``at`` said); None before the first (what is logged then is stamped 0)."""
+        return self._step if self._stepped else None
 
     @property
     def epoch_count(self) -> int:
@@ -257,7 +260,7 @@ class Run(RunCore):
         if not isinstance(control, Mapping) or not {"level", "windows"} <= control.keys():
             raise ValueError("run.resume: control must be what run.control_state() returned (its level "
                              f"and windows), got {control!r}"[:300])
-        self._started = True
+        self._started = self._stepped = True
         self._step, self._epoch = resumed.checkpoint_step, resumed.checkpoint_epoch
         self.runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, dict(control), resumed)
         self._start_beside()
@@ -288,21 +291,25 @@ class Run(RunCore):
     # --- in the loop --------------------------------------------------------------------------
 
     def step(self, at: int | None = None) -> contextlib.AbstractContextManager[None]:
-        """A step boundary: the epoch of steps just done may end (``steps_per_epoch``), debug statistics of the
+        """A step boundary: the step just done may end an epoch (``steps_per_epoch``), debug statistics of the
         watched modules are read, and commands apply. Call it once per step, or use ``with run.step():``
-        around the step's body (the boundary is where the ``with`` begins). ``at``: the step that begins, in
-        the loop's own count, for a loop that reaches boundaries only now and then (a logger called every 100
-        steps); it only goes forward (default: the next)."""
+        around the step's body (the boundary is where the ``with`` begins). Steps are counted as a loop counts
+        them: the first is step 0, so ``for step in range(n): run.step()`` stamps what it logs with its own
+        ``step``. ``at``: the step that begins, in the loop's own count, for a loop that reaches boundaries only
+        now and then (a logger called every 100 steps); it only goes forward (default: the next)."""
         self._check_open("run.step")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at <= self._step):
-            raise ValueError(f"run.step: at must be an int past the current step {self._step}, got {at!r}")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 0
+                               or (self._stepped and at <= self._step)):
+            raise ValueError(f"run.step: at must be an int past the current step {self.current_step}, got {at!r}")
         self.start()
-        if self._step > 0:
-            self._watch.collect(self._step)
-            self._watch.collect_histograms(self._step)
-            if self.steps_per_epoch and self._step % self.steps_per_epoch == 0:
+        if self._stepped:
+            done = self._step
+            self._watch.collect(done)
+            self._watch.collect_histograms(done)
+            if self.steps_per_epoch and (done + 1) % self.steps_per_epoch == 0:
                 self.epoch_end()
-        self._step = self._step + 1 if at is None else at
+        self._step = at if at is not None else self._step + 1 if self._stepped else 0
+        self._stepped = True
         self.runtime.step_boundary(self._step, self._epoch)
         return contextlib.nullcontext()
 

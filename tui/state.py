@@ -264,8 +264,8 @@ class RunState:
     def has_epochs(self) -> bool:
         """The run counts epochs of its own (Esper's, or a loop's ``steps_per_epoch``, ``run.epoch_end()``); a loop
         whose every step ends an epoch (``nissa.init``'s default) has none: it is spoken of in steps, its debug
-        window's length too (an epoch is then a step: its number is the step's before it, ``epoch 2812`` at step
-        2813, which the header used to show as an epoch of the loop's)."""
+        window's length too (an epoch is then a step: its number is the step's, or the step's before it in runs
+        stored while steps were counted from 1; the header used to show it as an epoch of the loop's)."""
         return self.esper or 0 < self.epoch < self.step - 1
 
     @property

@@ -29,6 +29,7 @@ from typing import Any
 from accelerate.tracking import GeneralTracker
 
 from nissa.integrations.names import scalars
+from nissa.integrations.steps import boundary_at
 from nissa.integrations.uncaught import finish_on_uncaught
 from nissa.run import Run
 
@@ -95,8 +96,7 @@ class NissaTracker(GeneralTracker):
         run = self.run
         if run.finished:
             return
-        if step is not None and step > run.step_count and not run.ranks.distributed:
-            run.step(at=step)  # a new step of a one-process run: a boundary, where commands apply
+        boundary_at(run, step)  # a new step of a one-process run: a boundary, where commands apply
         numbers = scalars(values)
         if numbers:
             run.log(numbers, step=step)

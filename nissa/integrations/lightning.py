@@ -31,6 +31,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 
 from nissa.integrations.names import metric_name, scalars
+from nissa.integrations.steps import step_to
 from nissa.metadata import flat_config
 from nissa.run import Run
 
@@ -55,7 +56,7 @@ class NissaCallback(pl.Callback):
         self._trainer = trainer
         if self.logger not in trainer.loggers:
             trainer.loggers = [*trainer.loggers, self.logger]
-        if self.run.step_count == 0:
+        if self.run.current_step is None:
             self.run.steps_per_epoch = 0  # the Trainer's epochs (on_train_epoch_end), not a fixed count of steps
         if self._watch:
             self.run.watch(pl_module, name=type(pl_module).__name__)
@@ -77,7 +78,8 @@ class NissaCallback(pl.Callback):
         if self.run.finished or trainer.global_step == self._global_step:
             return  # a batch inside gradient accumulation: the optimizer has not stepped
         self._global_step = trainer.global_step
-        self.run.step()
+        # The step just taken, as Lightning's loggers count it (from 0; a resumed fit from its checkpoint's step).
+        step_to(self.run, trainer.global_step - 1)
         if self.run.should_stop:
             trainer.should_stop = True
 
@@ -128,6 +130,6 @@ class RunLogger(Logger):
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         values = scalars((k, v) for k, v in metrics.items() if k != "epoch")  # an axis of its own, not a metric
         if values and not self.run.finished:
-            # At the run's step (the optimizer steps done), not Lightning's: Lightning stamps a validation at the
-            # end of step N with N - 1, where the run's commands and debug statistics of that moment say N.
+            # At the run's step, which is Lightning's own count (the boundary after each optimizer step takes it):
+            # the step a validation's values are stamped with is the one its commands and debug statistics say.
             self.run.log(values)

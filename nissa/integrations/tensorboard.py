@@ -26,6 +26,7 @@ from typing import Any
 
 from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.integrations.names import metric_name, scalars
+from nissa.integrations.steps import boundary_at
 from nissa.run import Run
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class SummaryWriter:
         from nissa.histogram import Histogram
 
         count = bins if isinstance(bins, int) and not isinstance(bins, bool) else (max_bins or DEFAULT_BINS)
-        self._boundary(global_step)
+        boundary_at(self.run, global_step)
         self.run.log({metric_name(tag): Histogram(values, bins=max(1, min(count, 512)))},
                      step=None if global_step is None else int(global_step))
 
@@ -85,7 +86,7 @@ class SummaryWriter:
                  walltime: float | None = None) -> None:
         if self.run.finished:
             return
-        self._boundary(global_step)
+        boundary_at(self.run, global_step)
         self.run.text(metric_name(tag), str(text_string)[:16_384], step=global_step)
 
     def flush(self) -> None:
@@ -117,17 +118,12 @@ class SummaryWriter:
 
     # --- into the run --------------------------------------------------------------------------------
 
-    def _boundary(self, global_step: int | None) -> None:
-        run = self.run
-        if global_step is not None and int(global_step) > run.step_count and not run.ranks.distributed:
-            run.step(at=int(global_step))
-
     def _log(self, values: Mapping[str, Any], global_step: int | None, labels: dict[str, str] | None = None) -> None:
         if self.run.finished:
             return
         numbers = scalars(values)
         if not numbers:
             return
-        self._boundary(global_step)
+        boundary_at(self.run, global_step)
         self.run.log(numbers, step=None if global_step is None else int(global_step), labels=labels)
 

@@ -27,6 +27,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from nissa.integrations.names import scalars
+from nissa.integrations.steps import step_to
 from nissa.integrations.uncaught import finish_on_uncaught
 from nissa.run import Run
 
@@ -59,7 +60,7 @@ class NissaCallback(TrainerCallback):
             init = {"run_name": args.run_name or "transformers", "steps_per_epoch": 0, **self._init_args}
             self.run = nissa.init(config=config, **init)
             finish_on_uncaught(self.run)  # a Trainer that raises calls no callback: the run ends as failed
-        elif self.run.step_count == 0:
+        elif self.run.current_step is None:
             self.run.steps_per_epoch = 0  # the Trainer's epochs, not one per step
         self._args, self._state = args, state
         if not self.run.takes_checkpoints:
@@ -80,7 +81,7 @@ class NissaCallback(TrainerCallback):
         if self.run is None or self.run.finished:
             return
         self._control, self._state = control, state
-        self.run.step()
+        step_to(self.run, state.global_step)  # the Trainer's own count: what on_log stamps its values with
         if self.run.should_stop:
             control.should_training_stop = True
             control.should_save = True  # what a stop leaves behind: the state to go on from

@@ -61,7 +61,7 @@ def test_init_carries_project_group_tags_notes_and_directions(sweep):
     assert run.metrics["wobble{rank=0}"].best == -3, "declared min before the first step"
     assert run.metrics["lr_now{rank=0}"].best == 0.01
     assert run.metrics["test_acc{rank=0}"] == MetricSummary(last=0.99, min=0.99, max=0.99, best=0.99, count=1,
-                                                            step=STEPS)
+                                                            step=STEPS - 1)  # the loop's last step
     assert run.metrics["val_loss{rank=0}"].best == pytest.approx(_val_loss(0.01, STEPS - 1))
 
 
@@ -98,7 +98,7 @@ def test_history_is_every_point_paged(sweep, monkeypatch):
     monkeypatch.setattr(nissa.api, "EVENTS_PAGE", 7)
     points = api.history(ids[0.1], keys=["val_loss", "score{rank=0}"])
     assert sorted(points) == ["score{rank=0}", "val_loss{rank=0}"]
-    assert points["val_loss{rank=0}"] == [(float(s + 1), _val_loss(0.1, s)) for s in range(STEPS)]
+    assert points["val_loss{rank=0}"] == [(float(s), _val_loss(0.1, s)) for s in range(STEPS)]  # the loop's steps
     frame = api.history_frame(ids[0.1], keys=["val_loss"], x="ts")
     assert len(frame) == STEPS and list(frame.columns) == ["key", "ts", "value"]
 

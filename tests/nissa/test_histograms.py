@@ -81,7 +81,7 @@ def test_a_logged_histogram_is_one_event_beside_the_scalars(tmp_path):
     run.finish()
     (hist,) = _events(run, EventKind.HISTOGRAM)
     assert [(d.name, d.bins) for d in hist.payload.histograms] == [("weights/fc1", [4, 4]), ("acts", [4, 0])]
-    assert hist.step == 1 and [e.payload.values for e in _events(run, EventKind.METRICS)] == [{"loss": 0.5}]
+    assert hist.step == 0 and [e.payload.values for e in _events(run, EventKind.METRICS)] == [{"loss": 0.5}]
 
 
 def test_watch_histograms_every_n_steps_one_sync_each(tmp_path):
@@ -94,10 +94,10 @@ def test_watch_histograms_every_n_steps_one_sync_each(tmp_path):
             with run.step():
                 model.zero_grad()
                 model(x).pow(2).mean().backward()
-    assert counter.count == 2  # collections at steps 2 and 4: one transfer each, whatever the layers
+    assert counter.count == 2  # collections of steps 0 and 2 (the loop's own count): one transfer each
     run.finish()
     events = _events(run, EventKind.HISTOGRAM)
-    assert [e.step for e in events] == [2, 4]
+    assert [e.step for e in events] == [0, 2]  # step 4 has no boundary after it
     names = [d.name for d in events[0].payload.histograms]
     assert names == ["parameters/0.weight", "gradients/0.weight", "parameters/0.bias", "gradients/0.bias",
                      "parameters/2.weight", "gradients/2.weight", "parameters/2.bias", "gradients/2.bias"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import pathlib
 import time
 
 import pytest
 
 pl = pytest.importorskip("pytorch_lightning")
 import torch  # noqa: E402
+from pytorch_lightning.loggers import CSVLogger  # noqa: E402
 
 import nissa  # noqa: E402
 from leyline import Command, CommandAction, EventKind  # noqa: E402
@@ -108,17 +111,27 @@ def _metric_steps(run: nissa.Run, name: str) -> list[int]:
     return [e.step for e in events if e.kind is EventKind.METRICS and name in e.payload.values]
 
 
+def _lightning_steps(csv_dir: pathlib.Path, name: str) -> list[int]:
+    """The steps Lightning's own CSV logger wrote ``name`` at."""
+    (path,) = csv_dir.rglob("metrics.csv")
+    with path.open(newline="") as f:
+        return [int(row["step"]) for row in csv.DictReader(f) if row.get(name)]
+
+
 def test_validation_is_sent_once_per_validation_and_the_sanity_check_not_at_all(tmp_path):
     run = nissa.init(run_name="lit", log_dir=tmp_path / "runs", system_metrics=False)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[NissaCallback(run)], logger=False,
-                         default_root_dir=tmp_path / "lit", enable_progress_bar=False, enable_model_summary=False,
+    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[NissaCallback(run)],
+                         logger=CSVLogger(tmp_path / "csv"), default_root_dir=tmp_path / "lit",
+                         enable_progress_bar=False, enable_model_summary=False,
                          max_epochs=2, num_sanity_val_steps=2, log_every_n_steps=1)
     trainer.fit(Scored(), _loader(), _loader())
-    assert _metric_steps(run, "val_loss") == [8, 16]  # two validations, at the ends of the two epochs
-    assert _metric_steps(run, "train/loss") == list(range(1, 17))
-    assert _metric_steps(run, "train/epoch_loss") == [8, 16]  # logged per epoch: sent once an epoch
+    assert _metric_steps(run, "val_loss") == [7, 15]  # two validations, at the ends of the two epochs
+    assert _metric_steps(run, "train/loss") == list(range(16))  # Lightning counts from 0
+    assert _metric_steps(run, "train/epoch_loss") == [7, 15]  # logged per epoch: sent once an epoch
+    for name in ("val_loss", "train/loss", "train/epoch_loss"):  # the steps are Lightning's own, not one more
+        assert _metric_steps(run, name) == _lightning_steps(tmp_path / "csv", name), name
     assert run.config == {"width": 4}  # the module's hyperparameters
-    assert list((tmp_path / "lit" / "checkpoints").glob("*.ckpt"))  # the Trainer's checkpoints where they were
+    assert list((tmp_path / "csv").rglob("*.ckpt"))  # the Trainer's checkpoints where it puts them (its logger's)
     assert run.finish().complete
 
 
@@ -128,7 +141,7 @@ def test_an_epoch_is_a_lightning_epoch_and_a_step_an_optimizer_step(tmp_path):
     run = nissa.init(run_name="lit", log_dir=tmp_path / "runs", system_metrics=False)
     _local(run, CommandAction.DEBUG, epochs=1)
     _fit(run, max_epochs=3, accumulate_grad_batches=2, num_sanity_val_steps=0)
-    assert run.step_count == 12  # 3 epochs of 8 batches, 2 a step
+    assert run.current_step == 11  # 3 epochs of 8 batches, 2 a step: steps 0 to 11
     events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]
     debug = sorted({e.step for e in events if e.kind is EventKind.DEBUG_LAYER_STATS})
     assert debug and max(debug) <= 5 and len(debug) >= 3  # one Lightning epoch (4 steps) of statistics, not one step

@@ -44,7 +44,7 @@ def test_a_call_applies_at_the_next_step_with_the_declared_arguments(run):
 
     @run.command("set_lr", help="Set the learning rate")
     def set_lr(value: float, groups: int = 1) -> dict:
-        seen.append((run.step_count, value, groups))
+        seen.append((run.current_step, value, groups))
         return {"lr": value}
 
     run.step()
@@ -52,7 +52,7 @@ def test_a_call_applies_at_the_next_step_with_the_declared_arguments(run):
     bad = _submit(run, CommandAction.CALL, name="set_lr", args={"value": "x"})
     assert seen == []  # nothing applies between boundaries
     run.step()
-    assert seen == [(2, 2.0, 1)]
+    assert seen == [(1, 2.0, 1)]  # the loop's second step, step 1 (a loop counts from 0)
     run.finish()
     events = _events(run)
     assert events[0].payload.config == {"lr": 0.1, "opt.momentum": 0.9}
@@ -105,8 +105,8 @@ def test_checkpoint_and_stop_call_the_loop_own_functions(run):
     rejected = next(e.payload for e in events if e.kind is EventKind.COMMAND_STATUS and e.payload.status.value ==
                     "rejected")
     assert "no run.on_checkpoint" in rejected.message
-    assert _statuses(events, checkpoint)[-1] == ("completed", {"path": "ckpt-2"})
-    assert _statuses(events, stop)[-1] == ("completed", {"path": "last-2"})
+    assert _statuses(events, checkpoint)[-1] == ("completed", {"path": "ckpt-1"})
+    assert _statuses(events, stop)[-1] == ("completed", {"path": "last-1"})
     assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].payload.status == "stopped"
 
 
@@ -119,7 +119,7 @@ def test_metrics_keep_non_finite_values_and_bad_names_are_refused_at_once(run):
         run.log({"loss": torch.ones(3)})
     run.finish()
     metrics = [e for e in _events(run) if e.kind is EventKind.METRICS]
-    assert len(metrics) == 1 and metrics[0].step == 1
+    assert len(metrics) == 1 and metrics[0].step == 0  # the first step is step 0
     assert metrics[0].payload.values == {"loss": "nan", "grad/max": "inf", "lr": 1e-3}
 
 

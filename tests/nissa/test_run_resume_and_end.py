@@ -35,7 +35,7 @@ def test_a_resumed_run_goes_on_from_its_checkpoint_with_its_level_and_window(tmp
     with pytest.raises(RuntimeError, match="has started already"):
         again.resume(_resumed(step=7, epoch=2), control)
     again.step()
-    assert again.step_count == 8 and again.runtime.step == 8
+    assert again.current_step == 8 and again.runtime.step == 8
     assert again.level is TelemetryLevel.DEBUG  # the checkpoint's window, opened again
     again.log({"loss": 0.5})
     again.finish()

@@ -10,12 +10,15 @@ from leyline import EventKind, decode_event
 
 def test_step_at_goes_forward_only_and_text_is_an_event(tmp_path):
     run = nissa.init(run_name="t", log_dir=tmp_path, system_metrics=False)
+    assert run.current_step is None
+    with pytest.raises(ValueError, match="at must be an int past the current step None"):
+        run.step(at=-1)
     run.step(at=50)
-    assert run.step_count == 50
+    assert run.current_step == 50
     with pytest.raises(ValueError, match="at must be an int past the current step 50"):
         run.step(at=50)
     run.step()
-    assert run.step_count == 51
+    assert run.current_step == 51
     run.text("notes", "hello")
     with pytest.raises(ValueError, match="bad metric name"):
         run.text("no spaces", "x")
@@ -23,3 +26,18 @@ def test_step_at_goes_forward_only_and_text_is_an_event(tmp_path):
     events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]
     (text,) = [e for e in events if e.kind is EventKind.TEXT]
     assert (text.step, text.payload.tag, text.payload.text) == (51, "notes", "hello")
+
+
+def test_a_loop_that_counts_from_0_sees_its_own_steps_and_epochs_end_after_theirs(tmp_path):
+    run = nissa.init(run_name="c", log_dir=tmp_path, system_metrics=False, steps_per_epoch=4)
+    run.log({"x": -1.0})  # before the first step: stamped 0, the step to come
+    for step in range(10):
+        run.step()
+        assert run.current_step == step
+        run.log({"x": float(step)})
+    run.finish()
+    events = [decode_event(line) for line in run.log_path.read_bytes().splitlines()]
+    metrics = [e for e in events if e.kind is EventKind.METRICS]
+    assert [(e.step, e.payload.values["x"]) for e in metrics] == [(0, -1.0), *((s, float(s)) for s in range(10))]
+    assert [e.epoch for e in metrics[1:]] == [0] * 4 + [1] * 4 + [2] * 2  # steps 0-3, 4-7, 8-9
+    assert run.epoch_count == 2

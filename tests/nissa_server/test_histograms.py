@@ -20,7 +20,7 @@ def test_a_watched_models_distributions_over_steps(tmp_path, server_url):
     assert report.complete
     url = f"{server_url}/runs/{run.run_id}/histograms/parameters/weight"
     reply = wait_for(lambda: (r := httpx.get(url).json())["taken"] == 11 and r, 30, "the histograms")
-    assert [h["step"] for h in reply["histograms"]] == list(range(1, 12))  # each at the end of its step
+    assert [h["step"] for h in reply["histograms"]] == list(range(11))  # each at the end of its step (0 to 10)
     first = reply["histograms"][0]
     assert first["count"] == 8 and sum(first["bins"]) == 8 and len(first["bins"]) == 8
     assert first["min"] == torch.min(model.weight).item() and first["rank"] == 0
@@ -28,9 +28,9 @@ def test_a_watched_models_distributions_over_steps(tmp_path, server_url):
     q = first["quantiles"]
     assert q[0] == first["min"] and q[-1] == first["max"] and q == sorted(q)  # the bands a chart draws
     few = httpx.get(url, params={"max_steps": 3}).json()
-    assert [h["step"] for h in few["histograms"]] == [1, 6, 11] and few["taken"] == 11  # spread, ends kept
+    assert [h["step"] for h in few["histograms"]] == [0, 5, 10] and few["taken"] == 11  # spread, ends kept
     rows = httpx.get(url, params={"format": "csv", "max_steps": 1}).text.splitlines()
-    assert rows[0] == "rank,step,ts,bin,low,high,count" and len(rows) == 1 + 8 and rows[1].startswith("0,11,")
+    assert rows[0] == "rank,step,ts,bin,low,high,count" and len(rows) == 1 + 8 and rows[1].startswith("0,10,")
     assert httpx.get(f"{server_url}/runs/{run.run_id}/histograms/nothing").json()["histograms"] == []
     assert httpx.get(f"{server_url}/runs/nope/histograms/x").status_code == 404
 

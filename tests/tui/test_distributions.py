@@ -38,11 +38,11 @@ async def test_distributions_over_steps_and_at_a_step(tmp_path):
                             "three distributions read")
                 assert sorted(screen.panels) == ["acts", "parameters/bias", "parameters/weight"]
                 acts = screen.panels["acts"]
-                assert [h.step for h in acts.steps] == list(range(1, 11)) and acts.index == 9
-                assert head(acts).startswith("step 10  100 values in [0, 990]") and "(10/10" in head(acts)
+                assert [h.step for h in acts.steps] == list(range(10)) and acts.index == 9
+                assert head(acts).startswith("step 9  100 values in [0, 990]") and "(10/10" in head(acts)
                 acts.focus()
                 await pilot.press("left", "left")
-                assert acts.index == 7 and head(acts).startswith("step 8  100 values in [0, 792]")
+                assert acts.index == 7 and head(acts).startswith("step 7  100 values in [0, 792]")
                 await pilot.press("home")
                 assert acts.index == 0 and acts.steps[0].bins == [10] * 10
                 await pilot.press("end")

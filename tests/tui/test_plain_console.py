@@ -39,7 +39,7 @@ async def test_a_plain_runs_header_speaks_its_own_language(tmp_path):
                 header = view.query_one(RunHeader)
                 await until(pilot, lambda: "val_acc 0.8" in str(header.render()), "its headline metrics")
                 text = str(header.render())
-                assert "step 4   epoch 1   " in text and "steps/s" in text
+                assert "step 3   epoch 1   " in text  # steps 0 to 3, the loop's own and "steps/s" in text
                 # Its summary's metric first, then the first it logged, each its last value.
                 assert "val_acc 0.8   loss 0.25   lr 0.1" in text
                 assert "round" not in text and "env-epochs/s" not in text and "telemetry" not in text
@@ -110,7 +110,7 @@ async def test_a_loop_without_epochs_is_spoken_of_in_steps_its_debug_window_too(
             async with app.run_test(size=(100, 30)) as pilot:
                 view = await open_run(pilot, app, run.run_id)
                 header = view.query_one(RunHeader)
-                await until(pilot, lambda: "step 6   " in str(header.render()), "its last step")
+                await until(pilot, lambda: "step 5   " in str(header.render()), "its last step")
                 assert "epoch" not in str(header.render()), str(header.render())
                 notes: list[str] = []
                 app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]

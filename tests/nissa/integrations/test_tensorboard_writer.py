@@ -63,7 +63,7 @@ def test_a_global_step_is_a_boundary_where_commands_apply(tmp_path):
                                                created_at=time.time()))
     assert not writer.run.should_stop
     writer.add_scalar("loss", 0.5, 200)
-    assert writer.run.should_stop and writer.run.step_count == 200
+    assert writer.run.should_stop and writer.run.current_step == 200
     writer.close()
     events = [decode_event(line) for line in writer.run.log_path.read_bytes().splitlines()]
     (applied,) = [e for e in events if e.kind is EventKind.COMMAND_STATUS and e.payload.status.value == "applied"]

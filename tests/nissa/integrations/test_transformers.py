@@ -74,6 +74,7 @@ def test_a_trainer_run_streams_its_logs_config_and_end(tmp_path):
     assert [e.step for e in metrics if "eval_loss" in e.payload.values] == [4, 8]
     assert not any("epoch" in e.payload.values for e in metrics)  # the Trainer's fraction of an epoch: an axis
     assert events[-1].payload.status == "completed" and run.epoch_count == 1  # 8 steps of 8: one epoch
+    assert run.current_step == 8  # the run's steps are the Trainer's global steps, the ones its logs carry
 
 
 def test_checkpoint_and_stop_go_through_the_trainers_control(tmp_path):
