@@ -1,13 +1,29 @@
 """What a run's result panels show, defined once for the console and the web page: a profile window's top
 operators as a table (the figures each viewer prints, not the raw microseconds each would format its own way),
-and the windows a run's page lists."""
+and the windows a run's page lists; and which client's own panels a run has (``client_panels``: Esper's env grid,
+seed log and PPO health), registered here as its kinds are in the kinds table."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import msgspec
 
-from leyline.enums import ProfileTarget
+from leyline.enums import Kind, ProfileTarget
+from leyline.esper.panels import PANEL_KINDS as ESPER_PANEL_KINDS
+from leyline.esper.panels import PANELS as ESPER_PANELS
 from leyline.payloads_ops import ProfileCompleted, TopOp
+
+CLIENT_PANELS: dict[str, frozenset[Kind]] = {ESPER_PANELS: ESPER_PANEL_KINDS}
+"""Each client's panels by name (a run's page reads them at ``GET /runs/{run_id}/<name>``), declared beside its
+payloads (``leyline.esper.panels``), and the kinds whose events make a run one of that client's."""
+
+
+def client_panels(kinds: Collection[str]) -> list[str]:
+    """The clients' panels a run has, from the kinds (by name) it has events of: the one rule the server serves
+    with a run (``RunDetail.panels``) and the console applies to the events it folds."""
+    return [name for name, own in CLIENT_PANELS.items() if any(kind.value in kinds for kind in own)]
+
 
 OPS_COLUMNS = ("op", "calls", "cpu ms", "self ms")
 CUDA_COLUMN = "cuda ms"

@@ -103,6 +103,10 @@ class RunDetail(RunSummary, kw_only=True):
     """Each rank's state, by rank."""
     commands: list[CommandSpec] = []
     """Commands of its own it declared when it started (``POST /escalate {"action": "call", ...}``)."""
+    panels: list[str] = []
+    """The client's own panels its page shows (``esper``: its env grid, seed log and PPO health, read at ``GET
+    /runs/{run_id}/esper``), by the kinds of its stored events (``leyline.panels.client_panels``); none for a plain
+    loop's run."""
     metrics_truncated: bool = False
     """The run has more series than ``metrics`` holds (10,000 at most, the first by key): ``GET
     /runs/{run_id}/series`` lists every one a page at a time, ``GET /runs?metrics=…`` summarises those named."""

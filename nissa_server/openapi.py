@@ -28,7 +28,7 @@ from leyline.codec import WireEvent
 from leyline.enums import CommandAction
 from leyline.esper.panels import EsperPanels, fold
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
-from leyline.panels import ProfileWindow, profile_window
+from leyline.panels import ProfileWindow, client_panels, profile_window
 from leyline.payloads_histogram import DistributionNames, HistogramsReply
 from leyline.runs import RunDetail, RunSummary
 from leyline.runs_table import RunsTable, table_columns
@@ -97,11 +97,12 @@ def _examples() -> dict[str, Any]:
                  StatusChange(status=CommandStatus.DELIVERED, ts=1.7e9 + 1, step=118),
                  StatusChange(status=CommandStatus.APPLIED, ts=1.7e9 + 2, step=120)],
     )
+    counts = {"epoch_completed": 12, "heartbeat": 30}
     run = RunDetail(run_id="r-20250101-abc", name="demo", status=RunStatus.LIVE, connected=True, created_at=1.7e9,
                   started_at=1.7e9, last_seen_at=1.7e9 + 30, last_step=120, last_epoch=6,
-                  last_seq={"-1": 2, "0": 140}, counts={"epoch_completed": 12, "heartbeat": 30},
+                  last_seq={"-1": 2, "0": 140}, counts=counts,
                   config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440,
-                  project="cifar", group="lr-sweep", tags=["baseline"], notes="first try",
+                  project="cifar", group="lr-sweep", tags=["baseline"], notes="first try", panels=client_panels(counts),
                   metrics={"epoch_completed.accuracy{env=0,rank=0}": MetricSummary(
                       last=0.55, min=0.12, max=0.58, best=0.58, count=12, step=120)})
     summary = RunSummary(

@@ -46,7 +46,9 @@ from leyline.esper import (
     SeedStageChanged,
     SlotSnapshot,
 )
+from leyline.esper.panels import PANELS as ESPER_PANELS
 from leyline.esper.panels import env_cell, seed_what, starting_level
+from leyline.panels import client_panels
 from tui.alerts import AlertTracker
 from tui.format import LogLine
 from tui.loop import LoopView
@@ -170,6 +172,8 @@ class RunState:
         self.logged_total = 0
         self.metric_steps = 0
         self.events_total = 0
+        self.kinds: set[str] = set()
+        """The kinds (by name) the run has events of: which client's panels it has (``panels``)."""
         self.last_seq: dict[int, int] = {}
         self.gaps = 0
         self.duplicates = 0
@@ -197,6 +201,7 @@ class RunState:
             self.gaps += event.seq - last - 1
         self.last_seq[event.rank] = event.seq
         self.events_total += 1
+        self.kinds.add(event.kind.value)
         if event.rank >= 0:
             if event.step > self.step:
                 self._step_at(event.ts, event.step)
@@ -256,9 +261,14 @@ class RunState:
         return max(reported, self.dropped_reported)
 
     @property
+    def panels(self) -> list[str]:
+        """The client's own panels the run has, by the rule the server serves with it (``RunDetail.panels``)."""
+        return client_panels(self.kinds)
+
+    @property
     def esper(self) -> bool:
-        """Esper's own kinds arrived (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
-        return bool(self.envs or self.timeline or self.ppo or self.lstm)
+        """The run has Esper's panels (envs, seeds, PPO): a plain loop's run shows its metrics instead."""
+        return ESPER_PANELS in self.panels
 
     @property
     def has_epochs(self) -> bool:

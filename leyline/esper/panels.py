@@ -13,6 +13,7 @@ from typing import get_args
 import msgspec
 
 from leyline.enums import Kind, TelemetryLevel
+from leyline.esper.enums import EsperKind
 from leyline.esper.policy import HEAD_NAMES, PPOUpdate
 from leyline.esper.seeds import (
     EpochCompleted,
@@ -25,6 +26,12 @@ from leyline.esper.seeds import (
 )
 from leyline.events import Event
 from leyline.payloads_ops import ProfileCompleted, ProfileStarted, TelemetryLevelChanged
+
+PANELS = "esper"
+"""The panels' name: a run's page shows them where its data lists it (``RunDetail.panels``, by
+``leyline.panels.client_panels``), and reads them at ``GET /runs/{run_id}/esper``."""
+PANEL_KINDS: frozenset[Kind] = frozenset(EsperKind)
+"""The kinds that make a run Esper's, its page one with these panels: any of Esper's own (a plain loop speaks none)."""
 
 SeedPayload = SeedGerminated | SeedStageChanged | SeedGateEvaluated | SeedFossilized | SeedPruned
 SEED_KINDS: tuple[Kind, ...] = tuple(tp.KIND for tp in get_args(SeedPayload))

@@ -14,7 +14,15 @@ from fastapi import APIRouter, Query, Request, Response
 from leyline import Event, ProfileCompleted, RunStarted
 from leyline.codec import decode_event
 from leyline.enums import EventKind, Kind
-from leyline.esper.panels import SEED_KINDS, SEED_LOG_ROWS, TAIL_KINDS, EsperPanels, fold, starting_level
+from leyline.esper.panels import (
+    PANELS,
+    SEED_KINDS,
+    SEED_LOG_ROWS,
+    TAIL_KINDS,
+    EsperPanels,
+    fold,
+    starting_level,
+)
 from leyline.panels import ProfileWindow, profile_window
 from leyline.steering import SteerDefinitions
 from nissa_server.access import Access, guarded
@@ -98,7 +106,7 @@ async def steer_definitions() -> Response:
     return json_response(SteerDefinitions())
 
 
-@router.get("/runs/{run_id}/esper", summary="An Esper run's panels, as the console shows them: each env's latest "
+@router.get(f"/runs/{{run_id}}/{PANELS}", summary="An Esper run's panels, as the console shows them: each env's latest "
             "accuracy and seeds, the seed lifecycle log, PPO health, the telemetry level and windows in force",
             response_class=Response,
             responses={200: ok(ref(EsperPanels), EXAMPLES["esper"]), **_REFUSED, **BUSY})

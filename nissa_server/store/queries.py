@@ -20,6 +20,7 @@ from leyline import (
     StatusChange,
 )
 from leyline.commands import from_flat, is_trainer_command
+from leyline.panels import client_panels
 from leyline.payloads import Scalar
 from leyline.runs import RankInfo, RunDetail
 from nissa_server.store import ranks_sql, runs_page, summaries_sql
@@ -84,7 +85,8 @@ def _run_detail(conn: Conn, row: tuple, now: float, here: str) -> RunDetail:
     return RunDetail(**fields, finish=_finished.decode(finish) if finish else None,
                      hub_health=_health.decode(health) if health else None,
                      ranks=_ranks(conn, key, fields["last_seq"], details.held[key]),
-                     commands=start.commands if start else [], metrics_truncated=truncated)
+                     commands=start.commands if start else [], metrics_truncated=truncated,
+                     panels=client_panels({kind for kind, n in fields["counts"].items() if n}))
 
 
 def list_runs(conn: Conn, now: float, here: str) -> list[RunDetail]:

@@ -11,8 +11,8 @@ function pp(v) { return v == null ? "—" : `${(v * 100).toFixed(1)} pp`; }
 function pct(v) { return v == null ? "—" : `${(v * 100).toFixed(1)}%`; }
 
 class EsperPanels {
-  constructor(runId) {
-    this.runId = runId; this.timer = null; this.last = "";
+  constructor(runId, name) {  // name: where the server serves them (GET /runs/{run_id}/<name>)
+    this.runId = runId; this.name = name; this.timer = null; this.last = "";
     this.el = el("section", {id: "esper"});
   }
 
@@ -25,7 +25,7 @@ class EsperPanels {
   stop() { if (this.timer) clearInterval(this.timer); this.el.remove(); }
 
   async load() {
-    const panels = await api(runPath(this.runId, "esper"));
+    const panels = await api(runPath(this.runId, this.name));
     const seen = JSON.stringify(panels);
     if (seen === this.last) return;
     this.last = seen;
@@ -80,3 +80,6 @@ class EsperPanels {
       rows.length ? el("table", {id: "seed-log"}, el("thead", {}, head), el("tbody", {}, ...rows)) : el("p", {className: "note"}, "no seed activity yet"));
   }
 }
+
+// Each client's panels a run's page can show, by the name the server gives in the run's data (RunDetail.panels).
+const CLIENT_PANELS = {esper: EsperPanels};

@@ -46,7 +46,9 @@ class Steering {
   async open() {
     await commandSchema();
     this.info = await api(`/runs/${encodeURIComponent(this.runId)}`);
-    this.esper = !!(this.info.counts.epoch_completed || this.info.counts.ppo_update);
+    // Which client's own panels the run has is the server's to say (RunDetail.panels, leyline.panels.client_panels):
+    // an Esper run's also has a PPO update to wait for and stops through a checkpoint.
+    this.esper = (this.info.panels || []).includes("esper");
     this.phases = await this.declaredPhases();
     this.can = await access();
     if (this.closed) return;
@@ -62,7 +64,9 @@ class Steering {
     this.root.replaceChildren(el("h3", {}, "steer"), note, forms, this.history.el);
     this.root.hidden = false;
     this.root.dataset.ready = "1";
-    if (this.esper) { this.panels = new EsperPanels(this.runId); await this.panels.start(live); }  // esper.js
+    this.panels = (this.info.panels || []).filter((name) => CLIENT_PANELS[name])  // esper.js
+      .map((name) => new CLIENT_PANELS[name](this.runId, name));
+    for (const panels of this.panels) await panels.start(live);
     await this.history.start(live);
   }
 
@@ -184,7 +188,7 @@ class Steering {
 
   close() {
     this.closed = true; this.history.stop();
-    if (this.panels) this.panels.stop();
+    for (const panels of this.panels || []) panels.stop();
     this.root.hidden = true; this.root.replaceChildren(); delete this.root.dataset.ready;
   }
 }
