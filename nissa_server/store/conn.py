@@ -34,3 +34,13 @@ class Conn(Executor, Protocol):
     ilike: str
     """A LIKE that ignores case: ``ILIKE`` (PostgreSQL, whose statistics then estimate it), SQLite's own ``LIKE``
     (ASCII, as its ``LOWER``)."""
+
+
+def insert_many(conn: Executor, query: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``conn.executemany`` of an ``INSERT … VALUES (?, …)``, as the connection does it fastest (PostgreSQL: many rows a
+    statement, ``PgConn.insert_rows``). No two rows may meet on the key of an ``ON CONFLICT … DO UPDATE``."""
+    insert_rows = getattr(conn, "insert_rows", None)
+    if insert_rows is None:
+        conn.executemany(query, rows)
+    else:
+        insert_rows(query, rows)

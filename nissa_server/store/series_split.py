@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nissa_server.store.conn import Conn
+from nissa_server.store.conn import Conn, insert_many
 from nissa_server.store.series_gather import Charted, chart, joined_steps
 
 SERIES_PER_PART = 5000
@@ -80,7 +80,7 @@ def written(conn: Conn, runs: Iterable[int]) -> set[tuple[int, str]]:
 def note(conn: Conn, series: list[tuple[int, str]]) -> None:
     """``series`` (run key, key) written by a part of the pass in progress."""
     if series:
-        conn.executemany("INSERT INTO series_pending (run_key, key) VALUES (?, ?) ON CONFLICT DO NOTHING", series)
+        insert_many(conn, "INSERT INTO series_pending (run_key, key) VALUES (?, ?) ON CONFLICT DO NOTHING", series)
 
 
 def end(conn: Conn) -> None:

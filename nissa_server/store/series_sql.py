@@ -31,7 +31,7 @@ import numpy as np
 
 from leyline.series import X_AXES, parse_key
 from nissa_server.store import series_split, summaries_sql
-from nissa_server.store.conn import Conn
+from nissa_server.store.conn import Conn, insert_many
 from nissa_server.store.series_gather import Charted
 
 MERGE_AT = 16
@@ -325,9 +325,9 @@ class SeriesWriter:
         if alive != rows.runs:  # a run deleted meanwhile stays so
             rows = rows.of_runs(alive)
         if rows.chunks:
-            conn.executemany(_INSERT, rows.chunks)
+            insert_many(conn, _INSERT, rows.chunks)
         if rows.labels:
-            conn.executemany(_LABEL, rows.labels)
+            insert_many(conn, _LABEL, rows.labels)
         if len(self._indexed) + len(rows.indexed) > MAX_INDEXED:
             self._indexed.clear()  # a flood of label sets: they are written again, and found there
         self._indexed.update(rows.indexed)

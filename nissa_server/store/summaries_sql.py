@@ -19,7 +19,7 @@ from leyline.metrics import SummaryUpdated, as_float
 from leyline.payloads import RunStarted
 from leyline.series import format_key
 from leyline.summaries import BEST_STAT, MetricSummary, best_of, direction_of
-from nissa_server.store.conn import Conn
+from nissa_server.store.conn import Conn, insert_many
 
 SCHEMA = """
     CREATE TABLE run_metrics (
@@ -180,7 +180,7 @@ def write_rows(conn: Conn, stats: list[tuple], declared: list[tuple], alive: set
                  for row in stats]
     upsert = _upsert(conn)
     if stats:
-        conn.executemany(upsert, stats)
+        insert_many(conn, upsert, stats)  # one row per series of a run: no two meet on its key
     for pin in pins:  # one at a time: a later value of the same series wins
         conn.execute(upsert, pin)
 
