@@ -7,6 +7,7 @@
 let steerSchema = null;  // {components, mapping}: /openapi.json's commands, read once
 let steerTexts = null;   // GET /ui/steer.json: what the console says too (stopping a run)
 const HIDDEN_FIELDS = new Set(["action", "run_id", "name", "args"]);  // the form itself says these
+const PANELS_EVERY_MS = 3000;  // a live run that has no client panels yet: how often the server is asked again
 
 async function commandSchema() {
   if (!steerSchema) {
@@ -46,8 +47,6 @@ class Steering {
   async open() {
     await commandSchema();
     this.info = await api(`/runs/${encodeURIComponent(this.runId)}`);
-    // Which client's own panels the run has is the server's to say (RunDetail.panels, leyline.panels.client_panels):
-    // an Esper run's also has a PPO update to wait for and stops through a checkpoint.
     this.esper = (this.info.panels || []).includes("esper");
     this.phases = await this.declaredPhases();
     this.can = await access();
@@ -64,10 +63,42 @@ class Steering {
     this.root.replaceChildren(el("h3", {}, "steer"), note, forms, this.history.el);
     this.root.hidden = false;
     this.root.dataset.ready = "1";
+    this.panels = [];
+    await this.startPanels(live);
+    if (live && !(this.info.panels || []).length) this.askLater();
+    await this.history.start(live);
+  }
+
+  // Which client's own panels the run has is the server's to say (RunDetail.panels, leyline.panels.client_panels),
+  // the page shows them as given; an Esper run's also has a PPO update to wait for and stops through a checkpoint.
+  async startPanels(live) {
+    this.esper = (this.info.panels || []).includes("esper");
     this.panels = (this.info.panels || []).filter((name) => CLIENT_PANELS[name])  // esper.js
       .map((name) => new CLIENT_PANELS[name](this.runId, name));
     for (const panels of this.panels) await panels.start(live);
-    await this.history.start(live);
+  }
+
+  // A live run's page opened before the run made any event of its client's kinds (an Esper run in its first
+  // epoch): the server is asked again until it names panels, which then come with the forms they change (those
+  // being filled in are left as they are).
+  askLater() {
+    const again = () => this.askAgain().catch((err) => { showError(err); if (!this.closed) this.askLater(); });
+    this.asking = setTimeout(again, PANELS_EVERY_MS);
+  }
+
+  async askAgain() {
+    const info = await api(`/runs/${encodeURIComponent(this.runId)}`);
+    if (this.closed || !(info.status === "live" || info.status === "degraded")) return;
+    if (!(info.panels || []).length) { this.askLater(); return; }
+    this.info = {...this.info, panels: info.panels};
+    await this.startPanels(true);
+    for (const old of this.root.querySelectorAll("#steer-forms form[data-action]")) {
+      const fresh = this.actionForm(old.dataset.action);
+      const names = (f) => [...f.querySelectorAll("[name]")].map((e) => e.name).join();
+      if (names(fresh) === names(old) || old.contains(document.activeElement)) continue;
+      fresh.querySelectorAll("button[type=submit]").forEach((b) => { b.disabled = !this.can.write; });
+      old.replaceWith(fresh);
+    }
   }
 
   async declaredPhases() {  // the run's run_started says its phases (null: it did not say)
@@ -188,6 +219,7 @@ class Steering {
 
   close() {
     this.closed = true; this.history.stop();
+    clearTimeout(this.asking);
     for (const panels of this.panels || []) panels.stop();
     this.root.hidden = true; this.root.replaceChildren(); delete this.root.dataset.ready;
   }

@@ -1,7 +1,8 @@
 """Which client's own panels a run's page shows is the server's to say (``RunDetail.panels``, by
 ``leyline.panels.client_panels``) and the page renders what it is given, in Chromium: an Esper run that has so far
 made only seed decisions (no epoch report, no PPO update yet) has Esper's panels, its update to debug through and
-its checkpointing stop; a plain loop's run has none of them; the console says the same of the same events."""
+its checkpointing stop; a plain loop's run has none of them; the console says the same of the same events. A page
+opened before the run's first such event gets them when it comes."""
 
 from __future__ import annotations
 
@@ -59,5 +60,25 @@ def test_the_page_shows_the_client_panels_the_server_says(browser, server_url):
         assert page.locator("#esper").count() == 0
         assert page.locator('form[data-action="debug"] [name="through_update"]').count() == 0
         assert _stop_text(page) == STOP_LOOP
+        assert not outside and not errors, (outside, errors)
+        page.close()
+
+
+def test_a_page_opened_before_the_runs_first_esper_event_gets_its_panels_when_it_comes(browser, server_url):
+    with Feed(server_url, "first-epoch") as esper:
+        esper.start({"policy": "ppo"})
+        page, outside, errors = open_page(browser, server_url)
+        page.goto(f"{server_url}/ui#run=first-epoch")
+        page.wait_for_selector('#steer[data-ready="1"] form[data-action="debug"]')
+        assert page.locator("#esper").count() == 0
+        assert page.locator('form[data-action="debug"] [name="through_update"]').count() == 0
+        page.fill('form[data-action="stacks"] [name="reason"]', "kept")
+        esper.send([(SeedGerminated(slot="r0c0", seed_id="s1", blueprint="conv", params=90), 0, 0)])
+        page.wait_for_selector('#esper[data-ready="1"]')
+        page.wait_for_selector('form[data-action="debug"] [name="through_update"]')
+        assert page.locator('form[data-action="profile"] [name="target"]').count() == 1
+        assert page.locator('form[data-action="stacks"] [name="reason"]').input_value() == "kept"
+        assert page.locator("#esper").count() == 1
+        assert _stop_text(page) == STOP_ESPER
         assert not outside and not errors, (outside, errors)
         page.close()
