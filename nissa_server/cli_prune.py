@@ -41,6 +41,7 @@ async def _prune(db: str | pathlib.Path, older_than_s: float, kinds: list[str]) 
     store = create_store(db, exclusive=False, series_interval_s=None)
     await asyncio.to_thread(store.open)
     store.start()
+    store.series_pass.take_over_after_s = 0.0  # a pass in parts a server left halfway too
     try:
         while await store.series_pass.once():  # what a server stopped before charting it, before it goes
             pass

@@ -139,6 +139,9 @@ class SeriesPass:
         """CPU time spent gathering points (the writer's share is ``SeriesWriter.seconds``)."""
         self.mark: int | None = None
         """The watermark as last read or moved here (set when the store opens)."""
+        self.take_over_after_s = series_split.STALE_S
+        """A pass in parts of another writer is finished here once none of its parts was written for this long (0:
+        at once, as ``nissa-server prune`` does before it thins what the pass has not charted)."""
 
     @property
     def waiting(self) -> int:
@@ -226,7 +229,7 @@ class SeriesPass:
         mark, (pending, owner, touched) = await store.read(_progress)
         self.mark = max(self.mark or 0, mark)
         if pending > mark:  # a pass in parts in progress (another server's), or stopped halfway
-            if owner != store.series.token and store.series.clock() - touched < series_split.STALE_S:
+            if owner != store.series.token and store.series.clock() - touched < self.take_over_after_s:
                 return False, mark  # its writer goes on with it
             heads = await store.read(_heads, mark, pending, KEPT_EVENTS)
             charted = await self._chart(await self._bodies(heads))

@@ -4,13 +4,17 @@ finished by the next start, each series written once."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from leyline import Metrics, make_event
+from nissa_server import cli
+from nissa_server.settings import Settings
 from nissa_server.store import series_queries, series_split, series_sql, summaries_sql
 from nissa_server.store.series_gather import chart
 from nissa_server.store.series_sql import SeriesWriter
 from tests.nissa_server.test_series_pass import NEVER, _charts, _expected, _submit, _write
+from tests.support.databases import database_for
 from tests.support.stores import settled, started
 
 NAMES = 45
@@ -145,3 +149,39 @@ async def test_a_writer_whose_pass_was_taken_over_writes_no_more_of_it(tmp_path)
     await store.close()
     assert points == NAMES
     assert summaries == {f"w.{i:03d}{{rank=0}}": (1, float(i)) for i in range(NAMES)}
+
+
+async def test_prune_finishes_a_pass_a_server_left_halfway_before_it_thins(tmp_path):
+    store, (wide,) = await started(tmp_path, "wide", series_interval_s=NEVER)
+    store.series_per_part = PER_PART
+    events = _wide(wide.run_id)
+    await _submit(store, wide, events)
+    real, written = store.series_call, []
+
+    async def dies(fn):
+        if len(written) == 2:
+            raise SystemExit("killed")
+        written.append(fn)
+        return await real(fn)
+
+    store.series_call = dies
+    try:
+        await store.series_pass.once()
+    except SystemExit:
+        pass
+
+    async def killed() -> bool:
+        return False
+
+    store.series_pass.once = killed
+    await store.close()
+    settings = Settings(**database_for(tmp_path))
+    code = await asyncio.to_thread(cli.main, ["prune", "--older-than", "0s", "--db",
+                                              settings.db_url or str(settings.db_path)])
+    again, _ = await started(tmp_path, series_interval_s=NEVER)
+    state = again.registry.remember(wide.run_key, wide.run_id, wide.name, wide.secret_hash)
+    mark, pending = await again.read(series_sql.watermark), await again.read(series_split.pending_end)
+    charts, points = (await _charts(again, state))[0], await _points(again)
+    await again.close()
+    assert code == 0 and pending == 0 and mark == len(events)
+    assert charts == _expected(events) and points == 2 * NAMES, "charted whole and once, then thinned"
