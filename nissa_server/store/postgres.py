@@ -83,7 +83,8 @@ class PgConn:
         """``executemany`` of an ``INSERT INTO t (columns) VALUES (?, …) …``: the rows copied (``COPY``) into a
         temporary table of those columns, then inserted from it by the same statement. psycopg's executemany runs its
         pipeline's Python for every row, and holds the interpreter's lock from the event loop meanwhile (a pass of a
-        hundred thousand series: seconds of it); a copy formats rows in C. See ``store.conn.insert_many``."""
+        hundred thousand series: seconds of it); a copy formats rows in C. Inside a transaction (the table is dropped at
+        its end). See ``store.conn.insert_many``."""
         into, _, rest = query.partition(" VALUES (")
         rest = rest.partition(")")[2]
         table, _, columns = into.removeprefix("INSERT INTO ").partition(" (")
