@@ -9,16 +9,17 @@ formatted and no point is an object. Numbers in dicts and lists of numbers are w
 walks them. At the end each layout's rows become columns (a ``None`` is no point). Every point carries
 the event's place in the pass, so a series that two layouts both feed keeps its points in order.
 
-What a pass keeps between its events is a few flat lists of numbers, never an object per series or point (a
+What a pass keeps between its events is a few flat arrays of numbers, never an object per series or point (a
 run that logs a hundred thousand names would be millions of them, and each full collection of the interpreter's
 garbage collector walks every one, holding up the whole server): the points found by walking a payload go to
-one list per column with their series' index beside them, the arrays made of them are numpy's and tuples of
-them (neither is tracked by the collector).
+one array per column with their series' index beside them (numpy reads them without a copy), the arrays made of
+them are numpy's and tuples of them (neither is tracked by the collector).
 """
 
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,8 +67,10 @@ class Gathered:
         self._walked: dict[tuple[int, str], int] = {}
         """(run key, series key) → its index in ``_names`` (the series of the points walked)."""
         self._names: list[str] = []
-        self._points: tuple[list[float], ...] = ([], [], [], [], [], [], [])
-        """The points walked, a column each: series index, ordinal, step, epoch, round, ts, value."""
+        self._index = array("q")
+        """The series index of each point walked."""
+        self._points: tuple[array, ...] = tuple(array("d") for _ in range(6))
+        """The points walked, a column each: ordinal, step, epoch, round, ts, value (numpy reads them as they are)."""
         self._n = 0
         self.markers: list[tuple] = []
         """(run key, event id, marker) of the events that are a marker."""
@@ -162,8 +165,8 @@ class Gathered:
         return found
 
     def _walk(self, run_key: int, x: tuple, found: list) -> None:
-        walked, names = self._walked, self._names
-        index, ordinal, step, epoch, rnd, ts, values = self._points
+        walked, names, index = self._walked, self._names, self._index
+        ordinal, step, epoch, rnd, ts, values = self._points
         n, s, e, r, t = x
         for name, labels, value in found:
             key = (run_key, key_of(name, labels))
@@ -195,10 +198,11 @@ class Gathered:
                 _layout_parts(layout, parts)
                 yield
         # A step every STEP_SERIES series too: a run that logs a hundred thousand names is as many arrays.
-        index = np.array(self._points[0], dtype=np.int64)
+        index = np.frombuffer(self._index, dtype=np.int64)
         order = np.argsort(index, kind="stable")  # each series' points together, in the order of their events
-        columns = np.array(self._points[1:], dtype=np.float64)[:, order]
+        columns = np.vstack([np.frombuffer(col, dtype=np.float64) for col in self._points])[:, order]
         ends = np.cumsum(np.bincount(index, minlength=len(self._names))).tolist()
+        del index  # a view of ``_index``, which cannot grow while one is held
         begin = 0
         for i, (key, at) in enumerate(self._walked.items(), 1):
             _add_part(parts, key, self._names[at], tuple(columns[:, begin:ends[at]]))
