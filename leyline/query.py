@@ -7,7 +7,8 @@ negates one (``-tag:broken``), a bare word is ``name~word``. Operators: ``:`` an
 separates alternatives: ``status:live,lost``), ``!=``, ``~`` (contains, any case), ``<``, ``<=``, ``>``,
 ``>=``. A field is one of ``ATTRIBUTES``, ``config.<key>`` (a nested key as ``config.a.b``) or a metric: a
 series key with an optional statistic, ``val_loss``, ``val_loss.min``, ``acc{env=2}.last`` (no statistic:
-``best``; no ``rank`` label: rank 0's, so ``val_loss`` is the series ``val_loss{rank=0}``; ``{}`` ends a
+``best``; no ``rank`` label: rank 0's (``leyline.run_keys``: a run of one rank shows its series without one, a
+run of several ``val_loss{rank=1}``); ``{}`` ends a
 name whose last part is itself a statistic's name). A field or a value with blanks or operator characters
 is written in double quotes (``\\`` escapes a quote); a quoted value is one value, commas and all (``quote``
 writes any value so that it reads back as itself). A sort is fields separated by commas, ``-`` in front
@@ -25,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from leyline.enums import RunStatus
+from leyline.run_keys import stored_labels
 from leyline.series import format_key, parse_key
 from leyline.summaries import STATS
 
@@ -130,8 +132,7 @@ def field_of(name: str, position: int = 0) -> Field:
         raise QueryError(str(err), position) from None
     if not series:
         raise QueryError(f"{name!r} names no series", position)
-    labels.setdefault("rank", "0")
-    return Field("metric", format_key(series, labels), stat)
+    return Field("metric", format_key(series, stored_labels(labels)), stat)
 
 
 def split_fields(text: str) -> list[tuple[int, str]]:
@@ -160,9 +161,8 @@ def short_key(key: str) -> str:
         name, labels = parse_key(key)
     except ValueError:
         return key
-    if labels.get("rank") != "0":
+    if labels.pop("rank", "0") != "0":
         return key
-    del labels["rank"]
     if labels:
         return format_key(name, labels)
     return f"{name}{{}}" if name.rpartition(".")[2] in STATS and "." in name else format_key(name, labels)

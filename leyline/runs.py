@@ -52,8 +52,9 @@ class RunSummary(msgspec.Struct, kw_only=True):
     tags: list[str] = []
     notes: str = ""
     metrics: dict[str, MetricSummary] = {}
-    """Its series summarised, by series key (``val_loss{rank=0}``), as its events were stored (up to about a second
-    behind them): in a list, those a table needs (see ``GET /runs``); in ``GET /runs/{run_id}``, every one."""
+    """Its series summarised, by series key as the run shows it (``val_loss``; ``val_loss{rank=1}`` in a run of
+    several ranks: ``leyline.run_keys``), as its events were stored (up to about a second behind them): in a list,
+    those a table needs (see ``GET /runs``); in ``GET /runs/{run_id}``, every one."""
 
     @property
     def rank0_seq(self) -> int:

@@ -2,15 +2,16 @@
 
     api = nissa.Api("http://127.0.0.1:8765")
     for run in api.runs(q="group:lr-sweep", sort="val_loss.best"):
-        print(run.name, run.config["lr"], run.metrics["val_loss{rank=0}"].best)
+        print(run.name, run.config["lr"], run.metrics["val_loss"].best)  # val_loss{rank=N} with several ranks
     frame = api.runs_frame(project="cifar")              # a pandas DataFrame, a row per run
     points = api.history(run.run_id, keys=["val_loss"])  # every point, from the stored events
 
 ``runs`` pages through ``GET /runs`` (the server's filter language and sorts) until every match is read, each run
 a ``leyline.RunSummary`` (the row every runs table reads); ``run`` is one ``leyline.RunDetail``;
 ``history`` reads the run's events of the kinds the keys come from, a page at a time, and takes their points
-as the server does (``leyline.series``): not downsampled, nothing left out. No torch, and pandas only for
-``runs_frame`` and ``history_frame``.
+as the server does (``leyline.series``): not downsampled, nothing left out. Series keys are as the run shows them
+(``leyline.run_keys``): ``val_loss`` in a run of one rank, ``val_loss{rank=1}`` in one of several. No torch, and
+pandas only for ``runs_frame`` and ``history_frame``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import msgspec
 
 from leyline import Event, RunDetail, RunSummary, decode_events
 from leyline.query import short_key, term
-from leyline.series import format_key, kind_of_name, parse_key, points_of, x_of
+from leyline.run_keys import shown_key, stored_key
 from leyline.series import internal as is_internal
+from leyline.series import kind_of_name, parse_key, points_of, x_of
 from leyline.summaries import STATS
 
 PAGE = 500
@@ -132,9 +134,9 @@ class Api(ServerClient):
                    metrics: Sequence[str] | None = None, internal: bool = False) -> Any:
         """``runs`` as a pandas DataFrame: a row per run, columns ``id``, ``name``, ``status``, ``project``,
         ``group``, ``tags`` (joined by commas), ``notes``, ``config.<key>`` and ``<series key>.<stat>`` for each
-        of ``stats``, the key as a query writes it (``val_loss.best`` for ``val_loss{rank=0}``). The series of the
-        runs' machinery (``leyline.series.internal``: ``hub_health.*``, ``run_started.*``, ``system.*`` …) only
-        with ``internal``, or named in ``metrics``."""
+        of ``stats``, the key as a query writes it (``val_loss.best``: rank 0's in a run of several ranks, whose
+        others are ``val_loss{rank=1}.best`` …). The series of the runs' machinery (``leyline.series.internal``:
+        ``hub_health.*``, ``run_started.*``, ``system.*`` …) only with ``internal``, or named in ``metrics``."""
         unknown = sorted(set(stats) - set(STATS))
         if unknown:
             raise ValueError(f"nissa.Api.runs_frame: stats are among {', '.join(STATS)}, not {', '.join(unknown)}")
@@ -151,21 +153,23 @@ class Api(ServerClient):
         return pandas.DataFrame(rows)
 
     def history(self, run_id: str, keys: Sequence[str], x: str = "step") -> dict[str, list[tuple[float, float]]]:
-        """Every point of the series ``keys`` (a name: each of its label sets; or a whole key, ``acc{env=0,rank=0}``)
-        as ``(x, value)`` in stored order, by series key; ``x`` is ``step``, ``epoch``, ``round`` or ``ts``
+        """Every point of the series ``keys`` (a name: each of its label sets; or a whole key, ``acc{env=0}``, rank 0's
+        where it names no rank) as ``(x, value)`` in stored order, by series key as the run shows it (the rank only in
+        a run of several); ``x`` is ``step``, ``epoch``, ``round`` or ``ts``
         (points without a place on it are left out). Read from the run's events, a page at a time."""
         if x not in ("step", "epoch", "round", "ts"):
             raise ValueError(f"nissa.Api.history: x must be step, epoch, round or ts, got {x!r}")
         names = {k for k in keys if "{" not in k}
-        whole = {format_key(*parse_key(k)) for k in keys if "{" in k}
+        whole = {stored_key(k) for k in keys if "{" in k}
         kinds = sorted({kind_of_name(parse_key(k)[0]) for k in keys})
+        world = self.run(run_id).world_size
         out: dict[str, list[tuple[float, float]]] = {}
         for event in self._events(run_id, kinds):
             for point in points_of(event):
                 if point.name in names or point.key in whole:
                     at = x_of(point, x)
                     if at is not None:
-                        out.setdefault(point.key, []).append((at, point.value))
+                        out.setdefault(shown_key(point.key, world), []).append((at, point.value))
         return out
 
     def history_frame(self, run_id: str, keys: Sequence[str], x: str = "step") -> Any:

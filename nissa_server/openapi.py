@@ -103,7 +103,7 @@ def _examples() -> dict[str, Any]:
                   last_seq={"-1": 2, "0": 140}, counts=counts,
                   config=started["payload"]["config"], host="trainer-1", device="cpu", stored_bytes=61_440,
                   project="cifar", group="lr-sweep", tags=["baseline"], notes="first try", panels=client_panels(counts),
-                  metrics={"epoch_completed.accuracy{env=0,rank=0}": MetricSummary(
+                  metrics={"epoch_completed.accuracy{env=0}": MetricSummary(
                       last=0.55, min=0.12, max=0.58, best=0.58, count=12, step=120)})
     summary = RunSummary(
         run_id="r-20250101-abc", name="demo", status=RunStatus.FINISHED, created_at=1.7e9, started_at=1.7e9,
@@ -111,8 +111,8 @@ def _examples() -> dict[str, Any]:
         last_seq={"0": 140}, counts={"epoch_completed": 12}, stored_bytes=61_440, host="trainer-1", device="cpu",
         config=started["payload"]["config"], project="cifar", group="lr-sweep", tags=["baseline"],
         notes="first try", metrics={
-            "final_accuracy{rank=0}": MetricSummary(last=0.61, min=0.61, max=0.61, best=0.61, count=1, step=960),
-            "val_loss{rank=0}": MetricSummary(last=0.41, min=0.38, max=2.3, best=0.38, count=300, step=299)})
+            "final_accuracy": MetricSummary(last=0.61, min=0.61, max=0.61, best=0.61, count=1, step=960),
+            "val_loss": MetricSummary(last=0.41, min=0.38, max=2.3, best=0.38, count=300, step=299)})
     return {
         "events": events,
         "run": to_builtins(run),

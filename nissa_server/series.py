@@ -11,9 +11,10 @@ import msgspec
 import numpy as np
 from tsdownsample import MinMaxDownsampler, NaNMinMaxDownsampler
 
-from leyline.series import kind_of_name, parse_key, parse_label_pairs
+from leyline.run_keys import shown_labels, stored_key
+from leyline.series import format_key, kind_of_name, parse_key, parse_label_pairs
 from leyline.text import csv_row
-from nissa_server.store import series_queries
+from nissa_server.store import ranks_sql, series_queries
 from nissa_server.store.conn import Conn
 from nissa_server.store.series_queries import SeriesData
 
@@ -86,15 +87,23 @@ def _bucket_scale(x: np.ndarray, buckets: int) -> np.ndarray | None:
     return (x / 2 - x[0] / 2) / half_span * buckets
 
 
-def shape(run_id: str, data: Sequence[SeriesData], max_points: int) -> list[SeriesOut]:
-    """The series of one run (as read), downsampled."""
+def shape(run_id: str, data: Sequence[SeriesData], max_points: int, world_size: int) -> list[SeriesOut]:
+    """The series of one run (as read), downsampled, under the keys the run shows (``leyline.run_keys``: the rank
+    only in a run of several)."""
     out = []
     for series in data:
-        own = parse_key(series.key)[1]
+        key, labels = _shown(series.key, world_size)
         x, y = downsample(series.x, series.y, max_points)
-        out.append(SeriesOut(run_id=run_id, key=series.key, labels=own, x=x.tolist(), y=y.tolist(),
+        out.append(SeriesOut(run_id=run_id, key=key, labels=labels, x=x.tolist(), y=y.tolist(),
                              points=series.stored or len(series.x)))
     return out
+
+
+def _shown(key: str, world_size: int) -> tuple[str, dict[str, str]]:
+    """A stored key as its run shows it, and its labels (``leyline.run_keys.shown_labels``)."""
+    name, stored = parse_key(key)
+    labels = shown_labels(stored, world_size)
+    return (key if labels is stored else format_key(name, labels)), labels
 
 
 def parse_labels(text: str | None) -> dict[str, str]:
@@ -140,20 +149,22 @@ def read_page(conn: Conn, run_id: str, run_key: int, name: str, axis: str, after
               first: bool) -> Page:
     """On a reader thread: the series of one run that fit in ``budget`` bytes, read, downsampled and encoded
     (the event loop only sends them)."""
+    after_key = None if after_key is None else stored_key(after_key)
     page = series_queries.read_series(conn, run_key, name, axis, after, max_points, labels or None, max_series,
                                       after_key, budget, reply_cost(fmt, run_id), first)
-    shaped = shape(run_id, page.series, max_points)
+    shaped = shape(run_id, page.series, max_points, ranks_sql.world_size(conn, run_key))
     parts = [_encoder.encode(s) for s in shaped] if fmt == "json" else [csv_rows(shaped).encode()]
-    return Page(parts, page.more, shaped[-1].key if shaped else after_key, page.spent)
+    return Page(parts, page.more, page.series[-1].key if page.series else after_key, page.spent)
 
 
 def listing(conn: Conn, run_key: int, after: str | None, limit: int) -> tuple[bytes, str | None, bool]:
     """On a reader thread: a page of the run's series listed (``GET /runs/{id}/series``), encoded; the last key, and
     whether the page is full (more may follow)."""
-    rows = series_queries.list_series(conn, run_key, after, limit)
-    body = _encoder.encode([SeriesInfo(key=key, name=name, labels=parse_key(key)[1], points=points,
-                                       kind=kind_of_name(name)) for key, name, points in rows])
-    return body, rows[-1][0] if rows else None, len(rows) == limit
+    rows = series_queries.list_series(conn, run_key, None if after is None else stored_key(after), limit)
+    world = ranks_sql.world_size(conn, run_key)
+    infos = [SeriesInfo(key=shown, name=name, labels=labels, points=points, kind=kind_of_name(name))
+             for key, name, points in rows for shown, labels in (_shown(key, world),)]
+    return _encoder.encode(infos), rows[-1][0] if rows else None, len(rows) == limit
 
 
 def json_body(name: str, axis: str, parts: list[bytes]) -> bytes:

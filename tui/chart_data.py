@@ -17,6 +17,7 @@ import numpy as np
 from tsdownsample import MinMaxLTTBDownsampler
 
 from leyline import Event, RunStarted
+from leyline.run_keys import shown_point
 from leyline.series import Marker, SeriesPoint, marker_of, points_of, x_of
 
 _DOWNSAMPLER = MinMaxLTTBDownsampler()
@@ -35,10 +36,9 @@ class Track:
 
     @property
     def label_text(self) -> str:
-        """The labels that tell this track from its siblings (``rank=0`` alone says nothing), else its full
-        series name (``val.loss``, never ``loss``: that would be another series)."""
-        shown = {k: v for k, v in self.labels.items() if not (k == "rank" and v == "0")}
-        return ",".join(f"{k}={v}" for k, v in sorted(shown.items())) or self.name
+        """The labels that tell this track from its siblings (its run shows a rank only where it has several),
+        else its full series name (``val.loss``, never ``loss``: that would be another series)."""
+        return ",".join(f"{k}={v}" for k, v in sorted(self.labels.items())) or self.name
 
     def last(self) -> float | None:
         for value in reversed(self.y):
@@ -66,12 +66,18 @@ class SeriesSet:
         self.version = 0  # bumped on every change: panels redraw only when it moved
         self.accept: Callable[[str], bool] = lambda name: False
         """Whether a name first seen in a live point is one a chart shows (then it is wanted)."""
+        self.world_sizes: dict[str, int] = {}
+        """Each run's ranks (its summary's, or its ``run_started``): the keys of its live points are shown as the
+        server shows its history's (``leyline.run_keys``), the rank only in a run of several."""
 
     def reset(self, axis: str) -> None:
         """Start over on another x axis (histories are fetched again for it)."""
-        kept = self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed
+        kept = self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed, self.world_sizes
         SeriesSet.__init__(self, axis)
-        self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed = kept
+        self.wanted, self.names_seen, self.accept, self.runs_expected, self.listed, self.world_sizes = kept
+
+    def know_world(self, run_id: str, world_size: int) -> None:
+        self.world_sizes[run_id] = max(self.world_sizes.get(run_id, 1), world_size)
 
     def tracks_of(self, name: str, run_id: str | None = None) -> list[Track]:
         return [t for (run, _), t in sorted(self.tracks.items())
@@ -121,8 +127,11 @@ class SeriesSet:
         track.y.append(point.value)
 
     def add_points(self, run_id: str, points: Iterable[SeriesPoint]) -> None:
+        """Points as ``points_of`` finds them (stored keys), shown under the run's keys."""
         changed = False
-        for point in points:
+        world = self.world_sizes.get(run_id, 1)
+        for stored in points:
+            point = shown_point(stored, world)
             if point.name not in self.names_seen:
                 self.names_seen.add(point.name)
                 if self.accept(point.name):
@@ -149,6 +158,8 @@ class SeriesSet:
     def add_events(self, run_id: str, events: Iterable[Event]) -> None:
         """The watch stream's events: their points and markers, through the same definition as the server."""
         for event in events:
+            if isinstance(event.payload, RunStarted):
+                self.know_world(run_id, event.payload.world_size)
             self.add_points(run_id, points_of(event))
             marker = marker_of(event)
             if marker is not None:
@@ -173,13 +184,16 @@ class LocalSeries:
         self.markers: list[Marker] = []
         self.config: dict[str, object] | None = None
         """The run's config (its ``run_started``), None until it is read."""
+        self.world_size = 1
         self.add(events)
 
     def add(self, events: Iterable[Event]) -> None:
         for event in events:
             started: object = event.payload
-            if isinstance(started, RunStarted) and event.rank == 0:
-                self.config = dict(started.config)
+            if isinstance(started, RunStarted):
+                self.world_size = max(self.world_size, started.world_size)
+                if event.rank == 0:
+                    self.config = dict(started.config)
             for point in points_of(event):
                 self.points.setdefault(point.key, []).append(point)
             marker = marker_of(event)
@@ -192,13 +206,15 @@ class LocalSeries:
     def fill(self, target: SeriesSet) -> None:
         """Load every wanted series into ``target`` on its axis, as a server's history would be."""
         by_name: dict[str, list[dict]] = {}
-        for key, points in self.points.items():
+        target.know_world(self.run_id, self.world_size)
+        for points in self.points.values():
             name = points[0].name
             target.names_seen.add(name)
             if name not in target.wanted:
                 continue
             pairs = [(x, p.value) for p in points if (x := x_of(p, target.axis)) is not None]
-            by_name.setdefault(name, []).append({"key": key, "labels": points[0].labels,
+            shown = shown_point(points[0], self.world_size)
+            by_name.setdefault(name, []).append({"key": shown.key, "labels": shown.labels,
                                                  "x": [x for x, _ in pairs], "y": [y for _, y in pairs]})
         for name in target.wanted:
             target.load_history(self.run_id, name, by_name.get(name, []))

@@ -18,7 +18,9 @@ from nissa_server.reads import BUSY
 from nissa_server.routes.common import json_response
 from nissa_server.routes.series import Axis, charted
 from nissa_server.series import shape
-from nissa_server.store import queries, run_groups_sql, series_queries
+from nissa_server.store import queries, ranks_sql, run_groups_sql, series_queries
+from nissa_server.store.conn import Conn
+from nissa_server.store.series_queries import SeriesPage
 
 router = guarded(Access.READ, tags=["runs"])
 MAX_BAND_RUNS = 200
@@ -117,14 +119,19 @@ async def get_bands(
             run = await run_or_404(n, rid)
             try:
                 async with n.reads.slot(rid):
-                    page = await charted(n, series_queries.read_series, run.run_key, name, x, None, max_points,
-                                         None, MAX_BAND_SERIES)
+                    page, world = await charted(n, _band_series, run.run_key, name, x, max_points)
             except series_queries.TooManySeries as err:
                 raise HTTPException(422, f"run {rid!r}: {err}") from None
-            for s in shape(rid, page.series, max_points):
+            for s in shape(rid, page.series, max_points, world):
                 lines.setdefault(s.key, []).append((s.x, s.y))
     bands = [band(key, parse_key(key)[1], each, max_points) for key, each in sorted(lines.items())]
     return json_response(BandsReply(name=name, x=x, runs=run_ids, bands=bands))
+
+
+def _band_series(conn: Conn, run_key: int, name: str, x: str, max_points: int) -> tuple[SeriesPage, int]:
+    """On a reader thread: a run's series of ``name`` for a band, and the run's world size (what its keys show)."""
+    page = series_queries.read_series(conn, run_key, name, x, None, max_points, None, MAX_BAND_SERIES)
+    return page, ranks_sql.world_size(conn, run_key)
 
 
 @router.get("/config-diff", summary="The config keys that differ between runs, with each run's value",

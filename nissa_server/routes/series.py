@@ -51,11 +51,11 @@ async def charted(n: Nissa, fn: Callable[..., T], *args: Any) -> T:
         raise HTTPException(503, str(err), headers={"Retry-After": "1"}) from None
 
 
-_LIST_EXAMPLE = [{"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
-                  "labels": {"env": "0", "rank": "0"}, "points": 120,
+_LIST_EXAMPLE = [{"key": "epoch_completed.accuracy{env=0}", "name": "epoch_completed.accuracy",
+                  "labels": {"env": "0"}, "points": 120,
                   "kind": "epoch_completed"}]
 _SERIES_EXAMPLE = {"name": "epoch_completed.accuracy", "x": "step", "series": [
-    {"run_id": "r-20250101-abc", "key": "epoch_completed.accuracy{env=0,rank=0}", "labels": {"env": "0", "rank": "0"},
+    {"run_id": "r-20250101-abc", "key": "epoch_completed.accuracy{env=0}", "labels": {"env": "0"},
      "x": [16, 32, 48], "y": [0.31, 0.42, 0.47], "points": 3}]}
 
 

@@ -11,6 +11,7 @@ import msgspec
 from leyline import RunStarted
 from leyline.payloads import Scalar
 from leyline.query import Clause, SortKey
+from leyline.run_keys import shown_metrics
 from leyline.runs import RunSummary
 from leyline.summaries import MetricSummary
 from nissa_server.store import run_meta_sql, summaries_sql
@@ -132,5 +133,6 @@ def summary_fields(row: tuple, details: PageDetails, metrics: dict[str, MetricSu
         "counts": details.counts[key], "stored_bytes": details.stored[key], "status_detail": cut(why),
         "host": cut(start.host) if start else None, "device": cut(start.device) if start else None,
         "config": (start.config if whole else _config(start.config)) if start else {},
-        "project": project, "group": group, "tags": details.tags[key], "notes": notes, "metrics": metrics,
+        "project": project, "group": group, "tags": details.tags[key], "notes": notes,
+        "metrics": shown_metrics(metrics, world),
     }

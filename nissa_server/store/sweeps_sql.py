@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from leyline.run_keys import stored_key
 from leyline.sweeps import Exploit, SweepSpec, Trial, Value, trial_run_id
 from nissa_server.store.conn import Conn
 
@@ -248,12 +249,12 @@ def run_states(conn: Conn, run_ids: list[str], metric: str) -> dict[str, tuple[s
                                                                              int | None]]:
     """Each run's status and its metric's last value, best and step (rank 0's series when the run has ranks)."""
     out: dict[str, tuple[str, float | None, float | None, int | None]] = {}
-    keys = (metric, metric + "{rank=0}")
+    key = stored_key(metric)
     for run_id in run_ids:
         row = conn.execute("SELECT run_key, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             continue
-        figures = conn.execute("SELECT last, best, step FROM run_metrics WHERE run_key = ? AND key IN (?, ?) "
-                               "ORDER BY key LIMIT 1", (row[0], *keys)).fetchone()
+        figures = conn.execute("SELECT last, best, step FROM run_metrics WHERE run_key = ? AND key = ?",
+                               (row[0], key)).fetchone()
         out[run_id] = (row[1], *(figures if figures is not None else (None, None, None)))
     return out

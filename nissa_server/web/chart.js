@@ -176,7 +176,7 @@ class Chart {
     // As the console names a line (tui/widgets/chart.py, ChartPanel._short): its labels, else its series as the
     // chart names it: what a "*" pattern leaves (entropy's "op"), nothing where the chart is of that one series
     // (its title says it: a line of "accuracy" is "env=0", never "epoch_completed.accuracy env=0").
-    const labels = Object.entries(line.labels).filter(([k, v]) => !(k === "rank" && v === "0")).map(([k, v]) => `${k}=${v}`);
+    const labels = Object.entries(line.labels).map(([k, v]) => `${k}=${v}`);  // the server shows a rank only where a run has several
     const series = line.key.split("{")[0];
     const def = ((typeof chartDefs !== "undefined" && chartDefs) ? chartDefs.charts : []).find((c) => c.title === this.title);
     const patterns = def ? def.names : this.names;

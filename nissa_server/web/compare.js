@@ -78,7 +78,7 @@ async function showGroup(label, runs, metrics, hash = new URLSearchParams()) {
 class BandChart {
   constructor(name, band, i, axis) {
     this.band = band; this.axis = axis; this.colour = PALETTE[i % PALETTE.length]; this.plot = null;
-    const labels = Object.entries(band.labels).filter(([k, v]) => !(k === "rank" && v === "0")).map(([k, v]) => `${k}=${v}`).join(" ");
+    const labels = Object.entries(band.labels).map(([k, v]) => `${k}=${v}`).join(" ");  // a rank only where a run has several
     this.el = el("div", {className: "chart"}, el("h3", {}, el("span", {}, name, " ", el("small", {}, labels))),
                  el("div", {className: "plot"}), el("div", {className: "legend"}));
     Object.assign(this.el.dataset, {title: name, points: String(band.x.length), runs: String(Math.max(...band.n))});

@@ -77,7 +77,7 @@ async function loadRuns() {
 }
 
 function metricName(key) {
-  // A series key as the filter language names it (val_loss{rank=0} is val_loss), as the server named it.
+  // A series key as the filter language names it (rank 0's of a run of several ranks, val_loss{rank=0}, is val_loss), as the server named it.
   return table.names[key] ?? key;
 }
 

@@ -65,7 +65,7 @@ def command(url: str, command_id: str) -> dict:
 
 
 def summary_of(url: str, run_id: str, key: str, value: float, timeout: float = 30) -> dict:
-    """The run's summary of series ``key`` (``rounds{rank=0}``) once its last value is ``value``: the server
+    """The run's summary of series ``key`` (``rounds``) once its last value is ``value``: the server
     summarises a run's series a little after it stores them."""
     def reached() -> dict | None:
         found = httpx.get(f"{url}/runs/{run_id}", timeout=10).json()["metrics"].get(key)

@@ -94,7 +94,10 @@ def test_plain_loop_is_watched_and_steered(tmp_path):
         applied = set_lr["applied_step"]
         assert {v for s, v in lr if s < applied} == {0.05} and {v for s, v in lr if s >= applied} == {0.01}
         series = httpx.get(f"{server.url}/runs/{run_id}/series", timeout=10).json()
-        assert {"loss", "lr", "val_loss"} <= {row["name"] for row in series}, series
+        assert {"loss", "lr", "val_loss"} <= {row["key"] for row in series}, "one rank: as the loop named them"
+        metrics = wait_for(lambda: {"loss", "lr", "val_loss"} <= set(
+            m := httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json()["metrics"]) and m, 30, "its summaries")
+        assert not any("rank" in k for k in metrics), sorted(metrics)
         val = [e.payload.values["val_loss"] for e in events
                if e.kind is EventKind.METRICS and "val_loss" in e.payload.values]
         assert len(val) >= 2 and all(isinstance(v, float) for v in val)

@@ -51,6 +51,11 @@ def test_two_ranks_apply_the_run_own_command_at_the_same_step(tmp_path):
         assert proc.wait(timeout=120) == 0
         assert _completed(server.url, stop["command_id"])["status"] == "completed"
         assert httpx.get(f"{server.url}/runs/{rid}", timeout=10).json()["status"] == "stopped"
+        metrics = wait_for(lambda: {"loss{rank=0}", "loss{rank=1}"} <= set(
+            m := httpx.get(f"{server.url}/runs/{rid}", timeout=10).json()["metrics"]) and m, 30, "each rank's loss")
+        assert "loss" not in metrics, "a run of two ranks keeps each rank's label"
+        keys = {s["key"] for s in httpx.get(f"{server.url}/runs/{rid}/series/loss", timeout=10).json()["series"]}
+        assert keys == {"loss{rank=0}", "loss{rank=1}"}
     finally:
         if proc.poll() is None:
             proc.kill()

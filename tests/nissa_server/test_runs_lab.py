@@ -55,8 +55,8 @@ async def lab(tmp_path):
                          TOKEN)
             await _store(url, "d", _run("d", lr=0.5, losses=[2.0], project="mnist", group=""), TOKEN)
             for run_id, n in (("a", 3), ("b", 3), ("c", 3), ("d", 1)):
-                await _summarised(http, run_id, "val_loss{rank=0}", n)
-            await _summarised(http, "c", "test_acc{rank=0}", 1)
+                await _summarised(http, run_id, "val_loss", n)
+            await _summarised(http, "c", "test_acc", 1)
             yield url, http
 
 
@@ -71,21 +71,21 @@ async def test_every_series_is_summarised_with_its_direction(lab):
     b = (await http.get("/runs/b")).json()
     assert (b["project"], b["group"], b["tags"], b["notes"]) == ("cifar", "lr-sweep", ["baseline", "best"],
                                                                  "the good one")
-    assert b["metrics"]["val_loss{rank=0}"] == {"last": 0.4, "min": 0.3, "max": 0.8, "best": 0.3, "count": 3,
+    assert b["metrics"]["val_loss"] == {"last": 0.4, "min": 0.3, "max": 0.8, "best": 0.3, "count": 3,
                                                 "step": 20}
-    assert b["metrics"]["val_acc{rank=0}"]["best"] == pytest.approx(0.7), "an accuracy is maximised"
-    assert b["metrics"]["lr{rank=0}"]["best"] == 0.01, "a name that hints nothing: its last value"
+    assert b["metrics"]["val_acc"]["best"] == pytest.approx(0.7), "an accuracy is maximised"
+    assert b["metrics"]["lr"]["best"] == 0.01, "a name that hints nothing: its last value"
     c = (await http.get("/runs/c")).json()["metrics"]
-    assert c["val_loss{rank=0}"] == {"last": None, "min": 0.9, "max": 0.95, "best": None, "count": 3, "step": 20}, \
+    assert c["val_loss"] == {"last": None, "min": 0.9, "max": 0.95, "best": None, "count": 3, "step": 20}, \
         "declared 'last': the last point, NaN (no number)"
-    assert c["test_acc{rank=0}"] == {"last": 0.91, "min": 0.91, "max": 0.91, "best": 0.91, "count": 1, "step": 999}
-    assert c["lr{rank=0}"]["best"] == 0.001 and c["lr{rank=0}"]["max"] == 0.001
+    assert c["test_acc"] == {"last": 0.91, "min": 0.91, "max": 0.91, "best": 0.91, "count": 1, "step": 999}
+    assert c["lr"]["best"] == 0.001 and c["lr"]["max"] == 0.001
     listed = {r["run_id"]: r for r in (await http.get("/runs")).json()}
-    assert listed["b"]["metrics"]["val_loss{rank=0}"] == b["metrics"]["val_loss{rank=0}"]
+    assert listed["b"]["metrics"]["val_loss"] == b["metrics"]["val_loss"]
     assert listed["b"]["tags"] == ["baseline", "best"] and listed["d"]["project"] == "mnist"
-    assert "run_finished.duration_s{rank=0}" in listed["a"]["metrics"], "every series, the end's too"
+    assert "run_finished.duration_s" in listed["a"]["metrics"], "every series, the end's too"
     only = (await http.get("/runs", params={"metrics": "val_loss", "q": "id:b"})).json()[0]["metrics"]
-    assert list(only) == ["val_loss{rank=0}"]
+    assert list(only) == ["val_loss"]
 
 
 @pytest.mark.parametrize(("q", "expected"), [
@@ -207,8 +207,7 @@ async def test_a_page_cut_to_its_first_series_keeps_what_the_run_set_outright_an
     run = (await http.get("/runs", params={"q": "id:c", "sort": "val_loss.min"})).json()[0]
     # Its first two by key, what it set outright (run.summary: what it achieved), what the page sorts by; the end
     # of a run that is not Esper's carries nothing of Esper's (no run_finished.fossilized, .rounds …).
-    assert sorted(run["metrics"]) == ["lr{rank=0}", "run_finished.duration_s{rank=0}", "test_acc{rank=0}",
-                                      "val_loss{rank=0}"]
+    assert sorted(run["metrics"]) == ["lr", "run_finished.duration_s", "test_acc", "val_loss"]
 
 
 async def test_a_long_config_value_is_stored_and_filtered_by_its_start(tmp_path):

@@ -51,14 +51,14 @@ async def test_runs_are_paged_filtered_and_summarized(server_url, http):
     assert [r["run_id"] for r in middle.json()] == ["other-1", "other-0"]
     link = middle.headers["link"]
     assert 'rel="next"' in link and '<' + '/runs?limit=2&offset=0>; rel="prev"' in link
-    await _summarised(http, "esper-1", "rounds{rank=0}")
+    await _summarised(http, "esper-1", "rounds")
     esper = (await http.get("/runs", params={"name": "SWEEP"})).json()
     assert [r["run_id"] for r in esper] == ["esper-1"]
     run = esper[0]
     # Esper's results are its summaries, as any loop's; nothing of them in the generic end, no outcome of its own.
     assert {k: v["best"] for k, v in run["metrics"].items() if not internal(k)} == {
-        "final_accuracy{rank=0}": 0.61, "best_accuracy{rank=0}": 0.64, "fossilized{rank=0}": 2, "pruned{rank=0}": 1,
-        "rounds{rank=0}": 4}
+        "final_accuracy": 0.61, "best_accuracy": 0.64, "fossilized": 2, "pruned": 1,
+        "rounds": 4}
     assert "summary" not in run
     assert run["config"] == {"policy": "ppo", "lr": 3e-4} and "params" not in run
     assert run["status"] == "finished" and run["duration_s"] == 30.0 and run["world_size"] == 1
@@ -68,10 +68,10 @@ async def test_runs_are_paged_filtered_and_summarized(server_url, http):
     assert len(plain) == 4
     ended = RunFinished(status="completed", duration_s=2.0)
     await _store(server_url, "loop-1", _run("loop-1", "a loop", {"lr": 0.1}, ended))
-    await _summarised(http, "loop-1", "run_finished.duration_s{rank=0}")
+    await _summarised(http, "loop-1", "run_finished.duration_s")
     loop = (await http.get("/runs", params={"name": "a loop"})).json()[0]
     ended_with = [k for k in loop["metrics"] if k.startswith("run_finished.")]
-    assert loop["status"] == "finished" and ended_with == ["run_finished.duration_s{rank=0}"], \
+    assert loop["status"] == "finished" and ended_with == ["run_finished.duration_s"], \
         "a plain loop's end says nothing of rounds, accuracy or seeds"
     assert (await http.get("/runs", params={"name": "%"})).json() == []
     assert (await http.get("/runs", params={"status": "gone"})).status_code == 422
@@ -105,7 +105,7 @@ async def test_the_row_and_the_detail_are_leyline_s_and_the_table_s_columns_come
         await _store(server_url, run_id, events)
 
     async def summarised() -> bool:
-        return all("val_loss{rank=0,split=val}" in r["metrics"] for r in (await http.get("/runs")).json())
+        return all("val_loss{split=val}" in r["metrics"] for r in (await http.get("/runs")).json())
     await async_wait_for(summarised, timeout=30, message="both runs summarised")
     listed = (await http.get("/runs")).json()
     assert [set(r) for r in listed] == [set(RunSummary.__struct_fields__)] * 2
@@ -118,8 +118,8 @@ async def test_the_row_and_the_detail_are_leyline_s_and_the_table_s_columns_come
     table = msgspec.json.decode((await http.get("/runs-table", params={"sort": "config.lr"})).content, type=RunsTable)
     assert [r.run_id for r in table.runs] == ["t-a", "t-b"] and table.total == 2
     assert table.columns == table_columns(table.runs)
-    assert table.columns.metrics == ["acc{rank=0}", "val_loss{rank=0,split=val}", "val_loss{rank=0}"]
-    assert table.columns.params == ["lr"] and table.columns.names["val_loss{rank=0,split=val}"] == "val_loss{split=val}"
+    assert table.columns.metrics == ["acc", "val_loss", "val_loss{split=val}"]  # one rank: no rank label
+    assert table.columns.params == ["lr"] and table.columns.names["val_loss{split=val}"] == "val_loss{split=val}"
     assert (await http.get("/runs-table", params={"q": "config.lr>"})).status_code == 400
     schema = (await http.get("/openapi.json")).json()
     component = schema["components"]["schemas"]

@@ -11,6 +11,7 @@ import pytest
 
 from leyline import CommandAction, CommandStatus, CommandStatusChanged, decode_event, make_event
 from leyline.esper import EpochCompleted, SeedFossilized
+from leyline.run_keys import shown_key
 from leyline.series import points_of
 from nissa_server.series import downsample
 from nissa_server.store.series_sql import MERGE_AT
@@ -48,16 +49,16 @@ async def test_series_are_listed_read_per_label_overlaid_and_exported(server_url
     await _send(server_url, "a", [[e] for e in events[:2 * MERGE_AT + 3]] + [events[2 * MERGE_AT + 3:]])
     await _send(server_url, "b", [_epochs("b", 5, envs=1, acc=lambda i: 0.5)])
     listing = {s["key"]: s for s in (await http.get("/runs/a/series")).json()}
-    acc0 = listing["epoch_completed.accuracy{env=0,rank=0}"]
-    assert acc0 == {"key": "epoch_completed.accuracy{env=0,rank=0}", "name": "epoch_completed.accuracy",
-                    "labels": {"env": "0", "rank": "0"}, "points": 30, "kind": "epoch_completed"}
-    assert "epoch_completed.train_loss{env=0,rank=0}" not in listing, "None is not a point"
+    acc0 = listing["epoch_completed.accuracy{env=0}"]
+    assert acc0 == {"key": "epoch_completed.accuracy{env=0}", "name": "epoch_completed.accuracy",
+                    "labels": {"env": "0"}, "points": 30, "kind": "epoch_completed"}
+    assert "epoch_completed.train_loss{env=0}" not in listing, "None is not a point"
 
     reply = (await http.get("/runs/a/series/epoch_completed.accuracy")).json()
     assert reply["name"] == "epoch_completed.accuracy" and reply["x"] == "step"
     by_key = {s["key"]: s for s in reply["series"]}
-    assert set(by_key) == {"epoch_completed.accuracy{env=0,rank=0}", "epoch_completed.accuracy{env=1,rank=0}"}
-    env1 = by_key["epoch_completed.accuracy{env=1,rank=0}"]
+    assert set(by_key) == {"epoch_completed.accuracy{env=0}", "epoch_completed.accuracy{env=1}"}
+    env1 = by_key["epoch_completed.accuracy{env=1}"]
     assert env1["x"] == [10.0 * i for i in range(30)] and env1["y"] == pytest.approx([1 + i / 100 for i in range(30)])
 
     overlay = (await http.get("/runs/a/series/epoch_completed.accuracy",
@@ -73,7 +74,7 @@ async def test_series_are_listed_read_per_label_overlaid_and_exported(server_url
     csv = (await http.get("/runs/b/series/epoch_completed.accuracy", params={"format": "csv"}))
     assert csv.headers["content-type"].startswith("text/csv")
     lines = csv.text.splitlines()
-    assert lines[0] == "run_id,key,x,y" and lines[1] == 'b,"epoch_completed.accuracy{env=0,rank=0}",0.0,0.5'
+    assert lines[0] == "run_id,key,x,y" and lines[1] == 'b,epoch_completed.accuracy{env=0},0.0,0.5'
     assert len(lines) == 6
 
 
@@ -162,7 +163,7 @@ async def test_a_watcher_applying_the_definition_gets_the_stored_series_once_in_
     live: dict[str, list[tuple[float, float]]] = {}
     for raw in seen:
         for point in points_of(decode_event(json.dumps(raw))):
-            live.setdefault(point.key, []).append((float(point.step), point.value))
+            live.setdefault(shown_key(point.key, 1), []).append((float(point.step), point.value))  # one rank
     stored = (await http.get("/runs/w/series/epoch_completed.accuracy")).json()["series"]
     assert {s["key"] for s in stored} == {k for k in live if k.startswith("epoch_completed.accuracy")}
     for s in stored:

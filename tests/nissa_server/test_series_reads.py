@@ -122,7 +122,7 @@ async def test_a_series_reply_holds_a_page_and_links_to_the_rest(tmp_path):
                 got = _all_series(pages, fmt)
                 assert len(got) == 80 and len(set(got)) == 80  # every label set of both runs, once
                 for (_, key), points in got.items():
-                    i = int(key.split("i=")[1].split(",")[0])
+                    i = int(re.search(r"i=(\d+)", key).group(1))
                     assert [float(y) for _, y in points] == [i / 7] * 3, key
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from leyline import Metrics, RunFinished, RunResumed, RunStarted, SummaryUpdated, decode_events, make_event
 from leyline.metrics import as_float
+from leyline.run_keys import shown_metrics
 from leyline.series import points_of
 from leyline.summaries import direction_of
 from tests.support import IngestClient, running_server
@@ -69,11 +70,14 @@ def _json(value: float | None) -> float | None:
 
 
 def scanned(events: list) -> dict[str, dict]:
-    """The summaries, from the stored events in stored order."""
+    """The summaries, from the stored events in stored order, under the keys the run shows."""
     declared: dict[str, str] = {}
     series: dict[str, dict] = {}
+    world = 1
     for event in events:
         p = event.payload
+        if isinstance(p, RunStarted):
+            world = max(world, p.world_size)
         if isinstance(p, RunStarted) and event.rank == 0:
             declared.update(p.summary)
         if isinstance(p, SummaryUpdated):
@@ -88,7 +92,7 @@ def scanned(events: list) -> dict[str, dict]:
         best = s["last"] if s["pinned"] or direction == "last" else s["min"] if direction == "min" else s["max"]
         out[key] = {"last": _json(s["last"]), "min": _json(s["min"]), "max": _json(s["max"]), "best": _json(best),
                     "count": s["count"], "step": s["step"]}
-    return out
+    return shown_metrics(out, world)
 
 
 def _fold(series: dict, key: str, name: str, value: float, step: int, pin: bool) -> None:
@@ -146,14 +150,14 @@ def test_an_old_database_gets_summaries_and_config_rows_at_its_next_open(tmp_pat
     events[0] = make_event(RunStarted(name="old", config={"lr": 0.1, "opt": "adam"}), run_id="old", seq=1, ts=1.7e9)
     with running_server(tmp_path, series_interval_s=0.02) as url, httpx.Client(base_url=url, timeout=30) as http:
         asyncio.run(_send(url, events, [], 0))
-        wait_for(lambda: "val_loss{rank=0}" in http.get("/runs/old").json()["metrics"], timeout=30, message="pass")
+        wait_for(lambda: "val_loss" in http.get("/runs/old").json()["metrics"], timeout=30, message="pass")
         settings_ = url.settings
     _downgrade(settings_, backend)
     with running_server(tmp_path, series_interval_s=0.02) as url, httpx.Client(base_url=url, timeout=30) as http:
         run = http.get("/runs/old").json()
-        assert run["metrics"]["val_loss{rank=0}"] == {"last": 0.6, "min": 0.4, "max": 0.9, "best": 0.4, "count": 3,
+        assert run["metrics"]["val_loss"] == {"last": 0.6, "min": 0.4, "max": 0.9, "best": 0.4, "count": 3,
                                                       "step": 4}
-        assert run["metrics"]["acc{rank=0}"]["best"] == pytest.approx(0.6)
+        assert run["metrics"]["acc"]["best"] == pytest.approx(0.6)
         assert [r["run_id"] for r in http.get("/runs", params={"q": "config.opt:adam val_loss<0.5"}).json()] == ["old"]
 
 

@@ -87,7 +87,7 @@ def test_a_plain_loop_run_alone_and_beside_an_esper_run(browser, server_url, tmp
             run.log({"loss": math.nan if i == 2 else 1.0 / (i + 1), "lr": 0.1})
         run.runtime.hub.flush(10)
         # The runs' summaries come from the series pass, about a second after their events; the table reads them once.
-        wait_for(lambda: "lr{rank=0}" in httpx.get(f"{server_url}/runs/{run.run_id}").json().get("metrics", {}), 30,
+        wait_for(lambda: "lr" in httpx.get(f"{server_url}/runs/{run.run_id}").json().get("metrics", {}), 30,
                  "the run's summary")
         page, outside, errors = open_page(browser, server_url)
         page.goto(server_url + "/ui")

@@ -166,8 +166,8 @@ def test_the_page_shows_the_columns_the_server_serves_with_the_page(browser, swe
     def other_columns(route):
         reply = route.fetch()
         body = reply.json()
-        body["columns"] = {"metrics": ["loss{rank=0}"], "params": ["optimizer"],
-                           "names": {**body["columns"]["names"], "loss{rank=0}": "served.name"}}
+        body["columns"] = {"metrics": ["loss"], "params": ["optimizer"],
+                           "names": {**body["columns"]["names"], "loss": "served.name"}}
         route.fulfill(response=reply, json=body)
 
     other, outside_too, errors_too = open_page(browser, url)

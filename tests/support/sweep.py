@@ -75,7 +75,7 @@ def store_runs(url: str, runs: Sequence[SweepRun], token: str | None = None, tim
         while True:
             metrics = httpx.get(f"{url}/runs/{spec.run_id}", headers={"Authorization": f"Bearer {token}"} if token
                                 else {}).json().get("metrics", {})
-            if metrics.get("val_loss{rank=0}", {}).get("count") == spec.steps:
+            if metrics.get("val_loss", {}).get("count") == spec.steps:  # one rank: no rank label
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{spec.run_id} not summarised: {metrics}")

@@ -8,6 +8,7 @@ import numpy as np
 
 from leyline import make_event
 from leyline.esper import EpochCompleted
+from leyline.run_keys import shown_key
 from leyline.series import points_of
 from tui.chart_data import SeriesSet, running_best, smooth, window
 
@@ -20,7 +21,7 @@ def _epoch(seq: int, step: int, accuracy: float, env: int = 0):
 
 
 def _history(steps: list[int], values: list[float]) -> list[dict]:
-    return [{"key": f"{ACC}{{env=0,rank=0}}", "labels": {"env": "0", "rank": "0"}, "x": steps, "y": values}]
+    return [{"key": f"{ACC}{{env=0}}", "labels": {"env": "0"}, "x": steps, "y": values}]  # a run of one rank
 
 
 def test_live_points_before_their_history_are_kept_back_then_only_past_its_end_are_added():
@@ -62,7 +63,18 @@ def test_points_come_from_the_same_definition_as_the_server():
     event = _epoch(7, 70, 0.7, env=3)
     data.add_events("r", [event])
     (track,) = data.tracks_of(ACC)
-    assert track.key == points_of(event)[0].key and track.x == [7.0]
+    assert track.key == shown_key(points_of(event)[0].key, 1) == f"{ACC}{{env=3}}" and track.x == [7.0]
+
+
+def test_live_points_take_the_keys_the_server_shows_the_rank_only_in_a_run_of_several():
+    data = SeriesSet("step")
+    data.wanted.add(ACC)
+    data.know_world("two", 2)
+    for run in ("one", "two"):
+        data.load_history(run, ACC, [])
+        data.add_events(run, [_epoch(1, 10, 0.1)])
+    assert [(t.run_id, t.key, t.label_text) for t in data.tracks_of(ACC)] == [
+        ("one", f"{ACC}{{env=0}}", "env=0"), ("two", f"{ACC}{{env=0,rank=0}}", "env=0,rank=0")]
 
 
 def test_smoothing_is_a_debiased_ema_that_skips_gaps():
@@ -114,10 +126,10 @@ def test_a_legend_keeps_the_full_series_name_and_a_pattern_chart_its_distinct_pa
     from tui.chart_data import Track
     from tui.widgets.chart import ChartPanel
 
-    val = Track(run_id="r", key="val.loss{rank=0}", name="val.loss", labels={"rank": "0"})
+    val = Track(run_id="r", key="val.loss", name="val.loss", labels={})
     assert val.label_text == "val.loss", "not 'loss': that is another series of the run"
     assert ChartPanel(ChartDef.of_name("val.loss"))._short(val) == "val.loss"
-    head = Track(run_id="r", key="ppo_update.entropy.op{rank=0}", name="ppo_update.entropy.op", labels={"rank": "0"})
+    head = Track(run_id="r", key="ppo_update.entropy.op", name="ppo_update.entropy.op", labels={})
     entropy = next(c for c in DEFAULT_CHARTS if c.title == "entropy")
     assert ChartPanel(entropy)._short(head) == "op"
 

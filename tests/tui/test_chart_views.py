@@ -132,7 +132,7 @@ def test_a_line_is_named_as_the_page_names_it():
     from tui.chart_data import Track
 
     by_title = {c.title: ChartPanel(c) for c in DEFAULT_CHARTS}
-    rank0 = {"rank": "0"}
+    rank0: dict[str, str] = {}  # a run of one rank shows no rank label
     assert by_title["KL"]._short(Track("r", "k", "ppo_update.approx_kl", rank0)) == "KL"
     assert by_title["entropy"]._short(Track("r", "k", "ppo_update.entropy.op", rank0)) == "op"
     assert by_title["accuracy"]._short(Track("r", "k", "epoch_completed.accuracy", {"env": "2", **rank0})) == "env=2"

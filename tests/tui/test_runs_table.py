@@ -29,17 +29,17 @@ def _run(name: str, lr: float, metrics: dict[str, float] | None = None, **extra)
     return RunSummary(run_id=f"{name}-id", name=name, status=RunStatus.FINISHED, created_at=1000.0,
                       last_seen_at=1060.0, started_at=1000.0, duration_s=60.0,
                       config={"lr": lr, "policy": "ppo", "n_envs": 4},
-                      metrics={f"{k}{{rank=0}}": MetricSummary(last=v, min=v / 2, max=v, best=v / 2, count=3, step=3)
-                               for k, v in (metrics or {}).items()}, **extra)
+                      metrics={k: MetricSummary(last=v, min=v / 2, max=v, best=v / 2, count=3, step=3)
+                               for k, v in (metrics or {}).items()}, **extra)  # one rank: keys without one
 
 
 def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     runs = [_run("a", 3e-4, {"loss": 1.0, "val_loss": 0.8, "system.cpu": 3.0}),
             _run("b", 1e-3, {"loss": 0.5, "val_loss": 0.4, "acc": 0.9}, group="sweep", tags=["x", "y"]),
             _run("c", 1e-3)]
-    assert shared_metrics(runs) == ["loss{rank=0}", "val_loss{rank=0}"], "acc: one run only; system.*: the machine's"
-    assert shared_metrics([runs[0]]) == ["loss{rank=0}", "val_loss{rank=0}"] and shared_metrics([runs[2]]) == []
-    ranks = RunSummary(run_id="r", **WHO, metrics={k: runs[0].metrics["loss{rank=0}"]
+    assert shared_metrics(runs) == ["loss", "val_loss"], "acc: one run only; system.*: the machine's"
+    assert shared_metrics([runs[0]]) == ["loss", "val_loss"] and shared_metrics([runs[2]]) == []
+    ranks = RunSummary(run_id="r", **WHO, metrics={k: runs[0].metrics["loss"]
                                                    for k in ("loss{rank=1}", "x{rank=0}")})
     assert shared_metrics([ranks]) == ["x{rank=0}"], "rank 0's series by default"
     assert short_key("acc{env=2,rank=0}") == "acc{env=2}" and short_key("x.min{rank=0}") == "x.min{}"
@@ -52,7 +52,7 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     by_key = {c.key: c for c in cols}
     assert by_key["val_loss.best"].text(runs[1]).plain == "0.2" and by_key["val_loss.best"].text(runs[2]).plain == "—"
     assert by_key["tag"].text(runs[1]).plain == "x y" and by_key["group"].text(runs[1]).plain == "sweep"
-    last = {c.key: c for c in columns(["val_loss{rank=0}"], "last", [])}
+    last = {c.key: c for c in columns(["val_loss"], "last", [])}
     assert last["val_loss.last"].text(runs[1]).plain == "0.4"
     old = RunSummary(run_id="x", **WHO, started_at=5.0, ended_at=65.0, config={"lr": 1.0})
     assert differing_params([old, runs[0]]) == ["lr", "n_envs", "policy"]

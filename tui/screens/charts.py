@@ -161,6 +161,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         run = message.run
         self.runs[run.run_id] = run
         self.data.listed.add(run.run_id)
+        self.data.know_world(run.run_id, run.world_size)
         if message.names is None:
             self.local[run.run_id] = LocalSeries(run.run_id, [])
             self.local[run.run_id].config = dict(run.config)

@@ -65,7 +65,7 @@ class BandPanel(Widget):
             x, lo, hi = (np.asarray(v, dtype=float) for v in (b.x, b.min, b.max))
             draw_band(plot, x, lo, hi, f"{colour} dim")  # the band, then its mean over it
             plot.plot(x, np.asarray(b.mean, dtype=float), line_style=f"bold {colour}", hires_mode=HiResMode.BRAILLE)
-            label = " ".join(f"{k}={v}" for k, v in b.labels.items() if not (k == "rank" and v == "0"))
+            label = " ".join(f"{k}={v}" for k, v in b.labels.items())  # the rank only where a run has several
             label = f"{label} mean" if label else "mean"
             title.append("━ ", style=colour).append(plain(label) + " ", style="bold")
             title.append(f"{fmt_value(b.mean[-1])} [{fmt_value(b.min[-1])}–{fmt_value(b.max[-1])}] "
