@@ -269,7 +269,7 @@ class ChartsView {
   }
 }
 
-// The page's state in its URL (#run=A&overlay=B,C&x=epoch&smooth=0.6&hide=lr&add=grad_norm): a link opens
+// The page's state in its URL (#run=A&overlay=B,C&x=epoch&smooth=0.6&hide=lr&add=grad_norm&dfilter=fc&doffset=12): a link opens
 // the same view. Written in place (no new history entry, no reload).
 function writeUrl() {
   const view = state.view;
@@ -281,6 +281,8 @@ function writeUrl() {
   if (view.removed.size) hash.set("hide", [...view.removed].join(","));
   if (view.extra.length) hash.set("add", view.extra.join(","));
   if (view.zoomed) hash.set("zoom", view.zoomed.map((v) => Number(v.toPrecision(8))).join(","));
+  if (view.distQuery) hash.set("dfilter", view.distQuery);  // distributions.js: the filter and page
+  if (view.distOffset) hash.set("doffset", String(view.distOffset));
   history.replaceState(null, "", "#" + hash.toString());
 }
 
@@ -318,6 +320,7 @@ async function route() {
     const list = (key) => (hash.get(key) || "").split(",").filter(Boolean);
     state.view = new ChartsView(runs, {axis, smoothing, hide: list("hide"), add: list("add")});
     state.view.zoomed = zoomOfUrl(hash);  // links.js
+    Object.assign(state.view, distributionsOfUrl(hash));  // links.js
     openSteering(runs, state.view);  // steer.js: a live run's commands, beside its charts
     await state.view.open();
   } catch (err) { showError(err); }

@@ -8,7 +8,8 @@ const DISTRIBUTION_PAGE = 12;  // distributions charted a page at a time, in the
 const BAND_FILLS = ["rgba(79,179,255,0.12)", "rgba(79,179,255,0.2)", "rgba(79,179,255,0.3)", "rgba(79,179,255,0.42)"];
 
 function distributionBox(view) {
-  // Under the charts: a filter by name, the page's place among the run's distributions, ‹ and ›.
+  // Under the charts: a filter by name, the page's place among the run's distributions, ‹ and ›; both in the
+  // page's URL (dfilter=, doffset=: app.js writeUrl), so a link opens the same page of the same distributions.
   let box = $("distributions");
   if (!box) {
     box = el("section", {id: "distributions"});
@@ -19,14 +20,20 @@ function distributionBox(view) {
                   el("span", {id: "distribution-page"}), " ", next), el("div", {id: "distribution-charts"}));
     $("charts").after(box);
     let timer = null;
-    const go = (offset) => { const v = state.view; if (v) { v.distOffset = offset; showDistributions(v).catch(showError); } };
+    const go = (offset) => {
+      const v = state.view;
+      if (!v) return;
+      Object.assign(v, {distQuery: filter.value.trim(), distOffset: offset});
+      writeUrl();
+      showDistributions(v).catch(showError);
+    };
     filter.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => go(0), 300); });
     prev.addEventListener("click", () => go(Math.max(0, (state.view?.distOffset || 0) - DISTRIBUTION_PAGE)));
     next.addEventListener("click", () => go((state.view?.distOffset || 0) + DISTRIBUTION_PAGE));
   }
-  if (box.view !== view) {  // another run's page: its own distributions, unfiltered
+  if (box.view !== view) {  // another run's page: its own distributions, filtered as its URL says
     box.view = view;
-    $("distribution-filter").value = "";
+    $("distribution-filter").value = view.distQuery || "";
     $("distribution-charts").replaceChildren();
   }
   return box;
@@ -36,7 +43,7 @@ async function addDistributions(view) {
   // The first run's distributions, a page of them, in the server's one order (a loop's own before a debug
   // window's, each by name: the console's order too), those whose name holds the filter's text.
   const box = distributionBox(view);
-  const offset = view.distOffset || 0, q = $("distribution-filter").value.trim();
+  const offset = view.distOffset || 0, q = view.distQuery || "";
   const params = new URLSearchParams({q, offset: String(offset), limit: String(DISTRIBUTION_PAGE)});
   const page = await api(`/runs/${encodeURIComponent(view.runs[0])}/histograms?` + params);
   if (view.closed || view !== state.view) return;

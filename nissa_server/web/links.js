@@ -1,7 +1,7 @@
 // Every view is a link. The runs table's filter, status, order, grouping, metric columns, field, page,
 // selection and parallel coordinates live in the URL's hash (#q=…&sort=-val_loss.best&by=config.lr&col=…&sel=…),
 // written in place (no history entry) as the table changes and read back when a link opens the table. A run's
-// page writes its own (app.js writeUrl: runs, x axis, smoothing, charts, zoom).
+// page writes its own (app.js writeUrl: runs, x axis, smoothing, charts, zoom, the distributions' filter and page).
 "use strict";
 
 function writeTableUrl() {
@@ -37,6 +37,11 @@ function readTableUrl(hash) {
   table.opened = new Set();
   state.showParcoords = hash.has("parcoords");
   state.parcoordsMetric = hash.get("parcoords") || null;
+}
+
+function distributionsOfUrl(hash) {  // a run page's distributions: their filter (dfilter=) and page (doffset=)
+  const offset = Number(hash.get("doffset"));
+  return {distQuery: (hash.get("dfilter") || "").trim(), distOffset: Number.isInteger(offset) && offset > 0 ? offset : 0};
 }
 
 function zoomOfUrl(hash) {  // a run page's x range (zoom=lo,hi), or null

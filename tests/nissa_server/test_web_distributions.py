@@ -47,8 +47,22 @@ def test_distributions_over_steps_every_one_reachable(browser, server_url, tmp_p
     page.click("#distribution-next")
     wait_for(lambda: _names(page) == ["debug/mlp/l10", "debug/mlp/l11"], 30, "the second page")
     assert page.locator("#distribution-page").inner_text() == "13–14 of 14"
+    paged = page.url
+    assert "doffset=12" in paged, paged  # the page of distributions is in the link
     page.fill("#distribution-filter", "ZETA")
     wait_for(lambda: _names(page) == ["zeta"], 30, "the one the filter names")
     page.wait_for_selector('.chart[data-title="distribution · zeta"][data-points="5"]')
     assert page.locator("#distribution-charts .chart").count() == 1
-    assert not outside and not errors
+    filtered = page.url
+    assert "dfilter=ZETA" in filtered and "doffset" not in filtered, filtered  # a new filter: its first page
+
+    again, outside_too, errors_too = open_page(browser, server_url)  # each link opens the same view
+    again.goto(paged)
+    again.wait_for_selector('#distributions[data-total="14"] .chart[data-title="distribution · debug/mlp/l11"]')
+    assert _names(again) == ["debug/mlp/l10", "debug/mlp/l11"]
+    assert again.locator("#distribution-page").inner_text() == "13–14 of 14"
+    again.goto(server_url + "/ui")
+    again.goto(filtered)
+    again.wait_for_selector('#distributions[data-total="1"] .chart[data-title="distribution · zeta"][data-points="5"]')
+    assert _names(again) == ["zeta"] and again.locator("#distribution-filter").input_value() == "ZETA"
+    assert not outside and not errors and not outside_too and not errors_too
