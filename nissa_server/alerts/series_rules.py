@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from leyline.run_keys import shown_key
 from leyline.series import parse_key
 from nissa_server.alerts.rules import Rule
 from nissa_server.store.conn import Conn
@@ -43,6 +44,14 @@ class Latest:
     ts: float
     kind_ts: float = -math.inf
     """``nan`` rules: the newest point of any series of the same kind and labels (its event's other fields)."""
+    shown: str = ""
+    """Its key as its run shows it (``leyline.run_keys``: the rank only in a run of several), what an alert names;
+    empty: ``key``."""
+
+    @property
+    def subject(self) -> str:
+        """What an alert on this series names: its key as its run shows it."""
+        return self.shown or self.key
 
 
 _NEWEST = (" c.id = (SELECT MAX(id) FROM series_chunks d WHERE d.run_key = c.run_key AND d.name = c.name"
@@ -57,7 +66,8 @@ def read_latest(conn: Conn, names: list[str], kinds: list[str]) -> list[Latest]:
     marks = ",".join("?" * len(names))
     execute = getattr(conn, "execute_binary", conn.execute)  # PostgreSQL: blobs as bytes
     rows = execute(
-        "SELECT c.run_key, r.run_id, r.name, c.name, c.key, c.value, c.ts_max FROM series_chunks c JOIN runs r"
+        "SELECT c.run_key, r.run_id, r.name, c.name, c.key, c.value, c.ts_max, r.world_size FROM series_chunks c"
+        " JOIN runs r"
         f" USING (run_key) WHERE r.status IN ('live', 'degraded') AND c.name IN ({marks}) AND{_NEWEST}",
         tuple(names)).fetchall()
     newest: dict[tuple[int, str, tuple], float] = {}
@@ -68,10 +78,10 @@ def read_latest(conn: Conn, names: list[str], kinds: list[str]) -> list[Latest]:
             slot = (run_key, kind, tuple(sorted(parse_key(key)[1].items())))
             newest[slot] = max(newest.get(slot, -math.inf), ts)
     out = []
-    for run_key, run_id, run_name, name, key, value, ts in rows:
+    for run_key, run_id, run_name, name, key, value, ts, world in rows:
         slot = (run_key, name.split(".")[0], tuple(sorted(parse_key(key)[1].items())))
         out.append(Latest(run_key, run_id, run_name, name, key, float(np.frombuffer(bytes(value)[-8:], np.float64)[0]),
-                          ts, newest.get(slot, -math.inf)))
+                          ts, newest.get(slot, -math.inf), shown_key(key, int(world))))
     return out
 
 
@@ -137,7 +147,7 @@ class SeriesWatch:
                 why = _out_of_range(rule, p)
                 held = self._held(rule, p, why is not None, now)
                 if why is not None and held >= rule.for_s:
-                    out.append((p, p.key, f"{p.key} {why}" + (f" for {held:.0f} s" if rule.for_s else "")))
+                    out.append((p, p.subject, f"{p.subject} {why}" + (f" for {held:.0f} s" if rule.for_s else "")))
         if rule.for_s:  # series of runs no longer running are forgotten
             current = {(rule.name, p.run_key, p.key) for p in latest}
             for key in [k for k in self._out_since if k[0] == rule.name and k not in current]:
@@ -157,7 +167,8 @@ class SeriesWatch:
         if rule.when == "stale":
             fresh = self._fresh.get((run_key, subject))
             return None if fresh is None or now - fresh[1] >= rule.after_s else f"{subject} has new points"
-        point = next((p for p in latest if p.run_key == run_key and p.key == subject), None)
+        # An alert that fired before subjects were shown as the run shows them names the stored key: both are read.
+        point = next((p for p in latest if p.run_key == run_key and subject in (p.subject, p.key)), None)
         if point is None or _out_of_range(rule, point) is not None:
             return None
         return f"{subject} = {point.value:.4g}"

@@ -26,6 +26,15 @@ def _snapshot(run_status: str, value: float | None) -> Snapshot:
     return Snapshot(ranks=[], runs=[], anomalies=[], firing=firing, last_id=0, series=series)
 
 
+def test_an_alert_that_named_the_stored_key_still_resolves_once_alerts_name_the_runs_keys():
+    firing = [("a1", 7, "val high", "val_loss{rank=0}", None, None, 100.0, "live")]  # fired by an older version
+    series = [Latest(7, "r", "r", "val_loss", "val_loss{rank=0}", 0.4, 100.0, shown="val_loss")]
+    settled = _engine(HIGH).evaluate(Snapshot(ranks=[], runs=[], anomalies=[], firing=firing, last_id=0,
+                                              series=series), now=310.0)
+    assert [(a, why) for a, _, why in settled.resolved] == [("a1", "val_loss{rank=0} = 0.4")]
+    assert settled.firing == []
+
+
 def test_a_rule_may_name_a_loops_own_metric():
     rule = parse_rules({"rules": [HIGH]}).rules[0]
     assert rule.series == "val_loss"
@@ -70,8 +79,8 @@ async def test_a_trainer_lost_and_back_gets_one_firing_and_one_resolved_notice(t
             hook.wait(lambda got: any(b["title"].startswith("[nissa] resolved: val high") for b in got), timeout=30)
             await send(trainer, RunFinished(status="completed", duration_s=1.0))
     titles = [b["title"] for _, b in hook.posts if "val high" in b["title"]]
-    assert titles == ["[nissa] val high: demo: val_loss{rank=0}", "[nissa] resolved: val high: demo: val_loss{rank=0}"]
-    assert hook.posts[0][1]["message"].startswith("val_loss{rank=0} = 1.5, above 1")
+    assert titles == ["[nissa] val high: demo: val_loss", "[nissa] resolved: val high: demo: val_loss"]
+    assert hook.posts[0][1]["message"].startswith("val_loss = 1.5, above 1")
 
 
 def _cli_rules(*flags: str):

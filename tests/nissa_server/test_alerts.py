@@ -152,12 +152,12 @@ async def test_series_rules_fire_on_a_threshold_a_nan_and_a_series_that_went_qui
             await send(msgspec.structs.replace(grads, scope="policy", global_norm=None, nonfinite=3))
             bodies = [b for _, b in hook.wait(lambda got: len(got) >= 3, timeout=30)]
             assert sorted(b["title"] for b in bodies) == [
-                "[nissa] low: demo: epoch_completed.accuracy{env=1,rank=0}",
-                "[nissa] nan: demo: gradient_health.global_norm{rank=0,scope=policy}",
+                "[nissa] low: demo: epoch_completed.accuracy{env=1}",
+                "[nissa] nan: demo: gradient_health.global_norm{scope=policy}",
                 "[nissa] quiet: demo: ppo_update.approx_kl"]
             messages = {b["title"].split(":")[0].removeprefix("[nissa] "): b["message"].splitlines()[0] for b in bodies}
-            assert messages["low"] == "epoch_completed.accuracy{env=1,rank=0} = 0.1, below 0.2"
-            assert messages["nan"] == ("gradient_health.global_norm{rank=0,scope=policy} arrived without a value "
+            assert messages["low"] == "epoch_completed.accuracy{env=1} = 0.1, below 0.2"
+            assert messages["nan"] == ("gradient_health.global_norm{scope=policy} arrived without a value "
                                        "(NaN or infinity)")
             assert messages["quiet"].startswith("no new point of ppo_update.approx_kl for ")
             await send(msgspec.structs.replace(epoch, accuracy=0.5), env=1)
@@ -165,8 +165,8 @@ async def test_series_rules_fire_on_a_threshold_a_nan_and_a_series_that_went_qui
             await send(msgspec.structs.replace(grads, scope="policy", global_norm=0.8))
             bodies = [b for _, b in hook.wait(lambda got: len(got) >= 6, timeout=30)]
             assert sorted(b["title"] for b in bodies[3:]) == [
-                "[nissa] resolved: low: demo: epoch_completed.accuracy{env=1,rank=0}",
-                "[nissa] resolved: nan: demo: gradient_health.global_norm{rank=0,scope=policy}",
+                "[nissa] resolved: low: demo: epoch_completed.accuracy{env=1}",
+                "[nissa] resolved: nan: demo: gradient_health.global_norm{scope=policy}",
                 "[nissa] resolved: quiet: demo: ppo_update.approx_kl"]
 
 
