@@ -59,9 +59,18 @@ def stored_labels(labels: dict[str, str]) -> dict[str, str]:
 
 def stored_key(key: str) -> str:
     """A series key as a run shows it or a query writes it, as stored (``stored_labels``): ``val_loss`` →
-    ``val_loss{rank=0}``; a key that does not parse is left as it is."""
+    ``val_loss{rank=0}``, ``lr.min{}`` (a query's ``lr.min``) → ``lr.min{rank=0}``; a key that does not parse is
+    left as it is."""
     try:
-        name, labels = parse_key(key)
+        name, labels = parse_key(key.removesuffix("{}"))
     except ValueError:
         return key
     return format_key(name, stored_labels(labels))
+
+
+def run_key(key: str, world_size: int) -> str:
+    """The key a run of ``world_size`` ranks shows the series ``key`` under, however ``key`` is written (as a query
+    or a runs table's column names it, or as a run of either kind shows it; no rank is rank 0's): ``val_loss`` and
+    ``val_loss{rank=0}`` are ``val_loss`` in a run of one rank and ``val_loss{rank=0}`` in a run of several;
+    ``val_loss{rank=1}`` is itself."""
+    return shown_key(stored_key(key), world_size)

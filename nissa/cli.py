@@ -28,7 +28,7 @@ import msgspec
 
 from leyline.charts import PARAM_COLUMNS
 from leyline.runs import RunSummary
-from leyline.runs_table import MAX_METRIC_COLUMNS, differing_params, shared_metrics
+from leyline.runs_table import MAX_METRIC_COLUMNS, differing_params, metric_of, shared_metrics
 from leyline.text import csv_row, visible
 from nissa import env
 
@@ -135,7 +135,8 @@ def _rows(runs: list[RunSummary], metrics: list[tuple[str, str]], table: bool) -
     for run in runs:
         values = [run.run_id, run.name, run.status, run.project, run.group, ",".join(run.tags)]
         values += [_cell(run.config.get(k)) for k in config]
-        values += [_cell(getattr(run.metrics[key], stat) if key in run.metrics else None) for key, stat in metrics]
+        summaries = [(metric_of(run, key), stat) for key, stat in metrics]  # ``val_loss``: rank 0's in any run
+        values += [_cell(None if summary is None else getattr(summary, stat)) for summary, stat in summaries]
         rows.append([_text(v) for v in values])
     return rows
 

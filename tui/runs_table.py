@@ -18,6 +18,7 @@ from rich.text import Text
 from leyline.groups import GroupRow, MetricStats
 from leyline.query import short_key
 from leyline.runs import RunSummary
+from leyline.runs_table import metric_of
 from leyline.series import parse_key
 from tui.format import clock
 from tui.safe_text import run_text
@@ -38,8 +39,9 @@ def series_name(column_key: str) -> str:
         return head
 
 
-def metric_value(run: RunSummary, key: str, field: str) -> float | None:
-    summary = run.metrics.get(key)
+def metric_value(run: RunSummary, column: str, field: str) -> float | None:
+    """The summary ``field`` the metric column ``column`` shows of ``run`` (``leyline.runs_table.metric_of``)."""
+    summary = metric_of(run, column)
     return None if summary is None else getattr(summary, field)
 
 
@@ -129,7 +131,8 @@ def clip(text: str, width: int) -> str:
 
 
 def metric_column(key: str, field: str) -> Column:
-    """The summary ``field`` of the series ``key``, by the name the filter language gives it (``val_loss.best``)."""
+    """The summary ``field`` of the series ``key`` (a column's name in the filter language, ``val_loss``: rank 0's
+    in a run of several ranks too; or a series key), by that name (``val_loss.best``)."""
     sort = f"{short_key(key)}.{field}"
     return Column(clip(sort, 24), sort, lambda r: run_text(fmt_value(metric_value(r, key, field)), justify="right"),
                   lambda g: run_text(fmt_stats(g.metrics.get(sort)), justify="right"))

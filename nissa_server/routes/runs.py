@@ -38,6 +38,8 @@ edits = guarded(Access.WRITE, tags=["runs"])
 deletes = guarded(Access.DESTRUCTIVE, tags=["runs"])
 MAX_PAGE = 10_000
 MAX_RUNS_PAGE = 500
+MAX_COLUMNS = 64
+"""Metric columns a runs table is asked for at most (``GET /runs-table?columns=``); more are left out."""
 _STATUSES = "|".join(s.value for s in RunStatus)
 _STATUS_LIST = rf"^\s*({_STATUSES})?(\s*,\s*({_STATUSES})?)*\s*$"
 UNAUTHORIZED: Responses = {401: error("Reads need the bearer token (server started with --read-auth)",
@@ -159,12 +161,17 @@ async def list_runs(request: Request, n: NissaDep, page: PageQuery) -> Response:
 @router.get("/runs-table", summary="A page of runs as `GET /runs` lists it, with the columns a runs table shows",
             response_class=Response, description="The runs of `GET /runs` with the same "
             "parameters, how many match, and `columns`: the metric columns every runs table shows of this page by "
-            "default (the series its runs share), the config keys that tell its runs apart, and each of its series' "
-            "name in the filter language (`leyline.runs_table`: the web page renders them, the console computes "
-            "the same).", responses={200: ok(ref(RunsTable), EXAMPLES["runs_table"]), **_PAGE_MISTAKES})
-async def runs_table(request: Request, n: NissaDep, page: PageQuery) -> Response:
+            "default (the series its runs share, each by its name in the filter language: `val_loss` is rank 0's "
+            "in a run of several ranks too) or those `columns` names, the config keys that tell its runs apart, and "
+            "each of its series' name in the filter language: the column that shows it (`leyline.runs_table`: the "
+            "web page renders them, the console computes the same).",
+            responses={200: ok(ref(RunsTable), EXAMPLES["runs_table"]), **_PAGE_MISTAKES})
+async def runs_table(request: Request, n: NissaDep, page: PageQuery, columns: Annotated[str | None, Query(
+        max_length=4000, description="The metric columns shown, separated by commas (`val_loss,acc{env=0}`; "
+        "`val_loss{rank=0}` is `val_loss`); without it, those the runs share")] = None) -> Response:
     total, runs = await page.page(request, n)
-    return json_response(RunsTable(runs=runs, total=total, columns=table_columns(runs)))
+    asked = [part for _, part in query.split_fields(columns or "")][:MAX_COLUMNS]
+    return json_response(RunsTable(runs=runs, total=total, columns=table_columns(runs, asked)))
 
 
 _PATCH_BODY = {"requestBody": {"required": True, "content": {"application/json": {

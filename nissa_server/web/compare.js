@@ -143,13 +143,13 @@ function drawParcoords() {
   $("parcoords-view").hidden = !state.showParcoords;
   if (!state.showParcoords) { writeTableUrl(); return; }
   const f = table.field, pick = $("parcoords-metric");
-  const options = shownMetrics().map((k) => `<option value="${escapeHtml(k)}">${escapeHtml(metricName(k) + "." + f)}</option>`).join("");
+  const options = shownMetrics().map((k) => `<option value="${escapeHtml(k)}">${escapeHtml(k + "." + f)}</option>`).join("");
   // Coloured by the metric the user picked, else the one the table is sorted by, else the first.
-  const sortedBy = shownMetrics().find((k) => `${metricName(k)}.${f}` === table.sort.replace(/^-/, ""));
+  const sortedBy = shownMetrics().find((k) => `${k}.${f}` === table.sort.replace(/^-/, ""));
   if (pick.innerHTML !== options) pick.innerHTML = options;
   pick.value = [state.parcoordsMetric, sortedBy, shownMetrics()[0]].find((k) => k && shownMetrics().includes(k)) || "";
-  const key = pick.value, metric = key ? `${metricName(key)}.${f}` : "", runs = parcoordsRuns();
-  const metricOf = (r) => key ? ((r.metrics || {})[key] || {})[f] ?? null : null;
+  const key = pick.value, metric = key ? `${key}.${f}` : "", runs = parcoordsRuns();
+  const metricOf = (r) => key ? ((r.named || {})[key] || {})[f] ?? null : null;
   const keys = differingParams(runs);
   const {axes, lines} = paintParcoords($("parcoords"), keys, runs, metric, metricOf);
   state.parcoords = {axes: axes.map(({key, kind, ticks}) => ({key, kind, ticks})), lines};

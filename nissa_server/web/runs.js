@@ -2,15 +2,16 @@
 // the metrics they share (best or last), the config values that tell them apart, project, group and tags;
 // or rows of groups (GET /run-groups: count, mean ± SD of each metric) that open into their runs. What a
 // run wrote is always text (textContent or escapeHtml), never markup. Which metrics and config keys a page shows
-// by default, and what each series is called in the filter language, the server says with the page
-// (GET /runs-table: leyline.runs_table, the console's rule too); a group's runs are its row's filter away.
+// by default, and what each series is called in the filter language (a metric column is a series by that name:
+// val_loss, rank 0's in a run of several ranks too), the server says with the page (GET /runs-table:
+// leyline.runs_table, the console's rule too); a group's runs are its row's filter away.
 "use strict";
 
 const PAGE = 100;
 const REFRESH_MS = 3000;  // the table asks again (a run's status, its summaries as the server's pass writes them)
 const GROUP_PAGE = 50;
 const table = {offset: 0, total: 0, q: "", sort: "", field: "best", metrics: null, groupBy: "", opened: new Set(),
-               runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: [], names: {}};
+               runs: [], groups: null, members: {}, params: [], seq: 0, pageMetrics: [], knownMetrics: []};
 
 function fmtTime(t) {
   // A ts is what the run sent: one past what a Date holds (8.64e12 s) shows "?" instead of stopping the table.
@@ -42,11 +43,16 @@ function differingParams(runs, limit = chartDefs.param_columns) {
 function shownMetrics() { return table.metrics || table.pageMetrics; }
 
 async function runsPage(q, limit, offset) {
-  // {runs, total, columns: {metrics, params, names}}: a page of runs and what a table shows of it by default.
+  // {runs, total, columns: {metrics, params, names}}: a page of runs and what a table shows of it (the metric
+  // columns picked, by name, or the default ones). Each run gets `named`: its summaries by the column that shows
+  // them, as the server names its series (val_loss{rank=0} of a run of several ranks is val_loss).
   const params = new URLSearchParams({limit: String(limit), offset: String(offset)});
   if (q) params.set("q", q);
   if (table.sort) params.set("sort", table.sort);
-  return api("/runs-table?" + params);
+  if (table.metrics) params.set("columns", table.metrics.join(","));
+  const page = await api("/runs-table?" + params), names = page.columns.names;
+  for (const r of page.runs) r.named = Object.fromEntries(Object.entries(r.metrics || {}).map(([k, s]) => [names[k] ?? k, s]));
+  return page;
 }
 
 function query() { return [$("filter").value.trim(), $("status-filter").value ? "status:" + $("status-filter").value : ""].filter(Boolean).join(" "); }
@@ -59,26 +65,33 @@ async function loadRuns() {
     const page = await runsPage(q, PAGE, table.offset);
     if (seq !== table.seq) return;
     const {metrics, params, names} = page.columns;
-    Object.assign(table, {runs: page.runs, total: page.total, groups: null, members: {}, pageMetrics: metrics, params,
-                          names, knownMetrics: Object.keys(names)});
+    Object.assign(table, {runs: page.runs, total: page.total, groups: null, members: {}, params,
+                          knownMetrics: [...new Set(Object.values(names))].sort()});
+    pickedColumns(metrics);
   } else {
-    const metrics = shownMetrics().map((k) => `${metricName(k)}.${table.field}`);
+    const metrics = shownMetrics().map((k) => `${k}.${table.field}`);
     const params = new URLSearchParams({by: table.groupBy, metrics: metrics.join(",")});
     if (q) params.set("q", q);
     const groups = await api("/run-groups?" + params), members = {};
+    let named = null;
     for (const g of groups.groups) {
-      if (table.opened.has(valueId(g.value)) && g.filter) members[valueId(g.value)] = (await runsPage([q, g.filter].filter(Boolean).join(" "), GROUP_PAGE, 0)).runs;
+      if (!table.opened.has(valueId(g.value)) || !g.filter) continue;
+      const page = await runsPage([q, g.filter].filter(Boolean).join(" "), GROUP_PAGE, 0);
+      members[valueId(g.value)] = page.runs;
+      named = page.columns.metrics;
     }
     if (seq !== table.seq) return;
+    if (named) pickedColumns(named);
     Object.assign(table, {groups, members, total: groups.runs, runs: Object.values(members).flat()});
   }
   showError(null);
   renderRuns();
 }
 
-function metricName(key) {
-  // A series key as the filter language names it (rank 0's of a run of several ranks, val_loss{rank=0}, is val_loss), as the server named it.
-  return table.names[key] ?? key;
+function pickedColumns(metrics) {
+  // The server's metric columns: those picked, by name (a link's val_loss{rank=0} is val_loss), or the default ones.
+  if (table.metrics) table.metrics = metrics;
+  else table.pageMetrics = metrics;
 }
 
 function runColumns() {
@@ -88,9 +101,9 @@ function runColumns() {
   return [
     {title: "name", key: "name", cell: (r) => r.name || r.run_id, group: (g) => g.value == null ? "(none)" : String(g.value)},
     {title: "status", key: "status", cell: (r) => r.status, group: (g) => `${g.count} run${g.count === 1 ? "" : "s"}`},
-    ...shownMetrics().map((k) => ({title: `${metricName(k)}.${f}`, key: `${metricName(k)}.${f}`, num: true,
-                                   cell: (r) => fmtNum(((r.metrics || {})[k] || {})[f]),
-                                   group: (g) => fmtStats(g.metrics[`${metricName(k)}.${f}`])})),
+    ...shownMetrics().map((k) => ({title: `${k}.${f}`, key: `${k}.${f}`, num: true,
+                                   cell: (r) => fmtNum(((r.named || {})[k] || {})[f]),
+                                   group: (g) => fmtStats(g.metrics[`${k}.${f}`])})),
     ...table.params.map((k) => ({title: k, key: "config." + k, cell: (r) => fmtNum((r.config || {})[k])})),
     {title: "project", key: "project", cell: (r) => r.project || ""},
     {title: "group", key: "group", cell: (r) => r.group || ""},
@@ -126,7 +139,7 @@ function renderRuns() {
   $("prev").disabled = !!table.groups || table.offset === 0;
   $("next").disabled = !!table.groups || table.offset + PAGE >= table.total;
   if (!$("metric-picker").open) $("metric-columns").innerHTML = table.knownMetrics.map((k) =>
-    `<label><input type="checkbox" value="${escapeHtml(k)}"${shownMetrics().includes(k) ? " checked" : ""}> ${escapeHtml(metricName(k))}</label>`).join("");
+    `<label><input type="checkbox" value="${escapeHtml(k)}"${shownMetrics().includes(k) ? " checked" : ""}> ${escapeHtml(k)}</label>`).join("");
   const groupOptions = ["", "group", "project", ...table.params.map((k) => "config." + k)];
   if (table.groupBy && !groupOptions.includes(table.groupBy)) groupOptions.push(table.groupBy);
   $("group-by").innerHTML = groupOptions.map((k) => `<option value="${escapeHtml(k)}">${k ? "group by " + escapeHtml(k) : "no grouping"}</option>`).join("");

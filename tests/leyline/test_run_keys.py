@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from leyline import Metrics, make_event
 from leyline.query import field_of, short_key
-from leyline.run_keys import shown_key, shown_metrics, shown_point, stored_key
+from leyline.run_keys import run_key, shown_key, shown_metrics, shown_point, stored_key
 from leyline.series import points_of
 
 
@@ -36,3 +36,14 @@ def test_a_point_takes_its_runs_key():
     shown = shown_point(point, 1)
     assert (shown.key, shown.labels, shown.value, shown.step) == ("loss{split=val}", {"split": "val"}, 0.5, 3)
     assert shown_point(point, 2) is point
+
+
+def test_a_series_however_written_is_read_under_the_key_its_run_shows():
+    """A query's or a column's ``val_loss`` is rank 0's whatever the run's ranks; so is an older link's
+    ``val_loss{rank=0}`` in a run of one rank; another rank's is its own."""
+    for written in ("val_loss", "val_loss{rank=0}"):
+        assert run_key(written, 1) == "val_loss" and run_key(written, 2) == "val_loss{rank=0}"
+    assert run_key("val_loss{rank=1}", 2) == "val_loss{rank=1}" and run_key("val_loss{rank=1}", 1) == "val_loss{rank=1}"
+    assert run_key("acc{env=2}", 1) == "acc{env=2}" and run_key("acc{env=2}", 4) == "acc{env=2,rank=0}"
+    assert run_key("x.min{}", 1) == "x.min" and run_key("x.min{}", 2) == "x.min{rank=0}", "a query's x.min"
+    assert stored_key("x.min{}") == "x.min{rank=0}" and run_key("not{a key", 2) == "not{a key"

@@ -150,8 +150,9 @@ def _head_keys(page):
 
 
 def test_the_page_shows_the_columns_the_server_serves_with_the_page(browser, sweep):
-    """The page computes no column of its own: it shows the metrics, config keys and names ``GET /runs-table``
-    serves (``leyline.runs_table``, the console's rule), and what it is served instead if that changes."""
+    """The page computes no column of its own: it shows the metric columns (by name) and config keys
+    ``GET /runs-table`` serves (``leyline.runs_table``, the console's rule), and what it is served instead if that
+    changes."""
     url, _, _ = sweep
     served = httpx.get(url + "/runs-table", params={"limit": 100, "offset": 0}).json()
     columns = served["columns"]
@@ -160,14 +161,13 @@ def test_the_page_shows_the_columns_the_server_serves_with_the_page(browser, swe
     page, outside, errors = open_page(browser, url)
     page.goto(url + "/ui")
     _wait_table(page, 7)
-    assert _head_keys(page) == [*frame[0], *(f"{columns['names'][k]}.best" for k in columns["metrics"]),
+    assert _head_keys(page) == [*frame[0], *(f"{k}.best" for k in columns["metrics"]),
                                 *(f"config.{k}" for k in columns["params"]), *frame[1]]
 
     def other_columns(route):
         reply = route.fetch()
         body = reply.json()
-        body["columns"] = {"metrics": ["loss"], "params": ["optimizer"],
-                           "names": {**body["columns"]["names"], "loss": "served.name"}}
+        body["columns"] = {**body["columns"], "metrics": ["served.name"], "params": ["optimizer"]}
         route.fulfill(response=reply, json=body)
 
     other, outside_too, errors_too = open_page(browser, url)

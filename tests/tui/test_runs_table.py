@@ -7,6 +7,7 @@ from leyline.groups import GroupRow, MetricStats
 from leyline.query import short_key
 from leyline.runs_table import differing_params, shared_metrics, table_columns
 from tests.support.server import running_server
+from tests.support.sweep import best_text, mixed_ranks, store_runs
 from tests.tui.live_console import console, until
 from tests.tui.producer import scripted_trainer
 from tests.tui.scenario import scripted_run
@@ -41,7 +42,7 @@ def test_columns_are_the_shared_metrics_then_the_config_values_that_differ():
     assert shared_metrics([runs[0]]) == ["loss", "val_loss"] and shared_metrics([runs[2]]) == []
     ranks = RunSummary(run_id="r", **WHO, metrics={k: runs[0].metrics["loss"]
                                                    for k in ("loss{rank=1}", "x{rank=0}")})
-    assert shared_metrics([ranks]) == ["x{rank=0}"], "rank 0's series by default"
+    assert shared_metrics([ranks]) == ["x"], "rank 0's series by default, by its name"
     assert short_key("acc{env=2,rank=0}") == "acc{env=2}" and short_key("x.min{rank=0}") == "x.min{}"
     assert short_key("loss{rank=1}") == "loss{rank=1}" and series_name("acc{env=2}.best") == "acc"
     assert series_name("x.min{}.last") == "x.min" and series_name("val_loss.best") == "val_loss"
@@ -67,7 +68,7 @@ def test_the_default_columns_keep_the_run_s_machinery_out():
     machinery = RunSummary(run_id="e", **WHO, metrics=dict.fromkeys(keys, summary))
     assert table_columns([machinery]).metrics == [], "the run's machinery, other kinds' measures, other ranks"
     both = [machinery, RunSummary(run_id="l", **WHO, metrics={"final_accuracy{rank=0}": summary, **machinery.metrics})]
-    assert table_columns(both).metrics == ["final_accuracy{rank=0}"], "a loop's own (logged or set outright)"
+    assert table_columns(both).metrics == ["final_accuracy"], "a loop's own (logged or set outright)"
     assert table_columns(both).names["final_accuracy{rank=0}"] == "final_accuracy" and table_columns(both).params == []
 
 
@@ -108,6 +109,27 @@ async def test_the_cursor_stays_on_its_run_when_a_new_live_run_appears_above_it(
                     assert view.run_id == "run-first"
 
 
+
+async def test_runs_of_one_and_of_two_ranks_share_one_metric_column(tmp_path):
+    """One ``val_loss.best`` column holds both runs' values, rank 0's of the run of two (``leyline.runs_table``);
+    rank 1's is a column the metric picker offers."""
+    with running_server(tmp_path) as url:
+        one, two = runs = mixed_ranks()
+        ids = store_runs(url, runs)
+        app = console(url)
+        async with app.run_test(size=(160, 30)) as pilot:
+            picker = await until(pilot, lambda: isinstance(app.screen, RunPickerScreen) and app.screen, "picker")
+            await until(pilot, lambda: sorted(picker.order) == sorted(ids.values()), "both runs")
+            keys = [str(k.value) for k in picker.table.columns]
+            assert [k for k in keys if k.endswith(".best")] == ["loss.best", "val_loss.best"]
+            assert [picker.table.get_cell(ids[spec.name], "val_loss.best").plain for spec in runs] == [
+                best_text(one), best_text(two)]
+            assert [k for k in picker.known_metrics if k.startswith("val_loss")] == ["val_loss", "val_loss{rank=1}"]
+            picker.set_metrics(["val_loss{rank=1}"])
+            await until(pilot, lambda: "val_loss{rank=1}.best" in [str(k.value) for k in picker.table.columns],
+                        "rank 1's column")
+            assert [picker.table.get_cell(ids[spec.name], "val_loss{rank=1}.best").plain for spec in runs] == [
+                "—", best_text(two, 1)]
 
 
 def test_a_long_header_is_cut_at_its_end_never_its_start():

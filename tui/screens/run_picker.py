@@ -155,7 +155,8 @@ class RunPickerScreen(PickerActions, Screen[None]):
         self.selected &= set(self.runs)
         if self.data.groups is None:  # grouped, the runs shown are those of the groups opened: not a page
             page = table_columns(self.data.runs)
-            self.page_metrics, self.param_keys, self.known_metrics = page.metrics, page.params, list(page.names)
+            self.page_metrics, self.param_keys, self.known_metrics = (page.metrics, page.params,
+                                                                   sorted(set(page.names.values())))
         if self.data.groups is None and self._metric_columns() != self.query_state.metrics:
             self.requery()  # what a grouping would summarise follows the page's columns: asked from now on
         self.rebuild()
