@@ -108,9 +108,11 @@ class Run(RunCore):
         """The run log held events already (its ``run_id`` continued): ``end`` before a start sends no
         ``run_started`` into it."""
         self._watch = ModelWatch(runtime.emit, lambda: runtime.level)
-        self._step = self._epoch = 0
-        self._stepped = False
-        """A step has begun (``run.step()``, or ``resume``): ``_step`` is the step in progress, not the 0 before one."""
+        self._step = self._epoch = self._next = 0
+        """``_next``: the step the next ``run.step()`` begins (unless its ``at`` says a later one)."""
+        self._stepped = self._ran = False
+        """A step has begun (``run.step()``, or ``resume``): ``_step`` is the step in progress, not the 0 before one;
+        ``_ran``: one began in this process (its watch has something to read at the next boundary)."""
         self._started_at = time.monotonic()
         self._started = False
         self.metadata = msgspec.structs.replace(settings.metadata, summary=dict(settings.metadata.summary))
@@ -262,6 +264,7 @@ class Run(RunCore):
                              f"and windows), got {control!r}"[:300])
         self._started = self._stepped = True
         self._step, self._epoch = resumed.checkpoint_step, resumed.checkpoint_epoch
+        self._next = resumed.checkpoint_step  # the checkpoint was taken as that step began: it is done again
         self.runtime.resume_at(resumed.checkpoint_step, resumed.checkpoint_epoch, dict(control), resumed)
         self._start_beside()
         return self
@@ -298,18 +301,17 @@ class Run(RunCore):
         ``step``. ``at``: the step that begins, in the loop's own count, for a loop that reaches boundaries only
         now and then (a logger called every 100 steps); it only goes forward (default: the next)."""
         self._check_open("run.step")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 0
-                               or (self._stepped and at <= self._step)):
-            raise ValueError(f"run.step: at must be an int past the current step {self.current_step}, got {at!r}")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < self._next):
+            raise ValueError(f"run.step: at must be an int, the next step {self._next} or later, got {at!r}")
         self.start()
-        if self._stepped:
-            done = self._step
-            self._watch.collect(done)
-            self._watch.collect_histograms(done)
-            if self.steps_per_epoch and (done + 1) % self.steps_per_epoch == 0:
-                self.epoch_end()
-        self._step = at if at is not None else self._step + 1 if self._stepped else 0
-        self._stepped = True
+        if self._ran:
+            self._watch.collect(self._step)
+            self._watch.collect_histograms(self._step)
+        begins = self._next if at is None else at
+        if self.steps_per_epoch and self._epoch < begins // self.steps_per_epoch:
+            self.epoch_end()  # at most one a boundary, however far ``at`` jumps
+        self._step, self._next = begins, begins + 1
+        self._stepped = self._ran = True
         self.runtime.step_boundary(self._step, self._epoch)
         return contextlib.nullcontext()
 

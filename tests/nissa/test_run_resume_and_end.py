@@ -35,7 +35,7 @@ def test_a_resumed_run_goes_on_from_its_checkpoint_with_its_level_and_window(tmp
     with pytest.raises(RuntimeError, match="has started already"):
         again.resume(_resumed(step=7, epoch=2), control)
     again.step()
-    assert again.current_step == 8 and again.runtime.step == 8
+    assert again.current_step == 7 and again.runtime.step == 7  # the checkpoint's step, done again
     assert again.level is TelemetryLevel.DEBUG  # the checkpoint's window, opened again
     again.log({"loss": 0.5})
     again.finish()
@@ -46,7 +46,7 @@ def test_a_resumed_run_goes_on_from_its_checkpoint_with_its_level_and_window(tmp
     assert EventKind.RUN_STARTED not in kinds[resumed_at:]
     assert (events[resumed_at].step, events[resumed_at].epoch) == (7, 2)
     loss = next(e for e in events[resumed_at:] if e.kind is EventKind.METRICS)
-    assert loss.step == 8 and loss.payload.values == {"loss": 0.5}
+    assert loss.step == 7 and loss.payload.values == {"loss": 0.5}
     assert events[-1].kind is EventKind.RUN_FINISHED and events[-1].payload.status == "completed"
 
 
