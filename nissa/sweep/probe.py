@@ -115,7 +115,8 @@ def _run(command: list[str], params: dict[str, Value], folder: pathlib.Path, tim
     try:
         steering = msgspec.json.decode(report.read_bytes(), type=Steering) if report.exists() else None
     except msgspec.DecodeError as bad:
-        raise ProbeFailed(f"wrote a report of its hooks that cannot be read: {bad}") from None
+        raise ProbeFailed("wrote a report of its hooks that cannot be read: "
+                          f"{visible(str(bad), one_line=True)[:300]}") from None
     return Ended(code=code, tail=_tail(errors), steering=steering)
 
 

@@ -313,6 +313,9 @@ class SeriesWriter:
         if watermark(conn, lock=True) != mark:
             return False
         pending, owner, _ = series_split.state(conn)
+        if pending and pending <= mark:  # the watermark passed it (a server that knows no parts charted it): over
+            series_split.end(conn)
+            pending = 0
         if (again or pending) and pending != end or pending and not again and owner != self.token:
             return False
         if again:

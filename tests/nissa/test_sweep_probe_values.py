@@ -39,3 +39,17 @@ def test_a_malformed_probe_variable_is_refused_naming_it(monkeypatch):
         current()
     monkeypatch.delenv("NISSA_SWEEP_PROBE")
     assert current() is None
+
+
+def test_a_probes_unreadable_report_is_refused_with_its_text_made_visible():
+    """A command (a shared spec's) that writes a report of its hooks with an escape sequence in a field's name:
+    the refusal shows it, the terminal never receives it."""
+    import sys
+
+    from nissa.sweep.probe import ProbeFailed, probe
+
+    writes = ("import json, os; report = json.loads(os.environ['NISSA_SWEEP_PROBE'])['report']; "
+              "open(report, 'w').write(json.dumps({'\\x1b]0;pwned\\x07\\x1b[2J': 1}))")
+    with pytest.raises(ProbeFailed, match="cannot be read") as refused:
+        probe([sys.executable, "-c", writes], {}, timeout_s=60)
+    assert "\x1b" not in str(refused.value) and "\x07" not in str(refused.value)

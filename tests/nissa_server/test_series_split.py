@@ -185,3 +185,27 @@ async def test_prune_finishes_a_pass_a_server_left_halfway_before_it_thins(tmp_p
     await again.close()
     assert code == 0 and pending == 0 and mark == len(events)
     assert charts == _expected(events) and points == 2 * NAMES, "charted whole and once, then thinned"
+
+
+async def test_a_pass_in_parts_whose_end_the_watermark_passed_stops_no_later_pass(tmp_path):
+    """A server that knows no parts (an older one on the same database) charts past a pass in parts: the
+    leftover marker is cleared by the next pass instead of refusing every pass from then on."""
+    store, (run,) = await started(tmp_path, "passed", series_interval_s=NEVER)
+    await _submit(store, run, _wide(run.run_id, rounds=1))
+    blocks = await store.read(lambda conn: conn.execute("SELECT id, body FROM event_blocks WHERE run_key = ?",
+                                                        (run.run_key,)).fetchall())
+    charted = chart((run.run_key, int(first_id), bytes(body)) for first_id, body in blocks)
+    writer, parts = SeriesWriter(), []
+    for _ in writer.rows_steps(charted, parts, per_part=PER_PART):
+        pass
+    mark, end = await store.read(series_sql.watermark), store.published_upto
+    assert await store.call(lambda conn: writer.write_pass(conn, mark, end, parts[0], last=False))
+    await store.call(lambda conn: conn.execute("UPDATE series_progress SET upto = ? WHERE id = 1", (end,)))
+    await _submit(store, run, _wide(run.run_id, rounds=2)[3:4])
+    for _ in range(3):
+        await store.series_pass.once()
+    try:
+        assert await store.read(series_sql.watermark) == store.published_upto
+        assert await store.read(series_split.pending_end) == 0
+    finally:
+        await store.close()
