@@ -84,7 +84,7 @@ def series_bytes(conn, run_key: int) -> int:
 
 def series_read(conn, run_key: int, points: int) -> bytes:
     data = series_queries.read_series(conn, run_key, NAME, "step", None, points).series
-    reply = SeriesReply(name=NAME, x="step", series=shape("bench-series", data, points))
+    reply = SeriesReply(name=NAME, x="step", series=shape("bench-series", data, points, 1))
     assert len(reply.series[0].x) <= points
     return json_response(reply).body
 

@@ -9,6 +9,7 @@ from fastapi import HTTPException, Query, Request, Response
 
 from leyline import query
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
+from leyline.run_keys import run_key
 from leyline.series import parse_key
 from nissa_server.access import Access, guarded
 from nissa_server.deps import NissaDep, run_or_404
@@ -123,7 +124,7 @@ async def get_bands(
             except series_queries.TooManySeries as err:
                 raise HTTPException(422, f"run {rid!r}: {err}") from None
             for s in shape(rid, page.series, max_points, world):
-                lines.setdefault(s.key, []).append((s.x, s.y))
+                lines.setdefault(run_key(s.key, 1), []).append((s.x, s.y))  # rank 0's bands with a one-rank run's
     bands = [band(key, parse_key(key)[1], each, max_points) for key, each in sorted(lines.items())]
     return json_response(BandsReply(name=name, x=x, runs=run_ids, bands=bands))
 

@@ -49,6 +49,7 @@ async function addDistributions(view) {
   if (view.closed || view !== state.view) return;
   box.hidden = !page.total && !q;
   box.dataset.total = String(page.total);
+  box.dataset.names = page.names.join("\n");  // with the total: the page these charts are of
   $("distribution-page").textContent = page.total ? `${offset + 1}–${offset + page.names.length} of ${page.total}` : "none";
   $("distribution-prev").disabled = offset === 0;
   $("distribution-next").disabled = offset + DISTRIBUTION_PAGE >= page.total;
@@ -63,7 +64,6 @@ async function addDistributions(view) {
     await chart.load(view.runs[0], null);
     chart.render();
   }
-  box.dataset.names = page.names.join("\n");
 }
 
 async function showDistributions(view) { await addDistributions(view); }

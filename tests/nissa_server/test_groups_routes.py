@@ -7,7 +7,7 @@ import statistics
 import httpx
 import pytest
 
-from tests.support.sweep import SweepRun, lr_sweep, store_runs
+from tests.support.sweep import SweepRun, lr_sweep, mixed_ranks, store_runs
 
 
 def _runs(url, tmp_path):
@@ -32,6 +32,14 @@ def test_band_over_runs_is_mean_min_max_at_each_step(server_url, tmp_path):
     assert bad.status_code == 404 and "nope" in bad.json()["detail"]
     many = httpx.get(f"{server_url}/run-groups/series/val_loss", params={"runs": ",".join(f"r{i}" for i in range(201))})
     assert many.status_code == 422
+
+
+def test_a_band_over_runs_of_one_rank_and_of_two_is_one_band_of_rank_0s_series(server_url):
+    ids = store_runs(server_url, mixed_ranks(steps=3))
+    reply = httpx.get(f"{server_url}/run-groups/series/val_loss", params={"runs": ",".join(ids.values())}).json()
+    bands = {band["key"]: band for band in reply["bands"]}
+    assert sorted(bands) == ["val_loss", "val_loss{rank=1}"]
+    assert bands["val_loss"]["n"] == [2, 2, 2] and bands["val_loss{rank=1}"]["n"] == [1, 1, 1]
 
 
 def test_config_diff_of_three_runs(server_url, tmp_path):

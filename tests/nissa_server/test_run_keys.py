@@ -64,8 +64,7 @@ async def test_the_rank_is_in_a_runs_keys_only_when_it_has_several(tmp_path):
             assert pages == [s["key"] for s in listed]
             bands = (await http.get("/run-groups/series/loss", params={"runs": "one,two"})).json()["bands"]
             assert [(b["key"], b["labels"]) for b in bands] == [
-                ("loss", {}), ("loss{rank=0}", {"rank": "0"}), ("loss{rank=1}", {"rank": "1"}),
-                ("loss{split=val}", {"split": "val"})]
+                ("loss", {}), ("loss{rank=1}", {"rank": "1"}), ("loss{split=val}", {"split": "val"})]
 
             found = (await http.get("/runs", params={"q": "loss.best<0.45", "sort": "loss.best"})).json()
             assert [r["run_id"] for r in found] == ["two", "one"], "rank 0's of the run of two"

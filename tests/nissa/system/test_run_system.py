@@ -38,7 +38,7 @@ def test_a_run_streams_system_series_by_default(tmp_path):
         assert any(e.kind is EventKind.SYSTEM for e in events)  # the last sample at the latest, taken at finish
         listing = wait_for(lambda: [s for s in httpx.get(f"{url}/runs/{run.run_id}/series").json()
                                     if s["name"] == "system.memory.process_rss_bytes"], 30, "the system series")
-        assert listing[0]["kind"] == "system" and listing[0]["labels"] == {"rank": "0"}
+        assert listing[0]["kind"] == "system" and listing[0]["labels"] == {}  # a run of one rank: no rank label
         reply = httpx.get(f"{url}/runs/{run.run_id}/series/system.memory.process_rss_bytes").json()
         assert reply["series"][0]["y"][-1] > 1e6
 
