@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from leyline import SERVER_RANK, AlertChanged, Severity, StacksRequest
 from leyline.commands import MAX_REASON_CHARS
+from leyline.run_keys import stored_key
 from nissa_server.alerts.engine import AlertEngine, Firing, Snapshot, Verdict, last_event_id, read_snapshot
 from nissa_server.alerts.notify import MAX_ATTEMPTS, RateLimit, backoff_s, send
 from nissa_server.alerts.rules import AlertRules, Rule
@@ -77,14 +78,17 @@ class AlertService:
             raise
 
     async def _apply(self, snap: Snapshot, verdict: Verdict, now: float) -> None:
-        open_keys = {(rule, run_key, subject) for _, run_key, rule, subject, *_ in snap.firing}
+        # A series' subject by its stored key: an alert opened under ``val_loss{rank=0}`` (before a run of one rank
+        # showed it as ``val_loss``) is the same alert as one firing now under ``val_loss``.
+        open_keys = {(rule, run_key, stored_key(subject)): subject for _, run_key, rule, subject, *_ in snap.firing}
         for f in verdict.firing:
-            if (f.rule.name, f.run_key, f.subject) in open_keys:
+            held = open_keys.get((f.rule.name, f.run_key, stored_key(f.subject)))
+            if held is not None:
                 if f.renewed:
                     await self._store.call(functools.partial(alerts_sql.touch_alert, rule=f.rule.name,
-                                                             run_key=f.run_key, subject=f.subject, now=now))
+                                                             run_key=f.run_key, subject=held, now=now))
                 continue
-            open_keys.add((f.rule.name, f.run_key, f.subject))
+            open_keys[(f.rule.name, f.run_key, stored_key(f.subject))] = f.subject
             await self._open(f, now)
         for alert_id, rule, why in verdict.resolved:
             await self._resolve(alert_id, rule, why, now)

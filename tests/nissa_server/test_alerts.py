@@ -266,3 +266,32 @@ async def test_a_rank_that_trains_slower_than_the_others_for_a_while_is_a_stragg
             await rank1.send([make_event(timing(110.0), run_id=run, seq=3, ts=1.7e9, rank=1, step=4, epoch=0)])
             bodies = [b for _, b in hook.wait(lambda bodies: len(bodies) >= 2, timeout=30)]
             assert bodies[1]["title"] == "[nissa] resolved: slow: demo: rank 1"
+
+
+@pytest.mark.single_backend
+async def test_an_alert_fired_under_a_series_stored_key_is_the_one_firing_under_its_shown_key(tmp_path):
+    """An alert an older version opened under ``loss{rank=0}`` on a run of one rank (which now shows the series as
+    ``loss``): while the condition holds, no second alert opens for it, and it resolves once."""
+    import asyncio
+    import sqlite3
+
+    from leyline import Metrics
+    from nissa_server.store.alerts_sql import open_key
+
+    with webhook_receiver() as hook, _fast(tmp_path, _rules(
+            hook.url, {"name": "high", "when": "threshold", "series": "loss", "above": 1.0})) as url:
+        run = "upgraded"
+        await ingest_events(url, events_for(run, 2, started=True) + [_event(run, 3, Metrics(values={"loss": 5.0}), 3)])
+        hook.wait(lambda bodies: len(bodies) >= 1)
+        with sqlite3.connect(tmp_path / "nissa.db", timeout=30) as db:  # as an older version stored it
+            run_key, = db.execute("SELECT run_key FROM alerts").fetchone()
+            db.execute("UPDATE alerts SET subject = ?, open_key = ?",
+                       ("loss{rank=0}", open_key("high", run_key, "loss{rank=0}")))
+        await ingest_events(url, [_event(run, 4, Metrics(values={"loss": 6.0}), 4)])
+        await asyncio.sleep(2.0)  # ten sweeps of the rules with the condition still holding
+        async with httpx.AsyncClient(base_url=url) as http:
+            alerts = (await http.get(f"/runs/{run}/alerts")).json()
+            assert [(a["subject"], a["status"]) for a in alerts] == [("loss{rank=0}", "firing")]
+            await ingest_events(url, [_event(run, 5, Metrics(values={"loss": 0.5}), 5)])
+            posts = hook.wait(lambda bodies: any("resolved" in b["title"] for b in bodies))
+            assert [b["title"].split(":")[0] for _, b in posts] == ["[nissa] high", "[nissa] resolved"]
