@@ -65,6 +65,7 @@ class Steering {
     this.root.dataset.ready = "1";
     this.panels = [];
     await this.startPanels(live);
+    if (this.closed) return;
     if (live && !(this.info.panels || []).length) this.askLater();
     await this.history.start(live);
   }
@@ -75,7 +76,11 @@ class Steering {
     this.esper = (this.info.panels || []).includes("esper");
     this.panels = (this.info.panels || []).filter((name) => CLIENT_PANELS[name])  // esper.js
       .map((name) => new CLIENT_PANELS[name](this.runId, name));
-    for (const panels of this.panels) await panels.start(live);
+    for (const panels of this.panels) {
+      if (this.closed) return;
+      await panels.start(live);
+      if (this.closed) panels.stop();  // closed while it started: close() may have stopped it before it began
+    }
   }
 
   // A live run's page opened before the run made any event of its client's kinds (an Esper run in its first
