@@ -82,13 +82,14 @@ class AlertService:
         # showed it as ``val_loss``) is the same alert as one firing now under ``val_loss``.
         open_keys = {(rule, run_key, stored_key(subject)): subject for _, run_key, rule, subject, *_ in snap.firing}
         for f in verdict.firing:
-            held = open_keys.get((f.rule.name, f.run_key, stored_key(f.subject)))
+            key = (f.rule.name, f.run_key, stored_key(f.subject))
+            held = open_keys.get(key)
             if held is not None:
                 if f.renewed:
                     await self._store.call(functools.partial(alerts_sql.touch_alert, rule=f.rule.name,
                                                              run_key=f.run_key, subject=held, now=now))
                 continue
-            open_keys[(f.rule.name, f.run_key, stored_key(f.subject))] = f.subject
+            open_keys[key] = f.subject
             await self._open(f, now)
         for alert_id, rule, why in verdict.resolved:
             await self._resolve(alert_id, rule, why, now)
