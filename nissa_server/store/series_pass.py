@@ -142,6 +142,8 @@ class SeriesPass:
         self.take_over_after_s = series_split.STALE_S
         """A pass in parts of another writer is finished here once none of its parts was written for this long (0:
         at once, as ``nissa-server prune`` does before it thins what the pass has not charted)."""
+        self._watched: tuple[int, float, float] | None = None
+        """The pass in parts of another writer last seen: (its writer, its last part's stamp, when first seen so)."""
 
     @property
     def waiting(self) -> int:
@@ -229,12 +231,13 @@ class SeriesPass:
         mark, (pending, owner, touched) = await store.read(_progress)
         self.mark = max(self.mark or 0, mark)
         if pending > mark:  # a pass in parts in progress (another server's), or stopped halfway
-            if owner != store.series.token and store.series.clock() - touched < self.take_over_after_s:
+            if owner != store.series.token and not self._stale(owner, touched):
                 return False, mark  # its writer goes on with it
             heads = await store.read(_heads, mark, pending, KEPT_EVENTS)
             charted = await self._chart(await self._bodies(heads))
             self.gathered_again += charted.events
-            return True, (pending if await self._write(mark, pending, charted, again=True) else mark)
+            written = await self._write(mark, pending, charted, again=True, seen=(owner, touched))
+            return True, (pending if written else mark)
         if mark >= upto:
             return False, mark
         own = taken.first_ids if taken.whole else []
@@ -261,15 +264,26 @@ class SeriesPass:
             return True, mark
         return more, end
 
-    async def _write(self, mark: int, end: int, charted: Charted, again: bool = False) -> bool:
+    def _stale(self, owner: int, touched: float) -> bool:
+        """Whether another writer's pass in parts (``owner``, its last part stamped ``touched``) wrote no part for
+        ``take_over_after_s``: timed by this server's clock from when it first saw that stamp, never by comparing the
+        stamp with this clock (two servers' clocks may be apart)."""
+        now = self._store.series.clock()
+        if self._watched is None or self._watched[:2] != (owner, touched):
+            self._watched = (owner, touched, now)
+        return now - self._watched[2] >= self.take_over_after_s
+
+    async def _write(self, mark: int, end: int, charted: Charted, again: bool = False,
+                     seen: tuple[int, float] | None = None) -> bool:
         """``charted`` written, the watermark moved from ``mark`` to ``end``; False if it was no longer ``mark``. Its
-        rows are made first, on the event loop in slices: the transaction holds the writer only to store them."""
+        rows are made first, on the event loop in slices: the transaction holds the writer only to store them.
+        ``seen``: a take-over's (writer, stamp) of the pass in parts, refused if a part was written since."""
         store = self._store
         parts: list[PassRows] = []
         await self._in_slices(store.series.rows_steps(charted, parts, store.series_per_part))
         for i, rows in enumerate(parts, 1):  # a part a transaction (``series_split``): ingest's go on between them
             if not await store.series_call(functools.partial(store.series.write_pass, mark=mark, end=end, rows=rows,
-                                                             last=i == len(parts), again=again)):
+                                                             last=i == len(parts), again=again, seen=seen)):
                 return False
         self.passes += 1
         return True

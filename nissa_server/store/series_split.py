@@ -10,9 +10,11 @@ anything: a written series' rows hold its points up to that end, so a read leave
 charts itself from the events past the watermark (``tail``); a series not written yet is charted from the events as
 before; a run's summaries are each exact up to the watermark or up to that end. A pass that stops halfway
 (kill -9, an error, a server gone) is finished by the next pass: its own writer's at once, another's (on a shared
-database, or after a restart) once no part was written for ``STALE_S``. That pass charts the same events again,
-writes only the series not listed, and ends it; a part of the writer it took over from is refused from then on
-(``OWNER``; each part locks the watermark's row), so each series is written once.
+database, or after a restart) once no part was written for ``STALE_S`` (timed by its own clock from when it first saw
+the last part's stamp: two servers' clocks may be apart). That pass charts the same events again, writes only the
+series not listed, and ends it; refused if a part was written meanwhile (the stamp is read again under the lock); a
+part of the writer it took over from is refused from then on (``OWNER``; each part locks the watermark's row), so
+each series is written once.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ SCHEMA = """
 OWNER = 5
 """The ``series_progress`` row of the writer writing the pass in parts (its ``SeriesWriter.token``)."""
 TOUCHED = 6
-"""The ``series_progress`` row of when its last part was written (unix milliseconds)."""
+"""The ``series_progress`` row of when its last part was written (unix milliseconds, stamped as the part ends)."""
 STALE_S = 10.0
 """A pass in parts with no part written for this long is finished by another pass (its writer died or is stuck): before,
 only its own writer writes its parts, which need not look for series written already."""

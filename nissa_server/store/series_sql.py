@@ -303,25 +303,26 @@ class SeriesWriter:
         return parts[0]
 
     def write_pass(self, conn: Conn, mark: int, end: int, rows: PassRows, last: bool = True,
-                   again: bool = False) -> bool:
+                   again: bool = False, seen: tuple[int, float] | None = None) -> bool:
         """``rows`` of the events after id ``mark`` up to ``end`` in the writer's transaction; with the ``last`` part
         of a pass, the watermark moved to ``end``; a part before it noted as written (``series_split``); ``again``: a
         part of a pass in parts that stopped halfway, its series written already left out. False (nothing written)
         where the watermark is no longer ``mark`` (another server's pass on a shared database charted them first),
-        or a pass in parts other than this one is in progress, or another writer took this one over."""
+        or a pass in parts other than this one is in progress, or another writer took this one over, or its writer
+        wrote a part since the take-over ``seen`` it (writer, stamp) idle (read again here, under the lock)."""
         began = time.thread_time()
         if watermark(conn, lock=True) != mark:
             return False
-        pending, owner, _ = series_split.state(conn)
+        pending, owner, touched = series_split.state(conn)
         if pending and pending <= mark:  # the watermark passed it (a server that knows no parts charted it): over
             series_split.end(conn)
             pending = 0
         if (again or pending) and pending != end or pending and not again and owner != self.token:
             return False
+        if again and seen is not None and owner != self.token and (owner, touched) != seen:
+            return False  # its writer went on meanwhile
         if again:
             rows = rows.without(series_split.written(conn, rows.runs))
-        if pending or not last:
-            series_split.claim(conn, end, self.token, self.clock())
         keys = sorted(rows.runs)
         alive = {r[0] for r in conn.execute(
             f"SELECT run_key FROM runs WHERE run_key IN ({','.join('?' * len(keys))})", keys)} if keys else set()
@@ -335,6 +336,8 @@ class SeriesWriter:
             self._indexed.clear()  # a flood of label sets: they are written again, and found there
         self._indexed.update(rows.indexed)
         summaries_sql.write_rows(conn, rows.stats, rows.declared if last else [], alive)
+        if pending or not last:  # stamped as the part ends: its length is not counted as the writer idle
+            series_split.claim(conn, end, self.token, self.clock())
         if not last:
             series_split.note(conn, [(r[0], r[2]) for r in rows.chunks])
         else:

@@ -151,6 +151,60 @@ async def test_a_writer_whose_pass_was_taken_over_writes_no_more_of_it(tmp_path)
     assert summaries == {f"w.{i:03d}{{rank=0}}": (1, float(i)) for i in range(NAMES)}
 
 
+async def _begun_elsewhere(store, run) -> tuple[SeriesWriter, list, int, int]:
+    """A pass in parts begun by another server's writer (its first part written), on ``store``'s database."""
+    await _submit(store, run, _wide(run.run_id, rounds=1))
+    blocks = await store.read(lambda conn: conn.execute("SELECT id, body FROM event_blocks WHERE run_key = ?",
+                                                        (run.run_key,)).fetchall())
+    charted = chart((run.run_key, int(first_id), bytes(body)) for first_id, body in blocks)
+    other, parts = SeriesWriter(), []
+    for _ in other.rows_steps(charted, parts, per_part=PER_PART):
+        pass
+    mark, end = await store.read(series_sql.watermark), store.published_upto
+    assert await store.call(lambda conn: other.write_pass(conn, mark, end, parts[0], last=False))
+    return other, parts, mark, end
+
+
+async def test_a_server_whose_clock_is_ahead_does_not_take_over_a_live_pass_in_parts(tmp_path):
+    store, (run,) = await started(tmp_path, "skewed", series_interval_s=NEVER)
+    store.series_per_part = PER_PART
+    other, parts, mark, end = await _begun_elsewhere(store, run)
+    store.series.clock = lambda: time.time() + 3600  # this server's clock an hour ahead of the other's
+    assert await store.series_pass.once() is False, "its writer's last part is new to this server: left to it"
+    assert (await store.read(series_split.state))[1] == other.token
+    for i in range(1, len(parts)):  # the other server goes on, and ends its pass
+        assert await store.call(lambda conn, i=i: other.write_pass(conn, mark, end, parts[i],
+                                                                     last=i == len(parts) - 1))
+    points, pending = await _points(store), await store.read(series_split.pending_end)
+    await store.close()
+    assert points == NAMES and pending == 0
+
+
+async def test_a_take_over_is_refused_when_the_writer_wrote_a_part_after_it_was_seen_idle(tmp_path, monkeypatch):
+    store, (run,) = await started(tmp_path, "raced", series_interval_s=NEVER)
+    store.series_per_part = PER_PART
+    other, parts, mark, end = await _begun_elsewhere(store, run)
+    store.series_pass.take_over_after_s = 0  # seen idle at once: this server decides to take it over
+    real = store.series_call
+
+    async def raced(fn):  # ...and the other server writes its next part before this one's first part runs
+        monkeypatch.setattr(store, "series_call", real)
+        assert await store.call(lambda conn: other.write_pass(conn, mark, end, parts[1], last=False))
+        return await real(fn)
+
+    monkeypatch.setattr(store, "series_call", raced)
+    await store.series_pass.once()
+    owner = (await store.read(series_split.state))[1]
+    assert owner == other.token, "refused: the pass is still its writer's"
+    for i in range(2, len(parts)):
+        assert await store.call(lambda conn, i=i: other.write_pass(conn, mark, end, parts[i],
+                                                                     last=i == len(parts) - 1))
+    points, summaries = await _points(store), await _summaries(store, run)
+    await store.close()
+    assert points == NAMES
+    assert summaries == {f"w.{i:03d}{{rank=0}}": (1, float(i)) for i in range(NAMES)}
+
+
 async def test_prune_finishes_a_pass_a_server_left_halfway_before_it_thins(tmp_path):
     store, (wide,) = await started(tmp_path, "wide", series_interval_s=NEVER)
     store.series_per_part = PER_PART
