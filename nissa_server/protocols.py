@@ -28,6 +28,7 @@ LINK = "nissa.link"
 """Scope key of a websocket's ``Link``."""
 
 OnRefused = Callable[[str], None]
+_HEAD_END = b"\r\n\r\n"  # the parser takes no bare LF: a head ends at its first empty line, CRLF-terminated
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset and drops the send queue
 
 
@@ -83,6 +84,11 @@ class LimitedHttp(HttpToolsProtocol):
         self._on_refused = on_refused
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
+        """Bytes of the request head under way so far (or, between requests, of the next one)."""
+        self._in_head = True
+        self._head_started = False
+        self._head_tail = b""
+        self._lingering: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_bytes = 0
         self.waiting_since = 0.0
@@ -122,13 +128,37 @@ class LimitedHttp(HttpToolsProtocol):
         return True
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.awaiting_head and not self.transport.is_closing():
-            self._head_bytes += len(data)
+        if self._lingering is not None:  # answered and half-closed: what the peer still sends is dropped
+            return
+        if self._in_head:  # counted before the parser sees it: a head too large is never parsed
+            self._head_bytes += self._head_part(data)
             if self._head_bytes > self._limits.max_header_bytes:
-                self._refuse(431, "header_too_large", f"request head over {self._limits.max_header_bytes} bytes")
+                self._refuse(431, "header_too_large", f"request head over {self._limits.max_header_bytes} bytes",
+                             linger=True)
+                return
+        super().data_received(data)
+
+    def _head_part(self, data: bytes) -> int:
+        """How many of ``data``'s bytes belong to the request head under way: up to the empty line that ends it,
+        not the body after it; the CR and LF the parser skips before a request line count too.
+
+        A request pipelined behind another in one read is counted from the next read on only: the parser
+        reports no offset where the first one ends. That leaves one read (256 KiB) uncounted at most."""
+        start = 0
+        if not self._head_started:
+            start = len(data) - len(data.lstrip(b"\r\n"))
+            if start == len(data):
+                return start
+            self._head_started = True
+        seen = self._head_tail + data[start:]
+        end = seen.find(_HEAD_END)
+        if end < 0:
+            self._head_tail = seen[-(len(_HEAD_END) - 1):]
+            return len(data)
+        return start + end + len(_HEAD_END) - len(self._head_tail)
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
         self._cancel_head_timer()
         super().on_headers_complete()
         if not self.parser.should_upgrade():  # a websocket handshake has no body; its frames are not HTTP
@@ -140,6 +170,7 @@ class LimitedHttp(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._cancel_body_timer()
+        self._in_head, self._head_started, self._head_tail, self._head_bytes = True, False, b"", 0
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -150,11 +181,12 @@ class LimitedHttp(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         self._cancel_body_timer()
+        if self._lingering is not None:
+            self._lingering.cancel()
         super().connection_lost(exc)
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()
-        self._head_bytes = 0
         self.waiting_since = time.monotonic()
         self._head_timer = self.loop.call_later(self._limits.header_timeout_s, self._head_timeout)
 
@@ -197,8 +229,12 @@ class LimitedHttp(HttpToolsProtocol):
         else:
             self._refuse(408, "body_timeout", reason)
 
-    def _refuse(self, status: int, label: str, reason: str) -> None:
-        """Answer ``status`` with ``reason`` and close, whatever the parser was in the middle of."""
+    def _refuse(self, status: int, label: str, reason: str, *, linger: bool = False) -> None:
+        """Answer ``status`` with ``reason`` and close, whatever the parser was in the middle of.
+
+        ``linger``: the peer is likely still sending. Closing with its bytes unread would reset the connection,
+        and a reset discards the answer before the peer reads it; so our side ends after the answer and what
+        the peer still sends is read and dropped until it ends too, or ``close_grace_s`` has passed."""
         self._on_refused(label)
         self._cancel_head_timer()
         self._cancel_body_timer()
@@ -207,7 +243,11 @@ class LimitedHttp(HttpToolsProtocol):
             STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",
             b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body,
         ]))
-        self.transport.close()
+        if linger and self.transport.can_write_eof():
+            self.transport.write_eof()
+            self._lingering = self.loop.call_later(self._limits.close_grace_s, self.transport.close)
+        else:
+            self.transport.close()
 
 
 class LimitedWebSocket(WebSocketsSansIOProtocol):

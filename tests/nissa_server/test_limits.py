@@ -2,8 +2,10 @@
 displaced first), the watcher cap, the ingest idle timeout, and /healthz answering through all of it."""
 
 import asyncio
+import contextlib
 import resource
 import socket
+import threading
 import time
 
 import httpx
@@ -64,6 +66,22 @@ def _answer(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def _send(sock: socket.socket, data: bytes, piece: int) -> None:
+    with contextlib.suppress(OSError):  # the server may stop reading once it has answered
+        for i in range(0, len(data), piece):
+            sock.sendall(data[i:i + piece])
+
+
+def _ask(url: str, request: bytes, piece: int = 1 << 30) -> bytes:
+    """The answer to ``request``, read while it is still being sent (``piece`` bytes a write), as curl does."""
+    with socket.create_connection(_address(url), timeout=30) as sock:
+        sender = threading.Thread(target=_send, args=(sock, request, piece), daemon=True)
+        sender.start()
+        answer = _answer(sock)
+        sender.join(30)
+    return answer
+
+
 def _few_open_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
@@ -102,6 +120,32 @@ def test_a_head_must_come_whole_and_in_time(tmp_path):
         metrics = httpx.get(f"{url}/metrics", timeout=30).text
     for reason in ("idle", "header_timeout", "header_too_large"):
         assert f'nissa_connections_refused_total{{reason="{reason}"}}' in metrics, reason
+
+
+@pytest.mark.single_backend
+def test_a_head_over_64_kib_is_answered_431_however_it_arrives(tmp_path):
+    """In one write (a read of the server's may hold it all), in small ones, as a long request line, as a websocket
+    handshake, or 2 MB still coming when the answer goes out; a body after a head that fits is no head."""
+    refused = b"request head over 65536 bytes"
+    upgrade = (b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n")
+    heads = {f"{n} bytes of header": b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: %s\r\n\r\n"
+             % (b"b" * n) for n in (66_000, 100_000, 2_000_000)}
+    heads["a long request line"] = b"GET /healthz?q=%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % (
+        b"a" * 70_000)
+    heads["a websocket handshake"] = b"GET /ws/watch HTTP/1.1\r\nHost: x\r\n%s%s\r\n" % (
+        b"".join(b"X-Big-%d: %s\r\n" % (i, b"b" * 7000) for i in range(10)), upgrade)
+    body = b'{"run_id": "nope", "action": "debug", "epochs": 1, "reason": "r"' + b" " * 60_000 + b"}"
+    post = (b"POST /escalate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    with running_server(tmp_path) as url:
+        for what, head in heads.items():
+            for piece in (len(head), 4096):
+                answer = _ask(url, head, piece)
+                assert answer.startswith(b"HTTP/1.1 431") and answer.endswith(refused), (what, piece, answer[:200])
+        answer = _ask(url, post)
+        assert answer.startswith(b"HTTP/1.1 404") and b"unknown run" in answer, answer[:200]
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
 
 
 @pytest.mark.single_backend
