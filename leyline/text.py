@@ -55,9 +55,11 @@ def scrub_tree(value: T) -> T:
 
 
 _JSON_CONTROL = re.compile(
-    rb"(?<!\\)((?:\\\\)*)(?:\\u00(?:0[0-8bcef]|1[0-9a-f])|\\[bf])"  # C0, escaped (the backslash not itself escaped)
+    rb"(?<!\\)((?:\\\\)*)"  # an escape only where its backslash is not itself escaped (``\\u202e`` is text)
+    rb"(?:\\u(?i:00(?:0[0-8bcef]|1[0-9a-f]|7f|[89][0-9a-f])|202[a-e]|206[6-9])|\\[bf])"  # escaped, any case
     rb"|\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")  # DEL, C1, bidi: their UTF-8
-"""``CONTROL_CHARS`` in JSON as msgspec encodes it (a test holds the two to the same characters)."""
+"""``CONTROL_CHARS`` in JSON as any client writes them: as their UTF-8 (msgspec) or escaped (``json.dumps``: every
+one of them a ``\\uXXXX``, in upper or lower case); a test holds the two to the same characters."""
 _JSON_RAW = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
@@ -75,7 +77,7 @@ def _json_replace(match: re.Match[bytes]) -> bytes:
 
 
 def scrub_json(data: bytes) -> bytes:
-    """JSON (as msgspec encodes it) with each control character in any of its strings replaced by U+FFFD: the
+    """JSON (as any client encodes it) with each control character in any of its strings replaced by U+FFFD: the
     JSON of the same value with ``scrub`` applied to every string (keys too)."""
     return _JSON_CONTROL.sub(_json_replace, data) if _json_suspect(data) else data
 

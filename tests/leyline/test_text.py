@@ -1,5 +1,8 @@
 """What the server stores in place of a control character, and how a viewer shows one that reaches it."""
 
+import json
+import re
+
 import msgspec
 import pytest
 
@@ -21,18 +24,33 @@ def test_visible_shows_each_control_character_and_on_one_line_breaks_too():
     assert not any(has_control(visible(c)) for c in CONTROLS)
 
 
-@pytest.mark.parametrize("text", ["".join(CONTROLS), "\\" + "".join(CONTROLS), "\\\\u001b", "a\\b", "\\\x1b", "é\x9b"])
-def test_the_stored_json_is_the_json_of_the_scrubbed_text(text):
-    # What ingest does to encoded JSON (escaped or raw control characters) is what scrub does to the text.
-    body = msgspec.json.encode({text: [text]})
+def _upper_hex(body: bytes) -> bytes:
+    # The escapes' hex in upper case; an escaped backslash before ``u`` is text, as it stays.
+    return re.sub(rb"(?<!\\)((?:\\\\)*)\\u([0-9a-f]{4})", lambda m: m.group(1) + b"\\u" + m.group(2).upper(), body)
+
+
+ENCODERS = {"msgspec": msgspec.json.encode, "json.dumps": lambda v: json.dumps(v).encode(),
+            "upper case": lambda v: _upper_hex(json.dumps(v).encode())}
+"""JSON as clients write it: control characters raw (msgspec: DEL, C1 and bidi as UTF-8) or as ``\\uXXXX`` escapes
+(Python's ``json.dumps``: every one), the hex in lower or upper case."""
+
+
+@pytest.mark.parametrize("encode", ENCODERS.values(), ids=ENCODERS.keys())
+@pytest.mark.parametrize("text", ["".join(CONTROLS), "\\" + "".join(CONTROLS), "\\\\u001b", "\\u202e", "\\\\u202E",
+                                  "\\\u202e", "\\\\\x7f", "a\\b", "\\\x1b", "é\x9b"])
+def test_the_stored_json_is_the_json_of_the_scrubbed_text(text, encode):
+    # What ingest does to encoded JSON (escaped or raw control characters) is what scrub does to the text; an
+    # escaped backslash before ``u202e`` makes it text, not an escape.
+    body = encode({text: [text]})
     assert msgspec.json.decode(scrub_json(body)) == {scrub(text): [scrub(text)]}
 
 
 def test_the_json_rule_and_the_text_rule_take_the_same_characters():
-    # Every character of the first planes alone, escaped or raw as msgspec encodes it: scrub_json replaces it
+    # Every character of the first planes alone, raw or escaped as clients encode it: scrub_json replaces it
     # exactly where scrub does (a bidi override, U+202E, and the isolates are controls; U+200F, a mark, is not).
     for code in [*range(0x3000), 0xFEFF, 0x1F600]:
         text = chr(code)
-        assert msgspec.json.decode(scrub_json(msgspec.json.encode(text))) == scrub(text), hex(code)
+        for name, encode in ENCODERS.items():
+            assert msgspec.json.decode(scrub_json(encode(text))) == scrub(text), (hex(code), name)
     assert scrub("a\u202eb\u2066c\u200f") == "a\ufffdb\ufffdc\u200f"
     assert visible("\u202egnp.exe") == "<202E>gnp.exe"

@@ -4,11 +4,17 @@ on both stores; a field whose pattern refuses one is a 422 naming it."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
+import msgspec
 import pytest
 
-from leyline import RunStarted, make_event
+from leyline import Metrics, RunStarted, encode, make_event
 from leyline.calls import ArgSpec, CommandSpec
+from leyline.codec import decode_frame_wire
+from leyline.frames import EventBatch
+from leyline.series import format_key
 from nissa_server.alerts.rules import parse_rules
 from tests.support import IngestClient, running_server
 
@@ -21,6 +27,37 @@ async def _started(url: str, run_id: str, notes: str = "") -> None:
     async with IngestClient(url, run_id) as client:
         await client.send(events)
         await client.wait_ack(1)
+
+
+async def test_ingest_scrubs_control_characters_a_client_wrote_as_json_escapes(tmp_path):
+    # Python's json.dumps writes every one as ``\\uXXXX``: DEL, C1 and the bidi ones were stored as sent, and
+    # an escaped backslash before ``u202e`` is text that stays.
+    text, scrubbed = f"{HOSTILE}\x7f\\u202e", f"{SCRUBBED}\ufffd\\u202e"
+    label, label_scrubbed = "e\x00\x1b\x07\u202e\x9b\x7f\u2066\\u202e", "e" + "\ufffd" * 7 + "\\u202e"
+    started = RunStarted(name=f"r{text}", config={f"k{text}": f"v{text}"}, notes=text)
+    logged = Metrics(values={"loss": 1.0}, labels={"env": label})
+    events = [make_event(p, run_id="r-esc", seq=i, ts=1.7e9, step=i) for i, p in enumerate((started, logged), 1)]
+    frame = json.dumps(json.loads(encode(EventBatch(events=events))))
+    assert "\\\\u202e" in frame and "\\u202e" in frame and "\u202e" not in frame
+    with running_server(tmp_path) as url:
+        async with IngestClient(url, "r-esc") as client:
+            assert client.ws is not None
+            await client.ws.send(frame)
+            await client.wait_ack(2)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            run = (await http.get("/runs/r-esc")).json()
+            keys = [s["key"] for s in (await http.get("/runs/r-esc/series")).json()]
+    assert (run["name"], run["notes"], run["config"]) == (f"r{scrubbed}", scrubbed, {f"k{scrubbed}": f"v{scrubbed}"})
+    assert format_key("loss", {"env": label_scrubbed}) in keys, keys
+
+
+@pytest.mark.single_backend  # no store
+@pytest.mark.parametrize("key", ["e\\u202e", "e\\u009B", "e\\u007f", "e\\u0000"])
+def test_a_label_key_with_an_escaped_control_character_is_refused_as_a_raw_one_is(key):
+    logged = make_event(Metrics(values={"loss": 1.0}, labels={"env": "x"}), run_id="r", seq=1, ts=1.7e9)
+    frame = json.dumps(json.loads(encode(EventBatch(events=[logged])))).replace('"env"', f'"{key}"')
+    with pytest.raises(msgspec.ValidationError, match="labels"):
+        decode_frame_wire(frame)
 
 
 async def test_patch_stores_notes_as_ingest_does_and_refuses_control_characters_elsewhere(tmp_path):
