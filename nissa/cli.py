@@ -131,7 +131,7 @@ def _rows(runs: list[RunSummary], metrics: list[tuple[str, str]], table: bool) -
         metrics = [(key, "best") for key in shared_metrics(runs, None if not table else MAX_METRIC_COLUMNS)]
     head = ["id", "name", "status", "project", "group", "tags", *(f"config.{k}" for k in config),
             *(f"{short_key(key)}.{stat}" for key, stat in metrics)]
-    rows = [head]
+    rows = [[_text(h) for h in head]]  # keys are a run's texts too (a label value stored before ingest scrubbed it)
     for run in runs:
         values = [run.run_id, run.name, run.status, run.project, run.group, ",".join(run.tags)]
         values += [_cell(run.config.get(k)) for k in config]
