@@ -94,10 +94,10 @@ def test_the_waiting_events_are_counted_while_a_pass_writes_them(tmp_path, monke
     entered, release = threading.Event(), threading.Event()
     real = SeriesWriter.write_pass
 
-    def write_pass(self, conn, mark, end, rows, last=True, again=False):
+    def write_pass(self, conn, mark, end, rows, **kwargs):
         entered.set()
         assert release.wait(60)
-        return real(self, conn, mark, end, rows, last, again)
+        return real(self, conn, mark, end, rows, **kwargs)
 
     monkeypatch.setattr(SeriesWriter, "write_pass", write_pass)
     with running_server(tmp_path, series_interval_s=0.2) as url:
