@@ -21,7 +21,7 @@ from typing import Any
 from leyline import Histograms, TextLogged
 from leyline.metrics import MAX_TEXT_CHARS
 from nissa.importer.runs import ImportedRun
-from nissa.importer.tensorboard_values import BadValue, buckets_of, distribution, hparams, scalar
+from nissa.importer.tensorboard_values import BadValue, histogram, hparams, ndarray, scalar
 from nissa.integrations.names import metric_name
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None,
                 try:
                     taken = _import_value(run, value, plugin, int(event.step), float(event.wall_time), where)
                 except BadValue as err:
-                    run.skip(str(err), where)
+                    run.skip(str(err), f"{where}: {err.detail}" if err.detail else where)
                     continue
                 if not taken:
                     left_out[plugin or value.WhichOneof("value") or "?"] += 1
@@ -131,8 +131,6 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None,
 def _import_value(run: ImportedRun, value: Any, plugin: str, step: int, ts: float, where: str) -> bool:
     """Add one summary value to ``run`` (or count it skipped); False where it is of a kind not imported;
     ``BadValue`` where it is not what its plugin says."""
-    from tensorboard.util import tensor_util
-
     if value.HasField("simple_value"):  # files older than the reader's own migration to tensors
         run.scalars({metric_name(value.tag): float(value.simple_value)}, step, ts)
         return True
@@ -141,10 +139,9 @@ def _import_value(run: ImportedRun, value: Any, plugin: str, step: int, ts: floa
     if plugin == "scalars":
         run.scalars({metric_name(value.tag): scalar(value.tensor)}, step, ts)
     elif plugin == "histograms":
-        buckets = buckets_of(value.tensor)
-        run.take(Histograms(histograms=[distribution(metric_name(value.tag), buckets)]), step, ts, where)
+        run.take(Histograms(histograms=[histogram(metric_name(value.tag), value.tensor)]), step, ts, where)
     elif plugin == "text":
-        text = tensor_util.make_ndarray(value.tensor).reshape(-1)
+        text = ndarray(value.tensor, "text").reshape(-1)
         tag = metric_name(value.tag.removesuffix("/text_summary"))
         joined = "\n".join(t.decode(errors="replace") if isinstance(t, bytes) else str(t) for t in text)
         run.take(TextLogged(tag=tag, text=joined[:MAX_TEXT_CHARS]), step, ts, where)

@@ -1,7 +1,8 @@
 """TensorBoard summary values as Nissa payloads: a scalar, a histogram (its buckets split across Nissa's bins),
 text, hparams. A value that is not what its plugin says (a vector or a string where a scalar is, buckets of
-another shape, edges that are not finite, negative counts, hparams that do not parse) raises ``BadValue``
-with what is wrong, in a few words a summary can count."""
+another shape, a tensor whose values do not fit its shape, edges that are not finite, counts negative or past
+2^63-1, a distribution the contract refuses, hparams that do not parse) raises ``BadValue`` with what is wrong,
+in a few words a summary can count (and where it says more, its ``detail``)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,33 @@ import math
 from typing import Any
 
 from leyline import Distribution
-from leyline.payloads_histogram import DEFAULT_BINS
+from leyline.payloads import MAX_INT
+from leyline.payloads_histogram import DEFAULT_BINS, distribution_problem
 
 
 class BadValue(ValueError):
-    """A summary value that cannot be imported; its message is the reason, the same for every value alike."""
+    """A summary value that cannot be imported; its message is the reason, the same for every value alike, and
+    ``detail`` what is wrong with this one (empty where the reason says it all)."""
+
+    def __init__(self, why: str, detail: str = "") -> None:
+        super().__init__(why)
+        self.detail = detail
+
+
+def ndarray(tensor: Any, what: str) -> Any:
+    """``tensor`` as a numpy array; ``BadValue`` where its values do not fit its shape or its type is none numpy
+    has (``make_ndarray`` raises ``ValueError`` or ``TypeError``)."""
+    from tensorboard.util import tensor_util
+
+    try:
+        return tensor_util.make_ndarray(tensor)
+    except (ValueError, TypeError):
+        raise BadValue(f"{what} tensor that does not parse") from None
 
 
 def scalar(tensor: Any) -> float:
     """The one number a ``scalars`` tensor holds."""
-    from tensorboard.util import tensor_util
-
-    array = tensor_util.make_ndarray(tensor)
+    array = ndarray(tensor, "scalar")
     if array.size != 1:
         raise BadValue(f"scalar of shape {list(array.shape)}, not one number")
     if array.dtype.kind not in "biuf":
@@ -30,10 +46,8 @@ def scalar(tensor: Any) -> float:
 
 def buckets_of(tensor: Any) -> list[tuple[float, float, float]]:
     """A ``histograms`` tensor's ``[left, right, count]`` buckets, each checked: finite edges, left <= right, a
-    finite count >= 0."""
-    from tensorboard.util import tensor_util
-
-    array = tensor_util.make_ndarray(tensor)
+    finite count from 0 to 2^63-1."""
+    array = ndarray(tensor, "histogram")
     if array.dtype.kind not in "biuf":
         raise BadValue("histogram that is not numbers")
     if array.size and (array.ndim != 2 or array.shape[1] != 3):
@@ -45,7 +59,19 @@ def buckets_of(tensor: Any) -> list[tuple[float, float, float]]:
         raise BadValue("histogram bucket with its right edge before its left")
     if not all(math.isfinite(count) and count >= 0 for _, _, count in out):
         raise BadValue("histogram count negative or not finite")
+    if any(count > MAX_INT for _, _, count in out):
+        raise BadValue("histogram count past 2^63-1")
     return out
+
+
+def histogram(name: str, tensor: Any) -> Distribution:
+    """A ``histograms`` tensor as a distribution the contract takes (``distribution_problem``: its counts
+    together may still pass 2^63-1)."""
+    d = distribution(name, buckets_of(tensor))
+    why = distribution_problem(d)
+    if why is not None:
+        raise BadValue("histogram the contract refuses", why)
+    return d
 
 
 def distribution(name: str, buckets: list[tuple[float, float, float]], bins: int = DEFAULT_BINS) -> Distribution:
