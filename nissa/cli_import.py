@@ -140,7 +140,7 @@ def summary(runs: list[ImportedRun], imported: int) -> str:
     skipped: dict[str, tuple[int, str]] = {}
     for run in runs:
         for why, n in run.skipped.items():
-            count, first = skipped.get(why, (0, f"{visible(run.name, one_line=True)} {run.first_skipped[why]}"))
+            count, first = skipped.get(why, (0, visible(f"{run.name} {run.first_skipped[why]}", one_line=True)))
             skipped[why] = (count + n, first)
     if skipped:
         total = sum(n for n, _ in skipped.values())

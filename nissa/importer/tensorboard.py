@@ -1,4 +1,5 @@
-"""TensorBoard event directories as runs, read with the ``tensorboard`` package's own reader.
+"""TensorBoard event directories as runs, read record by record (``event_file``) into the ``tensorboard``
+package's own protos, migrated as its own loader migrates them.
 
 Every directory that holds event files (``events.out.tfevents.*``) is one run, named by its path under the
 log directory (``exp1``, ``exp1/1700000000.5`` for the hparams ``torch``'s ``add_hparams`` writes beside it).
@@ -6,7 +7,8 @@ The walk follows a symbolic link only where it resolves inside the log directory
 once (``a/up -> ..`` is no second copy of every run). Scalars are ``metrics`` at their step and wall time; a
 histogram a ``histogram`` event (its buckets split across 64 bins of equal width, as ``nissa.Histogram`` sends
 them); hparams are the run's config; text is a ``text`` event. A value that is not what its plugin says, or
-at a step or wall time no run log holds, is skipped and counted (``ImportedRun.skipped``); other plugins' data
+at a step or wall time no run log holds, is skipped and counted (``ImportedRun.skipped``), as is an event file
+from its first corrupt record on (the records before it are read); other plugins' data
 (images, audio, graphs) is left out, counted in the log.
 """
 
@@ -20,8 +22,10 @@ from typing import Any
 
 from leyline import Histograms, TextLogged
 from leyline.metrics import MAX_TEXT_CHARS
+from leyline.text import scrub
+from nissa.importer.event_file import Corrupt, records
 from nissa.importer.runs import ImportedRun
-from nissa.importer.tensorboard_values import BadValue, histogram, hparams, ndarray, scalar
+from nissa.importer.tensorboard_values import BadValue, check_legacy_histogram, histogram, hparams, ndarray, scalar
 from nissa.integrations.names import metric_name
 
 logger = logging.getLogger(__name__)
@@ -102,15 +106,14 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None,
              root: pathlib.Path | None = None) -> ImportedRun:
     """The run of one event directory: its files in name order (TensorBoard names them by their start time);
     only those inside ``root`` (default: the directory)."""
-    from tensorboard.backend.event_processing import event_file_loader
-
     run = ImportedRun(source=f"tensorboard:{directory.resolve()}", name=name, project=project)
     plugins: dict[str, str] = {}
+    first_metadata: dict[str, Any] = {}  # TensorBoard's migration keeps a tag's first metadata per run
     left_out: Counter[str] = Counter()
     for path in sorted(directory.iterdir()):
         if not _event_file(path, root or directory.resolve()):
             continue
-        for event in event_file_loader.EventFileLoader(str(path)).Load():
+        for event in _events(run, path, first_metadata):
             for value in event.summary.value:
                 plugin = value.metadata.plugin_data.plugin_name or plugins.get(value.tag, "")
                 plugins.setdefault(value.tag, plugin)  # TensorBoard writes a tag's metadata with its first value only
@@ -118,7 +121,7 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None,
                 try:
                     taken = _import_value(run, value, plugin, int(event.step), float(event.wall_time), where)
                 except BadValue as err:
-                    run.skip(str(err), f"{where}: {err.detail}" if err.detail else where)
+                    _skip(run, err, where)
                     continue
                 if not taken:
                     left_out[plugin or value.WhichOneof("value") or "?"] += 1
@@ -126,6 +129,42 @@ def read_run(directory: pathlib.Path, name: str, project: str | None = None,
         logger.info("%s: left out %s", directory, dict(left_out))
     run.config.setdefault("imported_from", str(directory.resolve()))
     return run
+
+
+def _events(run: ImportedRun, path: pathlib.Path, first_metadata: dict[str, Any]) -> Iterator[Any]:
+    """``path``'s events, migrated as TensorBoard's own loader migrates them (``data_compat``,
+    ``dataclass_compat``), each legacy histogram checked before (the migration pads or drops its buckets). A
+    legacy histogram malformed, a record that is no event, or the file from a corrupt record on (a file cut off,
+    or garbage) is counted in ``run`` as skipped."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # protobuf ships no stubs
+    from tensorboard import data_compat, dataclass_compat
+    from tensorboard.compat.proto import event_pb2
+
+    file = scrub(path.name)  # a name read from the source is text, as a run's name is
+    try:
+        for offset, record in records(path):
+            try:
+                event = event_pb2.Event.FromString(record)
+            except DecodeError:
+                run.skip("event record that does not parse", f"{file} at byte {offset}")
+                continue
+            for i in reversed(range(len(event.summary.value))):
+                value = event.summary.value[i]
+                try:
+                    if value.HasField("histo"):
+                        check_legacy_histogram(value.histo)
+                except BadValue as err:
+                    _skip(run, err, f"{metric_name(value.tag)} at step {event.step}")
+                    del event.summary.value[i]
+            yield from dataclass_compat.migrate_event(data_compat.migrate_event(event), first_metadata)
+    except Corrupt as err:
+        run.skip("event file corrupt", f"{file}: {err}")
+    except OSError as err:
+        run.skip("event file unreadable", f"{file}: {err.strerror}")
+
+
+def _skip(run: ImportedRun, err: BadValue, where: str) -> None:
+    run.skip(str(err), f"{where}: {err.detail}" if err.detail else where)
 
 
 def _import_value(run: ImportedRun, value: Any, plugin: str, step: int, ts: float, where: str) -> bool:

@@ -6,6 +6,7 @@ in a few words a summary can count (and where it says more, its ``detail``)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -62,6 +63,22 @@ def buckets_of(tensor: Any) -> list[tuple[float, float, float]]:
     if any(count > MAX_INT for _, _, count in out):
         raise BadValue("histogram count past 2^63-1")
     return out
+
+
+def check_legacy_histogram(histo: Any) -> None:
+    """A legacy ``HistogramProto`` (TensorFlow 1, ``tensorboardX``) checked before TensorBoard's migration to
+    ``[left, right, count]`` buckets, which pads or drops buckets where it does not hold one limit per count:
+    as many ``bucket_limit`` as ``bucket``, limits that never decrease, finite counts from 0 to 2^63-1."""
+    limits, counts = list(histo.bucket_limit), list(histo.bucket)
+    if len(limits) != len(counts):
+        raise BadValue("histogram of bucket limits and counts of different lengths",
+                       f"{len(limits)} limits, {len(counts)} counts")
+    if any(right < left for left, right in itertools.pairwise(limits)):
+        raise BadValue("histogram bucket with its right edge before its left")
+    if not all(math.isfinite(count) and count >= 0 for count in counts):
+        raise BadValue("histogram count negative or not finite")
+    if any(count > MAX_INT for count in counts):
+        raise BadValue("histogram count past 2^63-1")
 
 
 def histogram(name: str, tensor: Any) -> Distribution:

@@ -59,3 +59,51 @@ def test_a_scalar_tensor_whose_values_do_not_fit_its_shape_is_skipped(tmp_path, 
     rc, summary = _import(tmp_path, capsys)
     assert (rc, summary) == (0, "imported 1 run, 2 values; skipped 1: scalar tensor that does not parse ×1 "
                                 "(first: exp empty at step 1)")
+
+
+def test_a_malformed_legacy_histogram_is_skipped_before_tensorboard_pads_or_drops_its_buckets(tmp_path, capsys):
+    _write(tmp_path / "tb" / "exp", [
+        _good(0),
+        (1, WALL, _legacy("short", [1.0, 2.0], [1.0, 2.0, 3.0])),
+        (2, WALL, _legacy("backwards", [3.0, 2.0, 1.0], [1.0, -1.0, 1.0])),
+        (3, WALL, _legacy("negative", [1.0, 2.0, 3.0], [1.0, -1.0, 1.0])),
+        (4, WALL, _legacy("fine", [1.0, 2.0, 3.0], [1.0, 0.0, 1.0])),
+        _good(5)])
+    rc, summary = _import(tmp_path, capsys)
+    assert (rc, summary) == (0, "imported 1 run, 3 values; skipped 3: "
+                                "histogram bucket with its right edge before its left ×1 "
+                                "(first: exp backwards at step 2); "
+                                "histogram count negative or not finite ×1 (first: exp negative at step 3); "
+                                "histogram of bucket limits and counts of different lengths ×1 "
+                                "(first: exp short at step 1: 2 limits, 3 counts)")
+
+
+def _event_file(directory: pathlib.Path) -> pathlib.Path:
+    (path,) = directory.glob("events.out.tfevents.*")
+    return path
+
+
+def test_a_garbage_event_file_is_skipped_and_named_and_the_rest_imported(tmp_path, capsys):
+    _write(tmp_path / "tb" / "good", [_good(0), _good(1)])
+    (tmp_path / "tb" / "bad").mkdir()
+    (tmp_path / "tb" / "bad" / "events.out.tfevents.1.evil\x1b[2J\nname").write_bytes(b"\x07 not a record " * 64)
+    rc, summary = _import(tmp_path, capsys)
+    assert (rc, summary) == (0, "imported 1 run, 2 values; skipped 1: event file corrupt ×1 (first: bad "
+                                "events.out.tfevents.1.evil\ufffd[2J␊name: record length's checksum does not match "
+                                "at byte 0)")
+
+
+def test_a_file_cut_off_gives_the_values_before_the_cut_and_counts_it(tmp_path, capsys):
+    _write(tmp_path / "tb" / "exp", [_good(0), _good(1), _good(2)])
+    path = _event_file(tmp_path / "tb" / "exp")
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-10] + b"garbage that follows")
+    rc, summary = _import(tmp_path, capsys)
+    assert rc == 0
+    assert summary.startswith("imported 1 run, 2 values; skipped 1: event file corrupt ×1 (first: exp "
+                              f"{path.name}: record data's checksum does not match at byte "), summary
+    path.write_bytes(whole[:-10])
+    rc, summary = _import(tmp_path, capsys)  # the same values: the same run log, with its end cut off instead
+    assert rc == 0
+    assert summary.startswith("imported 1 run, 2 values; skipped 1: event file corrupt ×1 (first: exp "
+                              f"{path.name}: record cut off at byte "), summary
