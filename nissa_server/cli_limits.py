@@ -38,8 +38,8 @@ def add_limit_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ws-ping-timeout", type=seconds, default=_LIMITS.ws_ping_timeout_s, metavar="SECONDS",
                    help="drop a websocket that answers no ping within this long (default %(default)s)")
     g.add_argument("--reads-per-client", type=count, default=_SETTINGS["reads_per_client"].default, metavar="N",
-                   help="costly reads (runs, series, distributions) one client address may have in progress or "
-                        "waiting; more are answered 429 with Retry-After (default %(default)s)")
+                   help="costly reads (runs, series, distributions, events) one client address may have in "
+                        "progress or waiting; more are answered 429 with Retry-After (default %(default)s)")
     g.add_argument("--watcher-max-pending", type=count, default=_SETTINGS["watcher_max_pending"].default,
                    metavar="EVENTS", help="close a watcher this many events behind (default %(default)s)")
     g.add_argument("--watcher-max-bytes", type=count, default=_SETTINGS["watcher_max_pending_bytes"].default,

@@ -1,5 +1,5 @@
-"""Reads that cost (a page of runs, a run, series, distributions): a few at a time, one run's at a time, and
-each client's share bounded.
+"""Reads that cost (a page of runs, a run, series, distributions, a page of events): a few at a time, one run's at
+a time, and each client's share bounded.
 
 Such a read is CPU work on a reader thread (decoding, downsampling, encoding) that holds the interpreter's lock
 in turns with the event loop and the store's writer: many at once would slow every ack, watcher and request.

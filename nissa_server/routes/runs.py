@@ -259,7 +259,7 @@ def _kinds(kind: str | None) -> list[str] | None:
                         "Read on until a page is empty (or has no `Link`).",
             response_class=Response,
             responses={200: ok({"type": "array", "items": ref(Event)}, EXAMPLES["events"][:3]),
-                       **NOT_FOUND, **UNAUTHORIZED})
+                       **NOT_FOUND, **UNAUTHORIZED, **BUSY})
 async def list_events(
     request: Request, n: NissaDep,
     run_id: str,
@@ -275,8 +275,9 @@ async def list_events(
                                       description="Only this rank (-1: the server's)")] = None,
 ) -> Response:
     run = await run_or_404(n, run_id)
-    page = await n.store.read(pages.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank,
-                              n.settings.max_page_bytes)
+    async with n.reads.read(request, run.run_id):  # a page is up to ``max_page_bytes``: a costly read
+        page = await n.store.read(pages.events_page, run.run_key, after_seq, limit, _kinds(kind), rank, after_rank,
+                                  n.settings.max_page_bytes)
     headers = {}
     if page.cut and page.last is not None:  # where the next page starts, the other parameters as they were
         query = dict(request.query_params, after_seq=str(page.last[0]), after_rank=str(page.last[1]))

@@ -14,7 +14,7 @@ import httpx
 
 from leyline import Metrics, make_event
 from nissa_server.routes import series as series_routes
-from nissa_server.store import queries, series_queries
+from nissa_server.store import pages, queries, series_queries
 from nissa_server.store.series_sql import SeriesWriter
 from tests.e2e.api import wait_for
 from tests.support import running_server
@@ -83,11 +83,43 @@ def test_a_client_asking_more_than_its_share_at_once_is_answered_429(tmp_path, m
             assert "reads in progress or waiting" in refused.json()["detail"]
             assert http_get(f"{url}/healthz").status_code == 200  # never limited: health, ingest, watchers
             asyncio.run(_ingest(url, "trainer", 10))
-            assert http_get(f"{url}/runs/trainer/events", params={"limit": 100}).status_code == 200
+            assert http_get(f"{url}/runs/trainer/events", params={"limit": 100}).status_code == 429  # a costly read
         finally:
             release.set()
         assert [r.result().status_code for r in held] == [200, 200]
         assert http_get(f"{url}/runs").status_code == 200  # its share back once its reads are answered
+        assert len(http_get(f"{url}/runs/trainer/events", params={"limit": 100}).json()) == 10
+
+
+def test_a_client_asking_many_pages_of_events_at_once_is_answered_429(tmp_path, monkeypatch):
+    """A page of events is up to 8 MiB: 30 asked at once from one address held the server's memory and its
+    loop. A client's share of them is read, the rest answered 429, and another client is served meanwhile."""
+    entered, release = threading.Event(), threading.Event()
+    real = pages.events_page
+
+    def events_page(conn, *args):
+        entered.set()
+        assert release.wait(60)
+        return real(conn, *args)
+
+    monkeypatch.setattr(pages, "events_page", events_page)
+    with running_server(tmp_path, reads_per_client=4) as url, ThreadPoolExecutor(12) as pool:
+        asyncio.run(_ingest(url, "big", 20))
+        try:
+            asked = [pool.submit(httpx.get, f"{url}/runs/big/events", params={"limit": 1000}, timeout=120)
+                     for _ in range(12)]
+            assert entered.wait(60)
+            refused = wait_for(lambda: (done := [a.result() for a in asked if a.done()]) and len(done) >= 8 and done,
+                               60, "the client's share taken")
+            assert [r.status_code for r in refused] == [429] * 8
+            assert {r.headers["retry-after"] for r in refused} == {"1"}
+            other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=30)
+            with other:  # another address: not this client's turn
+                assert other.get(f"{url}/healthz").json()["status"] == "ok"
+        finally:
+            release.set()
+        answered = [a.result() for a in asked if a.result().status_code == 200]
+        assert len(answered) == 4 and all(len(r.json()) == 20 for r in answered)
 
 
 def test_the_waiting_events_are_counted_while_a_pass_writes_them(tmp_path, monkeypatch):
