@@ -99,6 +99,21 @@ _bands_decoder = msgspec.json.Decoder(BandsReply)
 _diff_decoder = msgspec.json.Decoder(ConfigDiff)
 
 
+BUSY_RETRIES = 5
+"""Times a read answered 429 is asked again before its refusal is shown."""
+MAX_RETRY_AFTER_S = 30.0
+
+
+def retry_after(response: httpx.Response) -> float:
+    """Seconds a 429 asks to wait (its ``Retry-After`` in seconds, 1 where missing or unreadable, at most
+    ``MAX_RETRY_AFTER_S``)."""
+    try:
+        seconds = float(response.headers.get("Retry-After", "1"))
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if seconds == seconds else 1.0
+
+
 def _reason(response: httpx.Response) -> str:
     """The server's own words for a refusal: FastAPI puts them in ``detail``."""
     try:
@@ -123,10 +138,16 @@ class NissaClient(HistogramReads):
         await self._http.aclose()
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:  # httpx's own
-        try:
-            response = await self._http.request(method, path, **kwargs)
-        except httpx.TransportError as err:
-            raise ApiError(0, f"cannot reach {self.config.base}: {err or type(err).__name__}") from err
+        """One call; a read the server answers 429 (it serves everyone first) is asked again after its
+        ``Retry-After`` (``BUSY_RETRIES`` times at most)."""
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                response = await self._http.request(method, path, **kwargs)
+            except httpx.TransportError as err:
+                raise ApiError(0, f"cannot reach {self.config.base}: {err or type(err).__name__}") from err
+            if response.status_code != 429 or method != "GET" or attempt == BUSY_RETRIES:
+                break
+            await asyncio.sleep(retry_after(response))
         if response.status_code >= 400:
             raise ApiError(response.status_code, _reason(response))
         return response

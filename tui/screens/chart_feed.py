@@ -27,6 +27,11 @@ MAX_POINTS = 2000
 RUNNING = ("live", "degraded")
 
 
+def retryable(err: ApiError) -> bool:
+    """A read that may be answered if asked again: the server unreachable or slow (0), busy (429), failing (5xx)."""
+    return err.status in (0, 429) or err.status >= 500
+
+
 class ChartFeed(_Host):
     """The network side of ``ChartScreen`` (a mixin: it uses the screen's app, data and messages)."""
 
@@ -52,13 +57,18 @@ class ChartFeed(_Host):
                     self.notify(f"run {run_id}: {err.reason}", severity="error")
                     return
                 await asyncio.sleep(self.watch_app.config.runs_poll_s)
-        try:
-            names: list[str] | None = await client.series_names(run_id)
-        except ApiError as err:
-            if err.status != 404:
-                self.notify(f"series of {run_id}: {err.reason}", severity="error")
-                return
-            names = None  # a server without the series API: every event comes through the stream
+        names: list[str] | None = None
+        while True:
+            try:
+                names = await client.series_names(run_id)
+                break
+            except ApiError as err:
+                if err.status == 404:
+                    break  # a server without the series API: every event comes through the stream
+                if not retryable(err):
+                    self.notify(f"series of {run_id}: {err.reason}", severity="error")
+                    return
+                await asyncio.sleep(self.watch_app.config.runs_poll_s)
         # Through messages, in order: the names are wanted before any history is asked for.
         self.post_message(RunKnown(run, names))
         if run.status not in RUNNING and names is not None:
@@ -81,7 +91,7 @@ class ChartFeed(_Host):
             return
         self._fetching.add(run_id)
         client = self.watch_app.require_client()
-        markers_asked = False
+        markers_asked, names = False, []
         try:
             while True:
                 # Checked again after every read: a series wanted meanwhile (its call found this one running
@@ -99,7 +109,11 @@ class ChartFeed(_Host):
                 markers_asked = True
                 self.post_message(MarkersLoaded(run_id, await client.markers(run_id)))
         except ApiError as err:
-            self.notify(f"history of {run_id}: {err.reason}", severity="error")
+            if retryable(err):  # asked again in a while: a busy or restarting server loses none of it
+                self._asked -= {(run_id, n) for n in names}
+                self.set_timer(self.watch_app.config.runs_poll_s, lambda: self.fetch_history(run_id))
+            else:
+                self.notify(f"history of {run_id}: {err.reason}", severity="error")
         finally:
             self._fetching.discard(run_id)
 
