@@ -22,6 +22,7 @@ from leyline.events import (
     _WireEvent,
 )
 from leyline.kinds import KIND_NAMES, AnyPayload
+from leyline.text import NO_CONTROL_PATTERN, NO_CONTROL_RULE
 
 _encoder = msgspec.json.Encoder()
 _wire_decoder = msgspec.json.Decoder(_WireEvent)
@@ -240,12 +241,17 @@ def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
     return checked
 
 
-_RUN_ID_REGEX = f"Expected `str` matching regex {RUN_ID_PATTERN!r}"
+_IN_WORDS = {f"Expected `str` matching regex {RUN_ID_PATTERN!r}": f"Expected a run id: {RUN_ID_RULE}",
+             f"Expected `str` matching regex {NO_CONTROL_PATTERN!r}": f"Expected `str` with {NO_CONTROL_RULE}"}
 
 
 def in_words(err: msgspec.ValidationError | msgspec.DecodeError) -> str:
-    """``err``'s message, with a rule msgspec states as a regular expression said in words (the run id's)."""
-    return str(err).replace(_RUN_ID_REGEX, f"Expected a run id: {RUN_ID_RULE}")
+    """``err``'s message, with a rule msgspec states as a regular expression said in words (the run id's, a text's
+    without control characters)."""
+    message = str(err)
+    for regex, words in _IN_WORDS.items():
+        message = message.replace(regex, words)
+    return message
 
 
 @_not_too_deep

@@ -13,8 +13,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from leyline.codec import in_words
 from leyline.metrics import MetricName
 from leyline.payloads import RunName
+from leyline.summaries import Project
+from leyline.text import NO_CONTROL_PATTERN
 
 MAX_TRIALS = 1000
 MAX_PARALLEL = 64
@@ -30,8 +33,9 @@ Goal = Literal["minimize", "maximize"]
 TrialStatus = Literal["queued", "running", "finished", "stopped", "pruned", "lost", "failed"]
 SweepStatus = Literal["running", "finished", "stopped"]
 ParamName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$(?!\n)")]
-Arg = Annotated[str, msgspec.Meta(max_length=MAX_ARG_CHARS)]
-Choice = float | int | Annotated[str, msgspec.Meta(max_length=MAX_CHOICE_CHARS)] | bool
+Arg = Annotated[str, msgspec.Meta(max_length=MAX_ARG_CHARS, pattern=NO_CONTROL_PATTERN)]
+"""An argument of the trial's program: refused with a control character, which U+FFFD in its place would change."""
+Choice = float | int | Annotated[str, msgspec.Meta(max_length=MAX_CHOICE_CHARS, pattern=NO_CONTROL_PATTERN)] | bool
 Value = float | int | str | bool
 """A trial's value of one parameter."""
 SweepId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$(?!\n)")]
@@ -132,7 +136,8 @@ class SweepSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     command: Annotated[list[Arg], msgspec.Meta(min_length=1, max_length=MAX_ARGV)]
     """The trial's program as an argument list (no shell); its values reach it through ``nissa.init``."""
     parameters: Annotated[dict[ParamName, Parameter], msgspec.Meta(min_length=1, max_length=MAX_PARAMETERS)]
-    project: RunName = ""
+    project: Project = ""
+    """Its trials' project (a run's, as ``PATCH /runs/{id}`` sets it)."""
     trials: Annotated[int, msgspec.Meta(ge=1, le=MAX_TRIALS)] = 10
     """How many trials in all (for ``pbt``: the population, trained side by side)."""
     parallel: Annotated[int, msgspec.Meta(ge=1, le=MAX_PARALLEL)] = 1
@@ -142,8 +147,8 @@ class SweepSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     seed: Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)] = 0
 
     def __post_init__(self) -> None:
-        if any("\x00" in arg for arg in self.command) or not self.command[0]:
-            raise ValueError("'command' must be a list of arguments without NUL, the first the program")
+        if not self.command[0]:
+            raise ValueError("'command' must be a list of arguments, the first the program")
         if self.method == "grid" and any(p.values is None for p in self.parameters.values()):
             names = [k for k, p in self.parameters.items() if p.values is None]
             raise ValueError(f"method 'grid' needs 'values' for every parameter (no list: {', '.join(names)})")
@@ -181,7 +186,7 @@ def decode_spec(data: object) -> SweepSpec:
     try:
         return msgspec.convert(data, SweepSpec, strict=True)
     except msgspec.ValidationError as err:
-        raise ValueError(_named(str(err), data)) from None
+        raise ValueError(_named(in_words(err), data)) from None
 
 
 def _named(message: str, data: object) -> str:

@@ -29,6 +29,13 @@ CONTROL_CHARS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 """A character class (for ``re``) of the control characters a run may not have interpreted anywhere: C0 but
 tab, newline and carriage return; DEL; C1; the bidirectional embeddings, overrides and isolates."""
 
+NO_CONTROL_PATTERN = "^[^" + "".join(c if c == "-" else f"\\u{ord(c):04x}" for c in CONTROL_CHARS) + "]*$"
+"""A text without a control character (``CONTROL_CHARS``), as a pattern both ``re`` and JSON Schema read: a field
+that refuses one (a 422 naming it, as ``PATCH /runs/{id}`` refuses one in a project) where U+FFFD in its place would
+change what it means (an argument of a sweep's command)."""
+NO_CONTROL_RULE = ("no control character (C0 but tab, newline and carriage return; DEL; C1; a bidi embedding, "
+                   "override or isolate)")
+
 _CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 _CONTROL_OR_BREAK = re.compile(f"[{CONTROL_CHARS}\t\n\r\u2028\u2029]")
 

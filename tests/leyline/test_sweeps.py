@@ -45,7 +45,14 @@ def test_a_good_spec_decodes_with_its_defaults():
     ({"trials": 10**9}, f"<= {MAX_TRIALS} - at `$.trials`"),
     ({"command": "python train.py"}, "Expected `array`, got `str` - at `$.command`"),
     ({"command": []}, "length >= 1 - at `$.command`"),
-    ({"command": ["python", "a\x00b"]}, "without NUL"),
+    ({"command": ["python", "a\x00b"]}, "Expected `str` with no control character"),
+    ({"command": ["echo", "a\x1b\u202e\x9b"]}, "control character (C0 but tab, newline and carriage return; DEL; C1; a "
+                                              "bidi embedding, override or isolate) - at `$.command[1]`"),
+    ({"command": ["echo\x7f"]}, "- at `$.command[0]`"),
+    ({"project": "p\x1b[2J"}, "- at `$.project`"),
+    ({"project": "my project"}, "- at `$.project`"),
+    ({"parameters": {"act": {"values": ["relu", "g\u2066"]}}}, "control character"),
+    ({"parameters": {"act": {"values": ["relu", "g\x9b"]}}}, "- at `$.parameters.act.values[1]`"),
     ({"unknown": 1}, "unknown field `unknown`"),
     ({"parameters": {"lr": {"min": math.nan, "max": 1.0}}}, "finite"),
     ({"parameters": {"lr": {"min": 1.0, "max": math.inf}}}, "finite"),
@@ -71,6 +78,10 @@ def test_a_hostile_spec_is_refused_with_the_key_and_the_rule(change, words):
     with pytest.raises(ValueError) as err:
         decode_spec(_spec(**change))
     assert words in str(err.value)
+
+
+def test_a_command_keeps_its_tabs_and_newlines():
+    assert decode_spec(_spec(command=["sh", "-c", "echo a\tb\necho c\r"])).command[2] == "echo a\tb\necho c\r"
 
 
 def test_grid_runs_at_most_its_points():

@@ -109,3 +109,23 @@ async def test_an_escalation_reason_and_a_calls_text_are_stored_as_ingest_stores
                     records.append((await http.get(f"/commands/{reply.json()['command_id']}")).json())
     assert records[0]["request"]["reason"] == SCRUBBED
     assert records[1]["request"]["args"] == {"text": SCRUBBED}
+
+
+SWEEP = {"name": "lr", "method": "random", "metric": {"name": "val_loss"}, "command": ["echo", "a"],
+         "parameters": {"act": {"values": ["relu", "gelu"]}}}
+
+
+async def test_a_sweep_with_a_control_character_is_refused_naming_the_field(tmp_path):
+    # Its texts were stored as sent (a NUL: a 500 on PostgreSQL); its project is its runs', which PATCH refuses so.
+    hostile = [({"project": f"p{HOSTILE}"}, "$.project"), ({"command": ["echo", "a\x1b\u202e\x9b"]}, "$.command[1]"),
+               ({"command": ["echo\x00"]}, "$.command[0]"),
+               ({"parameters": {"act": {"values": ["relu", "g\x7f"]}}}, "$.parameters[...].values[1]")]
+    with running_server(tmp_path) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            for change, field in hostile:
+                reply = await http.post("/sweeps", json={**SWEEP, **change})
+                assert reply.status_code == 422, reply.text
+                detail = reply.json()["detail"]
+                assert f"at `{field}`" in detail, detail
+                assert "control character" in detail or field == "$.project", detail  # a project's pattern says it
+            assert (await http.get("/sweeps")).json() == []
