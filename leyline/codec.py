@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -237,6 +238,8 @@ def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
             if _newer(data):
                 raise Unsupported(str(err)) from None
             raise msgspec.ValidationError(in_words(err)) from None
+        except msgspec.DecodeError as err:
+            raise msgspec.DecodeError(in_words(err, data)) from None
 
     return checked
 
@@ -245,13 +248,29 @@ _IN_WORDS = {f"Expected `str` matching regex {RUN_ID_PATTERN!r}": f"Expected a r
              f"Expected `str` matching regex {NO_CONTROL_PATTERN!r}": f"Expected `str` with {NO_CONTROL_RULE}"}
 
 
-def in_words(err: msgspec.ValidationError | msgspec.DecodeError) -> str:
+_LONE_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
+"""A high surrogate's escape (its backslash not itself escaped) without a low one after it: no character."""
+
+
+def in_words(err: msgspec.ValidationError | msgspec.DecodeError, data: bytes | str | None = None) -> str:
     """``err``'s message, with a rule msgspec states as a regular expression said in words (the run id's, a text's
-    without control characters)."""
+    without control characters); where ``data``, the JSON that failed, holds a lone surrogate (msgspec says it
+    was truncated), that said with where it is."""
     message = str(err)
+    if data is not None and message == "Input data was truncated":
+        return _lone_surrogate(data) or message
     for regex, words in _IN_WORDS.items():
         message = message.replace(regex, words)
     return message
+
+
+def _lone_surrogate(data: bytes | str) -> str | None:
+    raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
+    found = _LONE_SURROGATE.search(raw)
+    if found is None:
+        return None
+    return (f"JSON is malformed: `{found.group(1).decode()}` (byte {found.start(1)}) is a lone UTF-16 surrogate, "
+            "half of a pair: no character, so no valid text")
 
 
 @_not_too_deep

@@ -80,7 +80,7 @@ def decoded(decoder: msgspec.json.Decoder[Any], what: str,
             return decoder.decode(body)
         except msgspec.DecodeError as err:
             hint = _hint(explain, body) if isinstance(err, msgspec.ValidationError) else None
-            raise HTTPException(422, f"{what}: {in_words(err)}" + (f" ({hint})" if hint else "")) from None
+            raise HTTPException(422, f"{what}: {in_words(err, body)}" + (f" ({hint})" if hint else "")) from None
 
     return Depends(decode)
 

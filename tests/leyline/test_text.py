@@ -6,6 +6,7 @@ import re
 import msgspec
 import pytest
 
+from leyline.codec import decode_frame, decode_frame_wire, in_words
 from leyline.text import has_control, scrub, scrub_json, visible
 
 CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0),
@@ -54,3 +55,25 @@ def test_the_json_rule_and_the_text_rule_take_the_same_characters():
             assert msgspec.json.decode(scrub_json(encode(text))) == scrub(text), (hex(code), name)
     assert scrub("a\u202eb\u2066c\u200f") == "a\ufffdb\ufffdc\u200f"
     assert visible("\u202egnp.exe") == "<202E>gnp.exe"
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (b'{"notes":"a\\ud800b"}', "`\\ud800` (byte 11) is a lone UTF-16 surrogate"),
+    (b'{"notes":"\\\\\\uDBFF"}', "`\\uDBFF` (byte 12) is a lone UTF-16 surrogate"),
+    (b'{"notes":"\\ud83d\\ude00\\ud800', "`\\ud800` (byte 22) is a lone UTF-16 surrogate"),
+    (b'{"notes":"a', "Input data was truncated"),  # truly cut short: said so
+])
+def test_a_lone_surrogate_is_said_to_be_no_text_not_a_truncated_body(body, words):
+    with pytest.raises(msgspec.DecodeError) as refused:
+        msgspec.json.decode(body)
+    assert words in in_words(refused.value, body), in_words(refused.value, body)
+
+
+def test_an_escaped_backslash_before_a_surrogate_escape_and_a_pair_are_text():
+    assert msgspec.json.decode(b'"\\\\ud800 \\ud83d\\ude00"') == "\\ud800 \U0001f600"
+
+
+def test_a_frame_of_a_lone_surrogate_is_refused_in_the_same_words():
+    for decode in (decode_frame, decode_frame_wire):
+        with pytest.raises(msgspec.DecodeError, match=r"`\\ud800` \(byte 37\) is a lone UTF-16 surrogate"):
+            decode('{"type":"hello","run_id":"r","name":"\\ud800"}')
