@@ -11,7 +11,7 @@ from leyline import forms
 from leyline.calls import MAX_ARGS, CallValue, CommandName
 from leyline.enums import CommandAction, CommandStatus, ProfileTarget
 from leyline.forms import SET, Form
-from leyline.ids import RunId
+from leyline.ids import ArtifactName, RunId
 from leyline.payloads import Scalar, Step
 from leyline.text import has_control, scrub
 
@@ -140,7 +140,6 @@ class CallRequest(Escalation, frozen=True, tag=CommandAction.CALL.value):
 HparamName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$(?!\n)")]
 HparamValue = Annotated[str, msgspec.Meta(max_length=256)] | int | float | bool
 Hparams = Annotated[dict[HparamName, HparamValue], msgspec.Meta(max_length=64)]
-ArtifactName = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^(?!\.+$)[A-Za-z0-9._-]+$(?!\n)")]
 
 
 class HparamsRequest(Escalation, frozen=True, tag=CommandAction.HPARAMS.value):

@@ -15,6 +15,7 @@ from fastapi import HTTPException, Path, Request, Response
 from fastapi.responses import FileResponse
 
 from leyline.frames import STREAM_SECRET_HEADER
+from leyline.ids import ARTIFACT_NAME_PATTERN, ARTIFACT_NAME_RULE, MAX_ARTIFACT_NAME
 from nissa_server import artifact_files, ownership
 from nissa_server.access import Access, guarded
 from nissa_server.artifact_files import Quota, Refused
@@ -28,17 +29,16 @@ from nissa_server.store import queries
 
 router = guarded(Access.READ, tags=["artifacts"])
 uploads = guarded(Access.WRITE, tags=["artifacts"])
-NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9._-]{1,128}$"
-NAME = re.compile(NAME_PATTERN)
+NAME = re.compile(ARTIFACT_NAME_PATTERN)
 # The pattern is for the schema; ``_path`` checks it (pydantic's regex engine has no look-ahead).
-ArtifactName = Annotated[str, Path(max_length=128, description="File name: letters, digits, '.', '_', '-', "
-                                   "not dots only", json_schema_extra={"pattern": NAME_PATTERN})]
+ArtifactName = Annotated[str, Path(max_length=MAX_ARTIFACT_NAME, description=f"File name: {ARTIFACT_NAME_RULE}",
+                                   json_schema_extra={"pattern": ARTIFACT_NAME_PATTERN})]
 UNAUTHORIZED: Responses = {401: error("Missing or wrong bearer token", "missing or wrong bearer token")}
 
 
 def _path(n: Nissa, run_key: int, name: str) -> pathlib.Path:
-    if not NAME.fullmatch(name):
-        raise HTTPException(422, f"invalid artifact name {name!r}: use letters, digits, '.', '_', '-'")
+    if len(name) > MAX_ARTIFACT_NAME or not NAME.search(name):
+        raise HTTPException(422, f"invalid artifact name {name[:40]!r}: {ARTIFACT_NAME_RULE}")
     root = n.settings.artifacts_root.resolve()
     path = (root / str(run_key) / name).resolve()
     if not path.is_relative_to(root):

@@ -6,9 +6,11 @@ import hashlib
 import socket
 
 import httpx
+import msgspec
 import pytest
 
 from leyline.frames import STREAM_SECRET_HEADER
+from leyline.ids import ArtifactName
 from tests.support import SECRET, events_for, ingest_events, running_server
 
 OWNER = {STREAM_SECRET_HEADER: SECRET}
@@ -56,6 +58,26 @@ async def test_bad_names_are_refused(http, name):
     put = await http.put(f"/runs/art/artifacts/{name}", content=b"x")
     get = await http.get(f"/runs/art/artifacts/{name}")
     assert put.status_code in (404, 422) and get.status_code in (404, 422), (put.status_code, get.status_code)
+
+
+@pytest.mark.parametrize("name", ["-rf", "--help", "-", "CON", "con.txt", "Nul", "COM1.log", "lpt9", "aux."])
+async def test_names_a_command_or_windows_reads_otherwise_are_refused_with_the_rule(http, name):
+    """A name starting with '-' is an option to a command given the file (``rm -rf``), refused as a run id
+    starting with it is; a Windows device name is a device to a viewer saving the file under it."""
+    put = await http.put(f"/runs/art/artifacts/{name}", content=b"x")
+    assert put.status_code == 422, put.text
+    assert "not starting with '-'" in put.json()["detail"] and "Windows device name" in put.json()["detail"]
+    assert (await http.get(f"/runs/art/artifacts/{name}")).status_code == 422
+    assert (await http.get("/runs/art/artifacts")).json() == []
+    with pytest.raises(msgspec.ValidationError):  # nor may a command name one (``restore``)
+        msgspec.convert(name, ArtifactName)
+
+
+@pytest.mark.parametrize("name", ["a-b", "console.log", "CONFIG", "com10", ".hidden", "x--y.pt"])
+async def test_names_near_the_refused_ones_are_kept(http, name):
+    assert (await http.put(f"/runs/art/artifacts/{name}", content=b"x")).status_code == 201
+    assert (await http.get(f"/runs/art/artifacts/{name}")).content == b"x"
+    msgspec.convert(name, ArtifactName)
 
 
 async def test_an_empty_body_is_refused_and_stores_nothing(http, server_url):
