@@ -5,12 +5,15 @@ transaction, against these rows, so agents and servers that race each other cann
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import msgspec
 
 from leyline.run_keys import stored_key
+from leyline.summaries import PROJECT_PATTERN
 from leyline.sweeps import Exploit, SweepSpec, Trial, Value, trial_run_id
+from leyline.text import scrub_tree
 from nissa_server.store.conn import Conn
 
 SCHEMA = """
@@ -116,8 +119,20 @@ class SweepRow(msgspec.Struct, kw_only=True):
 _spec = msgspec.json.Decoder(SweepSpec)
 
 
+def _stored_spec(body: bytes | str) -> SweepSpec:
+    """A stored spec. One stored before a rule it breaks (a control character in its command or values, a project
+    the runs' rule refuses) is read as it would be taken now: those characters shown as U+FFFD, that project none."""
+    try:
+        return _spec.decode(body)
+    except msgspec.ValidationError:
+        raw = scrub_tree(msgspec.json.decode(body))
+        if isinstance(raw, dict) and not re.match(PROJECT_PATTERN, str(raw.get("project", ""))):
+            raw["project"] = ""
+        return msgspec.convert(raw, SweepSpec)
+
+
 def _sweep(row: tuple) -> SweepRow:
-    return SweepRow(sweep_id=row[0], name=row[1], project=row[2], method=row[3], spec=_spec.decode(row[4]),
+    return SweepRow(sweep_id=row[0], name=row[1], project=row[2], method=row[3], spec=_stored_spec(row[4]),
                     status=row[5], message=row[6], created_at=row[7], next_trial=row[8])
 
 

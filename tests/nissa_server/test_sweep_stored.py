@@ -1,0 +1,44 @@
+"""A sweep stored before a rule it breaks was made still reads, on both stores: its control characters shown as
+U+FFFD, a project the runs' rule refuses read as none (``GET /sweeps`` and the sweeps' loop read every stored one)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import msgspec
+
+from leyline.sweeps import decode_spec
+from nissa_server.store import sweeps_sql
+from tests.support.stores import started
+
+SPEC = """
+name = "old"
+method = "random"
+command = ["python", "train.py"]
+trials = 2
+[metric]
+name = "val_loss"
+[parameters.act]
+values = ["relu", "gelu"]
+"""
+
+
+async def test_a_sweep_stored_before_the_control_character_rules_reads_scrubbed(tmp_path):
+    store, _ = await started(tmp_path)
+    spec = decode_spec(tomllib.loads(SPEC))
+    await store.call(lambda conn: sweeps_sql.insert_sweep(conn, "s1", spec, 1.7e9))
+    old = json.loads(msgspec.json.encode(spec))
+    old["command"] = ["python", "train.py", "--tag=\x1b[31mred"]  # as an older server took them
+    old["parameters"]["act"]["values"] = ["relu", "ge\u202elu"]
+    old["project"] = "my project"
+    await store.call(lambda conn: conn.execute("UPDATE sweeps SET spec = ? WHERE sweep_id = ?",
+                                               (json.dumps(old), "s1")))
+    one = await store.read(lambda conn: sweeps_sql.get_sweep(conn, "s1"))
+    listed = await store.read(lambda conn: sweeps_sql.list_sweeps(conn, 10))
+    await store.close()
+    assert one is not None and [s.sweep_id for s in listed] == ["s1"]
+    assert one.spec.command == ["python", "train.py", "--tag=\ufffd[31mred"]
+    assert one.spec.parameters["act"].values == ["relu", "ge\ufffdlu"]
+    assert one.spec.project == ""
+    assert listed[0].spec == one.spec
