@@ -23,6 +23,7 @@ from leyline.events import (
     _WireEvent,
 )
 from leyline.kinds import KIND_NAMES, AnyPayload
+from leyline.payloads import MAX_STEP, STEP_RULE, is_step
 from leyline.text import NO_CONTROL_PATTERN, NO_CONTROL_RULE
 
 _encoder = msgspec.json.Encoder()
@@ -144,7 +145,8 @@ def encode_checked(payload: AnyPayload, *, run_id: str, rank: int, seq: int, ts:
     """
     kind = payload.KIND
     _int_at_least("seq", seq, 1)
-    _int_at_least("step", step, 0)
+    if not is_step(step):
+        raise msgspec.ValidationError(f"Expected a step, {STEP_RULE}, got {step!r} - at `$.step`")
     _int_at_least("epoch", epoch, 0)
     if env is not None:
         _int_at_least("env", env, 0)
@@ -244,6 +246,8 @@ def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
     return checked
 
 
+_STEP_BOUND = re.compile(rf"Expected `int` (?:>= 0|<= {MAX_STEP})( - at `[^`]*step`)")
+"""msgspec's words for a step out of bounds, where it is (``Step``'s bounds)."""
 _IN_WORDS = {f"Expected `str` matching regex {RUN_ID_PATTERN!r}": f"Expected a run id: {RUN_ID_RULE}",
              f"Expected `str` matching regex {NO_CONTROL_PATTERN!r}": f"Expected `str` with {NO_CONTROL_RULE}"}
 
@@ -253,15 +257,15 @@ _LONE_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})(
 
 
 def in_words(err: msgspec.ValidationError | msgspec.DecodeError, data: bytes | str | None = None) -> str:
-    """``err``'s message, with a rule msgspec states as a regular expression said in words (the run id's, a text's
-    without control characters); where ``data``, the JSON that failed, holds a lone surrogate (msgspec says it
-    was truncated), that said with where it is."""
+    """``err``'s message, with a rule msgspec states as a regular expression or a bound said in words (the run id's,
+    a text's without control characters, a step's); where ``data``, the JSON that failed, holds a lone surrogate
+    (msgspec says it was truncated), that said with where it is."""
     message = str(err)
     if data is not None and message == "Input data was truncated":
         return _lone_surrogate(data) or message
     for regex, words in _IN_WORDS.items():
         message = message.replace(regex, words)
-    return message
+    return _STEP_BOUND.sub(rf"Expected a step, {STEP_RULE}\1", message)
 
 
 def _lone_surrogate(data: bytes | str) -> str | None:

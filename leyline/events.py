@@ -20,7 +20,7 @@ from leyline.ids import RUN_ID_PATTERN as RUN_ID_PATTERN
 from leyline.ids import RUN_ID_RULE as RUN_ID_RULE
 from leyline.ids import RunId as RunId
 from leyline.kinds import KINDS, AnyPayload, KindName
-from leyline.payloads import MAX_INT
+from leyline.payloads import MAX_INT, Step
 
 SCHEMA_VERSION = 1
 SERVER_RANK = -1  # events the server itself authors (command queued/expired) use this rank
@@ -53,7 +53,7 @@ class Event(msgspec.Struct, kw_only=True):
     rank: Rank = 0
     seq: Seq
     ts: float
-    step: NonNeg = 0
+    step: Step = 0
     epoch: NonNeg = 0
     env: NonNeg | None = None
     kind: Kind
@@ -70,7 +70,7 @@ class _WireEvent(msgspec.Struct, kw_only=True):
     rank: Rank = 0
     seq: Seq
     ts: float
-    step: NonNeg = 0
+    step: Step = 0
     epoch: NonNeg = 0
     env: NonNeg | None = None
     kind: KindName

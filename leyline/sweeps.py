@@ -15,7 +15,7 @@ import msgspec
 
 from leyline.codec import in_words
 from leyline.metrics import MetricName
-from leyline.payloads import RunName
+from leyline.payloads import MAX_STEP, RunName
 from leyline.summaries import Project
 from leyline.text import NO_CONTROL_PATTERN
 
@@ -26,7 +26,7 @@ MAX_VALUES = 64
 MAX_ARGV = 64
 MAX_ARG_CHARS = 512
 MAX_CHOICE_CHARS = 128
-MAX_STEPS = 2**53
+MAX_STEPS = MAX_STEP
 
 Method = Literal["grid", "random", "tpe", "pbt"]
 Goal = Literal["minimize", "maximize"]

@@ -13,6 +13,7 @@ import msgspec
 
 from leyline.calls import Phases
 from leyline.metrics import MAX_LABELS, MAX_METRIC_NAME_CHARS, MAX_METRICS, METRIC_NAME_PATTERN
+from leyline.payloads import MAX_STEP, STEP_RULE
 from nissa.hub.config import check_servers
 
 if TYPE_CHECKING:
@@ -102,8 +103,8 @@ def check_log(values: object, step: object, labels: object) -> None:
     bad = next((k for k in values if not is_name(k)), None)
     if bad is not None:
         raise ValueError(f"run.log: bad metric name {bad!r} ({_NAME_RULE})")
-    if step is not None and (not _is_int(step) or step < 0):
-        raise ValueError(f"run.log: step must be an int >= 0, got {step!r}")
+    if step is not None and (not _is_int(step) or not 0 <= step <= MAX_STEP):
+        raise ValueError(f"run.log: step must be {STEP_RULE}, got {step!r}")
     if labels is None:
         return
     if not isinstance(labels, Mapping):

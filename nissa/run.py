@@ -51,7 +51,7 @@ from leyline import (
     SummaryUpdated,
     metric_value,
 )
-from leyline.payloads import Scalar
+from leyline.payloads import STEP_RULE, Scalar, is_step
 from leyline.payloads_histogram import DEFAULT_BINS
 from nissa.announce import announce
 from nissa.calls import CallHandler, spec_of
@@ -301,8 +301,8 @@ class Run(RunCore):
         ``step``. ``at``: the step that begins, in the loop's own count, for a loop that reaches boundaries only
         now and then (a logger called every 100 steps); it only goes forward (default: the next)."""
         self._check_open("run.step")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < self._next):
-            raise ValueError(f"run.step: at must be an int, the next step {self._next} or later, got {at!r}")
+        if at is not None and (not is_step(at) or at < self._next):
+            raise ValueError(f"run.step: at must be the next step {self._next} or later, {STEP_RULE}; got {at!r}")
         self.start()
         if self._ran:
             self._watch.collect(self._step)

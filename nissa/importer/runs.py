@@ -18,7 +18,7 @@ from leyline import AnyPayload, Metrics, RunFinished, RunStarted, make_event, me
 from leyline.codec import encode_event
 from leyline.events import MAX_TS_AHEAD_S, MIN_TS
 from leyline.metrics import MAX_METRICS
-from leyline.payloads import MAX_INT
+from leyline.payloads import is_step
 from leyline.text import scrub, scrub_json
 from nissa.hub.runlog import RunLog
 from nissa.hub.secret import run_secret
@@ -61,7 +61,7 @@ class ImportedRun:
         self.first_skipped.setdefault(why, where)
 
     def take(self, payload: AnyPayload, step: int, ts: float, where: str) -> bool:
-        """Add a point if the run log can hold it (a step from 0 to 2⁶³−1, a wall time a server takes, a payload
+        """Add a point if the run log can hold it (a step from 0 to 2⁵³, a wall time a server takes, a payload
         its type takes), else count it as skipped; whether it was added."""
         why = _unfit(step, ts)
         refused = _refused(payload) if why is None else None
@@ -120,8 +120,8 @@ class ImportedRun:
 
 def _unfit(step: int, ts: float) -> str | None:
     """Why a point at ``step`` and wall time ``ts`` cannot be in a run log a server takes (None: it can)."""
-    if not 0 <= step <= MAX_INT:
-        return "step negative or past 2^63-1"
+    if not is_step(step):
+        return "step negative or past 2^53"
     if not math.isfinite(ts):
         return "wall time not finite"
     if not MIN_TS <= ts <= time.time() + MAX_TS_AHEAD_S:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from leyline.metrics import SummaryUpdated, as_float
-from leyline.payloads import RunStarted
+from leyline.payloads import MAX_INT, RunStarted
 from leyline.series import format_key
 from leyline.summaries import BEST_STAT, MetricSummary, best_of, direction_of
 from nissa_server.store.conn import Conn, insert_many
@@ -145,7 +145,13 @@ def stat_row(run_key: int, key: str, name: str, values: np.ndarray, steps: np.nd
     count, low, high, last = _stats(values)
     direction = direction_of(name)
     best = best_of(direction, min=low, max=high, last=last)
-    return (run_key, key, name, direction, count, low, high, last, int(steps[-1]), best, 0)
+    return (run_key, key, name, direction, count, low, high, last, sql_step(steps[-1]), best, 0)
+
+
+def sql_step(step: float) -> int:
+    """A chart's step (a float) as the integer a summary keeps, clamped to 0..2⁶³−1: a step past 2⁵³ an older server
+    took (2⁶³−1 is 2⁶³ as a float) would not fit the column and stop every later pass."""
+    return max(0, min(int(step), MAX_INT))
 
 
 def write(conn: Conn, series: dict[tuple[int, str], tuple[str, list[np.ndarray]]], declared: list[tuple],
@@ -216,7 +222,7 @@ def backfill(conn: Conn) -> int:
         count, low, high, last = _stats(values)
         direction = direction_of(name)
         best = best_of(direction, min=low, max=high, last=last)
-        rows.append((run_key, key, name, direction, count, low, high, last, int(last_step), best, 0))
+        rows.append((run_key, key, name, direction, count, low, high, last, sql_step(last_step), best, 0))
     if rows:
         conn.executemany(_upsert(conn), rows)
     return len(rows)

@@ -36,6 +36,7 @@ def test_encode_checked_gives_the_bytes_of_encode_event(event):
         ({"ts": "now"}, "$.ts"),
         ({"ts": 10**400}, "$.ts"),
         ({"step": 2**63}, "$.step"),
+        ({"step": 2**53 + 1}, "$.step"),
     ],
 )
 def test_encode_checked_refuses_a_bad_envelope(override, where):
@@ -96,19 +97,20 @@ def test_encode_checked_accepts_what_decoding_accepts():
         FIRST = 1
 
     event = sample_events()[0]
-    for override in ({"ts": 5}, {"epoch": Epoch.FIRST}, {"step": 2**63 - 1}):
+    for override in ({"ts": 5}, {"epoch": Epoch.FIRST}, {"step": 2**53}):
         line = _checked(event, **override)
         assert line == encode_event(msgspec.structs.replace(event, **override))
         decode_event(line)
 
 
-def test_a_command_step_beyond_what_sqlite_stores_is_refused():
+def test_a_command_step_beyond_what_a_chart_holds_exactly_is_refused():
     from leyline.payloads_ops import CommandStatusChanged
 
     body = b'{"command_id":"c","action":"debug","status":"applied","applied_step":%d}'
-    assert msgspec.json.decode(body % (2**63 - 1), type=CommandStatusChanged).applied_step == 2**63 - 1
-    with pytest.raises(msgspec.ValidationError, match="applied_step"):
-        msgspec.json.decode(body % 2**63, type=CommandStatusChanged)
+    assert msgspec.json.decode(body % 2**53, type=CommandStatusChanged).applied_step == 2**53
+    for past in (2**53 + 1, 2**63):
+        with pytest.raises(msgspec.ValidationError, match="applied_step"):
+            msgspec.json.decode(body % past, type=CommandStatusChanged)
 
 
 def test_a_bad_run_id_is_refused_in_words_not_as_a_regular_expression():

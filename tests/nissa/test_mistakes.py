@@ -57,7 +57,8 @@ def test_init_refuses_cuda_where_there_is_none(tmp_path):
     ({"loss": torch.tensor(1 + 2j)}, {}, ValueError, "'loss' is complex"),
     ({"loss": torch.tensor([1.0]).to_sparse()}, {}, ValueError, "'loss' must be a dense tensor"),
     ({"loss": 10**400}, {}, ValueError, "'loss' is too large for a float"),
-    ({"loss": 1.0}, {"step": "3"}, ValueError, "step must be an int >= 0, got '3'"),
+    ({"loss": 1.0}, {"step": "3"}, ValueError, "step must be a whole number from 0 to 2\\^53 .*, got '3'"),
+    ({"loss": 1.0}, {"step": 2**53 + 1}, ValueError, "step must be a whole number .*, got 9007199254740993"),
     ({"loss": 1.0}, {"labels": {"split": 1}}, ValueError, "label 'split' must be a string"),
     ({"loss": 1.0}, {"labels": {"a b": "c"}}, ValueError, "bad label name 'a b'"),
 ])

@@ -11,11 +11,13 @@ from leyline import EventKind, decode_event
 def test_step_at_goes_forward_only_and_text_is_an_event(tmp_path):
     run = nissa.init(run_name="t", log_dir=tmp_path, system_metrics=False)
     assert run.current_step is None
-    with pytest.raises(ValueError, match="at must be an int, the next step 0 or later"):
+    with pytest.raises(ValueError, match="at must be the next step 0 or later"):
         run.step(at=-1)
+    with pytest.raises(ValueError, match=r"from 0 to 2\^53 \(9,007,199,254,740,992\); got 9007199254740993"):
+        run.step(at=2**53 + 1)
     run.step(at=50)
     assert run.current_step == 50
-    with pytest.raises(ValueError, match="at must be an int, the next step 51 or later"):
+    with pytest.raises(ValueError, match="at must be the next step 51 or later"):
         run.step(at=50)
     run.step()
     assert run.current_step == 51

@@ -58,6 +58,7 @@ BAD = [
     (14, WALL, _value("loss", "scalars", np.array([1.0, 2.0], dtype=np.float32))),
     (15, WALL, _value("loss", "scalars", np.array(b"one point two"))),
     (-5, WALL, _value("loss", "scalars", np.array(0.5, dtype=np.float32))),
+    (2**53 + 1, WALL, _value("loss", "scalars", np.array(0.5, dtype=np.float32))),
     (16, math.nan, _value("loss", "scalars", np.array(0.5, dtype=np.float32))),
     (17, math.inf, _value("weights", "histograms", np.array([[0.0, 1.0, 3.0]]))),
     (18, 0.0, _value("loss", "scalars", np.array(0.5, dtype=np.float32))),
@@ -65,7 +66,7 @@ BAD = [
 ]
 REASONS = {"histogram edges not finite": 2, "histogram of shape [3], not [left, right, count] buckets": 1,
            "histogram count negative or not finite": 1, "scalar of shape [2], not one number": 1,
-           "scalar that is not a number": 1, "step negative or past 2^63-1": 1, "wall time not finite": 2,
+           "scalar that is not a number": 1, "step negative or past 2^53": 2, "wall time not finite": 2,
            "wall time before 2000 or in the future": 1, "hparams that do not parse": 1}
 
 
@@ -144,7 +145,7 @@ def test_a_csv_step_past_int64_is_skipped_not_a_refused_log(tmp_path, capsys):
     path.write_text("step,wall_time,loss\n0,1700000000,1.0\n1e30,1700000001,0.5\n2,nan,0.25\n")
     assert main(["import", "csv", str(path), "--log-dir", str(tmp_path / "imp")]) == 0
     summary = capsys.readouterr().err.splitlines()[-1]
-    assert summary.startswith("imported 1 run, 2 values; skipped 1: step negative or past 2^63-1 ×1"), summary
+    assert summary.startswith("imported 1 run, 2 values; skipped 1: step negative or past 2^53 ×1"), summary
     (log,) = (tmp_path / "imp").glob("*/events.jsonl")
     kinds = [decode_event(line).kind for line in log.read_bytes().splitlines()]
     assert kinds == [EventKind.RUN_STARTED, EventKind.METRICS, EventKind.METRICS, EventKind.RUN_FINISHED]
