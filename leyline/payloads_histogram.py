@@ -60,8 +60,8 @@ class Histograms(Payload, kw_only=True, frozen=True):
 
 def distribution_problem(d: Distribution) -> str | None:
     """What makes ``d`` no distribution, in words (None: it is one): ``min`` and ``max`` finite with ``min <=
-    max`` (or both null, with no finite value), each bin and ``nonfinite`` from 0 to 2⁶³−1, ``count`` the sum of
-    the bins."""
+    max`` and ``max - min`` finite (or both null, with no finite value), each bin and ``nonfinite`` from 0 to
+    2⁶³−1, ``count`` the sum of the bins."""
     if d.min is None or d.max is None:
         if d.min is not None or d.max is not None:
             return "min and max are both numbers or both null"
@@ -71,6 +71,8 @@ def distribution_problem(d: Distribution) -> str | None:
         return f"min and max must be finite numbers, not {d.min!r} and {d.max!r}"
     elif d.min > d.max:
         return f"min {d.min!r} is above max {d.max!r}"
+    elif not math.isfinite(d.max - d.min):  # its bins' width, edges and quantiles would be infinite or NaN
+        return f"max - min must be finite, not {d.max!r} - {d.min!r}"
     low, high = min(d.bins), max(d.bins)
     if low < 0 or high > MAX_INT:
         bad = low if low < 0 else high

@@ -13,6 +13,7 @@ collector repeats are kept by that collector (``SegmentCache``), not by the proc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,10 +77,14 @@ def segmented_histograms(values: torch.Tensor, seg: torch.Tensor | None, n: int,
 
 
 def distribution(name: str, figures: list[float], bins: int) -> Distribution:
-    """The ``Distribution`` of one histogram's ``[min, max, count, *bins, nonfinite]`` as read back."""
-    count = int(figures[2])
+    """The ``Distribution`` of one histogram's ``[min, max, count, *bins, nonfinite]`` as read back. Values spread
+    wider than a float holds (``max - min`` past 1.8e308: no bin width) are counted apart, with ``nonfinite``:
+    the contract takes no such range."""
+    count, nonfinite = int(figures[2]), int(figures[-1])
+    if count and not math.isfinite(figures[1] - figures[0]):
+        return Distribution(name=name, min=None, max=None, count=0, nonfinite=count + nonfinite, bins=[0] * bins)
     return Distribution(name=name, min=figures[0] if count else None, max=figures[1] if count else None,
-                        count=count, nonfinite=int(figures[-1]), bins=list(map(int, figures[3:3 + bins])))
+                        count=count, nonfinite=nonfinite, bins=list(map(int, figures[3:3 + bins])))
 
 
 CHUNK_ELEMENTS = 1 << 22

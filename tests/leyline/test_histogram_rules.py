@@ -27,6 +27,7 @@ BAD = [
     ({"nonfinite": -1}, "nonfinite -1"),
     ({"nonfinite": 2**64 - 1}, "nonfinite 18446744073709551615"),
     ({"bins": [2**63 - 1, 2**63 - 1], "count": 2**64 - 2}, "count 18446744073709551614"),
+    ({"min": -1.7e308, "max": 1.7e308}, "max - min must be finite, not 1.7e+308 - -1.7e+308"),
 ]
 
 

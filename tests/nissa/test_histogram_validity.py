@@ -17,7 +17,7 @@ def test_nissa_histograms_of_awkward_tensors_are_valid_distributions():
     big = torch.finfo(torch.float32).max
     values = [torch.tensor([]), torch.full((5,), 2.5), torch.tensor([math.nan, math.inf]), torch.randn(30).half(),
               torch.randint(-3, 9, (40,)), torch.tensor([-big, big, 0.0]), torch.tensor([1.0, math.nan, -math.inf]),
-              torch.randn(1000).double() * 1e300]
+              torch.randn(1000).double() * 1e300, torch.tensor([-1.7e308, 1.0, 1.7e308], dtype=torch.float64)]
     for bins in (1, 7, 64, 512):
         made = distributions([(f"t{i}", nissa.Histogram(v, bins=bins)) for i, v in enumerate(values)])
         assert [distribution_problem(d) for d in made] == [None] * len(values)

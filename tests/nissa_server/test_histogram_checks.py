@@ -24,6 +24,7 @@ GOOD = Distribution(name="w", min=-1.0, max=1.0, count=6, bins=[1, 2, 3])
     ({"min": 2.0}, "min 2.0 is above max 1.0"),
     ({"bins": [2**64 - 1, 0, 0], "count": 2**64 - 1}, "bin 0 counts 18446744073709551615"),
     ({"nonfinite": -3}, "nonfinite -3"),
+    ({"min": -1.7e308, "max": 1.7e308}, "max - min must be finite"),
 ])
 async def test_a_histogram_that_is_no_distribution_is_refused_with_the_rule(server_url, change, words):
     event = msgspec.to_builtins(make_event(Histograms(histograms=[GOOD]), run_id="hist", seq=2, ts=1.7e9))
