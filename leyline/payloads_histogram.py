@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Iterable
 from typing import Annotated, ClassVar
 
 import msgspec
@@ -45,17 +46,32 @@ class Distribution(msgspec.Struct, kw_only=True, frozen=True):
 
 class Histograms(Payload, kw_only=True, frozen=True):
     """Distributions of the run at the envelope's ``step``, with optional labels like ``metrics``'. Each one is a
-    distribution (``distribution_problem``)."""
+    distribution (``distribution_problem``), no two of one name (``one_a_name``): a read's ``max_steps`` counts
+    one a step."""
 
     KIND: ClassVar[Kind] = EventKind.HISTOGRAM
     histograms: Annotated[list[Distribution], msgspec.Meta(min_length=1, max_length=MAX_DISTRIBUTIONS)]
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
 
     def __post_init__(self) -> None:
+        names: set[str] = set()
         for i, d in enumerate(self.histograms):
-            why = distribution_problem(d)
+            why = distribution_problem(d) or (_SECOND if d.name in names else None)
             if why is not None:
                 raise ValueError(f"histograms[{i}] ({d.name!r}): {why}")
+            names.add(d.name)
+
+
+_SECOND = "a second distribution of that name: an event holds one of each name"
+
+
+def one_a_name(distributions: Iterable[Distribution]) -> list[Distribution]:
+    """``distributions`` less each one after the first of its name: what one ``Histograms`` may hold (two watched
+    models' layers, or names cut at their length limit, may meet)."""
+    first: dict[str, Distribution] = {}
+    for d in distributions:
+        first.setdefault(d.name, d)
+    return list(first.values())
 
 
 def distribution_problem(d: Distribution) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from leyline import AnyPayload, DebugLayerStats, Histograms, TelemetryLevel
-from leyline.payloads_histogram import DEFAULT_BINS
+from leyline.payloads_histogram import DEFAULT_BINS, one_a_name
 from nissa.histogram import Histogram, SegmentCache, distributions, launch_histograms
 from nissa.integrations.names import metric_name
 from nissa.telemetry.debug_stats import (
@@ -71,7 +71,7 @@ class ModelWatch:
                     named.append((metric_name(f"gradients/{param_name}"), Histogram(param.grad, bins)))
         if not named:
             return None
-        payload = Histograms(histograms=distributions(named[:1024], self.segments))
+        payload = Histograms(histograms=one_a_name(distributions(named[:1024], self.segments)))
         self._emit(payload)
         return payload
 

@@ -73,37 +73,33 @@ def _at(head: _Head, d: _Dist) -> HistogramAt:
                        count=d.count, nonfinite=d.nonfinite, bins=bins, quantiles=quantiles(dist))
 
 
-def _found(body: bytes, name: str) -> list[HistogramAt] | None:
-    """The distributions called ``name`` found in the event's JSON as the server stores it (the envelope's fields
-    before its payload, each distribution's ``bins`` last), without parsing the others; None where the JSON is not
-    laid out so (``pick`` then decodes the event)."""
+def _found(body: bytes, name: str) -> HistogramAt | None:
+    """The first distribution called ``name`` found in the event's JSON as the server stores it (the envelope's
+    fields before its payload, each distribution's ``bins`` last), without parsing the others; None where the JSON
+    is not laid out so (``pick`` then decodes the event)."""
     end = body.find(_PAYLOAD)
-    key = b'{"name":' + _encode(name) + b","
-    start = body.find(key, end)
+    start = body.find(b'{"name":' + _encode(name) + b",", end)
     if end < 0 or start < 0:
         return None
+    bins = body.find(b'"bins":[', start)
+    close = body.find(b"]", bins)
+    if bins < 0 or body[close + 1:close + 2] != b"}":
+        return None
     try:
-        head = _head(body[:end] + b"}")
-        out = []
-        while start >= 0:
-            bins = body.find(b'"bins":[', start)
-            close = body.find(b"]", bins)
-            if bins < 0 or body[close + 1:close + 2] != b"}":
-                return None
-            out.append(_at(head, _dist(body[start:close + 2])))
-            start = body.find(key, close)
+        return _at(_head(body[:end] + b"}"), _dist(body[start:close + 2]))
     except msgspec.DecodeError:  # a label called "name", say: decoded whole
         return None
-    return out
 
 
 def pick(body: bytes, name: str) -> list[HistogramAt]:
-    """The distributions called ``name`` in one ``histogram`` event's JSON (only their bins decoded)."""
+    """The distribution called ``name`` in one ``histogram`` event's JSON (only its bins decoded): the first of
+    them in an event stored before ingest refused a second of one name, so ``max_steps`` bounds distributions."""
     found = _found(body, name)
     if found is not None:
-        return found
+        return [found]
     event = _event(body)
-    return [_at(event, d) for d in (event.payload.histograms if event.payload else ()) if d.name == name]
+    first = next((d for d in (event.payload.histograms if event.payload else ()) if d.name == name), None)
+    return [] if first is None else [_at(event, first)]
 
 
 def offsets(n: int, max_steps: int) -> list[int] | None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from leyline import DebugLayerStats, Distribution, Histograms, LayerStat, TelemetryLevel
+from leyline.payloads_histogram import one_a_name
 from nissa.histogram import CHUNK_ELEMENTS, Histogram, PendingHistograms, SegmentCache
 from nissa.integrations.names import metric_name
 from nissa.telemetry.readback import DeviceFigures, read_all
@@ -139,8 +140,8 @@ def debug_distribution_names(model: str, layer: str) -> tuple[str, str]:
 def debug_histogram_payloads(pending: Iterable[PendingHistograms],
                              more: Iterable[Distribution] = ()) -> list[Histograms]:
     """``histogram`` payloads of distributions read (``read_all``), and of ``more`` read otherwise, a few
-    hundred an event."""
-    found = [*(d for p in pending for d in (p.distributions or [])), *more]
+    hundred an event, the first of each name (``one_a_name``)."""
+    found = one_a_name([*(d for p in pending for d in (p.distributions or [])), *more])
     return [Histograms(histograms=found[i: i + DISTRIBUTIONS_PER_EVENT])
             for i in range(0, len(found), DISTRIBUTIONS_PER_EVENT)]
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from leyline import EventKind, decode_event, encode_event, make_event
-from leyline.payloads_histogram import MAX_BINS, Distribution, Histograms
+from leyline.payloads_histogram import MAX_BINS, Distribution, Histograms, one_a_name
 from leyline.samples import SAMPLE_PAYLOADS
 
 GOOD = {"name": "w", "min": -1.0, "max": 1.0, "count": 6, "nonfinite": 0, "bins": [1, 2, 3]}
@@ -61,3 +61,12 @@ def test_a_valid_histogram_and_the_samples_pass():
 def test_bins_are_capped():
     with pytest.raises(msgspec.ValidationError, match=f"length <= {MAX_BINS}"):
         decode_event(_line({**GOOD, "count": 0, "bins": [0] * (MAX_BINS + 1)}))
+
+
+def test_an_event_holds_one_distribution_of_each_name():
+    w, v, w_again = Distribution(**GOOD), Distribution(**{**GOOD, "name": "v"}), Distribution(**{**GOOD, "min": 0.0})
+    with pytest.raises(ValueError, match=r"histograms\[2\] \('w'\): a second distribution of that name"):
+        Histograms(histograms=[w, v, w_again])
+    with pytest.raises(msgspec.ValidationError, match=r"histograms\[1\] \('w'\): .* one of each name"):
+        decode_event(_line(GOOD, GOOD))
+    assert one_a_name([w, v, w_again]) == [w, v]

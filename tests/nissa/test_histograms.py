@@ -106,6 +106,22 @@ def test_watch_histograms_every_n_steps_one_sync_each(tmp_path):
     assert first.min == pytest.approx(model[0].weight.min().item())
 
 
+def test_two_watched_models_of_one_layout_send_the_first_distribution_of_each_name(tmp_path):
+    run = nissa.init(run_name="h", log_dir=tmp_path, system_metrics=False)
+    first, second = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        second.weight.fill_(7.0)
+    run.watch(first, histograms="parameters")
+    run.watch(second, histograms="parameters")  # the same names: an event holds one of each
+    run.step()
+    run.step()  # the end of step 0: its collection
+    run.finish()
+    (event,) = _events(run, EventKind.HISTOGRAM)
+    assert [(d.name, d.max) for d in event.payload.histograms] == [
+        ("parameters/weight", pytest.approx(first.weight.max().item())),
+        ("parameters/bias", pytest.approx(first.bias.max().item()))]
+
+
 def test_watch_refuses_an_unknown_mode(tmp_path):
     run = nissa.init(run_name="h", log_dir=tmp_path, system_metrics=False)
     with pytest.raises(ValueError, match="histograms must be one of"):

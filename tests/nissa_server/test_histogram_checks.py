@@ -39,3 +39,16 @@ async def test_a_histogram_that_is_no_distribution_is_refused_with_the_rule(serv
     assert code == CLOSE_BAD_FRAME and words in reason and "histograms[0] ('w')" in reason, (code, reason)
     async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         assert (await http.get("/runs/hist/events")).json() == [], "the whole batch is refused"
+
+
+@pytest.mark.single_backend  # checked before any store
+async def test_an_event_of_two_distributions_of_one_name_is_refused_with_the_rule(server_url):
+    event = msgspec.to_builtins(make_event(Histograms(histograms=[GOOD]), run_id="twice", seq=1, ts=1.7e9))
+    event["payload"]["histograms"] *= 2
+    frame = msgspec.to_builtins(EventBatch(events=[]))
+    frame["events"] = [event]
+    async with IngestClient(server_url, "twice") as client:
+        assert client.ws is not None
+        await client.ws.send(msgspec.json.encode(frame).decode())
+        code, reason = await close_of(client.ws)
+    assert code == CLOSE_BAD_FRAME and "histograms[1] ('w'): a second distribution of that name" in reason, reason

@@ -11,11 +11,14 @@ import sqlite3
 import msgspec
 import pytest
 
-from leyline import make_event
-from leyline.payloads_histogram import Distribution, Histograms
+from leyline import EventKind, Severity, make_event
+from leyline.codec import BatchEvent
+from leyline.payloads_histogram import Distribution, Histograms, HistogramsReply
 from nissa_server import histograms
+from nissa_server.batches import build_write
 from tests.support import running_server
 from tests.support.clients import IngestClient, http_get
+from tests.support.stores import SESSION, settled, started
 
 LAYERS = 6
 STEPS = 12
@@ -112,3 +115,33 @@ def test_an_event_is_read_back_alone_or_out_of_a_block_an_older_server_stored():
     conn.execute("INSERT INTO event_blocks VALUES (1, 1, 0, 1, 3, ?)", (b'{"a":1},{"b":2},{"c":3}',))  # as before
     conn.execute("INSERT INTO event_blocks VALUES (4, 1, 0, 4, 1, ?)", (b'{"d":4}',))  # as blocks.pack stores them
     assert list(histograms._bodies(conn, [2, 4, 3, 9])) == [b'{"b":2}', b'{"d":4}', b'{"c":3}']
+
+
+def _three_of_one_name(step: int) -> bytes:
+    """A ``histogram`` payload holding three distributions called ``w``, as a server took before it refused that."""
+    return msgspec.json.encode({"histograms": [{"name": "w", "min": 0.0, "max": 1.0, "count": n, "bins": [n]}
+                                               for n in (1, 2, 3)]})
+
+
+@pytest.mark.single_backend  # no store
+def test_a_read_keeps_the_first_distribution_of_the_name_an_event_holds():
+    event = make_event(Histograms(histograms=[Distribution(name="w", min=0.0, max=1.0, count=1, bins=[1])]),
+                       run_id="r", seq=1, ts=1.7e9, step=7)
+    stored = msgspec.json.encode(event).replace(msgspec.json.encode(event.payload), _three_of_one_name(7))
+    spaced = json.dumps(json.loads(stored), indent=1).encode()
+    for body in (stored, spaced):
+        assert [h.bins for h in histograms.pick(body, "w")] == [[1]]
+
+
+async def test_max_steps_bounds_the_distributions_of_events_stored_with_many_of_one_name(tmp_path):
+    store, (run,) = await started(tmp_path, "dups")
+    old = [BatchEvent(run_id=run.run_id, rank=0, seq=step, ts=1.7e9, step=step, epoch=0, env=None,
+                      kind=EventKind.HISTOGRAM.value, severity=Severity.INFO,
+                      payload=msgspec.Raw(_three_of_one_name(step))) for step in range(1, 5)]
+    await store.submit_built(lambda: build_write(run, 0, run.stream(0), old, 1 << 20, session=SESSION)[0])
+    await settled(store)
+    for max_steps, steps in ((1, [4]), (2, [1, 4]), (300, [1, 2, 3, 4])):
+        body = await store.read(histograms.read_histograms, run.run_key, "w", None, max_steps, "json", 1 << 30)
+        reply = msgspec.json.decode(body, type=HistogramsReply)
+        assert [(h.step, h.count) for h in reply.histograms] == [(s, 1) for s in steps], max_steps
+    await store.close()
