@@ -10,23 +10,13 @@ import msgspec
 
 from leyline.sweeps import decode_spec
 from nissa_server.store import sweeps_sql
+from tests.leyline.test_sweeps import GOOD
 from tests.support.stores import started
-
-SPEC = """
-name = "old"
-method = "random"
-command = ["python", "train.py"]
-trials = 2
-[metric]
-name = "val_loss"
-[parameters.act]
-values = ["relu", "gelu"]
-"""
 
 
 async def test_a_sweep_stored_before_the_control_character_rules_reads_scrubbed(tmp_path):
     store, _ = await started(tmp_path)
-    spec = decode_spec(tomllib.loads(SPEC))
+    spec = decode_spec(tomllib.loads(GOOD))
     await store.call(lambda conn: sweeps_sql.insert_sweep(conn, "s1", spec, 1.7e9))
     old = json.loads(msgspec.json.encode(spec))
     old["command"] = ["python", "train.py", "--tag=\x1b[31mred"]  # as an older server took them
