@@ -23,7 +23,8 @@ from leyline.events import (
     _WireEvent,
 )
 from leyline.kinds import KIND_NAMES, AnyPayload
-from leyline.payloads import MAX_STEP, STEP_RULE, is_step
+from leyline.payloads import STEP_RULE, is_step
+from leyline.payloads_histogram import second_name
 from leyline.text import NO_CONTROL_PATTERN, NO_CONTROL_RULE
 
 _encoder = msgspec.json.Encoder()
@@ -158,6 +159,8 @@ def encode_checked(payload: AnyPayload, *, run_id: str, rank: int, seq: int, ts:
         _payload_decoders[kind].decode(body)
     except msgspec.ValidationError as err:
         raise msgspec.ValidationError(f"{kind.value}: {err}".replace("at `$", "at `$.payload")) from None
+    if (why := second_name(payload)) is not None:
+        raise msgspec.ValidationError(f"{kind.value}: {why} - at `$.payload`")
     if type(severity) is not Severity:
         severity = Severity(severity)
     return _encoder.encode(_LineEvent(run_id=run_id, rank=rank, seq=seq, ts=ts, step=step, epoch=epoch, env=env,
@@ -246,8 +249,8 @@ def _not_too_deep(decode: Callable[..., object]) -> Callable[..., object]:
     return checked
 
 
-_STEP_BOUND = re.compile(rf"Expected `int` (?:>= 0|<= {MAX_STEP})( - at `[^`]*step`)")
-"""msgspec's words for a step out of bounds, where it is (``Step``'s bounds)."""
+_STEP_BOUND = re.compile(rf"Expected `int` (?:>= 0|<= {MAX_INT})( - at `[^`]*\.step`)")
+"""msgspec's words for an event's step below 0 or past what SQLite stores, where it is: said as a new step's rule."""
 _IN_WORDS = {f"Expected `str` matching regex {RUN_ID_PATTERN!r}": f"Expected a run id: {RUN_ID_RULE}",
              f"Expected `str` matching regex {NO_CONTROL_PATTERN!r}": f"Expected `str` with {NO_CONTROL_RULE}"}
 
@@ -258,7 +261,7 @@ _LONE_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})(
 
 def in_words(err: msgspec.ValidationError | msgspec.DecodeError, data: bytes | str | None = None) -> str:
     """``err``'s message, with a rule msgspec states as a regular expression or a bound said in words (the run id's,
-    a text's without control characters, a step's); where ``data``, the JSON that failed, holds a lone surrogate
+    a text's without control characters, an event's step); where ``data``, the JSON that failed, holds a lone surrogate
     (msgspec says it was truncated), that said with where it is."""
     message = str(err)
     if data is not None and message == "Input data was truncated":
@@ -304,9 +307,19 @@ def decode_frame_wire(data: bytes | str, payloads: list[AnyPayload] | None = Non
     frame = _decode_any_frame(data)
     if isinstance(frame, _WireBatch):
         _check_run_ids(frame.events)
-        if payloads is None:
-            for wire in frame.events:
-                payload_of(wire)
-        else:
-            payloads.extend([payload_of(wire) for wire in frame.events])
+        decoded = [payload_of(wire) for wire in frame.events]
+        _check_new(frame.events, decoded)
+        if payloads is not None:
+            payloads.extend(decoded)
     return frame
+
+
+def _check_new(events: list[_BatchEvent], payloads: list[AnyPayload]) -> None:
+    """The rules of a new event that an older one, stored before them, need not hold (it still reads): its step
+    (``is_step``), a distribution of each name at most (``second_name``)."""
+    for i, (wire, payload) in enumerate(zip(events, payloads, strict=True)):
+        if not is_step(wire.step):
+            raise msgspec.ValidationError(f"Expected a step, {STEP_RULE} - at `$.events[{i}].step`")
+        why = second_name(payload)
+        if why is not None:
+            raise msgspec.ValidationError(f"{why} - at `$.events[{i}].payload`")

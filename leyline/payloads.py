@@ -15,16 +15,20 @@ Scalar = str | int | float | bool | None
 MAX_INT = 2**63 - 1
 """The largest integer SQLite stores: a counter beyond it would fail every later write of its run."""
 MAX_STEP = 2**53
-"""The largest step: a chart keeps steps as 64-bit floats, which hold every whole number up to 2⁵³ exactly (one
-past it would be charted, summarised and stored as another step)."""
+"""The largest step a new event may have: a chart keeps steps as 64-bit floats, which hold every whole number up to
+2⁵³ exactly (one past it would be charted, summarised and stored as another step)."""
 STEP_RULE = "a whole number from 0 to 2^53 (9,007,199,254,740,992)"
-"""The ``Step`` rule in words, for the messages that refuse one (short: a websocket close reason holds 123 bytes)."""
-Step = Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP,
-                                   description=f"A step: {STEP_RULE}, the largest a chart holds exactly.")]
+"""The rule of a new event's step in words, for the messages that refuse one (short: a websocket close reason holds
+123 bytes)."""
+Step = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT, description=f"A step. A new event's is {STEP_RULE}, the "
+                                                                 "largest a chart holds exactly; one stored before "
+                                                                 "that rule may be larger.")]
+"""A step as it reads (up to what SQLite stores: an event or a command stored before ``MAX_STEP`` still reads);
+ingest and the client check a new one with ``is_step``."""
 
 
 def is_step(value: object) -> bool:
-    """Whether ``value`` is a step (``STEP_RULE``): an int (not a bool) from 0 to ``MAX_STEP``."""
+    """Whether ``value`` may be a new event's step (``STEP_RULE``): an int (not a bool) from 0 to ``MAX_STEP``."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP
 
 

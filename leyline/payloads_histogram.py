@@ -54,15 +54,23 @@ class Histograms(Payload, kw_only=True, frozen=True):
     labels: Annotated[dict[MetricName, LabelValue], msgspec.Meta(max_length=MAX_LABELS)] = {}
 
     def __post_init__(self) -> None:
-        names: set[str] = set()
         for i, d in enumerate(self.histograms):
-            why = distribution_problem(d) or (_SECOND if d.name in names else None)
+            why = distribution_problem(d)
             if why is not None:
                 raise ValueError(f"histograms[{i}] ({d.name!r}): {why}")
-            names.add(d.name)
 
 
-_SECOND = "a second distribution of that name: an event holds one of each name"
+def second_name(payload: object) -> str | None:
+    """Where ``payload``, a new event's, holds a second distribution of one name, in words (None: it does not). Checked
+    at ingest, not as it decodes: an event stored before the rule (two watched models' layers) still reads."""
+    if not isinstance(payload, Histograms):
+        return None
+    names: set[str] = set()
+    for i, d in enumerate(payload.histograms):
+        if d.name in names:
+            return f"histograms[{i}] ({d.name!r}): a second distribution of that name: an event holds one of each name"
+        names.add(d.name)
+    return None
 
 
 def one_a_name(distributions: Iterable[Distribution]) -> list[Distribution]:

@@ -10,7 +10,9 @@ import msgspec
 import pytest
 
 from leyline import EventKind, decode_event, encode_event, make_event
-from leyline.payloads_histogram import MAX_BINS, Distribution, Histograms, one_a_name
+from leyline.codec import decode_frame_wire, encode_checked
+from leyline.enums import Severity
+from leyline.payloads_histogram import MAX_BINS, Distribution, Histograms, one_a_name, second_name
 from leyline.samples import SAMPLE_PAYLOADS
 
 GOOD = {"name": "w", "min": -1.0, "max": 1.0, "count": 6, "nonfinite": 0, "bins": [1, 2, 3]}
@@ -63,10 +65,17 @@ def test_bins_are_capped():
         decode_event(_line({**GOOD, "count": 0, "bins": [0] * (MAX_BINS + 1)}))
 
 
-def test_an_event_holds_one_distribution_of_each_name():
+def test_a_new_event_holds_one_distribution_of_each_name_and_one_stored_before_the_rule_still_reads():
     w, v, w_again = Distribution(**GOOD), Distribution(**{**GOOD, "name": "v"}), Distribution(**{**GOOD, "min": 0.0})
-    with pytest.raises(ValueError, match=r"histograms\[2\] \('w'\): a second distribution of that name"):
-        Histograms(histograms=[w, v, w_again])
-    with pytest.raises(msgspec.ValidationError, match=r"histograms\[1\] \('w'\): .* one of each name"):
-        decode_event(_line(GOOD, GOOD))
+    held = Histograms(histograms=[w, v, w_again])
+    assert second_name(held) == ("histograms[2] ('w'): a second distribution of that name: an event holds one of "
+                                 "each name")
+    assert second_name(Histograms(histograms=[w, v])) is None
+    with pytest.raises(msgspec.ValidationError, match=r"histograms\[2\] \('w'\): a second distribution"):
+        encode_checked(held, run_id="r", rank=0, seq=1, ts=1.0, step=0, epoch=0, env=None, severity=Severity.INFO)
+    frame = b'{"type":"events","events":[' + _line(GOOD, GOOD) + b']}'
+    with pytest.raises(msgspec.ValidationError, match=r"histograms\[1\] \('w'\): .* one of each name - at "
+                                                      r"`\$\.events\[0\]\.payload`"):
+        decode_frame_wire(frame)
+    assert len(decode_event(_line(GOOD, GOOD)).payload.histograms) == 2  # as stored: it reads
     assert one_a_name([w, v, w_again]) == [w, v]

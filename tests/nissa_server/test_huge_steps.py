@@ -8,8 +8,9 @@ import httpx
 import msgspec
 import pytest
 
-from leyline import EventKind, Metrics, Severity, encode, make_event
-from leyline.codec import BatchEvent
+from leyline import CommandRecord, EventKind, Metrics, Severity, decode_events, encode, encode_event, make_event
+from leyline.codec import BatchEvent, WireEvent
+from leyline.commands import StatusChange
 from leyline.frames import CLOSE_BAD_FRAME
 from leyline.payloads import MAX_INT, MAX_STEP
 from nissa_server.batches import build_write
@@ -66,3 +67,19 @@ async def test_the_largest_step_is_taken(server_url):
     async with IngestClient(server_url, "edge") as client:
         await client.send([make_event(Metrics(values={"loss": 1.0}), run_id="edge", seq=1, ts=1.7e9, step=MAX_STEP)])
         assert await client.wait_ack(1) == 1
+
+
+_wire = msgspec.json.Decoder(WireEvent)
+
+
+@pytest.mark.single_backend  # no store
+def test_an_event_or_command_stored_past_the_2_53_rule_still_reads():
+    """What an older server stored reads on: the rule is checked where a step comes in, not where one is read."""
+    old = make_event(Metrics(values={"loss": 1.0}), run_id="old", seq=1, ts=1.7e9, step=2**60)
+    assert decode_events(b"[" + encode_event(old) + b"]")[0].step == 2**60
+    assert _wire.decode(encode_event(old)).step == 2**60  # as the server re-reads it for its own events
+    history = [{"status": "applied", "ts": 1.0, "step": 1_700_000_000_000_000_000}]
+    assert msgspec.json.decode(msgspec.json.encode(history), type=list[StatusChange])[0].step == 1.7e18
+    record = {"command_id": "c", "run_id": "old", "action": "debug", "status": "applied", "created_at": 1.0,
+              "updated_at": 1.0, "applied_step": MAX_INT}
+    assert msgspec.json.decode(msgspec.json.encode(record), type=CommandRecord).applied_step == MAX_INT
