@@ -5,13 +5,12 @@ transaction, against these rows, so agents and servers that race each other cann
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 
 import msgspec
 
 from leyline.run_keys import stored_key
-from leyline.summaries import PROJECT_PATTERN
+from leyline.summaries import Project
 from leyline.sweeps import Exploit, SweepSpec, Trial, Value, trial_run_id
 from leyline.text import scrub_tree
 from nissa_server.store.conn import Conn
@@ -126,8 +125,11 @@ def _stored_spec(body: bytes | str) -> SweepSpec:
         return _spec.decode(body)
     except msgspec.ValidationError:
         raw = scrub_tree(msgspec.json.decode(body))
-        if isinstance(raw, dict) and not re.match(PROJECT_PATTERN, str(raw.get("project", ""))):
-            raw["project"] = ""
+        if isinstance(raw, dict):
+            try:
+                msgspec.convert(raw.get("project", ""), Project)
+            except msgspec.ValidationError:
+                raw["project"] = ""
         return msgspec.convert(raw, SweepSpec)
 
 

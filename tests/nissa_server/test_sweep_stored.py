@@ -26,9 +26,14 @@ async def test_a_sweep_stored_before_the_control_character_rules_reads_scrubbed(
                                                (json.dumps(old), "s1")))
     one = await store.read(lambda conn: sweeps_sql.get_sweep(conn, "s1"))
     listed = await store.read(lambda conn: sweeps_sql.list_sweeps(conn, 10))
-    await store.close()
     assert one is not None and [s.sweep_id for s in listed] == ["s1"]
     assert one.spec.command == ["python", "train.py", "--tag=\ufffd[31mred"]
     assert one.spec.parameters["act"].values == ["relu", "ge\ufffdlu"]
     assert one.spec.project == ""
     assert listed[0].spec == one.spec
+    old["project"] = "a" * 150  # longer than a project may now be
+    await store.call(lambda conn: conn.execute("UPDATE sweeps SET spec = ? WHERE sweep_id = ?",
+                                               (json.dumps(old), "s1")))
+    long = await store.read(lambda conn: sweeps_sql.get_sweep(conn, "s1"))
+    await store.close()
+    assert long is not None and long.spec.project == ""
