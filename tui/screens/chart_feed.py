@@ -5,6 +5,7 @@ fetched, a run at a time. The screen (``ChartScreen``) handles the messages thes
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import TYPE_CHECKING, cast
 
 from textual import work
@@ -38,6 +39,8 @@ class ChartFeed(_Host):
     data: SeriesSet
     _asked: set[tuple[str, str]]
     _fetching: set[str]
+    _told: set[str]
+    """Runs whose history could not be read, said once (it is asked again)."""
 
     @property
     def watch_app(self) -> EsperWatch:
@@ -58,15 +61,17 @@ class ChartFeed(_Host):
                     return
                 await asyncio.sleep(self.watch_app.config.runs_poll_s)
         names: list[str] | None = None
-        while True:
+        for attempt in itertools.count():
             try:
                 names = await client.series_names(run_id)
                 break
             except ApiError as err:
                 if err.status == 404:
                     break  # a server without the series API: every event comes through the stream
+                if not retryable(err) or attempt == 0:
+                    self.notify(f"series of {run_id}: {err.reason}" + (" (asking again)" if retryable(err) else ""),
+                                severity="error")
                 if not retryable(err):
-                    self.notify(f"series of {run_id}: {err.reason}", severity="error")
                     return
                 await asyncio.sleep(self.watch_app.config.runs_poll_s)
         # Through messages, in order: the names are wanted before any history is asked for.
@@ -91,17 +96,19 @@ class ChartFeed(_Host):
             return
         self._fetching.add(run_id)
         client = self.watch_app.require_client()
-        markers_asked, names = False, []
+        markers_asked, unread = False, []
         try:
             while True:
                 # Checked again after every read: a series wanted meanwhile (its call found this one running
                 # and left) is read here, markers' read included.
                 names = [n for n in self.data.needs_history(run_id) if (run_id, n) not in self._asked]
+                unread = list(names)
                 for name in names:
                     self._asked.add((run_id, name))
                     axis = self.data.axis
                     series = await client.series(run_id, name, axis, MAX_POINTS)
                     self.post_message(HistoryLoaded(run_id, name, axis, series))
+                    unread.remove(name)
                 if names:
                     continue
                 if markers_asked or run_id in self.data.markers:
@@ -110,10 +117,12 @@ class ChartFeed(_Host):
                 self.post_message(MarkersLoaded(run_id, await client.markers(run_id)))
         except ApiError as err:
             if retryable(err):  # asked again in a while: a busy or restarting server loses none of it
-                self._asked -= {(run_id, n) for n in names}
+                self._asked -= {(run_id, n) for n in unread}
                 self.set_timer(self.watch_app.config.runs_poll_s, lambda: self.fetch_history(run_id))
-            else:
-                self.notify(f"history of {run_id}: {err.reason}", severity="error")
+            if not retryable(err) or run_id not in self._told:  # said once: not again at every try
+                self._told.add(run_id)
+                self.notify(f"history of {run_id}: {err.reason}" + (" (asking again)" if retryable(err) else ""),
+                            severity="error")
         finally:
             self._fetching.discard(run_id)
 

@@ -71,6 +71,7 @@ class ChartScreen(ChartFeed, Screen[None]):
         self._drawn: tuple[object, ...] | None = None
         self._fetching: set[str] = set()  # runs whose history is being read
         self._asked: set[tuple[str, str]] = set()  # (run, name) read on the current x axis
+        self._told: set[str] = set()  # runs whose history could not be read, said once
         self._own: list[ChartPanel] = []  # the charts of a loop's own metrics, first
         self._own_names: set[str] = set()
         self.data.accept = lambda name: any(p.spec.matches(name) for p in self.panels)
