@@ -16,6 +16,7 @@ pandas only for ``runs_frame`` and ``history_frame``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Self
 
@@ -23,6 +24,7 @@ import httpx
 import msgspec
 
 from leyline import Event, RunDetail, RunSummary, decode_events
+from leyline.busy import BUSY_RETRIES, retry_after_s
 from leyline.query import short_key, term
 from leyline.run_keys import shown_key, stored_key
 from leyline.series import internal as is_internal
@@ -90,10 +92,16 @@ class Api(ServerClient):
     """A nissa-server's runs (``token``: default ``$NISSA_TOKEN``, needed where the server protects reads)."""
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> httpx.Response:
-        try:
-            reply = self._http.get(path, params=params)
-        except httpx.HTTPError as err:
-            raise ApiError(f"nissa.Api: no answer from {self.server}: {err}") from None
+        """A read; one answered 429 (the server serves everyone first) asked again after its ``Retry-After``
+        (``leyline.busy``)."""
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                reply = self._http.get(path, params=params)
+            except httpx.HTTPError as err:
+                raise ApiError(f"nissa.Api: no answer from {self.server}: {err}") from None
+            if reply.status_code != 429 or attempt == BUSY_RETRIES:
+                break
+            time.sleep(retry_after_s(reply.headers.get("Retry-After")))
         if reply.status_code >= 400:
             raise ApiError(f"nissa.Api: {reply.request.method} {reply.request.url.path}: {reply.status_code} "
                            f"{refusal(reply)}")

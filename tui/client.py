@@ -22,6 +22,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from leyline import CommandRecord, DecodeError, EscalateRequest, Event, decode_events, decode_frame
+from leyline.busy import BUSY_RETRIES, retry_after_s
 from leyline.frames import CLOSE_UNAUTHORIZED, MAX_FRAME_BYTES, EventBatch
 from leyline.groups import BandsReply, ConfigDiff, GroupsReply
 from leyline.runs import RunDetail, RunSummary
@@ -99,21 +100,6 @@ _bands_decoder = msgspec.json.Decoder(BandsReply)
 _diff_decoder = msgspec.json.Decoder(ConfigDiff)
 
 
-BUSY_RETRIES = 5
-"""Times a read answered 429 is asked again before its refusal is shown."""
-MAX_RETRY_AFTER_S = 30.0
-
-
-def retry_after(response: httpx.Response) -> float:
-    """Seconds a 429 asks to wait (its ``Retry-After`` in seconds, 1 where missing or unreadable, at most
-    ``MAX_RETRY_AFTER_S``)."""
-    try:
-        seconds = float(response.headers.get("Retry-After", "1"))
-    except ValueError:
-        seconds = 1.0
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if seconds == seconds else 1.0
-
-
 def _reason(response: httpx.Response) -> str:
     """The server's own words for a refusal: FastAPI puts them in ``detail``."""
     try:
@@ -147,7 +133,7 @@ class NissaClient(HistogramReads):
                 raise ApiError(0, f"cannot reach {self.config.base}: {err or type(err).__name__}") from err
             if response.status_code != 429 or method != "GET" or attempt == BUSY_RETRIES:
                 break
-            await asyncio.sleep(retry_after(response))
+            await asyncio.sleep(retry_after_s(response.headers.get("Retry-After")))
         if response.status_code >= 400:
             raise ApiError(response.status_code, _reason(response))
         return response

@@ -14,16 +14,17 @@ from tui.client import ApiError, ClientConfig, NissaClient
 from tui.screens.charts import ChartScreen
 
 
-class _Busy(http.server.BaseHTTPRequestHandler):
-    """``GET /runs/r/series``: 429 (``Retry-After: 0``) the first ``busy`` times, then the run's one series."""
+class Busy(http.server.BaseHTTPRequestHandler):
+    """Any ``GET``: 429 (``Retry-After: 0``) the first ``busy`` times, then ``ok`` (``/runs/r/series``'s one
+    series)."""
 
     busy = 2
     asked = 0
+    ok = b'[{"key": "loss", "name": "loss", "points": 1}]'
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         type(self).asked += 1
-        body, code = (b'{"detail": "busy"}', 429) if type(self).asked <= type(self).busy else (
-            b'[{"key": "loss", "name": "loss", "points": 1}]', 200)
+        body, code = (b'{"detail": "busy"}', 429) if type(self).asked <= type(self).busy else (type(self).ok, 200)
         self.send_response(code)
         if code == 429:
             self.send_header("Retry-After", "0")
@@ -36,14 +37,21 @@ class _Busy(http.server.BaseHTTPRequestHandler):
         pass
 
 
-async def test_a_read_answered_429_is_asked_again_after_its_retry_after():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+def busy_server() -> http.server.ThreadingHTTPServer:
+    """``Busy`` on 127.0.0.1, served on a thread (``shutdown()`` ends it)."""
+    Busy.asked = 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+async def test_a_read_answered_429_is_asked_again_after_its_retry_after():
+    server = busy_server()
     client = NissaClient(ClientConfig(f"http://127.0.0.1:{server.server_address[1]}"))
     try:
         assert await client.series_names("r") == ["loss"]
-        assert _Busy.asked == 3
-        _Busy.asked, _Busy.busy = 0, 100  # busy for longer than it asks again: the refusal is shown
+        assert Busy.asked == 3
+        Busy.asked, Busy.busy = 0, 100  # busy for longer than it asks again: the refusal is shown
         try:
             await client.series_names("r")
             raise AssertionError("a read refused every time")
