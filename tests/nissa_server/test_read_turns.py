@@ -114,8 +114,9 @@ def test_a_client_asking_many_pages_of_events_at_once_is_answered_429(tmp_path, 
             assert [r.status_code for r in refused] == [429] * 8
             assert {r.headers["retry-after"] for r in refused} == {"1"}
             other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=30)
-            with other:  # another address: not this client's turn
+            with other:  # another address: not this client's share, and its costly read is answered meanwhile
                 assert other.get(f"{url}/healthz").json()["status"] == "ok"
+                assert [r["run_id"] for r in other.get(f"{url}/runs").json()] == ["big"]
         finally:
             release.set()
         answered = [a.result() for a in asked if a.result().status_code == 200]
