@@ -47,13 +47,8 @@ class Link:
         self.engaged = True
 
     def drop(self) -> None:
-        """Cut the connection now, whatever is still buffered for the peer: a reset. Closing alone would
-        leave the kernel holding the unsent bytes (and the peer's connection open) for minutes."""
-        sock = self._transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
-        self._transport.abort()
+        """Cut the connection now, whatever is still buffered for the peer: a reset."""
+        _reset(self._transport)
 
     async def settle(self, grace_s: float) -> None:
         """Give a closing connection ``grace_s`` to flush and end, then cut it."""
@@ -61,6 +56,17 @@ class Link:
             await asyncio.wait_for(self.lost.wait(), grace_s)
         except TimeoutError:
             self.drop()
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    """Cut ``transport`` now, whatever is still buffered for the peer. Closing alone would wait for a peer that
+    stopped reading, and then leave the kernel holding the unsent bytes (and the peer's connection open) for
+    minutes."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+    transport.abort()
 
 
 def link_of(scope: Mapping[str, Any]) -> Link | None:
@@ -133,8 +139,7 @@ class LimitedHttp(HttpToolsProtocol):
         if self._in_head:  # counted before the parser sees it: a head too large is never parsed
             self._head_bytes += self._head_part(data)
             if self._head_bytes > self._limits.max_header_bytes:
-                self._refuse(431, "header_too_large", f"request head over {self._limits.max_header_bytes} bytes",
-                             linger=True)
+                self._head_too_large()
                 return
         super().data_received(data)
 
@@ -156,6 +161,18 @@ class LimitedHttp(HttpToolsProtocol):
             self._head_tail = seen[-(len(_HEAD_END) - 1):]
             return len(data)
         return start + end + len(_HEAD_END) - len(self._head_tail)
+
+    def _head_too_large(self) -> None:
+        if self.cycle is not None and not self.cycle.response_complete:
+            # Pipelined behind a request whose answer is not all written: a 431 would land inside that answer.
+            # Cut, not closed: a close waits for the peer to read the rest, which it may never do, and a closing
+            # connection no longer counts against the cap. uvicorn's send finds the cycle disconnected and drops
+            # what the app still writes.
+            self._on_refused("header_too_large")
+            _reset(self.transport)
+        else:
+            self._refuse(431, "header_too_large", f"request head over {self._limits.max_header_bytes} bytes",
+                         linger=True)
 
     def on_headers_complete(self) -> None:
         self._in_head = False

@@ -148,6 +148,48 @@ def test_a_head_over_64_kib_is_answered_431_however_it_arrives(tmp_path):
         assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
 
 
+def _rest_of(sock: socket.socket) -> bytes:
+    """What ``sock`` still receives until the server ends the connection (a close or a reset)."""
+    sock.settimeout(120)
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(1 << 20):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.single_backend
+def test_a_head_over_64_kib_behind_a_response_going_out_cuts_the_connection(tmp_path, caplog):
+    """A client reads the start of a 40 MB download and stops, then sends a head over 64 KiB on the same
+    connection: a 431 would land inside the 200's body. The connection is cut instead, with no traceback
+    in the log, and the server keeps answering."""
+    size = 40 << 20  # far more than loopback's socket buffers hold: the answer is still going out
+    secret = {STREAM_SECRET_HEADER: SECRET}
+    with running_server(tmp_path) as url:
+        asyncio.run(ingest_events(url, events_for("big", 2)))
+        put = httpx.put(f"{url}/runs/big/artifacts/a.bin", content=b"x" * size, headers=secret, timeout=120)
+        assert put.status_code == 201, put.text
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(120)
+        with sock:
+            sock.connect(_address(url))
+            sock.sendall(b"GET /runs/big/artifacts/a.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+            received = b""
+            while b"\r\n\r\n" not in received:  # the 200's head, then the client stops reading
+                received += sock.recv(4096)
+            assert received.startswith(b"HTTP/1.1 200"), received[:200]
+            _send(sock, b"GET /healthz?" + b"a" * 70_000, 4096)
+            received += _rest_of(sock)
+        assert len(received) < size  # cut short: the head came while the answer was going out
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    assert 'nissa_connections_refused_total{reason="header_too_large"}' in metrics
+    logged = [r.getMessage() for r in caplog.records if r.exc_info or "Exception in ASGI" in r.getMessage()]
+    answered = received.find(b"HTTP/1.1 431")
+    assert answered < 0 and not logged, (received[answered:answered + 200], logged)
+
+
 @pytest.mark.single_backend
 def test_a_body_must_keep_coming(tmp_path):
     """A body that stalls after its first bytes, or trickles under the rate, is answered 408 and closed; one

@@ -62,7 +62,8 @@ async def test_the_attributes_read_are_there_on_live_connections():
         assert callable(http.parser.should_upgrade)
         theirs.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         await asyncio.sleep(0.05)
-        assert http.cycle is not None and hasattr(http.cycle, "response_started")
+        assert http.cycle is not None
+        assert hasattr(http.cycle, "response_started") and hasattr(http.cycle, "response_complete")
     finally:
         transport.close()
         theirs.close()
