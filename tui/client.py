@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -71,6 +72,10 @@ class ClientConfig:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+SEND_TRIES = 3
+"""Times a command is sent when no answer comes (the same ``Idempotency-Key`` each time)."""
 
 
 class ApiError(Exception):
@@ -225,10 +230,20 @@ class NissaClient(HistogramReads):
         return out
 
     async def escalate(self, request: EscalateRequest) -> str:
-        """``POST /escalate`` with the contract's own struct; returns the new command's id."""
-        response = await self._request("POST", "/escalate", content=msgspec.json.encode(request),
-                                       headers={"content-type": "application/json"})
-        return str(response.json()["command_id"])
+        """``POST /escalate`` with the contract's own struct; returns the new command's id. Sent with an
+        ``Idempotency-Key``: one that got no answer (a loaded server past the timeout) is sent again, ``SEND_TRIES``
+        times in all, and the server queues it once."""
+        headers = {"content-type": "application/json", "Idempotency-Key": uuid.uuid4().hex}
+        body = msgspec.json.encode(request)
+        tries = 1
+        while True:
+            try:
+                response = await self._request("POST", "/escalate", content=body, headers=headers)
+                return str(response.json()["command_id"])
+            except ApiError as err:
+                if err.status != 0 or tries == SEND_TRIES:
+                    raise
+                tries += 1
 
     async def sweeps(self) -> list[SweepInfo]:
         return _sweeps_decoder.decode((await self._request("GET", "/sweeps")).content)

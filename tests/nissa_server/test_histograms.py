@@ -16,7 +16,7 @@ def test_a_watched_models_distributions_over_steps(tmp_path, server_url):
     run.watch(model, histograms="parameters", every=1, bins=8)
     for _ in range(12):
         run.step()
-    report = run.finish()
+    report = run.finish(timeout=120)  # a loaded machine may take longer than the default 10 s to deliver
     assert report.complete
     url = f"{server_url}/runs/{run.run_id}/histograms/parameters/weight"
     reply = wait_for(lambda: (r := httpx.get(url).json())["taken"] == 11 and r, 30, "the histograms")
@@ -52,7 +52,7 @@ def test_a_debug_windows_layers_are_distributions_over_steps(tmp_path, server_ur
         with run.step():
             model.zero_grad()
             model(x).pow(2).mean().backward()
-    assert run.finish().complete
+    assert run.finish(timeout=120).complete
     base = f"{server_url}/runs/{run.run_id}/histograms/debug/mlp"
     grads = wait_for(lambda: (r := httpx.get(f"{base}/gradients/0.weight").json())["taken"] == 3 and r, 30,
                      "the debug window's distributions")

@@ -8,6 +8,7 @@ import http.server
 import threading
 
 import nissa
+from leyline.commands import DebugRequest
 from tests.support.server import running_server
 from tests.tui.live_console import console, until
 from tui.client import ApiError, ClientConfig, NissaClient
@@ -87,3 +88,37 @@ async def test_series_names_and_history_that_could_not_be_read_are_read_again(tm
             await until(pilot, lambda: [len(t.x) for t in screen.panels[0].shown] == [4], "its history, read again")
             assert screen.panels[0].spec.title == "loss"
     assert failed["series_names"] >= 2 and failed["series"] >= 2
+
+
+class _Dropping(http.server.BaseHTTPRequestHandler):
+    """``POST /escalate``: the first one read and left unanswered (the connection closed), the next queued."""
+
+    keys: list[str | None] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        type(self).keys.append(self.headers.get("Idempotency-Key"))
+        if len(type(self).keys) == 1:
+            self.close_connection = True
+            return
+        body = b'{"command_id": "cmd-1", "status": "queued"}'
+        self.send_response(202)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_command_that_got_no_answer_is_sent_again_with_the_same_idempotency_key():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dropping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = NissaClient(ClientConfig(f"http://127.0.0.1:{server.server_address[1]}"))
+    try:
+        assert await client.escalate(DebugRequest(run_id="r", epochs=1)) == "cmd-1"
+    finally:
+        await client.aclose()
+        server.shutdown()
+    assert len(_Dropping.keys) == 2 and _Dropping.keys[0] == _Dropping.keys[1] and _Dropping.keys[0]

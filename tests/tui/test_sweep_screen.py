@@ -21,7 +21,8 @@ TOKEN = "sweep-view-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SPEC = {"name": "console-grid", "method": "grid", "trials": 2, "parallel": 2, "command": ["python", "loop.py"],
         "metric": {"name": "val_loss"}, "parameters": {"lr": {"values": [0.001, 0.01]}, "momentum": {"values": [0.9]},
-                                                       "opt": {"values": ["[b]bold[/b]\x1b[31m"]}}}
+                                                       "opt": {"values": ["[b]bold[/b]"]}}}
+"""The sweep's values hold markup (a control character is refused as the sweep is created)."""
 
 
 def _stops(url: str, run_id: str) -> list[dict]:
@@ -49,7 +50,7 @@ async def test_sweeps_listed_opened_and_stopped_from_the_console(tmp_path):
                                      and app.screen, "sweep view")
                 assert screen.view.columns == ["lr", "momentum", "opt"]
                 cells = [str(table_cell) for table_cell in screen.query_one("#sweep-trials").get_column_at(4)]
-                assert any("[b]bold[/b]" in c and "\x1b" not in c for c in cells), cells  # as text, no markup
+                assert any("[b]bold[/b]" in c for c in cells), cells  # as text, not markup
                 assert [(t.trial_id, t.status) for t in screen.view.trials] == [(1, "running"), (2, "running")]
                 table = screen.query_one("#sweep-trials")
                 heads = [str(c.label) for c in table.columns.values()]
