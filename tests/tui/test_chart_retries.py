@@ -15,7 +15,21 @@ from tui.client import ApiError, ClientConfig, NissaClient
 from tui.screens.charts import ChartScreen
 
 
-class Busy(http.server.BaseHTTPRequestHandler):
+class _Json(http.server.BaseHTTPRequestHandler):
+    """A receiver that answers JSON and logs nothing."""
+
+    def reply(self, code: int, body: bytes, **headers: str) -> None:
+        self.send_response(code)
+        for name, value in {**headers, "Content-Type": "application/json", "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class Busy(_Json):
     """Any ``GET``: 429 (``Retry-After: 0``) the first ``busy`` times, then ``ok`` (``/runs/r/series``'s one
     series)."""
 
@@ -25,17 +39,10 @@ class Busy(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         type(self).asked += 1
-        body, code = (b'{"detail": "busy"}', 429) if type(self).asked <= type(self).busy else (type(self).ok, 200)
-        self.send_response(code)
-        if code == 429:
-            self.send_header("Retry-After", "0")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        if type(self).asked <= type(self).busy:
+            self.reply(429, b'{"detail": "busy"}', **{"Retry-After": "0"})
+        else:
+            self.reply(200, type(self).ok)
 
 
 def busy_server() -> http.server.ThreadingHTTPServer:
@@ -90,7 +97,7 @@ async def test_series_names_and_history_that_could_not_be_read_are_read_again(tm
     assert failed["series_names"] >= 2 and failed["series"] >= 2
 
 
-class _Dropping(http.server.BaseHTTPRequestHandler):
+class _Dropping(_Json):
     """``POST /escalate``: the first one read and left unanswered (the connection closed), the next queued."""
 
     keys: list[str | None] = []
@@ -101,15 +108,7 @@ class _Dropping(http.server.BaseHTTPRequestHandler):
         if len(type(self).keys) == 1:
             self.close_connection = True
             return
-        body = b'{"command_id": "cmd-1", "status": "queued"}'
-        self.send_response(202)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(202, b'{"command_id": "cmd-1", "status": "queued"}')
 
 
 async def test_a_command_that_got_no_answer_is_sent_again_with_the_same_idempotency_key():
