@@ -42,6 +42,10 @@ class ChartFeed(_Host):
     _told: set[str]
     """Runs whose history could not be read, said once (it is asked again)."""
 
+    def _say_failed(self, what: str, err: ApiError) -> None:
+        """A read that failed, in a notification: with that it is asked again where it is."""
+        self.notify(f"{what}: {err.reason}" + (" (asking again)" if retryable(err) else ""), severity="error")
+
     @property
     def watch_app(self) -> EsperWatch:
         return cast("EsperWatch", self.app)
@@ -69,8 +73,7 @@ class ChartFeed(_Host):
                 if err.status == 404:
                     break  # a server without the series API: every event comes through the stream
                 if not retryable(err) or attempt == 0:
-                    self.notify(f"series of {run_id}: {err.reason}" + (" (asking again)" if retryable(err) else ""),
-                                severity="error")
+                    self._say_failed(f"series of {run_id}", err)
                 if not retryable(err):
                     return
                 await asyncio.sleep(self.watch_app.config.runs_poll_s)
@@ -121,8 +124,7 @@ class ChartFeed(_Host):
                 self.set_timer(self.watch_app.config.runs_poll_s, lambda: self.fetch_history(run_id))
             if not retryable(err) or run_id not in self._told:  # said once: not again at every try
                 self._told.add(run_id)
-                self.notify(f"history of {run_id}: {err.reason}" + (" (asking again)" if retryable(err) else ""),
-                            severity="error")
+                self._say_failed(f"history of {run_id}", err)
         finally:
             self._fetching.discard(run_id)
 
