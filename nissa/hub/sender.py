@@ -162,6 +162,10 @@ class Sender:
         self._decode: Callable[[bytes | str], object] = decode_frame
         """Reads the server's frames: as its protocol writes them (its welcome says which)."""
         self._session_error: BaseException | None = None
+        self._attempting = False
+        """A connection is being made (TCP, handshake, welcome): its outcome is not known yet."""
+        self._failed = 0
+        """Sessions that ended in an error (an attempt that failed counts): evidence that the server is away."""
         self._unacked_since = 0.0
         self._sent_upto = 0
         self._secret = secret
@@ -183,11 +187,15 @@ class Sender:
     def drain(self, seq: int, timeout: float, offline_grace: float) -> bool:
         """Like ``wait_acked``, but gives up once the server has stayed away for ``offline_grace``.
 
-        While the server is away the backoff is cut short every tick: a server back within the grace
-        is found at once, not after a reconnect delay grown long while it was down.
+        "Away" begins with an attempt that failed, not with "not connected": a first connection whose welcome is
+        slow (a loaded server) is waited for, up to ``connect_timeout_s``. While the server is away the backoff is
+        cut short every tick: a server back within the grace is found at once, not after a reconnect delay grown
+        long while it was down. Once the grace is over, an attempt already under way may end; none is begun.
         """
         deadline = time.monotonic() + timeout
+        failed_before = self._failed
         offline_since: float | None = None
+        last_try: int | None = None  # failures counted when the grace ended: the attempt then under way may end
         while True:
             now = time.monotonic()
             if self._stats.acked >= seq:
@@ -195,13 +203,15 @@ class Sender:
             if not self._thread.is_alive():  # it gave up: the server refused the stream for good
                 return False
             if self._stats.connected:
-                offline_since = None
-            else:
-                self._nudge.set()
-                if offline_since is None:
-                    offline_since = now
-                elif now - offline_since > offline_grace:
+                offline_since, last_try, failed_before = None, None, self._failed
+            elif self._failed > failed_before and offline_since is None:
+                offline_since = now
+            if offline_since is not None and now - offline_since > offline_grace:
+                last_try = self._failed if last_try is None else last_try
+                if not self._attempting or self._failed > last_try:
                     return False
+            elif not self._stats.connected:
+                self._nudge.set()
             if now >= deadline:
                 return False
             self.wait_acked(seq, min(0.2, deadline - now))
@@ -229,6 +239,7 @@ class Sender:
                 try:
                     self._session(reader)
                 except (OSError, TimeoutError, WebSocketException, msgspec.DecodeError, ProtocolViolation) as err:
+                    self._failed += 1
                     if self._stats.connected:
                         failures = 0  # the session had worked: start the backoff over
                     # The receiver's diagnosis (an ack stall, a close code) beats the send's echo of it.
@@ -243,7 +254,7 @@ class Sender:
                         self._ratelog.warning("session", "nissa hub: %s: %s; retrying (events stay in %s)",
                                               self._url, self._stats.last_error, self._source.path)
                 finally:
-                    self._stats.connected = False
+                    self._stats.connected = self._attempting = False
                     self._sock = None
                 self._nudge.wait(self._next_server(failures))
                 self._nudge.clear()
@@ -290,6 +301,7 @@ class Sender:
         return frame.last_seq
 
     def _session(self, reader: LogReader) -> None:
+        self._attempting = True
         conn = self._connect()
         self._session_error = None
         with conn:
@@ -302,7 +314,7 @@ class Sender:
             self._sent_upto = next_seq - 1
             with self._cv:
                 self._stats.acked = server_last
-                self._stats.connected = True
+                self._stats.connected, self._attempting = True, False
                 self._cv.notify_all()
             receiver = threading.Thread(target=self._receive, args=(conn,), daemon=True,
                                         name=f"nissa-hub-recv-r{self._cfg.rank}")
