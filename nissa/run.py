@@ -100,8 +100,7 @@ class Run(RunCore):
         self.phases: tuple[str, ...] | None = None if settings.phases is None else tuple(settings.phases)
         """What a profile window of target ``update`` may record (``nissa.init(phases=…)``); None: not said."""
         self._profiles = install_profiling(runtime, device=device, phases=self.phases)
-        install_rank_checks(runtime, straggler_factor=settings.stragglers.factor,
-                            straggler_epochs=settings.stragglers.epochs)
+        install_rank_checks(runtime, stragglers=settings.stragglers)
         answer_stacks(runtime)  # ``stacks`` answered off the loop, from now on
         self._watchdog_s = settings.stack_watchdog_s
         self._continues = runtime.hub.stats.logged > 0

@@ -54,13 +54,15 @@ def open_start_windows(runtime: Runtime, *, profile_batches: int | None = None, 
         profile_at_start(runtime.commands, run_id, None, reason="--profile-update", target="update")
 
 
-def install_rank_checks(runtime: Runtime, *, straggler_factor: float = 1.5,
-                        straggler_epochs: int = 3) -> StragglerCheck | None:
+def install_rank_checks(runtime: Runtime, *, straggler_factor: float = StragglerConfig.factor,
+                        straggler_epochs: int = StragglerConfig.epochs,
+                        stragglers: StragglerConfig | None = None) -> StragglerCheck | None:
     """In a run of several ranks, compare the ranks' step times at every exchange; rank 0 reports the
-    stragglers (once, not once per rank). Alone: nothing to compare, None."""
+    stragglers (once, not once per rank). ``stragglers``, when given, is the whole rule (the factor and
+    epochs given apart are then unused). Alone: nothing to compare, None."""
     if not runtime.ranks.distributed:
         return None
-    check = StragglerCheck(StragglerConfig(factor=straggler_factor, epochs=straggler_epochs))
+    check = StragglerCheck(stragglers or StragglerConfig(factor=straggler_factor, epochs=straggler_epochs))
 
     def observe(agreed: ControlRound) -> None:
         found = check.run(agreed.step_times)

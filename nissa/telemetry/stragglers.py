@@ -1,8 +1,10 @@
 """The straggler check: which rank is slow, compared every epoch.
 
 Fed with every rank's training step time at each exchange of the ranks (``nissa.control.agreement``).
-A rank whose step time is over ``factor`` times the median of the other ranks' is slow (the others':
-with two ranks the median of all would be their mean, which a slow rank drags up itself). Step times
+A rank whose step time is over ``factor`` times the median of the other ranks', and over it by at least
+``min_excess_s``, is slow (the others': with two ranks the median of all would be their mean, which a slow
+rank drags up itself; the excess: steps of a few milliseconds on shared cores differ by the operating
+system's time slices, a rank descheduled once more than the other, which is no slow rank). Step times
 on shared machines jitter, so one slow epoch is not a straggler: a rank is reported once it has been
 slow ``epochs`` exchanges running (an ``anomaly_detected`` of kind ``straggler`` naming it, with its
 step time and the median), once, until it catches up, which takes as many exchanges running under the
@@ -30,12 +32,18 @@ class StragglerConfig:
     epochs: int = 3
     """Exchanges running a rank must be slow to be reported, and back under ``recovered`` to count as caught
     up (``--straggler-epochs``)."""
+    min_excess_s: float = 0.025
+    """A slow rank's step time is also over the others' median by at least this much (about one scheduling
+    period of a Linux machine, 24 ms: below it the difference is the time slices of cores shared with other
+    work). 0: the factor alone decides."""
 
     def __post_init__(self) -> None:
         if not self.factor > 1:
             raise ValueError(f"--straggler-factor: must be > 1, got {self.factor}")
         if self.epochs < 1:
             raise ValueError(f"--straggler-epochs: must be an integer >= 1, got {self.epochs}")
+        if not self.min_excess_s >= 0:
+            raise ValueError(f"StragglerConfig.min_excess_s: must be >= 0 seconds, got {self.min_excess_s}")
 
     @property
     def recovered(self) -> float:
@@ -65,14 +73,16 @@ class StragglerCheck:
         found = []
         for rank, t in sorted(measured.items()):
             median = statistics.median(v for r, v in measured.items() if r != rank)
-            if self._observe(self._ranks.setdefault(rank, _Rank()), t / median):
+            over_floor = t - median >= self.config.min_excess_s
+            if self._observe(self._ranks.setdefault(rank, _Rank()), t / median, over_floor):
                 found.append(self._anomaly(rank, t, median))
         return found
 
-    def _observe(self, state: _Rank, ratio: float) -> bool:
-        """Counts the exchanges running that move ``state`` on; True when it becomes a straggler."""
+    def _observe(self, state: _Rank, ratio: float, over_floor: bool) -> bool:
+        """Counts the exchanges running that move ``state`` on (``over_floor``: slower than the others by at
+        least ``min_excess_s``); True when it becomes a straggler."""
         cfg = self.config
-        moving = ratio <= cfg.recovered if state.reported else ratio > cfg.factor
+        moving = ratio <= cfg.recovered if state.reported else ratio > cfg.factor and over_floor
         state.running = state.running + 1 if moving else 0
         if state.running < cfg.epochs:
             return False

@@ -163,7 +163,8 @@ def test_a_healthy_run_of_two_ranks_reports_no_straggler(killed_run):
     """Two equal ranks on shared cores jitter epoch by epoch, now one ahead, now the other: that is no
     straggler (before the minimum duration and the hysteresis, such runs raised one every few epochs,
     flipping between the ranks). A machine loaded by other work can slow one rank for epochs on end: that
-    one is reported, once."""
+    one is reported, once, if its steps are slower by more than the floor (25 ms: this run's steps take a
+    few milliseconds, and a load of 12 made one rank twice as slow as the other, by 6 ms, for 3 epochs)."""
     events = _log(killed_run.run_dir, 0)
     epochs = {e["epoch"] for e in events if e["kind"] == "epoch_completed"}
     stragglers = [e["payload"]["detail"] for e in events

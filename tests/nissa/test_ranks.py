@@ -18,6 +18,7 @@ from nissa.control.agreement import Agreement, DisagreedStep, StepTimer
 from nissa.hub import HubConfig
 from nissa.runtime import RuntimeConfig, build_runtime
 from nissa.telemetry.install import install_rank_checks
+from nissa.telemetry.stragglers import StragglerConfig
 from ranks import GATHER_BYTES, Ranks
 from tests.support.clock import ManualClock
 from trainer.simic.ppo import PPOConfig, ppo_update
@@ -75,7 +76,8 @@ def _runtime_epochs(ranks: Ranks, log_dir: pathlib.Path) -> None:
     second), and for another at the end of the second (in flight when the run ends: never applied)."""
     runtime = build_runtime(RuntimeConfig(hub=HubConfig(run_id="two", log_dir=log_dir, rank=ranks.rank),
                                           ranks=ranks))
-    install_rank_checks(runtime, straggler_factor=1.5, straggler_epochs=1)  # two epochs: one measured exchange
+    # two epochs: one measured exchange; rank 1's steps are 50 ms over rank 0's, past the 25 ms floor
+    install_rank_checks(runtime, stragglers=StragglerConfig(factor=1.5, epochs=1))
     clock = ManualClock()  # a step takes what the test says, however busy the machine
     runtime.step_timer = StepTimer(clock)
     for epoch in (1, 2):
