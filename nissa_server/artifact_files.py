@@ -38,6 +38,12 @@ def held(conn: Conn, run_key: int, but: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def stored(conn: Conn, run_key: int, name: str) -> bool:
+    """Whether the run holds an artifact of this name (one stored before its name's rule tightened)."""
+    row = conn.execute("SELECT 1 FROM artifacts WHERE run_key = ? AND name = ?", (run_key, name)).fetchone()
+    return row is not None
+
+
 def room(quota: Quota, files: int, nbytes: int, run_id: str) -> int | Refused:
     """Bytes one more artifact of a run holding (``files``, ``nbytes``) may have, or why it may have none."""
     if files >= quota.max_files:

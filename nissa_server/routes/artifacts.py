@@ -36,9 +36,26 @@ ArtifactName = Annotated[str, Path(max_length=MAX_ARTIFACT_NAME, description=f"F
 UNAUTHORIZED: Responses = {401: error("Missing or wrong bearer token", "missing or wrong bearer token")}
 
 
+_STORED_NAME = re.compile(rf"^[A-Za-z0-9._-]{{1,{MAX_ARTIFACT_NAME}}}$(?!\n)")
+"""The names an older server stored (before ``-x`` and device names were refused): still downloadable."""
+
+
+def _refused(name: str) -> HTTPException:
+    return HTTPException(422, f"invalid artifact name {name[:40]!r}: {ARTIFACT_NAME_RULE}")
+
+
 def _path(n: Nissa, run_key: int, name: str) -> pathlib.Path:
     if len(name) > MAX_ARTIFACT_NAME or not NAME.search(name):
-        raise HTTPException(422, f"invalid artifact name {name[:40]!r}: {ARTIFACT_NAME_RULE}")
+        raise _refused(name)
+    return _inside(n, run_key, name)
+
+
+async def _stored(n: Nissa, run_key: int, name: str) -> bool:
+    held: bool = await n.store.read(artifact_files.stored, run_key, name)
+    return held
+
+
+def _inside(n: Nissa, run_key: int, name: str) -> pathlib.Path:
     root = n.settings.artifacts_root.resolve()
     path = (root / str(run_key) / name).resolve()
     if not path.is_relative_to(root):
@@ -135,8 +152,15 @@ async def list_artifacts(store: StoreDep, run: KnownRun) -> Response:
                        404: error("No such run or artifact", "unknown artifact 'trace.json'"),
                        422: error("Invalid name", "invalid artifact name 'a b'"), **UNAUTHORIZED})
 async def download(n: NissaDep, run_id: str, name: ArtifactName) -> Response:
+    """A name the rule refuses is served only if an older server stored it, saved as ``_<name>`` (no option to a
+    command, no Windows device)."""
     run = await run_or_404(n, run_id)
-    path = _path(n, run.run_key, name)
+    if NAME.search(name):
+        path, save_as = _path(n, run.run_key, name), name
+    elif _STORED_NAME.search(name) is not None and await _stored(n, run.run_key, name):
+        path, save_as = _inside(n, run.run_key, name), f"_{name}"
+    else:
+        raise _refused(name)
     if not path.is_file():
         raise HTTPException(404, f"unknown artifact {name!r}")
-    return FileResponse(path, media_type="application/octet-stream", filename=name)
+    return FileResponse(path, media_type="application/octet-stream", filename=save_as)

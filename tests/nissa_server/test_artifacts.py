@@ -150,3 +150,27 @@ async def test_an_upload_racing_the_runs_deletion_leaves_no_row_and_no_file(tmp_
     with running_server(tmp_path, token="race-token") as url:  # and no row: nothing left for any run
         assert url.app.state.nissa.store.read_sync(lambda conn: conn.execute(
             "SELECT COUNT(*) FROM artifacts").fetchone()[0]) == 0
+
+
+@pytest.mark.single_backend  # the rows are edited as an older server wrote them, in SQLite
+@pytest.mark.parametrize("name", ["-x.json", "aux.npz"])
+async def test_an_artifact_an_older_server_stored_under_a_name_now_refused_still_downloads(tmp_path, name):
+    """Nothing stored is lost to a tighter rule: the file is served (the rule's 422 is for names never stored), and
+    its suggested file name is prefixed with '_' (no option to a command, no Windows device)."""
+    import sqlite3
+
+    with running_server(tmp_path, db_path=tmp_path / "old.db") as url:
+        await ingest_events(url, events_for("old", 1))
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=OWNER) as http:
+            assert (await http.put("/runs/old/artifacts/kept.json", content=b"trace")).status_code == 201
+            held = next(p for p in url.settings.artifacts_root.rglob("kept.json"))
+            held.rename(held.with_name(name))  # as an older server, whose rule took the name, stored it
+            with sqlite3.connect(tmp_path / "old.db") as conn:
+                conn.execute("UPDATE artifacts SET name = ? WHERE name = 'kept.json'", (name,))
+            listed = (await http.get("/runs/old/artifacts")).json()
+            assert [a["name"] for a in listed] == [name]
+            got = await http.get(listed[0]["url"])
+            assert got.status_code == 200 and got.content == b"trace"
+            assert f'filename="_{name}"' in got.headers["content-disposition"]
+            assert (await http.get("/runs/old/artifacts/-y.json")).status_code == 422  # never stored: the rule
+            assert (await http.put(f"/runs/old/artifacts/{name}", content=b"new")).status_code == 422
