@@ -1,5 +1,5 @@
 """A trainer's stream, as the benchmarks play it: events due at a steady rate, sent over ``/ws/ingest`` in
-frames gathered as a NissaHub gathers them (``nissa.hub.sender.Gathering``, the hub's own rule), without
+frames gathered as a NissaHub gathers them (``nissa.hub.pacing.Gathering``, the hub's own rule), without
 the hub's log and threads, so that hundreds of them fit in one process."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from leyline import encode, make_event
 from leyline.esper import EpochCompleted, SlotSnapshot
 from leyline.frames import Hello
 from nissa.hub.config import HubConfig
-from nissa.hub.sender import Gathering
+from nissa.hub.pacing import Gathering
 
 SECRET = "lab-bench-stream-secret-" + "0" * 20
 

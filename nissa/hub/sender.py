@@ -10,7 +10,6 @@ a capped, jittered exponential backoff.
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import pathlib
@@ -39,7 +38,8 @@ from leyline.frames import (
     Hello,
     Welcome,
 )
-from nissa.hub.config import BackoffConfig, HubConfig
+from nissa.hub.config import HubConfig
+from nissa.hub.pacing import Gathering, backoff_delay
 from nissa.hub.ratelog import RateLimitedLog
 from nissa.hub.runlog import LogReader
 from nissa.hub.stats import HubStats
@@ -49,41 +49,6 @@ logger = logging.getLogger(__name__)
 _FRAME_HEAD = b'{"type":"events","events":['
 _FRAME_TAIL = b"]}"
 _RECV_TICK_S = 0.5
-
-
-class Gathering:
-    """Lets logged events gather into one frame. A frame goes out once ``batch_events`` are waiting; else
-    ``linger_s`` after the first of them was seen, unless ``PIPELINE`` frames sent are still unacknowledged:
-    then once an ack comes, or ``hold_s`` after the first was seen. The server's cost is mostly per frame:
-    a steady trickle goes out as a few larger frames a second, and a server slow to acknowledge (saturated)
-    gets fewer, larger frames still, instead of a growing queue of small ones."""
-
-    PIPELINE = 2
-    """Frames in flight before new events wait for an ack: one being committed, one queued behind it."""
-
-    def __init__(self, batch_events: int, linger_s: float, hold_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._batch, self._linger, self._hold = batch_events, linger_s, max(linger_s, hold_s)
-        self._clock = clock
-        self._since: float | None = None
-        self._ends: collections.deque[int] = collections.deque()
-
-    def wait_s(self, waiting: int, acked: int) -> float:
-        """How long to wait before sending ``waiting`` events, with seqs up to ``acked`` acknowledged;
-        0: send now (and say so with ``sent``)."""
-        now = self._clock()
-        if self._since is None:
-            self._since = now
-        ends = self._ends
-        while ends and ends[0] <= acked:
-            ends.popleft()
-        left = self._since + (self._hold if len(ends) >= self.PIPELINE else self._linger) - now
-        return 0.0 if waiting >= self._batch or left <= 0 else left
-
-    def sent(self, last_seq: int) -> None:
-        """A frame up to ``last_seq`` went out; the next one gathers afresh."""
-        self._since = None
-        self._ends.append(last_seq)
 
 
 class ProtocolViolation(Exception):
@@ -96,12 +61,6 @@ class LogSource(Protocol):
     path: pathlib.Path
     index: list[int]
     committed: tuple[int, int]
-
-
-def backoff_delay(cfg: BackoffConfig, failures: int, rng: random.Random) -> float:
-    """Delay before attempt ``failures + 1``: exponential, capped, jittered downwards."""
-    delay = min(cfg.max_s, cfg.initial_s * cfg.factor ** min(failures, 64))
-    return delay * (1.0 - cfg.jitter * rng.random())
 
 
 _FINAL_CODES = (CLOSE_FORBIDDEN, CLOSE_CONFLICT, CLOSE_DELETED)

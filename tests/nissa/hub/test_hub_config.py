@@ -9,8 +9,8 @@ import random
 import pytest
 
 from nissa.hub import BackoffConfig, HubConfig, ingest_url
+from nissa.hub.pacing import Gathering, backoff_delay
 from nissa.hub.ratelog import RateLimitedLog
-from nissa.hub.sender import Gathering, backoff_delay
 from tests.support.clock import ManualClock
 
 
