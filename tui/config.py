@@ -11,7 +11,7 @@ from leyline.codec import check_run_id
 from leyline.commands import MAX_DEBUG_EPOCHS, MAX_PROFILE_BATCHES
 from leyline.events import RUN_ID_RULE
 from tui.client import ClientConfig
-from tui.state import Limits
+from tui.state_rows import Limits
 from tui.views import StaleThresholds
 
 

@@ -13,7 +13,8 @@ from leyline import (
 )
 from leyline.esper import EpochCompleted
 from tests.tui.scenario import scripted_run
-from tui.state import Limits, RunState
+from tui.state import RunState
+from tui.state_rows import Limits
 from tui.views import StaleThresholds, command_rows, env_rows, header_view, ppo_view, staleness
 
 
