@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pathlib
 
-from leyline import Event, EventKind, Kind, decode_event
+import msgspec
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.server import ServerConnection
+
+from leyline import Event, EventKind, Kind, decode_event, decode_frame
+from leyline.frames import Ack, EventBatch
 
 
 def read_log(path: pathlib.Path) -> list[Event]:
@@ -23,3 +28,14 @@ def dropped_reported(events: list[Event]) -> dict[str, int]:
             for k, n in e.payload.counts.items():
                 total[k] = total.get(k, 0) + n
     return total
+
+
+def ack_until_closed(conn: ServerConnection) -> None:
+    """A server's side of a session after its welcome: acknowledge every batch of events, until the hub leaves."""
+    try:
+        while True:
+            frame = decode_frame(conn.recv())
+            if isinstance(frame, EventBatch) and frame.events:
+                conn.send(msgspec.json.encode(Ack(seq=frame.events[-1].seq)).decode())
+    except ConnectionClosed:
+        return

@@ -8,26 +8,21 @@ import threading
 import time
 
 import msgspec
-from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
 from leyline import decode_frame
 from leyline.esper import EpochCompleted
-from leyline.frames import Ack, EventBatch, Hello, Welcome
+from leyline.frames import Hello, Welcome
 from nissa.hub import BackoffConfig, HubConfig, NissaHub
+
+from .helpers import ack_until_closed
 
 
 def _slow_server(conn: ServerConnection, welcome_after_s: float) -> None:
     assert isinstance(decode_frame(conn.recv()), Hello)
     time.sleep(welcome_after_s)  # the hello is being handled: the connection is up, no answer yet
     conn.send(msgspec.json.encode(Welcome(last_seq=0, protocol=2)).decode())
-    try:
-        while True:
-            frame = decode_frame(conn.recv())
-            if isinstance(frame, EventBatch) and frame.events:
-                conn.send(msgspec.json.encode(Ack(seq=frame.events[-1].seq)).decode())
-    except ConnectionClosed:
-        return
+    ack_until_closed(conn)
 
 
 def _serving(handler):

@@ -6,13 +6,14 @@ from __future__ import annotations
 import threading
 
 import msgspec
-from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
 from leyline import DebugRequest, StopRequest, decode_frame
-from leyline.frames import Ack, EventBatch, Hello
+from leyline.frames import Hello
 from nissa.hub import HubConfig, NissaHub
 from tests.support.waiting import wait_for
+
+from .helpers import ack_until_closed
 
 # A command as a server of protocol 1 wrote it: its flat struct, with no field left out.
 _FLAT = {"command_id": "c-old", "run_id": "old", "action": "debug", "epochs": 2, "batches": None,
@@ -27,13 +28,7 @@ def _old_server(conn: ServerConnection, hellos: list[Hello]) -> None:
     conn.send(msgspec.json.encode({"type": "welcome", "last_seq": 0}).decode())  # no protocol: 1
     for command in (_FLAT, {**_FLAT, "command_id": "c-stop", "action": "stop", "epochs": None}):
         conn.send(msgspec.json.encode({"type": "command", "command": command}).decode())
-    try:
-        while True:
-            frame = decode_frame(conn.recv())
-            if isinstance(frame, EventBatch) and frame.events:
-                conn.send(msgspec.json.encode(Ack(seq=frame.events[-1].seq)).decode())
-    except ConnectionClosed:
-        return
+    ack_until_closed(conn)
 
 
 def test_a_hub_reads_the_flat_commands_of_a_server_of_protocol_one(tmp_path):
