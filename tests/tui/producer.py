@@ -122,7 +122,8 @@ async def scripted_trainer(server_url: str, run_id: str, *, name: str = "scripte
     """Connect, say hello, and keep reading acks and commands until the block ends."""
     ws_url = server_url.replace("http://", "ws://", 1).rstrip("/") + "/ws/ingest"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with connect(ws_url, additional_headers=headers, max_size=None) as ws:
+    # A hub tries again and again; this stand-in connects once: it waits as long as a loaded machine may take.
+    async with connect(ws_url, additional_headers=headers, max_size=None, open_timeout=60) as ws:
         hello = Hello(run_id=run_id, rank=rank, name=name, last_seq=0, secret=SECRET, protocol=PROTOCOL)
         await ws.send(encode(hello).decode())
         welcome = decode_frame(await asyncio.wait_for(ws.recv(), 30))
