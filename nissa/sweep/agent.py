@@ -72,6 +72,8 @@ class Agent:
     name: str = field(default_factory=agent_name)
     _running: dict[int, _Running] = field(default_factory=dict)
     _exited: dict[str, int] = field(default_factory=dict)
+    _lease_s: float = 0.0
+    """The lease the server last granted (0: none yet)."""
 
     def run(self) -> int:
         """Lease, start, watch and report trials until the sweep is over and this agent's trials have ended."""
@@ -89,15 +91,22 @@ class Agent:
                     return 1
                 failures += 1
                 self.say(f"nissa sweep agent: {err}; trying again")
-                time.sleep(min(30.0, self.poll_s * 2 ** min(failures, 4)))
+                time.sleep(self._retry_s(failures))
                 continue
             failures = 0
+            self._lease_s = grant.lease_s
             self._exited.clear()
             self._act(grant)
             if grant.done and not self._running:
                 self.say(f"sweep {self.sweep_id}: over; this agent is done")
                 return 0
             time.sleep(min(self.poll_s, grant.lease_s / 3))
+
+    def _retry_s(self, failures: int) -> float:
+        """Wait before asking the server again: backing off to 30 s, but while trials run, a third of their lease
+        at most, so that a server back from a restart hears from this agent before their leases end."""
+        wait = min(30.0, self.poll_s * 2 ** min(failures, 4))
+        return min(wait, self._lease_s / 3) if self._running and self._lease_s else wait
 
     def _act(self, grant: LeaseGranted) -> None:
         now = time.monotonic()

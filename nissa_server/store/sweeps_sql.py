@@ -176,6 +176,13 @@ def end_sweep(conn: Conn, sweep_id: str, status: str, message: str, now: float) 
                  (status, message, now, sweep_id))
 
 
+def extend_leases(conn: Conn, until: float) -> int:
+    """Every running trial's lease lasts until ``until`` at least; how many were extended."""
+    done = conn.execute("UPDATE sweep_trials SET lease_until = ? WHERE status = 'running' AND lease_until < ?",
+                        (until, until))
+    return max(0, done.rowcount)
+
+
 def trials(conn: Conn, sweep_id: str) -> list[TrialRow]:
     rows = conn.execute(f"SELECT {TRIAL_COLUMNS} FROM sweep_trials WHERE sweep_id = ? ORDER BY trial_id",
                         (sweep_id,))

@@ -56,6 +56,7 @@ class SweepService:
         self.lease_s = lease_s
         """How long a trial's lease lasts unless its agent renews it (agents renew three times as often)."""
         self._woken: asyncio.Event | None = None
+        self._resumed = False
 
     async def create(self, spec: SweepSpec) -> str:
         sweep_id = new_sweep_id(spec.name)
@@ -108,8 +109,22 @@ class SweepService:
         if self._woken is not None:
             self._woken.set()
 
+    async def resume(self) -> int:
+        """A server starting gives every running trial a whole lease from now: while no server answered, no agent
+        could renew one, and a trial running all along is not lost for that. How many leases it extended."""
+        until = time.time() + self.lease_s
+        extended: int = await self._store.call(lambda conn: q.extend_leases(conn, until))
+        if extended:
+            logger.info("sweeps: %d running trials given %.0f s for their agents to renew their leases",
+                        extended, self.lease_s)
+        return extended
+
     async def loop(self, interval_s: float) -> None:
-        """One round of decisions, ``interval_s`` after the last or sooner when woken."""
+        """One round of decisions, ``interval_s`` after the last or sooner when woken (the first, after
+        ``resume``)."""
+        if not self._resumed:
+            await self.resume()
+            self._resumed = True
         if self._woken is None:
             self._woken = asyncio.Event()
         await asyncio.sleep(MIN_GAP_S)  # a burst of status changes makes one round, not one each
