@@ -50,11 +50,6 @@ def _path(n: Nissa, run_key: int, name: str) -> pathlib.Path:
     return _inside(n, run_key, name)
 
 
-async def _stored(n: Nissa, run_key: int, name: str) -> bool:
-    held: bool = await n.store.read(artifact_files.stored, run_key, name)
-    return held
-
-
 def _inside(n: Nissa, run_key: int, name: str) -> pathlib.Path:
     root = n.settings.artifacts_root.resolve()
     path = (root / str(run_key) / name).resolve()
@@ -156,11 +151,12 @@ async def download(n: NissaDep, run_id: str, name: ArtifactName) -> Response:
     command, no Windows device)."""
     run = await run_or_404(n, run_id)
     if NAME.search(name):
-        path, save_as = _path(n, run.run_key, name), name
-    elif _STORED_NAME.search(name) is not None and await _stored(n, run.run_key, name):
-        path, save_as = _inside(n, run.run_key, name), f"_{name}"
-    else:
+        save_as = name
+    elif _STORED_NAME.search(name) is None or not await n.store.read(artifact_files.stored, run.run_key, name):
         raise _refused(name)
+    else:
+        save_as = f"_{name}"
+    path = _inside(n, run.run_key, name)  # the name's length is bound by ``ArtifactName`` and ``_STORED_NAME``
     if not path.is_file():
         raise HTTPException(404, f"unknown artifact {name!r}")
     return FileResponse(path, media_type="application/octet-stream", filename=save_as)
