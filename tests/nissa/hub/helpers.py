@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.server import ServerConnection
+from websockets.sync.server import ServerConnection, serve
 
 from leyline import Event, EventKind, Kind, decode_event, decode_frame
 from leyline.frames import Ack, EventBatch
@@ -39,3 +43,17 @@ def ack_until_closed(conn: ServerConnection) -> None:
                 conn.send(msgspec.json.encode(Ack(seq=frame.events[-1].seq)).decode())
     except ConnectionClosed:
         return
+
+
+@contextlib.contextmanager
+def serving(handler: Callable[[ServerConnection], None], **options: Any) -> Iterator[str]:
+    """A websocket server on 127.0.0.1 answering each connection with ``handler`` in a thread; yields its URL, shuts
+    it down on exit (after the block: a handler still waiting is released by the block itself)."""
+    with serve(handler, "127.0.0.1", 0, **options) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        finally:
+            server.shutdown()
+    thread.join(10)

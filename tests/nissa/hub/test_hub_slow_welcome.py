@@ -8,14 +8,14 @@ import threading
 import time
 
 import msgspec
-from websockets.sync.server import ServerConnection, serve
+from websockets.sync.server import ServerConnection
 
 from leyline import decode_frame
 from leyline.esper import EpochCompleted
 from leyline.frames import Hello, Welcome
 from nissa.hub import BackoffConfig, HubConfig, NissaHub
 
-from .helpers import ack_until_closed
+from .helpers import ack_until_closed, serving
 
 
 def _slow_server(conn: ServerConnection, welcome_after_s: float) -> None:
@@ -25,10 +25,7 @@ def _slow_server(conn: ServerConnection, welcome_after_s: float) -> None:
     ack_until_closed(conn)
 
 
-def _serving(handler):
-    server = serve(handler, "127.0.0.1", 0, compression=None, close_timeout=0.5)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+_OPTIONS = {"compression": None, "close_timeout": 0.5}
 
 
 def _hub(tmp_path, url: str, **over) -> NissaHub:
@@ -38,13 +35,11 @@ def _hub(tmp_path, url: str, **over) -> NissaHub:
 
 
 def test_a_run_that_ends_while_its_welcome_is_slow_still_delivers_everything(tmp_path):
-    server, url = _serving(lambda conn: _slow_server(conn, 2.0))
-    with server:
+    with serving(lambda conn: _slow_server(conn, 2.0), **_OPTIONS) as url:
         hub = _hub(tmp_path, url, connect_timeout_s=30.0)
         for i in range(14):
             hub.emit(EpochCompleted(accuracy=0.5, val_loss=1.0), step=i, epoch=0)
         report = hub.close(timeout=60)  # begins while the welcome is still 2 s away, far past the 0.3 s grace
-        server.shutdown()
     assert report.complete and report.acked == report.logged >= 14, report
 
 
@@ -54,14 +49,12 @@ def test_a_server_that_never_welcomes_is_given_up_after_its_attempt_and_the_grac
     def silent(conn: ServerConnection) -> None:
         never.wait(30)
 
-    server, url = _serving(silent)
-    with server:
+    with serving(silent, **_OPTIONS) as url:
         hub = _hub(tmp_path, url, connect_timeout_s=1.0)
         hub.emit(EpochCompleted(accuracy=0.5, val_loss=1.0), step=0, epoch=0)
         began = time.monotonic()
         report = hub.close(timeout=120)
         took = time.monotonic() - began
         never.set()
-        server.shutdown()
     assert report.acked == 0 and report.unsent == report.logged >= 1, report
     assert took < 60, f"close waited {took:.0f} s for a server that never answers (its grace is 0.3 s)"

@@ -7,14 +7,13 @@ import threading
 import time
 
 import pytest
-from websockets.sync.server import serve
 
 from leyline import encode
 from leyline.esper import EpochCompleted, SeedGerminated
 from leyline.frames import Welcome
 from nissa.hub import BackoffConfig, HubConfig, NissaHub
 
-from .helpers import read_log
+from .helpers import read_log, serving
 
 
 @pytest.fixture
@@ -29,14 +28,9 @@ def stalling_peer():
         ws.send(encode(Welcome(last_seq=0)).decode())
         release.wait()
 
-    with serve(handler, "127.0.0.1", 0, max_queue=1, compression=None, max_size=None,
-               close_timeout=0.5) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        yield f"http://127.0.0.1:{server.socket.getsockname()[1]}", connections
+    with serving(handler, max_queue=1, compression=None, max_size=None, close_timeout=0.5) as url:
+        yield url, connections
         release.set()
-        server.shutdown()
-    thread.join(10)
 
 
 def test_stalled_peer_neither_blocks_emit_nor_grows_memory(tmp_path, stalling_peer):

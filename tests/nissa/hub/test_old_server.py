@@ -3,17 +3,15 @@ action's fields side by side, and the hub reads them as the typed requests they 
 
 from __future__ import annotations
 
-import threading
-
 import msgspec
-from websockets.sync.server import ServerConnection, serve
+from websockets.sync.server import ServerConnection
 
 from leyline import DebugRequest, StopRequest, decode_frame
 from leyline.frames import Hello
 from nissa.hub import HubConfig, NissaHub
 from tests.support.waiting import wait_for
 
-from .helpers import ack_until_closed
+from .helpers import ack_until_closed, serving
 
 # A command as a server of protocol 1 wrote it: its flat struct, with no field left out.
 _FLAT = {"command_id": "c-old", "run_id": "old", "action": "debug", "epochs": 2, "batches": None,
@@ -33,16 +31,13 @@ def _old_server(conn: ServerConnection, hellos: list[Hello]) -> None:
 
 def test_a_hub_reads_the_flat_commands_of_a_server_of_protocol_one(tmp_path):
     hellos: list[Hello] = []
-    with serve(lambda conn: _old_server(conn, hellos), "127.0.0.1", 0) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+    with serving(lambda conn: _old_server(conn, hellos)) as url:
         hub = NissaHub(HubConfig(run_id="old", log_dir=tmp_path, server=url)).start()
         try:
             got: list = []
             wait_for(lambda: got.extend(hub.poll_commands()) or len(got) >= 2, timeout=30, message="both commands")
         finally:
             hub.close(timeout=10)
-            server.shutdown()
     assert hellos[0].protocol == 2
     assert [(c.command_id, c.request, c.created_at) for c in got] == [
         ("c-old", DebugRequest(run_id="old", epochs=2, reason="spike"), 5.0),
