@@ -196,9 +196,7 @@ class PostgresStore(Store):
         return await asyncio.get_running_loop().run_in_executor(self._series_executor, self._series_transaction, fn)
 
     def _series_transaction(self, fn: Callable[[Conn], T]) -> T:
-        conn = self._series_conn
-        if conn is None or conn.raw.broken or conn.raw.closed:
-            conn = self._series_conn = PgConn(self._connect(autocommit=False))
+        conn = self._series_conn = self._working(self._series_conn)
         try:
             result = fn(conn)
             conn.raw.commit()
@@ -224,9 +222,20 @@ class PostgresStore(Store):
     # --- the writer's transaction ----------------------------------------------------------------
 
     def _writer(self) -> Conn:
-        if self._conn is None or self._conn.raw.broken or self._conn.raw.closed:
-            self._conn = PgConn(self._connect(autocommit=False))  # after the database restarted
+        self._conn = self._working(self._conn)
         return self._conn
+
+    def _working(self, conn: PgConn | None) -> PgConn:
+        """``conn`` if it still works, else a new one. A restarting database closes the connections it
+        holds; psycopg learns it only when one is next used, which would fail the first write (or series
+        pass) after the database came back, though the database works."""
+        if conn is not None and not (conn.raw.broken or conn.raw.closed):
+            try:
+                ConnectionPool.check_connection(conn.raw)  # one empty query: a round trip
+                return conn
+            except psycopg.Error:
+                conn.raw.close()
+        return PgConn(self._connect(autocommit=False))
 
     def _begin(self, conn: Conn) -> None:
         """psycopg opens the transaction with the first statement."""

@@ -5,6 +5,7 @@ charts, and servers sharing a database chart each event once."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import numpy as np
 import pytest
@@ -305,3 +306,30 @@ async def test_a_column_of_one_value_is_kept_once_and_read_back_whole_on_every_a
     (short,) = (await store.read(series_queries.read_series, run.run_key, "loss", "epoch", None, 1)).series
     assert len(short.x) == merged[0][5] < n and set(short.y.tolist()) == {0.5}, "the summary, unpacked"
     await store.close()
+
+
+@pytest.mark.postgresql_only
+async def test_connections_the_database_closed_while_idle_are_made_anew_not_failed_on(tmp_path, caplog):
+    """A restarting database closes every connection it holds: the writer's and the pass's, idle then, are
+    found closed before they are used, so the first write and pass after it work and nothing is degraded."""
+    caplog.set_level(logging.WARNING, logger="nissa_server.health")
+    settings = Settings(**database_for(tmp_path))
+    store, (run,) = await started(tmp_path, "idle", series_interval_s=NEVER)
+    written = events_for(run.run_id, 12, kinds=KINDS)
+    await _submit(store, run, written[:6])
+    await store.series_pass.once()
+    side = side_connection(settings)
+    try:  # every connection of the store but its listener's, as a restart would (its own tested elsewhere)
+        closed = side.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN%'"
+        ).fetchall()
+    finally:
+        side.close()
+    assert len(closed) >= 2 and all(ok for (ok,) in closed)  # at least the writer's and the pass's
+    await _submit(store, run, written[6:])  # stored: its events are charted below
+    await store.series_pass.once()
+    charts, _ = await _charts(store, run)
+    await store.close()
+    assert charts == _expected(written)
+    assert [r.getMessage() for r in caplog.records if "degraded" in r.getMessage()] == []
