@@ -38,15 +38,31 @@ def _waiting(url: str) -> float:
     return float(found.group(1))
 
 
-def _held(monkeypatch, run_id: str) -> tuple[threading.Event, threading.Event]:
-    """Series reads of ``run_id`` wait on their reader thread until the second event is set (the first says one
-    has begun)."""
-    entered, release = threading.Event(), threading.Event()
+class _Entered:
+    """How many held reads have begun, waited on from the test's thread."""
+
+    def __init__(self) -> None:
+        self._begun, self._changed = 0, threading.Condition()
+
+    def add(self) -> None:
+        with self._changed:
+            self._begun += 1
+            self._changed.notify_all()
+
+    def wait(self, n: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self._begun >= n, timeout)
+
+
+def _held(monkeypatch, *run_ids: str) -> tuple[_Entered, threading.Event]:
+    """Series reads of ``run_ids`` wait on their reader thread until the event is set (``_Entered`` counts those
+    that have begun)."""
+    entered, release = _Entered(), threading.Event()
     real = series_routes.read_page
 
     def read_page(conn, rid, *args):
-        if rid == run_id:
-            entered.set()
+        if rid in run_ids:
+            entered.add()
             assert release.wait(60)
         return real(conn, rid, *args)
 
@@ -61,7 +77,7 @@ def test_a_runs_read_in_progress_leaves_other_runs_reads_to_go_on(tmp_path, monk
         asyncio.run(_ingest(url, "other", 1))
         try:
             held = [pool.submit(httpx.get, f"{url}/runs/wide/series/loss", timeout=60) for _ in range(2)]
-            assert entered.wait(30)
+            assert entered.wait(1, 30)
             other = http_get(f"{url}/runs/other/series/loss", timeout=20)  # not behind the wide run's reads
             assert other.status_code == 200 and other.json()["series"][0]["y"] == [0.1]
             assert http_get(f"{url}/runs/other", timeout=20).status_code == 200
@@ -71,13 +87,17 @@ def test_a_runs_read_in_progress_leaves_other_runs_reads_to_go_on(tmp_path, monk
 
 
 def test_a_client_asking_more_than_its_share_at_once_is_answered_429(tmp_path, monkeypatch):
-    entered, release = _held(monkeypatch, "busy")
+    # Two runs' reads, each begun (one run's would wait for the other's turn, and were it not yet counted when
+    # the test asked, the test's own read would take the share and the held one be refused instead).
+    entered, release = _held(monkeypatch, "busy", "busy2")
     with running_server(tmp_path, reads_per_client=2) as url, ThreadPoolExecutor(2) as pool:
-        asyncio.run(_ingest(url, "busy", 5))
+        for run_id in ("busy", "busy2"):
+            asyncio.run(_ingest(url, run_id, 5))
         try:
-            held = [pool.submit(httpx.get, f"{url}/runs/busy/series/loss", timeout=60) for _ in range(2)]
-            assert entered.wait(30)
-            wait_for(lambda: http_get(f"{url}/runs").status_code == 429, 30, "the client's share taken")
+            held = [pool.submit(httpx.get, f"{url}/runs/{run_id}/series/loss", timeout=60)
+                    for run_id in ("busy", "busy2")]
+            assert entered.wait(2, 30)
+            assert http_get(f"{url}/runs").status_code == 429
             refused = http_get(f"{url}/runs/busy/series/loss")
             assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
             assert "reads in progress or waiting" in refused.json()["detail"]
