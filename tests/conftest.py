@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import databases, running_server, start_server_process, stop_process
+from tests.support.heap import forget_apps, freeze_imports
 from tests.support.leftovers import stray_children
 
 
@@ -16,6 +17,17 @@ def nothing_left_behind():
     yield
     left = databases.shutdown() + stray_children()
     assert not left, "left behind by the tests: " + "; ".join(left)
+
+
+@pytest.fixture(autouse=True)
+def apps_let_go():
+    """The servers a test made are freed when it ends (``tests.support.heap``)."""
+    yield
+    forget_apps()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    freeze_imports()
 
 
 @pytest.fixture
