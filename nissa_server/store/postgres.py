@@ -324,12 +324,22 @@ class PostgresStore(Store):
             elif channel == _RESYNC:
                 await self._catch_up(await self.read(sql.read_counter, "event_id"))
             elif channel == STREAMS:
-                run_key, rank, session = payload.split(":", 2)
-                self.on_stream_taken(int(run_key), int(rank), session)
+                await self._stream_taken(payload)
             elif channel == RUNS:
                 self.on_run_deleted(int(payload))
         except ValueError as err:  # not a payload of ours: nothing to retry
             logger.warning("notification %s %r not handled: %s", channel, payload, err)
+
+    async def _stream_taken(self, payload: str) -> None:
+        """A take-over, told with the session that holds the stream now: a note read late (a loaded listener)
+        names an older take, and the connection that came after it here must not be closed for it."""
+        key, rank, _ = payload.split(":", 2)
+        run_key, rank_n = int(key), int(rank)
+        if not any(run.run_key == run_key and rank_n in run.connections for run in self.registry):
+            return  # no connection here to keep or close: no read
+        holder = await self.read(sql.stream_holder, run_key, rank_n)
+        if holder is not None:
+            self.on_stream_taken(run_key, rank_n, holder)
 
     async def _catch_up(self, upto: int) -> None:
         """Publish every event up to id ``upto``, in id order: this server's from memory, others' read back."""

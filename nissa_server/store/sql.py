@@ -146,6 +146,12 @@ def insert_rare(conn: Executor, rows: list[tuple]) -> None:
                      rows)
 
 
+def stream_holder(conn: Conn, run_key: int, rank: int) -> str | None:
+    """The session that took over (run, rank) last: the one whose writes commit."""
+    row = conn.execute("SELECT session FROM streams WHERE run_key = ? AND rank = ?", (run_key, rank)).fetchone()
+    return None if row is None else row[0]
+
+
 def release_stream(conn: Conn, run_key: int, rank: int, session: str, now: float) -> None:
     conn.execute("UPDATE streams SET held_until = NULL WHERE run_key = ? AND rank = ? AND session = ?",
                  (run_key, rank, session))

@@ -124,3 +124,25 @@ async def test_a_run_deleted_on_one_server_is_forgotten_by_the_others(tmp_path):
 
 async def _gone(http: httpx.AsyncClient, url: str) -> bool:
     return (await http.get(url)).status_code == 404
+
+
+async def test_a_take_over_told_late_does_not_close_the_connection_that_came_after_it(tmp_path):
+    # Told in commit order but read late by a loaded server, the take of a connection that had already ended
+    # closed the trainer's next one ("a newer connection took over"); the database says who holds the stream.
+    import psycopg
+
+    url = database_for(tmp_path)["db_url"]
+    with running_server(tmp_path / "a", db_url=url) as a:
+        async with IngestClient(a, "late") as first:
+            await first.send(events_for("late", 3))
+            await first.wait_ack(3)
+        async with IngestClient(a, "late") as second:
+            with psycopg.connect(url, autocommit=True) as side:
+                (key,) = side.execute("SELECT run_key FROM runs WHERE run_id = 'late'").fetchone()
+                side.execute("SELECT pg_notify('nissa_streams', %s)", (f"{key}:0:an-older-session",))
+            await asyncio.sleep(1.0)  # the note is read and handled in this time on an idle machine
+            await second.send(events_for("late", 5)[3:])
+            assert await second.wait_ack(5) == 5
+        async with httpx.AsyncClient(base_url=a, timeout=30) as http:
+            events = (await http.get("/runs/late/events")).json()
+    assert [e["seq"] for e in events] == list(range(1, 6))
