@@ -19,8 +19,9 @@ from .procs import ServerProcess, TrainerProcess, log_lines
 
 pytestmark = pytest.mark.e2e
 
-RUN = ["--rounds", "1", "--episode-length", "8", "--n-envs", "1", "--train-size", "256", "--val-size", "128",
-       "--batch-size", "64", "--policy", "heuristic"]
+# Longer than the test: it goes on until the test stops it after the kill, so that part of it is sent after.
+RUN = ["--rounds", "40", "--checkpoint-every", "0", "--episode-length", "8", "--n-envs", "1", "--train-size", "256",
+       "--val-size", "128", "--batch-size", "64", "--policy", "heuristic"]
 
 
 class Watcher:
@@ -90,6 +91,9 @@ def test_a_server_killed_mid_run_the_trainer_moves_on_and_nothing_is_lost_or_dou
         assert trainer.proc.poll() is None, "the run ended before the kill: make it longer"
         logged_at_kill = len(log_lines(trainer.log_path))
         a.kill()
+        # Stopped through c once a is gone (a run of fixed length could end before the kill on a loaded machine,
+        # leaving nothing to send elsewhere): the stop's statuses and run_finished come after the kill.
+        stop = escalate(c.url, {"run_id": run_id, "action": "stop"})
         assert trainer.wait(timeout=180) == 0, trainer.stderr
         assert watcher.finished.wait(60), "the watcher never saw run_finished"
         local = len(log_lines(trainer.log_path))
@@ -102,7 +106,8 @@ def test_a_server_killed_mid_run_the_trainer_moves_on_and_nothing_is_lost_or_dou
         assert watcher.cursors == sorted(set(watcher.cursors)), "cursors only grow"
         record = httpx.get(f"{b.url}/commands/{command_id}", timeout=10).json()
         assert record["status"] in ("applied", "completed")
-        assert httpx.get(f"{b.url}/runs/{run_id}", timeout=10).json()["status"] == "finished"
+        assert httpx.get(f"{b.url}/commands/{stop['command_id']}", timeout=10).json()["status"] == "completed"
+        assert httpx.get(f"{b.url}/runs/{run_id}", timeout=10).json()["status"] == "stopped"
     finally:
         if watcher is not None:
             watcher.close()
