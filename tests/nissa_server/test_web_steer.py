@@ -249,6 +249,8 @@ def test_an_esper_runs_panels_are_the_consoles(browser, server_url):
         assert "anomaly detector" in auto.text_content() and "applied @ step 64" in auto.text_content()
         page.wait_for_selector('.chart[data-title="accuracy"][data-state="ready"]')
         page.locator('.chart[data-title="accuracy"] canvas').scroll_into_view_if_needed()
+        # The run's markers come by a read of their own, which may end after the chart is ready.
+        page.wait_for_function('() => nissa.view.markers.some((m) => m.command_id === "auto-kl-1")')
         x, y = page.evaluate("""() => {
             const u = nissa.view.charts.find((c) => c.title === "accuracy").plot;
             const m = nissa.view.markers.find((m) => m.command_id === "auto-kl-1");
