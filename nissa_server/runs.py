@@ -119,11 +119,15 @@ class RunRegistry:
         run.name, run.secret_hash = name, secret_hash
         return run
 
+    def by_key(self, run_key: int) -> RunState | None:
+        """The cached run of this database key (a scan: only rare notes from the database ask by key)."""
+        return next((run for run in self._runs.values() if run.run_key == run_key), None)
+
     def forget(self, run_key: int) -> RunState | None:
-        for run_id, run in list(self._runs.items()):
-            if run.run_key == run_key:
-                return self._runs.pop(run_id)
-        return None
+        run = self.by_key(run_key)
+        if run is not None:
+            del self._runs[run.run_id]
+        return run
 
     def __iter__(self) -> Iterator[RunState]:
         return iter(list(self._runs.values()))

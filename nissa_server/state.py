@@ -100,9 +100,9 @@ class Nissa:
                 self.spawn(self.commands.dispatch(run))
 
     def _stream_taken(self, run_key: int, rank: int, session: str) -> None:
-        for run in self.store.registry:
-            if run.run_key == run_key:
-                run.superseded_elsewhere(rank, session)
+        run = self.store.registry.by_key(run_key)
+        if run is not None:
+            run.superseded_elsewhere(rank, session)
 
     def forget(self, run_key: int) -> None:
         """A deleted run: its connections here go, its cache entry too."""

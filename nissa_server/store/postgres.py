@@ -335,7 +335,8 @@ class PostgresStore(Store):
         names an older take, and the connection that came after it here must not be closed for it."""
         key, rank, _ = payload.split(":", 2)
         run_key, rank_n = int(key), int(rank)
-        if not any(run.run_key == run_key and rank_n in run.connections for run in self.registry):
+        run = self.registry.by_key(run_key)
+        if run is None or rank_n not in run.connections:
             return  # no connection here to keep or close: no read
         holder = await self.read(sql.stream_holder, run_key, rank_n)
         if holder is not None:
