@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from tests.support.webhook import webhook_receiver
+from tests.support.webhook import Received, webhook_receiver
 
 from .api import command, run_known, server_events, wait_for
 from .procs import ServerProcess, _env, script
@@ -41,18 +41,20 @@ def test_a_stopped_rank_hangs_the_other_which_is_reported_with_its_stacks_then_r
             run_dir = wait_for(lambda: next(log_dir.glob("hang-*/events.rank1.jsonl"), None), 120, "both logs").parent
             run_id = run_dir.name
             wait_for(lambda: run_known(server.url, run_id), 60, "the run to reach the server")  # its log comes first
-            wait_for(lambda: all(server_events(server.url, run_id, rank=r, kind="ppo_update") for r in (0, 1)),
-                     120, "a policy update on each rank")
-            stopped = httpx.get(f"{server.url}/runs/{run_id}", timeout=10).json()["ranks"][1]["pid"]
+            wait_for(lambda: all(server_events(server.url, run_id, rank=r, kind="ppo_update") for r in (0, 1))
+                     and not _firing(server.url, run_id), 120, "a policy update on each rank, and no alert firing")
+            # Under load a rank can wait T at a collective for the other before the stop (an alert that resolves
+            # when it advances): what counts is what fires for rank 0 after the stop.
+            stopped = _pids(server.url, run_id)[1]
+            before = len(hook.posts)
             t_stop = time.time()
             os.kill(stopped, signal.SIGSTOP)
-            (arrived, alert), = hook.wait(lambda bodies: len(bodies) >= 1, timeout=60)
+            arrived, _ = _body(hook, before, "[nissa] stuck: hang: rank 0")
             print(f"\nsigstop_to_webhook_s={arrived - t_stop:.2f} after_s={T:g} heartbeat_s=0.5")
-            assert alert["title"] == "[nissa] stuck: hang: rank 0", alert
             # The time to the webhook is printed, not asserted (timings are noisy on shared cores): rank 0 first
             # trains to its next collective, then waits T, plus a heartbeat and a sweep; 3.65 to 4.04 s measured.
-            (found,) = httpx.get(f"{server.url}/runs/{run_id}/alerts", timeout=10).json()
-            assert (found["condition"], found["rank"], found["status"]) == ("hang", 0, "firing")
+            (found,) = [a for a in _firing(server.url, run_id) if a["rank"] == 0]
+            assert found["condition"] == "hang", found
             assert float(found["message"].split(" for ")[1].split(" s ")[0]) >= T, found["message"]
             stacks = wait_for(lambda: next((r for r in command(server.url, found["command_id"])["ranks"]
                                             if r["rank"] == 0 and r["status"] == "completed"), None),
@@ -66,8 +68,7 @@ def test_a_stopped_rank_hangs_the_other_which_is_reported_with_its_stacks_then_r
             assert any(a["name"].startswith("stacks-") and "-rank0-" in a["name"] for a in artifacts), artifacts
             os.kill(stopped, signal.SIGCONT)
             stopped = None
-            (_, resolved) = hook.wait(lambda bodies: len(bodies) >= 2, timeout=60)[1]
-            assert resolved["title"] == "[nissa] resolved: stuck: hang: rank 0", resolved
+            _body(hook, before, "[nissa] resolved: stuck: hang: rank 0")
             assert httpx.get(f"{server.url}/alerts/{found['alert_id']}", timeout=10).json()["status"] == "resolved"
         finally:
             if stopped is not None:
@@ -81,3 +82,20 @@ def test_a_stopped_rank_hangs_the_other_which_is_reported_with_its_stacks_then_r
                     proc.wait(timeout=30)
             out.close()
             server.stop()
+
+
+def _firing(url: str, run_id: str) -> list[dict]:
+    alerts = httpx.get(f"{url}/runs/{run_id}/alerts", timeout=10).json()
+    return [a for a in alerts if a["status"] == "firing"]
+
+
+def _pids(url: str, run_id: str) -> dict[int, int]:
+    return {r["rank"]: r["pid"] for r in httpx.get(f"{url}/runs/{run_id}", timeout=10).json()["ranks"]}
+
+
+def _body(hook: Received, after: int, title: str) -> tuple[float, dict]:
+    """The first webhook post past the first ``after`` whose title is ``title`` (with its arrival time)."""
+    def named(posts: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
+        return [(t, b) for t, b in posts[after:] if b.get("title") == title]
+    hook.wait(lambda _: bool(named(hook.posts)), timeout=60)
+    return named(hook.posts)[0]
