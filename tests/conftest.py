@@ -51,7 +51,13 @@ def server_process(tmp_path):
 
 HEAVY = "heavy"
 """The xdist group of the end-to-end tests (``tests/e2e/``, and any marked ``e2e``): they train in
-subprocesses, so one at a time, on one worker, while the other workers take the light tests."""
+subprocesses, so one at a time in a group, on one worker, while the other worker takes the light tests."""
+
+LONG = "heavy-long"
+LONG_MODULES = frozenset({"test_benchmarks.py", "test_sweeps.py"})
+"""The two longest end-to-end modules (about 12 of the end-to-end tests' 22 minutes on two idle cores) are a
+group of their own: each worker takes one group first (xdist hands out the largest first) and both share the
+light tests, where one worker alone would run all the end-to-end tests while the other sat idle."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into the groups it schedules
@@ -66,7 +72,7 @@ def _group(item: pytest.Item) -> str | None:
     """Which tests must run on one worker: the end-to-end ones together, and a module's tests that share a
     fixture wider than one test (run once per worker it reaches: set up once, not once per worker)."""
     if item.get_closest_marker("e2e") is not None or "e2e" in item.path.parts:  # the benchmarks' runs too
-        return HEAVY
+        return LONG if item.path.name in LONG_MODULES else HEAVY
     info = getattr(item, "_fixtureinfo", None)
     defs = getattr(info, "name2fixturedefs", {})
     if any(d.scope in ("module", "class", "package") for ds in defs.values() for d in ds):
