@@ -54,9 +54,9 @@ install-dev: $(DEV_STAMP)
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
-# Two workers (pytest-xdist; -n auto gives one per core): the end-to-end tests run one at a time on one
-# of them (the `heavy` group, tests/conftest.py) while the other takes the rest; a count of the tests
-# run at each line's end, and the 15 slowest tests at the end.
+# Two workers (pytest-xdist; -n auto gives one per core): the end-to-end tests are two groups, each run one
+# test at a time on one worker (`heavy` and `heavy-long`, tests/conftest.py), the light tests shared; a count
+# of the tests run at each line's end, and the 15 slowest tests at the end.
 TEST_WORKERS ?= 2
 
 # The static gate: ruff (rules E, F, I, B, UP) and mypy over the five packages (settings in pyproject.toml).
