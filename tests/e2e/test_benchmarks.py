@@ -28,7 +28,6 @@ def test_ingest_benchmark_measures_both_baselines():
         assert figures[key] > 0, key
     assert figures["ratio"] == pytest.approx(figures["stored_events_per_s"] / figures["raw_frame_events_per_s"],
                                              abs=1e-3)
-    assert figures["raw_batch_events_per_s"] > figures["raw_frame_events_per_s"]
 
 
 @pytest.mark.timeout(120)
@@ -153,7 +152,7 @@ def test_multirank_benchmark_compares_one_and_two_ranks_with_and_without_agreeme
     assert figures["step_ms_1"] > 0 and figures["step_ms_2_off"] > 0 and figures["step_ms_2_on"] > 0
     assert figures["agreement_overhead"] == pytest.approx(figures["step_ms_2_on"] / figures["step_ms_2_off"] - 1,
                                                           abs=1e-3)
-    assert 0 < figures["exchange_cost"] <= figures["exchange_share"] < 1
+    assert 0 < figures["exchange_cost"] < 1 and 0 < figures["exchange_share"] < 1  # two timings: not compared
     assert 0 < figures["p50_ms_2"] <= figures["p99_ms_2"] and 0 < figures["p50_ms_1"] <= figures["p99_ms_1"]
 
 
