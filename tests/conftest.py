@@ -60,12 +60,19 @@ group of their own: each worker takes one group first (xdist hands out the large
 light tests, where one worker alone would run all the end-to-end tests while the other sat idle."""
 
 
+E2E_TIMEOUT_S = 300
+"""An end-to-end test's limit unless it sets its own (pyproject's 120 s is the light tests'): it starts processes
+that import torch, which take minutes on a busy machine; the limit only stops a test that hangs."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into the groups it schedules
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if group in (HEAVY, LONG) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
 
 
 def _group(item: pytest.Item) -> str | None:
