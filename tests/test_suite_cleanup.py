@@ -13,6 +13,7 @@ from tests.support import databases
 from tests.support.leftovers import stray_children
 
 
+@pytest.mark.timeout(300)  # it may start the PostgreSQL (initdb): 88 s seen on a busy machine
 def test_the_suites_postgresql_is_stopped_and_its_directory_removed():
     why = databases.postgres_unavailable()
     if why is not None:

@@ -10,6 +10,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from tests.support import events_for, ingest_events, running_server
 
 TOKEN = "fuzz-token"
+pytestmark = pytest.mark.timeout(300)  # every operation 12 times: 30 s idle, 97 s on a busy machine
 
 
 @pytest.fixture(scope="module")

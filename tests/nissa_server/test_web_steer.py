@@ -37,7 +37,7 @@ from tests.support.web import Feed, open_page
 from tui.state import RunState
 from tui.views import ppo_view
 
-pytestmark = pytest.mark.single_backend
+pytestmark = [pytest.mark.single_backend, pytest.mark.timeout(300)]  # a browser and a loop: 87 s seen, busy
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "plain_loop.py"
 TOKEN = "s3cret-steer"
 HOSTILE = '<img src=x onerror="document.title=1"><b>bold</b>'
