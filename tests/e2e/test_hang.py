@@ -64,8 +64,9 @@ def test_a_stopped_rank_hangs_the_other_which_is_reported_with_its_stacks_then_r
             assert "in _collective" in main and any(c in main for c in ("work.wait", "all_reduce", "all_gather")), \
                 main
             print("rank 0 waits in:", " / ".join(line.strip() for line in main.splitlines()[-4:]))
-            artifacts = httpx.get(f"{server.url}/runs/{run_id}/artifacts", timeout=10).json()
-            assert any(a["name"].startswith("stacks-") and "-rank0-" in a["name"] for a in artifacts), artifacts
+            # The stacks are in the command's result; their file is uploaded after it completes, so it comes later.
+            wait_for(lambda: any(a["name"].startswith("stacks-") and "-rank0-" in a["name"] for a in httpx.get(
+                f"{server.url}/runs/{run_id}/artifacts", timeout=10).json()), 60, "rank 0's stacks as an artifact")
             os.kill(stopped, signal.SIGCONT)
             stopped = None
             _body(hook, before, "[nissa] resolved: stuck: hang: rank 0")
