@@ -6,7 +6,6 @@ import argparse
 import ipaddress
 import logging
 import os
-import pathlib
 import shlex
 import sys
 from pathlib import Path
@@ -78,12 +77,8 @@ def _configure_logging(path: Path | None) -> Path:
     return path
 
 
-WEB_TEMPLATES = pathlib.Path(__file__).resolve().parent / "web"
-"""The page ``--web`` serves: textual-serve's own loads its font from a CDN, this one from the server."""
-
-
 def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
-    from textual_serve.server import Server
+    from tui.web_serve import WebConsole
 
     try:
         loopback = ipaddress.ip_address(args.web_host).is_loopback
@@ -104,10 +99,10 @@ def _serve_web(args: argparse.Namespace, argv: list[str]) -> int:
     if args.token:
         os.environ["NISSA_TOKEN"] = args.token
     command = shlex.join([sys.executable, "-m", "tui", *child])
-    _out(f"esper-watch: serving on http://{args.web_host}:{args.web_port}")
+    url = f"http://{args.web_host}:{args.web_port}"
     try:
-        Server(command, host=args.web_host, port=args.web_port, title="esper-watch",
-               public_url=args.web_public_url, templates_path=WEB_TEMPLATES).serve()
+        WebConsole(command, host=args.web_host, port=args.web_port, public_url=args.web_public_url,
+                   announce=lambda: _out(f"esper-watch: serving on {url}")).serve()
     except OSError as err:  # the address is taken, or not this machine's
         _out(f"esper-watch: --web-host/--web-port: cannot listen on {args.web_host}:{args.web_port}: "
              f"{err.strerror or err}")

@@ -93,8 +93,7 @@ class Tour:
         elif line.startswith("esper-watch --web"):
             port = self.shell.ports["8766"]
             self.shell.start(line, "esper-watch-web", ready=lambda out: f":{port}" in out)
-            # Its line comes before the socket listens (textual-serve binds after it): the page, once it is served.
-            page = wait_for(lambda: _page(f"http://127.0.0.1:{port}/"), 60, "esper-watch --web's page")
+            page = httpx.get(f"http://127.0.0.1:{port}/", timeout=60)  # its line comes once the socket listens
             assert page.status_code == 200 and "esper-watch" in page.text
             self.shell.stop("esper-watch-web")
         elif words[0] == "esper-watch":
@@ -181,10 +180,3 @@ class Tour:
         grown = httpx.get(f"{self.url}/runs/{run_id}/events", params={"after_seq": 0, "kind": "seed_fossilized"},
                           timeout=10).json()
         assert grown and all(e["payload"]["contribution"] is not None for e in grown), grown
-
-
-def _page(url: str) -> httpx.Response | None:
-    try:
-        return httpx.get(url, timeout=30)
-    except httpx.ConnectError:  # not listening yet
-        return None

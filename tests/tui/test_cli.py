@@ -71,25 +71,27 @@ def test_web_on_a_taken_port_says_so_in_one_line():
         done = subprocess.run([script, "--web", "--web-port", str(port)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"--web-host/--web-port: cannot listen on 127.0.0.1:{port}" in done.stderr.splitlines()[-1]
+    assert "serving on" not in done.stderr  # said only once it listens: here it never did
 
 
 def test_web_serves_the_console_over_http(tmp_path):
     script = shutil.which("esper-watch", path=os.path.dirname(sys.executable))
     assert script, "esper-watch is not installed"
     port = _free_port()
-    proc = subprocess.Popen([script, "--web", "--web-port", str(port), "--server", "http://127.0.0.1:9",
-                             "--token", "hidden-token"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            cwd=tmp_path)
+    err = tmp_path / "stderr"
+    with err.open("wb") as sink:
+        proc = subprocess.Popen([script, "--web", "--web-port", str(port), "--server", "http://127.0.0.1:9",
+                                 "--token", "hidden-token"], stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path)
     try:
-        def page() -> str | None:
-            try:
-                response = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
-                return None
-            return response.text if response.status_code == 200 else None
+        def announced() -> bool:
+            assert proc.poll() is None, err.read_text()
+            return f"esper-watch: serving on http://127.0.0.1:{port}" in err.read_text()
 
-        html = wait_for(page, timeout=30, message="the web console")
+        wait_for(announced, timeout=30, message="esper-watch --web's line")
+        # The line comes once the socket listens: a browser opened on it is let in, at once and not on a retry.
+        response = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert response.status_code == 200
+        html = response.text
         assert "esper-watch" in html and "textual" in html.lower()
         assert "hidden-token" not in html  # the token reaches the app by environment, never the page
         # Nothing from outside (no web font from a CDN): the console works offline, and leaks no visit.
