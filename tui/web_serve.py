@@ -33,8 +33,6 @@ class WebConsole(Server):
         loop = asyncio.new_event_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_exit)
-        try:
-            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
-                        print=lambda _banner: self._announce())
-        finally:
-            loop.close()
+        # run_app closes the loop when it ends.
+        web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
+                    print=lambda _banner: self._announce())
